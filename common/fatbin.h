@@ -1,0 +1,49 @@
+// CUDA device-code images: fat-binary wrappers and containers, cubin ELF files and PTX text.
+// Layouts are described in ../shared/notes/fatbin-format.md. Every parser here is bounds-checked:
+// it never reads outside the bytes it is given and reports malformed input as a Status.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace rgpu::fatbin {
+
+constexpr uint32_t kWrapperMagic = 0x466243B1;    // __fatBinC_Wrapper_t
+constexpr uint32_t kContainerMagic = 0xBA55ED50;  // fat-binary container header
+constexpr uint32_t kElfMagic = 0x464C457F;        // "\x7FELF"
+
+enum class ImageKind { kWrapper, kContainer, kElf, kPtx };
+
+enum class EntryKind : uint16_t { kPtx = 1, kElf = 2 };
+
+// One entry of a fat-binary container, its payload decompressed.
+struct Entry {
+  EntryKind kind = EntryKind::kPtx;
+  uint32_t sm_arch = 0;      // e.g. 75 for sm_75 / compute_75
+  uint16_t ptx_major = 0;    // PTX ISA version (PTX entries)
+  uint16_t ptx_minor = 0;
+  uint64_t flags = 0;        // raw entry flags (compression bits etc.)
+  std::string payload;       // decompressed bytes; PTX text has no trailing NUL
+};
+
+// Classifies the image that a driver call like cuModuleLoadData receives. The caller vouches that
+// `image` points to readable memory of an image of some kind (as CUDA's API does); only the first
+// bytes are inspected here.
+ImageKind Classify(const void* image);
+
+// Copies out the bytes that make up a module image given to cuModuleLoadData/cuLibraryLoadData in
+// the caller's process, so that it can be sent elsewhere and loaded on its own: a wrapper becomes
+// its container, a container is 16 + fat_size bytes, an ELF file spans up to the end of its
+// furthest section/program/header table, PTX text is copied with its terminating NUL.
+// Trusts the image as CUDA does (process-local memory handed over by the program).
+Status CopyStandaloneImage(const void* image, std::string* out);
+
+// Parses a container (not a wrapper) held in `size` bytes and returns its entries in order with
+// payloads decompressed (ZSTD and LZ4 entries). Malformed or truncated input is an error.
+Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries);
+
+}  // namespace rgpu::fatbin

@@ -1,0 +1,9 @@
+// The wire protocol version both sides put in Hello/Welcome. Bump it on any incompatible change
+// to rgpu.proto or to the argument layout of an operation in calls.def.
+#pragma once
+
+#include <cstdint>
+
+namespace rgpu {
+constexpr uint32_t kProtocolVersion = 1;
+}  // namespace rgpu

@@ -1,0 +1,89 @@
+// Channel and Listener: the message transport between a tenant's client runtime and rgpu-server.
+// A message is a small header (one serialized protocol envelope) plus an optional payload of any
+// size. Nothing above this layer knows which transport carries it.
+//
+// Threading: a Channel belongs to one thread at a time (the caller serializes). Each Channel has
+// its own progress engine, so channels owned by different threads never wait on each other.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "transport/url.h"
+
+namespace rgpu {
+
+struct ChannelOptions {
+  // How long a waiting thread busy-polls before it sleeps on the transport's event descriptor.
+  // Polling avoids the wake-up cost of a sleeping thread (tens of microseconds on small VMs).
+  int poll_us = 200;
+  // Payloads of at least this many bytes travel as rendezvous data (fetched by the receiver
+  // straight into its destination buffer) instead of being copied into the message.
+  size_t rendezvous_threshold = 64 * 1024;
+};
+
+// A received message. The payload lies either in `owned` or in a buffer that the channel's
+// PayloadPlacer supplied.
+struct ReceivedMessage {
+  std::string header;
+  std::unique_ptr<char[]> owned;
+  char* payload = nullptr;
+  size_t payload_size = 0;
+};
+
+// Chooses where an arriving payload of `size` bytes is written, given the message header. Returns
+// a buffer of at least `size` bytes that stays valid until Receive returns that message, or nullptr
+// to have the channel allocate one. Called on the thread that is inside Receive.
+using PayloadPlacer = std::function<void*(const std::string& header, size_t size)>;
+
+class Channel {
+ public:
+  virtual ~Channel() = default;
+
+  // Sends one message and returns once the payload buffer may be reused. Fails with kUnavailable
+  // when the peer is gone.
+  virtual Status Send(const std::string& header, const void* payload, size_t size) = 0;
+
+  // Waits up to timeout_ms (-1: no limit) for the next message. kTimeout when none came,
+  // kUnavailable when the peer disconnected or died (detected, never a hang).
+  virtual Status Receive(int timeout_ms, ReceivedMessage* out) = 0;
+
+  virtual void SetPayloadPlacer(PayloadPlacer placer) = 0;
+
+  // True once the peer is known to be gone.
+  virtual bool broken() const = 0;
+
+  // The peer's address, for logs.
+  virtual std::string peer() const = 0;
+};
+
+// A connection request that a Listener received and that has not been accepted yet.
+class PendingConnection {
+ public:
+  virtual ~PendingConnection() = default;
+  // Completes the connection on the calling thread; the Channel then belongs to that thread.
+  virtual Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) = 0;
+  virtual std::string peer() const = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Waits up to timeout_ms for a connection request.
+  virtual Status WaitConnection(int timeout_ms, std::unique_ptr<PendingConnection>* out) = 0;
+  // The port actually bound (useful with port 0).
+  virtual uint16_t port() const = 0;
+};
+
+// Connects to a server at `url`. Fails within a bounded time when nobody listens there.
+Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
+                      std::unique_ptr<Channel>* out);
+
+// Listens on `url` (port 0 picks an ephemeral port).
+Status CreateListener(const TransportUrl& url, std::unique_ptr<Listener>* out);
+
+}  // namespace rgpu

@@ -1,0 +1,226 @@
+#include "transport/ucx/ucx_channel.h"
+
+#include <poll.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "common/log.h"
+#include "transport/ucx/ucx_context.h"
+
+namespace rgpu::ucx {
+
+using Clock = std::chrono::steady_clock;
+
+struct UcxChannel::Slot {
+  UcxChannel* channel = nullptr;
+  ReceivedMessage message;
+  bool complete = false;
+  ucs_status_t status = UCS_OK;
+};
+
+UcxChannel::UcxChannel(const std::string& peer, const ChannelOptions& options)
+    : peer_(peer), options_(options) {}
+
+Status UcxChannel::Init(ucp_context_h context, const ucp_ep_params_t& ep_params_in) {
+  Status s = CreateWorker(context, &worker_);
+  if (!s.ok()) return s;
+  ucs_status_t st = ucp_worker_get_efd(worker_, &event_fd_);
+  if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_efd");
+
+  ucp_am_handler_param_t handler = {};
+  handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                       UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  handler.id = kAmId;
+  handler.cb = &UcxChannel::OnActiveMessage;
+  handler.arg = this;
+  handler.flags = UCP_AM_FLAG_WHOLE_MSG;
+  st = ucp_worker_set_am_recv_handler(worker_, &handler);
+  if (st != UCS_OK) return FromUcs(st, "ucp_worker_set_am_recv_handler");
+
+  ucp_ep_params_t ep_params = ep_params_in;
+  ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep_params.err_handler.cb = &UcxChannel::OnPeerError;
+  ep_params.err_handler.arg = this;
+  st = ucp_ep_create(worker_, &ep_params, &ep_);
+  if (st != UCS_OK) return FromUcs(st, "ucp_ep_create");
+  return Status::Ok();
+}
+
+Status UcxChannel::Connect(ucp_context_h context, const sockaddr_storage& addr, socklen_t len,
+                           const std::string& peer, const ChannelOptions& options,
+                           std::unique_ptr<Channel>* out) {
+  std::unique_ptr<UcxChannel> ch(new UcxChannel(peer, options));
+  ucp_ep_params_t p = {};
+  p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+  p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+  p.sockaddr.addrlen = len;
+  Status s = ch->Init(context, p);
+  if (!s.ok()) return s;
+  *out = std::move(ch);
+  return Status::Ok();
+}
+
+Status UcxChannel::Accept(ucp_context_h context, ucp_conn_request_h request,
+                          const std::string& peer, const ChannelOptions& options,
+                          std::unique_ptr<Channel>* out) {
+  std::unique_ptr<UcxChannel> ch(new UcxChannel(peer, options));
+  ucp_ep_params_t p = {};
+  p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
+  p.conn_request = request;
+  Status s = ch->Init(context, p);
+  if (!s.ok()) return s;
+  *out = std::move(ch);
+  return Status::Ok();
+}
+
+UcxChannel::~UcxChannel() {
+  if (ep_ != nullptr) {
+    ucp_request_param_t p = {};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = broken() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t req = ucp_ep_close_nbx(ep_, &p);
+    if (UCS_PTR_IS_PTR(req)) {
+      auto deadline = Clock::now() + std::chrono::seconds(1);
+      while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) {
+        ucp_worker_progress(worker_);
+      }
+      if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker_, req);
+      ucp_request_free(req);
+    }
+  }
+  // A fetch still in flight owns its slot until UCX completes it; leave those slots alive.
+  for (auto& slot : arrived_) {
+    if (!slot->complete) (void)slot.release();
+  }
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+}
+
+template <typename Done>
+Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
+  const auto start = Clock::now();
+  auto spin_until = start + std::chrono::microseconds(options_.poll_us);
+  for (;;) {
+    if (done()) return Status::Ok();
+    if (broken()) return error_;
+    if (ucp_worker_progress(worker_) != 0) continue;
+    auto now = Clock::now();
+    if (now < spin_until) continue;
+    int wait_ms = 100;
+    if (timeout_ms >= 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      start + std::chrono::milliseconds(timeout_ms) - now)
+                      .count();
+      if (left <= 0) return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
+      wait_ms = static_cast<int>(std::min<long>(left, wait_ms));
+    }
+    ucs_status_t st = ucp_worker_arm(worker_);
+    if (st == UCS_ERR_BUSY) continue;
+    if (st != UCS_OK) return FromUcs(st, "ucp_worker_arm");
+    pollfd pfd = {event_fd_, POLLIN, 0};
+    poll(&pfd, 1, wait_ms);
+    spin_until = Clock::now() + std::chrono::microseconds(options_.poll_us);
+  }
+}
+
+Status UcxChannel::Send(const std::string& header, const void* payload, size_t size) {
+  if (broken()) return error_;
+  struct SendState {
+    bool done = false;
+    ucs_status_t status = UCS_OK;
+  } state;
+  ucp_request_param_t p = {};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+                   UCP_OP_ATTR_FIELD_USER_DATA;
+  p.flags = size >= options_.rendezvous_threshold ? UCP_AM_SEND_FLAG_RNDV : 0;
+  p.cb.send = [](void*, ucs_status_t status, void* user_data) {
+    auto* s = static_cast<SendState*>(user_data);
+    s->status = status;
+    s->done = true;
+  };
+  p.user_data = &state;
+  ucs_status_ptr_t req =
+      ucp_am_send_nbx(ep_, kAmId, header.data(), header.size(), payload, size, &p);
+  if (req == nullptr) return Status::Ok();
+  if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "ucp_am_send_nbx");
+  // Requests on a failed endpoint complete with an error, so this wait always ends.
+  while (!state.done) {
+    if (ucp_worker_progress(worker_) == 0 && broken()) {
+      ucp_request_cancel(worker_, req);
+    }
+  }
+  ucp_request_free(req);
+  if (state.status != UCS_OK) {
+    if (error_.ok()) error_ = FromUcs(state.status, "send");
+    return error_;
+  }
+  return Status::Ok();
+}
+
+Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
+  Status s = WaitUntil([this] { return !arrived_.empty() && arrived_.front()->complete; },
+                       timeout_ms);
+  if (!s.ok()) return s;
+  std::unique_ptr<Slot> slot = std::move(arrived_.front());
+  arrived_.pop_front();
+  if (slot->status != UCS_OK) return FromUcs(slot->status, "receive");
+  *out = std::move(slot->message);
+  return Status::Ok();
+}
+
+ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t header_length,
+                                         void* data, size_t length,
+                                         const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxChannel*>(arg);
+  auto slot = std::make_unique<Slot>();
+  slot->channel = self;
+  ReceivedMessage& m = slot->message;
+  m.header.assign(static_cast<const char*>(header), header_length);
+  m.payload_size = length;
+  if (length > 0) {
+    void* dest = self->placer_ ? self->placer_(m.header, length) : nullptr;
+    if (dest == nullptr) {
+      m.owned.reset(new char[length]);
+      dest = m.owned.get();
+    }
+    m.payload = static_cast<char*>(dest);
+  }
+  if (length > 0 && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    ucp_request_param_t p = {};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = &UcxChannel::OnDataFetched;
+    p.user_data = slot.get();
+    ucs_status_ptr_t req = ucp_am_recv_data_nbx(self->worker_, data, m.payload, length, &p);
+    if (req == nullptr) {
+      slot->complete = true;
+    } else if (UCS_PTR_IS_ERR(req)) {
+      slot->complete = true;
+      slot->status = UCS_PTR_STATUS(req);
+    }
+    // Otherwise OnDataFetched completes the slot.
+  } else {
+    if (length > 0) memcpy(m.payload, data, length);
+    slot->complete = true;
+  }
+  self->arrived_.push_back(std::move(slot));
+  return UCS_OK;
+}
+
+void UcxChannel::OnDataFetched(void* request, ucs_status_t status, size_t, void* user_data) {
+  auto* slot = static_cast<Slot*>(user_data);
+  slot->status = status;
+  slot->complete = true;
+  ucp_request_free(request);
+}
+
+void UcxChannel::OnPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* self = static_cast<UcxChannel*>(arg);
+  if (self->error_.ok()) {
+    self->error_ = Unavailable("peer " + self->peer_ + " is gone (" +
+                               std::string(ucs_status_string(status)) + ")");
+  }
+}
+
+}  // namespace rgpu::ucx

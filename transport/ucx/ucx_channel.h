@@ -1,0 +1,57 @@
+// UcxChannel: a Channel over one UCP endpoint with a worker of its own (UCP active messages).
+// UcxListener: a UCP listener whose connection requests are accepted onto new workers.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+#include "transport/channel.h"
+
+namespace rgpu::ucx {
+
+class UcxChannel final : public Channel {
+ public:
+  // Client side: a new worker and an endpoint to `addr`.
+  static Status Connect(ucp_context_h context, const sockaddr_storage& addr, socklen_t len,
+                        const std::string& peer, const ChannelOptions& options,
+                        std::unique_ptr<Channel>* out);
+  // Server side: a new worker and an endpoint accepting `request`.
+  static Status Accept(ucp_context_h context, ucp_conn_request_h request, const std::string& peer,
+                       const ChannelOptions& options, std::unique_ptr<Channel>* out);
+  ~UcxChannel() override;
+
+  Status Send(const std::string& header, const void* payload, size_t size) override;
+  Status Receive(int timeout_ms, ReceivedMessage* out) override;
+  void SetPayloadPlacer(PayloadPlacer placer) override { placer_ = std::move(placer); }
+  bool broken() const override { return !error_.ok(); }
+  std::string peer() const override { return peer_; }
+
+ private:
+  struct Slot;  // one arriving message, complete or still being fetched
+  UcxChannel(const std::string& peer, const ChannelOptions& options);
+  Status Init(ucp_context_h context, const ucp_ep_params_t& ep_params);
+
+  // Progresses the worker until done() is true, the channel breaks, or timeout_ms passes.
+  template <typename Done>
+  Status WaitUntil(Done done, int timeout_ms);
+
+  static ucs_status_t OnActiveMessage(void* arg, const void* header, size_t header_length,
+                                      void* data, size_t length, const ucp_am_recv_param_t* param);
+  static void OnDataFetched(void* request, ucs_status_t status, size_t length, void* user_data);
+  static void OnPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  std::string peer_;
+  ChannelOptions options_;
+  ucp_worker_h worker_ = nullptr;
+  ucp_ep_h ep_ = nullptr;
+  int event_fd_ = -1;
+  PayloadPlacer placer_;
+  std::deque<std::unique_ptr<Slot>> arrived_;  // in arrival order
+  Status error_;
+};
+
+}  // namespace rgpu::ucx

@@ -1,0 +1,67 @@
+#include "transport/ucx/ucx_context.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace rgpu::ucx {
+
+Status FromUcs(ucs_status_t status, const char* what) {
+  std::string m = std::string(what) + ": " + ucs_status_string(status);
+  if (status == UCS_ERR_CONNECTION_RESET || status == UCS_ERR_ENDPOINT_TIMEOUT ||
+      status == UCS_ERR_UNREACHABLE || status == UCS_ERR_REJECTED || status == UCS_ERR_CANCELED ||
+      status == UCS_ERR_NOT_CONNECTED || status == UCS_ERR_IO_ERROR) {
+    return Unavailable(m);
+  }
+  return Internal(m);
+}
+
+namespace {
+
+Status CreateContext(TransportUrl::Scheme scheme, ucp_context_h* out) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return FromUcs(st, "ucp_config_read");
+  if (getenv("UCX_TLS") == nullptr) {
+    ucp_config_modify(config, "TLS", scheme == TransportUrl::Scheme::kShm ? "sm,tcp" : "tcp");
+  }
+  if (getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
+    const char* ms = getenv("RGPU_KEEPALIVE_MS");
+    std::string value = std::string(ms ? ms : "2000") + "ms";
+    ucp_config_modify(config, "KEEPALIVE_INTERVAL", value.c_str());
+  }
+  ucp_params_t params = {};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;
+  st = ucp_init(&params, config, out);
+  ucp_config_release(config);
+  if (st != UCS_OK) return FromUcs(st, "ucp_init");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status GetContext(TransportUrl::Scheme scheme, ucp_context_h* out) {
+  static std::mutex mu;
+  static ucp_context_h contexts[2] = {nullptr, nullptr};
+  std::lock_guard<std::mutex> lock(mu);
+  ucp_context_h& slot = contexts[scheme == TransportUrl::Scheme::kShm ? 1 : 0];
+  if (slot == nullptr) {
+    Status s = CreateContext(scheme, &slot);
+    if (!s.ok()) return s;
+  }
+  *out = slot;
+  return Status::Ok();
+}
+
+Status CreateWorker(ucp_context_h context, ucp_worker_h* out) {
+  ucp_worker_params_t params = {};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  ucs_status_t st = ucp_worker_create(context, &params, out);
+  if (st != UCS_OK) return FromUcs(st, "ucp_worker_create");
+  return Status::Ok();
+}
+
+}  // namespace rgpu::ucx

@@ -1,0 +1,27 @@
+// The process-wide UCP contexts, one per transport scheme, created on first use and kept for the
+// life of the process (UCP contexts are expensive and shared by every worker).
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include "common/status.h"
+#include "transport/url.h"
+
+namespace rgpu::ucx {
+
+// Returns the context for `scheme`, creating it on first call. Thread-safe.
+//   tcp: UCX_TLS=tcp unless the environment sets UCX_TLS.
+//   shm: UCX_TLS=sm,tcp (the socket only sets the connection up; data goes through sm).
+// Keepalive is enabled so that a silent peer is detected (RGPU_KEEPALIVE_MS, default 2000).
+Status GetContext(TransportUrl::Scheme scheme, ucp_context_h* out);
+
+// Creates a single-threaded worker with wake-up support on `context`.
+Status CreateWorker(ucp_context_h context, ucp_worker_h* out);
+
+// The active-message id every rgpu message uses.
+constexpr unsigned kAmId = 7;
+
+// "UCX: <status string>" with context.
+Status FromUcs(ucs_status_t status, const char* what);
+
+}  // namespace rgpu::ucx

@@ -1,0 +1,44 @@
+#include "transport/url.h"
+
+#include <cstdlib>
+
+namespace rgpu {
+
+Status TransportUrl::Parse(const std::string& text, TransportUrl* out) {
+  TransportUrl url;
+  std::string rest;
+  if (text.rfind("tcp://", 0) == 0) {
+    url.scheme = Scheme::kTcp;
+    rest = text.substr(6);
+  } else if (text.rfind("shm://", 0) == 0) {
+    url.scheme = Scheme::kShm;
+    rest = text.substr(6);
+  } else {
+    return InvalidArgument("unknown transport in '" + text + "' (expected tcp:// or shm://)");
+  }
+  size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= rest.size()) {
+    return InvalidArgument("missing port in '" + text + "'");
+  }
+  url.host = rest.substr(0, colon);
+  if (url.host.size() >= 2 && url.host.front() == '[' && url.host.back() == ']') {
+    url.host = url.host.substr(1, url.host.size() - 2);
+  }
+  if (url.host.empty()) return InvalidArgument("missing host in '" + text + "'");
+  const std::string port_text = rest.substr(colon + 1);
+  char* end = nullptr;
+  long port = strtol(port_text.c_str(), &end, 10);
+  if (*end != '\0' || port < 0 || port > 65535) {
+    return InvalidArgument("bad port in '" + text + "'");
+  }
+  url.port = static_cast<uint16_t>(port);
+  *out = url;
+  return Status::Ok();
+}
+
+std::string TransportUrl::ToString() const {
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return std::string(scheme == Scheme::kShm ? "shm://" : "tcp://") + h + ":" + std::to_string(port);
+}
+
+}  // namespace rgpu

@@ -1,0 +1,25 @@
+// Transport addresses. Two schemes:
+//   tcp://HOST:PORT  UCX over TCP sockets.
+//   shm://HOST:PORT  client and server on one host: the connection is set up over a loopback
+//                    socket and the data then moves through shared memory (UCX sm transports).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace rgpu {
+
+struct TransportUrl {
+  enum class Scheme { kTcp, kShm };
+  Scheme scheme = Scheme::kTcp;
+  std::string host;
+  uint16_t port = 0;  // 0 on a listener: pick an ephemeral port
+
+  // Parses "tcp://host:port" or "shm://host:port"; "[v6addr]:port" is accepted for the host.
+  static Status Parse(const std::string& text, TransportUrl* out);
+  std::string ToString() const;
+};
+
+}  // namespace rgpu
