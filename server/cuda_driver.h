@@ -1,0 +1,28 @@
+// CudaDriver: the CUDA driver API of a backend library loaded with dlopen: NVIDIA's libcuda.so.1
+// on GPU hosts, or libsoftgpu-cuda.so on hosts without one. The server calls the backend only
+// through this table, so the same code drives a real GPU or the software GPU.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+#include "common/status.h"
+
+namespace rgpu::server {
+
+struct CudaDriver {
+#define DRIVER_FN(name) decltype(&::name) name = nullptr;
+#define DRIVER_FN_REQUIRED(name) DRIVER_FN(name)
+#include "server/driver_api.def"
+#undef DRIVER_FN
+#undef DRIVER_FN_REQUIRED
+
+  std::string library_path;
+  void* handle = nullptr;
+
+  // Loads `path` with dlopen and resolves every entry; fails if a REQUIRED one is missing.
+  static Status Load(const std::string& path, CudaDriver* out);
+};
+
+}  // namespace rgpu::server

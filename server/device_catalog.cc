@@ -1,0 +1,43 @@
+#include "server/device_catalog.h"
+
+#include <string>
+
+namespace rgpu::server {
+
+Status DeviceCatalog::Load(const CudaDriver& drv) {
+  devices_.clear();
+  if (drv.cuDriverGetVersion(&driver_version_) != CUDA_SUCCESS) driver_version_ = 0;
+  int count = 0;
+  CUresult r = drv.cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS) return Internal("cuDeviceGetCount failed: " + std::to_string(r));
+  for (int i = 0; i < count; ++i) {
+    CUdevice dev = 0;
+    if (drv.cuDeviceGet(&dev, i) != CUDA_SUCCESS) return Internal("cuDeviceGet failed");
+    wire::DeviceInfo info;
+    char name[256] = {};
+    drv.cuDeviceGetName(name, sizeof name - 1, dev);
+    info.set_name(name);
+    size_t total = 0;
+    drv.cuDeviceTotalMem(&total, dev);
+    info.set_total_mem(total);
+    CUuuid uuid = {};
+    if (drv.cuDeviceGetUuid) drv.cuDeviceGetUuid(&uuid, dev);
+    info.set_uuid(std::string(uuid.bytes, sizeof uuid.bytes));
+    char bus[64] = {};
+    if (drv.cuDeviceGetPCIBusId && drv.cuDeviceGetPCIBusId(bus, sizeof bus - 1, dev) == CUDA_SUCCESS) {
+      info.set_pci_bus_id(bus);
+    }
+    for (int a = 0; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) {
+      int value = 0;
+      if (a == 0 || drv.cuDeviceGetAttribute(&value, static_cast<CUdevice_attribute>(a), dev) !=
+                        CUDA_SUCCESS) {
+        value = 0;
+      }
+      info.add_attributes(value);
+    }
+    devices_.push_back(std::move(info));
+  }
+  return Status::Ok();
+}
+
+}  // namespace rgpu::server

@@ -1,0 +1,34 @@
+// HandleTable: the records of one kind of resource a session created, keyed by session-local ids.
+// Ids start at 1, are never reused within a session, and mean nothing outside it, so a tenant
+// can only ever name its own resources.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+namespace rgpu::server {
+
+template <typename Record>
+class HandleTable {
+ public:
+  // Stores `record` and returns its new id.
+  uint64_t Insert(Record record) {
+    uint64_t id = next_id_++;
+    records_.emplace(id, std::move(record));
+    return id;
+  }
+  // The record with `id`, or nullptr when this session has none.
+  Record* Find(uint64_t id) {
+    auto it = records_.find(id);
+    return it == records_.end() ? nullptr : &it->second;
+  }
+  bool Erase(uint64_t id) { return records_.erase(id) > 0; }
+  size_t size() const { return records_.size(); }
+  std::map<uint64_t, Record>& records() { return records_; }
+
+ private:
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Record> records_;
+};
+
+}  // namespace rgpu::server

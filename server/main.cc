@@ -1,0 +1,61 @@
+// rgpu-server: serves remote CUDA driver calls from tenants on a local backend.
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "common/log.h"
+#include "server/server.h"
+
+namespace {
+rgpu::server::Server* g_server = nullptr;
+void OnSignal(int) {
+  if (g_server) g_server->Stop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  rgpu::InitLogging("rgpu-server", rgpu::LogLevel::kInfo);
+  rgpu::server::ServerOptions options;
+  std::string port_file;
+  CLI::App app{"rgpu-server: lends this machine's GPUs to remote tenants"};
+  app.add_option("--listen", options.listen, "URL to listen on: tcp://HOST:PORT or shm://HOST:PORT")
+      ->capture_default_str();
+  app.add_option("--backend", options.backend, "cuda (the real driver) or softgpu (CPU)")
+      ->check(CLI::IsMember({"cuda", "softgpu"}))
+      ->capture_default_str();
+  app.add_option("--cuda-library", options.driver_library,
+                 "driver library to dlopen (default libcuda.so.1 or libsoftgpu-cuda.so)");
+  app.add_option("--poll-us", options.poll_us,
+                 "microseconds a session busy-polls before it sleeps")
+      ->capture_default_str();
+  app.add_option("--port-file", port_file,
+                 "write the bound URL to this file once listening (for scripts and tests)");
+  CLI11_PARSE(app, argc, argv);
+
+  rgpu::server::Server server;
+  rgpu::Status s = server.Start(options);
+  if (!s.ok()) {
+    RGPU_LOG_ERROR("cannot start: %s", s.ToString().c_str());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    std::string tmp = port_file + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "w");
+    if (f == nullptr || fprintf(f, "%s\n", server.url().c_str()) < 0 || fclose(f) != 0 ||
+        rename(tmp.c_str(), port_file.c_str()) != 0) {
+      RGPU_LOG_ERROR("cannot write %s", port_file.c_str());
+      return 1;
+    }
+  }
+  g_server = &server;
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  server.Serve();
+  RGPU_LOG_INFO("stopped");
+  return 0;
+}

@@ -1,0 +1,91 @@
+#include "server/server.h"
+
+#include <chrono>
+
+#include "common/log.h"
+#include "server/session.h"
+
+namespace rgpu::server {
+
+Status Server::Start(const ServerOptions& options) {
+  options_ = options;
+  std::string lib = options.driver_library;
+  if (lib.empty()) {
+    if (options.backend == "cuda") {
+      lib = "libcuda.so.1";
+    } else if (options.backend == "softgpu") {
+      lib = "libsoftgpu-cuda.so";
+    } else {
+      return InvalidArgument("unknown backend '" + options.backend + "' (cuda or softgpu)");
+    }
+  }
+  Status s = CudaDriver::Load(lib, &driver_);
+  if (!s.ok()) return s;
+  CUresult r = driver_.cuInit(0);
+  if (r != CUDA_SUCCESS) return Internal("backend cuInit failed with " + std::to_string(r));
+  s = devices_.Load(driver_);
+  if (!s.ok()) return s;
+  TransportUrl url;
+  s = TransportUrl::Parse(options.listen, &url);
+  if (!s.ok()) return s;
+  s = CreateListener(url, &listener_);
+  if (!s.ok()) return s;
+  url.port = listener_->port();
+  url_ = url.ToString();
+  RGPU_LOG_INFO("backend %s (%s), driver %d, %zu device(s)", options.backend.c_str(), lib.c_str(),
+                devices_.driver_version(), devices_.devices().size());
+  for (size_t i = 0; i < devices_.devices().size(); ++i) {
+    RGPU_LOG_INFO("device %zu: %s, %llu MiB", i, devices_.devices()[i].name().c_str(),
+                  (unsigned long long)(devices_.devices()[i].total_mem() >> 20));
+  }
+  RGPU_LOG_INFO("listening on %s", url_.c_str());
+  return Status::Ok();
+}
+
+size_t Server::active_sessions() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.size();
+}
+
+void Server::Serve() {
+  while (!stop_.load()) {
+    std::unique_ptr<PendingConnection> pending;
+    Status s = listener_->WaitConnection(200, &pending);
+    if (s.code() == Status::Code::kTimeout) continue;
+    if (!s.ok()) {
+      RGPU_LOG_ERROR("listener failed: %s", s.ToString().c_str());
+      break;
+    }
+    const uint64_t id = next_session_id_++;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.insert(id);
+    }
+    running_threads_++;
+    std::thread([this, id, p = std::move(pending)]() mutable {
+      ChannelOptions copts;
+      copts.poll_us = options_.poll_us;
+      std::unique_ptr<Channel> channel;
+      Status st = p->Accept(copts, &channel);
+      if (!st.ok()) {
+        RGPU_LOG_WARN("session %llu: accept from %s failed: %s", (unsigned long long)id,
+                      p->peer().c_str(), st.ToString().c_str());
+      } else {
+        Session session(id, driver_, devices_, std::move(channel));
+        session.Run(stop_);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        live_.erase(id);
+      }
+      running_threads_--;
+    }).detach();
+  }
+  // Sessions see stop_ within their receive timeout, say goodbye and release everything.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (running_threads_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace rgpu::server

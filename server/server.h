@@ -1,0 +1,50 @@
+// Server: accepts tenant connections and runs one Session per connection on its own thread, so
+// that no session waits on another.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "server/cuda_driver.h"
+#include "server/device_catalog.h"
+#include "transport/channel.h"
+
+namespace rgpu::server {
+
+struct ServerOptions {
+  std::string listen = "tcp://0.0.0.0:0";
+  std::string backend = "softgpu";  // "cuda" or "softgpu"
+  std::string driver_library;       // empty: the backend's default
+  int poll_us = 200;                // busy-poll before sleeping, per session
+};
+
+class Server {
+ public:
+  // Loads the backend, gathers its devices and starts listening.
+  Status Start(const ServerOptions& options);
+  // The bound listen URL (with the actual port).
+  std::string url() const { return url_; }
+  // Accepts connections until Stop() is called, then ends every session and returns.
+  void Serve();
+  // Asks Serve() to return; safe from a signal handler thread.
+  void Stop() { stop_.store(true); }
+  size_t active_sessions();
+
+ private:
+  ServerOptions options_;
+  CudaDriver driver_;
+  DeviceCatalog devices_;
+  std::unique_ptr<Listener> listener_;
+  std::string url_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> next_session_id_{1};
+  std::mutex mu_;
+  std::set<uint64_t> live_;  // ids of sessions still running
+  std::atomic<int> running_threads_{0};
+};
+
+}  // namespace rgpu::server

@@ -1,0 +1,676 @@
+#include "server/session.h"
+
+#include <cstring>
+
+#include "common/log.h"
+#include "proto/protocol_version.h"
+#include "server/device_catalog.h"
+
+namespace rgpu::server {
+namespace {
+
+constexpr int kHandshakeTimeoutMs = 10000;
+// A driver call that the backend library does not provide.
+#define REQUIRE_FN(fn)                                                     \
+  do {                                                                     \
+    if (drv_.fn == nullptr) {                                              \
+      cs.detail = "backend lacks " #fn;                                    \
+      return CUDA_ERROR_NOT_SUPPORTED;                                     \
+    }                                                                      \
+  } while (0)
+
+bool OpNeedsContext(Op op) {
+  switch (op) {
+    case Op::kCtxCreate:
+    case Op::kCtxDestroy:
+    case Op::kPrimaryCtxRetain:
+    case Op::kPrimaryCtxRelease:
+    case Op::kPrimaryCtxReset:
+      return false;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
+Session::Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
+                 std::unique_ptr<Channel> channel)
+    : id_(id), drv_(driver), devices_(devices), channel_(std::move(channel)) {}
+
+Session::~Session() { ReleaseAll(); }
+
+void Session::Run(const std::atomic<bool>& stop) {
+  if (!Handshake()) {
+    ReleaseAll();
+    return;
+  }
+  RGPU_LOG_INFO("session %llu: %s from %s connected", (unsigned long long)id_,
+                client_name_.c_str(), channel_->peer().c_str());
+  while (!stop.load()) {
+    ReceivedMessage m;
+    Status s = channel_->Receive(200, &m);
+    if (s.code() == Status::Code::kTimeout) continue;
+    if (!s.ok()) {
+      RGPU_LOG_INFO("session %llu: client gone (%s)", (unsigned long long)id_,
+                    s.ToString().c_str());
+      break;
+    }
+    if (!Serve(m)) break;
+  }
+  if (stop.load() && !channel_->broken()) {
+    wire::Envelope bye;
+    bye.mutable_goodbye()->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
+    bye.mutable_goodbye()->set_reason("server is shutting down");
+    channel_->Send(bye.SerializeAsString(), nullptr, 0);
+  }
+  const uint64_t allocs = allocations_.size(), bytes = live_bytes_.load();
+  ReleaseAll();
+  RGPU_LOG_INFO("session %llu: closed after %llu calls; released %llu allocations (%llu bytes)",
+                (unsigned long long)id_, (unsigned long long)calls_, (unsigned long long)allocs,
+                (unsigned long long)bytes);
+}
+
+bool Session::Handshake() {
+  ReceivedMessage m;
+  Status s = channel_->Receive(kHandshakeTimeoutMs, &m);
+  if (!s.ok()) {
+    RGPU_LOG_WARN("session %llu: no handshake from %s: %s", (unsigned long long)id_,
+                  channel_->peer().c_str(), s.ToString().c_str());
+    return false;
+  }
+  wire::Envelope in;
+  wire::Envelope out;
+  wire::Welcome* w = out.mutable_welcome();
+  w->set_protocol_version(kProtocolVersion);
+  w->set_session_id(id_);
+  if (!in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+      in.body_case() != wire::Envelope::kHello) {
+    w->set_status(CUDA_ERROR_INVALID_VALUE);
+    w->set_error("malformed handshake: expected Hello");
+  } else if (in.hello().protocol_version() != kProtocolVersion) {
+    w->set_status(CUDA_ERROR_NOT_SUPPORTED);
+    w->set_error("protocol version " + std::to_string(in.hello().protocol_version()) +
+                 " not supported; this server speaks " + std::to_string(kProtocolVersion));
+  } else {
+    client_name_ = in.hello().client_name() + " (pid " + std::to_string(in.hello().pid()) + ")";
+    w->set_driver_version(devices_.driver_version());
+    for (const auto& d : devices_.devices()) *w->add_devices() = d;
+  }
+  channel_->Send(out.SerializeAsString(), nullptr, 0);
+  if (w->status() != 0) {
+    RGPU_LOG_WARN("session %llu: refused %s: %s", (unsigned long long)id_,
+                  channel_->peer().c_str(), w->error().c_str());
+    return false;
+  }
+  return true;
+}
+
+bool Session::Serve(ReceivedMessage& m) {
+  wire::Envelope in;
+  if (!in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
+    RGPU_LOG_WARN("session %llu: malformed message (%zu bytes); closing session",
+                  (unsigned long long)id_, m.header.size());
+    wire::Envelope bye;
+    bye.mutable_goodbye()->set_status(CUDA_ERROR_INVALID_VALUE);
+    bye.mutable_goodbye()->set_reason("malformed message");
+    channel_->Send(bye.SerializeAsString(), nullptr, 0);
+    return false;
+  }
+  if (in.body_case() == wire::Envelope::kGoodbye) return false;
+  if (in.body_case() != wire::Envelope::kCall) {
+    RGPU_LOG_WARN("session %llu: unexpected message kind %d; closing session",
+                  (unsigned long long)id_, static_cast<int>(in.body_case()));
+    return false;
+  }
+  ++calls_;
+  const wire::Call& call = in.call();
+  wire::Envelope out;
+  wire::Reply* reply = out.mutable_reply();
+  reply->set_seq(call.seq());
+  CallState cs;
+  cs.call = &call;
+  cs.payload = m.payload;
+  cs.payload_size = m.payload_size;
+  cs.reply = reply;
+  CUresult result;
+  const OpInfo* info = FindOp(call.op());
+  if (info == nullptr) {
+    cs.detail = "unknown operation " + std::to_string(call.op());
+    result = CUDA_ERROR_NOT_SUPPORTED;
+  } else if (call.args_size() != info->arg_count) {
+    cs.detail = std::string(info->name) + " takes " + std::to_string(info->arg_count) +
+                " arguments, got " + std::to_string(call.args_size());
+    result = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    result = CUDA_SUCCESS;
+    const Op op = static_cast<Op>(call.op());
+    if (OpNeedsContext(op)) {
+      cs.ctx_id = call.ctx();
+      cs.ctx = contexts_.Find(call.ctx());
+      if (cs.ctx == nullptr) {
+        cs.detail = "no such context";
+        result = CUDA_ERROR_INVALID_CONTEXT;
+      } else {
+        result = MakeCurrent(cs.ctx);
+      }
+    }
+    if (result == CUDA_SUCCESS) result = Dispatch(op, cs);
+  }
+  reply->set_result(result);
+  if (result != CUDA_SUCCESS) {
+    if (!cs.detail.empty()) reply->set_message(cs.detail);
+    RGPU_LOG_DEBUG("session %llu: %s -> %d %s", (unsigned long long)id_,
+                   info ? info->name : "?", result, cs.detail.c_str());
+    cs.out_size = 0;
+  }
+  Status s = channel_->Send(out.SerializeAsString(), cs.out_payload.get(), cs.out_size);
+  return s.ok();
+}
+
+CUresult Session::Dispatch(Op op, CallState& cs) {
+  switch (op) {
+#define RGPU_OP(name, nargs, args, nres, res, in, out, mode) \
+  case Op::k##name:                                          \
+    return Handle##name(cs);
+#include "proto/calls.def"
+#undef RGPU_OP
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+CUresult Session::MakeCurrent(ContextRecord* ctx) {
+  if (current_ == ctx->context) return CUDA_SUCCESS;
+  CUresult r = drv_.cuCtxSetCurrent(ctx->context);
+  if (r == CUDA_SUCCESS) current_ = ctx->context;
+  return r;
+}
+
+bool Session::OwnsRange(uint64_t ctx_id, CUdeviceptr ptr, size_t bytes) const {
+  auto it = allocations_.upper_bound(ptr);
+  if (it == allocations_.begin()) return false;
+  --it;
+  const CUdeviceptr base = it->first;
+  const Allocation& a = it->second;
+  if (a.ctx != ctx_id) return false;
+  if (ptr < base || ptr - base > a.size) return false;
+  return bytes <= a.size - (ptr - base);
+}
+
+bool Session::ResolveStream(const CallState& cs, uint64_t id, CUstream* out) {
+  if (id == 0) {
+    *out = nullptr;
+    return true;
+  }
+  StreamRecord* s = streams_.Find(id);
+  if (s == nullptr || s->ctx != cs.ctx_id) return false;
+  *out = s->stream;
+  return true;
+}
+
+CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
+  if (device < 0 || device >= static_cast<int>(devices_.devices().size())) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  CUdevice dev = 0;
+  CUresult r = drv_.cuDeviceGet(&dev, device);
+  if (r != CUDA_SUCCESS) return r;
+  CUcontext ctx = nullptr;
+  r = drv_.cuCtxCreate(&ctx, nullptr, 0, dev);
+  if (r != CUDA_SUCCESS) return r;
+  current_ = ctx;  // cuCtxCreate makes the new context current
+  ContextRecord rec;
+  rec.context = ctx;
+  rec.device = device;
+  rec.primary = primary;
+  *id = contexts_.Insert(rec);
+  return CUDA_SUCCESS;
+}
+
+void Session::DestroyContext(uint64_t id) {
+  ContextRecord* rec = contexts_.Find(id);
+  if (rec == nullptr) return;
+  // The backend frees everything that lived in the context; forget it here too.
+  for (auto it = allocations_.begin(); it != allocations_.end();) {
+    if (it->second.ctx == id) {
+      if (it->second.freeable) live_bytes_ -= it->second.size;
+      it = allocations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto erase_in_ctx = [id](auto& table) {
+    for (auto it = table.records().begin(); it != table.records().end();) {
+      it = it->second.ctx == id ? table.records().erase(it) : std::next(it);
+    }
+  };
+  erase_in_ctx(modules_);
+  erase_in_ctx(functions_);
+  erase_in_ctx(streams_);
+  erase_in_ctx(events_);
+  if (rec->primary) primary_by_device_.erase(rec->device);
+  drv_.cuCtxDestroy(rec->context);
+  if (current_ == rec->context) current_ = nullptr;
+  contexts_.Erase(id);
+}
+
+void Session::ReleaseAll() {
+  std::vector<uint64_t> ids;
+  for (auto& [id, rec] : contexts_.records()) ids.push_back(id);
+  for (uint64_t id : ids) DestroyContext(id);
+  drv_.cuCtxSetCurrent(nullptr);
+  current_ = nullptr;
+}
+
+// ---- Contexts ----
+
+CUresult Session::HandleCtxCreate(CallState& cs) {
+  uint64_t id = 0;
+  CUresult r = CreateContext(static_cast<int>(cs.arg(1)), false, &id);
+  if (r == CUDA_SUCCESS) cs.reply->add_values(id);
+  return r;
+}
+
+CUresult Session::HandleCtxDestroy(CallState& cs) {
+  ContextRecord* rec = contexts_.Find(cs.arg(0));
+  if (rec == nullptr || rec->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  DestroyContext(cs.arg(0));
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleCtxSynchronize(CallState& cs) { return drv_.cuCtxSynchronize(); }
+
+CUresult Session::HandlePrimaryCtxRetain(CallState& cs) {
+  const int device = static_cast<int>(cs.arg(0));
+  auto it = primary_by_device_.find(device);
+  uint64_t id = 0;
+  if (it != primary_by_device_.end()) {
+    id = it->second;
+  } else {
+    CUresult r = CreateContext(device, true, &id);
+    if (r != CUDA_SUCCESS) return r;
+    primary_by_device_[device] = id;
+  }
+  contexts_.Find(id)->primary_refs++;
+  cs.reply->add_values(id);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandlePrimaryCtxRelease(CallState& cs) {
+  auto it = primary_by_device_.find(static_cast<int>(cs.arg(0)));
+  if (it == primary_by_device_.end()) return CUDA_ERROR_INVALID_CONTEXT;
+  ContextRecord* rec = contexts_.Find(it->second);
+  if (--rec->primary_refs <= 0) DestroyContext(it->second);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandlePrimaryCtxReset(CallState& cs) {
+  auto it = primary_by_device_.find(static_cast<int>(cs.arg(0)));
+  if (it != primary_by_device_.end()) DestroyContext(it->second);
+  return CUDA_SUCCESS;
+}
+
+// ---- Memory ----
+
+CUresult Session::HandleMemAlloc(CallState& cs) {
+  const size_t bytes = cs.arg(0);
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = 0;
+  CUresult r = drv_.cuMemAlloc(&p, bytes);
+  if (r != CUDA_SUCCESS) return r;
+  allocations_[p] = Allocation{bytes, cs.ctx_id, true, 0};
+  live_bytes_ += bytes;
+  cs.reply->add_values(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemFree(CallState& cs) {
+  auto it = allocations_.find(cs.arg(0));
+  if (it == allocations_.end() || !it->second.freeable || it->second.ctx != cs.ctx_id) {
+    cs.detail = "not an allocation of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUresult r = drv_.cuMemFree(it->first);
+  if (r != CUDA_SUCCESS) return r;
+  live_bytes_ -= it->second.size;
+  allocations_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemGetInfo(CallState& cs) {
+  size_t free_bytes = 0, total = 0;
+  CUresult r = drv_.cuMemGetInfo(&free_bytes, &total);
+  if (r != CUDA_SUCCESS) return r;
+  cs.reply->add_values(free_bytes);
+  cs.reply->add_values(total);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemcpyHtoD(CallState& cs) {
+  const CUdeviceptr dst = cs.arg(0);
+  const size_t bytes = cs.arg(1);
+  if (cs.payload_size != bytes) {
+    cs.detail = "payload size does not match the copy size";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!OwnsRange(cs.ctx_id, dst, bytes)) {
+    cs.detail = "destination range is not memory of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, cs.arg(2), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  // The payload buffer is gone once this call returns, so the copy must have read it by then:
+  // a synchronous copy ordered after the stream's earlier work.
+  if (stream != nullptr) {
+    CUresult r = drv_.cuStreamSynchronize(stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return drv_.cuMemcpyHtoD(dst, cs.payload, bytes);
+}
+
+CUresult Session::HandleMemcpyDtoH(CallState& cs) {
+  const CUdeviceptr src = cs.arg(0);
+  const size_t bytes = cs.arg(1);
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!OwnsRange(cs.ctx_id, src, bytes)) {
+    cs.detail = "source range is not memory of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, cs.arg(2), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  cs.out_payload.reset(new (std::nothrow) char[bytes]);
+  if (!cs.out_payload) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r;
+  if (stream != nullptr && drv_.cuMemcpyDtoHAsync != nullptr) {
+    r = drv_.cuMemcpyDtoHAsync(cs.out_payload.get(), src, bytes, stream);
+    if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(stream);
+  } else {
+    r = drv_.cuMemcpyDtoH(cs.out_payload.get(), src, bytes);
+  }
+  if (r == CUDA_SUCCESS) cs.out_size = bytes;
+  return r;
+}
+
+CUresult Session::HandleMemcpyDtoD(CallState& cs) {
+  const CUdeviceptr dst = cs.arg(0), src = cs.arg(1);
+  const size_t bytes = cs.arg(2);
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (!OwnsRange(cs.ctx_id, dst, bytes) || !OwnsRange(cs.ctx_id, src, bytes)) {
+    cs.detail = "copy range is not memory of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, cs.arg(3), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (cs.arg(4) != 0) {
+    REQUIRE_FN(cuMemcpyDtoDAsync);
+    return drv_.cuMemcpyDtoDAsync(dst, src, bytes, stream);
+  }
+  return drv_.cuMemcpyDtoD(dst, src, bytes);
+}
+
+CUresult Session::HandleMemset(CallState& cs) {
+  const CUdeviceptr dst = cs.arg(0);
+  const uint64_t value = cs.arg(1), element = cs.arg(2), count = cs.arg(3);
+  if (element != 1 && element != 2 && element != 4) return CUDA_ERROR_INVALID_VALUE;
+  if (count == 0) return CUDA_SUCCESS;
+  if (count > (~0ull) / element || !OwnsRange(cs.ctx_id, dst, count * element)) {
+    cs.detail = "memset range is not memory of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, cs.arg(4), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  const bool async = cs.arg(5) != 0;
+  switch (element) {
+    case 1:
+      if (async) {
+        REQUIRE_FN(cuMemsetD8Async);
+        return drv_.cuMemsetD8Async(dst, static_cast<unsigned char>(value), count, stream);
+      }
+      REQUIRE_FN(cuMemsetD8);
+      return drv_.cuMemsetD8(dst, static_cast<unsigned char>(value), count);
+    case 2:
+      if (async) {
+        REQUIRE_FN(cuMemsetD16Async);
+        return drv_.cuMemsetD16Async(dst, static_cast<unsigned short>(value), count, stream);
+      }
+      REQUIRE_FN(cuMemsetD16);
+      return drv_.cuMemsetD16(dst, static_cast<unsigned short>(value), count);
+    default:
+      if (async) {
+        REQUIRE_FN(cuMemsetD32Async);
+        return drv_.cuMemsetD32Async(dst, static_cast<unsigned int>(value), count, stream);
+      }
+      REQUIRE_FN(cuMemsetD32);
+      return drv_.cuMemsetD32(dst, static_cast<unsigned int>(value), count);
+  }
+}
+
+// ---- Modules and kernels ----
+
+CUresult Session::HandleModuleLoadData(CallState& cs) {
+  if (cs.payload_size == 0) return CUDA_ERROR_INVALID_IMAGE;
+  // The image was copied whole by the client; the backend parses it (bounds-checked there).
+  // A PTX image must be NUL-terminated within the payload.
+  std::unique_ptr<char[]> image(new char[cs.payload_size + 1]);
+  memcpy(image.get(), cs.payload, cs.payload_size);
+  image[cs.payload_size] = '\0';
+  CUmodule module = nullptr;
+  CUresult r = drv_.cuModuleLoadData(&module, image.get());
+  if (r != CUDA_SUCCESS) {
+    cs.detail = "backend could not load the module image";
+    return r;
+  }
+  cs.reply->add_values(modules_.Insert(ModuleRecord{module, cs.ctx_id}));
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleModuleUnload(CallState& cs) {
+  ModuleRecord* m = modules_.Find(cs.arg(0));
+  if (m == nullptr || m->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = drv_.cuModuleUnload(m->module);
+  const uint64_t module_id = cs.arg(0);
+  for (auto it = functions_.records().begin(); it != functions_.records().end();) {
+    it = it->second.module == module_id ? functions_.records().erase(it) : std::next(it);
+  }
+  // The module's globals go with it.
+  for (auto it = allocations_.begin(); it != allocations_.end();) {
+    it = it->second.module == module_id ? allocations_.erase(it) : std::next(it);
+  }
+  modules_.Erase(module_id);
+  return r;
+}
+
+CUresult Session::HandleModuleGetFunction(CallState& cs) {
+  ModuleRecord* m = modules_.Find(cs.arg(0));
+  if (m == nullptr || m->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  if (cs.payload_size == 0 || cs.payload_size > 4096) return CUDA_ERROR_INVALID_VALUE;
+  std::string name(cs.payload, cs.payload_size);
+  if (name.find('\0') != std::string::npos) name.resize(name.find('\0'));
+  FunctionRecord f;
+  f.module = cs.arg(0);
+  f.ctx = cs.ctx_id;
+  CUresult r = drv_.cuModuleGetFunction(&f.function, m->module, name.c_str());
+  if (r != CUDA_SUCCESS) {
+    cs.detail = "no kernel named " + name;
+    return r;
+  }
+  REQUIRE_FN(cuFuncGetParamInfo);
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    if (drv_.cuFuncGetParamInfo(f.function, i, &offset, &size) != CUDA_SUCCESS) break;
+    f.params.push_back(ParamSlot{static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
+    f.params_bytes = std::max<uint32_t>(f.params_bytes, offset + size);
+  }
+  const uint64_t id = functions_.Insert(f);
+  cs.reply->add_values(id);
+  cs.reply->add_values(f.params.size());
+  for (const ParamSlot& p : f.params) {
+    cs.reply->add_values(p.offset);
+    cs.reply->add_values(p.size);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleModuleGetGlobal(CallState& cs) {
+  ModuleRecord* m = modules_.Find(cs.arg(0));
+  if (m == nullptr || m->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  REQUIRE_FN(cuModuleGetGlobal);
+  if (cs.payload_size == 0 || cs.payload_size > 4096) return CUDA_ERROR_INVALID_VALUE;
+  std::string name(cs.payload, cs.payload_size);
+  if (name.find('\0') != std::string::npos) name.resize(name.find('\0'));
+  CUdeviceptr p = 0;
+  size_t bytes = 0;
+  CUresult r = drv_.cuModuleGetGlobal(&p, &bytes, m->module, name.c_str());
+  if (r != CUDA_SUCCESS) return r;
+  // The global is memory of this session: copies to and from it are allowed, freeing is not.
+  if (bytes > 0 && allocations_.find(p) == allocations_.end()) {
+    allocations_[p] = Allocation{bytes, cs.ctx_id, false, cs.arg(0)};
+  }
+  cs.reply->add_values(p);
+  cs.reply->add_values(bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleFuncGetAttribute(CallState& cs) {
+  FunctionRecord* f = functions_.Find(cs.arg(0));
+  if (f == nullptr || f->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  REQUIRE_FN(cuFuncGetAttribute);
+  int value = 0;
+  CUresult r = drv_.cuFuncGetAttribute(&value, static_cast<CUfunction_attribute>(cs.arg(1)),
+                                       f->function);
+  if (r == CUDA_SUCCESS) cs.reply->add_values(static_cast<uint64_t>(static_cast<int64_t>(value)));
+  return r;
+}
+
+CUresult Session::HandleLaunchKernel(CallState& cs) {
+  // The legacy default stream: the same launch with stream id 0.
+  return HandleLaunchKernelOnStream(cs);
+}
+
+CUresult Session::HandleLaunchKernelOnStream(CallState& cs) {
+  FunctionRecord* f = functions_.Find(cs.arg(0));
+  if (f == nullptr || f->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  const uint64_t stream_id = cs.call->args_size() > 8 ? cs.arg(8) : 0;
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, stream_id, &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (cs.payload_size < f->params_bytes) {
+    cs.detail = "kernel arguments are shorter than the kernel's parameter list";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (int i = 1; i <= 7; ++i) {
+    if (cs.arg(i) > 0xffffffffull) return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::vector<void*> params(f->params.size());
+  for (size_t i = 0; i < f->params.size(); ++i) {
+    params[i] = const_cast<char*>(cs.payload) + f->params[i].offset;
+  }
+  return drv_.cuLaunchKernel(f->function, static_cast<unsigned>(cs.arg(1)),
+                             static_cast<unsigned>(cs.arg(2)), static_cast<unsigned>(cs.arg(3)),
+                             static_cast<unsigned>(cs.arg(4)), static_cast<unsigned>(cs.arg(5)),
+                             static_cast<unsigned>(cs.arg(6)), static_cast<unsigned>(cs.arg(7)),
+                             stream, params.empty() ? nullptr : params.data(), nullptr);
+}
+
+// ---- Streams and events ----
+
+CUresult Session::HandleStreamCreate(CallState& cs) {
+  CUstream s = nullptr;
+  CUresult r;
+  const int priority = static_cast<int>(static_cast<int64_t>(cs.arg(1)));
+  if (priority != 0 && drv_.cuStreamCreateWithPriority != nullptr) {
+    r = drv_.cuStreamCreateWithPriority(&s, static_cast<unsigned>(cs.arg(0)), priority);
+  } else {
+    r = drv_.cuStreamCreate(&s, static_cast<unsigned>(cs.arg(0)));
+  }
+  if (r != CUDA_SUCCESS) return r;
+  cs.reply->add_values(streams_.Insert(StreamRecord{s, cs.ctx_id}));
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleStreamDestroy(CallState& cs) {
+  StreamRecord* s = streams_.Find(cs.arg(0));
+  if (s == nullptr || s->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = drv_.cuStreamDestroy(s->stream);
+  streams_.Erase(cs.arg(0));
+  return r;
+}
+
+CUresult Session::HandleStreamSynchronize(CallState& cs) {
+  CUstream s = nullptr;
+  if (!ResolveStream(cs, cs.arg(0), &s)) return CUDA_ERROR_INVALID_HANDLE;
+  return drv_.cuStreamSynchronize(s);
+}
+
+CUresult Session::HandleStreamQuery(CallState& cs) {
+  CUstream s = nullptr;
+  if (!ResolveStream(cs, cs.arg(0), &s)) return CUDA_ERROR_INVALID_HANDLE;
+  REQUIRE_FN(cuStreamQuery);
+  return drv_.cuStreamQuery(s);
+}
+
+CUresult Session::HandleStreamWaitEvent(CallState& cs) {
+  CUstream s = nullptr;
+  if (!ResolveStream(cs, cs.arg(0), &s)) return CUDA_ERROR_INVALID_HANDLE;
+  EventRecord* e = events_.Find(cs.arg(1));
+  if (e == nullptr || e->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  REQUIRE_FN(cuStreamWaitEvent);
+  return drv_.cuStreamWaitEvent(s, e->event, static_cast<unsigned>(cs.arg(2)));
+}
+
+CUresult Session::HandleEventCreate(CallState& cs) {
+  CUevent e = nullptr;
+  CUresult r = drv_.cuEventCreate(&e, static_cast<unsigned>(cs.arg(0)));
+  if (r != CUDA_SUCCESS) return r;
+  cs.reply->add_values(events_.Insert(EventRecord{e, cs.ctx_id}));
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleEventRecord(CallState& cs) {
+  EventRecord* e = events_.Find(cs.arg(0));
+  if (e == nullptr || e->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  CUstream s = nullptr;
+  if (!ResolveStream(cs, cs.arg(1), &s)) return CUDA_ERROR_INVALID_HANDLE;
+  return drv_.cuEventRecord(e->event, s);
+}
+
+CUresult Session::HandleEventSynchronize(CallState& cs) {
+  EventRecord* e = events_.Find(cs.arg(0));
+  if (e == nullptr || e->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  REQUIRE_FN(cuEventSynchronize);
+  return drv_.cuEventSynchronize(e->event);
+}
+
+CUresult Session::HandleEventQuery(CallState& cs) {
+  EventRecord* e = events_.Find(cs.arg(0));
+  if (e == nullptr || e->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  REQUIRE_FN(cuEventQuery);
+  return drv_.cuEventQuery(e->event);
+}
+
+CUresult Session::HandleEventElapsedTime(CallState& cs) {
+  EventRecord* a = events_.Find(cs.arg(0));
+  EventRecord* b = events_.Find(cs.arg(1));
+  if (a == nullptr || b == nullptr || a->ctx != cs.ctx_id || b->ctx != cs.ctx_id) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  REQUIRE_FN(cuEventElapsedTime);
+  float ms = 0;
+  CUresult r = drv_.cuEventElapsedTime(&ms, a->event, b->event);
+  if (r != CUDA_SUCCESS) return r;
+  uint32_t bits;
+  memcpy(&bits, &ms, sizeof bits);
+  cs.reply->add_values(bits);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleEventDestroy(CallState& cs) {
+  EventRecord* e = events_.Find(cs.arg(0));
+  if (e == nullptr || e->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = drv_.cuEventDestroy(e->event);
+  events_.Erase(cs.arg(0));
+  return r;
+}
+
+}  // namespace rgpu::server

@@ -1,0 +1,136 @@
+// Session: one tenant connection. It owns the channel to the client, the backend contexts it
+// created and a table of every resource made in them, and replays the client's calls on the
+// backend. Every handle and device pointer a call names is checked against this session's own
+// tables first. When the client leaves or dies, everything the session created is released.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proto/ops.h"
+#include "proto/rgpu.pb.h"
+#include "server/cuda_driver.h"
+#include "server/handle_table.h"
+#include "transport/channel.h"
+
+namespace rgpu::server {
+
+class DeviceCatalog;
+
+// What a finished session leaves behind, for the server's accounting.
+struct SessionTotals {
+  uint64_t calls = 0;
+  uint64_t live_allocations = 0;
+  uint64_t live_bytes = 0;
+};
+
+class Session {
+ public:
+  Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
+          std::unique_ptr<Channel> channel);
+  ~Session();
+
+  // Runs the handshake and then serves calls until the client leaves or `stop` becomes true.
+  // Releases every resource before it returns.
+  void Run(const std::atomic<bool>& stop);
+
+  uint64_t id() const { return id_; }
+  // Bytes of device memory this session holds right now.
+  uint64_t live_bytes() const { return live_bytes_.load(); }
+
+ private:
+  struct ContextRecord {
+    CUcontext context = nullptr;
+    int device = 0;
+    bool primary = false;
+    int primary_refs = 0;
+  };
+  struct Allocation {
+    size_t size = 0;
+    uint64_t ctx = 0;
+    bool freeable = true;  // false for module globals
+    uint64_t module = 0;   // the module a global belongs to
+  };
+  struct ModuleRecord {
+    CUmodule module = nullptr;
+    uint64_t ctx = 0;
+  };
+  struct ParamSlot {
+    uint32_t offset = 0;
+    uint32_t size = 0;
+  };
+  struct FunctionRecord {
+    CUfunction function = nullptr;
+    uint64_t module = 0;
+    uint64_t ctx = 0;
+    std::vector<ParamSlot> params;
+    uint32_t params_bytes = 0;
+  };
+  struct StreamRecord {
+    CUstream stream = nullptr;
+    uint64_t ctx = 0;
+  };
+  struct EventRecord {
+    CUevent event = nullptr;
+    uint64_t ctx = 0;
+  };
+
+  // Everything a handler needs about the call it serves.
+  struct CallState {
+    const wire::Call* call = nullptr;
+    const char* payload = nullptr;
+    size_t payload_size = 0;
+    uint64_t ctx_id = 0;
+    ContextRecord* ctx = nullptr;  // resolved Call.ctx, current on this thread
+    wire::Reply* reply = nullptr;
+    std::unique_ptr<char[]> out_payload;
+    size_t out_size = 0;
+    std::string detail;  // why a call failed, sent back in Reply.message
+    uint64_t arg(int i) const { return call->args(i); }
+  };
+
+  bool Handshake();
+  // Decodes, validates and executes one message; false ends the session.
+  bool Serve(ReceivedMessage& message);
+  CUresult Dispatch(Op op, CallState& cs);
+
+#define RGPU_OP(name, nargs, args, nres, res, in, out, mode) CUresult Handle##name(CallState& cs);
+#include "proto/calls.def"
+#undef RGPU_OP
+
+  // Makes `ctx` current on this thread if it is not already.
+  CUresult MakeCurrent(ContextRecord* ctx);
+  // Checks that [ptr, ptr+bytes) lies in memory this session owns in context `ctx_id`.
+  bool OwnsRange(uint64_t ctx_id, CUdeviceptr ptr, size_t bytes) const;
+  // Looks up a stream id (0 = the context's default stream) in the call's context.
+  bool ResolveStream(const CallState& cs, uint64_t id, CUstream* out);
+  CUresult CreateContext(int device, bool primary, uint64_t* id);
+  // Destroys a context and forgets every resource that lived in it.
+  void DestroyContext(uint64_t id);
+  void ReleaseAll();
+
+  const uint64_t id_;
+  const CudaDriver& drv_;
+  const DeviceCatalog& devices_;
+  std::unique_ptr<Channel> channel_;
+  std::string client_name_;
+  CUcontext current_ = nullptr;
+
+  HandleTable<ContextRecord> contexts_;
+  std::map<int, uint64_t> primary_by_device_;
+  std::map<CUdeviceptr, Allocation> allocations_;  // by base address
+  HandleTable<ModuleRecord> modules_;
+  HandleTable<FunctionRecord> functions_;
+  HandleTable<StreamRecord> streams_;
+  HandleTable<EventRecord> events_;
+  std::atomic<uint64_t> live_bytes_{0};
+  uint64_t calls_ = 0;
+};
+
+}  // namespace rgpu::server
