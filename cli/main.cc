@@ -1,0 +1,79 @@
+// rgpu: the command-line front end.
+//   rgpu run --server URL [--token T] -- PROGRAM ARGS...   run a program on a remote GPU
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace {
+
+// The directory holding this executable.
+std::string SelfDir() {
+  char path[PATH_MAX] = {};
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  std::string p = n > 0 ? std::string(path, n) : ".";
+  return p.substr(0, p.rfind('/'));
+}
+
+bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+
+// The interposer library: RGPU_LIBDIR/librgpu-cuda.so, else ../lib beside this program.
+std::string FindInterposer() {
+  if (const char* dir = getenv("RGPU_LIBDIR")) return std::string(dir) + "/librgpu-cuda.so";
+  return SelfDir() + "/../lib/librgpu-cuda.so";
+}
+
+int Run(const std::string& server, const std::string& token, std::vector<std::string> argv) {
+  if (argv.empty()) {
+    fprintf(stderr, "rgpu run: no program given (rgpu run --server URL -- PROGRAM ARGS...)\n");
+    return 2;
+  }
+  std::string lib = FindInterposer();
+  if (!Exists(lib)) {
+    fprintf(stderr, "rgpu run: interposer library not found at %s\n", lib.c_str());
+    return 2;
+  }
+  char resolved[PATH_MAX];
+  if (realpath(lib.c_str(), resolved) != nullptr) lib = resolved;
+  std::string preload = lib;
+  if (const char* existing = getenv("LD_PRELOAD"); existing && *existing) {
+    preload += std::string(":") + existing;
+  }
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  if (!server.empty()) setenv("RGPU_SERVER", server.c_str(), 1);
+  if (!token.empty()) setenv("RGPU_TOKEN", token.c_str(), 1);
+  if (getenv("RGPU_SERVER") == nullptr) {
+    fprintf(stderr, "rgpu run: no server: pass --server URL or set RGPU_SERVER\n");
+    return 2;
+  }
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  fprintf(stderr, "rgpu run: cannot run %s: %s\n", args[0], strerror(errno));
+  return 127;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rgpu: run CUDA programs on remote GPUs"};
+  app.require_subcommand(1);
+
+  std::string server, token;
+  std::vector<std::string> program;
+  CLI::App* run = app.add_subcommand("run", "run a program with its GPU calls sent to a server");
+  run->add_option("--server", server, "server URL, e.g. tcp://host:port (default $RGPU_SERVER)");
+  run->add_option("--token", token, "session token (default $RGPU_TOKEN)");
+  run->add_option("program", program, "program and its arguments (after --)")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  if (run->parsed()) return Run(server, token, program);
+  return 0;
+}

@@ -1,0 +1,209 @@
+// Contexts: shadowed in the client (per-thread current context and stack, primary contexts with
+// stable handles); creation and destruction go to the server, where each is a real context.
+#include "client/impl.h"
+
+using rgpu::Op;
+using rgpu::client::CheckContext;
+using rgpu::client::ClientState;
+using rgpu::client::ContextStack;
+using rgpu::client::CurrentContext;
+using rgpu::client::RequireContext;
+using rgpu::client::Server;
+
+RGPU_IMPL(cuDevicePrimaryCtxRetain)(CUcontext* pctx, CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ClientState& st = ClientState::Get();
+  CUresult r = st.CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx = st.primary_context(dev);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(st.objects_mutex());
+  if (ctx->remote == 0) {
+    std::vector<uint64_t> v;
+    r = Server().Call(Op::kPrimaryCtxRetain, 0, {static_cast<uint64_t>(dev)}, nullptr, 0, &v);
+    if (r != CUDA_SUCCESS) return r;
+    ctx->remote = v[0];
+    ctx->primary_refs = 0;
+  }
+  ctx->primary_refs++;
+  *pctx = ctx;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+// Deactivates a primary context on the server; its handle stays valid.
+CUresult DeactivatePrimary(CUctx_st* ctx, Op op) {
+  CUresult r = Server().Call(op, 0, {static_cast<uint64_t>(ctx->device)});
+  ctx->remote = 0;
+  ctx->primary_refs = 0;
+  return r;
+}
+}  // namespace
+
+RGPU_IMPL(cuDevicePrimaryCtxRelease_v2)(CUdevice dev) {
+  ClientState& st = ClientState::Get();
+  CUresult r = st.CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx = st.primary_context(dev);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(st.objects_mutex());
+  if (ctx->remote == 0 || ctx->primary_refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (--ctx->primary_refs == 0) return DeactivatePrimary(ctx, Op::kPrimaryCtxRelease);
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev) {
+  ClientState& st = ClientState::Get();
+  CUresult r = st.CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx = st.primary_context(dev);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(st.objects_mutex());
+  if (ctx->remote == 0) return CUDA_SUCCESS;
+  return DeactivatePrimary(ctx, Op::kPrimaryCtxReset);
+}
+
+RGPU_IMPL(cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int* flags, int* active) {
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ClientState& st = ClientState::Get();
+  CUresult r = st.CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx = st.primary_context(dev);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(st.objects_mutex());
+  *flags = ctx->flags;
+  *active = ctx->remote != 0;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuDevicePrimaryCtxSetFlags_v2)(CUdevice dev, unsigned int flags) {
+  ClientState& st = ClientState::Get();
+  CUresult r = st.CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx = st.primary_context(dev);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  // Scheduling and mapping flags only affect how the host waits; the server decides that.
+  std::lock_guard<std::mutex> lock(st.objects_mutex());
+  ctx->flags = flags;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxCreate_v4)(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
+                          CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ClientState& st = ClientState::Get();
+  CUresult r = st.CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (st.device(dev) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  if (params != nullptr && (params->execAffinityParams != nullptr || params->cigParams != nullptr)) {
+    RGPU_LOG_WARN("cuCtxCreate: execution affinity and CIG parameters are not supported");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  std::vector<uint64_t> v;
+  r = Server().Call(Op::kCtxCreate, 0, {flags, static_cast<uint64_t>(dev)}, nullptr, 0, &v);
+  if (r != CUDA_SUCCESS) return r;
+  auto* ctx = new CUctx_st();
+  ctx->remote = v[0];
+  ctx->device = dev;
+  ctx->flags = flags;
+  st.Register(ctx);
+  ContextStack().push_back(ctx);
+  *pctx = ctx;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxDestroy_v2)(CUcontext ctx) {
+  ClientState& st = ClientState::Get();
+  if (ctx == nullptr || !st.IsLive(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  CUresult r = Server().Call(Op::kCtxDestroy, 0, {ctx->remote});
+  st.Unregister(ctx);
+  auto& stack = ContextStack();
+  for (auto it = stack.begin(); it != stack.end();) it = *it == ctx ? stack.erase(it) : it + 1;
+  delete ctx;
+  return r;
+}
+
+RGPU_IMPL(cuCtxPushCurrent_v2)(CUcontext ctx) {
+  if (ctx == nullptr || !ClientState::Get().IsLive(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  ContextStack().push_back(ctx);
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxPopCurrent_v2)(CUcontext* pctx) {
+  auto& stack = ContextStack();
+  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx != nullptr) *pctx = stack.back();
+  stack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxSetCurrent)(CUcontext ctx) {
+  auto& stack = ContextStack();
+  if (ctx == nullptr) {
+    if (!stack.empty()) stack.pop_back();
+    return CUDA_SUCCESS;
+  }
+  if (!ClientState::Get().IsLive(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stack.empty()) {
+    stack.push_back(ctx);
+  } else {
+    stack.back() = ctx;
+  }
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxGetCurrent)(CUcontext* pctx) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  *pctx = CurrentContext();
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxGetDevice)(CUdevice* device) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  *device = ctx->device;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxGetDevice_v2)(CUdevice* device, CUcontext ctx) {
+  if (ctx == nullptr) return rgpu_impl_cuCtxGetDevice(device);
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ClientState::Get().IsLive(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = ctx->device;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxGetFlags)(unsigned int* flags) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  *flags = ctx->flags;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxGetApiVersion)(CUcontext ctx, unsigned int* version) {
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (ctx == nullptr) ctx = CurrentContext();
+  if (CheckContext(ctx) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_CONTEXT;
+  *version = 3020;  // the context ABI version every CUDA 3.2+ context reports
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxSynchronize)() {
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call(Op::kCtxSynchronize, ctx->remote, {});
+}
+
+RGPU_IMPL(cuCtxSynchronize_v2)(CUcontext ctx) {
+  if (ctx == nullptr) return rgpu_impl_cuCtxSynchronize();
+  CUresult r = CheckContext(ctx);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call(Op::kCtxSynchronize, ctx->remote, {});
+}

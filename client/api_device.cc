@@ -1,0 +1,103 @@
+// Initialization, versions and devices: answered locally from what the server described once.
+#include <cstring>
+
+#include "client/impl.h"
+
+using rgpu::client::ClientState;
+
+RGPU_IMPL(cuInit)(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return ClientState::Get().Initialize();
+}
+
+RGPU_IMPL(cuDriverGetVersion)(int* version) {
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *version = ClientState::Get().driver_version();
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuDeviceGetCount)(int* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  *count = ClientState::Get().device_count();
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuDeviceGet)(CUdevice* device, int ordinal) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (ClientState::Get().device(ordinal) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+// The description of `dev`, or an error for an uninitialized client or invalid ordinal.
+CUresult Describe(CUdevice dev, const rgpu::wire::DeviceInfo** out) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  *out = ClientState::Get().device(dev);
+  return *out == nullptr ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+}  // namespace
+
+RGPU_IMPL(cuDeviceGetName)(char* name, int len, CUdevice dev) {
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  const rgpu::wire::DeviceInfo* d;
+  CUresult r = Describe(dev, &d);
+  if (r != CUDA_SUCCESS) return r;
+  size_t n = std::min<size_t>(d->name().size(), static_cast<size_t>(len) - 1);
+  memcpy(name, d->name().data(), n);
+  name[n] = '\0';
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuDeviceTotalMem_v2)(size_t* bytes, CUdevice dev) {
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const rgpu::wire::DeviceInfo* d;
+  CUresult r = Describe(dev, &d);
+  if (r != CUDA_SUCCESS) return r;
+  *bytes = d->total_mem();
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuDeviceGetAttribute)(int* value, CUdevice_attribute attrib, CUdevice dev) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const rgpu::wire::DeviceInfo* d;
+  CUresult r = Describe(dev, &d);
+  if (r != CUDA_SUCCESS) return r;
+  if (attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  *value = attrib < d->attributes_size() ? d->attributes(attrib) : 0;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuDeviceGetUuid)(CUuuid* uuid, CUdevice dev) {
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const rgpu::wire::DeviceInfo* d;
+  CUresult r = Describe(dev, &d);
+  if (r != CUDA_SUCCESS) return r;
+  memset(uuid->bytes, 0, sizeof uuid->bytes);
+  memcpy(uuid->bytes, d->uuid().data(), std::min(d->uuid().size(), sizeof uuid->bytes));
+  return CUDA_SUCCESS;
+}
+RGPU_SAME_AS(cuDeviceGetUuid_v2, cuDeviceGetUuid)
+
+RGPU_IMPL(cuDeviceGetPCIBusId)(char* bus_id, int len, CUdevice dev) {
+  if (bus_id == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  const rgpu::wire::DeviceInfo* d;
+  CUresult r = Describe(dev, &d);
+  if (r != CUDA_SUCCESS) return r;
+  size_t n = std::min<size_t>(d->pci_bus_id().size(), static_cast<size_t>(len) - 1);
+  memcpy(bus_id, d->pci_bus_id().data(), n);
+  bus_id[n] = '\0';
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuDeviceComputeCapability)(int* major, int* minor, CUdevice dev) {
+  if (major == nullptr || minor == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = rgpu_impl_cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (r != CUDA_SUCCESS) return r;
+  return rgpu_impl_cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+}

@@ -1,0 +1,138 @@
+// Device memory: allocation, copies and memsets, forwarded to the server. Host-to-device data goes
+// with the call (large buffers as rendezvous data); device-to-host replies land straight in the
+// program's buffer.
+#include "client/impl.h"
+
+using rgpu::Op;
+using rgpu::client::RequireContext;
+using rgpu::client::ResolveStream;
+using rgpu::client::Server;
+
+RGPU_IMPL(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<uint64_t> v;
+  r = Server().Call(Op::kMemAlloc, ctx->remote, {bytesize}, nullptr, 0, &v);
+  if (r == CUDA_SUCCESS) *dptr = v[0];
+  return r;
+}
+
+RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (dptr == 0) return CUDA_SUCCESS;
+  return Server().Call(Op::kMemFree, ctx->remote, {dptr});
+}
+
+RGPU_IMPL(cuMemGetInfo_v2)(size_t* free_bytes, size_t* total) {
+  if (free_bytes == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<uint64_t> v;
+  r = Server().Call(Op::kMemGetInfo, ctx->remote, {}, nullptr, 0, &v);
+  if (r == CUDA_SUCCESS) {
+    *free_bytes = v[0];
+    *total = v[1];
+  }
+  return r;
+}
+
+namespace {
+
+CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async) {
+  if (src == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote_stream = 0;
+  CUresult r = ResolveStream(stream, &ctx, &remote_stream);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call(Op::kMemcpyHtoD, ctx->remote, {dst, bytes, remote_stream, async}, src,
+                       bytes);
+}
+
+CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
+  if (dst == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote_stream = 0;
+  CUresult r = ResolveStream(stream, &ctx, &remote_stream);
+  if (r != CUDA_SUCCESS) return r;
+  size_t got = 0;
+  r = Server().Call(Op::kMemcpyDtoH, ctx->remote, {src, bytes, remote_stream, async}, nullptr, 0,
+                    nullptr, rgpu::client::ReplyBuffer{dst, bytes}, &got);
+  if (r == CUDA_SUCCESS && got != bytes) return CUDA_ERROR_UNKNOWN;
+  return r;
+}
+
+CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
+  CUctx_st* ctx;
+  uint64_t remote_stream = 0;
+  CUresult r = ResolveStream(stream, &ctx, &remote_stream);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call(Op::kMemcpyDtoD, ctx->remote, {dst, src, bytes, remote_stream, async});
+}
+
+CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count, CUstream stream,
+                bool async) {
+  CUctx_st* ctx;
+  uint64_t remote_stream = 0;
+  CUresult r = ResolveStream(stream, &ctx, &remote_stream);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call(Op::kMemset, ctx->remote,
+                       {dst, value, element, count, remote_stream, async});
+}
+
+}  // namespace
+
+RGPU_IMPL(cuMemcpyHtoD_v2)(CUdeviceptr dst, const void* src, size_t bytes) {
+  return CopyHtoD(dst, src, bytes, nullptr, false);
+}
+RGPU_IMPL(cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void* src, size_t bytes, CUstream s) {
+  return CopyHtoD(dst, src, bytes, s, true);
+}
+RGPU_IMPL(cuMemcpyDtoH_v2)(void* dst, CUdeviceptr src, size_t bytes) {
+  return CopyDtoH(dst, src, bytes, nullptr, false);
+}
+RGPU_IMPL(cuMemcpyDtoHAsync_v2)(void* dst, CUdeviceptr src, size_t bytes, CUstream s) {
+  return CopyDtoH(dst, src, bytes, s, true);
+}
+RGPU_IMPL(cuMemcpyDtoD_v2)(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  return CopyDtoD(dst, src, bytes, nullptr, false);
+}
+RGPU_IMPL(cuMemcpyDtoDAsync_v2)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
+  return CopyDtoD(dst, src, bytes, s, true);
+}
+RGPU_IMPL(cuMemsetD8_v2)(CUdeviceptr dst, unsigned char value, size_t n) {
+  return Memset(dst, value, 1, n, nullptr, false);
+}
+RGPU_IMPL(cuMemsetD16_v2)(CUdeviceptr dst, unsigned short value, size_t n) {
+  return Memset(dst, value, 2, n, nullptr, false);
+}
+RGPU_IMPL(cuMemsetD32_v2)(CUdeviceptr dst, unsigned int value, size_t n) {
+  return Memset(dst, value, 4, n, nullptr, false);
+}
+RGPU_IMPL(cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
+  return Memset(dst, value, 1, n, s, true);
+}
+RGPU_IMPL(cuMemsetD16Async)(CUdeviceptr dst, unsigned short value, size_t n, CUstream s) {
+  return Memset(dst, value, 2, n, s, true);
+}
+RGPU_IMPL(cuMemsetD32Async)(CUdeviceptr dst, unsigned int value, size_t n, CUstream s) {
+  return Memset(dst, value, 4, n, s, true);
+}
+
+// Per-thread-default-stream builds call these; the default stream is shared per context here.
+RGPU_SAME_AS(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2)
+RGPU_SAME_AS(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2)
+RGPU_SAME_AS(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2)
+RGPU_SAME_AS(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync_v2)
+RGPU_SAME_AS(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2)
+RGPU_SAME_AS(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2)
+RGPU_SAME_AS(cuMemsetD8_v2_ptds, cuMemsetD8_v2)
+RGPU_SAME_AS(cuMemsetD16_v2_ptds, cuMemsetD16_v2)
+RGPU_SAME_AS(cuMemsetD32_v2_ptds, cuMemsetD32_v2)
+RGPU_SAME_AS(cuMemsetD8Async_ptsz, cuMemsetD8Async)
+RGPU_SAME_AS(cuMemsetD16Async_ptsz, cuMemsetD16Async)
+RGPU_SAME_AS(cuMemsetD32Async_ptsz, cuMemsetD32Async)

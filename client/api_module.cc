@@ -1,0 +1,310 @@
+// Modules, libraries, kernels and launches. Images are copied whole to the server, which loads
+// them on its backend; each kernel's argument layout comes back with its handle and is cached,
+// so a launch packs its arguments and sends them in one message.
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "client/impl.h"
+#include "common/fatbin.h"
+
+using rgpu::Op;
+using rgpu::client::ClientState;
+using rgpu::client::ObjectKind;
+using rgpu::client::RequireContext;
+using rgpu::client::Server;
+
+namespace {
+
+CUresult LoadImage(const std::string& image, CUctx_st* ctx, CUmod_st** out) {
+  std::vector<uint64_t> v;
+  CUresult r = Server().Call(Op::kModuleLoadData, ctx->remote, {}, image.data(), image.size(), &v);
+  if (r != CUDA_SUCCESS) return r;
+  auto* m = new CUmod_st();
+  m->remote = v[0];
+  m->ctx = ctx;
+  ClientState::Get().Register(m);
+  *out = m;
+  return CUDA_SUCCESS;
+}
+
+CUresult LoadFromMemory(const void* image, CUmodule* out) {
+  if (out == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  std::string bytes;
+  rgpu::Status s = rgpu::fatbin::CopyStandaloneImage(image, &bytes);
+  if (!s.ok()) {
+    RGPU_LOG_ERROR("cannot read module image: %s", s.ToString().c_str());
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  return LoadImage(bytes, ctx, out);
+}
+
+CUresult CheckModule(CUmodule m) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (!ClientState::Get().IsLive(m) || m->kind != ObjectKind::kModule) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return rgpu::client::CheckContext(m->ctx);
+}
+
+// The function `name` of module `m`, fetched once and cached (handles are stable per name).
+CUresult GetFunction(CUmod_st* m, const char* name, CUfunc_st** out) {
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  auto it = m->functions.find(name);
+  if (it != m->functions.end()) {
+    *out = it->second;
+    return CUDA_SUCCESS;
+  }
+  std::vector<uint64_t> v;
+  CUresult r = Server().Call(Op::kModuleGetFunction, m->ctx->remote, {m->remote}, name,
+                             strlen(name) + 1, &v);
+  if (r != CUDA_SUCCESS) return r;
+  const uint64_t count = v[1];
+  if (v.size() != 2 + 2 * count) return CUDA_ERROR_UNKNOWN;
+  auto* f = new CUfunc_st();
+  f->remote = v[0];
+  f->ctx = m->ctx;
+  f->module = m;
+  f->name = name;
+  for (uint64_t i = 0; i < count; ++i) {
+    rgpu::client::ParamSlot p{static_cast<uint32_t>(v[2 + 2 * i]),
+                              static_cast<uint32_t>(v[3 + 2 * i])};
+    f->params.push_back(p);
+    f->params_bytes = std::max(f->params_bytes, p.offset + p.size);
+  }
+  ClientState::Get().Register(f);
+  m->functions.emplace(name, f);
+  *out = f;
+  return CUDA_SUCCESS;
+}
+
+void ForgetModule(CUmod_st* m) {
+  for (auto& [name, f] : m->functions) {
+    ClientState::Get().Unregister(f);
+    delete f;
+  }
+  ClientState::Get().Unregister(m);
+  delete m;
+}
+
+// The module of library `lib` in context `ctx`, loaded on first use there.
+CUresult LibraryModule(CUlib_st* lib, CUctx_st* ctx, CUmod_st** out) {
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    auto it = lib->modules.find(ctx);
+    if (it != lib->modules.end() && ClientState::Get().IsLive(it->second)) {
+      *out = it->second;
+      return CUDA_SUCCESS;
+    }
+  }
+  CUmod_st* m = nullptr;
+  CUresult r = LoadImage(lib->image, ctx, &m);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  lib->modules[ctx] = m;
+  *out = m;
+  return CUDA_SUCCESS;
+}
+
+CUresult CheckLibrary(CUlibrary lib) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (!ClientState::Get().IsLive(lib) || lib->kind != ObjectKind::kLibrary) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return CUDA_SUCCESS;
+}
+
+// The function a launch names: a CUfunction, or a CUkernel resolved in the current context.
+CUresult ResolveLaunchTarget(CUfunction f, CUfunc_st** out) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (!ClientState::Get().IsLive(f)) return CUDA_ERROR_INVALID_HANDLE;
+  if (f->kind == ObjectKind::kFunction) {
+    *out = f;
+    return rgpu::client::CheckContext(f->ctx);
+  }
+  auto* k = reinterpret_cast<CUkern_st*>(f);
+  if (k->kind != ObjectKind::kKernel) return CUDA_ERROR_INVALID_HANDLE;
+  CUctx_st* ctx;
+  r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  CUmod_st* m;
+  r = LibraryModule(k->library, ctx, &m);
+  if (r != CUDA_SUCCESS) return r;
+  return GetFunction(m, k->name.c_str(), out);
+}
+
+}  // namespace
+
+RGPU_IMPL(cuModuleLoadData)(CUmodule* out, const void* image) { return LoadFromMemory(image, out); }
+
+RGPU_IMPL(cuModuleLoadDataEx)(CUmodule* out, const void* image, unsigned int, CUjit_option*,
+                              void**) {
+  // JIT options tune a compiler the server runs, if any; they do not change the result.
+  return LoadFromMemory(image, out);
+}
+
+RGPU_IMPL(cuModuleLoadFatBinary)(CUmodule* out, const void* image) {
+  return LoadFromMemory(image, out);
+}
+
+RGPU_IMPL(cuModuleLoad)(CUmodule* out, const char* path) {
+  if (out == nullptr || path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return CUDA_ERROR_FILE_NOT_FOUND;
+  std::stringstream contents;
+  contents << file.rdbuf();
+  std::string data = contents.str();
+  data.push_back('\0');  // PTX text must be terminated
+  return LoadFromMemory(data.data(), out);
+}
+
+RGPU_IMPL(cuModuleUnload)(CUmodule m) {
+  CUresult r = CheckModule(m);
+  if (r != CUDA_SUCCESS) return r;
+  r = Server().Call(Op::kModuleUnload, m->ctx->remote, {m->remote});
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  ForgetModule(m);
+  return r;
+}
+
+RGPU_IMPL(cuModuleGetFunction)(CUfunction* out, CUmodule m, const char* name) {
+  if (out == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckModule(m);
+  if (r != CUDA_SUCCESS) return r;
+  return GetFunction(m, name, out);
+}
+
+RGPU_IMPL(cuModuleGetGlobal_v2)(CUdeviceptr* dptr, size_t* bytes, CUmodule m, const char* name) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckModule(m);
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<uint64_t> v;
+  r = Server().Call(Op::kModuleGetGlobal, m->ctx->remote, {m->remote}, name, strlen(name) + 1,
+                    &v);
+  if (r != CUDA_SUCCESS) return r;
+  if (dptr != nullptr) *dptr = v[0];
+  if (bytes != nullptr) *bytes = v[1];
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuLibraryLoadData)(CUlibrary* out, const void* code, CUjit_option*, void**,
+                             unsigned int, CUlibraryOption*, void**, unsigned int) {
+  if (out == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  auto* lib = new CUlib_st();
+  rgpu::Status s = rgpu::fatbin::CopyStandaloneImage(code, &lib->image);
+  if (!s.ok()) {
+    delete lib;
+    RGPU_LOG_ERROR("cannot read library image: %s", s.ToString().c_str());
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  ClientState::Get().Register(lib);
+  *out = lib;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuLibraryUnload)(CUlibrary lib) {
+  CUresult r = CheckLibrary(lib);
+  if (r != CUDA_SUCCESS) return r;
+  std::map<CUctx_st*, CUmod_st*> modules;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    modules.swap(lib->modules);
+  }
+  for (auto& [ctx, m] : modules) {
+    if (ClientState::Get().IsLive(m)) rgpu_impl_cuModuleUnload(m);
+  }
+  ClientState::Get().Unregister(lib);
+  delete lib;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuLibraryGetKernel)(CUkernel* out, CUlibrary lib, const char* name) {
+  if (out == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckLibrary(lib);
+  if (r != CUDA_SUCCESS) return r;
+  auto* k = new CUkern_st();
+  k->library = lib;
+  k->name = name;
+  ClientState::Get().Register(k);
+  *out = k;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuLibraryGetModule)(CUmodule* out, CUlibrary lib) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckLibrary(lib);
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx;
+  r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  return LibraryModule(lib, ctx, out);
+}
+
+RGPU_IMPL(cuLibraryGetGlobal)(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
+  CUmodule m;
+  CUresult r = rgpu_impl_cuLibraryGetModule(&m, lib);
+  if (r != CUDA_SUCCESS) return r;
+  return rgpu_impl_cuModuleGetGlobal_v2(dptr, bytes, m, name);
+}
+
+RGPU_IMPL(cuKernelGetFunction)(CUfunction* out, CUkernel kernel) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return ResolveLaunchTarget(reinterpret_cast<CUfunction>(kernel), out);
+}
+
+RGPU_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                          unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                          CUstream stream, void** params, void** extra) {
+  CUfunc_st* fn;
+  CUresult r = ResolveLaunchTarget(f, &fn);
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx;
+  uint64_t remote_stream = 0;
+  r = rgpu::client::ResolveStream(stream, &ctx, &remote_stream);
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx != fn->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  std::string args(fn->params_bytes, '\0');
+  if (params != nullptr) {
+    for (size_t i = 0; i < fn->params.size(); ++i) {
+      if (params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      memcpy(&args[fn->params[i].offset], params[i], fn->params[i].size);
+    }
+  } else if (extra != nullptr) {
+    const void* buffer = nullptr;
+    size_t size = 0;
+    for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = extra[i + 1];
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<size_t*>(extra[i + 1]);
+    }
+    if (buffer == nullptr || size < fn->params_bytes) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(args.data(), buffer, fn->params_bytes);
+  } else if (!fn->params.empty()) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return Server().Call(Op::kLaunchKernelOnStream, ctx->remote,
+                       {fn->remote, gx, gy, gz, bx, by, bz, shmem, remote_stream}, args.data(),
+                       args.size());
+}
+RGPU_SAME_AS(cuLaunchKernel_ptsz, cuLaunchKernel)
+
+RGPU_IMPL(cuFuncGetParamInfo)(CUfunction f, size_t index, size_t* offset, size_t* size) {
+  CUfunc_st* fn;
+  CUresult r = ResolveLaunchTarget(f, &fn);
+  if (r != CUDA_SUCCESS) return r;
+  if (index >= fn->params.size()) return CUDA_ERROR_INVALID_VALUE;
+  if (offset != nullptr) *offset = fn->params[index].offset;
+  if (size != nullptr) *size = fn->params[index].size;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuKernelGetParamInfo)(CUkernel k, size_t index, size_t* offset, size_t* size) {
+  return rgpu_impl_cuFuncGetParamInfo(reinterpret_cast<CUfunction>(k), index, offset, size);
+}

@@ -1,0 +1,202 @@
+// Streams and events: shadow handles naming server-side streams and events of one context.
+#include <cstring>
+
+#include "client/impl.h"
+
+using rgpu::Op;
+using rgpu::client::ClientState;
+using rgpu::client::ObjectKind;
+using rgpu::client::RequireContext;
+using rgpu::client::Server;
+
+namespace rgpu::client {
+
+CUresult ResolveStream(CUstream stream, CUctx_st** ctx, uint64_t* remote) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+    *remote = 0;
+    return RequireContext(ctx);
+  }
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (!ClientState::Get().IsLive(stream) || stream->kind != ObjectKind::kStream) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  r = CheckContext(stream->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  *ctx = stream->ctx;
+  *remote = stream->remote;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace rgpu::client
+
+namespace {
+CUresult CheckEvent(CUevent e) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (!ClientState::Get().IsLive(e) || e->kind != ObjectKind::kEvent) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return rgpu::client::CheckContext(e->ctx);
+}
+}  // namespace
+
+RGPU_IMPL(cuStreamCreateWithPriority)(CUstream* out, unsigned int flags, int priority) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<uint64_t> v;
+  r = Server().Call(Op::kStreamCreate, ctx->remote,
+                    {flags, static_cast<uint64_t>(static_cast<int64_t>(priority))}, nullptr, 0,
+                    &v);
+  if (r != CUDA_SUCCESS) return r;
+  auto* s = new CUstream_st();
+  s->remote = v[0];
+  s->ctx = ctx;
+  s->flags = flags;
+  s->priority = priority;
+  ClientState::Get().Register(s);
+  *out = s;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuStreamCreate)(CUstream* out, unsigned int flags) {
+  return rgpu_impl_cuStreamCreateWithPriority(out, flags, 0);
+}
+
+RGPU_IMPL(cuStreamDestroy_v2)(CUstream s) {
+  CUctx_st* ctx;
+  uint64_t remote;
+  if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  r = Server().Call(Op::kStreamDestroy, ctx->remote, {remote});
+  ClientState::Get().Unregister(s);
+  delete s;
+  return r;
+}
+
+RGPU_IMPL(cuStreamSynchronize)(CUstream s) {
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call(Op::kStreamSynchronize, ctx->remote, {remote});
+}
+
+RGPU_IMPL(cuStreamQuery)(CUstream s) {
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call(Op::kStreamQuery, ctx->remote, {remote});
+}
+
+RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  r = CheckEvent(e);
+  if (r != CUDA_SUCCESS) return r;
+  if (e->ctx != ctx) {
+    RGPU_LOG_WARN("cuStreamWaitEvent across contexts is not supported");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return Server().Call(Op::kStreamWaitEvent, ctx->remote, {remote, e->remote, flags});
+}
+
+RGPU_IMPL(cuStreamGetFlags)(CUstream s, unsigned int* flags) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  *flags = remote == 0 ? 0 : s->flags;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuStreamGetPriority)(CUstream s, int* priority) {
+  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  *priority = remote == 0 ? 0 : s->priority;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuEventCreate)(CUevent* out, unsigned int flags) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<uint64_t> v;
+  r = Server().Call(Op::kEventCreate, ctx->remote, {flags}, nullptr, 0, &v);
+  if (r != CUDA_SUCCESS) return r;
+  auto* e = new CUevent_st();
+  e->remote = v[0];
+  e->ctx = ctx;
+  e->flags = flags;
+  ClientState::Get().Register(e);
+  *out = e;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuEventRecord)(CUevent e, CUstream s) {
+  CUresult r = CheckEvent(e);
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx;
+  uint64_t remote;
+  r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  return Server().Call(Op::kEventRecord, ctx->remote, {e->remote, remote});
+}
+
+RGPU_IMPL(cuEventSynchronize)(CUevent e) {
+  CUresult r = CheckEvent(e);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call(Op::kEventSynchronize, e->ctx->remote, {e->remote});
+}
+
+RGPU_IMPL(cuEventQuery)(CUevent e) {
+  CUresult r = CheckEvent(e);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call(Op::kEventQuery, e->ctx->remote, {e->remote});
+}
+
+RGPU_IMPL(cuEventElapsedTime_v2)(float* ms, CUevent start, CUevent end) {
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckEvent(start);
+  if (r == CUDA_SUCCESS) r = CheckEvent(end);
+  if (r != CUDA_SUCCESS) return r;
+  if (start->ctx != end->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  std::vector<uint64_t> v;
+  r = Server().Call(Op::kEventElapsedTime, start->ctx->remote, {start->remote, end->remote},
+                    nullptr, 0, &v);
+  if (r == CUDA_SUCCESS) {
+    uint32_t bits = static_cast<uint32_t>(v[0]);
+    memcpy(ms, &bits, sizeof *ms);
+  }
+  return r;
+}
+
+RGPU_IMPL(cuEventDestroy_v2)(CUevent e) {
+  CUresult r = CheckEvent(e);
+  if (r != CUDA_SUCCESS) return r;
+  r = Server().Call(Op::kEventDestroy, e->ctx->remote, {e->remote});
+  ClientState::Get().Unregister(e);
+  delete e;
+  return r;
+}
+
+RGPU_SAME_AS(cuStreamSynchronize_ptsz, cuStreamSynchronize)
+RGPU_SAME_AS(cuStreamQuery_ptsz, cuStreamQuery)
+RGPU_SAME_AS(cuStreamWaitEvent_ptsz, cuStreamWaitEvent)
+RGPU_SAME_AS(cuStreamGetFlags_ptsz, cuStreamGetFlags)
+RGPU_SAME_AS(cuStreamGetPriority_ptsz, cuStreamGetPriority)
+RGPU_SAME_AS(cuEventRecord_ptsz, cuEventRecord)

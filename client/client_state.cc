@@ -1,0 +1,111 @@
+#include "client/client_state.h"
+
+#include <cstdlib>
+
+#include "common/log.h"
+
+namespace rgpu::client {
+
+ClientState& ClientState::Get() {
+  // Never destroyed: the tenant's exit handlers may still call into the driver.
+  static ClientState* state = new ClientState();
+  return *state;
+}
+
+CUresult ClientState::Initialize() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (init_done_) return init_result_;
+  init_done_ = true;
+  const char* url = getenv("RGPU_SERVER");
+  if (url == nullptr || *url == '\0') {
+    RGPU_LOG_ERROR("RGPU_SERVER is not set; no remote GPU to use");
+    init_result_ = CUDA_ERROR_NO_DEVICE;
+    return init_result_;
+  }
+  const char* token = getenv("RGPU_TOKEN");
+  int timeout_ms = 10000;
+  if (const char* t = getenv("RGPU_CONNECT_TIMEOUT_MS")) timeout_ms = atoi(t);
+  Status s = Connection::Open(url, token ? token : "", timeout_ms, &connection_);
+  if (!s.ok()) {
+    // Always said: the program is about to see "no device" and the reason is only here.
+    if (!LogEnabled(LogLevel::kError)) SetLogLevel(LogLevel::kError);
+    RGPU_LOG_ERROR("cannot use the GPU server at %s: %s", url, s.ToString().c_str());
+    init_result_ = s.code() == Status::Code::kPermissionDenied ? CUDA_ERROR_NOT_PERMITTED
+                                                               : CUDA_ERROR_NO_DEVICE;
+    return init_result_;
+  }
+  const wire::Welcome& w = connection_->welcome();
+  devices_.assign(w.devices().begin(), w.devices().end());
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    auto p = std::make_unique<CUctx_st>();
+    p->device = static_cast<int>(i);
+    p->primary = true;
+    Register(p.get());
+    primaries_.push_back(std::move(p));
+  }
+  RGPU_LOG_INFO("connected to %s (%s backend, %zu device(s), session %llu)", url,
+                w.backend().c_str(), devices_.size(), (unsigned long long)w.session_id());
+  init_result_ = CUDA_SUCCESS;
+  return init_result_;
+}
+
+CUresult ClientState::CheckInitialized() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return init_done_ && init_result_ == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+const wire::DeviceInfo* ClientState::device(CUdevice d) const {
+  if (d < 0 || d >= static_cast<int>(devices_.size())) return nullptr;
+  return &devices_[d];
+}
+
+int ClientState::driver_version() const { return CUDA_VERSION; }
+
+CUctx_st* ClientState::primary_context(CUdevice d) {
+  if (d < 0 || d >= static_cast<int>(primaries_.size())) return nullptr;
+  return primaries_[d].get();
+}
+
+void ClientState::Register(const void* object) {
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  live_.insert(object);
+}
+
+void ClientState::Unregister(const void* object) {
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  live_.erase(object);
+}
+
+bool ClientState::IsLive(const void* object) {
+  if (object == nullptr) return false;
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  return live_.count(object) > 0;
+}
+
+std::vector<CUctx_st*>& ContextStack() {
+  thread_local std::vector<CUctx_st*> stack;
+  return stack;
+}
+
+CUctx_st* CurrentContext() {
+  auto& stack = ContextStack();
+  return stack.empty() ? nullptr : stack.back();
+}
+
+CUresult CheckContext(CUctx_st* ctx) {
+  if (ctx == nullptr || !ClientState::Get().IsLive(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx->remote == 0) return CUDA_ERROR_INVALID_CONTEXT;  // an inactive primary context
+  return CUDA_SUCCESS;
+}
+
+CUresult RequireContext(CUctx_st** out) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx = CurrentContext();
+  r = CheckContext(ctx);
+  if (r != CUDA_SUCCESS) return r;
+  *out = ctx;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace rgpu::client

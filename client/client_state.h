@@ -1,0 +1,68 @@
+// ClientState: everything the client runtime holds for the tenant process: the server connection
+// (opened lazily by cuInit), the devices it described, the primary contexts, the registry of live
+// shadow objects and each thread's context stack.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "client/connection.h"
+#include "client/objects.h"
+
+namespace rgpu::client {
+
+class ClientState {
+ public:
+  static ClientState& Get();
+
+  // Connects to the server named by RGPU_SERVER on first call; later calls return the first
+  // call's result. CUDA_ERROR_NO_DEVICE when the server cannot be reached.
+  CUresult Initialize();
+  // CUDA_SUCCESS once Initialize succeeded, else CUDA_ERROR_NOT_INITIALIZED.
+  CUresult CheckInitialized() const;
+
+  Connection& connection() { return *connection_; }
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  // The device's description, or nullptr for an invalid ordinal.
+  const wire::DeviceInfo* device(CUdevice d) const;
+  int driver_version() const;
+
+  // The stable handle of a device's primary context (inactive until retained).
+  CUctx_st* primary_context(CUdevice d);
+
+  // Live-object registry: handles the program passes back are checked against it.
+  void Register(const void* object);
+  void Unregister(const void* object);
+  bool IsLive(const void* object);
+
+  // Mutex guarding shadow objects' mutable state (module function caches, library modules).
+  std::mutex& objects_mutex() { return objects_mu_; }
+
+ private:
+  ClientState() = default;
+  mutable std::mutex mu_;
+  bool init_done_ = false;
+  CUresult init_result_ = CUDA_ERROR_NOT_INITIALIZED;
+  std::unique_ptr<Connection> connection_;
+  std::vector<wire::DeviceInfo> devices_;
+  std::vector<std::unique_ptr<CUctx_st>> primaries_;
+  std::mutex registry_mu_;
+  std::unordered_set<const void*> live_;
+  std::mutex objects_mu_;
+};
+
+// The calling thread's context stack. The current context is its top.
+std::vector<CUctx_st*>& ContextStack();
+// The current context, or nullptr.
+CUctx_st* CurrentContext();
+// Resolves the context a call without an explicit one runs in: the current context, which must be
+// live and active. CUDA_ERROR_INVALID_CONTEXT otherwise.
+CUresult RequireContext(CUctx_st** out);
+// Checks a context handle the program passed.
+CUresult CheckContext(CUctx_st* ctx);
+
+}  // namespace rgpu::client

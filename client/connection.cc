@@ -1,0 +1,127 @@
+#include "client/connection.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/log.h"
+#include "proto/protocol_version.h"
+
+namespace rgpu::client {
+
+Status Connection::Open(const std::string& url_text, const std::string& token, int timeout_ms,
+                        std::unique_ptr<Connection>* out) {
+  TransportUrl url;
+  Status s = TransportUrl::Parse(url_text, &url);
+  if (!s.ok()) return s;
+  ChannelOptions options;
+  if (const char* poll = getenv("RGPU_POLL_US")) options.poll_us = atoi(poll);
+  std::unique_ptr<Connection> c(new Connection());
+  s = ConnectChannel(url, options, &c->channel_);
+  if (!s.ok()) return s;
+  Connection* self = c.get();
+  c->channel_->SetPayloadPlacer([self](const std::string&, size_t size) -> void* {
+    return size <= self->pending_reply_.capacity ? self->pending_reply_.data : nullptr;
+  });
+
+  wire::Envelope hello;
+  wire::Hello* h = hello.mutable_hello();
+  h->set_protocol_version(kProtocolVersion);
+  char exe[256] = {};
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  h->set_client_name(n > 0 ? std::string(exe, n) : "?");
+  h->set_pid(static_cast<uint32_t>(getpid()));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  h->set_hostname(host);
+  h->set_token(token);
+  s = c->channel_->Send(hello.SerializeAsString(), nullptr, 0);
+  if (!s.ok()) return s;
+  ReceivedMessage m;
+  s = c->channel_->Receive(timeout_ms, &m);
+  if (!s.ok()) return Unavailable("no answer from " + url_text + ": " + s.message());
+  wire::Envelope reply;
+  if (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+      reply.body_case() != wire::Envelope::kWelcome) {
+    return ProtocolError("server at " + url_text + " did not answer the handshake");
+  }
+  if (reply.welcome().status() != 0) {
+    return PermissionDenied("server refused the session: " + reply.welcome().error());
+  }
+  c->welcome_ = reply.welcome();
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+bool Connection::broken() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lost_;
+}
+
+CUresult Connection::Fail(const std::string& why) {
+  if (!lost_) RGPU_LOG_ERROR("lost the server: %s", why.c_str());
+  lost_ = true;
+  return kServerLost;
+}
+
+CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
+                          const void* payload, size_t payload_size, std::vector<uint64_t>* values,
+                          ReplyBuffer reply_buffer, size_t* reply_size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lost_) return kServerLost;
+  wire::Envelope env;
+  wire::Call* call = env.mutable_call();
+  const uint64_t seq = next_seq_++;
+  call->set_seq(seq);
+  call->set_op(static_cast<uint32_t>(op));
+  call->set_ctx(ctx);
+  for (uint64_t a : args) call->add_args(a);
+  Status s = channel_->Send(env.SerializeAsString(), payload, payload_size);
+  if (!s.ok()) return Fail(s.ToString());
+  pending_reply_ = reply_buffer;
+  for (;;) {
+    ReceivedMessage m;
+    s = channel_->Receive(-1, &m);
+    if (!s.ok()) {
+      pending_reply_ = {};
+      return Fail(s.ToString());
+    }
+    wire::Envelope in;
+    if (!in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
+      pending_reply_ = {};
+      return Fail("malformed message from server");
+    }
+    if (in.body_case() == wire::Envelope::kGoodbye) {
+      pending_reply_ = {};
+      return Fail("server closed the session: " + in.goodbye().reason());
+    }
+    if (in.body_case() != wire::Envelope::kReply || in.reply().seq() != seq) {
+      RGPU_LOG_WARN("ignoring unexpected message from server (kind %d)",
+                    static_cast<int>(in.body_case()));
+      continue;
+    }
+    pending_reply_ = {};
+    const wire::Reply& r = in.reply();
+    if (r.result() != CUDA_SUCCESS && !r.message().empty()) {
+      RGPU_LOG_DEBUG("%s failed on the server: %d (%s)", FindOp(static_cast<uint32_t>(op))->name,
+                     r.result(), r.message().c_str());
+    }
+    if (values != nullptr) values->assign(r.values().begin(), r.values().end());
+    if (m.payload_size > 0) {
+      if (m.payload_size > reply_buffer.capacity) {
+        return Fail("reply payload larger than the buffer it was meant for");
+      }
+      if (m.payload != reply_buffer.data) memcpy(reply_buffer.data, m.payload, m.payload_size);
+    }
+    if (reply_size != nullptr) *reply_size = m.payload_size;
+    // A successful reply must carry the values its operation promises.
+    const OpInfo* info = FindOp(static_cast<uint32_t>(op));
+    if (r.result() == CUDA_SUCCESS && info != nullptr && r.values_size() < info->result_count) {
+      return Fail(std::string("short reply to ") + info->name);
+    }
+    return static_cast<CUresult>(r.result());
+  }
+}
+
+}  // namespace rgpu::client

@@ -1,0 +1,32 @@
+// How the client runtime exports its driver-API implementations to the interposer shim:
+// RGPU_IMPL(cuX) defines `rgpu_impl_cuX`, which the shim looks up by name and calls from its
+// exported `cuX`. RGPU_SAME_AS(alias, cuX) makes another entry point (a _ptds/_ptsz variant)
+// share an implementation. Signatures are checked against cuda.h at compile time.
+#pragma once
+
+#include <cuda.h>
+
+#include <type_traits>
+
+#include "client/client_state.h"
+#include "common/log.h"
+
+#define RGPU_IMPL(name)                                                                       \
+  extern "C" __attribute__((visibility("default"))) decltype(::name) rgpu_impl_##name;        \
+  static_assert(std::is_same_v<decltype(&rgpu_impl_##name), decltype(&::name)>);             \
+  extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_##name
+
+#define RGPU_SAME_AS(alias, name)                                             \
+  extern "C" __attribute__((visibility("default"), alias("rgpu_impl_" #name))) \
+  decltype(rgpu_impl_##name) rgpu_impl_##alias;
+
+namespace rgpu::client {
+
+// Shorthand for the connection of an initialized client.
+inline Connection& Server() { return ClientState::Get().connection(); }
+
+// Maps the stream handle a program passes (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
+// stream) to the context the work runs in and the stream's session id (0 = default stream).
+CUresult ResolveStream(CUstream stream, CUctx_st** ctx, uint64_t* remote);
+
+}  // namespace rgpu::client

@@ -1,0 +1,86 @@
+// The client's shadow objects: what CUcontext, CUmodule, CUfunction, CUlibrary, CUkernel,
+// CUstream and CUevent point to in the tenant's process. cuda.h only forward-declares these
+// structs; rgpu defines them. Each names its server-side counterpart by session-local id.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace rgpu::client {
+
+enum class ObjectKind : uint32_t {
+  kContext = 0x52435458,  // "RCTX"
+  kModule,
+  kFunction,
+  kLibrary,
+  kKernel,
+  kStream,
+  kEvent,
+};
+
+struct ParamSlot {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
+
+}  // namespace rgpu::client
+
+struct CUctx_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kContext;
+  uint64_t remote = 0;  // 0 while a primary context is inactive
+  int device = 0;
+  bool primary = false;
+  unsigned flags = 0;
+  int primary_refs = 0;
+};
+
+struct CUmod_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kModule;
+  uint64_t remote = 0;
+  CUctx_st* ctx = nullptr;
+  std::map<std::string, CUfunc_st*> functions;  // handles are stable per name
+};
+
+struct CUfunc_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kFunction;
+  uint64_t remote = 0;
+  CUctx_st* ctx = nullptr;
+  CUmod_st* module = nullptr;
+  std::string name;
+  std::vector<rgpu::client::ParamSlot> params;
+  uint32_t params_bytes = 0;
+};
+
+// A library is context-independent: it loads as one module per context that uses it.
+struct CUlib_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kLibrary;
+  std::string image;
+  std::map<CUctx_st*, CUmod_st*> modules;
+};
+
+struct CUkern_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kKernel;
+  CUlib_st* library = nullptr;
+  std::string name;
+};
+
+struct CUstream_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kStream;
+  uint64_t remote = 0;
+  CUctx_st* ctx = nullptr;
+  unsigned flags = 0;
+  int priority = 0;
+};
+
+struct CUevent_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kEvent;
+  uint64_t remote = 0;
+  CUctx_st* ctx = nullptr;
+  unsigned flags = 0;
+};

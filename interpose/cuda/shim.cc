@@ -1,0 +1,116 @@
+// librgpu-cuda.so (SONAME libcuda.so.1): the thin exported face of rgpu in a tenant's process.
+//
+// It exports every CUDA driver entry point that the toolkit's cuda.h declares (generated list in
+// entry_points.inc) and nothing else. It has no dependencies beyond libc: on the first driver
+// call it loads the client runtime (librgpu-client.so, with protobuf and UCX) into a private link
+// namespace with dlmopen(LM_ID_NEWLM), so that a program carrying its own protobuf, UCX or
+// libstdc++ never sees rgpu's. Each entry point forwards to the runtime's `rgpu_impl_<name>`; an
+// entry point the runtime does not implement returns CUDA_ERROR_NOT_SUPPORTED and logs its name
+// once (when RGPU_LOG enables logging).
+//
+// A process that never calls the driver (LD_PRELOAD is inherited by every child) pays nothing.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+
+#define RGPU_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+enum EntryIndex {
+#define RGPU_ENTRY(name, params, args) kEntry_##name,
+#include "entry_points.inc"
+#undef RGPU_ENTRY
+  kEntryCount
+};
+
+const char* const kEntryNames[] = {
+#define RGPU_ENTRY(name, params, args) #name,
+#include "entry_points.inc"
+#undef RGPU_ENTRY
+};
+
+std::atomic<void*> g_slots[kEntryCount];
+std::atomic<bool> g_reported[kEntryCount];
+pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
+void* g_runtime = nullptr;
+
+bool LoggingEnabled() {
+  const char* v = getenv("RGPU_LOG");
+  return v != nullptr && *v != '\0' && strcmp(v, "off") != 0 && strcmp(v, "0") != 0;
+}
+
+// Where librgpu-client.so is: RGPU_CLIENT_LIBRARY, else beside this library.
+void RuntimePath(char* out, size_t size) {
+  const char* override_path = getenv("RGPU_CLIENT_LIBRARY");
+  if (override_path != nullptr && *override_path != '\0') {
+    snprintf(out, size, "%s", override_path);
+    return;
+  }
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&RuntimePath), &info) != 0 && info.dli_fname != nullptr) {
+    snprintf(out, size, "%s", info.dli_fname);
+    char* slash = strrchr(out, '/');
+    if (slash != nullptr) {
+      snprintf(slash + 1, size - (slash + 1 - out), "librgpu-client.so");
+      return;
+    }
+  }
+  snprintf(out, size, "librgpu-client.so");
+}
+
+void LoadRuntime() {
+  char path[4096];
+  RuntimePath(path, sizeof path);
+  const char* plain = getenv("RGPU_NO_DLMOPEN");
+  if (plain != nullptr && *plain == '1') {
+    g_runtime = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  } else {
+    g_runtime = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+  }
+  if (g_runtime == nullptr) {
+    // Said even when logging is off: without the runtime no driver call can work.
+    fprintf(stderr, "rgpu: cannot load the client runtime %s: %s\n", path, dlerror());
+  }
+}
+
+// The implementation of entry `index`, or `fallback` when the runtime has none.
+void* Resolve(int index, void* fallback) {
+  pthread_once(&g_load_once, LoadRuntime);
+  void* impl = nullptr;
+  if (g_runtime != nullptr) {
+    char symbol[256];
+    snprintf(symbol, sizeof symbol, "rgpu_impl_%s", kEntryNames[index]);
+    impl = dlsym(g_runtime, symbol);
+  }
+  if (impl == nullptr) impl = fallback;
+  g_slots[index].store(impl, std::memory_order_release);
+  return impl;
+}
+
+CUresult Unsupported(int index) {
+  if (!g_reported[index].exchange(true) && LoggingEnabled()) {
+    fprintf(stderr, "rgpu: %s is not supported; returning CUDA_ERROR_NOT_SUPPORTED\n",
+            kEntryNames[index]);
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+}  // namespace
+
+#define RGPU_ENTRY(name, params, args)                                             \
+  static CUresult Unsupported_##name params { return Unsupported(kEntry_##name); } \
+  RGPU_EXPORT CUresult name params {                                               \
+    void* impl = g_slots[kEntry_##name].load(std::memory_order_acquire);           \
+    if (impl == nullptr) {                                                         \
+      impl = Resolve(kEntry_##name, reinterpret_cast<void*>(&Unsupported_##name)); \
+    }                                                                              \
+    return reinterpret_cast<decltype(&Unsupported_##name)>(impl) args;             \
+  }
+#include "entry_points.inc"
+#undef RGPU_ENTRY
