@@ -1,0 +1,33 @@
+// Kernels used by the driver-API test programs. extern "C" keeps their names unmangled.
+extern "C" __global__ void vec_add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    y[i] = a * x[i] + y[i];
+  }
+}
+
+__device__ float g_scale;
+__device__ int g_hits[256];
+
+extern "C" __global__ void apply_scale(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    x[i] *= g_scale;
+    atomicAdd(&g_hits[i % 256], 1);
+  }
+}
+
+extern "C" __global__ void read_at(const int* p, long long offset, int* out) {
+  out[threadIdx.x] = p[offset + threadIdx.x];
+}
+
+extern "C" __global__ void add_one_f64(double* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * 2.0 + 1.0;
+}
+
+extern "C" __global__ void empty_kernel() {}
