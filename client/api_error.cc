@@ -9,7 +9,7 @@ struct ErrorEntry {
 };
 constexpr ErrorEntry kErrors[] = {
 #define RGPU_ERROR(name, value, text) {static_cast<CUresult>(value), #name, text},
-#include "error_table.inc"
+#include "abi/error_table.inc"
 #undef RGPU_ERROR
 };
 const ErrorEntry* Find(CUresult code) {

@@ -10,6 +10,8 @@
 //
 // A process that never calls the driver (LD_PRELOAD is inherited by every child) pays nothing.
 #include <cuda.h>
+// Entries are defined by their exported names, not cuda.h's macro-mapped ones.
+#include "abi/entry_undefs.inc"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,14 +26,14 @@ namespace {
 
 enum EntryIndex {
 #define RGPU_ENTRY(name, params, args) kEntry_##name,
-#include "entry_points.inc"
+#include "abi/entry_points.inc"
 #undef RGPU_ENTRY
   kEntryCount
 };
 
 const char* const kEntryNames[] = {
 #define RGPU_ENTRY(name, params, args) #name,
-#include "entry_points.inc"
+#include "abi/entry_points.inc"
 #undef RGPU_ENTRY
 };
 
@@ -112,5 +114,5 @@ CUresult Unsupported(int index) {
     }                                                                              \
     return reinterpret_cast<decltype(&Unsupported_##name)>(impl) args;             \
   }
-#include "entry_points.inc"
+#include "abi/entry_points.inc"
 #undef RGPU_ENTRY

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Generates the CUDA driver ABI tables from the installed toolkit's headers.
+
+The toolkit's headers are the one source of truth for the driver ABI.
+
+1. Entry points. The C preprocessor runs over cuda.h (plain, and with
+   CUDA_API_PER_THREAD_DEFAULT_STREAM for the _ptds/_ptsz variants); every `CUresult name(params);`
+   declaration is an exported symbol. Older ABI revisions that cuda.h no longer declares
+   (cuGetProcAddress without its status argument, 32-bit cuMemAlloc, ...) come from their
+   cudaTypedefs.h typedefs, which give their exact signatures.
+   Output: entry_points.inc, `RGPU_ENTRY(name, (typed parameters), (argument names))` per symbol.
+
+2. cuGetProcAddress revisions. cudaTypedefs.h declares one `PFN_<name>_v<version>[_ptds|_ptsz]`
+   typedef per ABI revision. The k-th revision (in version order) of `name` is the symbol `name`
+   for k = 0 and `name_v<k+1>` after that (cuMemAlloc@2000 -> cuMemAlloc, @3020 -> cuMemAlloc_v2).
+   A per-thread revision maps to the default-stream symbol in force at its version plus its suffix
+   (cuMemcpyHtoD_v7000_ptds -> cuMemcpyHtoD_v2_ptds).
+   Output: proc_table.inc, `RGPU_PROC("name", version, per_thread, symbol)` sorted by name, version.
+
+Everything that lists driver entry points (the interposer's exports, cuGetProcAddress,
+docs/compatibility.md) is generated from these files.
+
+3. entry_undefs.inc beside entry_points.inc: `#undef name` for every entry, so that a file which
+   defines or declares all entries by their exported names is not rewritten by cuda.h's
+   `#define cuMemAlloc cuMemAlloc_v2` mappings.
+
+usage: gen_entry_points.py CC CUDA_INCLUDE_DIR ENTRY_POINTS_OUT PROC_TABLE_OUT
+"""
+import collections
+import os
+import re
+import subprocess
+import sys
+
+TYPE_WORDS = {"int", "char", "short", "long", "unsigned", "signed", "float", "double", "void",
+              "size_t", "const", "volatile", "struct", "enum"}
+
+
+def preprocess(cc, include, extra):
+    src = "#include <cuda.h>\n"
+    out = subprocess.run([cc, "-E", "-P", "-x", "c", "-I", include] + extra + ["-"],
+                         input=src, capture_output=True, text=True, check=True).stdout
+    return " ".join(out.split())
+
+
+def split_params(text):
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def name_params(params):
+    if params == ["void"] or params == []:
+        return [], []
+    typed, names = [], []
+    for i, p in enumerate(params):
+        fp = re.search(r"\(\s*\*\s*(\w+)\s*\)", p)
+        if fp:
+            typed.append(p)
+            names.append(fp.group(1))
+            continue
+        m = re.match(r"^(.*?[\s\*])(\w+)\s*$", p)
+        if m and m.group(2) not in TYPE_WORDS and m.group(1).strip() and not p.endswith("*"):
+            typed.append(p)
+            names.append(m.group(2))
+        else:
+            name = "a%d" % i
+            typed.append(p + " " + name)
+            names.append(name)
+    return typed, names
+
+
+def revisions(typedefs_text):
+    """(name, version, suffix, params) for every PFN typedef."""
+    out = []
+    for m in re.finditer(r"typedef\s+CUresult\s*\(\s*CUDAAPI\s*\*\s*PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\s*\)"
+                         r"\s*\(([^;]*?)\)\s*;", typedefs_text):
+        out.append((m.group(1), int(m.group(2)), m.group(3), " ".join(m.group(4).split())))
+    return out
+
+
+def revision_symbols(revs):
+    """Maps each revision to its exported symbol; returns [(name, version, per_thread, symbol, params)]."""
+    default = collections.defaultdict(list)
+    per_thread = collections.defaultdict(list)
+    for name, version, suffix, params in revs:
+        (per_thread if suffix else default)[name].append((version, suffix, params))
+    rows = []
+    for name in sorted(default):
+        versions = sorted(default[name])
+        symbol_at = []
+        for k, (v, _, params) in enumerate(versions):
+            symbol = name if k == 0 else "%s_v%d" % (name, k + 1)
+            symbol_at.append((v, symbol))
+            rows.append((name, v, 0, symbol, params))
+        for v, suffix, params in sorted(per_thread.get(name, [])):
+            base = [s for d, s in symbol_at if d <= v]
+            if base:
+                rows.append((name, v, 1, base[-1] + suffix, params))
+    return rows
+
+
+def main():
+    cc, include, output, proc_output = sys.argv[1:5]
+    entries = {}
+    plain_text = None
+    for extra in ([], ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"]):
+        text = preprocess(cc, include, extra)
+        plain_text = plain_text or text
+        for m in re.finditer(r"\bCUresult\s+(cu\w+)\s*\(([^;]*?)\)\s*;", text):
+            name, params = m.group(1), m.group(2)
+            if name in entries or "{" in params or "}" in params:
+                continue
+            typed, names = name_params(split_params(params))
+            entries[name] = (typed, names)
+    typedefs = open(include + "/cudaTypedefs.h").read()
+    rows = revision_symbols(revisions(typedefs))
+    known_words = set(re.findall(r"\w+", plain_text))
+    for name, version, pt, symbol, params in rows:
+        if symbol in entries:
+            continue
+        typed, names = name_params(split_params(params))
+        # Only revisions whose parameter types the plain cuda.h still defines can be declared;
+        # the rest (pre-3.2 array descriptors) stay out and answer NOT_FOUND.
+        type_words = set(re.findall(r"\w+", " ".join(typed))) - set(names)
+        if type_words <= known_words:
+            entries[symbol] = (typed, names)
+    with open(proc_output, "w") as f:
+        f.write("// Generated by client/abi/gen_entry_points.py from cudaTypedefs.h. Do not edit.\n")
+        for name, v, pt, symbol, _ in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+            if symbol not in entries:
+                continue
+            f.write('RGPU_PROC("%s", %d, %d, %s)\n' % (name, v, pt, symbol))
+    with open(os.path.join(os.path.dirname(output), "entry_undefs.inc"), "w") as f:
+        f.write("// Generated by client/abi/gen_entry_points.py. Do not edit.\n")
+        for name in sorted(entries):
+            f.write("#undef %s\n" % name)
+    with open(output, "w") as f:
+        f.write("// Generated by client/abi/gen_entry_points.py from cuda.h. Do not edit.\n")
+        for name in sorted(entries):
+            typed, names = entries[name]
+            f.write("RGPU_ENTRY(%s, (%s), (%s))\n" % (name, ", ".join(typed), ", ".join(names)))
+
+
+if __name__ == "__main__":
+    main()
