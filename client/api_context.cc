@@ -1,5 +1,6 @@
 // Contexts: shadowed in the client (per-thread current context and stack, primary contexts with
 // stable handles); creation and destruction go to the server, where each is a real context.
+#include "client/context_storage.h"
 #include "client/impl.h"
 
 using rgpu::Op;
@@ -46,10 +47,17 @@ RGPU_IMPL(cuDevicePrimaryCtxRelease_v2)(CUdevice dev) {
   if (r != CUDA_SUCCESS) return r;
   CUctx_st* ctx = st.primary_context(dev);
   if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  {
+    std::lock_guard<std::mutex> lock(st.objects_mutex());
+    if (ctx->remote == 0 || ctx->primary_refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx->primary_refs > 1) {
+      ctx->primary_refs--;
+      return CUDA_SUCCESS;
+    }
+  }
+  rgpu::client::ContextStorageRunDestructors(ctx);
   std::lock_guard<std::mutex> lock(st.objects_mutex());
-  if (ctx->remote == 0 || ctx->primary_refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
-  if (--ctx->primary_refs == 0) return DeactivatePrimary(ctx, Op::kPrimaryCtxRelease);
-  return CUDA_SUCCESS;
+  return DeactivatePrimary(ctx, Op::kPrimaryCtxRelease);
 }
 
 RGPU_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev) {
@@ -58,6 +66,8 @@ RGPU_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev) {
   if (r != CUDA_SUCCESS) return r;
   CUctx_st* ctx = st.primary_context(dev);
   if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  // Destructors first, while the context still works: they may free what they hold in it.
+  rgpu::client::ContextStorageRunDestructors(ctx);
   std::lock_guard<std::mutex> lock(st.objects_mutex());
   if (ctx->remote == 0) return CUDA_SUCCESS;
   return DeactivatePrimary(ctx, Op::kPrimaryCtxReset);
@@ -115,6 +125,7 @@ RGPU_IMPL(cuCtxCreate_v4)(CUcontext* pctx, CUctxCreateParams* params, unsigned i
 RGPU_IMPL(cuCtxDestroy_v2)(CUcontext ctx) {
   ClientState& st = ClientState::Get();
   if (ctx == nullptr || !st.IsLive(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  rgpu::client::ContextStorageRunDestructors(ctx);
   CUresult r = Server().Call(Op::kCtxDestroy, 0, {ctx->remote});
   st.Unregister(ctx);
   auto& stack = ContextStack();

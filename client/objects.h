@@ -31,6 +31,14 @@ struct ParamSlot {
 
 }  // namespace rgpu::client
 
+namespace rgpu::client {
+// A context-local-storage value and the destructor to run when the context goes away.
+struct ClsEntry {
+  void* value = nullptr;
+  void (*destructor)(CUcontext, void* key, void* value) = nullptr;
+};
+}  // namespace rgpu::client
+
 struct CUctx_st {
   rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kContext;
   uint64_t remote = 0;  // 0 while a primary context is inactive
@@ -38,6 +46,9 @@ struct CUctx_st {
   bool primary = false;
   unsigned flags = 0;
   int primary_refs = 0;
+  // Context-local storage (the runtime keeps its per-context state here), guarded by
+  // ClientState::objects_mutex().
+  std::map<void*, rgpu::client::ClsEntry> local_storage;
 };
 
 struct CUmod_st {
