@@ -3,6 +3,9 @@
 #   kill_client.sh BIN_DIR PROGRAMS_DIR ROUNDS   (run inside with_server.sh)
 set -uo pipefail
 bin=$1 programs=$2 rounds=${3:-5}
+# Free device memory before: all of it on the software GPU; on a real GPU, what is free now.
+baseline=$("$bin/rgpu" run -- "$programs/driver_memory_is_free" 0 | sed -n 's/.*free \([0-9]*\) of.*/\1/p')
+[ -n "$baseline" ] || { echo "cannot read free memory"; exit 1; }
 for round in $(seq "$rounds"); do
   out=$(mktemp)
   "$bin/rgpu" run -- "$programs/driver_hold_memory" >"$out" 2>&1 &
@@ -16,9 +19,9 @@ for round in $(seq "$rounds"); do
 done
 # The server notices each death and releases the session; poll until the memory is back.
 for _ in $(seq 100); do
-  "$bin/rgpu" run -- "$programs/driver_memory_is_free" >/dev/null 2>&1 && exit 0
+  "$bin/rgpu" run -- "$programs/driver_memory_is_free" "$baseline" >/dev/null 2>&1 && exit 0
   sleep 0.1
 done
-"$bin/rgpu" run -- "$programs/driver_memory_is_free"
+"$bin/rgpu" run -- "$programs/driver_memory_is_free" "$baseline"
 echo "memory of killed clients was not released"
 exit 1

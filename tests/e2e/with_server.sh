@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Runs a command against a fresh rgpu-server on the software GPU.
 #   with_server.sh BIN_DIR SCHEME -- COMMAND ARGS...
-# Starts `rgpu-server --backend softgpu` on an ephemeral loopback port with SCHEME (tcp or shm),
-# exports RGPU_SERVER for COMMAND, and fails if COMMAND fails or the server died meanwhile.
-# The server's log is printed when anything fails. RGPU_SERVER_ARGS adds server options.
+# Starts `rgpu-server` on an ephemeral loopback port with SCHEME (tcp or shm), exports RGPU_SERVER
+# for COMMAND, and fails if COMMAND fails or the server died meanwhile. The server's log is
+# printed when anything fails. RGPU_BACKEND picks the backend (softgpu, the default, or cuda);
+# RGPU_SERVER_ARGS adds server options.
 set -uo pipefail
 bin=$1 scheme=$2
 shift 3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # shellcheck disable=SC2086
-"$bin/rgpu-server" --listen "$scheme://127.0.0.1:0" --backend softgpu \
+"$bin/rgpu-server" --listen "$scheme://127.0.0.1:0" --backend "${RGPU_BACKEND:-softgpu}" \
   --port-file "$work/url" ${RGPU_SERVER_ARGS:-} 2>"$work/server.log" &
 server=$!
 for _ in $(seq 200); do
