@@ -1,9 +1,13 @@
 // Device memory: allocation, copies and memsets, forwarded to the server. Host-to-device data goes
 // with the call (large buffers as rendezvous data); device-to-host replies land straight in the
 // program's buffer.
+#include <cstring>
+
 #include "client/impl.h"
+#include "client/memory_map.h"
 
 using rgpu::Op;
+using rgpu::client::Memory;
 using rgpu::client::RequireContext;
 using rgpu::client::ResolveStream;
 using rgpu::client::Server;
@@ -15,7 +19,32 @@ RGPU_IMPL(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
   if (r != CUDA_SUCCESS) return r;
   std::vector<uint64_t> v;
   r = Server().Call(Op::kMemAlloc, ctx->remote, {bytesize}, nullptr, 0, &v);
-  if (r == CUDA_SUCCESS) *dptr = v[0];
+  if (r != CUDA_SUCCESS) return r;
+  *dptr = v[0];
+  rgpu::client::MemoryRange range;
+  range.base = v[0];
+  range.size = bytesize;
+  range.type = CU_MEMORYTYPE_DEVICE;
+  range.ctx = ctx;
+  Memory().Insert(range);
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemAllocPitch_v2)(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                              unsigned int element_size) {
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (element_size != 4 && element_size != 8 && element_size != 16) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  int align = 0;
+  rgpu_impl_cuDeviceGetAttribute(&align, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, ctx->device);
+  if (align <= 0) align = 512;
+  const size_t p = (width + align - 1) / align * align;
+  r = rgpu_impl_cuMemAlloc_v2(dptr, p * height);
+  if (r == CUDA_SUCCESS) *pitch = p;
   return r;
 }
 
@@ -24,7 +53,9 @@ RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (dptr == 0) return CUDA_SUCCESS;
-  return Server().Call(Op::kMemFree, ctx->remote, {dptr});
+  CUresult freed = Server().Call(Op::kMemFree, ctx->remote, {dptr});
+  if (freed == CUDA_SUCCESS) Memory().Erase(dptr);
+  return freed;
 }
 
 RGPU_IMPL(cuMemGetInfo_v2)(size_t* free_bytes, size_t* total) {
@@ -41,7 +72,7 @@ RGPU_IMPL(cuMemGetInfo_v2)(size_t* free_bytes, size_t* total) {
   return r;
 }
 
-namespace {
+namespace rgpu::client {
 
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async) {
   if (src == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
@@ -72,6 +103,39 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream strea
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
   return Server().Call(Op::kMemcpyDtoD, ctx->remote, {dst, src, bytes, remote_stream, async});
+}
+
+bool IsDeviceAddress(uint64_t address) {
+  auto range = Memory().Find(address);
+  return range && range->type == CU_MEMORYTYPE_DEVICE;
+}
+
+}  // namespace rgpu::client
+
+namespace {
+
+using rgpu::client::CopyDtoD;
+using rgpu::client::CopyDtoH;
+using rgpu::client::CopyHtoD;
+
+CUresult CopyHtoH(void* dst, const void* src, size_t bytes, CUstream stream) {
+  // Ordered after the stream's earlier work, like any copy on it.
+  if (stream != nullptr) {
+    CUresult r = rgpu_impl_cuStreamSynchronize(stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  memmove(dst, src, bytes);
+  return CUDA_SUCCESS;
+}
+
+// A copy between unified addresses: the direction comes from what each pointer is.
+CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
+  const bool dst_device = rgpu::client::IsDeviceAddress(dst);
+  const bool src_device = rgpu::client::IsDeviceAddress(src);
+  if (dst_device && src_device) return CopyDtoD(dst, src, bytes, stream, async);
+  if (dst_device) return CopyHtoD(dst, reinterpret_cast<const void*>(src), bytes, stream, async);
+  if (src_device) return CopyDtoH(reinterpret_cast<void*>(dst), src, bytes, stream, async);
+  return CopyHtoH(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, stream);
 }
 
 CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count, CUstream stream,
@@ -123,7 +187,16 @@ RGPU_IMPL(cuMemsetD32Async)(CUdeviceptr dst, unsigned int value, size_t n, CUstr
   return Memset(dst, value, 4, n, s, true);
 }
 
+RGPU_IMPL(cuMemcpy)(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  return CopyUnified(dst, src, bytes, nullptr, false);
+}
+RGPU_IMPL(cuMemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
+  return CopyUnified(dst, src, bytes, s, true);
+}
+
 // Per-thread-default-stream builds call these; the default stream is shared per context here.
+RGPU_SAME_AS(cuMemcpy_ptds, cuMemcpy)
+RGPU_SAME_AS(cuMemcpyAsync_ptsz, cuMemcpyAsync)
 RGPU_SAME_AS(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2)
 RGPU_SAME_AS(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2)
 RGPU_SAME_AS(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2)

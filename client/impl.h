@@ -20,6 +20,12 @@
   extern "C" __attribute__((visibility("default"), alias("rgpu_impl_" #name))) \
   decltype(rgpu_impl_##name) rgpu_impl_##alias;
 
+// Implementations that other files of the runtime call directly.
+extern "C" CUresult rgpu_impl_cuStreamSynchronize(CUstream stream);
+extern "C" CUresult rgpu_impl_cuDeviceGetAttribute(int* value, CUdevice_attribute attrib,
+                                                   CUdevice dev);
+extern "C" CUresult rgpu_impl_cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize);
+
 namespace rgpu::client {
 
 // Shorthand for the connection of an initialized client.
@@ -28,5 +34,12 @@ inline Connection& Server() { return ClientState::Get().connection(); }
 // Maps the stream handle a program passes (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
 // stream) to the context the work runs in and the stream's session id (0 = default stream).
 CUresult ResolveStream(CUstream stream, CUctx_st** ctx, uint64_t* remote);
+
+// Copies between host and device memory, ordered on `stream` (nullptr: the default stream).
+CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async);
+CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async);
+CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async);
+// True when `address` lies in device memory this client allocated or looked up.
+bool IsDeviceAddress(uint64_t address);
 
 }  // namespace rgpu::client

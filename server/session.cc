@@ -673,4 +673,84 @@ CUresult Session::HandleEventDestroy(CallState& cs) {
   return r;
 }
 
+// ---- Pitched 2D copies, row by row on the backend ----
+
+namespace {
+// Bytes spanned by `height` rows of `width` bytes `pitch` apart; 0 when the shape is invalid.
+uint64_t PitchedExtent(uint64_t pitch, uint64_t width, uint64_t height) {
+  if (width == 0 || height == 0 || pitch < width || height > (1ull << 32) || pitch > (1ull << 40)) {
+    return 0;
+  }
+  return pitch * (height - 1) + width;
+}
+}  // namespace
+
+CUresult Session::HandleMemcpy2DHtoD(CallState& cs) {
+  const CUdeviceptr dst = cs.arg(0);
+  const uint64_t pitch = cs.arg(1), width = cs.arg(2), height = cs.arg(3);
+  const uint64_t extent = PitchedExtent(pitch, width, height);
+  if (extent == 0 || cs.payload_size != width * height) return CUDA_ERROR_INVALID_VALUE;
+  if (!OwnsRange(cs.ctx_id, dst, extent)) {
+    cs.detail = "destination range is not memory of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, cs.arg(4), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream != nullptr) {
+    CUresult r = drv_.cuStreamSynchronize(stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  for (uint64_t row = 0; row < height; ++row) {
+    CUresult r = drv_.cuMemcpyHtoD(dst + row * pitch, cs.payload + row * width, width);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemcpy2DDtoH(CallState& cs) {
+  const CUdeviceptr src = cs.arg(0);
+  const uint64_t pitch = cs.arg(1), width = cs.arg(2), height = cs.arg(3);
+  const uint64_t extent = PitchedExtent(pitch, width, height);
+  if (extent == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!OwnsRange(cs.ctx_id, src, extent)) {
+    cs.detail = "source range is not memory of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, cs.arg(4), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream != nullptr) {
+    CUresult r = drv_.cuStreamSynchronize(stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  cs.out_payload.reset(new (std::nothrow) char[width * height]);
+  if (!cs.out_payload) return CUDA_ERROR_OUT_OF_MEMORY;
+  for (uint64_t row = 0; row < height; ++row) {
+    CUresult r = drv_.cuMemcpyDtoH(cs.out_payload.get() + row * width, src + row * pitch, width);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  cs.out_size = width * height;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemcpy2DDtoD(CallState& cs) {
+  const CUdeviceptr dst = cs.arg(0), src = cs.arg(2);
+  const uint64_t dpitch = cs.arg(1), spitch = cs.arg(3), width = cs.arg(4), height = cs.arg(5);
+  const uint64_t dext = PitchedExtent(dpitch, width, height);
+  const uint64_t sext = PitchedExtent(spitch, width, height);
+  if (dext == 0 || sext == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!OwnsRange(cs.ctx_id, dst, dext) || !OwnsRange(cs.ctx_id, src, sext)) {
+    cs.detail = "copy range is not memory of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, cs.arg(6), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  for (uint64_t row = 0; row < height; ++row) {
+    CUresult r = stream != nullptr && drv_.cuMemcpyDtoDAsync != nullptr
+                     ? drv_.cuMemcpyDtoDAsync(dst + row * dpitch, src + row * spitch, width, stream)
+                     : drv_.cuMemcpyDtoD(dst + row * dpitch, src + row * spitch, width);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
 }  // namespace rgpu::server

@@ -1,0 +1,301 @@
+// Host memory the driver knows about (cuMemHostAlloc, cuMemHostRegister), pointer attributes
+// answered from the client's memory map, and pitched 2D copies.
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "client/impl.h"
+#include "client/memory_map.h"
+
+using rgpu::Op;
+using rgpu::client::Memory;
+using rgpu::client::MemoryRange;
+using rgpu::client::RequireContext;
+using rgpu::client::Server;
+
+RGPU_IMPL(cuMemHostAlloc)(void** pp, size_t bytesize, unsigned int flags) {
+  if (pp == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (flags & CU_MEMHOSTALLOC_DEVICEMAP) {
+    // The device is remote: it cannot map this process's memory.
+    RGPU_LOG_WARN("cuMemHostAlloc: CU_MEMHOSTALLOC_DEVICEMAP is not supported by a remote GPU");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  const size_t page = 4096;
+  void* p = aligned_alloc(page, (bytesize + page - 1) / page * page);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  MemoryRange range;
+  range.base = reinterpret_cast<uint64_t>(p);
+  range.size = bytesize;
+  range.type = CU_MEMORYTYPE_HOST;
+  range.ctx = ctx;
+  range.host_flags = flags;
+  Memory().Insert(range);
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemAllocHost_v2)(void** pp, size_t bytesize) {
+  return rgpu_impl_cuMemHostAlloc(pp, bytesize, 0);
+}
+
+RGPU_IMPL(cuMemFreeHost)(void* p) {
+  auto range = Memory().Find(reinterpret_cast<uint64_t>(p));
+  if (!range || range->type != CU_MEMORYTYPE_HOST || range->base != reinterpret_cast<uint64_t>(p) ||
+      !range->freeable) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Memory().Erase(range->base);
+  free(p);
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemHostRegister_v2)(void* p, size_t bytesize, unsigned int flags) {
+  if (p == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (flags & (CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY)) {
+    RGPU_LOG_WARN("cuMemHostRegister: device mapping is not supported by a remote GPU");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (Memory().Find(reinterpret_cast<uint64_t>(p))) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  MemoryRange range;
+  range.base = reinterpret_cast<uint64_t>(p);
+  range.size = bytesize;
+  range.type = CU_MEMORYTYPE_HOST;
+  range.ctx = ctx;
+  range.freeable = false;
+  range.host_flags = flags;
+  Memory().Insert(range);
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemHostUnregister)(void* p) {
+  auto range = Memory().Find(reinterpret_cast<uint64_t>(p));
+  if (!range || range->type != CU_MEMORYTYPE_HOST || range->freeable ||
+      range->base != reinterpret_cast<uint64_t>(p)) {
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  }
+  Memory().Erase(range->base);
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemHostGetFlags)(unsigned int* flags, void* p) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto range = Memory().Find(reinterpret_cast<uint64_t>(p));
+  if (!range || range->type != CU_MEMORYTYPE_HOST) return CUDA_ERROR_INVALID_VALUE;
+  *flags = range->host_flags;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr* pdptr, void* p, unsigned int flags) {
+  if (pdptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // No host allocation is ever mapped into a remote device's address space.
+  RGPU_LOG_WARN("cuMemHostGetDevicePointer: host memory is not mapped on a remote GPU");
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+RGPU_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
+  auto range = Memory().Find(dptr);
+  if (!range || range->type != CU_MEMORYTYPE_DEVICE) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = range->base;
+  if (size != nullptr) *size = range->size;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// One attribute of the memory at `ptr`. Unknown memory is CUDA_ERROR_INVALID_VALUE, as the
+// driver answers for pageable host memory.
+CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = rgpu::client::ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  auto range = Memory().Find(ptr);
+  if (!range) return CUDA_ERROR_INVALID_VALUE;
+  const bool device = range->type == CU_MEMORYTYPE_DEVICE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = range->ctx;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned*>(data) = range->type;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      if (!device) return CUDA_ERROR_INVALID_VALUE;  // host memory is not mapped remotely
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (device) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      *static_cast<int*>(data) = attribute == CU_POINTER_ATTRIBUTE_MAPPED ? 1 : 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = range->ctx != nullptr ? range->ctx->device : 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *static_cast<unsigned long long*>(data) = range->buffer_id;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<void**>(data) = reinterpret_cast<void*>(range->base);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = range->size;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+      *static_cast<int*>(data) = 1;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+}  // namespace
+
+RGPU_IMPL(cuPointerGetAttribute)(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  return PointerAttribute(data, attribute, ptr);
+}
+
+RGPU_IMPL(cuPointerGetAttributes)(unsigned int count, CUpointer_attribute* attributes,
+                                  void** data, CUdeviceptr ptr) {
+  if (attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const bool known = Memory().Find(ptr).has_value();
+  for (unsigned i = 0; i < count; ++i) {
+    if (data[i] == nullptr) continue;
+    CUresult r = PointerAttribute(data[i], attributes[i], ptr);
+    if (r == CUDA_SUCCESS) continue;
+    if (known && r != CUDA_ERROR_INVALID_VALUE) return r;
+    // Like the driver: unknown (pageable) memory reads as zero rather than failing.
+    switch (attributes[i]) {
+      case CU_POINTER_ATTRIBUTE_CONTEXT:
+      case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *static_cast<void**>(data[i]) = nullptr;
+        break;
+      case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *static_cast<unsigned long long*>(data[i]) = 0;
+        break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *static_cast<int*>(data[i]) = -2;
+        break;
+      default:
+        *static_cast<unsigned*>(data[i]) = 0;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- Pitched 2D copies ----
+
+namespace {
+
+struct Side {
+  CUmemorytype type;
+  const char* host;  // host rows (HOST)
+  CUdeviceptr device;  // first device byte (DEVICE)
+  size_t pitch;
+};
+
+CUresult Classify(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array,
+                  size_t x, size_t y, size_t pitch, Side* out) {
+  if (type == CU_MEMORYTYPE_UNIFIED) {
+    type = rgpu::client::IsDeviceAddress(device) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    host = reinterpret_cast<const void*>(device);
+  }
+  if (type == CU_MEMORYTYPE_ARRAY || array != nullptr) {
+    RGPU_LOG_WARN("cuMemcpy2D: CUDA arrays are not supported");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  out->type = type;
+  out->pitch = pitch;
+  if (type == CU_MEMORYTYPE_HOST) {
+    if (host == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    out->host = static_cast<const char*>(host) + y * pitch + x;
+  } else if (type == CU_MEMORYTYPE_DEVICE) {
+    out->device = device + y * pitch + x;
+  } else {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
+  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const size_t width = c->WidthInBytes, height = c->Height;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  Side src = {}, dst = {};
+  CUresult r = Classify(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
+                        c->srcY, c->srcPitch, &src);
+  if (r == CUDA_SUCCESS) {
+    r = Classify(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY,
+                 c->dstPitch, &dst);
+  }
+  if (r != CUDA_SUCCESS) return r;
+  if ((src.pitch < width && height > 1) || (dst.pitch < width && height > 1)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const size_t spitch = std::max(src.pitch, width), dpitch = std::max(dst.pitch, width);
+  CUctx_st* ctx;
+  uint64_t remote_stream = 0;
+  r = rgpu::client::ResolveStream(stream, &ctx, &remote_stream);
+  if (r != CUDA_SUCCESS) return r;
+  char* dst_host = const_cast<char*>(dst.host);
+  if (src.type == CU_MEMORYTYPE_HOST && dst.type == CU_MEMORYTYPE_HOST) {
+    if (stream != nullptr && (r = rgpu_impl_cuStreamSynchronize(stream)) != CUDA_SUCCESS) return r;
+    for (size_t row = 0; row < height; ++row) {
+      memmove(dst_host + row * dpitch, src.host + row * spitch, width);
+    }
+    return CUDA_SUCCESS;
+  }
+  if (src.type == CU_MEMORYTYPE_HOST) {
+    std::vector<char> packed(width * height);
+    for (size_t row = 0; row < height; ++row) {
+      memcpy(packed.data() + row * width, src.host + row * spitch, width);
+    }
+    return Server().Call(Op::kMemcpy2DHtoD, ctx->remote,
+                         {dst.device, dpitch, width, height, remote_stream, async}, packed.data(),
+                         packed.size());
+  }
+  if (dst.type == CU_MEMORYTYPE_HOST) {
+    const bool direct = dpitch == width;
+    std::vector<char> packed(direct ? 0 : width * height);
+    char* landing = direct ? dst_host : packed.data();
+    size_t got = 0;
+    r = Server().Call(Op::kMemcpy2DDtoH, ctx->remote,
+                      {src.device, spitch, width, height, remote_stream, async}, nullptr, 0,
+                      nullptr, rgpu::client::ReplyBuffer{landing, width * height}, &got);
+    if (r != CUDA_SUCCESS) return r;
+    if (got != width * height) return CUDA_ERROR_UNKNOWN;
+    if (!direct) {
+      for (size_t row = 0; row < height; ++row) {
+        memcpy(dst_host + row * dpitch, packed.data() + row * width, width);
+      }
+    }
+    return CUDA_SUCCESS;
+  }
+  return Server().Call(Op::kMemcpy2DDtoD, ctx->remote,
+                       {dst.device, dpitch, src.device, spitch, width, height, remote_stream,
+                        async});
+}
+
+}  // namespace
+
+RGPU_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D* copy) { return Copy2D(copy, nullptr, false); }
+RGPU_IMPL(cuMemcpy2DUnaligned_v2)(const CUDA_MEMCPY2D* copy) {
+  return Copy2D(copy, nullptr, false);
+}
+RGPU_IMPL(cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D* copy, CUstream s) {
+  return Copy2D(copy, s, true);
+}
+RGPU_SAME_AS(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2)
+RGPU_SAME_AS(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2)
+RGPU_SAME_AS(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2)

@@ -1,0 +1,42 @@
+#include "client/memory_map.h"
+
+namespace rgpu::client {
+
+void MemoryMap::Insert(MemoryRange range) {
+  std::lock_guard<std::mutex> lock(mu_);
+  range.buffer_id = next_buffer_id_++;
+  ranges_[range.base] = range;
+}
+
+std::optional<MemoryRange> MemoryMap::Erase(uint64_t base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.find(base);
+  if (it == ranges_.end()) return std::nullopt;
+  MemoryRange r = it->second;
+  ranges_.erase(it);
+  return r;
+}
+
+std::optional<MemoryRange> MemoryMap::Find(uint64_t address) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.upper_bound(address);
+  if (it == ranges_.begin()) return std::nullopt;
+  --it;
+  if (address - it->second.base >= it->second.size) return std::nullopt;
+  return it->second;
+}
+
+void MemoryMap::EraseContext(CUctx_st* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = ranges_.begin(); it != ranges_.end();) {
+    it = it->second.ctx == ctx && it->second.type == CU_MEMORYTYPE_DEVICE ? ranges_.erase(it)
+                                                                          : std::next(it);
+  }
+}
+
+MemoryMap& Memory() {
+  static MemoryMap* map = new MemoryMap();
+  return *map;
+}
+
+}  // namespace rgpu::client

@@ -1,0 +1,45 @@
+// MemoryMap: the address ranges the client knows about (device allocations it made, module
+// globals, pinned or registered host memory), so that unified-address calls (cuMemcpy,
+// cuPointerGetAttribute) can tell what a pointer is without asking the server. Thread-safe.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+
+namespace rgpu::client {
+
+struct MemoryRange {
+  uint64_t base = 0;
+  uint64_t size = 0;
+  CUmemorytype type = CU_MEMORYTYPE_DEVICE;  // DEVICE or HOST
+  CUctx_st* ctx = nullptr;
+  uint64_t buffer_id = 0;   // unique per range, for CU_POINTER_ATTRIBUTE_BUFFER_ID
+  bool freeable = true;     // false for module globals and registered host memory
+  unsigned host_flags = 0;  // cuMemHostAlloc / cuMemHostRegister flags
+};
+
+class MemoryMap {
+ public:
+  // Records [base, base+size). Ranges never overlap.
+  void Insert(MemoryRange range);
+  // Forgets the range starting at `base`; returns it if there was one.
+  std::optional<MemoryRange> Erase(uint64_t base);
+  // The range containing `address`, if any.
+  std::optional<MemoryRange> Find(uint64_t address) const;
+  // Forgets every range that belongs to `ctx` (the context is gone).
+  void EraseContext(CUctx_st* ctx);
+
+ private:
+  mutable std::mutex mu_;
+  std::map<uint64_t, MemoryRange> ranges_;
+  uint64_t next_buffer_id_ = 1;
+};
+
+// The process's map.
+MemoryMap& Memory();
+
+}  // namespace rgpu::client
