@@ -2,6 +2,7 @@
 // stable handles); creation and destruction go to the server, where each is a real context.
 #include "client/context_storage.h"
 #include "client/impl.h"
+#include "client/memory_map.h"
 
 using rgpu::Op;
 using rgpu::client::CheckContext;
@@ -35,6 +36,7 @@ namespace {
 // Deactivates a primary context on the server; its handle stays valid.
 CUresult DeactivatePrimary(CUctx_st* ctx, Op op) {
   CUresult r = Server().Call(op, 0, {static_cast<uint64_t>(ctx->device)});
+  rgpu::client::Memory().EraseContext(ctx);
   ctx->remote = 0;
   ctx->primary_refs = 0;
   return r;
@@ -127,6 +129,7 @@ RGPU_IMPL(cuCtxDestroy_v2)(CUcontext ctx) {
   if (ctx == nullptr || !st.IsLive(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   rgpu::client::ContextStorageRunDestructors(ctx);
   CUresult r = Server().Call(Op::kCtxDestroy, 0, {ctx->remote});
+  rgpu::client::Memory().EraseContext(ctx);
   st.Unregister(ctx);
   auto& stack = ContextStack();
   for (auto it = stack.begin(); it != stack.end();) it = *it == ctx ? stack.erase(it) : it + 1;

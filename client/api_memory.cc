@@ -76,6 +76,11 @@ namespace rgpu::client {
 
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async) {
   if (src == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
+        return CopyHtoD(dst, src, bytes, s, true);
+      })) {
+    return CUDA_SUCCESS;
+  }
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
@@ -86,6 +91,11 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
 
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
   if (dst == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
+        return CopyDtoH(dst, src, bytes, s, true);
+      })) {
+    return CUDA_SUCCESS;
+  }
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
@@ -98,6 +108,11 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
 }
 
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
+  if (CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
+        return CopyDtoD(dst, src, bytes, s, true);
+      })) {
+    return CUDA_SUCCESS;
+  }
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
@@ -140,6 +155,11 @@ CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
 
 CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count, CUstream stream,
                 bool async) {
+  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMSET, [=](CUstream s) {
+        return Memset(dst, value, element, count, s, true);
+      })) {
+    return CUDA_SUCCESS;
+  }
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);

@@ -119,8 +119,11 @@ CUresult CheckLibrary(CUlibrary lib) {
   return CUDA_SUCCESS;
 }
 
-// The function a launch names: a CUfunction, or a CUkernel resolved in the current context.
-CUresult ResolveLaunchTarget(CUfunction f, CUfunc_st** out) {
+}  // namespace
+
+namespace rgpu::client {
+
+CUresult ResolveFunction(CUfunction f, CUfunc_st** out) {
   CUresult r = ClientState::Get().CheckInitialized();
   if (r != CUDA_SUCCESS) return r;
   if (!ClientState::Get().IsLive(f)) return CUDA_ERROR_INVALID_HANDLE;
@@ -139,7 +142,9 @@ CUresult ResolveLaunchTarget(CUfunction f, CUfunc_st** out) {
   return GetFunction(m, k->name.c_str(), out);
 }
 
-}  // namespace
+}  // namespace rgpu::client
+
+using rgpu::client::ResolveFunction;
 
 RGPU_IMPL(cuModuleLoadData)(CUmodule* out, const void* image) { return LoadFromMemory(image, out); }
 
@@ -257,14 +262,14 @@ RGPU_IMPL(cuLibraryGetGlobal)(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, c
 
 RGPU_IMPL(cuKernelGetFunction)(CUfunction* out, CUkernel kernel) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return ResolveLaunchTarget(reinterpret_cast<CUfunction>(kernel), out);
+  return ResolveFunction(reinterpret_cast<CUfunction>(kernel), out);
 }
 
 RGPU_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                           unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                           CUstream stream, void** params, void** extra) {
   CUfunc_st* fn;
-  CUresult r = ResolveLaunchTarget(f, &fn);
+  CUresult r = ResolveFunction(f, &fn);
   if (r != CUDA_SUCCESS) return r;
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
@@ -289,15 +294,26 @@ RGPU_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gx, unsigned int gy, unsign
   } else if (!fn->params.empty()) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  return Server().Call(Op::kLaunchKernelOnStream, ctx->remote,
-                       {fn->remote, gx, gy, gz, bx, by, bz, shmem, remote_stream}, args.data(),
-                       args.size());
+  auto launch = [=, args = std::move(args)](CUstream s) {
+    CUctx_st* launch_ctx;
+    uint64_t launch_stream = 0;
+    CUresult lr = rgpu::client::ResolveStream(s, &launch_ctx, &launch_stream);
+    if (lr != CUDA_SUCCESS) return lr;
+    if (launch_ctx != fn->ctx) return CUDA_ERROR_INVALID_HANDLE;
+    return Server().Call(Op::kLaunchKernelOnStream, launch_ctx->remote,
+                         {fn->remote, gx, gy, gz, bx, by, bz, shmem, launch_stream}, args.data(),
+                         args.size());
+  };
+  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_KERNEL, launch)) {
+    return CUDA_SUCCESS;
+  }
+  return launch(stream);
 }
 RGPU_SAME_AS(cuLaunchKernel_ptsz, cuLaunchKernel)
 
 RGPU_IMPL(cuFuncGetParamInfo)(CUfunction f, size_t index, size_t* offset, size_t* size) {
   CUfunc_st* fn;
-  CUresult r = ResolveLaunchTarget(f, &fn);
+  CUresult r = ResolveFunction(f, &fn);
   if (r != CUDA_SUCCESS) return r;
   if (index >= fn->params.size()) return CUDA_ERROR_INVALID_VALUE;
   if (offset != nullptr) *offset = fn->params[index].offset;

@@ -157,6 +157,12 @@ RGPU_IMPL(cuEventRecord)(CUevent e, CUstream s) {
   return Server().Call(Op::kEventRecord, ctx->remote, {e->remote, remote});
 }
 
+RGPU_IMPL(cuEventRecordWithFlags)(CUevent e, CUstream s, unsigned int flags) {
+  if (flags & ~static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
+  // CU_EVENT_RECORD_EXTERNAL only changes what a graph capture records; a plain record otherwise.
+  return rgpu_impl_cuEventRecord(e, s);
+}
+
 RGPU_IMPL(cuEventSynchronize)(CUevent e) {
   CUresult r = CheckEvent(e);
   if (r != CUDA_SUCCESS) return r;
@@ -200,3 +206,4 @@ RGPU_SAME_AS(cuStreamWaitEvent_ptsz, cuStreamWaitEvent)
 RGPU_SAME_AS(cuStreamGetFlags_ptsz, cuStreamGetFlags)
 RGPU_SAME_AS(cuStreamGetPriority_ptsz, cuStreamGetPriority)
 RGPU_SAME_AS(cuEventRecord_ptsz, cuEventRecord)
+RGPU_SAME_AS(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags)

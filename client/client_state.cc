@@ -36,6 +36,20 @@ CUresult ClientState::Initialize() {
   }
   const wire::Welcome& w = connection_->welcome();
   devices_.assign(w.devices().begin(), w.devices().end());
+  // The device is remote: whatever needs it to reach this process's memory is not available,
+  // whatever the backend itself could do.
+  for (wire::DeviceInfo& d : devices_) {
+    for (CUdevice_attribute a :
+         {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+          CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
+          CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+          CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
+          CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED,
+          CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+          CU_DEVICE_ATTRIBUTE_INTEGRATED}) {
+      if (a < d.attributes_size()) d.set_attributes(a, 0);
+    }
+  }
   for (size_t i = 0; i < devices_.size(); ++i) {
     auto p = std::make_unique<CUctx_st>();
     p->device = static_cast<int>(i);

@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include <functional>
 #include <type_traits>
 
 #include "client/client_state.h"
@@ -39,6 +40,15 @@ CUresult ResolveStream(CUstream stream, CUctx_st** ctx, uint64_t* remote);
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async);
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async);
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async);
+// The function a launch or attribute query names: a CUfunction, or a CUkernel resolved in the
+// current context.
+CUresult ResolveFunction(CUfunction f, CUfunc_st** out);
+
+// When `stream` is capturing into a graph, appends `replay` as a node and returns true: the
+// caller must then not execute the operation now. False for streams that are not capturing.
+bool CaptureIfCapturing(CUstream stream, CUgraphNodeType type,
+                        std::function<CUresult(CUstream)> replay);
+
 // True when `address` lies in device memory this client allocated or looked up.
 bool IsDeviceAddress(uint64_t address);
 

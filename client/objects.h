@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,6 +23,8 @@ enum class ObjectKind : uint32_t {
   kKernel,
   kStream,
   kEvent,
+  kGraph,
+  kGraphExec,
 };
 
 struct ParamSlot {
@@ -66,6 +69,8 @@ struct CUfunc_st {
   std::string name;
   std::vector<rgpu::client::ParamSlot> params;
   uint32_t params_bytes = 0;
+  // Attributes fetched from the server, by CUfunction_attribute (guarded by objects_mutex()).
+  std::map<int, int> attributes;
 };
 
 // A library is context-independent: it loads as one module per context that uses it.
@@ -87,6 +92,27 @@ struct CUstream_st {
   CUctx_st* ctx = nullptr;
   unsigned flags = 0;
   int priority = 0;
+  CUgraph_st* capture = nullptr;  // the graph being captured from this stream, if any
+  uint64_t capture_id = 0;
+};
+
+namespace rgpu::client {
+// One operation of a captured graph: replays it on the stream the graph is launched on.
+struct GraphNode {
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  std::function<CUresult(CUstream)> replay;
+};
+}  // namespace rgpu::client
+
+// A graph captured from one stream: its operations in stream order.
+struct CUgraph_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kGraph;
+  std::vector<rgpu::client::GraphNode> nodes;
+};
+
+struct CUgraphExec_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kGraphExec;
+  std::vector<rgpu::client::GraphNode> nodes;
 };
 
 struct CUevent_st {

@@ -753,4 +753,37 @@ CUresult Session::HandleMemcpy2DDtoD(CallState& cs) {
   return CUDA_SUCCESS;
 }
 
+// ---- Function attributes and limits ----
+
+CUresult Session::HandleFuncSetAttribute(CallState& cs) {
+  FunctionRecord* f = functions_.Find(cs.arg(0));
+  if (f == nullptr || f->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
+  REQUIRE_FN(cuFuncSetAttribute);
+  return drv_.cuFuncSetAttribute(f->function, static_cast<CUfunction_attribute>(cs.arg(1)),
+                                 static_cast<int>(static_cast<int64_t>(cs.arg(2))));
+}
+
+CUresult Session::HandleCtxGetLimit(CallState& cs) {
+  REQUIRE_FN(cuCtxGetLimit);
+  size_t value = 0;
+  CUresult r = drv_.cuCtxGetLimit(&value, static_cast<CUlimit>(cs.arg(0)));
+  if (r == CUDA_SUCCESS) cs.reply->add_values(value);
+  return r;
+}
+
+CUresult Session::HandleCtxSetLimit(CallState& cs) {
+  REQUIRE_FN(cuCtxSetLimit);
+  return drv_.cuCtxSetLimit(static_cast<CUlimit>(cs.arg(0)), cs.arg(1));
+}
+
+CUresult Session::HandleCtxGetStreamPriorityRange(CallState& cs) {
+  REQUIRE_FN(cuCtxGetStreamPriorityRange);
+  int least = 0, greatest = 0;
+  CUresult r = drv_.cuCtxGetStreamPriorityRange(&least, &greatest);
+  if (r != CUDA_SUCCESS) return r;
+  cs.reply->add_values(static_cast<uint64_t>(static_cast<int64_t>(least)));
+  cs.reply->add_values(static_cast<uint64_t>(static_cast<int64_t>(greatest)));
+  return CUDA_SUCCESS;
+}
+
 }  // namespace rgpu::server

@@ -1,0 +1,220 @@
+// Stream capture and CUDA graphs, kept in the client: while a stream captures, its kernel
+// launches, copies, memsets and host functions are recorded (arguments by value, host buffers by
+// reference, as CUDA does) instead of sent; launching the instantiated graph replays them in
+// order on the launch stream. Host functions and stream callbacks run in this process once the
+// stream's earlier work is complete.
+#include <atomic>
+
+#include "client/impl.h"
+
+using rgpu::client::ClientState;
+using rgpu::client::GraphNode;
+using rgpu::client::ObjectKind;
+
+namespace rgpu::client {
+
+bool CaptureIfCapturing(CUstream stream, CUgraphNodeType type,
+                        std::function<CUresult(CUstream)> replay) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+    return false;
+  }
+  if (!ClientState::Get().IsLive(stream) || stream->kind != ObjectKind::kStream) return false;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (stream->capture == nullptr) return false;
+  stream->capture->nodes.push_back(GraphNode{type, std::move(replay)});
+  return true;
+}
+
+}  // namespace rgpu::client
+
+namespace {
+
+CUresult CheckStream(CUstream s) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (!ClientState::Get().IsLive(s) || s->kind != ObjectKind::kStream) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return CUDA_SUCCESS;
+}
+
+std::atomic<uint64_t> g_next_capture_id{1};
+
+// Runs `work` once `stream`'s earlier work is done, passing the stream's status.
+CUresult RunOnHost(CUstream stream, const std::function<void(CUresult)>& work) {
+  CUresult status = rgpu_impl_cuStreamSynchronize(stream);
+  if (status == rgpu::client::kServerLost) return status;
+  work(status);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+RGPU_IMPL(cuStreamBeginCapture_v2)(CUstream s, CUstreamCaptureMode mode) {
+  CUresult r = CheckStream(s);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (s->capture != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  s->capture = new CUgraph_st();
+  s->capture_id = g_next_capture_id++;
+  return CUDA_SUCCESS;
+}
+RGPU_SAME_AS(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2)
+
+RGPU_IMPL(cuStreamEndCapture)(CUstream s, CUgraph* graph) {
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckStream(s);
+  if (r != CUDA_SUCCESS) return r;
+  CUgraph_st* g;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    if (s->capture == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+    g = s->capture;
+    s->capture = nullptr;
+  }
+  ClientState::Get().Register(g);
+  *graph = g;
+  return CUDA_SUCCESS;
+}
+RGPU_SAME_AS(cuStreamEndCapture_ptsz, cuStreamEndCapture)
+
+RGPU_IMPL(cuStreamIsCapturing)(CUstream s, CUstreamCaptureStatus* status) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+    return ClientState::Get().CheckInitialized();
+  }
+  CUresult r = CheckStream(s);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (s->capture != nullptr) *status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  return CUDA_SUCCESS;
+}
+RGPU_SAME_AS(cuStreamIsCapturing_ptsz, cuStreamIsCapturing)
+
+RGPU_IMPL(cuStreamGetCaptureInfo_v3)(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                     CUgraph* graph, const CUgraphNode** deps,
+                                     const CUgraphEdgeData** edges, size_t* num_deps) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = rgpu_impl_cuStreamIsCapturing(s, &st);
+  if (r != CUDA_SUCCESS) return r;
+  if (status != nullptr) *status = st;
+  if (st == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    if (id != nullptr) *id = s->capture_id;
+    if (graph != nullptr) *graph = s->capture;
+  } else if (graph != nullptr) {
+    *graph = nullptr;
+  }
+  // Graph nodes are not exposed as handles.
+  if (deps != nullptr) *deps = nullptr;
+  if (edges != nullptr) *edges = nullptr;
+  if (num_deps != nullptr) *num_deps = 0;
+  return CUDA_SUCCESS;
+}
+RGPU_SAME_AS(cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo_v3)
+
+RGPU_IMPL(cuGraphCreate)(CUgraph* graph, unsigned int flags) {
+  if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  auto* g = new CUgraph_st();
+  ClientState::Get().Register(g);
+  *graph = g;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuGraphDestroy)(CUgraph graph) {
+  if (!ClientState::Get().IsLive(graph) || graph->kind != ObjectKind::kGraph) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ClientState::Get().Unregister(graph);
+  delete graph;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ClientState::Get().IsLive(graph) || graph->kind != ObjectKind::kGraph) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto* e = new CUgraphExec_st();
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    e->nodes = graph->nodes;
+  }
+  ClientState::Get().Register(e);
+  *exec = e;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuGraphInstantiateWithParams)(CUgraphExec* exec, CUgraph graph,
+                                        CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  CUresult r = rgpu_impl_cuGraphInstantiateWithFlags(exec, graph, params ? params->flags : 0);
+  if (params != nullptr) {
+    params->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
+                                           : CUDA_GRAPH_INSTANTIATE_ERROR;
+    params->hErrNode_out = nullptr;
+  }
+  return r;
+}
+RGPU_SAME_AS(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams)
+
+RGPU_IMPL(cuGraphExecDestroy)(CUgraphExec exec) {
+  if (!ClientState::Get().IsLive(exec) || exec->kind != ObjectKind::kGraphExec) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ClientState::Get().Unregister(exec);
+  delete exec;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuGraphLaunch)(CUgraphExec exec, CUstream stream) {
+  if (!ClientState::Get().IsLive(exec) || exec->kind != ObjectKind::kGraphExec) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // A graph launched into a capturing stream becomes part of that capture.
+  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_GRAPH, [exec](CUstream s) {
+        return rgpu_impl_cuGraphLaunch(exec, s);
+      })) {
+    return CUDA_SUCCESS;
+  }
+  for (const GraphNode& node : exec->nodes) {
+    CUresult r = node.replay(stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+RGPU_SAME_AS(cuGraphLaunch_ptsz, cuGraphLaunch)
+
+RGPU_IMPL(cuGraphGetNodes)(CUgraph graph, CUgraphNode* nodes, size_t* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ClientState::Get().IsLive(graph) || graph->kind != ObjectKind::kGraph) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (nodes != nullptr) {
+    RGPU_LOG_WARN("cuGraphGetNodes: graph node handles are not supported");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  *count = graph->nodes.size();
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void* data) {
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto run = [fn, data](CUstream s) { return RunOnHost(s, [&](CUresult) { fn(data); }); };
+  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_HOST, run)) return CUDA_SUCCESS;
+  return run(stream);
+}
+RGPU_SAME_AS(cuLaunchHostFunc_ptsz, cuLaunchHostFunc)
+
+RGPU_IMPL(cuStreamAddCallback)(CUstream stream, CUstreamCallback cb, void* data,
+                               unsigned int flags) {
+  if (cb == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return RunOnHost(stream, [&](CUresult status) { cb(stream, status, data); });
+}
+RGPU_SAME_AS(cuStreamAddCallback_ptsz, cuStreamAddCallback)
