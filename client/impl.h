@@ -17,9 +17,9 @@
   static_assert(std::is_same_v<decltype(&rgpu_impl_##name), decltype(&::name)>);             \
   extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_##name
 
-#define RGPU_SAME_AS(alias, name)                                             \
+#define RGPU_SAME_AS(other, name)                                             \
   extern "C" __attribute__((visibility("default"), alias("rgpu_impl_" #name))) \
-  decltype(rgpu_impl_##name) rgpu_impl_##alias;
+  decltype(rgpu_impl_##name) rgpu_impl_##other;
 
 // Implementations that other files of the runtime call directly.
 extern "C" CUresult rgpu_impl_cuStreamSynchronize(CUstream stream);
