@@ -1,0 +1,190 @@
+// rgpu-server against a raw protocol peer: handshake refusals, malformed and unexpected messages,
+// wrong argument counts, unknown operations and foreign handles get clear errors and close (or
+// keep) only that session; the server keeps serving others throughout.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "proto/ops.h"
+#include "proto/protocol_version.h"
+#include "proto/rgpu.pb.h"
+#include "server/server.h"
+#include "transport/channel.h"
+
+namespace rgpu {
+namespace {
+
+class ServerProtocolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server::ServerOptions o;
+    o.listen = "tcp://127.0.0.1:0";
+    o.backend = "softgpu";
+    o.driver_library = RGPU_SOFTGPU_LIBRARY;
+    Status s = server_.Start(o);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    thread_ = std::thread([this] { server_.Serve(); });
+  }
+  void TearDown() override {
+    server_.Stop();
+    thread_.join();
+  }
+
+  std::unique_ptr<Channel> Connect() {
+    TransportUrl url;
+    EXPECT_TRUE(TransportUrl::Parse(server_.url(), &url).ok());
+    std::unique_ptr<Channel> ch;
+    EXPECT_TRUE(ConnectChannel(url, ChannelOptions(), &ch).ok());
+    return ch;
+  }
+
+  static wire::Envelope Exchange(Channel* ch, const wire::Envelope& out,
+                                 const std::string& payload = "") {
+    EXPECT_TRUE(ch->Send(out.SerializeAsString(), payload.data(), payload.size()).ok());
+    ReceivedMessage m;
+    wire::Envelope in;
+    Status s = ch->Receive(10000, &m);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
+    return in;
+  }
+
+  static wire::Envelope Hello(uint32_t version = kProtocolVersion) {
+    wire::Envelope e;
+    e.mutable_hello()->set_protocol_version(version);
+    e.mutable_hello()->set_client_name("protocol-test");
+    return e;
+  }
+
+  static wire::Envelope Call(uint64_t seq, Op op, uint64_t ctx, std::vector<uint64_t> args) {
+    wire::Envelope e;
+    e.mutable_call()->set_seq(seq);
+    e.mutable_call()->set_op(static_cast<uint32_t>(op));
+    e.mutable_call()->set_ctx(ctx);
+    for (uint64_t a : args) e.mutable_call()->add_args(a);
+    return e;
+  }
+
+  // A session with a context; returns the context id.
+  uint64_t OpenSession(Channel* ch) {
+    wire::Envelope w = Exchange(ch, Hello());
+    EXPECT_EQ(w.welcome().status(), 0);
+    EXPECT_GE(w.welcome().devices_size(), 1);
+    wire::Envelope r = Exchange(ch, Call(1, Op::kCtxCreate, 0, {0, 0}));
+    EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+    return r.reply().values(0);
+  }
+
+  server::Server server_;
+  std::thread thread_;
+};
+
+TEST_F(ServerProtocolTest, RefusesWrongProtocolVersion) {
+  auto ch = Connect();
+  wire::Envelope w = Exchange(ch.get(), Hello(kProtocolVersion + 7));
+  ASSERT_EQ(w.body_case(), wire::Envelope::kWelcome);
+  EXPECT_NE(w.welcome().status(), 0);
+  EXPECT_NE(w.welcome().error().find("protocol version"), std::string::npos);
+}
+
+TEST_F(ServerProtocolTest, RefusesGarbageHandshake) {
+  auto ch = Connect();
+  ASSERT_TRUE(ch->Send("\xff\xff\xff garbage", nullptr, 0).ok());
+  ReceivedMessage m;
+  ASSERT_TRUE(ch->Receive(10000, &m).ok());
+  wire::Envelope w;
+  ASSERT_TRUE(w.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
+  EXPECT_NE(w.welcome().status(), 0);
+}
+
+TEST_F(ServerProtocolTest, BadCallsGetErrorsAndTheSessionSurvives) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  // Wrong argument count.
+  EXPECT_EQ(Exchange(ch.get(), Call(2, Op::kMemAlloc, ctx, {})).reply().result(),
+            CUDA_ERROR_INVALID_VALUE);
+  // Unknown operation.
+  wire::Envelope unknown = Call(3, Op::kMemAlloc, ctx, {64});
+  unknown.mutable_call()->set_op(9999);
+  EXPECT_EQ(Exchange(ch.get(), unknown).reply().result(), CUDA_ERROR_NOT_SUPPORTED);
+  // A context this session does not have.
+  EXPECT_EQ(Exchange(ch.get(), Call(4, Op::kMemAlloc, ctx + 100, {64})).reply().result(),
+            CUDA_ERROR_INVALID_CONTEXT);
+  // Handles and pointers it does not own.
+  EXPECT_EQ(Exchange(ch.get(), Call(5, Op::kStreamSynchronize, ctx, {12345})).reply().result(),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(Exchange(ch.get(), Call(6, Op::kMemFree, ctx, {0x10000})).reply().result(),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Exchange(ch.get(), Call(7, Op::kMemcpyDtoH, ctx, {0x10000, 16, 0, 0})).reply().result(),
+            CUDA_ERROR_INVALID_VALUE);
+  // A copy whose payload does not match its size.
+  EXPECT_EQ(Exchange(ch.get(), Call(8, Op::kMemAlloc, ctx, {256})).reply().result(), CUDA_SUCCESS);
+  wire::Envelope alloc = Exchange(ch.get(), Call(9, Op::kMemAlloc, ctx, {256}));
+  const uint64_t ptr = alloc.reply().values(0);
+  EXPECT_EQ(Exchange(ch.get(), Call(10, Op::kMemcpyHtoD, ctx, {ptr, 256, 0, 0}), "short")
+                .reply()
+                .result(),
+            CUDA_ERROR_INVALID_VALUE);
+  // Past the end of the allocation.
+  EXPECT_EQ(Exchange(ch.get(), Call(11, Op::kMemcpyHtoD, ctx, {ptr + 8, 256, 0, 0}),
+                     std::string(256, 'x'))
+                .reply()
+                .result(),
+            CUDA_ERROR_INVALID_VALUE);
+  // A module image that is not one.
+  EXPECT_NE(Exchange(ch.get(), Call(12, Op::kModuleLoadData, ctx, {}), "not a module")
+                .reply()
+                .result(),
+            CUDA_SUCCESS);
+  // The session still works.
+  wire::Envelope info = Exchange(ch.get(), Call(13, Op::kMemGetInfo, ctx, {}));
+  EXPECT_EQ(info.reply().result(), CUDA_SUCCESS);
+  EXPECT_EQ(info.reply().values_size(), 2);
+}
+
+TEST_F(ServerProtocolTest, MalformedMessageClosesOnlyThatSession) {
+  auto good = Connect();
+  const uint64_t ctx = OpenSession(good.get());
+  auto bad = Connect();
+  OpenSession(bad.get());
+  ASSERT_TRUE(bad->Send("\x0a\xff\xff\xff\xff\xff garbage", nullptr, 0).ok());
+  ReceivedMessage m;
+  Status s = bad->Receive(10000, &m);
+  if (s.ok()) {
+    wire::Envelope bye;
+    ASSERT_TRUE(bye.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
+    EXPECT_EQ(bye.body_case(), wire::Envelope::kGoodbye);
+  }
+  EXPECT_EQ(Exchange(good.get(), Call(2, Op::kMemGetInfo, ctx, {})).reply().result(),
+            CUDA_SUCCESS);
+}
+
+TEST_F(ServerProtocolTest, ForeignHandlesAreRejected) {
+  auto a = Connect();
+  const uint64_t ctx_a = OpenSession(a.get());
+  wire::Envelope alloc = Exchange(a.get(), Call(2, Op::kMemAlloc, ctx_a, {4096}));
+  ASSERT_EQ(alloc.reply().result(), CUDA_SUCCESS);
+  const uint64_t ptr_a = alloc.reply().values(0);
+  auto b = Connect();
+  const uint64_t ctx_b = OpenSession(b.get());
+  // Session b names a's memory: refused, and a's data is untouched.
+  EXPECT_EQ(Exchange(a.get(), Call(3, Op::kMemset, ctx_a, {ptr_a, 7, 1, 4096, 0, 0}))
+                .reply()
+                .result(),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Exchange(b.get(), Call(3, Op::kMemset, ctx_b, {ptr_a, 9, 1, 4096, 0, 0}))
+                .reply()
+                .result(),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Exchange(b.get(), Call(4, Op::kMemFree, ctx_b, {ptr_a})).reply().result(),
+            CUDA_ERROR_INVALID_VALUE);
+  wire::Envelope read = Call(4, Op::kMemcpyDtoH, ctx_a, {ptr_a, 16, 0, 0});
+  ASSERT_TRUE(a->Send(read.SerializeAsString(), nullptr, 0).ok());
+  ReceivedMessage m;
+  ASSERT_TRUE(a->Receive(10000, &m).ok());
+  ASSERT_EQ(m.payload_size, 16u);
+  EXPECT_EQ(m.payload[0], 7);
+}
+
+}  // namespace
+}  // namespace rgpu
