@@ -1,0 +1,198 @@
+#include "common/fatbin.h"
+
+#include <cstring>
+#include <limits>
+
+#include <lz4.h>
+#include <zstd.h>
+
+namespace rgpu::fatbin {
+namespace {
+
+constexpr size_t kContainerHeaderSize = 16;
+constexpr size_t kEntryHeaderMinSize = 64;
+constexpr uint64_t kFlagLz4 = 0x2000;
+constexpr uint64_t kFlagZstd = 0x8000;
+// Refuse to inflate an entry beyond this many bytes: real device code is far smaller, and a
+// corrupt header must not make us allocate gigabytes.
+constexpr uint64_t kMaxUncompressedSize = 1ull << 30;
+
+template <typename T>
+T ReadLe(const uint8_t* p) {
+  T v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Sizes of the ELF64 structures we read; offsets follow the System V gABI.
+constexpr size_t kElf64HeaderSize = 64;
+
+uint64_t ElfExtent(const uint8_t* elf) {
+  const uint8_t elf_class = elf[4];
+  if (elf_class != 2) return kElf64HeaderSize;  // only ELF64 cubins exist for 64-bit hosts
+  uint64_t end = kElf64HeaderSize;
+  const uint64_t phoff = ReadLe<uint64_t>(elf + 0x20);
+  const uint64_t shoff = ReadLe<uint64_t>(elf + 0x28);
+  const uint16_t phentsize = ReadLe<uint16_t>(elf + 0x36);
+  const uint16_t phnum = ReadLe<uint16_t>(elf + 0x38);
+  const uint16_t shentsize = ReadLe<uint16_t>(elf + 0x3A);
+  const uint16_t shnum = ReadLe<uint16_t>(elf + 0x3C);
+  if (phoff != 0) end = std::max<uint64_t>(end, phoff + uint64_t{phentsize} * phnum);
+  if (shoff != 0) end = std::max<uint64_t>(end, shoff + uint64_t{shentsize} * shnum);
+  for (uint16_t i = 0; i < shnum && shoff != 0 && shentsize >= 64; ++i) {
+    const uint8_t* sh = elf + shoff + uint64_t{i} * shentsize;
+    const uint32_t type = ReadLe<uint32_t>(sh + 4);
+    const uint64_t offset = ReadLe<uint64_t>(sh + 0x18);
+    const uint64_t size = ReadLe<uint64_t>(sh + 0x20);
+    constexpr uint32_t kShtNobits = 8;
+    if (type != kShtNobits) end = std::max(end, offset + size);
+  }
+  for (uint16_t i = 0; i < phnum && phoff != 0 && phentsize >= 56; ++i) {
+    const uint8_t* ph = elf + phoff + uint64_t{i} * phentsize;
+    const uint64_t offset = ReadLe<uint64_t>(ph + 0x08);
+    const uint64_t filesz = ReadLe<uint64_t>(ph + 0x20);
+    end = std::max(end, offset + filesz);
+  }
+  return end;
+}
+
+Status Decompress(uint64_t flags, const uint8_t* data, size_t size, uint64_t uncompressed_size,
+                  std::string* out) {
+  if (uncompressed_size == 0 || uncompressed_size > kMaxUncompressedSize) {
+    return InvalidArgument("fatbin: implausible uncompressed size " +
+                           std::to_string(uncompressed_size));
+  }
+  out->resize(uncompressed_size);
+  if (flags & kFlagZstd) {
+    size_t n = ZSTD_decompress(out->data(), out->size(), data, size);
+    if (ZSTD_isError(n)) {
+      return InvalidArgument(std::string("fatbin: zstd: ") + ZSTD_getErrorName(n));
+    }
+    out->resize(n);
+    return Status::Ok();
+  }
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return InvalidArgument("fatbin: lz4 entry too large");
+  }
+  int n = LZ4_decompress_safe(reinterpret_cast<const char*>(data), out->data(),
+                              static_cast<int>(size), static_cast<int>(out->size()));
+  if (n < 0) return InvalidArgument("fatbin: lz4: corrupt compressed entry");
+  out->resize(static_cast<size_t>(n));
+  return Status::Ok();
+}
+
+}  // namespace
+
+ImageKind Classify(const void* image) {
+  uint32_t magic;
+  memcpy(&magic, image, sizeof magic);
+  if (magic == kWrapperMagic) return ImageKind::kWrapper;
+  if (magic == kContainerMagic) return ImageKind::kContainer;
+  if (magic == kElfMagic) return ImageKind::kElf;
+  return ImageKind::kPtx;
+}
+
+Status CopyStandaloneImage(const void* image, std::string* out) {
+  if (image == nullptr) return InvalidArgument("fatbin: null image");
+  const auto* bytes = static_cast<const uint8_t*>(image);
+  switch (Classify(image)) {
+    case ImageKind::kWrapper: {
+      const void* container = nullptr;
+      memcpy(&container, bytes + 8, sizeof container);
+      if (container == nullptr) return InvalidArgument("fatbin: wrapper has no container");
+      if (Classify(container) != ImageKind::kContainer) {
+        return InvalidArgument("fatbin: wrapper does not point at a fat-binary container");
+      }
+      return CopyStandaloneImage(container, out);
+    }
+    case ImageKind::kContainer: {
+      const uint16_t header_size = ReadLe<uint16_t>(bytes + 6);
+      const uint64_t fat_size = ReadLe<uint64_t>(bytes + 8);
+      if (header_size < kContainerHeaderSize || fat_size > kMaxUncompressedSize) {
+        return InvalidArgument("fatbin: implausible container header");
+      }
+      out->assign(reinterpret_cast<const char*>(bytes), header_size + fat_size);
+      return Status::Ok();
+    }
+    case ImageKind::kElf: {
+      const uint64_t extent = ElfExtent(bytes);
+      if (extent > kMaxUncompressedSize) return InvalidArgument("fatbin: implausible ELF size");
+      out->assign(reinterpret_cast<const char*>(bytes), extent);
+      return Status::Ok();
+    }
+    case ImageKind::kPtx: {
+      const char* text = static_cast<const char*>(image);
+      out->assign(text, strlen(text) + 1);
+      return Status::Ok();
+    }
+  }
+  return Internal("fatbin: unreachable image kind");
+}
+
+Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries) {
+  entries->clear();
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  if (data == nullptr || size < kContainerHeaderSize) {
+    return InvalidArgument("fatbin: container shorter than its header");
+  }
+  if (ReadLe<uint32_t>(bytes) != kContainerMagic) {
+    return InvalidArgument("fatbin: bad container magic");
+  }
+  const uint16_t header_size = ReadLe<uint16_t>(bytes + 6);
+  const uint64_t fat_size = ReadLe<uint64_t>(bytes + 8);
+  if (header_size < kContainerHeaderSize || header_size > size) {
+    return InvalidArgument("fatbin: bad container header size");
+  }
+  if (fat_size > size - header_size) {
+    return InvalidArgument("fatbin: container truncated (" + std::to_string(size) +
+                           " bytes, header says " + std::to_string(header_size + fat_size) + ")");
+  }
+  const uint8_t* p = bytes + header_size;
+  uint64_t left = fat_size;
+  while (left > 0) {
+    if (left < kEntryHeaderMinSize) return InvalidArgument("fatbin: truncated entry header");
+    const uint16_t kind = ReadLe<uint16_t>(p);
+    const uint32_t entry_header_size = ReadLe<uint32_t>(p + 4);
+    const uint64_t payload_size = ReadLe<uint64_t>(p + 8);
+    const uint32_t compressed_size = ReadLe<uint32_t>(p + 16);
+    if (entry_header_size < kEntryHeaderMinSize || entry_header_size > left) {
+      return InvalidArgument("fatbin: bad entry header size");
+    }
+    if (payload_size > left - entry_header_size) {
+      return InvalidArgument("fatbin: entry payload runs past the container");
+    }
+    if (kind != static_cast<uint16_t>(EntryKind::kPtx) &&
+        kind != static_cast<uint16_t>(EntryKind::kElf)) {
+      return InvalidArgument("fatbin: unknown entry kind " + std::to_string(kind));
+    }
+    Entry entry;
+    entry.kind = static_cast<EntryKind>(kind);
+    entry.ptx_minor = ReadLe<uint16_t>(p + 24);
+    entry.ptx_major = ReadLe<uint16_t>(p + 26);
+    entry.sm_arch = ReadLe<uint32_t>(p + 28);
+    entry.flags = ReadLe<uint64_t>(p + 40);
+    const uint64_t uncompressed_size = ReadLe<uint64_t>(p + 56);
+    const uint8_t* payload = p + entry_header_size;
+    if (entry.flags & (kFlagLz4 | kFlagZstd)) {
+      if (compressed_size == 0 || compressed_size > payload_size) {
+        return InvalidArgument("fatbin: bad compressed size");
+      }
+      Status s =
+          Decompress(entry.flags, payload, compressed_size, uncompressed_size, &entry.payload);
+      if (!s.ok()) return s;
+    } else {
+      entry.payload.assign(reinterpret_cast<const char*>(payload), payload_size);
+    }
+    if (entry.kind == EntryKind::kPtx) {
+      // PTX is NUL-terminated and padded; keep only the text.
+      size_t n = entry.payload.find('\0');
+      if (n != std::string::npos) entry.payload.resize(n);
+    }
+    entries->push_back(std::move(entry));
+    p += entry_header_size + payload_size;
+    left -= entry_header_size + payload_size;
+  }
+  return Status::Ok();
+}
+
+}  // namespace rgpu::fatbin

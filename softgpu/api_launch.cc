@@ -1,0 +1,315 @@
+// Kernel launches, function attributes and occupancy.
+#include <cuda.h>
+
+#include <cstring>
+#include <vector>
+
+#include "softgpu/api_util.h"
+#include "softgpu/interpreter.h"
+
+using namespace softgpu;
+
+namespace {
+
+CUresult FaultToResult(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kIllegalAddress:
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    case FaultKind::kMisalignedAddress:
+      return CUDA_ERROR_MISALIGNED_ADDRESS;
+    case FaultKind::kUnsupported:
+      return CUDA_ERROR_NOT_SUPPORTED;
+    case FaultKind::kTrap:
+      return CUDA_ERROR_LAUNCH_FAILED;
+    case FaultKind::kStackOverflow:
+      return CUDA_ERROR_LAUNCH_FAILED;
+    default:
+      return CUDA_ERROR_UNKNOWN;
+  }
+}
+
+uint32_t MaxDynamicShared(const Function& fn, const FunctionHandle& h) {
+  const uint32_t by_default =
+      kSharedPerBlock > fn.shared_bytes ? kSharedPerBlock - fn.shared_bytes : 0;
+  return std::max<uint32_t>(by_default, static_cast<uint32_t>(h.max_dynamic_shared));
+}
+
+// Builds the parameter buffer from kernelParams or the `extra` array.
+CUresult PackParams(const Function& fn, void** kernel_params, void** extra,
+                    std::vector<uint8_t>* out) {
+  out->assign(fn.param_bytes, 0);
+  if (kernel_params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (extra != nullptr) {
+    const void* buffer = nullptr;
+    size_t size = 0;
+    bool have_size = false;
+    for (size_t i = 0; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+        buffer = extra[i + 1];
+      } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+        if (extra[i + 1] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+        size = *static_cast<const size_t*>(extra[i + 1]);
+        have_size = true;
+      } else {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+    }
+    if (fn.param_bytes == 0) return CUDA_SUCCESS;
+    if (buffer == nullptr || !have_size || size < fn.param_bytes) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(out->data(), buffer, fn.param_bytes);
+    return CUDA_SUCCESS;
+  }
+  if (fn.params.empty()) return CUDA_SUCCESS;
+  if (kernel_params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < fn.params.size(); ++i) {
+    if (kernel_params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(out->data() + fn.params[i].offset, kernel_params[i], fn.params[i].size);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
+                unsigned shared_bytes, CUstream stream, void** kernel_params, void** extra) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<FunctionHandle> fh;
+  std::shared_ptr<Module> module;
+  if (CUresult r = ResolveFunction(f, &fh, &module); r != CUDA_SUCCESS) return r;
+  if (module->context() != ctx.get()) return CUDA_ERROR_INVALID_HANDLE;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  const Function& fn = module->program().functions[fh->index];
+  uint64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] == 0 || grid[i] > kMaxGridDim[i]) return CUDA_ERROR_INVALID_VALUE;
+    if (block[i] == 0 || block[i] > kMaxBlockDim[i]) return CUDA_ERROR_INVALID_VALUE;
+    threads *= block[i];
+  }
+  if (threads > kMaxThreadsPerBlock) return CUDA_ERROR_INVALID_VALUE;
+  if (fn.max_threads != 0 && threads > fn.max_threads) return CUDA_ERROR_INVALID_VALUE;
+  if (shared_bytes > MaxDynamicShared(fn, *fh) ||
+      fn.shared_bytes + static_cast<uint64_t>(shared_bytes) > kSharedPerBlockOptin) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const std::string unsupported = FindUnsupported(module->program(), fh->index);
+  if (!unsupported.empty()) {
+    fprintf(stderr, "softgpu: kernel %s cannot run: unsupported instruction %s\n", fn.name.c_str(),
+            unsupported.c_str());
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  auto params = std::make_shared<std::vector<uint8_t>>();
+  if (CUresult r = PackParams(fn, kernel_params, extra, params.get()); r != CUDA_SUCCESS) return r;
+  LaunchParams lp;
+  lp.program = &module->program();
+  lp.function = fh->index;
+  lp.consts = module->consts().data();
+  for (int i = 0; i < 3; ++i) {
+    lp.grid[i] = grid[i];
+    lp.block[i] = block[i];
+  }
+  lp.dynamic_shared = shared_bytes;
+  lp.param_size = fn.param_bytes;
+  lp.memory = &ctx->memory();
+  lp.sm_count = ctx->device()->sm_count();
+  lp.stack_bytes = static_cast<uint32_t>(ctx->stack_size);
+  lp.printf_sink = ctx.get();
+  Context* c = ctx.get();
+  ctx->Enqueue(s, [lp, params, module, c]() mutable {
+    lp.params = params->data();
+    Fault fault = RunGrid(lp);
+    if (fault.kind != FaultKind::kNone) {
+      c->Fail(FaultToResult(fault.kind),
+              "kernel " + module->program().functions[lp.function].name + ": " + fault.message);
+    }
+  });
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX,
+                                               unsigned int gridDimY, unsigned int gridDimZ,
+                                               unsigned int blockDimX, unsigned int blockDimY,
+                                               unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                               CUstream hStream, void** kernelParams,
+                                               void** extra) {
+  return Guard([&] {
+    const uint32_t grid[3] = {gridDimX, gridDimY, gridDimZ};
+    const uint32_t block[3] = {blockDimX, blockDimY, blockDimZ};
+    return Launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib,
+                                                   CUfunction hfunc) {
+  return Guard([&] {
+    std::shared_ptr<FunctionHandle> fh;
+    std::shared_ptr<Module> m;
+    if (CUresult r = ResolveFunction(hfunc, &fh, &m); r != CUDA_SUCCESS) return r;
+    if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    const Function& fn = m->program().functions[fh->index];
+    switch (attrib) {
+      case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+        *pi = static_cast<int>(fn.max_threads != 0 ? std::min(fn.max_threads, kMaxThreadsPerBlock)
+                                                   : kMaxThreadsPerBlock);
+        break;
+      case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+        *pi = static_cast<int>(fn.shared_bytes);
+        break;
+      case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+        *pi = 0;
+        break;
+      case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
+        *pi = static_cast<int>(fn.local_bytes);
+        break;
+      case CU_FUNC_ATTRIBUTE_NUM_REGS:
+        *pi = static_cast<int>(std::min<uint32_t>(fn.num_regs, 255));
+        break;
+      case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+        *pi = kComputeMajor * 10 + kComputeMinor;
+        break;
+      case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+        *pi = kComputeMajor * 10 + kComputeMinor;
+        break;
+      case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
+        *pi = 0;
+        break;
+      case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        *pi = static_cast<int>(MaxDynamicShared(fn, *fh));
+        break;
+      case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        *pi = fh->preferred_carveout;
+        break;
+      case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+      case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+      case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        *pi = 0;
+        break;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib,
+                                                   int value) {
+  return Guard([&] {
+    std::shared_ptr<FunctionHandle> fh;
+    std::shared_ptr<Module> m;
+    if (CUresult r = ResolveFunction(hfunc, &fh, &m); r != CUDA_SUCCESS) return r;
+    const Function& fn = m->program().functions[fh->index];
+    switch (attrib) {
+      case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        if (value < 0 || fn.shared_bytes + static_cast<uint64_t>(value) > kSharedPerBlockOptin) {
+          return CUDA_ERROR_INVALID_VALUE;
+        }
+        fh->max_dynamic_shared = value;
+        return CUDA_SUCCESS;
+      case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;
+        fh->preferred_carveout = value;
+        return CUDA_SUCCESS;
+      case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+        return CUDA_SUCCESS;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
+  return Guard([&] {
+    std::shared_ptr<FunctionHandle> fh;
+    std::shared_ptr<Module> m;
+    if (CUresult r = ResolveFunction(hfunc, &fh, &m); r != CUDA_SUCCESS) return r;
+    if (config < CU_FUNC_CACHE_PREFER_NONE || config > CU_FUNC_CACHE_PREFER_EQUAL) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    fh->cache_config = config;
+    return CUDA_SUCCESS;
+  });
+}
+
+namespace {
+
+// Blocks of `block_size` threads that fit on one multiprocessor.
+int ActiveBlocks(const Function& fn, int block_size, size_t dynamic_shared) {
+  if (block_size <= 0 || static_cast<uint32_t>(block_size) > kMaxThreadsPerBlock) return 0;
+  if (fn.max_threads != 0 && static_cast<uint32_t>(block_size) > fn.max_threads) return 0;
+  const int warps = (block_size + 31) / 32;
+  int by_threads = static_cast<int>(kMaxThreadsPerMultiprocessor / 32) / warps;
+  const uint64_t shared = fn.shared_bytes + dynamic_shared;
+  int by_shared = shared == 0 ? 1 << 30 : static_cast<int>(kSharedPerMultiprocessor / shared);
+  // Registers: the decoder's register count (capped like hardware at 255 per thread).
+  const uint64_t regs_per_block =
+      std::max<uint64_t>(std::min<uint32_t>(fn.num_regs, 255), 1) * 32 * warps;
+  const int by_regs = static_cast<int>(kRegistersPerBlock / regs_per_block);
+  const int n =
+      std::min({by_threads, by_shared, by_regs, static_cast<int>(kMaxBlocksPerMultiprocessor)});
+  return std::max(n, 0);
+}
+
+}  // namespace
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(
+    int* numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize) {
+  return Guard([&] {
+    std::shared_ptr<FunctionHandle> fh;
+    std::shared_ptr<Module> m;
+    if (CUresult r = ResolveFunction(func, &fh, &m); r != CUDA_SUCCESS) return r;
+    if (numBlocks == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *numBlocks = ActiveBlocks(m->program().functions[fh->index], blockSize, dynamicSMemSize);
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int* numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
+  return cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dynamicSMemSize);
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(
+    int* minGridSize, int* blockSize, CUfunction func,
+    CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit) {
+  return Guard([&] {
+    std::shared_ptr<FunctionHandle> fh;
+    std::shared_ptr<Module> m;
+    if (CUresult r = ResolveFunction(func, &fh, &m); r != CUDA_SUCCESS) return r;
+    if (minGridSize == nullptr || blockSize == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    const Function& fn = m->program().functions[fh->index];
+    int limit = static_cast<int>(kMaxThreadsPerBlock);
+    if (fn.max_threads != 0) limit = std::min(limit, static_cast<int>(fn.max_threads));
+    if (blockSizeLimit > 0) limit = std::min(limit, blockSizeLimit);
+    int best_size = 0, best_threads = -1, best_blocks = 0;
+    for (int size = (limit / 32) * 32; size >= 32; size -= 32) {
+      const size_t shared = blockSizeToDynamicSMemSize != nullptr ? blockSizeToDynamicSMemSize(size)
+                                                                  : dynamicSMemSize;
+      const int blocks = ActiveBlocks(fn, size, shared);
+      if (blocks * size > best_threads) {
+        best_threads = blocks * size;
+        best_size = size;
+        best_blocks = blocks;
+      }
+    }
+    if (best_size == 0) {
+      best_size = std::max(1, std::min(limit, 32));
+      best_blocks = 1;
+    }
+    *blockSize = best_size;
+    *minGridSize = best_blocks * static_cast<int>(m->context()->device()->sm_count());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(
+    int* minGridSize, int* blockSize, CUfunction func,
+    CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit,
+    unsigned int flags) {
+  return cuOccupancyMaxPotentialBlockSize(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+                                          dynamicSMemSize, blockSizeLimit);
+}

@@ -1,0 +1,329 @@
+// Device memory: allocation, copies and memsets. Device ranges are validated synchronously
+// (CUDA_ERROR_INVALID_VALUE for memory the current context does not own).
+#include <cuda.h>
+
+#include <cstring>
+#include <vector>
+
+#include "softgpu/api_util.h"
+
+using namespace softgpu;
+
+namespace {
+
+// The allocation of `ctx` holding [address, address + size), or null.
+std::shared_ptr<Allocation> DeviceRange(Context& ctx, CUdeviceptr address, size_t size) {
+  return ctx.memory().Find(address, size);
+}
+
+uint8_t* HostOf(const std::shared_ptr<Allocation>& a, CUdeviceptr address) {
+  return a->host + (address - a->base);
+}
+
+// Runs `copy` on the calling thread once all work it must follow has completed.
+template <typename F>
+CUresult RunSynchronously(const std::shared_ptr<Context>& ctx, F&& copy) {
+  ctx->WaitForDefaultOrder();
+  if (CUresult r = ctx->sticky_error(); r != CUDA_SUCCESS) return r;
+  copy();
+  ctx->FlushPrintf();
+  return ctx->sticky_error();
+}
+
+CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream stream, bool async) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if (src == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Allocation> a = DeviceRange(*ctx, dst, n);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!async) return RunSynchronously(ctx, [&] { memcpy(HostOf(a, dst), src, n); });
+  // The source is staged now, as the real driver does for pageable memory, so the caller may
+  // reuse its buffer as soon as this returns.
+  auto staged = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(src),
+                                                       static_cast<const uint8_t*>(src) + n);
+  ctx->Enqueue(s, [a, dst, staged] { memcpy(HostOf(a, dst), staged->data(), staged->size()); });
+  return CUDA_SUCCESS;
+}
+
+CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream stream, bool async) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if (dst == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Allocation> a = DeviceRange(*ctx, src, n);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!async) return RunSynchronously(ctx, [&] { memcpy(dst, HostOf(a, src), n); });
+  ctx->Enqueue(s, [a, src, dst, n] { memcpy(dst, HostOf(a, src), n); });
+  return CUDA_SUCCESS;
+}
+
+CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, bool async) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  std::shared_ptr<Allocation> d = DeviceRange(*ctx, dst, n);
+  std::shared_ptr<Allocation> sa = DeviceRange(*ctx, src, n);
+  if (d == nullptr || sa == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto copy = [d, sa, dst, src, n] { memmove(HostOf(d, dst), HostOf(sa, src), n); };
+  if (!async) return RunSynchronously(ctx, copy);
+  ctx->Enqueue(s, copy);
+  return CUDA_SUCCESS;
+}
+
+template <typename T>
+CUresult Memset(CUdeviceptr dst, T value, size_t count, CUstream stream, bool async) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  if (count == 0) return CUDA_SUCCESS;
+  if (dst % sizeof(T) != 0 || count > (~size_t{0}) / sizeof(T)) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Allocation> a = DeviceRange(*ctx, dst, count * sizeof(T));
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto fill = [a, dst, value, count] {
+    uint8_t* p = HostOf(a, dst);
+    if constexpr (sizeof(T) == 1) {
+      memset(p, value, count);
+    } else {
+      for (size_t i = 0; i < count; ++i) memcpy(p + i * sizeof(T), &value, sizeof(T));
+    }
+  };
+  if (!async) return RunSynchronously(ctx, fill);
+  ctx->Enqueue(s, fill);
+  return CUDA_SUCCESS;
+}
+
+// One side of a 2D copy.
+struct Side {
+  bool device = false;
+  uint8_t* base = nullptr;  // first byte of the first row
+  size_t pitch = 0;
+  std::shared_ptr<Allocation> allocation;
+};
+
+CUresult ResolveSide(Context& ctx, CUmemorytype type, const void* host, CUdeviceptr device,
+                     size_t x, size_t y, size_t pitch, size_t width, size_t height, Side* out) {
+  if (type == CU_MEMORYTYPE_UNIFIED) {
+    type = ctx.memory().Find(device, 1) != nullptr ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    host = reinterpret_cast<const void*>(device);
+  }
+  if (height > 1 && pitch < width) return CUDA_ERROR_INVALID_VALUE;
+  const size_t offset = y * pitch + x;
+  const size_t extent = (height - 1) * pitch + width;
+  out->pitch = pitch;
+  if (type == CU_MEMORYTYPE_HOST) {
+    if (host == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    out->base = const_cast<uint8_t*>(static_cast<const uint8_t*>(host)) + offset;
+    return CUDA_SUCCESS;
+  }
+  if (type != CU_MEMORYTYPE_DEVICE) return CUDA_ERROR_NOT_SUPPORTED;
+  out->device = true;
+  out->allocation = ctx.memory().Find(device + offset, extent);
+  if (out->allocation == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  out->base = HostOf(out->allocation, device + offset);
+  return CUDA_SUCCESS;
+}
+
+CUresult Copy2D(const CUDA_MEMCPY2D* p, CUstream stream, bool async) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const size_t width = p->WidthInBytes, height = p->Height;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  Side src, dst;
+  if (CUresult r = ResolveSide(*ctx, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
+                               p->srcY, p->srcPitch, width, height, &src);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (CUresult r = ResolveSide(*ctx, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes,
+                               p->dstY, p->dstPitch, width, height, &dst);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  auto copy = [src, dst, width, height] {
+    for (size_t row = 0; row < height; ++row) {
+      memmove(dst.base + row * dst.pitch, src.base + row * src.pitch, width);
+    }
+  };
+  if (!async) return RunSynchronously(ctx, copy);
+  if (!src.device) {
+    // Stage host rows now (pageable-memory semantics).
+    auto staged = std::make_shared<std::vector<uint8_t>>(width * height);
+    for (size_t row = 0; row < height; ++row) {
+      memcpy(staged->data() + row * width, src.base + row * src.pitch, width);
+    }
+    ctx->Enqueue(s, [staged, dst, width, height] {
+      for (size_t row = 0; row < height; ++row) {
+        memcpy(dst.base + row * dst.pitch, staged->data() + row * width, width);
+      }
+    });
+    return CUDA_SUCCESS;
+  }
+  ctx->Enqueue(s, copy);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t address;
+    switch (ctx->memory().Allocate(bytesize, &address)) {
+      case AddressSpace::Result::kOk:
+        *dptr = address;
+        return CUDA_SUCCESS;
+      case AddressSpace::Result::kOutOfMemory:
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr* dptr, size_t* pPitch,
+                                                size_t WidthInBytes, size_t Height,
+                                                unsigned int ElementSizeBytes) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    if (dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const size_t pitch = (WidthInBytes + 511) / 512 * 512;
+    if (Height > (~size_t{0}) / pitch) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t address;
+    switch (ctx->memory().Allocate(pitch * Height, &address)) {
+      case AddressSpace::Result::kOk:
+        *dptr = address;
+        *pPitch = pitch;
+        return CUDA_SUCCESS;
+      case AddressSpace::Result::kOutOfMemory:
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    if (dptr == 0) return CUDA_SUCCESS;
+    if (ctx->memory().Find(dptr, 1) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    // Like the real driver, freeing waits for work that may still use the memory.
+    ctx->WaitForDefaultOrder();
+    if (ctx->memory().Free(dptr) != AddressSpace::Result::kOk) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t* free, size_t* total) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    const DeviceMemoryBudget& b = ctx->device()->budget();
+    *total = b.total();
+    *free = b.total() - std::min(b.used(), b.total());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr* pbase, size_t* psize,
+                                                     CUdeviceptr dptr) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<Allocation> a = ctx->memory().Find(dptr, 1);
+    if (a == nullptr) return CUDA_ERROR_NOT_FOUND;
+    if (pbase != nullptr) *pbase = a->base;
+    if (psize != nullptr) *psize = a->size;
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void* srcHost,
+                                             size_t ByteCount) {
+  return Guard([&] { return CopyHtoD(dstDevice, srcHost, ByteCount, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyDtoH(void* dstHost, CUdeviceptr srcDevice,
+                                             size_t ByteCount) {
+  return Guard([&] { return CopyDtoH(dstHost, srcDevice, ByteCount, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                                             size_t ByteCount) {
+  return Guard([&] { return CopyDtoD(dstDevice, srcDevice, ByteCount, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void* srcHost,
+                                                  size_t ByteCount, CUstream hStream) {
+  return Guard([&] { return CopyHtoD(dstDevice, srcHost, ByteCount, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void* dstHost, CUdeviceptr srcDevice,
+                                                  size_t ByteCount, CUstream hStream) {
+  return Guard([&] { return CopyDtoH(dstHost, srcDevice, ByteCount, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                                                  size_t ByteCount, CUstream hStream) {
+  return Guard([&] { return CopyDtoD(dstDevice, srcDevice, ByteCount, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpy2D(const CUDA_MEMCPY2D* pCopy) {
+  return Guard([&] { return Copy2D(pCopy, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpy2DUnaligned(const CUDA_MEMCPY2D* pCopy) {
+  return Guard([&] { return Copy2D(pCopy, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D* pCopy, CUstream hStream) {
+  return Guard([&] { return Copy2D(pCopy, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  return Guard([&] { return Memset<uint8_t>(dstDevice, uc, N, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD16(CUdeviceptr dstDevice, unsigned short us, size_t N) {
+  return Guard([&] { return Memset<uint16_t>(dstDevice, us, N, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  return Guard([&] { return Memset<uint32_t>(dstDevice, ui, N, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                                CUstream hStream) {
+  return Guard([&] { return Memset<uint8_t>(dstDevice, uc, N, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                                                 CUstream hStream) {
+  return Guard([&] { return Memset<uint16_t>(dstDevice, us, N, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                                                 CUstream hStream) {
+  return Guard([&] { return Memset<uint32_t>(dstDevice, ui, N, hStream, true); });
+}

@@ -1,0 +1,335 @@
+// Modules, libraries, kernels and parameter layout queries.
+#include <cuda.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "softgpu/api_util.h"
+
+using namespace softgpu;
+
+namespace {
+
+CUresult LoadModule(CUmodule* module, const void* image) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<const Program> program;
+  if (CUresult r = LoadProgram(image, &program); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Module> m;
+  if (CUresult r = Module::Create(ctx.get(), std::move(program), &m); r != CUDA_SUCCESS) return r;
+  RegisterModule(m);
+  *module = reinterpret_cast<CUmodule>(m.get());
+  return CUDA_SUCCESS;
+}
+
+CUresult ParamInfo(const Program& program, uint32_t index, size_t param, size_t* offset,
+                   size_t* size) {
+  const Function& f = program.functions[index];
+  if (param >= f.params.size()) return CUDA_ERROR_INVALID_VALUE;
+  if (offset != nullptr) *offset = f.params[param].offset;
+  if (size != nullptr) *size = f.params[param].size;
+  return CUDA_SUCCESS;
+}
+
+CUresult FindLibrary(CUlibrary handle, std::shared_ptr<Library>* out) {
+  if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+  *out = GetDriver().libraries.Find(handle);
+  return *out == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
+
+CUresult FindKernel(CUkernel handle, std::shared_ptr<KernelHandle>* kernel,
+                    std::shared_ptr<Library>* library) {
+  if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+  *kernel = GetDriver().kernels.Find(handle);
+  if (*kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *library = GetDriver().libraries.Find((*kernel)->library);
+  return *library == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
+
+}  // namespace
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
+  return Guard([&] { return LoadModule(module, image); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void* image,
+                                                   unsigned int numOptions, CUjit_option* options,
+                                                   void** optionValues) {
+  return Guard([&] {
+    if (numOptions != 0 && (options == nullptr || optionValues == nullptr)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    return LoadModule(module, image);  // JIT options do not apply to an interpreter
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
+  return Guard([&] { return LoadModule(module, fatCubin); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleLoad(CUmodule* module, const char* fname) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    if (fname == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::ifstream in(fname, std::ios::binary);
+    if (!in) return CUDA_ERROR_FILE_NOT_FOUND;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string data = ss.str();
+    data.push_back('\0');
+    if (data.size() < 5) return CUDA_ERROR_INVALID_IMAGE;
+    return LoadModule(module, data.data());
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<Module> m = GetDriver().modules.Find(hmod);
+    if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    // Let work that may still use the module's globals finish.
+    m->context()->Synchronize();
+    UnregisterModule(m);
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod,
+                                                    const char* name) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Module> m = GetDriver().modules.Find(hmod);
+    if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    std::shared_ptr<FunctionHandle> f = m->Function(name);
+    if (f == nullptr) return CUDA_ERROR_NOT_FOUND;
+    *hfunc = reinterpret_cast<CUfunction>(f.get());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Module> m = GetDriver().modules.Find(mod);
+    if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    unsigned n = 0;
+    for (const auto& f : m->functions()) n += f != nullptr;
+    *count = n;
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction* functions,
+                                                           unsigned int numFunctions,
+                                                           CUmodule mod) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    if (functions == nullptr && numFunctions != 0) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Module> m = GetDriver().modules.Find(mod);
+    if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    unsigned n = 0;
+    for (const auto& f : m->functions()) {
+      if (f == nullptr) continue;
+      if (n >= numFunctions) break;
+      functions[n++] = reinterpret_cast<CUfunction>(f.get());
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod,
+                                                  const char* name) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Module> m = GetDriver().modules.Find(hmod);
+    if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t address, size;
+    if (!m->Global(name, &address, &size)) return CUDA_ERROR_NOT_FOUND;
+    if (dptr != nullptr) *dptr = address;
+    if (bytes != nullptr) *bytes = size;
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *mode = CU_MODULE_EAGER_LOADING;
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex,
+                                                   size_t* paramOffset, size_t* paramSize) {
+  return Guard([&] {
+    std::shared_ptr<FunctionHandle> f;
+    std::shared_ptr<Module> m;
+    if (CUresult r = ResolveFunction(func, &f, &m); r != CUDA_SUCCESS) return r;
+    return ParamInfo(m->program(), f->index, paramIndex, paramOffset, paramSize);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
+  return Guard([&] {
+    if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<FunctionHandle> f;
+    std::shared_ptr<Module> m;
+    if (CUresult r = ResolveFunction(hfunc, &f, &m); r != CUDA_SUCCESS) return r;
+    *name = m->program().functions[f->index].name.c_str();
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
+  return Guard([&] {
+    if (hmod == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<FunctionHandle> f;
+    std::shared_ptr<Module> m;
+    if (CUresult r = ResolveFunction(hfunc, &f, &m); r != CUDA_SUCCESS) return r;
+    *hmod = reinterpret_cast<CUmodule>(m.get());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code,
+                                                  CUjit_option* jitOptions, void** jitOptionsValues,
+                                                  unsigned int numJitOptions,
+                                                  CUlibraryOption* libraryOptions,
+                                                  void** libraryOptionValues,
+                                                  unsigned int numLibraryOptions) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    if (library == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if ((numJitOptions != 0 && (jitOptions == nullptr || jitOptionsValues == nullptr)) ||
+        (numLibraryOptions != 0 && (libraryOptions == nullptr || libraryOptionValues == nullptr))) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    std::shared_ptr<const Program> program;
+    if (CUresult r = LoadProgram(code, &program); r != CUDA_SUCCESS) return r;
+    auto lib = std::make_shared<Library>(std::move(program));
+    Driver& d = GetDriver();
+    d.libraries.Add(lib);
+    for (const auto& k : lib->kernels()) {
+      if (k) d.kernels.Add(k);
+    }
+    *library = reinterpret_cast<CUlibrary>(lib.get());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
+  return Guard([&] {
+    std::shared_ptr<Library> lib;
+    if (CUresult r = FindLibrary(library, &lib); r != CUDA_SUCCESS) return r;
+    Driver& d = GetDriver();
+    d.libraries.Remove(lib.get());
+    for (const auto& k : lib->kernels()) {
+      if (k) d.kernels.Remove(k.get());
+    }
+    for (const auto& m : lib->DropAll()) {
+      m->context()->Synchronize();
+      UnregisterModule(m);
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library,
+                                                   const char* name) {
+  return Guard([&] {
+    std::shared_ptr<Library> lib;
+    if (CUresult r = FindLibrary(library, &lib); r != CUDA_SUCCESS) return r;
+    if (pKernel == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<KernelHandle> k = lib->Kernel(name);
+    if (k == nullptr) return CUDA_ERROR_NOT_FOUND;
+    *pKernel = reinterpret_cast<CUkernel>(k.get());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) {
+  return Guard([&] {
+    std::shared_ptr<Library> l;
+    if (CUresult r = FindLibrary(lib, &l); r != CUDA_SUCCESS) return r;
+    if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    unsigned n = 0;
+    for (const auto& k : l->kernels()) n += k != nullptr;
+    *count = n;
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
+  return Guard([&] {
+    std::shared_ptr<Library> lib;
+    if (CUresult r = FindLibrary(library, &lib); r != CUDA_SUCCESS) return r;
+    if (pMod == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<Module> m;
+    if (CUresult r = lib->Instance(ctx.get(), &m); r != CUDA_SUCCESS) return r;
+    *pMod = reinterpret_cast<CUmodule>(m.get());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes,
+                                                   CUlibrary library, const char* name) {
+  return Guard([&] {
+    std::shared_ptr<Library> lib;
+    if (CUresult r = FindLibrary(library, &lib); r != CUDA_SUCCESS) return r;
+    if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    if (lib->program().global_index.count(name) == 0) return CUDA_ERROR_NOT_FOUND;
+    std::shared_ptr<Module> m;
+    if (CUresult r = lib->Instance(ctx.get(), &m); r != CUDA_SUCCESS) return r;
+    uint64_t address, size;
+    if (!m->Global(name, &address, &size)) return CUDA_ERROR_NOT_FOUND;
+    if (dptr != nullptr) *dptr = address;
+    if (bytes != nullptr) *bytes = size;
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
+  return Guard([&] {
+    std::shared_ptr<KernelHandle> k;
+    std::shared_ptr<Library> lib;
+    if (CUresult r = FindKernel(kernel, &k, &lib); r != CUDA_SUCCESS) return r;
+    if (pFunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<Module> m;
+    if (CUresult r = lib->Instance(ctx.get(), &m); r != CUDA_SUCCESS) return r;
+    *pFunc = reinterpret_cast<CUfunction>(m->functions()[k->index].get());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex,
+                                                     size_t* paramOffset, size_t* paramSize) {
+  return Guard([&] {
+    std::shared_ptr<KernelHandle> k;
+    std::shared_ptr<Library> lib;
+    if (CUresult r = FindKernel(kernel, &k, &lib); r != CUDA_SUCCESS) return r;
+    return ParamInfo(lib->program(), k->index, paramIndex, paramOffset, paramSize);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfunc) {
+  return Guard([&] {
+    std::shared_ptr<KernelHandle> k;
+    std::shared_ptr<Library> lib;
+    if (CUresult r = FindKernel(hfunc, &k, &lib); r != CUDA_SUCCESS) return r;
+    if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *name = lib->program().functions[k->index].name.c_str();
+    return CUDA_SUCCESS;
+  });
+}

@@ -1,0 +1,53 @@
+// Helpers shared by the exported driver-API functions (api_*.cc): exception firewall, current
+// context tracking and handle resolution. Nothing here is exported.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <new>
+
+#include "softgpu/driver.h"
+
+// Marks a definition as part of the library's public ABI.
+#define SOFTGPU_EXPORT __attribute__((visibility("default")))
+
+namespace softgpu {
+
+// Runs `body` (returning CUresult) and converts any escaping exception into an error code, so
+// that nothing propagates across the C boundary.
+template <typename F>
+CUresult Guard(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  } catch (...) {
+    return CUDA_ERROR_UNKNOWN;
+  }
+}
+
+inline CUresult CheckInitialized() {
+  return GetDriver().initialized.load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+// The calling thread's context stack (the top is the current context).
+std::vector<CUcontext>& ContextStack();
+
+// The calling thread's current context, checked to be alive. Errors: NOT_INITIALIZED,
+// INVALID_CONTEXT (none current, destroyed, or a released primary context).
+CUresult CurrentContext(std::shared_ptr<Context>* out);
+// As CurrentContext, and additionally returns the context's sticky error if it has one.
+CUresult UsableContext(std::shared_ptr<Context>* out);
+
+// Resolves a stream handle for `ctx`: NULL / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD mean the
+// default stream. A stream of another context or a destroyed one is INVALID_HANDLE.
+CUresult ResolveStream(const std::shared_ptr<Context>& ctx, CUstream handle,
+                       std::shared_ptr<Stream>* out);
+
+// Resolves a CUfunction (or a CUkernel passed as one) to its handle and module instance in the
+// current context.
+CUresult ResolveFunction(CUfunction handle, std::shared_ptr<FunctionHandle>* function,
+                         std::shared_ptr<Module>* module);
+
+}  // namespace softgpu

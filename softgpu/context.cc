@@ -1,0 +1,119 @@
+#include "softgpu/context.h"
+
+#include <cstdio>
+
+namespace softgpu {
+
+Context::Context(Device* device, unsigned flags, bool primary)
+    : device_(device), flags_(flags), primary_(primary), memory_(&device->budget()) {
+  default_stream_ = std::make_shared<Stream>(this, 0, 0, /*is_default=*/true);
+}
+
+Context::~Context() { Teardown(); }
+
+void Context::Fail(CUresult error, const std::string& message) {
+  CUresult expected = CUDA_SUCCESS;
+  if (sticky_.compare_exchange_strong(expected, error)) {
+    fprintf(stderr, "softgpu: %s\n", message.c_str());
+  }
+}
+
+std::shared_ptr<Stream> Context::CreateStream(unsigned flags, int priority) {
+  auto s = std::make_shared<Stream>(this, flags, priority, /*is_default=*/false);
+  std::lock_guard lock(mu_);
+  streams_.push_back(s);
+  return s;
+}
+
+void Context::DestroyStream(const std::shared_ptr<Stream>& stream) {
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = streams_.begin(); it != streams_.end(); ++it) {
+      if (*it == stream) {
+        streams_.erase(it);
+        break;
+      }
+    }
+  }
+  stream->Shutdown();
+}
+
+uint64_t Context::Enqueue(const std::shared_ptr<Stream>& stream, std::function<void()> op,
+                          std::vector<Dependency> extra) {
+  std::lock_guard lock(mu_);
+  if (stream->is_default()) {
+    for (const auto& s : streams_) {
+      if (s->blocking()) extra.push_back({s, s->last_enqueued()});
+    }
+  } else if (stream->blocking()) {
+    extra.push_back({default_stream_, default_stream_->last_enqueued()});
+  }
+  return stream->Enqueue(std::move(op), std::move(extra));
+}
+
+void Context::WaitForDefaultOrder() {
+  std::vector<Dependency> deps;
+  {
+    std::lock_guard lock(mu_);
+    deps.push_back({default_stream_, default_stream_->last_enqueued()});
+    for (const auto& s : streams_) {
+      if (s->blocking()) deps.push_back({s, s->last_enqueued()});
+    }
+  }
+  for (const Dependency& d : deps) d.stream->Wait(d.seq);
+}
+
+CUresult Context::Synchronize() {
+  std::vector<Dependency> deps;
+  {
+    std::lock_guard lock(mu_);
+    deps.push_back({default_stream_, default_stream_->last_enqueued()});
+    for (const auto& s : streams_) deps.push_back({s, s->last_enqueued()});
+  }
+  for (const Dependency& d : deps) d.stream->Wait(d.seq);
+  FlushPrintf();
+  return sticky_error();
+}
+
+void Context::Teardown() {
+  std::vector<std::shared_ptr<Stream>> streams;
+  {
+    std::lock_guard lock(mu_);
+    streams.swap(streams_);
+  }
+  for (const auto& s : streams) s->Shutdown();
+  default_stream_->Shutdown();
+  FlushPrintf();
+  memory_.FreeAll();
+  alive_.store(false);
+}
+
+void Context::Revive() {
+  std::lock_guard lock(mu_);
+  if (alive_.load()) return;
+  default_stream_ = std::make_shared<Stream>(this, 0, 0, /*is_default=*/true);
+  sticky_.store(CUDA_SUCCESS);
+  alive_.store(true);
+}
+
+void Context::Write(std::string text) {
+  std::lock_guard lock(printf_mu_);
+  if (printf_pending_.size() + text.size() > printf_fifo_size) {
+    text.resize(
+        printf_fifo_size > printf_pending_.size() ? printf_fifo_size - printf_pending_.size() : 0);
+  }
+  printf_pending_ += text;
+}
+
+void Context::FlushPrintf() {
+  std::string out;
+  {
+    std::lock_guard lock(printf_mu_);
+    out.swap(printf_pending_);
+  }
+  if (out.empty()) return;
+  fwrite(out.data(), 1, out.size(), stdout);
+  fflush(stdout);
+}
+
+}  // namespace softgpu

@@ -1,0 +1,84 @@
+// A context: one tenant's address space, streams, events and loaded modules on a device, plus
+// the sticky error that a faulting kernel leaves behind.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "softgpu/device.h"
+#include "softgpu/exec.h"
+#include "softgpu/memory.h"
+#include "softgpu/stream.h"
+
+namespace softgpu {
+
+class Context : public PrintfSink {
+ public:
+  Context(Device* device, unsigned flags, bool primary);
+  ~Context() override;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Device* device() const { return device_; }
+  unsigned flags() const { return flags_; }
+  bool primary() const { return primary_; }
+  AddressSpace& memory() { return memory_; }
+
+  // CUDA_SUCCESS, or the error every later call on this context reports (e.g. after a kernel
+  // accessed an illegal address).
+  CUresult sticky_error() const { return sticky_.load(std::memory_order_acquire); }
+  // Sets the sticky error (first one wins) and prints `message` on stderr.
+  void Fail(CUresult error, const std::string& message);
+
+  const std::shared_ptr<Stream>& default_stream() const { return default_stream_; }
+  std::shared_ptr<Stream> CreateStream(unsigned flags, int priority);
+  // Shuts a stream down after its queued work and forgets it.
+  void DestroyStream(const std::shared_ptr<Stream>& stream);
+
+  // Enqueues `op` on `stream` honouring the legacy default stream: work on the default stream
+  // waits for all blocking streams and vice versa. `extra` adds dependencies.
+  uint64_t Enqueue(const std::shared_ptr<Stream>& stream, std::function<void()> op,
+                   std::vector<Dependency> extra = {});
+  // Waits until everything a default-stream operation issued now would wait for has completed,
+  // so that a synchronous operation can then run on the calling thread.
+  void WaitForDefaultOrder();
+  // Waits for all work of all streams; returns the sticky error. Flushes device printf output.
+  CUresult Synchronize();
+  // Waits for work and releases everything (memory, streams). Used by destroy and reset.
+  void Teardown();
+
+  // Device printf output, written to stdout at the next synchronization.
+  void Write(std::string text) override;
+  void FlushPrintf();
+
+  // Limits (cuCtxSetLimit).
+  size_t stack_size = 1024;
+  size_t printf_fifo_size = 1 << 20;
+  size_t malloc_heap_size = 8 << 20;
+  size_t pending_launches = 2048;
+  size_t sync_depth = 2;
+
+  // Reactivates a released/reset primary context.
+  void Revive();
+  bool alive() const { return alive_.load(); }
+
+ private:
+  Device* const device_;
+  const unsigned flags_;
+  const bool primary_;
+  AddressSpace memory_;
+  std::atomic<CUresult> sticky_{CUDA_SUCCESS};
+  std::atomic<bool> alive_{true};
+  std::mutex mu_;  // guards streams_ and enqueue ordering
+  std::shared_ptr<Stream> default_stream_;
+  std::vector<std::shared_ptr<Stream>> streams_;
+  std::mutex printf_mu_;
+  std::string printf_pending_;
+};
+
+}  // namespace softgpu

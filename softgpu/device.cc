@@ -1,0 +1,319 @@
+#include "softgpu/device.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+namespace softgpu {
+namespace {
+
+uint64_t EnvNumber(const char* name, uint64_t fallback, uint64_t min, uint64_t max) {
+  const char* s = getenv(name);
+  if (s == nullptr || *s == '\0') return fallback;
+  char* end = nullptr;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s || *end != '\0' || v < min || v > max) {
+    fprintf(stderr, "softgpu: ignoring %s=%s (expected %llu..%llu)\n", name, s,
+            static_cast<unsigned long long>(min), static_cast<unsigned long long>(max));
+    return fallback;
+  }
+  return v;
+}
+
+}  // namespace
+
+DeviceConfig DeviceConfig::FromEnvironment() {
+  DeviceConfig c;
+  c.memory_bytes = EnvNumber("RGPU_SOFTGPU_MEMORY_MB", 4096, 1, 1u << 24) << 20;
+  unsigned cores = std::thread::hardware_concurrency();
+  c.sm_count =
+      static_cast<uint32_t>(EnvNumber("RGPU_SOFTGPU_SMS", cores == 0 ? 1 : cores, 1, 4096));
+  c.device_count = static_cast<uint32_t>(EnvNumber("RGPU_SOFTGPU_DEVICES", 1, 0, 64));
+  return c;
+}
+
+Device::Device(int ordinal, const DeviceConfig& config)
+    : ordinal_(ordinal), sm_count_(config.sm_count), budget_(config.memory_bytes) {}
+
+CUuuid Device::uuid() const {
+  CUuuid u;
+  const char prefix[] = "rgpu-softgpu";
+  for (int i = 0; i < 16; ++i) u.bytes[i] = i < 12 ? prefix[i] : 0;
+  u.bytes[12] = static_cast<char>(ordinal_ >> 24);
+  u.bytes[13] = static_cast<char>(ordinal_ >> 16);
+  u.bytes[14] = static_cast<char>(ordinal_ >> 8);
+  u.bytes[15] = static_cast<char>(ordinal_);
+  return u;
+}
+
+std::string Device::pci_bus_id() const {
+  char buf[32];
+  snprintf(buf, sizeof buf, "0000:%02x:00.0", 0x10 + ordinal_);
+  return buf;
+}
+
+bool Device::Attribute(int attribute, int* value) const {
+  if (attribute < 1 || attribute >= CU_DEVICE_ATTRIBUTE_MAX) return false;
+  int v = 0;
+  switch (static_cast<CUdevice_attribute>(attribute)) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      v = kMaxThreadsPerBlock;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      v = kMaxBlockDim[0];
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      v = kMaxBlockDim[1];
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      v = kMaxBlockDim[2];
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      v = static_cast<int>(kMaxGridDim[0]);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+      v = kMaxGridDim[1];
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      v = kMaxGridDim[2];
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      v = kSharedPerBlock;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+      v = 65536;
+      break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      v = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
+      v = 2147483647;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
+      v = kRegistersPerBlock;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+      v = 1500000;
+      break;  // kHz
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
+      v = 512;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      v = static_cast<int>(sm_count_);
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
+      v = CU_COMPUTEMODE_DEFAULT;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH:
+      v = 131072;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH:
+      v = 131072;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT:
+      v = 65536;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH:
+      v = 16384;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT:
+      v = 16384;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH:
+      v = 16384;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS:
+      v = 2048;
+      break;
+    case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT:
+      v = 512;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+      v = 0x10 + ordinal_;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+      v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+      v = 5001000;
+      break;  // kHz
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+      v = 256;
+      break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      v = 4 << 20;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+      v = kMaxThreadsPerMultiprocessor;
+      break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS:
+      v = 2048;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE:
+      v = 8192;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE:
+      v = 8192;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
+      v = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS:
+      v = 2046;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH:
+      v = 131072;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT:
+      v = 65536;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH:
+      v = 16384;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT:
+      v = 16384;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH:
+      v = 16384;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS:
+      v = 2048;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS:
+      v = 2048;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS:
+      v = 2046;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH:
+      v = 268435456;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH:
+      v = 131072;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT:
+      v = 65000;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH:
+      v = 2097120;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      v = kComputeMajor;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      v = kComputeMinor;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH:
+      v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+      v = kSharedPerMultiprocessor;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+      v = 65536;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
+      v = ordinal_;
+      break;
+    case CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO:
+      v = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      v = kSharedPerBlockOptin;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
+      v = kMaxBlocksPerMultiprocessor;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_NUMA_ID:
+      v = -1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
+      v = -1;
+      break;
+    default:
+      v = 0;
+      break;  // features softgpu does not offer
+  }
+  *value = v;
+  return true;
+}
+
+}  // namespace softgpu

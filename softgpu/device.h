@@ -1,0 +1,62 @@
+// The simulated devices and their configuration (from the environment, read once at cuInit).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "softgpu/memory.h"
+
+namespace softgpu {
+
+class Context;
+
+struct DeviceConfig {
+  uint64_t memory_bytes = 4096ull << 20;  // RGPU_SOFTGPU_MEMORY_MB
+  uint32_t sm_count = 1;                  // RGPU_SOFTGPU_SMS (default: host cores)
+  uint32_t device_count = 1;              // RGPU_SOFTGPU_DEVICES
+  static DeviceConfig FromEnvironment();
+};
+
+constexpr int kComputeMajor = 7;
+constexpr int kComputeMinor = 5;
+constexpr uint32_t kMaxThreadsPerBlock = 1024;
+constexpr uint32_t kMaxBlockDim[3] = {1024, 1024, 64};
+constexpr uint32_t kMaxGridDim[3] = {2147483647u, 65535, 65535};
+constexpr uint32_t kSharedPerBlock = 48 * 1024;
+constexpr uint32_t kSharedPerBlockOptin = 64 * 1024;
+constexpr uint32_t kSharedPerMultiprocessor = 64 * 1024;
+constexpr uint32_t kRegistersPerBlock = 65536;
+constexpr uint32_t kMaxThreadsPerMultiprocessor = 1024;
+constexpr uint32_t kMaxBlocksPerMultiprocessor = 16;
+
+class Device {
+ public:
+  Device(int ordinal, const DeviceConfig& config);
+
+  int ordinal() const { return ordinal_; }
+  uint32_t sm_count() const { return sm_count_; }
+  DeviceMemoryBudget& budget() { return budget_; }
+  const char* name() const { return "rgpu softgpu"; }
+  CUuuid uuid() const;
+  std::string pci_bus_id() const;
+  // Value of a device attribute; false for an attribute value outside the enum.
+  bool Attribute(int attribute, int* value) const;
+
+  // Primary context bookkeeping (guarded by primary_mu).
+  std::mutex primary_mu;
+  std::shared_ptr<Context> primary;
+  int primary_refcount = 0;
+  unsigned primary_flags = 0;
+
+ private:
+  const int ordinal_;
+  const uint32_t sm_count_;
+  DeviceMemoryBudget budget_;
+};
+
+}  // namespace softgpu

@@ -1,0 +1,46 @@
+// Process-wide driver state: initialisation, devices and the handle registries.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "softgpu/context.h"
+#include "softgpu/device.h"
+#include "softgpu/module.h"
+#include "softgpu/registry.h"
+#include "softgpu/stream.h"
+
+namespace softgpu {
+
+struct Driver {
+  std::atomic<bool> initialized{false};
+  std::vector<std::unique_ptr<Device>> devices;
+  Registry<Context> contexts;
+  Registry<Stream> streams;
+  Registry<Event> events;
+  Registry<Module> modules;
+  Registry<FunctionHandle> functions;
+  Registry<Library> libraries;
+  Registry<KernelHandle> kernels;
+};
+
+Driver& GetDriver();
+
+// Initialises the driver (cuInit); idempotent.
+CUresult InitializeDriver();
+
+// The device for an ordinal, or null.
+Device* FindDevice(CUdevice ordinal);
+
+// Registers a module instance and its function handles.
+void RegisterModule(const std::shared_ptr<Module>& module);
+// Unregisters a module instance and its function handles and frees its globals.
+void UnregisterModule(const std::shared_ptr<Module>& module);
+
+// Destroys a context's resources and unregisters every handle that belongs to it.
+void DestroyContextResources(const std::shared_ptr<Context>& context);
+
+}  // namespace softgpu

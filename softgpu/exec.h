@@ -1,0 +1,159 @@
+// Execution state shared by the interpreter's warp scheduler and the instruction handlers: the
+// registers of one warp, the block it belongs to, and checked access to every state space.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "softgpu/memory.h"
+#include "softgpu/program.h"
+
+namespace softgpu {
+
+// Generic addresses inside these windows name shared memory (of the running block) or local
+// memory (of the running thread); everything else is global.
+constexpr uint64_t kSharedWindowBase = 0x0000100000000000ull;
+constexpr uint64_t kLocalWindowBase = 0x0000200000000000ull;
+constexpr uint64_t kWindowSize = 1ull << 32;
+
+enum class FaultKind : uint8_t {
+  kNone,
+  kIllegalAddress,
+  kMisalignedAddress,
+  kUnsupported,
+  kTrap,
+  kStackOverflow,
+};
+
+struct Fault {
+  FaultKind kind = FaultKind::kNone;
+  std::string message;
+};
+
+// Collects device printf output of one launch.
+class PrintfSink {
+ public:
+  virtual ~PrintfSink() = default;
+  virtual void Write(std::string text) = 0;
+};
+
+// Everything the warps of one block share.
+struct Block {
+  const Program* program = nullptr;
+  const Function* kernel = nullptr;
+  const uint64_t* consts = nullptr;  // module instance constant pool (relocated)
+  const AddressSpace* memory = nullptr;
+  uint8_t* shared = nullptr;
+  uint32_t shared_size = 0;
+  uint32_t dynamic_shared_size = 0;
+  const uint8_t* params = nullptr;  // kernel parameter buffer
+  uint32_t param_size = 0;
+  uint32_t ctaid[3] = {};
+  uint32_t nctaid[3] = {};
+  uint32_t ntid[3] = {};
+  uint32_t num_threads = 0;
+  uint32_t num_warps = 0;
+  uint32_t sm_count = 1;
+  uint8_t* local = nullptr;  // num_threads * local_per_thread bytes
+  uint32_t local_per_thread = 0;
+  PrintfSink* printf_sink = nullptr;
+  Fault* fault = nullptr;  // first fault of the block
+  // bar.red accumulators for the barrier in progress.
+  uint32_t bar_red_count = 0;
+  bool bar_red_and = true;
+  bool bar_red_or = false;
+  // Cache of the last global allocation hit (the common case is a few large arrays).
+  std::shared_ptr<Allocation> cached[4];
+  uint32_t cache_next = 0;
+};
+
+// One warp's state inside the current function activation.
+struct Warp {
+  uint64_t* regs = nullptr;   // num_regs * 32 slots, register-major
+  uint32_t* preds = nullptr;  // one lane mask per predicate register
+  const uint64_t* consts = nullptr;
+  uint8_t* frame = nullptr;  // per-lane parameter frames: lane l at frame + l * frame_stride
+  uint32_t frame_stride = 0;
+  uint32_t local_base = 0;  // local-space address of this activation's .local variables
+  Block* block = nullptr;
+  uint32_t index = 0;   // warp index in the block
+  uint32_t live = 0;    // lanes that exist (partial last warp)
+  uint32_t active = 0;  // lanes executing the current instruction (for activemask)
+  bool faulted = false;
+
+  uint64_t* R(uint32_t op) const {
+    return (op & kConstOperand) ? const_cast<uint64_t*>(consts) + (op & ~kConstOperand) * 32
+                                : regs + op * 32;
+  }
+  uint32_t ThreadIndex(uint32_t lane) const { return index * kWarpSize + lane; }
+  void Tid(uint32_t lane, uint32_t tid[3]) const {
+    const uint32_t t = ThreadIndex(lane);
+    tid[0] = t % block->ntid[0];
+    tid[1] = (t / block->ntid[0]) % block->ntid[1];
+    tid[2] = t / (block->ntid[0] * block->ntid[1]);
+  }
+  // Records a fault (first one wins) and stops the warp.
+  void SetFault(FaultKind kind, std::string message);
+};
+
+template <typename F>
+inline void ForLanes(uint32_t mask, F&& f) {
+  if (mask == kFullMask) {
+    for (uint32_t l = 0; l < kWarpSize; ++l) f(l);
+  } else {
+    while (mask != 0) {
+      const uint32_t l = static_cast<uint32_t>(std::countr_zero(mask));
+      mask &= mask - 1;
+      f(l);
+    }
+  }
+}
+
+// Register slot <-> typed value. Slots hold the value in their low bits, zero-extended.
+template <typename T>
+inline T Get(uint64_t slot) {
+  if constexpr (sizeof(T) == 8) {
+    return std::bit_cast<T>(slot);
+  } else if constexpr (sizeof(T) == 4) {
+    return std::bit_cast<T>(static_cast<uint32_t>(slot));
+  } else if constexpr (sizeof(T) == 2) {
+    return std::bit_cast<T>(static_cast<uint16_t>(slot));
+  } else {
+    return std::bit_cast<T>(static_cast<uint8_t>(slot));
+  }
+}
+
+template <typename T>
+inline uint64_t Put(T v) {
+  if constexpr (sizeof(T) == 8) {
+    return std::bit_cast<uint64_t>(v);
+  } else if constexpr (sizeof(T) == 4) {
+    return std::bit_cast<uint32_t>(v);
+  } else if constexpr (sizeof(T) == 2) {
+    return std::bit_cast<uint16_t>(v);
+  } else {
+    return std::bit_cast<uint8_t>(v);
+  }
+}
+
+// Host pointer for `size` bytes at `address` in `space` for `lane`, or null after recording a
+// fault. Checks bounds and natural alignment (`align`, a power of two).
+uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t size, uint32_t align,
+                       uint32_t lane);
+
+inline uint8_t* Translate(Warp& w, ptx::Space space, uint64_t address, uint32_t size,
+                          uint32_t align, uint32_t lane) {
+  if (space == ptx::Space::kGlobal || space == ptx::Space::kConst) {
+    const Allocation* a = w.block->cached[0].get();
+    if (a != nullptr && address - a->base < a->size && size <= a->size - (address - a->base) &&
+        (address & (align - 1)) == 0) {
+      return a->host + (address - a->base);
+    }
+  }
+  return TranslateSlow(w, space, address, size, align, lane);
+}
+
+}  // namespace softgpu

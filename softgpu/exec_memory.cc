@@ -1,0 +1,562 @@
+// Loads, stores, atomics and address-space conversions, all bounds-checked.
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <type_traits>
+
+#include "softgpu/exec.h"
+#include "softgpu/handlers.h"
+
+namespace softgpu {
+
+void Warp::SetFault(FaultKind kind, std::string message) {
+  faulted = true;
+  if (block->fault != nullptr && block->fault->kind == FaultKind::kNone) {
+    block->fault->kind = kind;
+    block->fault->message = std::move(message);
+  }
+}
+
+namespace {
+
+const char* SpaceName(ptx::Space s) {
+  switch (s) {
+    case ptx::Space::kGeneric:
+      return "generic";
+    case ptx::Space::kGlobal:
+      return "global";
+    case ptx::Space::kShared:
+      return "shared";
+    case ptx::Space::kLocal:
+      return "local";
+    case ptx::Space::kConst:
+      return "const";
+    case ptx::Space::kParam:
+      return "param";
+  }
+  return "?";
+}
+
+void Fail(Warp& w, FaultKind kind, ptx::Space space, uint64_t address, uint32_t size,
+          uint32_t lane) {
+  uint32_t tid[3];
+  w.Tid(lane, tid);
+  const Block& b = *w.block;
+  char msg[256];
+  snprintf(msg, sizeof msg,
+           "%s %u-byte %s access at 0x%" PRIx64 " by block (%u,%u,%u) thread (%u,%u,%u)",
+           kind == FaultKind::kMisalignedAddress ? "misaligned" : "out-of-bounds", size,
+           SpaceName(space), address, b.ctaid[0], b.ctaid[1], b.ctaid[2], tid[0], tid[1], tid[2]);
+  w.SetFault(kind, msg);
+}
+
+}  // namespace
+
+uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t size, uint32_t align,
+                       uint32_t lane) {
+  Block& b = *w.block;
+  if (space == ptx::Space::kGeneric) {
+    if (address - kSharedWindowBase < kWindowSize) {
+      space = ptx::Space::kShared;
+      address -= kSharedWindowBase;
+    } else if (address - kLocalWindowBase < kWindowSize) {
+      space = ptx::Space::kLocal;
+      address -= kLocalWindowBase;
+    } else {
+      space = ptx::Space::kGlobal;
+    }
+  }
+  if ((address & (align - 1)) != 0) {
+    Fail(w, FaultKind::kMisalignedAddress, space, address, size, lane);
+    return nullptr;
+  }
+  switch (space) {
+    case ptx::Space::kShared:
+      if (address - kSharedWindowBase < kWindowSize) address -= kSharedWindowBase;
+      if (address >= b.shared_size || size > b.shared_size - address) break;
+      return b.shared + address;
+    case ptx::Space::kLocal:
+      if (address - kLocalWindowBase < kWindowSize) address -= kLocalWindowBase;
+      if (address >= b.local_per_thread || size > b.local_per_thread - address) break;
+      return b.local + static_cast<uint64_t>(w.ThreadIndex(lane)) * b.local_per_thread + address;
+    case ptx::Space::kGlobal:
+    case ptx::Space::kConst: {
+      for (uint32_t i = 0; i < 4; ++i) {
+        const Allocation* a = b.cached[i].get();
+        if (a != nullptr && address - a->base < a->size && size <= a->size - (address - a->base)) {
+          if (i != 0) std::swap(b.cached[0], b.cached[i]);
+          return b.cached[0]->host + (address - b.cached[0]->base);
+        }
+      }
+      std::shared_ptr<Allocation> a = b.memory->Find(address, size);
+      if (a == nullptr) break;
+      // Keep the most recent hit in slot 0; evict the oldest.
+      b.cached[3] = std::move(b.cached[2]);
+      b.cached[2] = std::move(b.cached[1]);
+      b.cached[1] = std::move(b.cached[0]);
+      b.cached[0] = std::move(a);
+      return b.cached[0]->host + (address - b.cached[0]->base);
+    }
+    default:
+      break;
+  }
+  Fail(w, FaultKind::kIllegalAddress, space, address, size, lane);
+  return nullptr;
+}
+
+namespace {
+
+using ptx::Type;
+
+constexpr ptx::Space ToSpace(MemSpace s) {
+  switch (s) {
+    case MemSpace::kGlobal:
+      return ptx::Space::kGlobal;
+    case MemSpace::kShared:
+      return ptx::Space::kShared;
+    case MemSpace::kLocal:
+      return ptx::Space::kLocal;
+    case MemSpace::kConst:
+      return ptx::Space::kConst;
+    default:
+      return ptx::Space::kGeneric;
+  }
+}
+
+template <typename T>
+uint64_t Extend(T v) {
+  if constexpr (std::is_signed_v<T>) {
+    return static_cast<uint64_t>(static_cast<int64_t>(v));
+  } else {
+    return static_cast<uint64_t>(v);
+  }
+}
+
+template <MemSpace kSpace, typename T, uint32_t kCount>
+void Load(Warp& w, const Insn& in, uint32_t mask) {
+  constexpr uint32_t kSize = sizeof(T) * kCount;
+  uint64_t* d[kCount];
+  for (uint32_t i = 0; i < kCount; ++i) d[i] = in.a[i] == kNoOperand ? nullptr : w.R(in.a[i]);
+  if constexpr (kSpace == MemSpace::kKernelParam) {
+    const uint64_t offset = static_cast<uint64_t>(in.imm);
+    if (offset > w.block->param_size || kSize > w.block->param_size - offset) {
+      w.SetFault(FaultKind::kIllegalAddress, "kernel parameter read past the parameter buffer");
+      return;
+    }
+    for (uint32_t i = 0; i < kCount; ++i) {
+      if (d[i] == nullptr) continue;
+      T v;
+      memcpy(&v, w.block->params + offset + i * sizeof(T), sizeof v);
+      const uint64_t x = Extend(v);
+      ForLanes(mask, [&](uint32_t l) { d[i][l] = x; });
+    }
+    return;
+  } else {
+    const uint64_t* base = in.a[4] == kNoOperand ? nullptr : w.R(in.a[4]);
+    const uint64_t imm = static_cast<uint64_t>(in.imm);
+    ForLanes(mask, [&](uint32_t l) {
+      if (w.faulted) return;
+      const uint64_t address = (base != nullptr ? base[l] : 0) + imm;
+      const uint8_t* p;
+      if constexpr (kSpace == MemSpace::kFrameParam) {
+        if (address > w.frame_stride || kSize > w.frame_stride - address) {
+          w.SetFault(FaultKind::kIllegalAddress, "parameter access outside the call frame");
+          return;
+        }
+        p = w.frame + static_cast<uint64_t>(l) * w.frame_stride + address;
+      } else {
+        p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l);
+        if (p == nullptr) return;
+      }
+      for (uint32_t i = 0; i < kCount; ++i) {
+        T v;
+        memcpy(&v, p + i * sizeof(T), sizeof v);
+        if (d[i] != nullptr) d[i][l] = Extend(v);
+      }
+    });
+  }
+}
+
+template <MemSpace kSpace, typename T, uint32_t kCount>
+void Store(Warp& w, const Insn& in, uint32_t mask) {
+  constexpr uint32_t kSize = sizeof(T) * kCount;
+  const uint64_t* s[kCount];
+  for (uint32_t i = 0; i < kCount; ++i) s[i] = w.R(in.a[i]);
+  const uint64_t* base = in.a[4] == kNoOperand ? nullptr : w.R(in.a[4]);
+  const uint64_t imm = static_cast<uint64_t>(in.imm);
+  ForLanes(mask, [&](uint32_t l) {
+    if (w.faulted) return;
+    const uint64_t address = (base != nullptr ? base[l] : 0) + imm;
+    uint8_t* p;
+    if constexpr (kSpace == MemSpace::kFrameParam) {
+      if (address > w.frame_stride || kSize > w.frame_stride - address) {
+        w.SetFault(FaultKind::kIllegalAddress, "parameter access outside the call frame");
+        return;
+      }
+      p = w.frame + static_cast<uint64_t>(l) * w.frame_stride + address;
+    } else {
+      p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l);
+      if (p == nullptr) return;
+    }
+    for (uint32_t i = 0; i < kCount; ++i) {
+      const T v = static_cast<T>(s[i][l]);
+      memcpy(p + i * sizeof(T), &v, sizeof v);
+    }
+  });
+}
+
+template <typename T>
+using Bits = std::conditional_t<sizeof(T) == 8, uint64_t,
+                                std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
+
+template <AtomOp kOp, typename T>
+T AtomicApply(uint8_t* p, T b, T c) {
+  using B = Bits<T>;
+  std::atomic_ref<B> ref(*reinterpret_cast<B*>(p));
+  B old_bits = ref.load(std::memory_order_relaxed);
+  for (;;) {
+    const T old = std::bit_cast<T>(old_bits);
+    T next;
+    switch (kOp) {
+      case AtomOp::kAdd:
+        if constexpr (std::is_floating_point_v<T>)
+          next = old + b;
+        else
+          next = static_cast<T>(static_cast<B>(old) + static_cast<B>(b));
+        break;
+      case AtomOp::kMin:
+        next = b < old ? b : old;
+        break;
+      case AtomOp::kMax:
+        next = b > old ? b : old;
+        break;
+      case AtomOp::kExch:
+        next = b;
+        break;
+      case AtomOp::kCas:
+        if (old_bits != std::bit_cast<B>(b)) return old;
+        next = c;
+        break;
+      case AtomOp::kAnd:
+        next = static_cast<T>(static_cast<B>(old) & static_cast<B>(b));
+        break;
+      case AtomOp::kOr:
+        next = static_cast<T>(static_cast<B>(old) | static_cast<B>(b));
+        break;
+      case AtomOp::kXor:
+        next = static_cast<T>(static_cast<B>(old) ^ static_cast<B>(b));
+        break;
+      case AtomOp::kInc:
+        next =
+            static_cast<T>(static_cast<B>(old) >= static_cast<B>(b) ? 0 : static_cast<B>(old) + 1);
+        break;
+      case AtomOp::kDec:
+        next = static_cast<T>((static_cast<B>(old) == 0 || static_cast<B>(old) > static_cast<B>(b))
+                                  ? static_cast<B>(b)
+                                  : static_cast<B>(old) - 1);
+        break;
+    }
+    if (ref.compare_exchange_weak(old_bits, std::bit_cast<B>(next), std::memory_order_relaxed)) {
+      return old;
+    }
+  }
+}
+
+template <MemSpace kSpace, AtomOp kOp, typename T>
+void Atom(Warp& w, const Insn& in, uint32_t mask) {
+  uint64_t* d = in.a[0] == kNoOperand ? nullptr : w.R(in.a[0]);
+  const uint64_t* b = w.R(in.a[1]);
+  const uint64_t* c = in.a[2] == kNoOperand ? nullptr : w.R(in.a[2]);
+  const uint64_t* base = in.a[4] == kNoOperand ? nullptr : w.R(in.a[4]);
+  const uint64_t imm = static_cast<uint64_t>(in.imm);
+  ForLanes(mask, [&](uint32_t l) {
+    if (w.faulted) return;
+    const uint64_t address = (base != nullptr ? base[l] : 0) + imm;
+    uint8_t* p = Translate(w, ToSpace(kSpace), address, sizeof(T), sizeof(T), l);
+    if (p == nullptr) return;
+    const T old = AtomicApply<kOp, T>(p, Get<T>(b[l]), c != nullptr ? Get<T>(c[l]) : T{});
+    if (d != nullptr) d[l] = Put(old);
+  });
+}
+
+template <MemSpace kSpace, typename T>
+Handler LoadFor(uint32_t count) {
+  switch (count) {
+    case 1:
+      return &Load<kSpace, T, 1>;
+    case 2:
+      return &Load<kSpace, T, 2>;
+    case 4:
+      return &Load<kSpace, T, 4>;
+    default:
+      return nullptr;
+  }
+}
+
+template <MemSpace kSpace, typename T>
+Handler StoreFor(uint32_t count) {
+  switch (count) {
+    case 1:
+      return &Store<kSpace, T, 1>;
+    case 2:
+      return &Store<kSpace, T, 2>;
+    case 4:
+      return &Store<kSpace, T, 4>;
+    default:
+      return nullptr;
+  }
+}
+
+template <MemSpace kSpace>
+Handler LoadIn(Type t, uint32_t count) {
+  switch (t) {
+    case Type::kU8:
+    case Type::kB8:
+      return LoadFor<kSpace, uint8_t>(count);
+    case Type::kS8:
+      return LoadFor<kSpace, int8_t>(count);
+    case Type::kU16:
+    case Type::kB16:
+    case Type::kF16:
+    case Type::kBF16:
+      return LoadFor<kSpace, uint16_t>(count);
+    case Type::kS16:
+      return LoadFor<kSpace, int16_t>(count);
+    case Type::kU32:
+    case Type::kB32:
+    case Type::kF32:
+    case Type::kF16x2:
+    case Type::kBF16x2:
+      return LoadFor<kSpace, uint32_t>(count);
+    case Type::kS32:
+      return LoadFor<kSpace, int32_t>(count);
+    case Type::kU64:
+    case Type::kB64:
+    case Type::kF64:
+    case Type::kS64:
+      return LoadFor<kSpace, uint64_t>(count);
+    default:
+      return nullptr;
+  }
+}
+
+template <MemSpace kSpace>
+Handler StoreIn(Type t, uint32_t count) {
+  switch (TypeSize(t)) {
+    case 1:
+      return StoreFor<kSpace, uint8_t>(count);
+    case 2:
+      return StoreFor<kSpace, uint16_t>(count);
+    case 4:
+      return StoreFor<kSpace, uint32_t>(count);
+    case 8:
+      return StoreFor<kSpace, uint64_t>(count);
+    default:
+      return nullptr;
+  }
+}
+
+template <MemSpace kSpace, AtomOp kOp>
+Handler AtomIn(Type t) {
+  switch (kOp) {
+    case AtomOp::kAdd:
+      switch (t) {
+        case Type::kU32:
+        case Type::kS32:
+          return &Atom<kSpace, kOp, uint32_t>;
+        case Type::kU64:
+        case Type::kS64:
+          return &Atom<kSpace, kOp, uint64_t>;
+        case Type::kF32:
+          return &Atom<kSpace, kOp, float>;
+        case Type::kF64:
+          return &Atom<kSpace, kOp, double>;
+        default:
+          return nullptr;
+      }
+    case AtomOp::kMin:
+    case AtomOp::kMax:
+      switch (t) {
+        case Type::kU32:
+          return &Atom<kSpace, kOp, uint32_t>;
+        case Type::kS32:
+          return &Atom<kSpace, kOp, int32_t>;
+        case Type::kU64:
+          return &Atom<kSpace, kOp, uint64_t>;
+        case Type::kS64:
+          return &Atom<kSpace, kOp, int64_t>;
+        case Type::kF32:
+          return &Atom<kSpace, kOp, float>;
+        case Type::kF64:
+          return &Atom<kSpace, kOp, double>;
+        default:
+          return nullptr;
+      }
+    case AtomOp::kInc:
+    case AtomOp::kDec:
+      return t == Type::kU32 ? &Atom<kSpace, kOp, uint32_t> : nullptr;
+    default:  // exch, cas, and, or, xor: bit types
+      switch (TypeSize(t)) {
+        case 4:
+          return ptx::IsFloat(t) && kOp != AtomOp::kExch ? nullptr : &Atom<kSpace, kOp, uint32_t>;
+        case 8:
+          return ptx::IsFloat(t) && kOp != AtomOp::kExch ? nullptr : &Atom<kSpace, kOp, uint64_t>;
+        default:
+          return nullptr;
+      }
+  }
+}
+
+template <MemSpace kSpace>
+Handler AtomOpIn(AtomOp op, Type t) {
+  switch (op) {
+    case AtomOp::kAdd:
+      return AtomIn<kSpace, AtomOp::kAdd>(t);
+    case AtomOp::kMin:
+      return AtomIn<kSpace, AtomOp::kMin>(t);
+    case AtomOp::kMax:
+      return AtomIn<kSpace, AtomOp::kMax>(t);
+    case AtomOp::kExch:
+      return AtomIn<kSpace, AtomOp::kExch>(t);
+    case AtomOp::kCas:
+      return AtomIn<kSpace, AtomOp::kCas>(t);
+    case AtomOp::kAnd:
+      return AtomIn<kSpace, AtomOp::kAnd>(t);
+    case AtomOp::kOr:
+      return AtomIn<kSpace, AtomOp::kOr>(t);
+    case AtomOp::kXor:
+      return AtomIn<kSpace, AtomOp::kXor>(t);
+    case AtomOp::kInc:
+      return AtomIn<kSpace, AtomOp::kInc>(t);
+    case AtomOp::kDec:
+      return AtomIn<kSpace, AtomOp::kDec>(t);
+  }
+  return nullptr;
+}
+
+template <MemSpace kSpace, bool kToGeneric>
+void Cvta(Warp& w, const Insn& in, uint32_t mask) {
+  uint64_t* d = w.R(in.a[0]);
+  const uint64_t* a = w.R(in.a[1]);
+  ForLanes(mask, [&](uint32_t l) {
+    uint64_t v = a[l];
+    if constexpr (kSpace == MemSpace::kShared) {
+      if (kToGeneric)
+        v = static_cast<uint32_t>(v) + kSharedWindowBase;
+      else if (v - kSharedWindowBase < kWindowSize)
+        v -= kSharedWindowBase;
+    } else if constexpr (kSpace == MemSpace::kLocal) {
+      if (kToGeneric)
+        v = static_cast<uint32_t>(v) + kLocalWindowBase;
+      else if (v - kLocalWindowBase < kWindowSize)
+        v -= kLocalWindowBase;
+    }
+    d[l] = v;
+  });
+}
+
+template <MemSpace kSpace>
+void Isspacep(Warp& w, const Insn& in, uint32_t mask) {
+  const uint64_t* a = w.R(in.a[1]);
+  uint32_t r = 0;
+  ForLanes(mask, [&](uint32_t l) {
+    const uint64_t v = a[l];
+    const bool shared = v - kSharedWindowBase < kWindowSize;
+    const bool local = v - kLocalWindowBase < kWindowSize;
+    bool in_space;
+    if (kSpace == MemSpace::kShared)
+      in_space = shared;
+    else if (kSpace == MemSpace::kLocal)
+      in_space = local;
+    else
+      in_space = !shared && !local;
+    if (in_space) r |= 1u << l;
+  });
+  uint32_t& d = w.preds[in.a[0]];
+  d = (d & ~mask) | r;
+}
+
+void Nop(Warp&, const Insn&, uint32_t) {}
+
+}  // namespace
+
+Handler LoadHandler(MemSpace space, Type t, uint32_t count) {
+  switch (space) {
+    case MemSpace::kGeneric:
+      return LoadIn<MemSpace::kGeneric>(t, count);
+    case MemSpace::kGlobal:
+      return LoadIn<MemSpace::kGlobal>(t, count);
+    case MemSpace::kShared:
+      return LoadIn<MemSpace::kShared>(t, count);
+    case MemSpace::kLocal:
+      return LoadIn<MemSpace::kLocal>(t, count);
+    case MemSpace::kConst:
+      return LoadIn<MemSpace::kConst>(t, count);
+    case MemSpace::kKernelParam:
+      return LoadIn<MemSpace::kKernelParam>(t, count);
+    case MemSpace::kFrameParam:
+      return LoadIn<MemSpace::kFrameParam>(t, count);
+  }
+  return nullptr;
+}
+
+Handler StoreHandler(MemSpace space, Type t, uint32_t count) {
+  switch (space) {
+    case MemSpace::kGeneric:
+      return StoreIn<MemSpace::kGeneric>(t, count);
+    case MemSpace::kGlobal:
+      return StoreIn<MemSpace::kGlobal>(t, count);
+    case MemSpace::kShared:
+      return StoreIn<MemSpace::kShared>(t, count);
+    case MemSpace::kLocal:
+      return StoreIn<MemSpace::kLocal>(t, count);
+    case MemSpace::kFrameParam:
+      return StoreIn<MemSpace::kFrameParam>(t, count);
+    default:
+      return nullptr;
+  }
+}
+
+Handler AtomHandler(MemSpace space, AtomOp op, Type t) {
+  switch (space) {
+    case MemSpace::kGeneric:
+      return AtomOpIn<MemSpace::kGeneric>(op, t);
+    case MemSpace::kGlobal:
+      return AtomOpIn<MemSpace::kGlobal>(op, t);
+    case MemSpace::kShared:
+      return AtomOpIn<MemSpace::kShared>(op, t);
+    default:
+      return nullptr;
+  }
+}
+
+Handler CvtaHandler(MemSpace space, bool to_generic) {
+  switch (space) {
+    case MemSpace::kGlobal:
+    case MemSpace::kConst:
+      return to_generic ? &Cvta<MemSpace::kGlobal, true> : &Cvta<MemSpace::kGlobal, false>;
+    case MemSpace::kShared:
+      return to_generic ? &Cvta<MemSpace::kShared, true> : &Cvta<MemSpace::kShared, false>;
+    case MemSpace::kLocal:
+      return to_generic ? &Cvta<MemSpace::kLocal, true> : &Cvta<MemSpace::kLocal, false>;
+    default:
+      return nullptr;
+  }
+}
+
+Handler IsspacepHandler(MemSpace space) {
+  switch (space) {
+    case MemSpace::kGlobal:
+      return &Isspacep<MemSpace::kGlobal>;
+    case MemSpace::kShared:
+      return &Isspacep<MemSpace::kShared>;
+    case MemSpace::kLocal:
+      return &Isspacep<MemSpace::kLocal>;
+    default:
+      return nullptr;
+  }
+}
+
+Handler NopHandler() { return &Nop; }
+
+}  // namespace softgpu

@@ -1,0 +1,249 @@
+// Instruction handlers: one specialised function per (operation, type, mode) variant. The decoder
+// picks a handler once per instruction with the selectors below and fills the Insn operand slots
+// as each selector's comment says; a selector returns nullptr for a combination it does not
+// implement, and the decoder then reports the instruction as unsupported.
+//
+// Slot notation: a0..a5 are Insn::a[0..5]. "reg" slots are register/constant operands (Warp::R),
+// "pred" slots are predicate indices (Warp::preds).
+#pragma once
+
+#include <cstdint>
+
+#include "softgpu/program.h"
+#include "softgpu/ptx_ast.h"
+
+namespace softgpu {
+
+// ---- integer arithmetic and logic (exec_int.cc) ----
+enum class IntOp : uint8_t {
+  kAdd,
+  kSub,
+  kAddSat,
+  kSubSat,
+  kMulLo,
+  kMulHi,
+  kMulWide,
+  kMadLo,
+  kMadHi,
+  kMadWide,
+  kMul24Lo,
+  kMul24Hi,
+  kMad24Lo,
+  kMad24Hi,
+  kSad,
+  kDiv,
+  kRem,
+  kAbs,
+  kNeg,
+  kMin,
+  kMax,
+  kPopc,
+  kClz,
+  kBfind,
+  kBfindShiftAmount,
+  kBrev,
+  kBfe,
+  kBfi,
+  kShl,
+  kShr,
+  kAnd,
+  kOr,
+  kXor,
+  kNot,
+  kCnot,
+  kLop3,  // a4 holds nothing; Insn::aux = immLut
+  kPrmt,  // Insn::aux = mode (0 default, 1 f4e, 2 b4e, 3 rc8, 4 ecl, 5 ecr, 6 rc16)
+  kShfLWrap,
+  kShfLClamp,
+  kShfRWrap,
+  kShfRClamp,
+  // Extended-precision: a4 = carry-flag register (a hidden per-function register).
+  kAddCC,
+  kAddC,
+  kAddCCC,
+  kSubCC,
+  kSubC,
+  kSubCCC,
+  kMadLoCC,
+  kMadHiCC,
+  kMadCLo,
+  kMadCHi,
+  kMadCLoCC,
+  kMadCHiCC,
+  kDp4a,
+  kDp2aLo,
+  kDp2aHi,  // Insn::aux bit0: a signed, bit1: b signed
+};
+// a0 = d, a1 = a, a2 = b, a3 = c (bfi: a1 = f, a2 = b, a3 = pos, a5 = len). Wide forms take
+// `type` as the source type. popc/clz/bfind write a u32.
+Handler IntHandler(IntOp op, ptx::Type type);
+
+// ---- floating point (exec_float.cc) ----
+enum class FloatOp : uint8_t {
+  kAdd,
+  kSub,
+  kMul,
+  kFma,
+  kDiv,
+  kRcp,
+  kSqrt,
+  kRsqrt,
+  kSin,
+  kCos,
+  kLg2,
+  kEx2,
+  kTanh,
+  kAbs,
+  kNeg,
+  kMin,
+  kMax,
+  kMinNaN,
+  kMaxNaN,
+  kCopysign,
+};
+enum Rounding : uint8_t { kRoundNearest = 0, kRoundZero = 1, kRoundDown = 2, kRoundUp = 3 };
+struct FloatMode {
+  uint8_t rounding = kRoundNearest;
+  bool ftz = false;
+  bool sat = false;
+  bool relu = false;
+};
+// a0 = d, a1 = a, a2 = b, a3 = c. Types: f32, f64, f16, bf16, f16x2, bf16x2.
+Handler FloatHandler(FloatOp op, ptx::Type type, FloatMode mode);
+// testp.<kind>: a0 = pred d, a1 = a. kind: 0 finite, 1 infinite, 2 number, 3 notanumber,
+// 4 normal, 5 subnormal.
+Handler TestpHandler(int kind, ptx::Type type);
+
+// ---- comparison and selection (exec_compare.cc) ----
+enum class CmpOp : uint8_t {
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kLo,
+  kLs,
+  kHi,
+  kHs,
+  kEqu,
+  kNeu,
+  kLtu,
+  kLeu,
+  kGtu,
+  kGeu,
+  kNum,
+  kNan,
+};
+enum class BoolOp : uint8_t { kNone, kAnd, kOr, kXor };
+// setp: a0 = pred d, a1 = a, a2 = b, a3 = pred second result (or kNoOperand), a4 = pred c (or
+// kNoOperand); Insn::aux = BoolOp, Insn::aux2 = 1 when c is negated.
+Handler SetpHandler(CmpOp op, ptx::Type type);
+// set.<cmp>.<dtype>.<stype>: a0 = d (all ones / 1.0f or 0), others as setp.
+Handler SetHandler(CmpOp op, ptx::Type dtype, ptx::Type stype);
+// selp: a0 = d, a1 = a, a2 = b, a3 = pred c.
+Handler SelpHandler(ptx::Type type);
+// slct.<dtype>.<ctype>: a0 = d, a1 = a, a2 = b, a3 = c (d = c >= 0 ? a : b).
+Handler SlctHandler(ptx::Type dtype, ptx::Type ctype);
+// Predicate logic: a0 = pred d, a1 = pred a, a2 = pred b; Insn::aux bit0/bit1: a/b negated.
+enum class PredOp : uint8_t { kAnd, kOr, kXor, kNot, kMov, kCnot };
+Handler PredHandler(PredOp op);
+// Register <-> predicate: a0 = d, a1 = pred (selp-like 1/0) or a0 = pred, a1 = reg (non-zero).
+Handler PredToRegHandler();
+Handler RegToPredHandler();
+
+// ---- moves and conversions (exec_convert.cc) ----
+// mov/plain copy: a0 = d, a1 = a. Works for every non-predicate type.
+Handler MovHandler();
+// mov.bN d, {a, b, ...}: a0 = d, a1.. = parts (count elements of `part_size` bytes).
+Handler PackHandler(uint32_t part_size, uint32_t count);
+// mov.bN {a, b, ...}, d: a0.. = parts (kNoOperand for "_"), a5 = source.
+Handler UnpackHandler(uint32_t part_size, uint32_t count);
+// cvt.<dst>.<src>: a0 = d, a1 = a. mode.rounding applies to float results; `integer_rounding`
+// (for .rni/.rzi/.rmi/.rpi) applies to float->int and float->float rounding to integral.
+Handler CvtHandler(ptx::Type dst, ptx::Type src, FloatMode mode, bool integer_rounding);
+// cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32 d, a, b: pack two converted floats (a high, b low).
+Handler CvtPackHandler(ptx::Type dst, FloatMode mode);
+
+// Special registers (read into a0).
+enum class Special : uint8_t {
+  kTidX,
+  kTidY,
+  kTidZ,
+  kNtidX,
+  kNtidY,
+  kNtidZ,
+  kCtaidX,
+  kCtaidY,
+  kCtaidZ,
+  kNctaidX,
+  kNctaidY,
+  kNctaidZ,
+  kLaneId,
+  kWarpId,
+  kNWarpId,
+  kSmId,
+  kNSmId,
+  kGridId,
+  kLanemaskEq,
+  kLanemaskLe,
+  kLanemaskLt,
+  kLanemaskGe,
+  kLanemaskGt,
+  kClock,
+  kClock64,
+  kGlobalTimer,
+  kGlobalTimerLo,
+  kGlobalTimerHi,
+  kDynamicSmemSize,
+  kTotalSmemSize,
+  kZero,
+};
+Handler SpecialHandler(Special reg);
+// d = Warp::local_base + Insn::imm (address of a .local variable of the current activation).
+Handler LocalAddressHandler();
+
+// ---- memory (exec_memory.cc) ----
+enum class MemSpace : uint8_t {
+  kGeneric,
+  kGlobal,
+  kShared,
+  kLocal,
+  kConst,
+  kKernelParam,  // kernel parameter buffer (uniform)
+  kFrameParam,   // per-lane parameter frame of a .func activation / call site
+};
+// ld: a0..a3 = destinations (vector `count`, kNoOperand for "_"), a4 = address register or
+// kNoOperand for an absolute/symbolic address, Insn::imm = displacement.
+Handler LoadHandler(MemSpace space, ptx::Type type, uint32_t count);
+// st: a0..a3 = sources, a4/imm as ld.
+Handler StoreHandler(MemSpace space, ptx::Type type, uint32_t count);
+enum class AtomOp : uint8_t { kAdd, kMin, kMax, kExch, kCas, kAnd, kOr, kXor, kInc, kDec };
+// atom: a0 = d (or kNoOperand for red), a4/imm = address, a1 = b, a2 = c (cas new value).
+Handler AtomHandler(MemSpace space, AtomOp op, ptx::Type type);
+// cvta.<space> (to_generic) / cvta.to.<space>: a0 = d, a1 = a.
+Handler CvtaHandler(MemSpace space, bool to_generic);
+// isspacep.<space>: a0 = pred d, a1 = a.
+Handler IsspacepHandler(MemSpace space);
+// No-op for prefetch, membar, fence and similar.
+Handler NopHandler();
+
+// ---- warp-level (exec_warp.cc) ----
+enum class ShflMode : uint8_t { kUp, kDown, kBfly, kIdx };
+// shfl.sync: a0 = d, a1 = a, a2 = b (lane/offset), a3 = c (clamp/segment mask), a5 = pred out.
+Handler ShflHandler(ShflMode mode);
+// vote: a0 = d (pred for all/any/uni, reg for ballot), a1 = pred a; Insn::aux2 = 1 if negated.
+enum class VoteMode : uint8_t { kAll, kAny, kUni, kBallot };
+Handler VoteHandler(VoteMode mode);
+// match.any/all.b32/b64: a0 = d, a1 = a, a5 = pred out (all only).
+Handler MatchHandler(bool all, ptx::Type type);
+// redux.sync.<op>.<type>: a0 = d, a1 = a. op: 0 add, 1 min, 2 max, 3 and, 4 or, 5 xor.
+Handler ReduxHandler(int op, ptx::Type type);
+// activemask.b32: a0 = d.
+Handler ActivemaskHandler();
+// bar.red.<op> before the barrier: a1 = pred a (aux2 = negated); aux = 0 popc, 1 and, 2 or.
+// The scheduler writes the block-wide result to a0 after the barrier.
+Handler BarRedHandler();
+// nanosleep: no-op that yields nothing.
+
+}  // namespace softgpu

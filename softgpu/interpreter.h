@@ -1,0 +1,39 @@
+// Runs a decoded kernel over a grid: blocks in parallel on the thread pool, warps of 32 lanes
+// SIMT-style inside a block (interleaved at barriers), lanes of a warp in lock step with an
+// active mask. Divergence is handled by splitting a warp into groups of lanes that share a
+// program counter and always stepping the group with the lowest one, which reconverges
+// structured control flow at its join points.
+#pragma once
+
+#include <cstdint>
+
+#include "softgpu/exec.h"
+#include "softgpu/memory.h"
+#include "softgpu/program.h"
+
+namespace softgpu {
+
+struct LaunchParams {
+  const Program* program = nullptr;
+  uint32_t function = 0;             // index of the kernel in program->functions
+  const uint64_t* consts = nullptr;  // module instance constant pool
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t dynamic_shared = 0;
+  const uint8_t* params = nullptr;  // parameter buffer of Function::param_bytes
+  uint32_t param_size = 0;
+  const AddressSpace* memory = nullptr;
+  uint32_t sm_count = 1;
+  uint32_t stack_bytes = 1024;  // per-thread stack for .func activations
+  PrintfSink* printf_sink = nullptr;
+};
+
+// Names the first unsupported instruction reachable from `function` (through calls), or returns
+// an empty string when the kernel can run.
+std::string FindUnsupported(const Program& program, uint32_t function);
+
+// Runs the whole grid and returns the first fault (kind kNone on success). Blocks after a fault
+// are skipped.
+Fault RunGrid(const LaunchParams& launch);
+
+}  // namespace softgpu

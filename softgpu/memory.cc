@@ -1,0 +1,97 @@
+#include "softgpu/memory.h"
+
+#include <cstdlib>
+#include <mutex>
+
+namespace softgpu {
+namespace {
+
+// Process-wide so that device addresses are unique across contexts and devices. Addresses are
+// never reused, which turns a use-after-free into a clean fault; a gap between allocations does
+// the same for small overruns.
+std::atomic<uint64_t> g_next_address{kGlobalAddressBase};
+constexpr uint64_t kGuardGap = 4096;
+
+uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+Allocation::~Allocation() { free(host); }
+
+bool DeviceMemoryBudget::Reserve(uint64_t bytes) {
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (bytes > total_ || used > total_ - bytes) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+void DeviceMemoryBudget::Release(uint64_t bytes) {
+  used_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+AddressSpace::~AddressSpace() { FreeAll(); }
+
+AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address) {
+  if (size == 0) return Result::kInvalid;
+  if (size > (1ull << 44)) return Result::kOutOfMemory;
+  const uint64_t reserved = RoundUp(size, kAllocationAlignment);
+  if (!budget_->Reserve(reserved)) return Result::kOutOfMemory;
+  auto a = std::make_shared<Allocation>();
+  a->host = static_cast<uint8_t*>(calloc(1, reserved));
+  if (a->host == nullptr) {
+    budget_->Release(reserved);
+    return Result::kOutOfMemory;
+  }
+  a->size = size;
+  a->reserved = reserved;
+  a->base = g_next_address.fetch_add(reserved + kGuardGap, std::memory_order_relaxed);
+  *address = a->base;
+  std::unique_lock lock(mu_);
+  allocations_.emplace(a->base, std::move(a));
+  return Result::kOk;
+}
+
+AddressSpace::Result AddressSpace::Free(uint64_t address) {
+  std::shared_ptr<Allocation> victim;
+  {
+    std::unique_lock lock(mu_);
+    auto it = allocations_.find(address);
+    if (it == allocations_.end()) return Result::kInvalid;
+    victim = std::move(it->second);
+    allocations_.erase(it);
+  }
+  budget_->Release(victim->reserved);
+  return Result::kOk;
+}
+
+void AddressSpace::FreeAll() {
+  std::map<uint64_t, std::shared_ptr<Allocation>> all;
+  {
+    std::unique_lock lock(mu_);
+    all.swap(allocations_);
+  }
+  for (auto& [base, a] : all) budget_->Release(a->reserved);
+}
+
+std::shared_ptr<Allocation> AddressSpace::Find(uint64_t address, uint64_t size) const {
+  std::shared_lock lock(mu_);
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  const Allocation& a = *it->second;
+  if (address - a.base >= a.size || size > a.size - (address - a.base)) return nullptr;
+  return it->second;
+}
+
+uint8_t* AddressSpace::Translate(uint64_t address, uint64_t size) const {
+  std::shared_lock lock(mu_);
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  const Allocation& a = *it->second;
+  if (address - a.base >= a.size || size > a.size - (address - a.base)) return nullptr;
+  return a.host + (address - a.base);
+}
+
+}  // namespace softgpu

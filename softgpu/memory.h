@@ -1,0 +1,76 @@
+// Device memory: a process-wide virtual address range handed out in 256-byte aligned pieces, each
+// backed by host memory and owned by exactly one context's AddressSpace. Every access from a copy
+// or a kernel goes through AddressSpace::Find, so a pointer that another context owns, that was
+// freed, or that runs past the end of its allocation is refused instead of touching host memory.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+
+namespace softgpu {
+
+constexpr uint64_t kAllocationAlignment = 256;
+// Device addresses start here; generic-address windows for shared and local memory lie below.
+constexpr uint64_t kGlobalAddressBase = 0x0000500000000000ull;
+
+// One device allocation and its host backing store (zero-filled).
+struct Allocation {
+  uint64_t base = 0;
+  uint64_t size = 0;      // bytes requested
+  uint64_t reserved = 0;  // bytes counted against the device (size rounded up to the alignment)
+  uint8_t* host = nullptr;
+  Allocation() = default;
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+  ~Allocation();
+};
+
+// Byte budget of one device, shared by all contexts on it.
+class DeviceMemoryBudget {
+ public:
+  explicit DeviceMemoryBudget(uint64_t total) : total_(total) {}
+  uint64_t total() const { return total_; }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  // Reserves `bytes`; false when that would exceed the total.
+  bool Reserve(uint64_t bytes);
+  void Release(uint64_t bytes);
+
+ private:
+  const uint64_t total_;
+  std::atomic<uint64_t> used_{0};
+};
+
+// The allocations of one context. Thread-safe.
+class AddressSpace {
+ public:
+  explicit AddressSpace(DeviceMemoryBudget* budget) : budget_(budget) {}
+  ~AddressSpace();
+  AddressSpace(const AddressSpace&) = delete;
+  AddressSpace& operator=(const AddressSpace&) = delete;
+
+  enum class Result { kOk, kOutOfMemory, kInvalid };
+
+  // Allocates `size` (> 0) bytes and stores the device address in *address.
+  Result Allocate(uint64_t size, uint64_t* address);
+  // Frees the allocation that starts exactly at `address`.
+  Result Free(uint64_t address);
+  // Frees everything (context teardown).
+  void FreeAll();
+
+  // The allocation containing [address, address + size), or null. The returned reference keeps
+  // the host memory alive even if the allocation is freed meanwhile.
+  std::shared_ptr<Allocation> Find(uint64_t address, uint64_t size) const;
+  // Host pointer for [address, address + size) or null; valid only while the allocation lives
+  // (callers hold the context's execution ordering, which keeps frees out).
+  uint8_t* Translate(uint64_t address, uint64_t size) const;
+
+ private:
+  DeviceMemoryBudget* budget_;
+  mutable std::shared_mutex mu_;
+  std::map<uint64_t, std::shared_ptr<Allocation>> allocations_;  // by base address
+};
+
+}  // namespace softgpu

@@ -1,0 +1,226 @@
+#include "softgpu/module.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/fatbin.h"
+#include "softgpu/context.h"
+#include "softgpu/device.h"
+#include "softgpu/ptx_decoder.h"
+
+namespace softgpu {
+namespace {
+
+constexpr uint32_t kSupportedArch = kComputeMajor * 10 + kComputeMinor;
+
+std::mutex g_cache_mu;
+std::unordered_map<std::string, std::weak_ptr<const Program>>& Cache() {
+  static auto* cache = new std::unordered_map<std::string, std::weak_ptr<const Program>>();
+  return *cache;
+}
+
+CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* out) {
+  {
+    std::lock_guard lock(g_cache_mu);
+    auto it = Cache().find(text);
+    if (it != Cache().end()) {
+      if (auto p = it->second.lock()) {
+        *out = std::move(p);
+        return CUDA_SUCCESS;
+      }
+    }
+  }
+  auto program = std::make_shared<Program>();
+  rgpu::Status s = CompilePtx(text, program.get());
+  if (!s.ok()) {
+    fprintf(stderr, "softgpu: cannot load PTX: %s\n", s.message().c_str());
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  std::lock_guard lock(g_cache_mu);
+  auto& cache = Cache();
+  for (auto it = cache.begin(); it != cache.end();) {
+    if (it->second.expired())
+      it = cache.erase(it);
+    else
+      ++it;
+  }
+  cache[text] = program;
+  *out = std::move(program);
+  return CUDA_SUCCESS;
+}
+
+CUresult LoadContainer(const void* container, std::shared_ptr<const Program>* out) {
+  uint16_t header_size;
+  uint64_t fat_size;
+  memcpy(&header_size, static_cast<const uint8_t*>(container) + 6, 2);
+  memcpy(&fat_size, static_cast<const uint8_t*>(container) + 8, 8);
+  if (header_size < 16 || fat_size > (1ull << 32)) return CUDA_ERROR_INVALID_IMAGE;
+  std::vector<rgpu::fatbin::Entry> entries;
+  rgpu::Status s = rgpu::fatbin::ParseContainer(container, header_size + fat_size, &entries);
+  if (!s.ok()) {
+    fprintf(stderr, "softgpu: cannot read fat binary: %s\n", s.message().c_str());
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  const rgpu::fatbin::Entry* best = nullptr;
+  std::string sass, newer;
+  for (const auto& e : entries) {
+    if (e.kind == rgpu::fatbin::EntryKind::kElf) {
+      sass += (sass.empty() ? "sm_" : ", sm_") + std::to_string(e.sm_arch);
+      continue;
+    }
+    if (e.sm_arch > kSupportedArch) {
+      newer += (newer.empty() ? "compute_" : ", compute_") + std::to_string(e.sm_arch);
+      continue;
+    }
+    if (best == nullptr || e.sm_arch > best->sm_arch ||
+        (e.sm_arch == best->sm_arch &&
+         (e.ptx_major > best->ptx_major ||
+          (e.ptx_major == best->ptx_major && e.ptx_minor > best->ptx_minor)))) {
+      best = &e;
+    }
+  }
+  if (best == nullptr) {
+    if (!newer.empty()) {
+      fprintf(stderr,
+              "softgpu: module has PTX only for %s, newer than softgpu's compute_%u; rebuild "
+              "with PTX, e.g. -gencode arch=compute_75,code=compute_75\n",
+              newer.c_str(), kSupportedArch);
+    } else {
+      fprintf(stderr,
+              "softgpu: module has no PTX (only %s SASS); rebuild with PTX, e.g. -gencode "
+              "arch=compute_75,code=compute_75\n",
+              sass.empty() ? "no" : sass.c_str());
+    }
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  }
+  return CompileText(best->payload, out);
+}
+
+}  // namespace
+
+CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program) {
+  if (image == nullptr || program == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (rgpu::fatbin::Classify(image)) {
+    case rgpu::fatbin::ImageKind::kWrapper: {
+      const void* container = nullptr;
+      memcpy(&container, static_cast<const uint8_t*>(image) + 8, sizeof container);
+      if (container == nullptr ||
+          rgpu::fatbin::Classify(container) != rgpu::fatbin::ImageKind::kContainer) {
+        return CUDA_ERROR_INVALID_IMAGE;
+      }
+      return LoadContainer(container, program);
+    }
+    case rgpu::fatbin::ImageKind::kContainer:
+      return LoadContainer(image, program);
+    case rgpu::fatbin::ImageKind::kElf: {
+      uint32_t flags = 0;
+      memcpy(&flags, static_cast<const uint8_t*>(image) + 0x30, 4);
+      const uint32_t sm = (flags >> 8) & 0xff;
+      fprintf(stderr,
+              "softgpu: module has no PTX (only sm_%u SASS); rebuild with PTX, e.g. -gencode "
+              "arch=compute_75,code=compute_75\n",
+              sm != 0 ? sm : flags & 0xff);
+      return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    case rgpu::fatbin::ImageKind::kPtx:
+      return CompileText(std::string(static_cast<const char*>(image)), program);
+  }
+  return CUDA_ERROR_INVALID_IMAGE;
+}
+
+CUresult Module::Create(Context* context, std::shared_ptr<const Program> program,
+                        std::shared_ptr<Module>* out) {
+  auto m = std::make_shared<Module>();
+  m->context_ = context;
+  m->program_ = std::move(program);
+  const Program& p = *m->program_;
+  AddressSpace& memory = context->memory();
+  for (const GlobalVariable& g : p.globals) {
+    uint64_t address = 0;
+    if (memory.Allocate(g.size, &address) != AddressSpace::Result::kOk) {
+      for (uint64_t a : m->global_addresses_) memory.Free(a);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->global_addresses_.push_back(address);
+    uint8_t* host = memory.Translate(address, g.size);
+    memcpy(host, g.init.data(), g.size);
+  }
+  for (size_t i = 0; i < p.globals.size(); ++i) {
+    uint8_t* host = memory.Translate(m->global_addresses_[i], p.globals[i].size);
+    for (const auto& init : p.globals[i].pointer_inits) {
+      const uint64_t value = m->global_addresses_[init.target] + static_cast<uint64_t>(init.addend);
+      memcpy(host + init.offset, &value, 8);
+    }
+  }
+  m->consts_ = p.consts;
+  for (const Relocation& r : p.relocations) {
+    const uint64_t value = m->global_addresses_[r.global] + static_cast<uint64_t>(r.addend);
+    for (uint32_t l = 0; l < kWarpSize; ++l) m->consts_[r.const_index * kWarpSize + l] = value;
+  }
+  m->functions_.resize(p.functions.size());
+  for (uint32_t i = 0; i < p.functions.size(); ++i) {
+    if (!p.functions[i].is_entry) continue;
+    auto f = std::make_shared<FunctionHandle>();
+    f->module = m.get();
+    f->index = i;
+    m->functions_[i] = std::move(f);
+  }
+  *out = std::move(m);
+  return CUDA_SUCCESS;
+}
+
+std::shared_ptr<FunctionHandle> Module::Function(const std::string& name) const {
+  auto it = program_->function_index.find(name);
+  if (it == program_->function_index.end()) return nullptr;
+  return functions_[it->second];
+}
+
+bool Module::Global(const std::string& name, uint64_t* address, uint64_t* size) const {
+  auto it = program_->global_index.find(name);
+  if (it == program_->global_index.end()) return false;
+  *address = global_addresses_[it->second];
+  *size = program_->globals[it->second].size;
+  return true;
+}
+
+void Module::Release() {
+  if (released_) return;
+  released_ = true;
+  for (uint64_t a : global_addresses_) context_->memory().Free(a);
+}
+
+Library::Library(std::shared_ptr<const Program> program) : program_(std::move(program)) {
+  kernels_.resize(program_->functions.size());
+  for (uint32_t i = 0; i < program_->functions.size(); ++i) {
+    if (!program_->functions[i].is_entry) continue;
+    auto k = std::make_shared<KernelHandle>();
+    k->library = this;
+    k->index = i;
+    kernels_[i] = std::move(k);
+  }
+}
+
+std::shared_ptr<KernelHandle> Library::Kernel(const std::string& name) const {
+  auto it = program_->function_index.find(name);
+  if (it == program_->function_index.end()) return nullptr;
+  return kernels_[it->second];
+}
+
+std::shared_ptr<Module> Library::DropInstance(Context* context) {
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(context);
+  if (it == instances_.end()) return nullptr;
+  auto m = std::move(it->second);
+  instances_.erase(it);
+  return m;
+}
+
+std::vector<std::shared_ptr<Module>> Library::DropAll() {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Module>> all;
+  for (auto& [ctx, m] : instances_) all.push_back(std::move(m));
+  instances_.clear();
+  return all;
+}
+
+}  // namespace softgpu

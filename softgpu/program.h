@@ -1,0 +1,131 @@
+// The decoded, executable form of a PTX module. Decoding happens once per module load; the
+// interpreter then only walks these arrays. Every operand is resolved to a register slot, a
+// constant slot or an immediate, and every instruction to a handler specialised for its types.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "softgpu/ptx_ast.h"
+
+namespace softgpu {
+
+constexpr uint32_t kWarpSize = 32;
+constexpr uint32_t kFullMask = 0xffffffffu;
+// Operand slot encoding: a register index, or a constant-pool index with this bit set.
+constexpr uint32_t kConstOperand = 0x80000000u;
+// An absent optional operand.
+constexpr uint32_t kNoOperand = 0xffffffffu;
+
+struct Warp;
+struct Insn;
+// Executes the data part of one instruction for the lanes in `mask` (already filtered by the
+// guard predicate). May record a fault in the warp; never throws.
+using Handler = void (*)(Warp& warp, const Insn& insn, uint32_t mask);
+
+// What an instruction does to control flow; the warp scheduler acts on it after the handler.
+enum class Control : uint8_t {
+  kNone,     // fall through
+  kBranch,   // to `target` for lanes in the (guarded) mask
+  kExit,     // lanes terminate (exit, or ret from the kernel's own body)
+  kReturn,   // ret from a .func
+  kBarrier,  // bar.sync: the warp waits for the rest of the block (handler runs first if any)
+  kCall,     // call of function `target`; operands in Function::call_sites[aux]
+  kTrap,     // trap/brkpt: the kernel fails
+};
+
+struct Insn {
+  Handler exec = nullptr;  // null for pure control instructions
+  uint32_t a[6] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand, kNoOperand, kNoOperand};
+  int64_t imm = 0;
+  uint32_t aux = 0;
+  uint32_t aux2 = 0;
+  int32_t guard = -1;  // predicate index
+  bool guard_negated = false;
+  Control control = Control::kNone;
+  uint32_t target = 0;  // branch target instruction index or callee function index
+  uint32_t line = 0;    // PTX source line, for messages
+};
+
+// Byte range of one parameter in a parameter buffer.
+struct ParamSlot {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
+
+// A call instruction's argument/return byte ranges in the caller's and callee's parameter frames.
+struct CallSite {
+  struct Copy {
+    uint32_t caller_offset;
+    uint32_t callee_offset;
+    uint32_t size;
+  };
+  std::vector<Copy> args;             // caller -> callee before the call
+  std::vector<Copy> results;          // callee -> caller after it returns
+  bool is_printf = false;             // vprintf: handled by the interpreter
+  uint32_t printf_format_offset = 0;  // caller frame offsets of vprintf's two arguments
+  uint32_t printf_args_offset = 0;
+  uint32_t printf_result_offset = kNoOperand;
+};
+
+struct Function {
+  std::string name;
+  bool is_entry = false;
+  bool has_body = false;
+  std::vector<Insn> insns;
+  uint32_t num_regs = 0;   // 64-bit register slots per lane
+  uint32_t num_preds = 0;  // predicate registers (one 32-bit lane mask each)
+  // Parameters. Kernels: offsets in the launch's parameter buffer (natural alignment);
+  // functions: offsets in the per-lane parameter frame.
+  std::vector<ParamSlot> params;
+  uint32_t param_bytes = 0;        // kernels: size of the parameter buffer
+  std::vector<ParamSlot> returns;  // functions: offsets in the per-lane frame
+  uint32_t frame_bytes = 0;     // per-lane parameter frame (functions' params+returns, call args)
+  uint32_t local_bytes = 0;     // per-thread .local bytes of one activation
+  uint32_t shared_bytes = 0;    // kernels: static shared memory (module-level + own)
+  uint32_t max_threads = 0;     // .maxntid/.reqntid product, 0 if unconstrained
+  uint32_t max_call_depth = 0;  // functions reachable by nested calls; kUnbounded for recursion
+  std::vector<CallSite> call_sites;
+  std::vector<std::string> unsupported;  // instructions this function cannot run (with lines)
+};
+
+// A module-scope .global/.const variable: allocated in device memory per module instance.
+struct GlobalVariable {
+  std::string name;
+  ptx::Space space = ptx::Space::kGlobal;
+  uint64_t size = 0;
+  uint32_t align = 1;
+  std::vector<uint8_t> init;  // initial bytes (size bytes, zero-filled when not initialised)
+  struct PointerInit {        // init bytes at `offset` (8 bytes) = address of `target` + addend
+    uint64_t offset;
+    uint32_t target;
+    int64_t addend;
+  };
+  std::vector<PointerInit> pointer_inits;
+};
+
+// A constant-pool slot whose value is the device address of a global variable (plus addend),
+// known only when a module instance is allocated.
+struct Relocation {
+  uint32_t const_index;
+  uint32_t global;
+  int64_t addend;
+};
+
+struct Program {
+  std::string target;  // e.g. "sm_75"
+  std::vector<Function> functions;
+  std::unordered_map<std::string, uint32_t> function_index;
+  std::vector<GlobalVariable> globals;
+  std::unordered_map<std::string, uint32_t> global_index;
+  // Constant pool: value of slot i repeated for 32 lanes at [i * 32, i * 32 + 32).
+  std::vector<uint64_t> consts;
+  std::vector<Relocation> relocations;
+};
+
+constexpr uint32_t kUnboundedCallDepth = 0xffffffffu;
+
+}  // namespace softgpu

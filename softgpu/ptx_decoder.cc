@@ -1,0 +1,1623 @@
+#include "softgpu/ptx_decoder.h"
+
+#include <bit>
+#include <cstring>
+#include <map>
+#include <unordered_set>
+
+#include "softgpu/exec.h"
+#include "softgpu/handlers.h"
+#include "softgpu/ptx_parser.h"
+
+namespace softgpu {
+namespace {
+
+using ptx::Operand;
+using ptx::Space;
+using ptx::Type;
+using rgpu::Status;
+
+uint32_t AlignUp(uint32_t v, uint32_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
+
+// An opcode split into its base and dot-separated modifiers; type modifiers kept in order.
+struct Mods {
+  std::string base;
+  std::vector<Type> types;
+  std::vector<std::string> flags;
+
+  bool Has(std::string_view f) const {
+    for (const std::string& s : flags) {
+      if (s == f) return true;
+    }
+    return false;
+  }
+  Type type(size_t i = 0) const { return i < types.size() ? types[i] : Type::kNone; }
+  // The vector width (.v2/.v4), 1 if none.
+  uint32_t Vector() const {
+    if (Has("v2")) return 2;
+    if (Has("v4")) return 4;
+    if (Has("v8")) return 8;
+    return 1;
+  }
+};
+
+Mods SplitOpcode(const std::string& opcode) {
+  Mods m;
+  size_t start = 0;
+  bool first = true;
+  while (start <= opcode.size()) {
+    size_t dot = opcode.find('.', start);
+    if (dot == std::string::npos) dot = opcode.size();
+    std::string part = opcode.substr(start, dot - start);
+    if (first) {
+      m.base = part;
+      first = false;
+    } else if (!part.empty()) {
+      Type t = ptx::TypeFromName(part);
+      if (t != Type::kNone)
+        m.types.push_back(t);
+      else
+        m.flags.push_back(part);
+    }
+    start = dot + 1;
+  }
+  return m;
+}
+
+// Layout of one function's parameters and body variables.
+struct VarLayout {
+  Space space = Space::kLocal;
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
+struct FunctionLayout {
+  std::vector<VarLayout> vars;
+  std::unordered_map<std::string, uint32_t> params;   // name -> index
+  std::unordered_map<std::string, uint32_t> returns;  // name -> index
+};
+
+class ProgramDecoder;
+
+class FunctionDecoder {
+ public:
+  FunctionDecoder(ProgramDecoder& pd, const ptx::Function& src, uint32_t index);
+  Status Run();
+
+ private:
+  struct PendingBranch {
+    uint32_t insn;
+    std::string label;
+    uint32_t line;
+  };
+
+  Insn& Emit(const ptx::Instruction& src, Handler h);
+  // Marks the current instruction unsupported; returns true so callers can `return Unsupported()`.
+  bool Unsupported(const ptx::Instruction& src, const std::string& why);
+  Status Error(const ptx::Instruction& src, const std::string& why) const {
+    return rgpu::InvalidArgument("PTX line " + std::to_string(src.line) + ": " + why + " in '" +
+                                 src.opcode + "'");
+  }
+  uint32_t NewTemp() { return out_.num_regs++; }
+  uint32_t Scratch() {
+    if (scratch_ == kNoOperand) scratch_ = NewTemp();
+    return scratch_;
+  }
+  uint32_t Carry() {
+    if (carry_ == kNoOperand) carry_ = NewTemp();
+    return carry_;
+  }
+
+  // Operand helpers. Each returns false (after recording why) when the operand cannot be used.
+  bool Src(const ptx::Instruction& src, const Operand& op, Type type, uint32_t* slot);
+  bool Dst(const ptx::Instruction& src, const Operand& op, uint32_t* slot);
+  bool Pred(const ptx::Instruction& src, const Operand& op, uint32_t* index, bool* negated);
+  bool SymbolAddress(const ptx::Instruction& src, const Operand& op, uint32_t* slot);
+  bool Address(const ptx::Instruction& src, const Operand& op, MemSpace* space, uint32_t* base,
+               int64_t* imm);
+  bool SpecialRegister(const std::string& name, Special* reg) const;
+
+  bool DecodeInstruction(const ptx::Instruction& src);
+  bool DecodeArith(const ptx::Instruction& src, const Mods& m);
+  bool DecodeMov(const ptx::Instruction& src, const Mods& m);
+  bool DecodeMemory(const ptx::Instruction& src, const Mods& m);
+  bool DecodeAtom(const ptx::Instruction& src, const Mods& m);
+  bool DecodeCall(const ptx::Instruction& src, const Mods& m);
+  bool DecodeWarp(const ptx::Instruction& src, const Mods& m);
+  bool DecodeCompare(const ptx::Instruction& src, const Mods& m);
+  bool DecodeCvt(const ptx::Instruction& src, const Mods& m);
+
+  ProgramDecoder& pd_;
+  const ptx::Function& src_;
+  const uint32_t index_;
+  Function& out_;
+  const FunctionLayout& layout_;
+  std::vector<PendingBranch> branches_;
+  uint32_t scratch_ = kNoOperand;
+  uint32_t carry_ = kNoOperand;
+  std::string why_;         // reason for the last operand failure
+  std::string hard_error_;  // malformed PTX: fails the whole decode
+  uint32_t current_line_ = 0;
+};
+
+class ProgramDecoder {
+ public:
+  ProgramDecoder(const ptx::Module& module, Program* program) : module_(module), p_(program) {}
+
+  Status Run() {
+    p_->target = module_.target;
+    if (Status s = LayoutGlobals(); !s.ok()) return s;
+    for (uint32_t i = 0; i < module_.functions.size(); ++i) {
+      const ptx::Function& f = module_.functions[i];
+      p_->function_index[f.name] = i;
+      p_->functions.emplace_back();
+      layouts_.emplace_back();
+      if (Status s = LayoutFunction(f, &p_->functions.back(), &layouts_.back()); !s.ok()) {
+        return s;
+      }
+    }
+    for (uint32_t i = 0; i < module_.functions.size(); ++i) {
+      if (!module_.functions[i].has_body) continue;
+      FunctionDecoder fd(*this, module_.functions[i], i);
+      if (Status s = fd.Run(); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  uint32_t Const(uint64_t value) {
+    auto it = const_index_.find(value);
+    if (it != const_index_.end()) return it->second | kConstOperand;
+    const uint32_t index = static_cast<uint32_t>(p_->consts.size() / kWarpSize);
+    p_->consts.insert(p_->consts.end(), kWarpSize, value);
+    const_index_.emplace(value, index);
+    return index | kConstOperand;
+  }
+
+  uint32_t RelocatedConst(uint32_t global, int64_t addend) {
+    auto key = std::make_pair(global, addend);
+    auto it = reloc_index_.find(key);
+    if (it != reloc_index_.end()) return it->second | kConstOperand;
+    const uint32_t index = static_cast<uint32_t>(p_->consts.size() / kWarpSize);
+    p_->consts.insert(p_->consts.end(), kWarpSize, 0);
+    p_->relocations.push_back(Relocation{index, global, addend});
+    reloc_index_.emplace(key, index);
+    return index | kConstOperand;
+  }
+
+  const ptx::Module& module() const { return module_; }
+  Program& program() { return *p_; }
+  const FunctionLayout& layout(uint32_t f) const { return layouts_[f]; }
+  // Module-scope shared variables: name -> offset; dynamic shared is any unsized extern one.
+  const std::unordered_map<std::string, uint32_t>& shared_offsets() const { return shared_; }
+  bool IsDynamicShared(const std::string& name) const { return dynamic_shared_.count(name) != 0; }
+  uint32_t module_shared_bytes() const { return module_shared_bytes_; }
+
+ private:
+  Status LayoutGlobals() {
+    uint32_t shared_end = 0;
+    for (const ptx::Variable& v : module_.globals) {
+      if (v.space == Space::kShared) {
+        if (v.unsized || (v.is_extern && v.size == 0)) {
+          dynamic_shared_.insert(v.name);
+          continue;
+        }
+        shared_end = AlignUp(shared_end, v.align);
+        shared_[v.name] = shared_end;
+        shared_end += static_cast<uint32_t>(v.size);
+        continue;
+      }
+      if (v.space != Space::kGlobal && v.space != Space::kConst) {
+        return rgpu::InvalidArgument("module-scope variable '" + v.name +
+                                     "' in an unsupported state space");
+      }
+      GlobalVariable g;
+      g.name = v.name;
+      g.space = v.space;
+      g.size = std::max<uint64_t>(v.size, 1);
+      g.align = std::max<uint32_t>(v.align, 1);
+      g.init.assign(g.size, 0);
+      const uint32_t elem = std::max<uint32_t>(ptx::TypeSize(v.type), 1);
+      for (size_t i = 0; i < v.init.size(); ++i) {
+        const uint64_t offset = i * elem;
+        if (offset + elem > g.size) break;
+        const ptx::InitItem& item = v.init[i];
+        if (item.is_symbol) {
+          if (elem != 8)
+            return rgpu::InvalidArgument("address initializer in a non-64-bit variable");
+          g.pointer_inits.push_back({offset, 0, item.addend});
+          pending_pointer_names_.push_back(
+              {static_cast<uint32_t>(p_->globals.size()), g.pointer_inits.size() - 1, item.symbol});
+          continue;
+        }
+        uint64_t bits = item.bits;
+        if (ptx::IsFloat(v.type) || item.number_kind != ptx::TokenKind::kInteger) {
+          bits = ConvertNumber(item.number_kind, item.bits, v.type);
+        }
+        memcpy(g.init.data() + offset, &bits, elem);
+      }
+      p_->global_index[g.name] = static_cast<uint32_t>(p_->globals.size());
+      p_->globals.push_back(std::move(g));
+    }
+    for (const PendingPointer& pp : pending_pointer_names_) {
+      auto it = p_->global_index.find(pp.symbol);
+      if (it == p_->global_index.end()) {
+        return rgpu::InvalidArgument("initializer names unknown or unsupported symbol '" +
+                                     pp.symbol + "'");
+      }
+      p_->globals[pp.global].pointer_inits[pp.init].target = it->second;
+    }
+    module_shared_bytes_ = shared_end;
+    return Status::Ok();
+  }
+
+ public:
+  // Converts a literal to the bit pattern of `type` (numbers keep their value across int/float).
+  static uint64_t ConvertNumber(ptx::TokenKind kind, uint64_t bits, Type type) {
+    double value;
+    if (kind == ptx::TokenKind::kFloat32)
+      value = std::bit_cast<float>(static_cast<uint32_t>(bits));
+    else if (kind == ptx::TokenKind::kFloat64)
+      value = std::bit_cast<double>(bits);
+    else
+      value = static_cast<double>(static_cast<int64_t>(bits));
+    switch (type) {
+      case Type::kF32:
+        return std::bit_cast<uint32_t>(static_cast<float>(value));
+      case Type::kF64:
+        return std::bit_cast<uint64_t>(value);
+      case Type::kF16:
+        return std::bit_cast<uint16_t>(static_cast<_Float16>(value));
+      default:
+        // Bit types take a float literal's bits as written.
+        if (kind == ptx::TokenKind::kFloat32) return bits & 0xffffffffu;
+        return bits;
+    }
+  }
+
+ private:
+  Status LayoutFunction(const ptx::Function& f, Function* out, FunctionLayout* layout) {
+    out->name = f.name;
+    out->is_entry = f.is_entry;
+    out->has_body = f.has_body;
+    out->max_threads = f.max_threads;
+    out->num_regs = static_cast<uint32_t>(f.reg_types.size());
+    out->num_preds = f.num_predicates;
+    uint32_t frame = 0;
+    if (f.is_entry) {
+      uint32_t offset = 0;
+      for (uint32_t i = 0; i < f.params.size(); ++i) {
+        const ptx::Param& p = f.params[i];
+        offset = AlignUp(offset, std::max<uint32_t>(p.align, 1));
+        out->params.push_back({offset, p.size});
+        layout->params[p.name] = i;
+        offset += p.size;
+      }
+      out->param_bytes = offset;
+    } else {
+      for (uint32_t i = 0; i < f.params.size(); ++i) {
+        const ptx::Param& p = f.params[i];
+        frame = AlignUp(frame, std::max<uint32_t>(p.align, 1));
+        out->params.push_back({frame, p.size});
+        layout->params[p.name] = i;
+        frame += p.size;
+      }
+      for (uint32_t i = 0; i < f.returns.size(); ++i) {
+        const ptx::Param& p = f.returns[i];
+        frame = AlignUp(frame, std::max<uint32_t>(p.align, 1));
+        out->returns.push_back({frame, p.size});
+        layout->returns[p.name] = i;
+        frame += p.size;
+      }
+    }
+    uint32_t local = 0;
+    uint32_t shared = module_shared_bytes_;
+    for (const ptx::Variable& v : f.vars) {
+      VarLayout vl;
+      vl.space = v.space;
+      vl.size = static_cast<uint32_t>(v.size);
+      if (v.size > (1u << 30)) return rgpu::InvalidArgument("variable '" + v.name + "' too large");
+      switch (v.space) {
+        case Space::kLocal:
+          local = AlignUp(local, v.align);
+          vl.offset = local;
+          local += vl.size;
+          break;
+        case Space::kShared:
+          shared = AlignUp(shared, v.align);
+          vl.offset = shared;
+          shared += vl.size;
+          break;
+        case Space::kParam:
+          frame = AlignUp(frame, v.align);
+          vl.offset = frame;
+          frame += vl.size;
+          break;
+        default:
+          return rgpu::InvalidArgument("variable '" + v.name + "' in unsupported state space");
+      }
+      layout->vars.push_back(vl);
+    }
+    out->frame_bytes = AlignUp(frame, 8);
+    out->local_bytes = AlignUp(local, 16);
+    out->shared_bytes = shared;
+    return Status::Ok();
+  }
+
+  struct PendingPointer {
+    uint32_t global;
+    size_t init;
+    std::string symbol;
+  };
+
+  const ptx::Module& module_;
+  Program* p_;
+  std::vector<FunctionLayout> layouts_;
+  std::map<uint64_t, uint32_t> const_index_;
+  std::map<std::pair<uint32_t, int64_t>, uint32_t> reloc_index_;
+  std::unordered_map<std::string, uint32_t> shared_;
+  std::unordered_set<std::string> dynamic_shared_;
+  std::vector<PendingPointer> pending_pointer_names_;
+  uint32_t module_shared_bytes_ = 0;
+};
+
+FunctionDecoder::FunctionDecoder(ProgramDecoder& pd, const ptx::Function& src, uint32_t index)
+    : pd_(pd),
+      src_(src),
+      index_(index),
+      out_(pd.program().functions[index]),
+      layout_(pd.layout(index)) {}
+
+Insn& FunctionDecoder::Emit(const ptx::Instruction& src, Handler h) {
+  out_.insns.emplace_back();
+  Insn& in = out_.insns.back();
+  in.exec = h;
+  in.guard = src.guard;
+  in.guard_negated = src.guard_negated;
+  in.line = src.line;
+  return in;
+}
+
+bool FunctionDecoder::Unsupported(const ptx::Instruction& src, const std::string& why) {
+  std::string text = "'" + src.opcode + "' at PTX line " + std::to_string(src.line);
+  if (!why.empty()) text += " (" + why + ")";
+  out_.unsupported.push_back(text);
+  Insn& in = Emit(src, nullptr);
+  in.control = Control::kTrap;
+  in.aux = 1;  // unsupported, not a user trap
+  return true;
+}
+
+bool FunctionDecoder::SpecialRegister(const std::string& name, Special* reg) const {
+  static const std::pair<const char*, Special> kTable[] = {
+      {"%tid.x", Special::kTidX},
+      {"%tid.y", Special::kTidY},
+      {"%tid.z", Special::kTidZ},
+      {"%ntid.x", Special::kNtidX},
+      {"%ntid.y", Special::kNtidY},
+      {"%ntid.z", Special::kNtidZ},
+      {"%ctaid.x", Special::kCtaidX},
+      {"%ctaid.y", Special::kCtaidY},
+      {"%ctaid.z", Special::kCtaidZ},
+      {"%nctaid.x", Special::kNctaidX},
+      {"%nctaid.y", Special::kNctaidY},
+      {"%nctaid.z", Special::kNctaidZ},
+      {"%laneid", Special::kLaneId},
+      {"%warpid", Special::kWarpId},
+      {"%nwarpid", Special::kNWarpId},
+      {"%smid", Special::kSmId},
+      {"%nsmid", Special::kNSmId},
+      {"%gridid", Special::kGridId},
+      {"%lanemask_eq", Special::kLanemaskEq},
+      {"%lanemask_le", Special::kLanemaskLe},
+      {"%lanemask_lt", Special::kLanemaskLt},
+      {"%lanemask_ge", Special::kLanemaskGe},
+      {"%lanemask_gt", Special::kLanemaskGt},
+      {"%clock", Special::kClock},
+      {"%clock64", Special::kClock64},
+      {"%globaltimer", Special::kGlobalTimer},
+      {"%globaltimer_lo", Special::kGlobalTimerLo},
+      {"%globaltimer_hi", Special::kGlobalTimerHi},
+      {"%dynamic_smem_size", Special::kDynamicSmemSize},
+      {"%total_smem_size", Special::kTotalSmemSize},
+      {"%clock_hi", Special::kZero},
+  };
+  for (const auto& [n, r] : kTable) {
+    if (name == n) {
+      *reg = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool FunctionDecoder::SymbolAddress(const ptx::Instruction& src, const Operand& op,
+                                    uint32_t* slot) {
+  if (op.var >= 0) {
+    const VarLayout& v = layout_.vars[static_cast<size_t>(op.var)];
+    if (v.space == Space::kShared) {
+      *slot = pd_.Const(v.offset + static_cast<uint64_t>(op.offset));
+      return true;
+    }
+    if (v.space == Space::kLocal) {
+      const uint32_t t = NewTemp();
+      Insn& in = Emit(src, LocalAddressHandler());
+      in.guard = -1;
+      in.a[0] = t;
+      in.imm = static_cast<int64_t>(v.offset) + op.offset;
+      *slot = t;
+      return true;
+    }
+    why_ = "address of a parameter variable";
+    return false;
+  }
+  const Program& p = pd_.program();
+  if (auto g = p.global_index.find(op.name); g != p.global_index.end()) {
+    *slot = pd_.RelocatedConst(g->second, op.offset);
+    return true;
+  }
+  if (auto s = pd_.shared_offsets().find(op.name); s != pd_.shared_offsets().end()) {
+    *slot = pd_.Const(s->second + static_cast<uint64_t>(op.offset));
+    return true;
+  }
+  if (pd_.IsDynamicShared(op.name)) {
+    const uint32_t base =
+        out_.is_entry ? AlignUp(out_.shared_bytes, 16) : AlignUp(pd_.module_shared_bytes(), 16);
+    *slot = pd_.Const(base + static_cast<uint64_t>(op.offset));
+    return true;
+  }
+  if (layout_.params.count(op.name) != 0 || layout_.returns.count(op.name) != 0) {
+    why_ = "address of a parameter";
+    return false;
+  }
+  if (p.function_index.count(op.name) != 0) {
+    why_ = "function pointers";
+    return false;
+  }
+  hard_error_ = "unknown symbol '" + op.name + "'";
+  return false;
+}
+
+bool FunctionDecoder::Src(const ptx::Instruction& src, const Operand& op, Type type,
+                          uint32_t* slot) {
+  switch (op.kind) {
+    case Operand::Kind::kRegister:
+      *slot = op.reg;
+      return true;
+    case Operand::Kind::kImmediate: {
+      uint64_t bits;
+      if (op.imm_kind == ptx::TokenKind::kInteger && !ptx::IsFloat(type)) {
+        bits = op.imm_bits;
+      } else {
+        bits = ProgramDecoder::ConvertNumber(op.imm_kind, op.imm_bits, type);
+      }
+      const uint32_t size = ptx::TypeSize(type);
+      if (size > 0 && size < 8) bits &= (1ull << (8 * size)) - 1;
+      *slot = pd_.Const(bits);
+      return true;
+    }
+    case Operand::Kind::kSpecial: {
+      Special reg;
+      if (!SpecialRegister(op.name, &reg)) {
+        why_ = "special register " + op.name;
+        return false;
+      }
+      const uint32_t t = NewTemp();
+      Insn& in = Emit(src, SpecialHandler(reg));
+      in.guard = -1;
+      in.a[0] = t;
+      *slot = t;
+      return true;
+    }
+    case Operand::Kind::kSymbol:
+      return SymbolAddress(src, op, slot);
+    case Operand::Kind::kSink:
+      *slot = Scratch();
+      return true;
+    default:
+      why_ = "operand kind";
+      return false;
+  }
+}
+
+bool FunctionDecoder::Dst(const ptx::Instruction& src, const Operand& op, uint32_t* slot) {
+  if (op.kind == Operand::Kind::kRegister) {
+    *slot = op.reg;
+    return true;
+  }
+  if (op.kind == Operand::Kind::kSink) {
+    *slot = Scratch();
+    return true;
+  }
+  why_ = "destination must be a register";
+  return false;
+}
+
+bool FunctionDecoder::Pred(const ptx::Instruction& src, const Operand& op, uint32_t* index,
+                           bool* negated) {
+  if (op.kind != Operand::Kind::kPredicate) {
+    why_ = "expected a predicate";
+    return false;
+  }
+  *index = op.reg;
+  if (negated != nullptr) *negated = op.negated;
+  return true;
+}
+
+bool FunctionDecoder::Address(const ptx::Instruction& src, const Operand& op, MemSpace* space,
+                              uint32_t* base, int64_t* imm) {
+  if (op.kind != Operand::Kind::kAddress) {
+    why_ = "expected an address";
+    return false;
+  }
+  *imm = op.offset;
+  *base = kNoOperand;
+  switch (op.base_kind) {
+    case Operand::BaseKind::kNone:
+      return true;
+    case Operand::BaseKind::kRegister:
+      *base = op.reg;
+      if (*space == MemSpace::kKernelParam) {
+        why_ = "parameter access through a register";
+        return false;
+      }
+      return true;
+    case Operand::BaseKind::kSymbol:
+      break;
+  }
+  // [symbol + offset]
+  if (op.var >= 0) {
+    const VarLayout& v = layout_.vars[static_cast<size_t>(op.var)];
+    if (v.space == Space::kParam) {
+      *space = MemSpace::kFrameParam;
+      *imm = v.offset + op.offset;
+      return true;
+    }
+    if (v.space == Space::kShared) {
+      *imm = v.offset + op.offset;
+      if (*space == MemSpace::kGeneric) *imm += static_cast<int64_t>(kSharedWindowBase);
+      return true;
+    }
+    if (v.space == Space::kLocal) {
+      Operand sym = op;
+      sym.kind = Operand::Kind::kSymbol;
+      sym.offset = 0;
+      if (!SymbolAddress(src, sym, base)) return false;
+      *imm = op.offset;
+      if (*space == MemSpace::kGeneric) *imm += static_cast<int64_t>(kLocalWindowBase);
+      return true;
+    }
+  }
+  if (auto p = layout_.params.find(op.name); p != layout_.params.end()) {
+    const ParamSlot& slot = out_.params[p->second];
+    *space = out_.is_entry ? MemSpace::kKernelParam : MemSpace::kFrameParam;
+    *imm = slot.offset + op.offset;
+    return true;
+  }
+  if (auto r = layout_.returns.find(op.name); r != layout_.returns.end()) {
+    *space = MemSpace::kFrameParam;
+    *imm = out_.returns[r->second].offset + op.offset;
+    return true;
+  }
+  if (auto s = pd_.shared_offsets().find(op.name); s != pd_.shared_offsets().end()) {
+    *imm = s->second + op.offset;
+    if (*space == MemSpace::kGeneric) *imm += static_cast<int64_t>(kSharedWindowBase);
+    return true;
+  }
+  if (pd_.IsDynamicShared(op.name)) {
+    const uint32_t dyn =
+        out_.is_entry ? AlignUp(out_.shared_bytes, 16) : AlignUp(pd_.module_shared_bytes(), 16);
+    *imm = dyn + op.offset;
+    if (*space == MemSpace::kGeneric) *imm += static_cast<int64_t>(kSharedWindowBase);
+    return true;
+  }
+  const Program& prog = pd_.program();
+  if (auto g = prog.global_index.find(op.name); g != prog.global_index.end()) {
+    *base = pd_.RelocatedConst(g->second, 0);
+    return true;
+  }
+  hard_error_ = "unknown symbol '" + op.name + "'";
+  return false;
+}
+
+Status FunctionDecoder::Run() {
+  std::vector<uint32_t> first_of_source(src_.insns.size() + 1, 0);
+  for (size_t i = 0; i < src_.insns.size(); ++i) {
+    first_of_source[i] = static_cast<uint32_t>(out_.insns.size());
+    const ptx::Instruction& in = src_.insns[i];
+    current_line_ = in.line;
+    why_.clear();
+    const size_t before = out_.insns.size();
+    if (!DecodeInstruction(in)) {
+      if (!hard_error_.empty()) return Error(in, hard_error_);
+      out_.insns.resize(before);
+      Unsupported(in, why_);
+    }
+    if (!hard_error_.empty()) return Error(in, hard_error_);
+  }
+  first_of_source[src_.insns.size()] = static_cast<uint32_t>(out_.insns.size());
+  // Falling off the end of a function returns.
+  {
+    out_.insns.emplace_back();
+    Insn& end = out_.insns.back();
+    end.control = out_.is_entry ? Control::kExit : Control::kReturn;
+    end.line = src_.insns.empty() ? src_.line : src_.insns.back().line;
+  }
+  for (const PendingBranch& b : branches_) {
+    auto it = src_.labels.find(b.label);
+    if (it == src_.labels.end()) {
+      return rgpu::InvalidArgument("PTX line " + std::to_string(b.line) + ": unknown label '" +
+                                   b.label + "'");
+    }
+    out_.insns[b.insn].target = first_of_source[it->second];
+  }
+  return Status::Ok();
+}
+
+bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
+  const Mods m = SplitOpcode(src.opcode);
+  const std::string& b = m.base;
+  const auto& ops = src.operands;
+
+  if (b == "bra" || b == "brx") {
+    if (b == "brx") {
+      why_ = "indirect branches";
+      return false;
+    }
+    if (ops.size() != 1 || ops[0].kind != Operand::Kind::kSymbol) {
+      hard_error_ = "bad branch target";
+      return false;
+    }
+    Insn& in = Emit(src, nullptr);
+    in.control = Control::kBranch;
+    branches_.push_back({static_cast<uint32_t>(out_.insns.size() - 1), ops[0].name, src.line});
+    return true;
+  }
+  if (b == "ret" || b == "exit") {
+    Insn& in = Emit(src, nullptr);
+    in.control = (b == "exit" || out_.is_entry) ? Control::kExit : Control::kReturn;
+    return true;
+  }
+  if (b == "trap" || b == "brkpt") {
+    Insn& in = Emit(src, nullptr);
+    in.control = Control::kTrap;
+    return true;
+  }
+  if (b == "call") return DecodeCall(src, m);
+  if (b == "bar" || b == "barrier") {
+    if (m.Has("warp")) {  // bar.warp.sync: lanes of a warp already execute together
+      Emit(src, NopHandler());
+      return true;
+    }
+    const bool red = m.Has("red");
+    if (m.Has("arrive")) {
+      why_ = "bar.arrive";
+      return false;
+    }
+    if (red) {
+      // bar.red.op.type d, a{, b}, {!}c
+      if (ops.size() < 3) return false;
+      Insn& in = Emit(src, BarRedHandler());
+      in.control = Control::kBarrier;
+      in.aux = m.Has("popc") ? 0 : (m.Has("and") ? 1 : 2);
+      bool neg = false;
+      uint32_t p;
+      if (!Pred(src, ops.back(), &p, &neg)) return false;
+      Insn& again = out_.insns.back();
+      again.a[1] = p;
+      again.aux2 = neg ? 1 : 0;
+      if (again.aux == 0) {
+        if (!Dst(src, ops[0], &again.a[0])) return false;
+      } else {
+        if (!Pred(src, ops[0], &again.a[0], nullptr)) return false;
+      }
+      again.imm = 1;  // has a result to deliver after the barrier
+      return true;
+    }
+    Insn& in = Emit(src, nullptr);
+    in.control = Control::kBarrier;
+    return true;
+  }
+  if (b == "membar" || b == "fence" || b == "prefetch" || b == "prefetchu" || b == "nanosleep" ||
+      b == "pmevent" || b == "griddepcontrol" || b == "discard" || b == "applypriority" ||
+      b == "createpolicy") {
+    if (b == "createpolicy") {
+      why_ = "createpolicy";
+      return false;
+    }
+    Emit(src, NopHandler());
+    return true;
+  }
+  if (b == "mov") return DecodeMov(src, m);
+  if (b == "ld" || b == "ldu" || b == "st") return DecodeMemory(src, m);
+  if (b == "atom" || b == "red") return DecodeAtom(src, m);
+  if (b == "cvt") return DecodeCvt(src, m);
+  if (b == "setp" || b == "set" || b == "selp" || b == "slct" || b == "testp") {
+    return DecodeCompare(src, m);
+  }
+  if (b == "shfl" || b == "vote" || b == "match" || b == "redux" || b == "activemask") {
+    return DecodeWarp(src, m);
+  }
+  if (b == "cvta") {
+    if (ops.size() != 2) return false;
+    MemSpace space = MemSpace::kGlobal;
+    if (m.Has("shared"))
+      space = MemSpace::kShared;
+    else if (m.Has("local"))
+      space = MemSpace::kLocal;
+    else if (m.Has("const"))
+      space = MemSpace::kConst;
+    else if (!m.Has("global")) {
+      why_ = "cvta space";
+      return false;
+    }
+    Handler h = CvtaHandler(space, !m.Has("to"));
+    if (h == nullptr) return false;
+    uint32_t d, a;
+    if (!Src(src, ops[1], Type::kU64, &a) || !Dst(src, ops[0], &d)) return false;
+    Insn& in = Emit(src, h);
+    in.a[0] = d;
+    in.a[1] = a;
+    return true;
+  }
+  if (b == "isspacep") {
+    MemSpace space = m.Has("shared")  ? MemSpace::kShared
+                     : m.Has("local") ? MemSpace::kLocal
+                                      : MemSpace::kGlobal;
+    if (ops.size() != 2) return false;
+    uint32_t p, a;
+    if (!Pred(src, ops[0], &p, nullptr) || !Src(src, ops[1], Type::kU64, &a)) return false;
+    Insn& in = Emit(src, IsspacepHandler(space));
+    in.a[0] = p;
+    in.a[1] = a;
+    return true;
+  }
+  return DecodeArith(src, m);
+}
+
+bool FunctionDecoder::DecodeMov(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  if (ops.size() != 2) return false;
+  const Type t = m.type();
+  if (t == Type::kPred) {
+    uint32_t d, a;
+    bool neg = false;
+    if (!Pred(src, ops[0], &d, nullptr)) return false;
+    if (!Pred(src, ops[1], &a, &neg)) return false;
+    Insn& in = Emit(src, PredHandler(PredOp::kMov));
+    in.a[0] = d;
+    in.a[1] = a;
+    in.aux = neg ? 1 : 0;
+    return true;
+  }
+  const uint32_t size = ptx::TypeSize(t);
+  if (ops[1].kind == Operand::Kind::kVector) {
+    const uint32_t count = static_cast<uint32_t>(ops[1].elems.size());
+    if (count == 0 || size % count != 0) return false;
+    const uint32_t part = size / count;
+    Handler h = PackHandler(part, count);
+    if (h == nullptr) return false;
+    const Type part_type = part == 1   ? Type::kB8
+                           : part == 2 ? Type::kB16
+                           : part == 4 ? Type::kB32
+                                       : Type::kB64;
+    uint32_t parts[4];
+    for (uint32_t i = 0; i < count; ++i) {
+      if (!Src(src, ops[1].elems[i], part_type, &parts[i])) return false;
+    }
+    uint32_t d;
+    if (!Dst(src, ops[0], &d)) return false;
+    Insn& in = Emit(src, h);
+    in.a[0] = d;
+    for (uint32_t i = 0; i < count; ++i) in.a[1 + i] = parts[i];
+    return true;
+  }
+  if (ops[0].kind == Operand::Kind::kVector) {
+    const uint32_t count = static_cast<uint32_t>(ops[0].elems.size());
+    if (count == 0 || size % count != 0) return false;
+    Handler h = UnpackHandler(size / count, count);
+    if (h == nullptr) return false;
+    uint32_t s;
+    if (!Src(src, ops[1], t, &s)) return false;
+    uint32_t parts[4];
+    for (uint32_t i = 0; i < count; ++i) {
+      if (ops[0].elems[i].kind == Operand::Kind::kSink) {
+        parts[i] = kNoOperand;
+      } else if (!Dst(src, ops[0].elems[i], &parts[i])) {
+        return false;
+      }
+    }
+    Insn& in = Emit(src, h);
+    for (uint32_t i = 0; i < count; ++i) in.a[i] = parts[i];
+    in.a[5] = s;
+    return true;
+  }
+  uint32_t d;
+  if (!Dst(src, ops[0], &d)) return false;
+  if (ops[1].kind == Operand::Kind::kSpecial) {
+    Special reg;
+    if (!SpecialRegister(ops[1].name, &reg)) {
+      why_ = "special register " + ops[1].name;
+      return false;
+    }
+    Insn& in = Emit(src, SpecialHandler(reg));
+    in.a[0] = d;
+    return true;
+  }
+  if (ops[1].kind == Operand::Kind::kSymbol && ops[1].var >= 0 &&
+      layout_.vars[static_cast<size_t>(ops[1].var)].space == Space::kLocal) {
+    Insn& in = Emit(src, LocalAddressHandler());
+    in.a[0] = d;
+    in.imm =
+        static_cast<int64_t>(layout_.vars[static_cast<size_t>(ops[1].var)].offset) + ops[1].offset;
+    return true;
+  }
+  uint32_t a;
+  if (!Src(src, ops[1], t, &a)) return false;
+  Insn& in = Emit(src, MovHandler());
+  in.a[0] = d;
+  in.a[1] = a;
+  return true;
+}
+
+bool FunctionDecoder::DecodeMemory(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  const bool store = m.base == "st";
+  if (ops.size() != 2) return false;
+  MemSpace space = MemSpace::kGeneric;
+  if (m.Has("global"))
+    space = MemSpace::kGlobal;
+  else if (m.Has("shared"))
+    space = MemSpace::kShared;
+  else if (m.Has("local"))
+    space = MemSpace::kLocal;
+  else if (m.Has("const"))
+    space = MemSpace::kConst;
+  else if (m.Has("param"))
+    space = MemSpace::kKernelParam;  // refined by the address
+  if (m.Has("shared::cluster")) {
+    why_ = "cluster shared memory";
+    return false;
+  }
+  const Type t = m.type();
+  const uint32_t count = m.Vector();
+  if (t == Type::kNone || t == Type::kPred || t == Type::kB128) {
+    why_ = "type";
+    return false;
+  }
+  const Operand& addr = store ? ops[0] : ops[1];
+  const Operand& value = store ? ops[1] : ops[0];
+  uint32_t base;
+  int64_t imm;
+  const bool param = space == MemSpace::kKernelParam;
+  if (!Address(src, addr, &space, &base, &imm)) return false;
+  if (param && space != MemSpace::kKernelParam && space != MemSpace::kFrameParam) {
+    why_ = "parameter address";
+    return false;
+  }
+  if (store && space == MemSpace::kKernelParam) {
+    why_ = "store to kernel parameters";
+    return false;
+  }
+  uint32_t regs[4] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand};
+  if (count == 1) {
+    if (value.kind == Operand::Kind::kVector) return false;
+    if (store) {
+      if (!Src(src, value, t, &regs[0])) return false;
+    } else if (!Dst(src, value, &regs[0])) {
+      return false;
+    }
+  } else {
+    if (value.kind != Operand::Kind::kVector || value.elems.size() != count || count > 4) {
+      why_ = "vector operand";
+      return false;
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+      if (store) {
+        if (!Src(src, value.elems[i], t, &regs[i])) return false;
+      } else if (value.elems[i].kind == Operand::Kind::kSink) {
+        regs[i] = kNoOperand;
+      } else if (!Dst(src, value.elems[i], &regs[i])) {
+        return false;
+      }
+    }
+  }
+  Handler h = store ? StoreHandler(space, t, count) : LoadHandler(space, t, count);
+  if (h == nullptr) return false;
+  Insn& in = Emit(src, h);
+  for (uint32_t i = 0; i < 4; ++i) in.a[i] = regs[i];
+  in.a[4] = base;
+  in.imm = imm;
+  return true;
+}
+
+bool FunctionDecoder::DecodeAtom(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  const bool red = m.base == "red";
+  MemSpace space = MemSpace::kGeneric;
+  if (m.Has("global"))
+    space = MemSpace::kGlobal;
+  else if (m.Has("shared"))
+    space = MemSpace::kShared;
+  AtomOp op;
+  if (m.Has("add"))
+    op = AtomOp::kAdd;
+  else if (m.Has("min"))
+    op = AtomOp::kMin;
+  else if (m.Has("max"))
+    op = AtomOp::kMax;
+  else if (m.Has("exch"))
+    op = AtomOp::kExch;
+  else if (m.Has("cas"))
+    op = AtomOp::kCas;
+  else if (m.Has("and"))
+    op = AtomOp::kAnd;
+  else if (m.Has("or"))
+    op = AtomOp::kOr;
+  else if (m.Has("xor"))
+    op = AtomOp::kXor;
+  else if (m.Has("inc"))
+    op = AtomOp::kInc;
+  else if (m.Has("dec"))
+    op = AtomOp::kDec;
+  else
+    return false;
+  if (m.Vector() != 1) {
+    why_ = "vector atomics";
+    return false;
+  }
+  const Type t = m.type();
+  const size_t first = red ? 0 : 1;
+  const size_t needed = first + (op == AtomOp::kCas ? 3 : 2);
+  if (ops.size() != needed) return false;
+  uint32_t base, b, c = kNoOperand, d = kNoOperand;
+  int64_t imm;
+  if (!Address(src, ops[first], &space, &base, &imm)) return false;
+  if (!Src(src, ops[first + 1], t, &b)) return false;
+  if (op == AtomOp::kCas && !Src(src, ops[first + 2], t, &c)) return false;
+  if (!red && !Dst(src, ops[0], &d)) return false;
+  Handler h = AtomHandler(space, op, t);
+  if (h == nullptr) return false;
+  Insn& in = Emit(src, h);
+  in.a[0] = d;
+  in.a[1] = b;
+  in.a[2] = c;
+  in.a[4] = base;
+  in.imm = imm;
+  return true;
+}
+
+bool FunctionDecoder::DecodeCvt(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  FloatMode mode;
+  bool integer_rounding = false;
+  for (const std::string& f : m.flags) {
+    if (f == "rn")
+      mode.rounding = kRoundNearest;
+    else if (f == "rz")
+      mode.rounding = kRoundZero;
+    else if (f == "rm")
+      mode.rounding = kRoundDown;
+    else if (f == "rp")
+      mode.rounding = kRoundUp;
+    else if (f == "rni") {
+      mode.rounding = kRoundNearest;
+      integer_rounding = true;
+    } else if (f == "rzi") {
+      mode.rounding = kRoundZero;
+      integer_rounding = true;
+    } else if (f == "rmi") {
+      mode.rounding = kRoundDown;
+      integer_rounding = true;
+    } else if (f == "rpi") {
+      mode.rounding = kRoundUp;
+      integer_rounding = true;
+    } else if (f == "ftz")
+      mode.ftz = true;
+    else if (f == "sat")
+      mode.sat = true;
+    else if (f == "relu")
+      mode.relu = true;
+    else {
+      why_ = "modifier ." + f;
+      return false;
+    }
+  }
+  if (m.types.size() != 2) return false;
+  const Type dst = m.types[0], srct = m.types[1];
+  const uint32_t aux =
+      mode.rounding | (mode.ftz ? 4 : 0) | (mode.sat ? 8 : 0) | (mode.relu ? 16 : 0);
+  if (dst == Type::kF16x2 || dst == Type::kBF16x2) {
+    if (ops.size() != 3 || srct != Type::kF32) return false;
+    uint32_t d, a, b;
+    if (!Dst(src, ops[0], &d) || !Src(src, ops[1], srct, &a) || !Src(src, ops[2], srct, &b)) {
+      return false;
+    }
+    Handler h = CvtPackHandler(dst, mode);
+    if (h == nullptr) return false;
+    Insn& in = Emit(src, h);
+    in.a[0] = d;
+    in.a[1] = a;
+    in.a[2] = b;
+    in.aux = aux;
+    return true;
+  }
+  if (ops.size() != 2) return false;
+  Handler h = CvtHandler(dst, srct, mode, integer_rounding);
+  if (h == nullptr) return false;
+  uint32_t d, a;
+  if (!Dst(src, ops[0], &d) || !Src(src, ops[1], srct, &a)) return false;
+  Insn& in = Emit(src, h);
+  in.a[0] = d;
+  in.a[1] = a;
+  in.aux = aux;
+  in.aux2 = integer_rounding ? 1 : 0;
+  return true;
+}
+
+bool ParseCmp(const Mods& m, CmpOp* op) {
+  static const std::pair<const char*, CmpOp> kOps[] = {
+      {"eq", CmpOp::kEq},   {"ne", CmpOp::kNe},   {"lt", CmpOp::kLt},   {"le", CmpOp::kLe},
+      {"gt", CmpOp::kGt},   {"ge", CmpOp::kGe},   {"lo", CmpOp::kLo},   {"ls", CmpOp::kLs},
+      {"hi", CmpOp::kHi},   {"hs", CmpOp::kHs},   {"equ", CmpOp::kEqu}, {"neu", CmpOp::kNeu},
+      {"ltu", CmpOp::kLtu}, {"leu", CmpOp::kLeu}, {"gtu", CmpOp::kGtu}, {"geu", CmpOp::kGeu},
+      {"num", CmpOp::kNum}, {"nan", CmpOp::kNan},
+  };
+  for (const auto& [name, value] : kOps) {
+    if (m.Has(name)) {
+      *op = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool FunctionDecoder::DecodeCompare(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  if (m.base == "selp") {
+    if (ops.size() != 4) return false;
+    const Type t = m.type();
+    Handler h = SelpHandler(t);
+    if (h == nullptr) return false;
+    uint32_t d, a, b, c;
+    if (!Src(src, ops[1], t, &a) || !Src(src, ops[2], t, &b) || !Pred(src, ops[3], &c, nullptr) ||
+        !Dst(src, ops[0], &d)) {
+      return false;
+    }
+    if (ops[3].negated) return false;
+    Insn& in = Emit(src, h);
+    in.a[0] = d;
+    in.a[1] = a;
+    in.a[2] = b;
+    in.a[3] = c;
+    return true;
+  }
+  if (m.base == "slct") {
+    if (ops.size() != 4 || m.types.size() != 2) return false;
+    Handler h = SlctHandler(m.types[0], m.types[1]);
+    if (h == nullptr) return false;
+    uint32_t d, a, b, c;
+    if (!Src(src, ops[1], m.types[0], &a) || !Src(src, ops[2], m.types[0], &b) ||
+        !Src(src, ops[3], m.types[1], &c) || !Dst(src, ops[0], &d)) {
+      return false;
+    }
+    Insn& in = Emit(src, h);
+    in.a[0] = d;
+    in.a[1] = a;
+    in.a[2] = b;
+    in.a[3] = c;
+    return true;
+  }
+  if (m.base == "testp") {
+    static const char* kKinds[] = {"finite",     "infinite", "number",
+                                   "notanumber", "normal",   "subnormal"};
+    int kind = -1;
+    for (int i = 0; i < 6; ++i) {
+      if (m.Has(kKinds[i])) kind = i;
+    }
+    Handler h = TestpHandler(kind, m.type());
+    if (h == nullptr || ops.size() != 2) return false;
+    uint32_t p, a;
+    if (!Pred(src, ops[0], &p, nullptr) || !Src(src, ops[1], m.type(), &a)) return false;
+    Insn& in = Emit(src, h);
+    in.a[0] = p;
+    in.a[1] = a;
+    return true;
+  }
+  // setp / set
+  CmpOp cmp;
+  if (!ParseCmp(m, &cmp)) return false;
+  BoolOp bop = BoolOp::kNone;
+  if (m.Has("and"))
+    bop = BoolOp::kAnd;
+  else if (m.Has("or"))
+    bop = BoolOp::kOr;
+  else if (m.Has("xor"))
+    bop = BoolOp::kXor;
+  const bool is_set = m.base == "set";
+  const Type stype = is_set ? m.type(1) : m.type(0);
+  if (m.Has("ftz") && stype != Type::kF32) return false;
+  const size_t want = bop == BoolOp::kNone ? 3 : 4;
+  if (ops.size() != want) return false;
+  Handler h = is_set ? SetHandler(cmp, m.type(0), stype) : SetpHandler(cmp, stype);
+  if (h == nullptr) return false;
+  uint32_t a, b, c = kNoOperand, d, d2 = kNoOperand;
+  bool c_neg = false;
+  if (!Src(src, ops[1], stype, &a) || !Src(src, ops[2], stype, &b)) return false;
+  if (bop != BoolOp::kNone && !Pred(src, ops[3], &c, &c_neg)) return false;
+  if (is_set) {
+    if (!Dst(src, ops[0], &d)) return false;
+  } else {
+    if (!Pred(src, ops[0], &d, nullptr)) return false;
+    if (ops[0].pred_out >= 0) d2 = static_cast<uint32_t>(ops[0].pred_out);
+  }
+  Insn& in = Emit(src, h);
+  in.a[0] = d;
+  in.a[1] = a;
+  in.a[2] = b;
+  in.a[3] = d2;
+  in.a[4] = c;
+  in.aux = static_cast<uint32_t>(bop);
+  in.aux2 = c_neg ? 1 : 0;
+  in.imm = static_cast<int64_t>(cmp);
+  return true;
+}
+
+bool FunctionDecoder::DecodeWarp(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  if (m.base == "activemask") {
+    uint32_t d;
+    if (ops.size() != 1 || !Dst(src, ops[0], &d)) return false;
+    Insn& in = Emit(src, ActivemaskHandler());
+    in.a[0] = d;
+    return true;
+  }
+  if (m.base == "shfl") {
+    ShflMode mode;
+    if (m.Has("up"))
+      mode = ShflMode::kUp;
+    else if (m.Has("down"))
+      mode = ShflMode::kDown;
+    else if (m.Has("bfly"))
+      mode = ShflMode::kBfly;
+    else if (m.Has("idx"))
+      mode = ShflMode::kIdx;
+    else
+      return false;
+    const bool sync = m.Has("sync");
+    if (ops.size() != (sync ? 5u : 4u)) return false;
+    uint32_t d, a, b, c;
+    if (!Src(src, ops[1], Type::kB32, &a) || !Src(src, ops[2], Type::kB32, &b) ||
+        !Src(src, ops[3], Type::kB32, &c) || !Dst(src, ops[0], &d)) {
+      return false;
+    }
+    Insn& in = Emit(src, ShflHandler(mode));
+    in.a[0] = d;
+    in.a[1] = a;
+    in.a[2] = b;
+    in.a[3] = c;
+    in.a[5] = ops[0].pred_out >= 0 ? static_cast<uint32_t>(ops[0].pred_out) : kNoOperand;
+    return true;
+  }
+  if (m.base == "vote") {
+    VoteMode mode;
+    if (m.Has("all"))
+      mode = VoteMode::kAll;
+    else if (m.Has("any"))
+      mode = VoteMode::kAny;
+    else if (m.Has("uni"))
+      mode = VoteMode::kUni;
+    else if (m.Has("ballot"))
+      mode = VoteMode::kBallot;
+    else
+      return false;
+    if (ops.size() < 2) return false;
+    uint32_t d, p;
+    bool neg = false;
+    if (!Pred(src, ops[1], &p, &neg)) return false;
+    if (mode == VoteMode::kBallot) {
+      if (!Dst(src, ops[0], &d)) return false;
+    } else if (!Pred(src, ops[0], &d, nullptr)) {
+      return false;
+    }
+    Insn& in = Emit(src, VoteHandler(mode));
+    in.a[0] = d;
+    in.a[1] = p;
+    in.aux2 = neg ? 1 : 0;
+    return true;
+  }
+  if (m.base == "match") {
+    const bool all = m.Has("all");
+    Handler h = MatchHandler(all, m.type());
+    if (h == nullptr || ops.size() != 3) return false;
+    uint32_t d, a;
+    if (!Src(src, ops[1], m.type(), &a) || !Dst(src, ops[0], &d)) return false;
+    Insn& in = Emit(src, h);
+    in.a[0] = d;
+    in.a[1] = a;
+    in.a[5] = ops[0].pred_out >= 0 ? static_cast<uint32_t>(ops[0].pred_out) : kNoOperand;
+    return true;
+  }
+  if (m.base == "redux") {
+    static const char* kOps[] = {"add", "min", "max", "and", "or", "xor"};
+    int op = -1;
+    for (int i = 0; i < 6; ++i) {
+      if (m.Has(kOps[i])) op = i;
+    }
+    Handler h = ReduxHandler(op, m.type());
+    if (h == nullptr || ops.size() != 3) return false;
+    uint32_t d, a;
+    if (!Src(src, ops[1], m.type(), &a) || !Dst(src, ops[0], &d)) return false;
+    Insn& in = Emit(src, h);
+    in.a[0] = d;
+    in.a[1] = a;
+    return true;
+  }
+  return false;
+}
+
+bool FunctionDecoder::DecodeCall(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  // call{.uni} {(ret),} func{, (args)}{, prototype};
+  size_t i = 0;
+  const Operand* rets = nullptr;
+  const Operand* args = nullptr;
+  if (i < ops.size() && ops[i].kind == Operand::Kind::kList) rets = &ops[i++];
+  if (i >= ops.size() || ops[i].kind != Operand::Kind::kSymbol) {
+    if (i < ops.size() && ops[i].kind == Operand::Kind::kRegister) why_ = "indirect calls";
+    return false;
+  }
+  const std::string& name = ops[i++].name;
+  if (i < ops.size() && ops[i].kind == Operand::Kind::kList) args = &ops[i++];
+  const Program& prog = pd_.program();
+  auto it = prog.function_index.find(name);
+  if (it == prog.function_index.end()) {
+    hard_error_ = "call of unknown function '" + name + "'";
+    return false;
+  }
+  const uint32_t callee_index = it->second;
+  const Function& callee = prog.functions[callee_index];
+  CallSite site;
+  auto frame_offset = [&](const Operand& op, uint32_t* offset, uint32_t* size) {
+    if (op.kind != Operand::Kind::kSymbol || op.var < 0) return false;
+    const VarLayout& v = layout_.vars[static_cast<size_t>(op.var)];
+    if (v.space != Space::kParam) return false;
+    *offset = v.offset;
+    *size = v.size;
+    return true;
+  };
+  if (!callee.has_body) {
+    if (name != "vprintf") {
+      why_ = "call of external function '" + name + "'";
+      return false;
+    }
+    if (args == nullptr || args->elems.size() != 2) return false;
+    uint32_t size;
+    if (!frame_offset(args->elems[0], &site.printf_format_offset, &size) ||
+        !frame_offset(args->elems[1], &site.printf_args_offset, &size)) {
+      return false;
+    }
+    if (rets != nullptr && rets->elems.size() == 1 &&
+        !frame_offset(rets->elems[0], &site.printf_result_offset, &size)) {
+      return false;
+    }
+    site.is_printf = true;
+  } else {
+    const size_t nargs = args == nullptr ? 0 : args->elems.size();
+    const size_t nrets = rets == nullptr ? 0 : rets->elems.size();
+    if (nargs != callee.params.size() || nrets > callee.returns.size()) {
+      hard_error_ = "call of '" + name + "' with the wrong number of arguments";
+      return false;
+    }
+    for (size_t k = 0; k < nargs; ++k) {
+      uint32_t offset, size;
+      if (!frame_offset(args->elems[k], &offset, &size)) {
+        why_ = "call argument that is not a .param variable";
+        return false;
+      }
+      site.args.push_back({offset, callee.params[k].offset, std::min(size, callee.params[k].size)});
+    }
+    for (size_t k = 0; k < nrets; ++k) {
+      uint32_t offset, size;
+      if (!frame_offset(rets->elems[k], &offset, &size)) {
+        why_ = "call result that is not a .param variable";
+        return false;
+      }
+      site.results.push_back(
+          {offset, callee.returns[k].offset, std::min(size, callee.returns[k].size)});
+    }
+  }
+  Insn& in = Emit(src, nullptr);
+  in.control = Control::kCall;
+  in.target = callee_index;
+  in.aux = static_cast<uint32_t>(out_.call_sites.size());
+  out_.call_sites.push_back(std::move(site));
+  return true;
+}
+
+bool FunctionDecoder::DecodeArith(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  const std::string& b = m.base;
+  const Type t = m.type();
+  // Predicate logic.
+  if (t == Type::kPred) {
+    PredOp op;
+    size_t arity = 3;
+    if (b == "and")
+      op = PredOp::kAnd;
+    else if (b == "or")
+      op = PredOp::kOr;
+    else if (b == "xor")
+      op = PredOp::kXor;
+    else if (b == "not") {
+      op = PredOp::kNot;
+      arity = 2;
+    } else if (b == "cnot") {
+      op = PredOp::kCnot;
+      arity = 2;
+    } else
+      return false;
+    if (ops.size() != arity) return false;
+    uint32_t d, a, c = 0;
+    bool na = false, nc = false;
+    if (!Pred(src, ops[0], &d, nullptr) || !Pred(src, ops[1], &a, &na)) return false;
+    if (arity == 3 && !Pred(src, ops[2], &c, &nc)) return false;
+    Insn& in = Emit(src, PredHandler(op));
+    in.a[0] = d;
+    in.a[1] = a;
+    in.a[2] = c;
+    in.aux = (na ? 1 : 0) | (nc ? 2 : 0);
+    return true;
+  }
+  if (t == Type::kNone) {
+    why_ = "missing type";
+    return false;
+  }
+  const bool is_float = ptx::IsFloat(t);
+  Handler h = nullptr;
+  size_t nsrc = 2;
+  Type src_type = t;  // type of source operands
+  uint32_t aux = 0;
+  bool carry = false;
+  uint32_t extra = kNoOperand;  // bfi length operand
+
+  FloatMode mode;
+  for (const std::string& f : m.flags) {
+    if (f == "rz")
+      mode.rounding = kRoundZero;
+    else if (f == "rm")
+      mode.rounding = kRoundDown;
+    else if (f == "rp")
+      mode.rounding = kRoundUp;
+    else if (f == "ftz")
+      mode.ftz = true;
+    else if (f == "sat")
+      mode.sat = true;
+    else if (f == "relu")
+      mode.relu = true;
+  }
+  const uint32_t faux =
+      mode.rounding | (mode.ftz ? 4 : 0) | (mode.sat ? 8 : 0) | (mode.relu ? 16 : 0);
+
+  if (is_float) {
+    FloatOp op;
+    if (b == "add")
+      op = FloatOp::kAdd;
+    else if (b == "sub")
+      op = FloatOp::kSub;
+    else if (b == "mul")
+      op = FloatOp::kMul;
+    else if (b == "fma" || b == "mad") {
+      op = FloatOp::kFma;
+      nsrc = 3;
+    } else if (b == "div")
+      op = FloatOp::kDiv;
+    else if (b == "rcp") {
+      op = FloatOp::kRcp;
+      nsrc = 1;
+    } else if (b == "sqrt") {
+      op = FloatOp::kSqrt;
+      nsrc = 1;
+    } else if (b == "rsqrt") {
+      op = FloatOp::kRsqrt;
+      nsrc = 1;
+    } else if (b == "sin") {
+      op = FloatOp::kSin;
+      nsrc = 1;
+    } else if (b == "cos") {
+      op = FloatOp::kCos;
+      nsrc = 1;
+    } else if (b == "lg2") {
+      op = FloatOp::kLg2;
+      nsrc = 1;
+    } else if (b == "ex2") {
+      op = FloatOp::kEx2;
+      nsrc = 1;
+    } else if (b == "tanh") {
+      op = FloatOp::kTanh;
+      nsrc = 1;
+    } else if (b == "abs") {
+      op = FloatOp::kAbs;
+      nsrc = 1;
+    } else if (b == "neg") {
+      op = FloatOp::kNeg;
+      nsrc = 1;
+    } else if (b == "min")
+      op = m.Has("NaN") ? FloatOp::kMinNaN : FloatOp::kMin;
+    else if (b == "max")
+      op = m.Has("NaN") ? FloatOp::kMaxNaN : FloatOp::kMax;
+    else if (b == "copysign")
+      op = FloatOp::kCopysign;
+    else {
+      why_ = "";
+      return false;
+    }
+    if (m.Has("xorsign") || m.Has("abs") || m.Has("oob")) {
+      why_ = "modifier";
+      return false;
+    }
+    h = FloatHandler(op, t, mode);
+    aux = faux;
+  } else {
+    IntOp op;
+    const bool lo = m.Has("lo"), hi = m.Has("hi"), wide = m.Has("wide"), cc = m.Has("cc");
+    if (b == "add")
+      op = cc ? IntOp::kAddCC : (m.Has("sat") ? IntOp::kAddSat : IntOp::kAdd);
+    else if (b == "addc")
+      op = cc ? IntOp::kAddCCC : IntOp::kAddC;
+    else if (b == "sub")
+      op = cc ? IntOp::kSubCC : (m.Has("sat") ? IntOp::kSubSat : IntOp::kSub);
+    else if (b == "subc")
+      op = cc ? IntOp::kSubCCC : IntOp::kSubC;
+    else if (b == "mul")
+      op = wide ? IntOp::kMulWide : hi ? IntOp::kMulHi : IntOp::kMulLo;
+    else if (b == "mad") {
+      nsrc = 3;
+      if (cc)
+        op = hi ? IntOp::kMadHiCC : IntOp::kMadLoCC;
+      else
+        op = wide ? IntOp::kMadWide : hi ? IntOp::kMadHi : IntOp::kMadLo;
+    } else if (b == "madc") {
+      nsrc = 3;
+      op = hi ? (cc ? IntOp::kMadCHiCC : IntOp::kMadCHi) : (cc ? IntOp::kMadCLoCC : IntOp::kMadCLo);
+    } else if (b == "mul24")
+      op = hi ? IntOp::kMul24Hi : IntOp::kMul24Lo;
+    else if (b == "mad24") {
+      op = hi ? IntOp::kMad24Hi : IntOp::kMad24Lo;
+      nsrc = 3;
+    } else if (b == "sad") {
+      op = IntOp::kSad;
+      nsrc = 3;
+    } else if (b == "div")
+      op = IntOp::kDiv;
+    else if (b == "rem")
+      op = IntOp::kRem;
+    else if (b == "abs") {
+      op = IntOp::kAbs;
+      nsrc = 1;
+    } else if (b == "neg") {
+      op = IntOp::kNeg;
+      nsrc = 1;
+    } else if (b == "min")
+      op = IntOp::kMin;
+    else if (b == "max")
+      op = IntOp::kMax;
+    else if (b == "popc") {
+      op = IntOp::kPopc;
+      nsrc = 1;
+    } else if (b == "clz") {
+      op = IntOp::kClz;
+      nsrc = 1;
+    } else if (b == "bfind") {
+      op = m.Has("shiftamt") ? IntOp::kBfindShiftAmount : IntOp::kBfind;
+      nsrc = 1;
+    } else if (b == "brev") {
+      op = IntOp::kBrev;
+      nsrc = 1;
+    } else if (b == "bfe") {
+      op = IntOp::kBfe;
+      nsrc = 3;
+    } else if (b == "bfi") {
+      op = IntOp::kBfi;
+      nsrc = 4;
+    } else if (b == "shl")
+      op = IntOp::kShl;
+    else if (b == "shr")
+      op = IntOp::kShr;
+    else if (b == "and")
+      op = IntOp::kAnd;
+    else if (b == "or")
+      op = IntOp::kOr;
+    else if (b == "xor")
+      op = IntOp::kXor;
+    else if (b == "not") {
+      op = IntOp::kNot;
+      nsrc = 1;
+    } else if (b == "cnot") {
+      op = IntOp::kCnot;
+      nsrc = 1;
+    } else if (b == "lop3") {
+      op = IntOp::kLop3;
+      nsrc = 3;
+      if (ops.size() != 5 || ops[4].kind != Operand::Kind::kImmediate) return false;
+      aux = static_cast<uint32_t>(ops[4].imm_bits & 0xff);
+    } else if (b == "prmt") {
+      op = IntOp::kPrmt;
+      nsrc = 3;
+      static const char* kModes[] = {"", "f4e", "b4e", "rc8", "ecl", "ecr", "rc16"};
+      for (uint32_t k = 1; k < 7; ++k) {
+        if (m.Has(kModes[k])) aux = k;
+      }
+    } else if (b == "shf") {
+      nsrc = 3;
+      const bool left = m.Has("l");
+      const bool clamp = m.Has("clamp");
+      op = left ? (clamp ? IntOp::kShfLClamp : IntOp::kShfLWrap)
+                : (clamp ? IntOp::kShfRClamp : IntOp::kShfRWrap);
+    } else if (b == "dp4a" || b == "dp2a") {
+      nsrc = 3;
+      op = b == "dp4a" ? IntOp::kDp4a : (m.Has("hi") ? IntOp::kDp2aHi : IntOp::kDp2aLo);
+      if (m.types.size() != 2) return false;
+      aux = (ptx::IsSignedInt(m.types[0]) ? 1 : 0) | (ptx::IsSignedInt(m.types[1]) ? 2 : 0);
+    } else {
+      why_ = "";
+      return false;
+    }
+    (void)lo;
+    carry = op >= IntOp::kAddCC && op <= IntOp::kMadCHiCC;
+    h = IntHandler(op, t);
+    if (op == IntOp::kShl || op == IntOp::kShr) {
+      // Shift amounts are u32 operands.
+    }
+    if (op == IntOp::kMadWide && nsrc == 3) src_type = t;
+  }
+  if (h == nullptr) {
+    why_ = "type ." + std::string(ptx::TypeName(t));
+    return false;
+  }
+  const size_t expected = (b == "lop3") ? 5 : nsrc + 1;
+  if (ops.size() != expected) {
+    hard_error_ = "wrong number of operands";
+    return false;
+  }
+  uint32_t s[4] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand};
+  for (size_t k = 0; k < nsrc; ++k) {
+    Type ot = src_type;
+    if (!is_float) {
+      if ((b == "shl" || b == "shr") && k == 1) ot = Type::kU32;
+      if ((b == "bfe" && k >= 1) || (b == "bfi" && k >= 2)) ot = Type::kU32;
+      if ((b == "mad" && m.Has("wide")) && k == 2) {
+        ot = ptx::TypeSize(t) == 2 ? (ptx::IsSignedInt(t) ? Type::kS32 : Type::kU32)
+                                   : (ptx::IsSignedInt(t) ? Type::kS64 : Type::kU64);
+      }
+      if (b == "dp4a" || b == "dp2a") ot = Type::kB32;
+    }
+    if (!Src(src, ops[1 + k], ot, &s[k])) return false;
+  }
+  uint32_t d;
+  if (!Dst(src, ops[0], &d)) return false;
+  if (b == "bfi") extra = s[3];
+  Insn& in = Emit(src, h);
+  in.a[0] = d;
+  in.a[1] = s[0];
+  in.a[2] = s[1];
+  in.a[3] = s[2];
+  in.a[5] = extra;
+  in.aux = aux;
+  if (carry) in.a[4] = Carry();
+  return true;
+}
+
+}  // namespace
+
+rgpu::Status Decode(const ptx::Module& module, Program* program) {
+  *program = Program();
+  ProgramDecoder decoder(module, program);
+  return decoder.Run();
+}
+
+rgpu::Status CompilePtx(std::string_view text, Program* program) {
+  ptx::Module module;
+  if (rgpu::Status s = ptx::ParseModule(text, &module); !s.ok()) return s;
+  return Decode(module, program);
+}
+
+}  // namespace softgpu

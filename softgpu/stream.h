@@ -1,0 +1,104 @@
+// Streams (in-order work queues, one worker thread each, started on first use) and events.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace softgpu {
+
+class Context;
+class Stream;
+
+// "Operation `seq` of `stream` has completed."
+struct Dependency {
+  std::shared_ptr<Stream> stream;
+  uint64_t seq = 0;
+};
+
+class Stream {
+ public:
+  // `is_default`: the context's legacy NULL stream.
+  Stream(Context* context, unsigned flags, int priority, bool is_default);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  Context* context() const { return context_; }
+  unsigned flags() const { return flags_; }
+  int priority() const { return priority_; }
+  bool is_default() const { return is_default_; }
+  // Blocking streams synchronise implicitly with the default stream.
+  bool blocking() const;
+
+  // Appends `op`, to run after every dependency and every earlier operation of this stream;
+  // returns its sequence number. Operations are skipped once the context has a sticky error.
+  uint64_t Enqueue(std::function<void()> op, std::vector<Dependency> deps);
+  uint64_t last_enqueued() const;
+  bool Done(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
+  // Blocks until operation `seq` has completed (or the stream was shut down).
+  void Wait(uint64_t seq);
+  // Runs what is queued, then stops the worker. Idempotent. Safe to call from the worker itself
+  // (the worker then exits after the current operation without being joined).
+  void Shutdown();
+
+ private:
+  struct Op {
+    uint64_t seq;
+    std::vector<Dependency> deps;
+    std::function<void()> fn;
+  };
+  void WorkerLoop();
+
+  Context* const context_;
+  const unsigned flags_;
+  const int priority_;
+  const bool is_default_;
+  mutable std::mutex mu_;
+  std::condition_variable work_;
+  std::condition_variable done_;
+  std::deque<Op> queue_;
+  uint64_t last_seq_ = 0;
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<bool> stopped_{false};
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+// One recording of an event: completes when the stream reaches `seq`.
+struct EventRecord {
+  Dependency at;
+  std::atomic<int64_t> time_ns{-1};  // steady-clock time when reached
+};
+
+class Event {
+ public:
+  Event(Context* context, unsigned flags) : context_(context), flags_(flags) {}
+  Context* context() const { return context_; }
+  unsigned flags() const { return flags_; }
+  bool timing() const;
+  std::shared_ptr<EventRecord> record() const {
+    std::lock_guard lock(mu_);
+    return record_;
+  }
+  void set_record(std::shared_ptr<EventRecord> r) {
+    std::lock_guard lock(mu_);
+    record_ = std::move(r);
+  }
+
+ private:
+  Context* const context_;
+  const unsigned flags_;
+  mutable std::mutex mu_;
+  std::shared_ptr<EventRecord> record_;  // null until first recorded
+};
+
+int64_t SteadyNowNs();
+
+}  // namespace softgpu

@@ -1,0 +1,98 @@
+#include "softgpu/thread_pool.h"
+
+namespace softgpu {
+
+ThreadPool::ThreadPool(uint32_t workers) {
+  threads_.reserve(workers);
+  for (uint32_t i = 0; i < workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+ThreadPool& ThreadPool::Global() {
+  // Intentionally leaked: worker threads must outlive every static destructor that might still
+  // synchronize a context at exit.
+  static ThreadPool* pool = [] {
+    unsigned cores = std::thread::hardware_concurrency();
+    if (cores == 0) cores = 1;
+    return new ThreadPool(cores - 1);
+  }();
+  return *pool;
+}
+
+void ThreadPool::Drain(Job& job) {
+  for (;;) {
+    const uint64_t i = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= job.n) return;
+    (*job.fn)(i);
+    if (job.finished.fetch_add(1, std::memory_order_acq_rel) + 1 == job.n) {
+      std::lock_guard lock(job.mu);
+      job.done.notify_all();
+    }
+  }
+}
+
+void ThreadPool::ParallelFor(uint64_t n, const std::function<void(uint64_t)>& fn) {
+  if (n == 0) return;
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->n = n;
+  if (n > 1 && !threads_.empty()) {
+    {
+      std::lock_guard lock(mu_);
+      jobs_.push_back(job);
+    }
+    if (n - 1 >= threads_.size()) {
+      wake_.notify_all();
+    } else {
+      for (uint64_t i = 0; i + 1 < n; ++i) wake_.notify_one();
+    }
+  }
+  Drain(*job);
+  {
+    std::unique_lock lock(job->mu);
+    job->done.wait(lock, [&] { return job->finished.load(std::memory_order_acquire) == job->n; });
+  }
+  if (n > 1 && !threads_.empty()) {
+    std::lock_guard lock(mu_);
+    for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+      if (*it == job) {
+        jobs_.erase(it);
+        break;
+      }
+    }
+  }
+}
+
+void ThreadPool::WorkerLoop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] {
+        if (stopping_) return true;
+        for (const auto& j : jobs_) {
+          if (j->next.load(std::memory_order_relaxed) < j->n) return true;
+        }
+        return false;
+      });
+      if (stopping_) return;
+      for (const auto& j : jobs_) {
+        if (j->next.load(std::memory_order_relaxed) < j->n) {
+          job = j;
+          break;
+        }
+      }
+    }
+    if (job) Drain(*job);
+  }
+}
+
+}  // namespace softgpu
