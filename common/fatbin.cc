@@ -62,8 +62,15 @@ Status Decompress(uint64_t flags, const uint8_t* data, size_t size, uint64_t unc
     return InvalidArgument("fatbin: implausible uncompressed size " +
                            std::to_string(uncompressed_size));
   }
-  out->resize(uncompressed_size);
   if (flags & kFlagZstd) {
+    // The frame header states the content size when the compressor knew it; trust neither
+    // number more than the other.
+    const unsigned long long frame = ZSTD_getFrameContentSize(data, size);
+    if (frame == ZSTD_CONTENTSIZE_ERROR) return InvalidArgument("fatbin: zstd: not a zstd frame");
+    if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != uncompressed_size) {
+      return InvalidArgument("fatbin: zstd frame size disagrees with the entry header");
+    }
+    out->resize(uncompressed_size);
     size_t n = ZSTD_decompress(out->data(), out->size(), data, size);
     if (ZSTD_isError(n)) {
       return InvalidArgument(std::string("fatbin: zstd: ") + ZSTD_getErrorName(n));
@@ -74,6 +81,11 @@ Status Decompress(uint64_t flags, const uint8_t* data, size_t size, uint64_t unc
   if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return InvalidArgument("fatbin: lz4 entry too large");
   }
+  // LZ4 cannot expand by more than 255x.
+  if (uncompressed_size > 255 * static_cast<uint64_t>(size) + 16) {
+    return InvalidArgument("fatbin: lz4 uncompressed size implausible");
+  }
+  out->resize(uncompressed_size);
   int n = LZ4_decompress_safe(reinterpret_cast<const char*>(data), out->data(),
                               static_cast<int>(size), static_cast<int>(out->size()));
   if (n < 0) return InvalidArgument("fatbin: lz4: corrupt compressed entry");
