@@ -9,45 +9,45 @@
 #include <cstdlib>
 
 // Checks that a runtime call returns cudaSuccess.
-#define CHECK(call)                                                                             \
-  do {                                                                                          \
-    cudaError_t check_err_ = (call);                                                            \
-    if (check_err_ != cudaSuccess) {                                                            \
-      fprintf(stderr, "%s:%d: %s failed: %s (%d): %s\n", __FILE__, __LINE__, #call,             \
-              cudaGetErrorName(check_err_), (int)check_err_, cudaGetErrorString(check_err_));   \
-      exit(1);                                                                                  \
-    }                                                                                           \
+#define CHECK(call)                                                                           \
+  do {                                                                                        \
+    cudaError_t check_err_ = (call);                                                          \
+    if (check_err_ != cudaSuccess) {                                                          \
+      fprintf(stderr, "%s:%d: %s failed: %s (%d): %s\n", __FILE__, __LINE__, #call,           \
+              cudaGetErrorName(check_err_), (int)check_err_, cudaGetErrorString(check_err_)); \
+      exit(1);                                                                                \
+    }                                                                                         \
   } while (0)
 
 // Checks the launch just made (cudaGetLastError) and, with SYNC, the kernel's completion.
 #define CHECK_LAUNCH() CHECK(cudaGetLastError())
-#define CHECK_SYNC()          \
-  do {                        \
-    CHECK(cudaGetLastError()); \
+#define CHECK_SYNC()                \
+  do {                              \
+    CHECK(cudaGetLastError());      \
     CHECK(cudaDeviceSynchronize()); \
   } while (0)
 
 // Checks that a runtime call returns exactly the error `expected`.
-#define EXPECT_ERROR(call, expected)                                                            \
-  do {                                                                                          \
-    cudaError_t expect_err_ = (call);                                                           \
-    if (expect_err_ != (expected)) {                                                            \
-      fprintf(stderr, "%s:%d: %s returned %s (%d), expected %s (%d)\n", __FILE__, __LINE__,     \
-              #call, cudaGetErrorName(expect_err_), (int)expect_err_,                           \
-              cudaGetErrorName(expected), (int)(expected));                                     \
-      exit(1);                                                                                  \
-    }                                                                                           \
+#define EXPECT_ERROR(call, expected)                                                               \
+  do {                                                                                             \
+    cudaError_t expect_err_ = (call);                                                              \
+    if (expect_err_ != (expected)) {                                                               \
+      fprintf(stderr, "%s:%d: %s returned %s (%d), expected %s (%d)\n", __FILE__, __LINE__, #call, \
+              cudaGetErrorName(expect_err_), (int)expect_err_, cudaGetErrorName(expected),         \
+              (int)(expected));                                                                    \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 // Checks a condition; on failure prints it and a printf-style explanation.
-#define EXPECT(cond, ...)                                                                       \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      fprintf(stderr, "%s:%d: expectation failed: %s: ", __FILE__, __LINE__, #cond);            \
-      fprintf(stderr, __VA_ARGS__);                                                             \
-      fprintf(stderr, "\n");                                                                    \
-      exit(1);                                                                                  \
-    }                                                                                           \
+#define EXPECT(cond, ...)                                                            \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      fprintf(stderr, "%s:%d: expectation failed: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                                  \
+      fprintf(stderr, "\n");                                                         \
+      exit(1);                                                                       \
+    }                                                                                \
   } while (0)
 
 // True when `got` is within `rel` (relative) or `abs_tol` (absolute) of `want`.
@@ -62,8 +62,8 @@ template <typename T>
 void ExpectEqualArrays(const char* what, const T* got, const T* want, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (got[i] != want[i]) {
-      fprintf(stderr, "%s: mismatch at [%zu]: got %lld, want %lld\n", what, i,
-              (long long)got[i], (long long)want[i]);
+      fprintf(stderr, "%s: mismatch at [%zu]: got %lld, want %lld\n", what, i, (long long)got[i],
+              (long long)want[i]);
       exit(1);
     }
   }

@@ -1,6 +1,6 @@
 // Device query: cudaGetDeviceCount, cudaGetDeviceProperties (name non-empty, sane limits), the
-// same values through cudaDeviceGetAttribute, versions, PCI bus id round trip, and a kernel launched
-// with the largest block the device reports.
+// same values through cudaDeviceGetAttribute, versions, PCI bus id round trip, and a kernel
+// launched with the largest block the device reports.
 #include "rt_check.h"
 
 #include <cstring>
@@ -38,8 +38,8 @@ int main() {
     EXPECT(strnlen(p.name, sizeof p.name) > 0, "device %d has an empty name", dev);
     EXPECT(strnlen(p.name, sizeof p.name) < sizeof p.name, "name not NUL-terminated");
     EXPECT(p.totalGlobalMem > (size_t)0, "totalGlobalMem 0");
-    EXPECT(p.major >= 7 && (p.major > 7 || p.minor >= 5), "compute capability %d.%d < 7.5",
-           p.major, p.minor);
+    EXPECT(p.major >= 7 && (p.major > 7 || p.minor >= 5), "compute capability %d.%d < 7.5", p.major,
+           p.minor);
     EXPECT(p.warpSize == 32, "warpSize %d", p.warpSize);
     EXPECT(p.maxThreadsPerBlock >= 512 && p.maxThreadsPerBlock <= 4096, "maxThreadsPerBlock %d",
            p.maxThreadsPerBlock);
@@ -56,8 +56,8 @@ int main() {
     EXPECT(p.regsPerBlock > 0 && p.regsPerMultiprocessor >= p.regsPerBlock,
            "regsPerBlock %d regsPerMultiprocessor %d", p.regsPerBlock, p.regsPerMultiprocessor);
     EXPECT(p.totalConstMem >= 64 * 1024, "totalConstMem %zu", p.totalConstMem);
-    EXPECT(p.maxThreadsPerMultiProcessor >= p.maxThreadsPerBlock,
-           "maxThreadsPerMultiProcessor %d", p.maxThreadsPerMultiProcessor);
+    EXPECT(p.maxThreadsPerMultiProcessor >= p.maxThreadsPerBlock, "maxThreadsPerMultiProcessor %d",
+           p.maxThreadsPerMultiProcessor);
     EXPECT(p.maxBlocksPerMultiProcessor >= 1, "maxBlocksPerMultiProcessor %d",
            p.maxBlocksPerMultiProcessor);
     EXPECT(p.unifiedAddressing == 1, "unifiedAddressing %d", p.unifiedAddressing);

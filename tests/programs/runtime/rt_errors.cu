@@ -75,9 +75,9 @@ int main() {
     EXPECT(name && strncmp(name, "cuda", 4) == 0, "name of %d: %s", (int)c, name ? name : "(null)");
     EXPECT(str && strlen(str) > 0, "empty string for %s", name);
   }
-  EXPECT(strcmp(cudaGetErrorName(cudaErrorInvalidConfiguration), "cudaErrorInvalidConfiguration") ==
-             0,
-         "name %s", cudaGetErrorName(cudaErrorInvalidConfiguration));
+  EXPECT(
+      strcmp(cudaGetErrorName(cudaErrorInvalidConfiguration), "cudaErrorInvalidConfiguration") == 0,
+      "name %s", cudaGetErrorName(cudaErrorInvalidConfiguration));
   EXPECT(strcmp(cudaGetErrorName(cudaErrorIllegalAddress), "cudaErrorIllegalAddress") == 0, "name");
 
   // Bad device ordinals.

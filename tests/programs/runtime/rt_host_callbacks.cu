@@ -23,7 +23,7 @@ struct State {
   std::atomic<int> next{1};
   int order[4] = {0, 0, 0, 0};  // which sequence number each stage got
   bool ok[4] = {false, false, false, false};
-  bool saw_stage1 = false;      // stage 1 was complete when the other stream's function ran
+  bool saw_stage1 = false;  // stage 1 was complete when the other stream's function ran
   std::atomic<int> legacy_calls{0};
   cudaError_t cb_status = cudaErrorUnknown;
 };
@@ -126,7 +126,8 @@ int main() {
   for (int k = 0; k < 64; ++k) {
     items[k] = {k, &st};
     CHECK(cudaLaunchHostFunc(
-        s, [](void* a) {
+        s,
+        [](void* a) {
           Item* it = static_cast<Item*>(a);
           seen[it->index] = it->st->next++;
         },

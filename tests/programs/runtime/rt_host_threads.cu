@@ -9,15 +9,15 @@
 
 // A failure inside a worker thread: report and end the process at once (no exit handlers that
 // could race with the other threads' CUDA calls).
-#define TCHECK(call)                                                                            \
-  do {                                                                                          \
-    cudaError_t tcheck_err_ = (call);                                                           \
-    if (tcheck_err_ != cudaSuccess) {                                                           \
-      fprintf(stderr, "thread %d: %s:%d: %s failed: %s: %s\n", id, __FILE__, __LINE__, #call,   \
-              cudaGetErrorName(tcheck_err_), cudaGetErrorString(tcheck_err_));                  \
-      fflush(stderr);                                                                           \
-      _Exit(1);                                                                                 \
-    }                                                                                           \
+#define TCHECK(call)                                                                          \
+  do {                                                                                        \
+    cudaError_t tcheck_err_ = (call);                                                         \
+    if (tcheck_err_ != cudaSuccess) {                                                         \
+      fprintf(stderr, "thread %d: %s:%d: %s failed: %s: %s\n", id, __FILE__, __LINE__, #call, \
+              cudaGetErrorName(tcheck_err_), cudaGetErrorString(tcheck_err_));                \
+      fflush(stderr);                                                                         \
+      _Exit(1);                                                                               \
+    }                                                                                         \
   } while (0)
 
 __global__ void Mix(const int* in, int* out, int n, int id, int round, unsigned long long* total) {

@@ -12,7 +12,8 @@ __global__ void AddOne(unsigned* p, size_t n) {
 }
 
 static void Fill(std::vector<unsigned char>& v, unsigned seed) {
-  for (size_t i = 0; i < v.size(); ++i) v[i] = (unsigned char)((i * 131 + seed * 7 + (i >> 9)) & 0xff);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = (unsigned char)((i * 131 + seed * 7 + (i >> 9)) & 0xff);
 }
 
 int main() {

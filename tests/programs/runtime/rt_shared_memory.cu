@@ -88,7 +88,7 @@ int main() {
   const int mb = 96, mblocks = 8;
   double* dmixed = nullptr;
   CHECK(cudaMalloc(&dmixed, mb * mblocks * sizeof(double)));
-  MixedTypes<<<mblocks, mb, mb * (sizeof(double) + sizeof(char))>>>(dmixed);
+  MixedTypes<<<mblocks, mb, mb*(sizeof(double) + sizeof(char))>>>(dmixed);
   CHECK_SYNC();
   std::vector<double> mixed(mb * mblocks);
   CHECK(cudaMemcpy(mixed.data(), dmixed, mixed.size() * sizeof(double), cudaMemcpyDeviceToHost));
@@ -102,7 +102,8 @@ int main() {
 
   cudaFuncAttributes attrs;
   CHECK(cudaFuncGetAttributes(&attrs, ReverseBlocks));
-  EXPECT(attrs.sharedSizeBytes == 256 * sizeof(int), "static shared size %zu", attrs.sharedSizeBytes);
+  EXPECT(attrs.sharedSizeBytes == 256 * sizeof(int), "static shared size %zu",
+         attrs.sharedSizeBytes);
   EXPECT(attrs.maxThreadsPerBlock >= 256, "maxThreadsPerBlock %d", attrs.maxThreadsPerBlock);
   CHECK(cudaFuncGetAttributes(&attrs, BlockScan));
   EXPECT(attrs.sharedSizeBytes == 0, "BlockScan static shared size %zu", attrs.sharedSizeBytes);

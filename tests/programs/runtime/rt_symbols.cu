@@ -85,7 +85,8 @@ int main() {
   FillTable<<<1, 256>>>(table);
   CHECK_SYNC();
   CHECK(cudaMemcpyFromSymbol(back.data(), g_table, 256 * sizeof(unsigned)));
-  for (int i = 0; i < 256; ++i) EXPECT(back[i] == 3000u * i + 1234u, "g_table[%d] = %u", i, back[i]);
+  for (int i = 0; i < 256; ++i)
+    EXPECT(back[i] == 3000u * i + 1234u, "g_table[%d] = %u", i, back[i]);
   // Read through the address, at an offset, with cudaMemcpyFromSymbol's offset argument.
   unsigned tail[4] = {0};
   CHECK(cudaMemcpyFromSymbol(tail, g_table, sizeof tail, 252 * sizeof(unsigned)));

@@ -14,11 +14,15 @@ __global__ void AxpbyClamp(const T* x, const T* y, T* out, T a, T b, T lo, T hi,
 
 struct Triple {
   template <typename T>
-  __host__ __device__ T operator()(T v) const { return v * (T)3; }
+  __host__ __device__ T operator()(T v) const {
+    return v * (T)3;
+  }
 };
 struct Negate {
   template <typename T>
-  __host__ __device__ T operator()(T v) const { return -v; }
+  __host__ __device__ T operator()(T v) const {
+    return -v;
+  }
 };
 
 template <typename T, typename Op, int kUnroll>

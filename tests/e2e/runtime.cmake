@@ -1,0 +1,22 @@
+# The CUDA runtime acceptance suite (tests/programs/runtime) under `rgpu run` against rgpu-server
+# on the software GPU over TCP: every program in both builds (static and shared cudart).
+# Included from tests/e2e/CMakeLists.txt, which defines `bin` and `with_server`.
+if(NOT RGPU_RUNTIME_PROGRAMS_DIR OR NOT RGPU_RUNTIME_PROGRAMS)
+  return()
+endif()
+
+foreach(name ${RGPU_RUNTIME_PROGRAMS})
+  foreach(variant static shared)
+    set(test rt_${variant}_${name})
+    add_test(NAME ${test}
+             COMMAND ${with_server} ${bin} tcp -- ${bin}/rgpu run --
+                     ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_${name}_${variant})
+    set_tests_properties(${test} PROPERTIES TIMEOUT 120 LABELS runtime)
+    if(name STREQUAL "printf")
+      # Device printf must reach the program's stdout. The program checks its own captured output
+      # and only then prints its OK line; the marker and the OK line must both be there.
+      set_tests_properties(${test} PROPERTIES
+                           PASS_REGULAR_EXPRESSION "device says 42.*rt_printf: OK")
+    endif()
+  endforeach()
+endforeach()

@@ -1,0 +1,90 @@
+// Per-thread default stream (built with --default-stream per-thread): each of several host threads
+// launches kernels and async copies on its default stream (0, i.e. cudaStreamPerThread), which
+// keep their order within the thread; cudaStreamSynchronize(0 / cudaStreamPerThread), events on
+// the per-thread stream, and the legacy stream used explicitly (cudaStreamLegacy) all work.
+#include "rt_check.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#ifndef CUDA_API_PER_THREAD_DEFAULT_STREAM
+#error "build this program with --default-stream per-thread"
+#endif
+
+#define TCHECK(call)                                                                          \
+  do {                                                                                        \
+    cudaError_t tcheck_err_ = (call);                                                         \
+    if (tcheck_err_ != cudaSuccess) {                                                         \
+      fprintf(stderr, "thread %d: %s:%d: %s failed: %s: %s\n", id, __FILE__, __LINE__, #call, \
+              cudaGetErrorName(tcheck_err_), cudaGetErrorString(tcheck_err_));                \
+      fflush(stderr);                                                                         \
+      _Exit(1);                                                                               \
+    }                                                                                         \
+  } while (0)
+
+__global__ void Step(int* p, int n, int mul, int add) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = p[i] * mul + add;
+}
+
+static std::atomic<int> g_failures{0};
+
+static void Worker(int id) {
+  const int n = 4096;
+  int* h = nullptr;
+  int* d = nullptr;
+  TCHECK(cudaMallocHost(&h, n * sizeof(int)));
+  TCHECK(cudaMalloc(&d, n * sizeof(int)));
+  cudaEvent_t done;
+  TCHECK(cudaEventCreate(&done));
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < n; ++i) h[i] = i + id * 10000 + round;
+    TCHECK(cudaMemcpyAsync(d, h, n * sizeof(int), cudaMemcpyHostToDevice, 0));
+    Step<<<n / 256, 256>>>(d, n, 3, id);  // default stream = this thread's stream
+    TCHECK(cudaGetLastError());
+    Step<<<n / 256, 256, 0, cudaStreamPerThread>>>(d, n, 1, -round);
+    TCHECK(cudaGetLastError());
+    TCHECK(cudaMemcpyAsync(h, d, n * sizeof(int), cudaMemcpyDeviceToHost, cudaStreamPerThread));
+    if (round % 2 == 0) {
+      TCHECK(cudaStreamSynchronize(0));
+    } else {
+      TCHECK(cudaEventRecord(done, 0));
+      TCHECK(cudaEventSynchronize(done));
+    }
+    for (int i = 0; i < n; ++i) {
+      int want = (i + id * 10000 + round) * 3 + id - round;
+      if (h[i] != want) {
+        fprintf(stderr, "thread %d round %d: out[%d] = %d, want %d\n", id, round, i, h[i], want);
+        ++g_failures;
+        break;
+      }
+    }
+  }
+  TCHECK(cudaStreamQuery(cudaStreamPerThread));
+  TCHECK(cudaEventDestroy(done));
+  TCHECK(cudaFree(d));
+  TCHECK(cudaFreeHost(h));
+}
+
+int main() {
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 4; ++id) threads.emplace_back(Worker, id);
+  for (auto& t : threads) t.join();
+  EXPECT(g_failures == 0, "%d thread(s) saw wrong results", g_failures.load());
+
+  // The legacy default stream, named explicitly.
+  const int n = 1024;
+  int* d = nullptr;
+  std::vector<int> h(n);
+  CHECK(cudaMalloc(&d, n * sizeof(int)));
+  CHECK(cudaMemsetAsync(d, 0, n * sizeof(int), cudaStreamLegacy));
+  Step<<<n / 256, 256, 0, cudaStreamLegacy>>>(d, n, 1, 9);
+  CHECK_LAUNCH();
+  CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  CHECK(cudaMemcpy(h.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) EXPECT(h[i] == 9, "legacy stream: h[%d] = %d", i, h[i]);
+  CHECK(cudaFree(d));
+  printf("rt_per_thread_stream: OK\n");
+  return 0;
+}
