@@ -59,6 +59,9 @@ CUresult ClientState::Initialize() {
   }
   RGPU_LOG_INFO("connected to %s (%s backend, %zu device(s), session %llu)", url,
                 w.backend().c_str(), devices_.size(), (unsigned long long)w.session_id());
+  if (LogEnabled(LogLevel::kDebug)) {
+    RGPU_LOG_DEBUG("transport: %s", connection_->DescribeTransport().c_str());
+  }
   init_result_ = CUDA_SUCCESS;
   return init_result_;
 }

@@ -59,6 +59,11 @@ bool Connection::broken() {
   return lost_;
 }
 
+std::string Connection::DescribeTransport() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return channel_->Describe();
+}
+
 CUresult Connection::Fail(const std::string& why) {
   if (!lost_) RGPU_LOG_ERROR("lost the server: %s", why.c_str());
   lost_ = true;

@@ -45,6 +45,8 @@ class Connection {
                 size_t* reply_size = nullptr);
 
   bool broken();
+  // The transport lanes in use, for logs.
+  std::string DescribeTransport();
 
  private:
   Connection() = default;

@@ -4,8 +4,9 @@
 
 namespace rgpu::server {
 
-Status DeviceCatalog::Load(const CudaDriver& drv) {
+Status DeviceCatalog::Load(const CudaDriver& drv, const std::string& backend) {
   devices_.clear();
+  backend_ = backend;
   if (drv.cuDriverGetVersion(&driver_version_) != CUDA_SUCCESS) driver_version_ = 0;
   int count = 0;
   CUresult r = drv.cuDeviceGetCount(&count);

@@ -23,7 +23,7 @@ Status Server::Start(const ServerOptions& options) {
   if (!s.ok()) return s;
   CUresult r = driver_.cuInit(0);
   if (r != CUDA_SUCCESS) return Internal("backend cuInit failed with " + std::to_string(r));
-  s = devices_.Load(driver_);
+  s = devices_.Load(driver_, options.backend);
   if (!s.ok()) return s;
   TransportUrl url;
   s = TransportUrl::Parse(options.listen, &url);

@@ -95,6 +95,7 @@ bool Session::Handshake() {
   } else {
     client_name_ = in.hello().client_name() + " (pid " + std::to_string(in.hello().pid()) + ")";
     w->set_driver_version(devices_.driver_version());
+    w->set_backend(devices_.backend());
     for (const auto& d : devices_.devices()) *w->add_devices() = d;
   }
   channel_->Send(out.SerializeAsString(), nullptr, 0);

@@ -59,6 +59,9 @@ class Channel {
 
   // The peer's address, for logs.
   virtual std::string peer() const = 0;
+
+  // What carries the channel (transport lanes and devices), for logs and tests.
+  virtual std::string Describe() = 0;
 };
 
 // A connection request that a Listener received and that has not been accepted yet.

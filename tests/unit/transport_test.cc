@@ -56,6 +56,15 @@ TEST_P(TransportTest, EchoSmallAndLarge) {
   {
     std::unique_ptr<Channel> ch;
     ASSERT_TRUE(ConnectChannel(url, ChannelOptions(), &ch).ok());
+    // shm:// must really move data through shared memory, tcp:// over sockets.
+    const std::string lanes = ch->Describe();
+    if (std::string(GetParam()) == "shm") {
+      EXPECT_TRUE(lanes.find("sysv/") != std::string::npos ||
+                  lanes.find("posix/") != std::string::npos)
+          << lanes;
+    } else {
+      EXPECT_NE(lanes.find("tcp/"), std::string::npos) << lanes;
+    }
     for (size_t size : {size_t{0}, size_t{1}, size_t{4096}, size_t{1} << 20, size_t{8} << 20}) {
       std::vector<char> out(size), in(size);
       for (size_t i = 0; i < size; ++i) out[i] = static_cast<char>(i * 7 + size);

@@ -3,6 +3,8 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
@@ -38,18 +40,58 @@ Status UcxChannel::Init(ucp_context_h context, const ucp_ep_params_t& ep_params_
   st = ucp_worker_set_am_recv_handler(worker_, &handler);
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_set_am_recv_handler");
 
-  ucp_ep_params_t ep_params = ep_params_in;
-  ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  ep_params.err_handler.cb = &UcxChannel::OnPeerError;
-  ep_params.err_handler.arg = this;
-  st = ucp_ep_create(worker_, &ep_params, &ep_);
+  handler.id = kControlAmId;
+  handler.cb = &UcxChannel::OnControlMessage;
+  st = ucp_worker_set_am_recv_handler(worker_, &handler);
+  if (st != UCS_OK) return FromUcs(st, "ucp_worker_set_am_recv_handler");
+  return CreateEndpoint(ep_params_in, true, &ep_);
+}
+
+Status UcxChannel::CreateEndpoint(const ucp_ep_params_t& params_in, bool peer_failure,
+                                  ucp_ep_h* ep) {
+  ucp_ep_params_t params = params_in;
+  params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  params.err_mode = peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  params.err_handler.cb = &UcxChannel::OnPeerError;
+  params.err_handler.arg = this;
+  ucs_status_t st = ucp_ep_create(worker_, &params, ep);
   if (st != UCS_OK) return FromUcs(st, "ucp_ep_create");
   return Status::Ok();
 }
 
+Status UcxChannel::SwitchToDirectEndpoint(bool client) {
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  ucs_status_t st = ucp_worker_get_address(worker_, &address, &length);
+  if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_address");
+  std::string mine(reinterpret_cast<const char*>(address), length);
+  ucp_worker_release_address(worker_, address);
+  constexpr int kSetupTimeoutMs = 10000;
+  if (client) {
+    Status s = SendOn(ep_, kControlAmId, "", mine.data(), mine.size());
+    if (!s.ok()) return s;
+  }
+  Status s = WaitUntil([this] { return !peer_worker_address_.empty(); }, kSetupTimeoutMs);
+  if (!s.ok()) return s;
+  ucp_ep_params_t params = {};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  params.address = reinterpret_cast<const ucp_address_t*>(peer_worker_address_.data());
+  // UCX 1.13's shared-memory transports cannot report peer failure, so the direct endpoint does
+  // not ask for it: the bootstrap endpoint, kept open, detects a peer that dies.
+  ucp_ep_h direct = nullptr;
+  s = CreateEndpoint(params, false, &direct);
+  if (!s.ok()) return s;
+  if (!client) {
+    s = SendOn(ep_, kControlAmId, "", mine.data(), mine.size());
+    if (!s.ok()) return s;
+  }
+  bootstrap_ep_ = ep_;
+  ep_ = direct;
+  return Status::Ok();
+}
+
 Status UcxChannel::Connect(ucp_context_h context, const sockaddr_storage& addr, socklen_t len,
-                           const std::string& peer, const ChannelOptions& options,
+                           const std::string& peer, const ChannelOptions& options, bool direct,
                            std::unique_ptr<Channel>* out) {
   std::unique_ptr<UcxChannel> ch(new UcxChannel(peer, options));
   ucp_ep_params_t p = {};
@@ -58,39 +100,45 @@ Status UcxChannel::Connect(ucp_context_h context, const sockaddr_storage& addr, 
   p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
   p.sockaddr.addrlen = len;
   Status s = ch->Init(context, p);
+  if (s.ok() && direct) s = ch->SwitchToDirectEndpoint(true);
   if (!s.ok()) return s;
   *out = std::move(ch);
   return Status::Ok();
 }
 
 Status UcxChannel::Accept(ucp_context_h context, ucp_conn_request_h request,
-                          const std::string& peer, const ChannelOptions& options,
+                          const std::string& peer, const ChannelOptions& options, bool direct,
                           std::unique_ptr<Channel>* out) {
   std::unique_ptr<UcxChannel> ch(new UcxChannel(peer, options));
   ucp_ep_params_t p = {};
   p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
   p.conn_request = request;
   Status s = ch->Init(context, p);
+  if (s.ok() && direct) s = ch->SwitchToDirectEndpoint(false);
   if (!s.ok()) return s;
   *out = std::move(ch);
   return Status::Ok();
 }
 
-UcxChannel::~UcxChannel() {
-  if (ep_ != nullptr) {
-    ucp_request_param_t p = {};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = broken() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t req = ucp_ep_close_nbx(ep_, &p);
-    if (UCS_PTR_IS_PTR(req)) {
-      auto deadline = Clock::now() + std::chrono::seconds(1);
-      while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) {
-        ucp_worker_progress(worker_);
-      }
-      if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker_, req);
-      ucp_request_free(req);
+void UcxChannel::CloseEndpoint(ucp_ep_h ep) {
+  if (ep == nullptr) return;
+  ucp_request_param_t p = {};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = broken() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &p);
+  if (UCS_PTR_IS_PTR(req)) {
+    auto deadline = Clock::now() + std::chrono::seconds(1);
+    while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) {
+      ucp_worker_progress(worker_);
     }
+    if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker_, req);
+    ucp_request_free(req);
   }
+}
+
+UcxChannel::~UcxChannel() {
+  CloseEndpoint(ep_);
+  CloseEndpoint(bootstrap_ep_);
   // A fetch still in flight owns its slot until UCX completes it; leave those slots alive.
   for (auto& slot : arrived_) {
     if (!slot->complete) (void)slot.release();
@@ -126,6 +174,11 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
 }
 
 Status UcxChannel::Send(const std::string& header, const void* payload, size_t size) {
+  return SendOn(ep_, kAmId, header, payload, size);
+}
+
+Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header,
+                          const void* payload, size_t size) {
   if (broken()) return error_;
   struct SendState {
     bool done = false;
@@ -142,7 +195,7 @@ Status UcxChannel::Send(const std::string& header, const void* payload, size_t s
   };
   p.user_data = &state;
   ucs_status_ptr_t req =
-      ucp_am_send_nbx(ep_, kAmId, header.data(), header.size(), payload, size, &p);
+      ucp_am_send_nbx(ep, am_id, header.data(), header.size(), payload, size, &p);
   if (req == nullptr) return Status::Ok();
   if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "ucp_am_send_nbx");
   // Requests on a failed endpoint complete with an error, so this wait always ends.
@@ -208,11 +261,33 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
   return UCS_OK;
 }
 
+ucs_status_t UcxChannel::OnControlMessage(void* arg, const void*, size_t, void* data,
+                                          size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxChannel*>(arg);
+  // Worker addresses are small and always arrive eagerly.
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && length > 0) {
+    self->peer_worker_address_.assign(static_cast<const char*>(data), length);
+  }
+  return UCS_OK;
+}
+
 void UcxChannel::OnDataFetched(void* request, ucs_status_t status, size_t, void* user_data) {
   auto* slot = static_cast<Slot*>(user_data);
   slot->status = status;
   slot->complete = true;
   ucp_request_free(request);
+}
+
+std::string UcxChannel::Describe() {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* f = open_memstream(&text, &size);
+  if (f == nullptr) return "";
+  ucp_ep_print_info(ep_, f);
+  fclose(f);
+  std::string out(text, size);
+  free(text);
+  return out;
 }
 
 void UcxChannel::OnPeerError(void* arg, ucp_ep_h, ucs_status_t status) {

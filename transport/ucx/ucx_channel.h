@@ -15,13 +15,15 @@ namespace rgpu::ucx {
 
 class UcxChannel final : public Channel {
  public:
-  // Client side: a new worker and an endpoint to `addr`.
+  // Client side: a new worker and an endpoint to `addr`. With `direct`, the socket connection
+  // only bootstraps: both sides then exchange worker addresses and talk over endpoints created
+  // from them, which lets UCX pick shared-memory transports for peers on one host.
   static Status Connect(ucp_context_h context, const sockaddr_storage& addr, socklen_t len,
-                        const std::string& peer, const ChannelOptions& options,
+                        const std::string& peer, const ChannelOptions& options, bool direct,
                         std::unique_ptr<Channel>* out);
-  // Server side: a new worker and an endpoint accepting `request`.
+  // Server side: a new worker and an endpoint accepting `request` (`direct` as above).
   static Status Accept(ucp_context_h context, ucp_conn_request_h request, const std::string& peer,
-                       const ChannelOptions& options, std::unique_ptr<Channel>* out);
+                       const ChannelOptions& options, bool direct, std::unique_ptr<Channel>* out);
   ~UcxChannel() override;
 
   Status Send(const std::string& header, const void* payload, size_t size) override;
@@ -29,11 +31,21 @@ class UcxChannel final : public Channel {
   void SetPayloadPlacer(PayloadPlacer placer) override { placer_ = std::move(placer); }
   bool broken() const override { return !error_.ok(); }
   std::string peer() const override { return peer_; }
+  std::string Describe() override;
 
  private:
   struct Slot;  // one arriving message, complete or still being fetched
   UcxChannel(const std::string& peer, const ChannelOptions& options);
   Status Init(ucp_context_h context, const ucp_ep_params_t& ep_params);
+  // Moves traffic from the bootstrap endpoint to one created from the peer's worker address.
+  // The client sends its address first; the server answers with its own.
+  Status SwitchToDirectEndpoint(bool client);
+  // With `peer_failure`, UCX reports the peer's failure (only transports that can detect it are
+  // used); without, the endpoint may use any transport and relies on another for that.
+  Status CreateEndpoint(const ucp_ep_params_t& params, bool peer_failure, ucp_ep_h* ep);
+  Status SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header, const void* payload,
+                size_t size);
+  void CloseEndpoint(ucp_ep_h ep);
 
   // Progresses the worker until done() is true, the channel breaks, or timeout_ms passes.
   template <typename Done>
@@ -43,11 +55,16 @@ class UcxChannel final : public Channel {
                                       void* data, size_t length, const ucp_am_recv_param_t* param);
   static void OnDataFetched(void* request, ucs_status_t status, size_t length, void* user_data);
   static void OnPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t OnControlMessage(void* arg, const void* header, size_t header_length,
+                                       void* data, size_t length,
+                                       const ucp_am_recv_param_t* param);
 
   std::string peer_;
   ChannelOptions options_;
   ucp_worker_h worker_ = nullptr;
   ucp_ep_h ep_ = nullptr;
+  ucp_ep_h bootstrap_ep_ = nullptr;  // the socket-made endpoint, when traffic moved off it
+  std::string peer_worker_address_;  // received in the set-up exchange
   int event_fd_ = -1;
   PayloadPlacer placer_;
   std::deque<std::unique_ptr<Slot>> arrived_;  // in arrival order

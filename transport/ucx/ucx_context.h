@@ -20,6 +20,8 @@ Status CreateWorker(ucp_context_h context, ucp_worker_h* out);
 
 // The active-message id every rgpu message uses.
 constexpr unsigned kAmId = 7;
+// The active-message id of the transport's own set-up messages (worker-address exchange).
+constexpr unsigned kControlAmId = 8;
 
 // "UCX: <status string>" with context.
 Status FromUcs(ucs_status_t status, const char* what);

@@ -48,10 +48,11 @@ std::string AddressToString(const sockaddr_storage& ss) {
 
 class UcxPendingConnection final : public PendingConnection {
  public:
-  UcxPendingConnection(ucp_context_h context, ucp_conn_request_h request, std::string peer)
-      : context_(context), request_(request), peer_(std::move(peer)) {}
+  UcxPendingConnection(ucp_context_h context, ucp_conn_request_h request, std::string peer,
+                       bool direct)
+      : context_(context), request_(request), peer_(std::move(peer)), direct_(direct) {}
   Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) override {
-    return UcxChannel::Accept(context_, request_, peer_, options, out);
+    return UcxChannel::Accept(context_, request_, peer_, options, direct_, out);
   }
   std::string peer() const override { return peer_; }
 
@@ -59,6 +60,7 @@ class UcxPendingConnection final : public PendingConnection {
   ucp_context_h context_;
   ucp_conn_request_h request_;
   std::string peer_;
+  bool direct_;
 };
 
 class UcxListener final : public Listener {
@@ -69,6 +71,7 @@ class UcxListener final : public Listener {
   }
 
   Status Init(const TransportUrl& url) {
+    direct_ = url.scheme == TransportUrl::Scheme::kShm;
     Status s = GetContext(url.scheme, &context_);
     if (!s.ok()) return s;
     s = CreateWorker(context_, &worker_);
@@ -117,7 +120,7 @@ class UcxListener final : public Listener {
     attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
     std::string peer = "?";
     if (ucp_conn_request_query(request, &attr) == UCS_OK) peer = AddressToString(attr.client_address);
-    *out = std::make_unique<UcxPendingConnection>(context_, request, peer);
+    *out = std::make_unique<UcxPendingConnection>(context_, request, peer, direct_);
     return Status::Ok();
   }
 
@@ -129,6 +132,7 @@ class UcxListener final : public Listener {
   ucp_listener_h listener_ = nullptr;
   int event_fd_ = -1;
   uint16_t port_ = 0;
+  bool direct_ = false;  // shm: move to worker-address endpoints after the socket bootstrap
   std::deque<ucp_conn_request_h> requests_;
 };
 
@@ -144,7 +148,8 @@ Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
   socklen_t len = 0;
   s = ucx::Resolve(url, &addr, &len);
   if (!s.ok()) return s;
-  return ucx::UcxChannel::Connect(context, addr, len, url.ToString(), options, out);
+  return ucx::UcxChannel::Connect(context, addr, len, url.ToString(), options,
+                                  url.scheme == TransportUrl::Scheme::kShm, out);
 }
 
 Status CreateListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
