@@ -1,0 +1,312 @@
+// Driver API behaviour that needs no kernels: initialisation, devices, contexts, memory.
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+using softgpu_test::Name;
+
+TEST(SoftgpuApiTest, NotInitializedBeforeCuInit) {
+  int count = -1;
+  if (cuDeviceGetCount(&count) == CUDA_SUCCESS) GTEST_SKIP() << "driver already initialised";
+  CU_EXPECT_EQ(cuDeviceGetCount(&count), CUDA_ERROR_NOT_INITIALIZED);
+  CUcontext ctx;
+  CU_EXPECT_EQ(cuCtxCreate(&ctx, nullptr, 0, 0), CUDA_ERROR_NOT_INITIALIZED);
+  int version = 0;
+  CU_ASSERT_OK(cuDriverGetVersion(&version));
+  EXPECT_EQ(version, 13000);
+  CU_EXPECT_EQ(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+  CU_ASSERT_OK(cuInit(0));
+  CU_ASSERT_OK(cuDeviceGetCount(&count));
+}
+
+TEST(SoftgpuApiTest, EnvironmentConfiguresDevices) {
+  int count = -1;
+  if (cuDeviceGetCount(&count) == CUDA_SUCCESS) GTEST_SKIP() << "driver already initialised";
+  setenv("RGPU_SOFTGPU_MEMORY_MB", "64", 1);
+  setenv("RGPU_SOFTGPU_SMS", "3", 1);
+  setenv("RGPU_SOFTGPU_DEVICES", "2", 1);
+  CU_ASSERT_OK(cuInit(0));
+  CU_ASSERT_OK(cuDeviceGetCount(&count));
+  EXPECT_EQ(count, 2);
+  size_t bytes = 0;
+  CU_ASSERT_OK(cuDeviceTotalMem(&bytes, 1));
+  EXPECT_EQ(bytes, 64u << 20);
+  int sms = 0;
+  CU_ASSERT_OK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 1));
+  EXPECT_EQ(sms, 3);
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 1));
+  CUdeviceptr p;
+  CU_EXPECT_EQ(cuMemAlloc(&p, 65u << 20), CUDA_ERROR_OUT_OF_MEMORY);
+  CU_ASSERT_OK(cuMemAlloc(&p, 32u << 20));
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
+TEST(SoftgpuApiTest, DeviceQueries) {
+  CU_ASSERT_OK(cuInit(0));
+  int count = 0;
+  CU_ASSERT_OK(cuDeviceGetCount(&count));
+  ASSERT_GE(count, 1);
+  CUdevice dev;
+  CU_ASSERT_OK(cuDeviceGet(&dev, 0));
+  CU_EXPECT_EQ(cuDeviceGet(&dev, count), CUDA_ERROR_INVALID_DEVICE);
+  char name[64];
+  CU_ASSERT_OK(cuDeviceGetName(name, sizeof name, 0));
+  EXPECT_STREQ(name, "rgpu softgpu");
+  char tiny[4];
+  CU_ASSERT_OK(cuDeviceGetName(tiny, sizeof tiny, 0));
+  EXPECT_STREQ(tiny, "rgp");
+  size_t total = 0;
+  CU_ASSERT_OK(cuDeviceTotalMem(&total, 0));
+  EXPECT_GT(total, 0u);
+  CUuuid a, b;
+  CU_ASSERT_OK(cuDeviceGetUuid(&a, 0));
+  CU_ASSERT_OK(cuDeviceGetUuid(&b, 0));
+  EXPECT_EQ(memcmp(&a, &b, sizeof a), 0);
+  char bus[32];
+  CU_ASSERT_OK(cuDeviceGetPCIBusId(bus, sizeof bus, 0));
+  EXPECT_EQ(strlen(bus), 12u);
+  CU_EXPECT_EQ(cuDeviceGetName(name, sizeof name, 99), CUDA_ERROR_INVALID_DEVICE);
+  CU_EXPECT_EQ(cuDeviceGetName(nullptr, 10, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST(SoftgpuApiTest, EveryAttributeHasAValue) {
+  CU_ASSERT_OK(cuInit(0));
+  for (int attr = 1; attr < CU_DEVICE_ATTRIBUTE_MAX; ++attr) {
+    int v = -12345;
+    CU_EXPECT_EQ(cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(attr), 0), CUDA_SUCCESS);
+    EXPECT_NE(v, -12345) << "attribute " << attr;
+  }
+  int v;
+  CU_EXPECT_EQ(cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(0), 0),
+               CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+  auto attr = [](CUdevice_attribute a) {
+    int value = 0;
+    EXPECT_EQ(cuDeviceGetAttribute(&value, a, 0), CUDA_SUCCESS);
+    return value;
+  };
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), 7);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), 5);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE), 32);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK), 1024);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z), 64);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), 2147483647);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK), 48 * 1024);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), 64 * 1024);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING), 1);
+  EXPECT_GE(attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), 1);
+  EXPECT_GT(attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE), 0);
+}
+
+TEST(SoftgpuApiTest, ErrorNamesAndStrings) {
+  const char* s = nullptr;
+  CU_ASSERT_OK(cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &s));
+  EXPECT_STREQ(s, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  CU_ASSERT_OK(cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &s));
+  EXPECT_STREQ(s, "invalid argument");
+  CU_ASSERT_OK(cuGetErrorName(CUDA_ERROR_UNKNOWN, &s));
+  EXPECT_STREQ(s, "CUDA_ERROR_UNKNOWN");
+  CU_EXPECT_EQ(cuGetErrorName(static_cast<CUresult>(123456), &s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(s, nullptr);
+}
+
+TEST(SoftgpuApiTest, ContextStackIsPerThread) {
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext a, b, cur;
+  CU_ASSERT_OK(cuCtxCreate(&a, nullptr, 0, 0));
+  CU_ASSERT_OK(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, a);
+  CU_ASSERT_OK(cuCtxCreate(&b, nullptr, 0, 0));
+  CU_ASSERT_OK(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, b);
+  CU_ASSERT_OK(cuCtxPopCurrent(&cur));
+  EXPECT_EQ(cur, b);
+  CU_ASSERT_OK(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, a);
+  CU_ASSERT_OK(cuCtxPushCurrent(b));
+  CU_ASSERT_OK(cuCtxSetCurrent(a));
+  CU_ASSERT_OK(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, a);
+  CUdevice dev = -1;
+  CU_ASSERT_OK(cuCtxGetDevice(&dev));
+  EXPECT_EQ(dev, 0);
+  std::thread([&] {
+    CUcontext none = reinterpret_cast<CUcontext>(1);
+    EXPECT_EQ(cuCtxGetCurrent(&none), CUDA_SUCCESS);
+    EXPECT_EQ(none, nullptr);
+    CUdeviceptr p;
+    EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(cuCtxSetCurrent(b), CUDA_SUCCESS);
+    EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_SUCCESS);
+  }).join();
+  CU_ASSERT_OK(cuCtxDestroy(a));
+  CU_ASSERT_OK(cuCtxGetCurrent(&cur));
+  EXPECT_NE(cur, a);
+  CU_EXPECT_EQ(cuCtxPushCurrent(a), CUDA_ERROR_INVALID_CONTEXT);
+  CU_EXPECT_EQ(cuCtxDestroy(a), CUDA_ERROR_INVALID_CONTEXT);
+  CU_ASSERT_OK(cuCtxDestroy(b));
+  while (cuCtxPopCurrent(&cur) == CUDA_SUCCESS) {
+  }
+  CUdeviceptr p;
+  CU_EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_ERROR_INVALID_CONTEXT);
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+TEST(SoftgpuApiTest, PrimaryContext) {
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext p1, p2;
+  CU_ASSERT_OK(cuDevicePrimaryCtxRetain(&p1, 0));
+  CU_ASSERT_OK(cuDevicePrimaryCtxRetain(&p2, 0));
+  EXPECT_EQ(p1, p2);
+  unsigned flags = 99;
+  int active = 0;
+  CU_ASSERT_OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+  EXPECT_EQ(active, 1);
+  CU_ASSERT_OK(cuCtxSetCurrent(p1));
+  CUdeviceptr d;
+  CU_ASSERT_OK(cuMemAlloc(&d, 1024));
+  CU_EXPECT_EQ(cuCtxDestroy(p1), CUDA_ERROR_INVALID_CONTEXT);
+  CU_ASSERT_OK(cuDevicePrimaryCtxRelease(0));
+  CU_ASSERT_OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+  EXPECT_EQ(active, 1);
+  CU_ASSERT_OK(cuDevicePrimaryCtxRelease(0));
+  CU_ASSERT_OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+  EXPECT_EQ(active, 0);
+  CU_EXPECT_EQ(cuMemAlloc(&d, 16), CUDA_ERROR_INVALID_CONTEXT);
+  CU_EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_ERROR_INVALID_CONTEXT);
+  CU_ASSERT_OK(cuDevicePrimaryCtxSetFlags(0, CU_CTX_SCHED_YIELD));
+  CU_ASSERT_OK(cuDevicePrimaryCtxRetain(&p2, 0));
+  EXPECT_EQ(p1, p2);
+  CU_ASSERT_OK(cuMemAlloc(&d, 16));
+  CU_ASSERT_OK(cuDevicePrimaryCtxReset(0));
+  CU_ASSERT_OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+  EXPECT_EQ(active, 0);
+  EXPECT_EQ(flags, static_cast<unsigned>(CU_CTX_SCHED_YIELD));
+  CU_ASSERT_OK(cuCtxSetCurrent(nullptr));
+}
+
+TEST(SoftgpuApiTest, MemoryAccounting) {
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  size_t free0, total;
+  CU_ASSERT_OK(cuMemGetInfo(&free0, &total));
+  size_t device_total;
+  CU_ASSERT_OK(cuDeviceTotalMem(&device_total, 0));
+  EXPECT_EQ(total, device_total);
+  EXPECT_LE(free0, total);
+  std::vector<CUdeviceptr> ptrs;
+  for (size_t size : {size_t{1}, size_t{255}, size_t{256}, size_t{1000}, size_t{64} << 20}) {
+    CUdeviceptr p;
+    CU_ASSERT_OK(cuMemAlloc(&p, size));
+    EXPECT_EQ(p % 256, 0u);
+    ptrs.push_back(p);
+  }
+  size_t free1;
+  CU_ASSERT_OK(cuMemGetInfo(&free1, &total));
+  EXPECT_EQ(free0 - free1, 256u + 256u + 256u + 1024u + (64u << 20));
+  CUdeviceptr huge;
+  CU_EXPECT_EQ(cuMemAlloc(&huge, total + 1), CUDA_ERROR_OUT_OF_MEMORY);
+  CU_EXPECT_EQ(cuMemAlloc(&huge, 0), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemFree(ptrs[0] + 256), CUDA_ERROR_INVALID_VALUE);
+  for (CUdeviceptr p : ptrs) CU_ASSERT_OK(cuMemFree(p));
+  CU_EXPECT_EQ(cuMemFree(ptrs[1]), CUDA_ERROR_INVALID_VALUE);
+  size_t free2;
+  CU_ASSERT_OK(cuMemGetInfo(&free2, &total));
+  EXPECT_EQ(free2, free0);
+  CUdeviceptr base;
+  size_t size;
+  CU_ASSERT_OK(cuMemAlloc(&huge, 4096));
+  CU_ASSERT_OK(cuMemGetAddressRange(&base, &size, huge + 100));
+  EXPECT_EQ(base, huge);
+  EXPECT_EQ(size, 4096u);
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
+TEST(SoftgpuApiTest, CopiesAndMemsets) {
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  CUdeviceptr a, b;
+  CU_ASSERT_OK(cuMemAlloc(&a, 1024));
+  CU_ASSERT_OK(cuMemAlloc(&b, 1024));
+  std::vector<uint8_t> host(1024);
+  for (int i = 0; i < 1024; ++i) host[i] = static_cast<uint8_t>(i * 7);
+  CU_ASSERT_OK(cuMemcpyHtoD(a, host.data(), 1024));
+  CU_ASSERT_OK(cuMemcpyDtoD(b, a, 1024));
+  std::vector<uint8_t> back(1024);
+  CU_ASSERT_OK(cuMemcpyDtoH(back.data(), b, 1024));
+  EXPECT_EQ(back, host);
+
+  CU_ASSERT_OK(cuMemsetD8(a, 0xab, 10));
+  CU_ASSERT_OK(cuMemsetD16(a + 16, 0x1234, 4));
+  CU_ASSERT_OK(cuMemsetD32(a + 32, 0xdeadbeef, 2));
+  CU_ASSERT_OK(cuMemcpyDtoH(back.data(), a, 64));
+  EXPECT_EQ(back[9], 0xab);
+  EXPECT_EQ(back[10], host[10]);
+  uint16_t h16;
+  memcpy(&h16, &back[22], 2);
+  EXPECT_EQ(h16, 0x1234);
+  uint32_t h32;
+  memcpy(&h32, &back[36], 4);
+  EXPECT_EQ(h32, 0xdeadbeefu);
+  CU_EXPECT_EQ(cuMemsetD32(a + 2, 0, 1), CUDA_ERROR_INVALID_VALUE);
+
+  // Out-of-range copies are refused synchronously and leave the context usable.
+  CU_EXPECT_EQ(cuMemcpyHtoD(a + 1000, host.data(), 100), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemcpyDtoH(back.data(), a - 16, 16), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemcpyDtoD(b, 0x1234, 16), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemsetD8(b + 1024, 0, 1), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemcpyHtoD(a, nullptr, 16), CUDA_ERROR_INVALID_VALUE);
+  CU_ASSERT_OK(cuMemcpyHtoD(a, host.data(), 0));
+  CU_ASSERT_OK(cuCtxSynchronize());
+
+  // Async forms on a stream; host data is staged at the call.
+  CUstream s;
+  CU_ASSERT_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  std::vector<uint8_t> src(1024, 5), dst(1024, 0);
+  CU_ASSERT_OK(cuMemcpyHtoDAsync(a, src.data(), 1024, s));
+  std::fill(src.begin(), src.end(), 9);
+  CU_ASSERT_OK(cuMemsetD8Async(b, 3, 512, s));
+  CU_ASSERT_OK(cuMemcpyDtoDAsync(b + 512, a, 512, s));
+  CU_ASSERT_OK(cuMemcpyDtoHAsync(dst.data(), b, 1024, s));
+  CU_ASSERT_OK(cuStreamSynchronize(s));
+  EXPECT_EQ(dst[0], 3);
+  EXPECT_EQ(dst[1023], 5);
+  CU_ASSERT_OK(cuStreamDestroy(s));
+
+  // 2D copies with pitches.
+  CUdeviceptr pitched;
+  size_t pitch;
+  CU_ASSERT_OK(cuMemAllocPitch(&pitched, &pitch, 100, 4, 4));
+  EXPECT_GE(pitch, 100u);
+  std::vector<uint8_t> grid(100 * 4);
+  for (size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<uint8_t>(i);
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c.srcHost = grid.data();
+  c.srcPitch = 100;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = pitched;
+  c.dstPitch = pitch;
+  c.WidthInBytes = 100;
+  c.Height = 4;
+  CU_ASSERT_OK(cuMemcpy2D(&c));
+  std::vector<uint8_t> row(100);
+  CU_ASSERT_OK(cuMemcpyDtoH(row.data(), pitched + 3 * pitch, 100));
+  EXPECT_EQ(row[7], grid[307]);
+  c.dstPitch = pitch * 2;  // runs past the allocation
+  CU_EXPECT_EQ(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
+}  // namespace

@@ -1,0 +1,136 @@
+// Faults and ownership: a kernel's illegal access poisons only its own context, and no context
+// can name another's memory.
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+using softgpu_test::KernelTest;
+
+class IsolationTest : public KernelTest {
+ protected:
+  CUresult StoreAt(CUfunction f, CUdeviceptr p, long long index, int value) {
+    return Launch(f, 1, 1, {&p, &index, &value});
+  }
+};
+
+TEST_F(IsolationTest, IllegalAddressIsStickyAndContained) {
+  // A second context with the same module, made before the fault.
+  CUcontext bystander;
+  CU_ASSERT_OK(cuCtxCreate(&bystander, nullptr, 0, 0));
+  CUmodule bystander_module;
+  CU_ASSERT_OK(cuModuleLoadData(&bystander_module, ptx_.c_str()));
+  CUfunction bystander_add;
+  CU_ASSERT_OK(cuModuleGetFunction(&bystander_add, bystander_module, "vec_add"));
+  CU_ASSERT_OK(cuCtxPopCurrent(nullptr));
+
+  CUdeviceptr buffer;
+  CU_ASSERT_OK(cuMemAlloc(&buffer, 256));
+  CUfunction store = Function("store_at");
+  testing::internal::CaptureStderr();
+  CU_ASSERT_OK(StoreAt(store, buffer, 1 << 20, 1));  // asynchronous: the launch succeeds
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("out-of-bounds"), std::string::npos) << err;
+  EXPECT_NE(err.find("store_at"), std::string::npos) << err;
+
+  CUdeviceptr p;
+  int host = 0;
+  CUstream s;
+  CUevent e;
+  CU_EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_EXPECT_EQ(cuMemcpyHtoD(buffer, &host, 4), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_EXPECT_EQ(cuMemcpyDtoH(&host, buffer, 4), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_EXPECT_EQ(StoreAt(store, buffer, 0, 1), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_EXPECT_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_EXPECT_EQ(cuEventCreate(&e, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+
+  // The other context is unaffected.
+  CU_ASSERT_OK(cuCtxPushCurrent(bystander));
+  size_t free_before, total;
+  CU_ASSERT_OK(cuMemGetInfo(&free_before, &total));
+  std::vector<float> a = {1, 2, 3};
+  CUdeviceptr da = Upload(a), dc;
+  CU_ASSERT_OK(cuMemAlloc(&dc, 12));
+  int n = 3;
+  CU_ASSERT_OK(Launch(bystander_add, 1, 32, {&da, &da, &dc, &n}));
+  CU_ASSERT_OK(cuCtxSynchronize());
+  EXPECT_EQ(Download<float>(dc, 3), (std::vector<float>{2, 4, 6}));
+  CU_ASSERT_OK(cuMemGetInfo(&free_before, &total));
+
+  // Destroying the faulted context works and returns its memory.
+  CU_ASSERT_OK(cuCtxDestroy(ctx_));
+  ctx_ = nullptr;
+  size_t free_after;
+  CU_ASSERT_OK(cuMemGetInfo(&free_after, &total));
+  EXPECT_GE(free_after, free_before + 256);
+  CU_ASSERT_OK(cuCtxDestroy(bystander));
+}
+
+TEST_F(IsolationTest, NullFreedAndMisalignedAccesses) {
+  CUfunction store = Function("store_at");
+  testing::internal::CaptureStderr();
+  CU_ASSERT_OK(StoreAt(store, 0, 0, 1));
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_ASSERT_OK(cuCtxDestroy(ctx_));
+
+  CU_ASSERT_OK(cuCtxCreate(&ctx_, nullptr, 0, 0));
+  CU_ASSERT_OK(cuModuleLoadData(&module_, ptx_.c_str()));
+  store = Function("store_at");
+  CUdeviceptr p;
+  CU_ASSERT_OK(cuMemAlloc(&p, 64));
+  CU_ASSERT_OK(StoreAt(store, p + 2, 0, 1));
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_MISALIGNED_ADDRESS);
+  CU_ASSERT_OK(cuCtxDestroy(ctx_));
+
+  CU_ASSERT_OK(cuCtxCreate(&ctx_, nullptr, 0, 0));
+  CU_ASSERT_OK(cuModuleLoadData(&module_, ptx_.c_str()));
+  store = Function("store_at");
+  CU_ASSERT_OK(cuMemAlloc(&p, 64));
+  CU_ASSERT_OK(cuMemFree(p));
+  CU_ASSERT_OK(StoreAt(store, p, 0, 1));
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  testing::internal::GetCapturedStderr();
+}
+
+TEST_F(IsolationTest, ForeignPointersAreRejected) {
+  CUdeviceptr mine;
+  CU_ASSERT_OK(cuMemAlloc(&mine, 64));
+  CU_ASSERT_OK(cuMemsetD32(mine, 0x01020304, 16));
+  CUfunction my_store = Function("store_at");
+
+  CUcontext other;
+  CU_ASSERT_OK(cuCtxCreate(&other, nullptr, 0, 0));
+  int host = 0;
+  CU_EXPECT_EQ(cuMemcpyHtoD(mine, &host, 4), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemcpyDtoH(&host, mine, 4), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemsetD8(mine, 0, 4), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemFree(mine), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr theirs;
+  CU_ASSERT_OK(cuMemAlloc(&theirs, 64));  // refusals are not sticky
+  CU_EXPECT_EQ(cuMemcpyDtoD(theirs, mine, 4), CUDA_ERROR_INVALID_VALUE);
+  // A function of the first context cannot be launched here.
+  CU_EXPECT_EQ(StoreAt(my_store, theirs, 0, 1), CUDA_ERROR_INVALID_HANDLE);
+  // A kernel of this context that dereferences the foreign pointer faults.
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, ptx_.c_str()));
+  CUfunction store;
+  CU_ASSERT_OK(cuModuleGetFunction(&store, m, "store_at"));
+  testing::internal::CaptureStderr();
+  CU_ASSERT_OK(StoreAt(store, mine, 0, 99));
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  testing::internal::GetCapturedStderr();
+  CU_ASSERT_OK(cuCtxDestroy(other));
+
+  CU_ASSERT_OK(cuCtxSetCurrent(ctx_));
+  EXPECT_EQ(Download<int>(mine, 1)[0], 0x01020304);
+  CU_ASSERT_OK(cuCtxSynchronize());
+}
+
+}  // namespace

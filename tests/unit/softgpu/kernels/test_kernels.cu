@@ -1,0 +1,191 @@
+// Kernels run by the softgpu unit tests. Compiled to PTX (compute_75) at build time.
+#include <cstdio>
+
+extern "C" __global__ void vec_add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    y[i] = a * x[i] + y[i];
+  }
+}
+
+// Sum of each block's slice via shared memory and a tree reduction (blockDim.x = 256).
+extern "C" __global__ void block_sum(const float* in, float* out, int n) {
+  __shared__ float buf[256];
+  int t = threadIdx.x;
+  int i = blockIdx.x * blockDim.x + t;
+  buf[t] = i < n ? in[i] : 0.f;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (t < s) buf[t] += buf[t + s];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = buf[0];
+}
+
+// The same with dynamic shared memory and a 2D block.
+extern "C" __global__ void block_sum_dynamic(const int* in, int* out) {
+  extern __shared__ int dyn[];
+  int t = threadIdx.y * blockDim.x + threadIdx.x;
+  int nt = blockDim.x * blockDim.y;
+  dyn[t] = in[blockIdx.x * nt + t];
+  __syncthreads();
+  if (t == 0) {
+    int s = 0;
+    for (int k = 0; k < nt; ++k) s += dyn[k];
+    out[blockIdx.x] = s;
+  }
+}
+
+extern "C" __global__ void atomics(int* ints, unsigned* uints, float* floats,
+                                   unsigned long long* u64, double* doubles) {
+  __shared__ int shared_count;
+  if (threadIdx.x == 0) shared_count = 0;
+  __syncthreads();
+  int tid = blockIdx.x * blockDim.x + threadIdx.x;
+  atomicAdd(&ints[0], 1);
+  atomicMax(&ints[1], tid);
+  atomicMin(&ints[2], -tid);
+  atomicAdd(&floats[0], 0.5f);
+  atomicAdd(&u64[0], 3ull);
+  atomicAdd(&doubles[0], 0.25);
+  atomicOr(&uints[0], 1u << (tid % 32));
+  atomicXor(&uints[1], 1u);
+  atomicAnd(&uints[2], ~(1u << (tid % 32)));
+  atomicInc(&uints[3], 9u);
+  atomicCAS(&ints[3], 0, tid + 1);  // exactly one thread wins
+  atomicExch(&ints[4], 7);
+  atomicAdd(&shared_count, 1);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicAdd(&ints[5], shared_count);
+}
+
+// Collatz steps: a data-dependent loop where lanes of a warp diverge and reconverge.
+extern "C" __global__ void collatz(const int* in, int* steps, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  long long v = in[i];
+  int s = 0;
+  while (v != 1) {
+    if (v & 1) v = 3 * v + 1;
+    else v >>= 1;
+    ++s;
+  }
+  steps[i] = s;
+}
+
+extern "C" __global__ void f64_math(const double* in, double* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double x = in[i];
+  out[4 * i + 0] = sqrt(x) + x / 3.0;
+  out[4 * i + 1] = fma(x, x, -1.0);
+  out[4 * i + 2] = exp(x * 0.01) + log(x + 1.0);
+  out[4 * i + 3] = sin(x) * cos(x);
+}
+
+extern "C" __global__ void store_at(int* p, long long index, int value) { p[index] = value; }
+
+extern "C" __global__ void warp_ops(const int* in, int* out) {
+  int lane = threadIdx.x & 31;
+  int v = in[threadIdx.x];
+  unsigned ballot = __ballot_sync(0xffffffffu, v > 10);
+  int down = __shfl_down_sync(0xffffffffu, v, 1);
+  int up = __shfl_up_sync(0xffffffffu, v, 2);
+  int x = __shfl_xor_sync(0xffffffffu, v, 3);
+  int idx = __shfl_sync(0xffffffffu, v, 5);
+  int all = __all_sync(0xffffffffu, v >= 0);
+  int any = __any_sync(0xffffffffu, v == 17);
+  int sum = v;
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  int* o = out + threadIdx.x * 8;
+  o[0] = ballot;
+  o[1] = down;
+  o[2] = up;
+  o[3] = x;
+  o[4] = idx;
+  o[5] = all + 2 * any;
+  o[6] = sum;
+  o[7] = lane;
+}
+
+struct Pair {
+  double d;
+  int i;
+};
+
+extern "C" __global__ void param_layout(char c, short s, int i, long long l, float f, double d,
+                                        Pair p, const int* ptr, int* out) {
+  out[0] = c;
+  out[1] = s;
+  out[2] = i;
+  out[3] = static_cast<int>(l >> 32);
+  out[4] = static_cast<int>(f * 10);
+  out[5] = static_cast<int>(d * 10);
+  out[6] = static_cast<int>(p.d * 10) + p.i;
+  out[7] = ptr[0];
+}
+
+__device__ int device_counter = 5;
+__constant__ float table[4] = {1.5f, 2.5f, 3.5f, 4.5f};
+
+extern "C" __global__ void globals(float* out) {
+  int t = threadIdx.x;
+  out[t] = table[t & 3] + device_counter;
+  if (t == 0) device_counter += 1;
+}
+
+__device__ __noinline__ int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+
+extern "C" __global__ void recursion(int* out) { out[threadIdx.x] = fib(threadIdx.x); }
+
+extern "C" __global__ void local_array(const int* in, int* out) {
+  int a[16];
+  for (int k = 0; k < 16; ++k) a[k] = in[k] * threadIdx.x;
+  out[threadIdx.x] = a[in[16 + threadIdx.x] & 15];
+}
+
+extern "C" __global__ void int_math(const int* in, int* out) {
+  int a = in[0], b = in[1];
+  unsigned u = static_cast<unsigned>(in[2]);
+  out[0] = a / b;
+  out[1] = a % b;
+  out[2] = static_cast<int>(u / 7u);
+  out[3] = static_cast<int>(u % 7u);
+  out[4] = min(a, b);
+  out[5] = max(a, b);
+  out[6] = __popc(u);
+  out[7] = __clz(u);
+  out[8] = static_cast<int>(__brev(u));
+  out[9] = __ffs(a);
+  out[10] = static_cast<int>(__umulhi(u, 0x9e3779b9u));
+  out[11] = __mulhi(a, b);
+  out[12] = abs(a);
+  out[13] = static_cast<int>((static_cast<long long>(a) * b) >> 7);
+  out[14] = static_cast<int>(__byte_perm(u, 0x11223344u, 0x5140));
+  out[15] = static_cast<int>(__funnelshift_l(u, 0xdeadbeefu, 12));
+}
+
+extern "C" __global__ void conversions(const float* in, int* out, float* fout) {
+  float x = in[threadIdx.x];
+  out[threadIdx.x * 4 + 0] = __float2int_rn(x);
+  out[threadIdx.x * 4 + 1] = __float2int_rz(x);
+  out[threadIdx.x * 4 + 2] = __float2int_rd(x);
+  out[threadIdx.x * 4 + 3] = __float2int_ru(x);
+  fout[threadIdx.x] = static_cast<float>(static_cast<double>(x) * 3.0) + __int2float_rn(threadIdx.x);
+}
+
+extern "C" __global__ void spin(int* flag, int value, long long iterations) {
+  volatile int sink = 0;
+  for (long long k = 0; k < iterations; ++k) sink += static_cast<int>(k);
+  if (threadIdx.x == 0) *flag = value;
+}
+
+extern "C" __global__ void copy_flag(const int* src, int* dst) { *dst = *src; }
+
+extern "C" __global__ void say_hello(int value) {
+  if (threadIdx.x < 2) printf("hello %d from thread %d, %.2f %s\n", value, threadIdx.x, 1.5, "ok");
+}

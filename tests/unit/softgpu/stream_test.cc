@@ -1,0 +1,230 @@
+// Stream ordering, the legacy default stream, events and host functions.
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+using softgpu_test::KernelTest;
+
+// A host function that blocks its stream until the test opens it.
+class Gate {
+ public:
+  static void Wait(void* self) {
+    auto* g = static_cast<Gate*>(self);
+    std::unique_lock lock(g->mu_);
+    g->cv_.wait(lock, [&] { return g->open_; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+class StreamTest : public KernelTest {
+ protected:
+  // flag := value on `stream`.
+  void SetFlag(CUstream stream, CUdeviceptr flag, int value) {
+    long long iterations = 10;
+    ASSERT_EQ(Launch(Function("spin"), 1, 1, {&flag, &value, &iterations}, 0, stream),
+              CUDA_SUCCESS);
+  }
+  // dst := *src on `stream`.
+  void CopyFlag(CUstream stream, CUdeviceptr src, CUdeviceptr dst) {
+    ASSERT_EQ(Launch(Function("copy_flag"), 1, 1, {&src, &dst}, 0, stream), CUDA_SUCCESS);
+  }
+  int Read(CUdeviceptr p) { return Download<int>(p, 1)[0]; }
+};
+
+TEST_F(StreamTest, QueryAndSynchronize) {
+  CUstream s;
+  CU_ASSERT_OK(cuStreamCreate(&s, 0));
+  CUdeviceptr flag;
+  CU_ASSERT_OK(cuMemAlloc(&flag, 4));
+  CU_ASSERT_OK(cuMemsetD32(flag, 0, 1));
+  Gate gate;
+  CU_ASSERT_OK(cuLaunchHostFunc(s, &Gate::Wait, &gate));
+  SetFlag(s, flag, 7);
+  CUevent e;
+  CU_ASSERT_OK(cuEventCreate(&e, 0));
+  CU_ASSERT_OK(cuEventRecord(e, s));
+  CU_EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  CU_EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+  gate.Open();
+  CU_ASSERT_OK(cuStreamSynchronize(s));
+  CU_ASSERT_OK(cuStreamQuery(s));
+  CU_ASSERT_OK(cuEventQuery(e));
+  EXPECT_EQ(Read(flag), 7);
+  CU_ASSERT_OK(cuEventDestroy(e));
+  CU_ASSERT_OK(cuStreamDestroy(s));
+  CU_EXPECT_EQ(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
+  CU_EXPECT_EQ(cuEventDestroy(e), CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(StreamTest, WaitEventOrdersAcrossStreams) {
+  CUstream s1, s2;
+  CU_ASSERT_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  CU_ASSERT_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr flag, out;
+  CU_ASSERT_OK(cuMemAlloc(&flag, 4));
+  CU_ASSERT_OK(cuMemAlloc(&out, 4));
+  CU_ASSERT_OK(cuMemsetD32(flag, 0, 1));
+  Gate gate;
+  CU_ASSERT_OK(cuLaunchHostFunc(s1, &Gate::Wait, &gate));
+  SetFlag(s1, flag, 11);
+  CUevent e;
+  CU_ASSERT_OK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+  CU_ASSERT_OK(cuEventRecord(e, s1));
+  CU_ASSERT_OK(cuStreamWaitEvent(s2, e, 0));
+  CopyFlag(s2, flag, out);
+  CU_EXPECT_EQ(cuStreamQuery(s2), CUDA_ERROR_NOT_READY);
+  gate.Open();
+  CU_ASSERT_OK(cuStreamSynchronize(s2));
+  EXPECT_EQ(Read(out), 11);
+  CU_ASSERT_OK(cuCtxSynchronize());
+}
+
+TEST_F(StreamTest, LegacyDefaultStreamWaitsForBlockingStreamsOnly) {
+  CUstream blocking, nonblocking;
+  CU_ASSERT_OK(cuStreamCreate(&blocking, 0));
+  CU_ASSERT_OK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr flag, out;
+  CU_ASSERT_OK(cuMemAlloc(&flag, 4));
+  CU_ASSERT_OK(cuMemAlloc(&out, 4));
+  CU_ASSERT_OK(cuMemsetD32(flag, 1, 1));
+
+  // A kernel on the NULL stream waits for earlier work on a blocking stream.
+  Gate g1;
+  CU_ASSERT_OK(cuLaunchHostFunc(blocking, &Gate::Wait, &g1));
+  SetFlag(blocking, flag, 2);
+  CopyFlag(nullptr, flag, out);
+  CU_EXPECT_EQ(cuStreamQuery(nullptr), CUDA_ERROR_NOT_READY);
+  g1.Open();
+  CU_ASSERT_OK(cuStreamSynchronize(nullptr));
+  EXPECT_EQ(Read(out), 2);
+
+  // ... but not for a non-blocking stream.
+  Gate g2;
+  CU_ASSERT_OK(cuLaunchHostFunc(nonblocking, &Gate::Wait, &g2));
+  SetFlag(nonblocking, flag, 3);
+  CopyFlag(nullptr, flag, out);
+  CU_ASSERT_OK(cuStreamSynchronize(nullptr));
+  EXPECT_EQ(Read(out), 2);
+  g2.Open();
+  CU_ASSERT_OK(cuStreamSynchronize(nonblocking));
+  EXPECT_EQ(Read(flag), 3);
+
+  // Work on a blocking stream waits for earlier NULL-stream work.
+  Gate g3;
+  CU_ASSERT_OK(cuLaunchHostFunc(nullptr, &Gate::Wait, &g3));
+  SetFlag(nullptr, flag, 4);
+  CopyFlag(blocking, flag, out);
+  CU_EXPECT_EQ(cuStreamQuery(blocking), CUDA_ERROR_NOT_READY);
+  g3.Open();
+  CU_ASSERT_OK(cuStreamSynchronize(blocking));
+  EXPECT_EQ(Read(out), 4);
+
+  // A synchronous copy waits for blocking streams.
+  Gate g4;
+  CU_ASSERT_OK(cuLaunchHostFunc(blocking, &Gate::Wait, &g4));
+  SetFlag(blocking, flag, 5);
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    g4.Open();
+  });
+  EXPECT_EQ(Read(flag), 5);
+  opener.join();
+}
+
+void SleepTwentyMs(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
+
+TEST_F(StreamTest, EventElapsedTime) {
+  CUstream s;
+  CU_ASSERT_OK(cuStreamCreate(&s, 0));
+  CUevent start, end, untimed, never;
+  CU_ASSERT_OK(cuEventCreate(&start, CU_EVENT_DEFAULT));
+  CU_ASSERT_OK(cuEventCreate(&end, CU_EVENT_BLOCKING_SYNC));
+  CU_ASSERT_OK(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
+  CU_ASSERT_OK(cuEventCreate(&never, 0));
+  CU_ASSERT_OK(cuEventQuery(never));  // never recorded counts as complete
+  Gate gate;
+  CU_ASSERT_OK(cuEventRecord(start, s));
+  CU_ASSERT_OK(cuLaunchHostFunc(s, &Gate::Wait, &gate));
+  CU_ASSERT_OK(cuLaunchHostFunc(s, &SleepTwentyMs, nullptr));
+  CU_ASSERT_OK(cuEventRecordWithFlags(end, s, CU_EVENT_RECORD_DEFAULT));
+  CU_ASSERT_OK(cuEventRecord(untimed, s));
+  float ms = -1;
+  CU_EXPECT_EQ(cuEventElapsedTime(&ms, start, end), CUDA_ERROR_NOT_READY);
+  gate.Open();
+  CU_ASSERT_OK(cuEventSynchronize(end));
+  CU_ASSERT_OK(cuEventElapsedTime(&ms, start, end));
+  EXPECT_GE(ms, 19.0f);
+  EXPECT_LT(ms, 5000.0f);
+  CU_ASSERT_OK(cuEventSynchronize(untimed));
+  CU_EXPECT_EQ(cuEventElapsedTime(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE);
+  CU_EXPECT_EQ(cuEventElapsedTime(&ms, start, never), CUDA_ERROR_INVALID_HANDLE);
+  CU_EXPECT_EQ(cuEventElapsedTime(nullptr, start, end), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuEventCreate(&never, 0x100), CUDA_ERROR_INVALID_VALUE);
+}
+
+void Append(void* arg) {
+  auto* v = static_cast<std::vector<int>*>(arg);
+  v->push_back(static_cast<int>(v->size()));
+}
+
+TEST_F(StreamTest, HostFunctionsRunInOrder) {
+  CUstream s;
+  CU_ASSERT_OK(cuStreamCreate(&s, 0));
+  std::vector<int> order;
+  for (int i = 0; i < 50; ++i) CU_ASSERT_OK(cuLaunchHostFunc(s, &Append, &order));
+  CU_ASSERT_OK(cuStreamSynchronize(s));
+  ASSERT_EQ(order.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST_F(StreamTest, StreamProperties) {
+  CUstream s;
+  CU_EXPECT_EQ(cuStreamCreate(&s, 0x80), CUDA_ERROR_INVALID_VALUE);
+  int least = 1, greatest = 1;
+  CU_ASSERT_OK(cuCtxGetStreamPriorityRange(&least, &greatest));
+  EXPECT_EQ(least, 0);
+  EXPECT_LT(greatest, 0);
+  CU_ASSERT_OK(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, greatest));
+  unsigned flags = 0;
+  int priority = 0;
+  CU_ASSERT_OK(cuStreamGetFlags(s, &flags));
+  EXPECT_EQ(flags, static_cast<unsigned>(CU_STREAM_NON_BLOCKING));
+  CU_ASSERT_OK(cuStreamGetPriority(s, &priority));
+  EXPECT_EQ(priority, greatest);
+  CUcontext c;
+  CU_ASSERT_OK(cuStreamGetCtx(s, &c));
+  EXPECT_EQ(c, ctx_);
+
+  // A stream of another context cannot carry this context's work.
+  CUcontext other;
+  CU_ASSERT_OK(cuCtxCreate(&other, nullptr, 0, 0));
+  CUstream foreign;
+  CU_ASSERT_OK(cuStreamCreate(&foreign, 0));
+  CU_ASSERT_OK(cuCtxPopCurrent(nullptr));
+  CUdeviceptr d;
+  CU_ASSERT_OK(cuMemAlloc(&d, 4));
+  CU_EXPECT_EQ(cuMemsetD8Async(d, 0, 4, foreign), CUDA_ERROR_INVALID_HANDLE);
+  CU_ASSERT_OK(cuCtxDestroy(other));
+  CU_EXPECT_EQ(cuStreamSynchronize(foreign), CUDA_ERROR_INVALID_HANDLE);
+  CU_ASSERT_OK(cuStreamDestroy(s));
+}
+
+}  // namespace
