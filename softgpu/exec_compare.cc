@@ -193,10 +193,11 @@ bool CompareRuntime(CmpOp op, uint64_t a, uint64_t b) {
   case CmpOp::X:        \
     return CompareSlots<T, CmpOp::X>(a, b);
     SOFTGPU_CASE(kEq)
-    SOFTGPU_CASE(kNe) SOFTGPU_CASE(kLt) SOFTGPU_CASE(kLe) SOFTGPU_CASE(kGt) SOFTGPU_CASE(kGe)
-        SOFTGPU_CASE(kLo) SOFTGPU_CASE(kLs) SOFTGPU_CASE(kHi) SOFTGPU_CASE(kHs) SOFTGPU_CASE(kEqu)
-            SOFTGPU_CASE(kNeu) SOFTGPU_CASE(kLtu) SOFTGPU_CASE(kLeu) SOFTGPU_CASE(kGtu)
-                SOFTGPU_CASE(kGeu) SOFTGPU_CASE(kNum) SOFTGPU_CASE(kNan)
+    SOFTGPU_CASE(kNe)
+    SOFTGPU_CASE(kLt) SOFTGPU_CASE(kLe) SOFTGPU_CASE(kGt) SOFTGPU_CASE(kGe) SOFTGPU_CASE(kLo)
+        SOFTGPU_CASE(kLs) SOFTGPU_CASE(kHi) SOFTGPU_CASE(kHs) SOFTGPU_CASE(kEqu) SOFTGPU_CASE(kNeu)
+            SOFTGPU_CASE(kLtu) SOFTGPU_CASE(kLeu) SOFTGPU_CASE(kGtu) SOFTGPU_CASE(kGeu)
+                SOFTGPU_CASE(kNum) SOFTGPU_CASE(kNan)
 #undef SOFTGPU_CASE
   }
   return false;
@@ -265,6 +266,11 @@ void Pred(Warp& w, const Insn& in, uint32_t mask) {
   }
   uint32_t& d = w.preds[in.a[0]];
   d = (d & ~mask) | (r & mask);
+}
+
+void PredConst(Warp& w, const Insn& in, uint32_t mask) {
+  uint32_t& d = w.preds[in.a[0]];
+  d = (d & ~mask) | (in.aux != 0 ? mask : 0);
 }
 
 void PredToReg(Warp& w, const Insn& in, uint32_t mask) {
@@ -375,6 +381,7 @@ Handler PredHandler(PredOp op) {
   return nullptr;
 }
 
+Handler PredConstHandler() { return &PredConst; }
 Handler PredToRegHandler() { return &PredToReg; }
 Handler RegToPredHandler() { return &RegToPred; }
 

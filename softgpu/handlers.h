@@ -148,6 +148,8 @@ Handler SlctHandler(ptx::Type dtype, ptx::Type ctype);
 // Predicate logic: a0 = pred d, a1 = pred a, a2 = pred b; Insn::aux bit0/bit1: a/b negated.
 enum class PredOp : uint8_t { kAnd, kOr, kXor, kNot, kMov, kCnot };
 Handler PredHandler(PredOp op);
+// Predicate from a constant: a0 = pred d; Insn::aux = 0 or 1.
+Handler PredConstHandler();
 // Register <-> predicate: a0 = d, a1 = pred (selp-like 1/0) or a0 = pred, a1 = reg (non-zero).
 Handler PredToRegHandler();
 Handler RegToPredHandler();

@@ -237,9 +237,15 @@ RunResult BlockRunner::Run(Warp& w, const Function& fn, GroupSet& gs, bool top_l
     Group& g = gs.g[gi];
     const uint32_t mask = g.mask;
     w.active = mask;
-    // Straight-line fast path: run plain instructions until control flow.
+    // Straight-line fast path: run plain instructions until control flow, or until the pc of
+    // another waiting group, where the two must merge (that is where reconvergence happens).
+    uint32_t limit = kNoOperand;
+    for (uint32_t j = 0; j < gs.n; ++j) {
+      if (j != gi && !gs.g[j].at_barrier && gs.g[j].pc < limit) limit = gs.g[j].pc;
+    }
     uint32_t pc = g.pc;
     for (;;) {
+      if (pc == limit) break;
       const Insn& in = insns[pc];
       if (in.control != Control::kNone) break;
       uint32_t em = mask;
@@ -251,6 +257,10 @@ RunResult BlockRunner::Run(Warp& w, const Function& fn, GroupSet& gs, bool top_l
       ++pc;
     }
     g.pc = pc;
+    if (pc == limit) {
+      gs.MergeFrom(gi);
+      continue;
+    }
     const Insn& in = insns[pc];
     uint32_t em = mask;
     if (in.guard >= 0) em &= in.guard_negated ? ~w.preds[in.guard] : w.preds[in.guard];

@@ -781,6 +781,12 @@ bool FunctionDecoder::DecodeMov(const ptx::Instruction& src, const Mods& m) {
     uint32_t d, a;
     bool neg = false;
     if (!Pred(src, ops[0], &d, nullptr)) return false;
+    if (ops[1].kind == Operand::Kind::kImmediate) {
+      Insn& in = Emit(src, PredConstHandler());
+      in.a[0] = d;
+      in.aux = ops[1].imm_bits != 0 ? 1 : 0;
+      return true;
+    }
     if (!Pred(src, ops[1], &a, &neg)) return false;
     Insn& in = Emit(src, PredHandler(PredOp::kMov));
     in.a[0] = d;

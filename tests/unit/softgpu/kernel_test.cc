@@ -124,6 +124,26 @@ TEST_F(KernelTest, DivergentLoops) {
   }
 }
 
+TEST_F(KernelTest, WarpReconvergesAfterDivergentBranches) {
+  std::vector<int> in(32);
+  for (int i = 0; i < 32; ++i) in[i] = (i * 11) % 29;
+  CUdeviceptr din = Upload(in), dout;
+  CU_ASSERT_OK(cuMemAlloc(&dout, 32 * sizeof(int)));
+  CU_ASSERT_OK(Launch(Function("diverge_reconverge"), 1, 32, {&din, &dout}));
+  int sum = 0;
+  for (int i = 0; i < 32; ++i) {
+    const int v = in[i];
+    int r = v * 3;
+    if (v & 1) {
+      for (int k = 0; k < v; ++k) r += k * v;
+    }
+    if (v > 10) r -= in[v & 31];
+    sum += r;
+  }
+  std::vector<int> out = Download<int>(dout, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], sum) << i;
+}
+
 TEST_F(KernelTest, DoublePrecisionMath) {
   const int n = 64;
   std::vector<double> in(n);

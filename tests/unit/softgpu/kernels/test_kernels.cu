@@ -189,3 +189,17 @@ extern "C" __global__ void copy_flag(const int* src, int* dst) { *dst = *src; }
 extern "C" __global__ void say_hello(int value) {
   if (threadIdx.x < 2) printf("hello %d from thread %d, %.2f %s\n", value, threadIdx.x, 1.5, "ok");
 }
+
+// Lanes take different if/else paths of different lengths, then shuffle across the full warp:
+// correct only if the warp has reconverged at the join point.
+extern "C" __global__ void diverge_reconverge(const int* in, int* out) {
+  int v = in[threadIdx.x];
+  int r = v * 3;
+  if (v & 1) {
+    for (int k = 0; k < v; ++k) r += k * v;
+  }
+  if (v > 10) r -= in[v & 31];
+  int s = r;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  out[threadIdx.x] = s;
+}
