@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@ struct UcxChannel::Slot {
   ReceivedMessage message;
   bool complete = false;
   ucs_status_t status = UCS_OK;
+  void* request = nullptr;  // the rendezvous fetch still in flight
 };
 
 UcxChannel::UcxChannel(const std::string& peer, const ChannelOptions& options)
@@ -139,9 +141,15 @@ void UcxChannel::CloseEndpoint(ucp_ep_h ep) {
 UcxChannel::~UcxChannel() {
   CloseEndpoint(ep_);
   CloseEndpoint(bootstrap_ep_);
-  // A fetch still in flight owns its slot until UCX completes it; leave those slots alive.
+  // Cancel rendezvous fetches still in flight. Their slots (and buffers) stay alive until the
+  // worker is gone, so UCX never writes into freed memory; arrived_ is destroyed after this body.
   for (auto& slot : arrived_) {
-    if (!slot->complete) (void)slot.release();
+    if (!slot->complete && slot->request != nullptr) ucp_request_cancel(worker_, slot->request);
+  }
+  for (int i = 0; i < 100 && std::any_of(arrived_.begin(), arrived_.end(),
+                                          [](const auto& s) { return !s->complete; });
+       ++i) {
+    ucp_worker_progress(worker_);
   }
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
 }
@@ -251,6 +259,8 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
     } else if (UCS_PTR_IS_ERR(req)) {
       slot->complete = true;
       slot->status = UCS_PTR_STATUS(req);
+    } else {
+      slot->request = req;
     }
     // Otherwise OnDataFetched completes the slot.
   } else {
@@ -275,6 +285,7 @@ void UcxChannel::OnDataFetched(void* request, ucs_status_t status, size_t, void*
   auto* slot = static_cast<Slot*>(user_data);
   slot->status = status;
   slot->complete = true;
+  slot->request = nullptr;
   ucp_request_free(request);
 }
 

@@ -22,9 +22,11 @@ Status CreateContext(TransportUrl::Scheme scheme, ucp_context_h* out) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return FromUcs(st, "ucp_config_read");
-  if (getenv("UCX_TLS") == nullptr) {
-    ucp_config_modify(config, "TLS", scheme == TransportUrl::Scheme::kShm ? "sm,tcp" : "tcp");
-  }
+  const bool shm = scheme == TransportUrl::Scheme::kShm;
+  if (getenv("UCX_TLS") == nullptr) ucp_config_modify(config, "TLS", shm ? "sysv,posix,tcp" : "tcp");
+  // Rendezvous data over shared memory goes as active-message fragments, never over the
+  // bootstrap socket's emulated RMA.
+  if (shm && getenv("UCX_RNDV_SCHEME") == nullptr) ucp_config_modify(config, "RNDV_SCHEME", "am");
   if (getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
     const char* ms = getenv("RGPU_KEEPALIVE_MS");
     std::string value = std::string(ms ? ms : "2000") + "ms";

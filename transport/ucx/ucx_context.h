@@ -11,7 +11,10 @@ namespace rgpu::ucx {
 
 // Returns the context for `scheme`, creating it on first call. Thread-safe.
 //   tcp: UCX_TLS=tcp unless the environment sets UCX_TLS.
-//   shm: UCX_TLS=sm,tcp (the socket only sets the connection up; data goes through sm).
+//   shm: UCX_TLS=sysv,posix,tcp and UCX_RNDV_SCHEME=am (the socket only sets the connection up;
+//        all data, rendezvous included, goes through shared-memory active messages). CMA is left
+//        out: a CMA rendezvous still in flight when the peer dies trips an assertion in UCX 1.13
+//        when the endpoint is destroyed.
 // Keepalive is enabled so that a silent peer is detected (RGPU_KEEPALIVE_MS, default 2000).
 Status GetContext(TransportUrl::Scheme scheme, ucp_context_h* out);
 
