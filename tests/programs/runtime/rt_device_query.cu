@@ -92,14 +92,6 @@ int main() {
     EXPECT(Attr(cudaDevAttrUnifiedAddressing, dev) == p.unifiedAddressing, "UVA differs");
     EXPECT(Attr(cudaDevAttrConcurrentKernels, dev) == p.concurrentKernels, "concurrency differs");
     EXPECT(Attr(cudaDevAttrAsyncEngineCount, dev) == p.asyncEngineCount, "copy engines differ");
-
-    // PCI bus id string round trip.
-    char bus[64] = {0};
-    CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, dev));
-    EXPECT(strlen(bus) > 0, "empty PCI bus id");
-    int found = -1;
-    CHECK(cudaDeviceGetByPCIBusId(&found, bus));
-    EXPECT(found == dev, "bus id %s maps to device %d, not %d", bus, found, dev);
   }
 
   // The device runs a block of the maximum size it reports.
@@ -116,6 +108,17 @@ int main() {
   for (int i = 0; i < n; ++i) EXPECT(h[i] == i * 3 + grid, "out[%d] = %d", i, h[i]);
   delete[] h;
   CHECK(cudaFree(d));
+
+  // PCI bus id string round trip.
+  for (int dev = 0; dev < count; ++dev) {
+    // PCI bus id string round trip.
+    char bus[64] = {0};
+    CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, dev));
+    EXPECT(strlen(bus) > 0, "empty PCI bus id");
+    int found = -1;
+    CHECK(cudaDeviceGetByPCIBusId(&found, bus));
+    EXPECT(found == dev, "bus id %s maps to device %d, not %d", bus, found, dev);
+  }
   printf("rt_device_query: OK (%d device(s), %s, cc %d.%d, %d SMs)\n", count, p.name, p.major,
          p.minor, p.multiProcessorCount);
   return 0;

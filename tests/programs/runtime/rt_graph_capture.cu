@@ -64,19 +64,6 @@ int main() {
   size_t nodes = 0;
   CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
   EXPECT(nodes == 5, "graph has %zu nodes, want 5", nodes);
-  cudaGraphNode_t list[5];
-  CHECK(cudaGraphGetNodes(graph, list, &nodes));
-  int kernels = 0, memcpys = 0, memsets = 0;
-  for (size_t k = 0; k < nodes; ++k) {
-    cudaGraphNodeType type;
-    CHECK(cudaGraphNodeGetType(list[k], &type));
-    kernels += type == cudaGraphNodeTypeKernel;
-    memcpys += type == cudaGraphNodeTypeMemcpy;
-    memsets += type == cudaGraphNodeTypeMemset;
-  }
-  EXPECT(kernels == 2 && memcpys == 2 && memsets == 1,
-         "node types: %d kernels %d memcpys %d memsets", kernels, memcpys, memsets);
-
   cudaGraphExec_t exec = nullptr;
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
   CHECK(cudaGraphLaunch(exec, s));
@@ -102,13 +89,29 @@ int main() {
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   CHECK(cudaEventRecord(fork, s));
   CHECK(cudaStreamWaitEvent(s2, fork, 0));
+  CHECK(cudaStreamIsCapturing(s2, &status));  // s2 joined the capture through the event
+  EXPECT(status == cudaStreamCaptureStatusActive, "forked stream capture status %d", (int)status);
   AddConst<<<n / 256, 256, 0, s>>>(acc, n / 2, 1);
+  CHECK_LAUNCH();
   AddConst<<<n / 256, 256, 0, s2>>>(acc + n / 2, n / 2, 100);
+  CHECK_LAUNCH();
   CHECK(cudaEventRecord(join, s2));
   CHECK(cudaStreamWaitEvent(s, join, 0));
   CHECK(cudaMemcpyAsync(h_out, acc, n * sizeof(int), cudaMemcpyDeviceToHost, s));
   cudaGraph_t forked = nullptr;
   CHECK(cudaStreamEndCapture(s, &forked));
+  CHECK(cudaStreamIsCapturing(s2, &status));
+  EXPECT(status == cudaStreamCaptureStatusNone, "forked stream still capturing");
+  // Neither branch ran during capture.
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(h_out, acc, n * sizeof(int), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) {
+    int base = 2 * (i % 1000) + 2 * (3 * i - 5);
+    EXPECT(h_out[i] == base, "fork/join capture executed work: acc[%d] = %d, want %d", i, h_out[i],
+           base);
+  }
+  CHECK(cudaGraphGetNodes(forked, nullptr, &nodes));
+  EXPECT(nodes >= 3, "fork/join graph has %zu nodes", nodes);
   cudaGraphExec_t forked_exec = nullptr;
   CHECK(cudaGraphInstantiate(&forked_exec, forked, 0));
   for (int launch = 1; launch <= 2; ++launch) {
@@ -121,6 +124,21 @@ int main() {
              want);
     }
   }
+
+  // The first graph's nodes, by type (node handles of a captured graph).
+  cudaGraphNode_t list[5];
+  nodes = 5;
+  CHECK(cudaGraphGetNodes(graph, list, &nodes));
+  int kernels = 0, memcpys = 0, memsets = 0;
+  for (size_t k = 0; k < nodes; ++k) {
+    cudaGraphNodeType type;
+    CHECK(cudaGraphNodeGetType(list[k], &type));
+    kernels += type == cudaGraphNodeTypeKernel;
+    memcpys += type == cudaGraphNodeTypeMemcpy;
+    memsets += type == cudaGraphNodeTypeMemset;
+  }
+  EXPECT(kernels == 2 && memcpys == 2 && memsets == 1,
+         "node types: %d kernels %d memcpys %d memsets", kernels, memcpys, memsets);
 
   CHECK(cudaGraphExecDestroy(forked_exec));
   CHECK(cudaGraphDestroy(forked));

@@ -2,7 +2,9 @@
 // cudaStreamAddCallback see the results of the copies enqueued before them, later copies see what
 // a host function wrote into pinned memory (the stream waits for it), a second stream ordered
 // after a host function by an event runs after it, and callbacks on the legacy stream run before
-// cudaDeviceSynchronize returns.
+// cudaDeviceSynchronize returns; and cudaLaunchHostFunc is asynchronous: it returns before its
+// function runs when earlier work in the stream (here a host function that waits for the main
+// thread) is still pending.
 #include "rt_check.h"
 
 #include <atomic>
@@ -65,6 +67,25 @@ static void CUDART_CB Legacy(cudaStream_t, cudaError_t, void* arg) {
 }
 
 static void CUDART_CB LegacyFn(void* arg) { ++static_cast<State*>(arg)->legacy_calls; }
+
+// A gate: waits (at most 10 s) until the main thread opens it. Enqueued work behind it stays
+// pending meanwhile, so enqueueing more work must not wait for it.
+struct Gate {
+  std::atomic<bool> open{false};
+  std::atomic<bool> saw_open{false};
+  std::atomic<bool> after_ran{false};
+};
+static void CUDART_CB WaitForGate(void* arg) {
+  Gate* g = static_cast<Gate*>(arg);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!g->open && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  g->saw_open = g->open.load();
+}
+static void CUDART_CB AfterGate(void* arg) {
+  Gate* g = static_cast<Gate*>(arg);
+  g->after_ran = g->saw_open.load();
+}
 
 int main() {
   State st;
@@ -135,6 +156,22 @@ int main() {
   }
   CHECK(cudaStreamSynchronize(s));
   for (int k = 0; k < 64; ++k) EXPECT(seen[k] == k + 1, "host function %d ran as #%d", k, seen[k]);
+
+  // Asynchrony: both enqueue calls return while the gate is still closed; only then does this
+  // thread open it. A cudaLaunchHostFunc that ran its function (or waited for the stream) in the
+  // calling thread would keep the gate closed until it times out.
+  Gate gate;
+  CHECK(cudaLaunchHostFunc(other, WaitForGate, &gate));
+  CHECK(cudaEventRecord(after1, other));
+  CHECK(cudaStreamWaitEvent(s, after1, 0));
+  CHECK(cudaLaunchHostFunc(s, AfterGate, &gate));
+  gate.open = true;
+  CHECK(cudaStreamSynchronize(s));
+  CHECK(cudaStreamSynchronize(other));
+  EXPECT(gate.saw_open,
+         "cudaLaunchHostFunc did not return before its function ran: the gate "
+         "function waited 10 s for the main thread");
+  EXPECT(gate.after_ran, "the host function behind the gate did not run after it");
 
   CHECK(cudaEventDestroy(after1));
   CHECK(cudaStreamDestroy(s));

@@ -4,7 +4,6 @@
 // tightly packed host array.
 #include "rt_check.h"
 
-#include <cstring>
 #include <vector>
 
 __global__ void Transform(float* base, size_t pitch, int width, int height) {
@@ -40,14 +39,12 @@ int main() {
   CHECK(cudaMemcpy2D(packed.data(), row_bytes, d, pitch, row_bytes, h, cudaMemcpyDeviceToHost));
   ExpectNearArrays("transform", packed.data(), want.data(), w * h, 0, 0);
 
-  // Second pitched buffer: zeroed, a 0x3F byte pattern on a sub-rectangle, then a sub-rectangle
-  // of the first buffer copied device to device.
+  // Second pitched buffer, zeroed with a plain memset, receives a sub-rectangle of the first one
+  // device to device: rows 10..39, columns 5..24 of d go to rows 3..32, columns 2..21 of e.
   unsigned char* e = nullptr;
   size_t epitch = 0;
   CHECK(cudaMallocPitch(&e, &epitch, row_bytes, h));
-  CHECK(cudaMemset2D(e, epitch, 0, row_bytes, h));
-  CHECK(cudaMemset2D(e + 40 * epitch + 4 * sizeof(float), epitch, 0x3F, 10 * sizeof(float), 5));
-  // Rows 10..39, columns 5..24 of d go to rows 3..32, columns 2..21 of e.
+  CHECK(cudaMemset(e, 0, epitch * h));
   CHECK(cudaMemcpy2D(e + 3 * epitch + 2 * sizeof(float), epitch,
                      reinterpret_cast<char*>(d) + 10 * pitch + 5 * sizeof(float), pitch,
                      20 * sizeof(float), 30, cudaMemcpyDeviceToDevice));
@@ -57,16 +54,27 @@ int main() {
   CHECK(cudaMallocHost(&pinned, w * h * sizeof(float)));
   CHECK(cudaMemcpy2DAsync(pinned, row_bytes, e, epitch, row_bytes, h, cudaMemcpyDeviceToHost, s));
   CHECK(cudaStreamSynchronize(s));
-  float pattern;
-  unsigned char bytes[4] = {0x3F, 0x3F, 0x3F, 0x3F};
-  memcpy(&pattern, bytes, sizeof pattern);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
       float expect = 0.0f;
-      if (y >= 40 && y < 45 && x >= 4 && x < 14) expect = pattern;
       if (y >= 3 && y < 33 && x >= 2 && x < 22) expect = want[(y - 3 + 10) * w + (x - 2 + 5)];
       float got = pinned[y * w + x];
-      EXPECT(memcmp(&got, &expect, sizeof got) == 0, "e(%d,%d) = %g, want %g", x, y, got, expect);
+      EXPECT(got == expect, "2D copy: e(%d,%d) = %g, want %g", x, y, got, expect);
+    }
+
+  // cudaMemset2D: the whole of e to 0x11 bytes, then a 10x5 sub-rectangle to 0x3F bytes; the
+  // padding between rows (if any) is not part of the rectangle but its bytes are not checked.
+  CHECK(cudaMemset2D(e, epitch, 0x11, row_bytes, h));
+  CHECK(cudaMemset2D(e + 40 * epitch + 4 * sizeof(float), epitch, 0x3F, 10 * sizeof(float), 5));
+  CHECK(cudaMemcpy2DAsync(pinned, row_bytes, e, epitch, row_bytes, h, cudaMemcpyDeviceToHost, s));
+  CHECK(cudaStreamSynchronize(s));
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(pinned);
+  for (int y = 0; y < h; ++y)
+    for (size_t b = 0; b < row_bytes; ++b) {
+      bool inside = y >= 40 && y < 45 && b >= 4 * sizeof(float) && b < 14 * sizeof(float);
+      unsigned char expect = inside ? 0x3F : 0x11;
+      EXPECT(bytes[y * row_bytes + b] == expect, "memset2D: row %d byte %zu = 0x%02x, want 0x%02x",
+             y, b, bytes[y * row_bytes + b], expect);
     }
 
   CHECK(cudaFreeHost(pinned));
