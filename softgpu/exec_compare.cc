@@ -194,28 +194,31 @@ bool CompareRuntime(CmpOp op, uint64_t a, uint64_t b) {
     return CompareSlots<T, CmpOp::X>(a, b);
     SOFTGPU_CASE(kEq)
     SOFTGPU_CASE(kNe)
-    SOFTGPU_CASE(kLt) SOFTGPU_CASE(kLe) SOFTGPU_CASE(kGt) SOFTGPU_CASE(kGe) SOFTGPU_CASE(kLo)
-        SOFTGPU_CASE(kLs) SOFTGPU_CASE(kHi) SOFTGPU_CASE(kHs) SOFTGPU_CASE(kEqu) SOFTGPU_CASE(kNeu)
-            SOFTGPU_CASE(kLtu) SOFTGPU_CASE(kLeu) SOFTGPU_CASE(kGtu) SOFTGPU_CASE(kGeu)
-                SOFTGPU_CASE(kNum) SOFTGPU_CASE(kNan)
+    SOFTGPU_CASE(kLt)
+    SOFTGPU_CASE(kLe) SOFTGPU_CASE(kGt) SOFTGPU_CASE(kGe) SOFTGPU_CASE(kLo) SOFTGPU_CASE(kLs)
+        SOFTGPU_CASE(kHi) SOFTGPU_CASE(kHs) SOFTGPU_CASE(kEqu) SOFTGPU_CASE(kNeu) SOFTGPU_CASE(kLtu)
+            SOFTGPU_CASE(kLeu) SOFTGPU_CASE(kGtu) SOFTGPU_CASE(kGeu) SOFTGPU_CASE(kNum)
+                SOFTGPU_CASE(kNan)
 #undef SOFTGPU_CASE
   }
   return false;
 }
 
-template <typename T, bool kFloatResult>
+// set: Insn::aux = BoolOp | CmpOp << 8, Insn::imm = the destination's "true" bits.
+template <typename T>
 void Set(Warp& w, const Insn& in, uint32_t mask) {
   uint64_t* d = w.R(in.a[0]);
   const uint64_t* a = w.R(in.a[1]);
   const uint64_t* b = w.R(in.a[2]);
-  const CmpOp op = static_cast<CmpOp>(in.imm);
-  const BoolOp bop = static_cast<BoolOp>(in.aux);
+  const CmpOp op = static_cast<CmpOp>((in.aux >> 8) & 0xff);
+  const BoolOp bop = static_cast<BoolOp>(in.aux & 0xff);
+  const uint64_t true_bits = static_cast<uint64_t>(in.imm);
   uint32_t c = in.a[4] != kNoOperand ? w.preds[in.a[4]] : 0;
   if (in.aux2) c = ~c;
   ForLanes(mask, [&](uint32_t l) {
     uint32_t r = CompareRuntime<T>(op, a[l], b[l]) ? 1 : 0;
     if (bop != BoolOp::kNone) r = Combine(bop, r, (c >> l) & 1) & 1;
-    d[l] = kFloatResult ? (r ? 0x3f800000u : 0u) : (r ? 0xffffffffu : 0u);
+    d[l] = r ? true_bits : 0;
   });
 }
 
@@ -324,28 +327,31 @@ Handler SetpHandler(CmpOp op, Type t) {
 
 Handler SetHandler(CmpOp op, Type dtype, Type stype) {
   (void)op;
-  const bool fres = dtype == Type::kF32;
-  if (!fres && dtype != Type::kU32 && dtype != Type::kS32 && dtype != Type::kB32) return nullptr;
+  if (dtype == Type::kPred || ptx::TypeSize(dtype) == 0 || ptx::TypeSize(dtype) > 8) return nullptr;
   switch (stype) {
     case Type::kB16:
     case Type::kU16:
-      return fres ? &Set<uint16_t, true> : &Set<uint16_t, false>;
+      return &Set<uint16_t>;
     case Type::kS16:
-      return fres ? &Set<int16_t, true> : &Set<int16_t, false>;
+      return &Set<int16_t>;
     case Type::kB32:
     case Type::kU32:
-      return fres ? &Set<uint32_t, true> : &Set<uint32_t, false>;
+      return &Set<uint32_t>;
     case Type::kS32:
-      return fres ? &Set<int32_t, true> : &Set<int32_t, false>;
+      return &Set<int32_t>;
     case Type::kB64:
     case Type::kU64:
-      return fres ? &Set<uint64_t, true> : &Set<uint64_t, false>;
+      return &Set<uint64_t>;
     case Type::kS64:
-      return fres ? &Set<int64_t, true> : &Set<int64_t, false>;
+      return &Set<int64_t>;
     case Type::kF32:
-      return fres ? &Set<float, true> : &Set<float, false>;
+      return &Set<float>;
     case Type::kF64:
-      return fres ? &Set<double, true> : &Set<double, false>;
+      return &Set<double>;
+    case Type::kF16:
+      return &Set<H16>;
+    case Type::kBF16:
+      return &Set<BH16>;
     default:
       return nullptr;
   }

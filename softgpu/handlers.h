@@ -139,7 +139,8 @@ enum class BoolOp : uint8_t { kNone, kAnd, kOr, kXor };
 // setp: a0 = pred d, a1 = a, a2 = b, a3 = pred second result (or kNoOperand), a4 = pred c (or
 // kNoOperand); Insn::aux = BoolOp, Insn::aux2 = 1 when c is negated.
 Handler SetpHandler(CmpOp op, ptx::Type type);
-// set.<cmp>.<dtype>.<stype>: a0 = d (all ones / 1.0f or 0), others as setp.
+// set.<cmp>.<dtype>.<stype>: a0 = d, a1/a2/a4 as setp; Insn::aux = BoolOp | CmpOp << 8,
+// Insn::aux2 = c negated, Insn::imm = the bits of "true" in dtype (1.0 or all ones).
 Handler SetHandler(CmpOp op, ptx::Type dtype, ptx::Type stype);
 // selp: a0 = d, a1 = a, a2 = b, a3 = pred c.
 Handler SelpHandler(ptx::Type type);

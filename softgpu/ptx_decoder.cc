@@ -1163,7 +1163,30 @@ bool FunctionDecoder::DecodeCompare(const ptx::Instruction& src, const Mods& m) 
   in.a[4] = c;
   in.aux = static_cast<uint32_t>(bop);
   in.aux2 = c_neg ? 1 : 0;
-  in.imm = static_cast<int64_t>(cmp);
+  if (is_set) {
+    in.aux |= static_cast<uint32_t>(cmp) << 8;
+    const Type dtype = m.type(0);
+    uint64_t true_bits;
+    switch (dtype) {
+      case Type::kF32:
+        true_bits = 0x3f800000u;
+        break;
+      case Type::kF64:
+        true_bits = 0x3ff0000000000000ull;
+        break;
+      case Type::kF16:
+        true_bits = 0x3c00u;
+        break;
+      case Type::kBF16:
+        true_bits = 0x3f80u;
+        break;
+      default: {
+        const uint32_t size = ptx::TypeSize(dtype);
+        true_bits = size >= 8 ? ~0ull : ((1ull << (8 * size)) - 1);
+      }
+    }
+    in.imm = static_cast<int64_t>(true_bits);
+  }
   return true;
 }
 

@@ -78,6 +78,18 @@ rgpu::Status Tokenize(std::string_view src, std::vector<Token>* tokens) {
       }
       t.kind = TokenKind::kIdentifier;
       t.text = src.substr(start, i - start);
+      if (c == '.') {
+        // Directives may be written run together (".reg.b32"): one token per dotted part.
+        std::string_view rest = t.text;
+        size_t next;
+        while ((next = rest.find('.', 1)) != std::string_view::npos) {
+          Token part = t;
+          part.text = rest.substr(0, next);
+          tokens->push_back(part);
+          rest = rest.substr(next);
+        }
+        t.text = rest;
+      }
     } else if (c >= '0' && c <= '9') {
       if (c == '0' && i + 1 < n &&
           (src[i + 1] == 'f' || src[i + 1] == 'F' || src[i + 1] == 'd' || src[i + 1] == 'D')) {
