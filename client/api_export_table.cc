@@ -48,9 +48,11 @@ Slot kCudartInterface[13] = {
     UNKNOWN(0, 12)};
 
 // ---- TOOLS_RUNTIME_CALLBACK_HOOKS ----
-// [2] and [6] hand the runtime zero-filled buffers it uses for tool callbacks.
-alignas(64) char g_hook_buffer2[1024];
-alignas(64) char g_hook_buffer6[64];
+// [2] and [6] hand the runtime zero-filled tables of per-API callback switches (all off). The
+// sizes are entry counts; cudart indexes them with 4-byte entries (cudaGetDeviceProperties reads
+// byte 0x6e0 of the first), so the storage is sized for 8-byte entries to leave a margin.
+alignas(64) uint64_t g_hook_buffer2[523];
+alignas(64) uint64_t g_hook_buffer6[14];
 void HookBuffer2(void** buffer, size_t* size) {
   *buffer = g_hook_buffer2;
   *size = 523;

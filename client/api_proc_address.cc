@@ -42,7 +42,8 @@ CUresult Lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
                   : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   }
   if (found == rgpu::abi::ProcLookup::kFound && symbol != nullptr && *symbol != '\0') {
-    RGPU_LOG_DEBUG("cuGetProcAddress(%s, %d): not implemented by rgpu", symbol, version);
+    RGPU_LOG_DEBUG("cuGetProcAddress(%s, %d): not implemented by rgpu (slot %p)", symbol, version,
+                   static_cast<void*>(pfn));
   }
   return CUDA_ERROR_NOT_FOUND;
 }

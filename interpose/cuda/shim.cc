@@ -14,6 +14,7 @@
 #include "abi/entry_undefs.inc"
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,14 +67,25 @@ void RuntimePath(char* out, size_t size) {
   snprintf(out, size, "librgpu-client.so");
 }
 
+// Signals whose handlers UCX installs when it loads (its UCX_ERROR_SIGNALS default). They belong
+// to the program, so their dispositions are put back once the runtime is loaded.
+constexpr int kProgramSignals[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE};
+
 void LoadRuntime() {
   char path[4096];
   RuntimePath(path, sizeof path);
+  struct sigaction saved[sizeof kProgramSignals / sizeof kProgramSignals[0]];
+  for (size_t i = 0; i < sizeof kProgramSignals / sizeof kProgramSignals[0]; ++i) {
+    sigaction(kProgramSignals[i], nullptr, &saved[i]);
+  }
   const char* plain = getenv("RGPU_NO_DLMOPEN");
   if (plain != nullptr && *plain == '1') {
     g_runtime = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   } else {
     g_runtime = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+  }
+  for (size_t i = 0; i < sizeof kProgramSignals / sizeof kProgramSignals[0]; ++i) {
+    sigaction(kProgramSignals[i], &saved[i], nullptr);
   }
   if (g_runtime == nullptr) {
     // Said even when logging is off: without the runtime no driver call can work.
