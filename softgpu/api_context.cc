@@ -164,7 +164,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
         *pvalue = ctx->printf_fifo_size;
         break;
       case CU_LIMIT_MALLOC_HEAP_SIZE:
-        *pvalue = ctx->malloc_heap_size;
+        *pvalue = ctx->heap().size();
         break;
       case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
         *pvalue = ctx->sync_depth;
@@ -199,7 +199,8 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
         ctx->printf_fifo_size = value;
         break;
       case CU_LIMIT_MALLOC_HEAP_SIZE:
-        ctx->malloc_heap_size = value;
+        // Fixed once a kernel has used malloc, as on a GPU.
+        if (!ctx->heap().SetSize(value)) return CUDA_ERROR_INVALID_VALUE;
         break;
       case CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH:
         ctx->sync_depth = value;

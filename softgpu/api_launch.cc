@@ -23,6 +23,8 @@ CUresult FaultToResult(FaultKind kind) {
       return CUDA_ERROR_LAUNCH_FAILED;
     case FaultKind::kStackOverflow:
       return CUDA_ERROR_LAUNCH_FAILED;
+    case FaultKind::kAssert:
+      return CUDA_ERROR_ASSERT;
     default:
       return CUDA_ERROR_UNKNOWN;
   }
@@ -113,6 +115,7 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   lp.sm_count = ctx->device()->sm_count();
   lp.stack_bytes = static_cast<uint32_t>(ctx->stack_size);
   lp.printf_sink = ctx.get();
+  lp.heap = &ctx->heap();
   Context* c = ctx.get();
   ctx->Enqueue(s, [lp, params, module, c]() mutable {
     lp.params = params->data();

@@ -84,6 +84,7 @@ void Context::Teardown() {
   for (const auto& s : streams) s->Shutdown();
   default_stream_->Shutdown();
   FlushPrintf();
+  heap_.Reset();
   memory_.FreeAll();
   alive_.store(false);
 }

@@ -12,6 +12,7 @@
 
 #include "softgpu/device.h"
 #include "softgpu/exec.h"
+#include "softgpu/heap.h"
 #include "softgpu/memory.h"
 #include "softgpu/stream.h"
 
@@ -28,6 +29,8 @@ class Context : public PrintfSink {
   unsigned flags() const { return flags_; }
   bool primary() const { return primary_; }
   AddressSpace& memory() { return memory_; }
+  // Device-side malloc heap (created in this context's memory on first use).
+  DeviceHeap& heap() { return heap_; }
 
   // CUDA_SUCCESS, or the error every later call on this context reports (e.g. after a kernel
   // accessed an illegal address).
@@ -59,7 +62,6 @@ class Context : public PrintfSink {
   // Limits (cuCtxSetLimit).
   size_t stack_size = 1024;
   size_t printf_fifo_size = 1 << 20;
-  size_t malloc_heap_size = 8 << 20;
   size_t pending_launches = 2048;
   size_t sync_depth = 2;
 
@@ -72,6 +74,7 @@ class Context : public PrintfSink {
   const unsigned flags_;
   const bool primary_;
   AddressSpace memory_;
+  DeviceHeap heap_{&memory_};
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};
   std::atomic<bool> alive_{true};
   std::mutex mu_;  // guards streams_ and enqueue ordering

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "softgpu/heap.h"
 #include "softgpu/memory.h"
 #include "softgpu/program.h"
 
@@ -17,6 +18,8 @@ namespace softgpu {
 // memory (of the running thread); everything else is global.
 constexpr uint64_t kSharedWindowBase = 0x0000100000000000ull;
 constexpr uint64_t kLocalWindowBase = 0x0000200000000000ull;
+// Generic addresses of the kernel's parameter buffer (cvta.param), read-only.
+constexpr uint64_t kParamWindowBase = 0x0000300000000000ull;
 constexpr uint64_t kWindowSize = 1ull << 32;
 
 enum class FaultKind : uint8_t {
@@ -26,6 +29,7 @@ enum class FaultKind : uint8_t {
   kUnsupported,
   kTrap,
   kStackOverflow,
+  kAssert,  // __assertfail
 };
 
 struct Fault {
@@ -60,7 +64,8 @@ struct Block {
   uint8_t* local = nullptr;  // num_threads * local_per_thread bytes
   uint32_t local_per_thread = 0;
   PrintfSink* printf_sink = nullptr;
-  Fault* fault = nullptr;  // first fault of the block
+  DeviceHeap* heap = nullptr;  // device malloc/free
+  Fault* fault = nullptr;      // first fault of the block
   // bar.red accumulators for the barrier in progress.
   uint32_t bar_red_count = 0;
   bool bar_red_and = true;
@@ -141,11 +146,12 @@ inline uint64_t Put(T v) {
 
 // Host pointer for `size` bytes at `address` in `space` for `lane`, or null after recording a
 // fault. Checks bounds and natural alignment (`align`, a power of two).
+// `write` refuses read-only memory (the kernel parameter window).
 uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t size, uint32_t align,
-                       uint32_t lane);
+                       uint32_t lane, bool write);
 
 inline uint8_t* Translate(Warp& w, ptx::Space space, uint64_t address, uint32_t size,
-                          uint32_t align, uint32_t lane) {
+                          uint32_t align, uint32_t lane, bool write) {
   if (space == ptx::Space::kGlobal || space == ptx::Space::kConst) {
     const Allocation* a = w.block->cached[0].get();
     if (a != nullptr && address - a->base < a->size && size <= a->size - (address - a->base) &&
@@ -153,7 +159,7 @@ inline uint8_t* Translate(Warp& w, ptx::Space space, uint64_t address, uint32_t 
       return a->host + (address - a->base);
     }
   }
-  return TranslateSlow(w, space, address, size, align, lane);
+  return TranslateSlow(w, space, address, size, align, lane, write);
 }
 
 }  // namespace softgpu

@@ -53,7 +53,7 @@ void Fail(Warp& w, FaultKind kind, ptx::Space space, uint64_t address, uint32_t 
 }  // namespace
 
 uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t size, uint32_t align,
-                       uint32_t lane) {
+                       uint32_t lane, bool write) {
   Block& b = *w.block;
   if (space == ptx::Space::kGeneric) {
     if (address - kSharedWindowBase < kWindowSize) {
@@ -62,6 +62,9 @@ uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t siz
     } else if (address - kLocalWindowBase < kWindowSize) {
       space = ptx::Space::kLocal;
       address -= kLocalWindowBase;
+    } else if (address - kParamWindowBase < kWindowSize) {
+      space = ptx::Space::kParam;
+      address -= kParamWindowBase;
     } else {
       space = ptx::Space::kGlobal;
     }
@@ -79,6 +82,9 @@ uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t siz
       if (address - kLocalWindowBase < kWindowSize) address -= kLocalWindowBase;
       if (address >= b.local_per_thread || size > b.local_per_thread - address) break;
       return b.local + static_cast<uint64_t>(w.ThreadIndex(lane)) * b.local_per_thread + address;
+    case ptx::Space::kParam:
+      if (write || address >= b.param_size || size > b.param_size - address) break;
+      return const_cast<uint8_t*>(b.params) + address;
     case ptx::Space::kGlobal:
     case ptx::Space::kConst: {
       for (uint32_t i = 0; i < 4; ++i) {
@@ -138,6 +144,25 @@ void Load(Warp& w, const Insn& in, uint32_t mask) {
   uint64_t* d[kCount];
   for (uint32_t i = 0; i < kCount; ++i) d[i] = in.a[i] == kNoOperand ? nullptr : w.R(in.a[i]);
   if constexpr (kSpace == MemSpace::kKernelParam) {
+    if (in.a[4] != kNoOperand) {
+      // Through a register holding a parameter-space address: per lane.
+      const uint64_t* base = w.R(in.a[4]);
+      const uint64_t imm = static_cast<uint64_t>(in.imm);
+      ForLanes(mask, [&](uint32_t l) {
+        if (w.faulted) return;
+        const uint64_t offset = base[l] + imm;
+        if (offset > w.block->param_size || kSize > w.block->param_size - offset) {
+          w.SetFault(FaultKind::kIllegalAddress, "kernel parameter read past the parameter buffer");
+          return;
+        }
+        for (uint32_t i = 0; i < kCount; ++i) {
+          T v;
+          memcpy(&v, w.block->params + offset + i * sizeof(T), sizeof v);
+          if (d[i] != nullptr) d[i][l] = Extend(v);
+        }
+      });
+      return;
+    }
     const uint64_t offset = static_cast<uint64_t>(in.imm);
     if (offset > w.block->param_size || kSize > w.block->param_size - offset) {
       w.SetFault(FaultKind::kIllegalAddress, "kernel parameter read past the parameter buffer");
@@ -165,7 +190,7 @@ void Load(Warp& w, const Insn& in, uint32_t mask) {
         }
         p = w.frame + static_cast<uint64_t>(l) * w.frame_stride + address;
       } else {
-        p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l);
+        p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l, false);
         if (p == nullptr) return;
       }
       for (uint32_t i = 0; i < kCount; ++i) {
@@ -195,7 +220,7 @@ void Store(Warp& w, const Insn& in, uint32_t mask) {
       }
       p = w.frame + static_cast<uint64_t>(l) * w.frame_stride + address;
     } else {
-      p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l);
+      p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l, true);
       if (p == nullptr) return;
     }
     for (uint32_t i = 0; i < kCount; ++i) {
@@ -272,7 +297,7 @@ void Atom(Warp& w, const Insn& in, uint32_t mask) {
   ForLanes(mask, [&](uint32_t l) {
     if (w.faulted) return;
     const uint64_t address = (base != nullptr ? base[l] : 0) + imm;
-    uint8_t* p = Translate(w, ToSpace(kSpace), address, sizeof(T), sizeof(T), l);
+    uint8_t* p = Translate(w, ToSpace(kSpace), address, sizeof(T), sizeof(T), l, true);
     if (p == nullptr) return;
     const T old = AtomicApply<kOp, T>(p, Get<T>(b[l]), c != nullptr ? Get<T>(c[l]) : T{});
     if (d != nullptr) d[l] = Put(old);
@@ -539,6 +564,9 @@ Handler CvtaHandler(MemSpace space, bool to_generic) {
       return to_generic ? &Cvta<MemSpace::kShared, true> : &Cvta<MemSpace::kShared, false>;
     case MemSpace::kLocal:
       return to_generic ? &Cvta<MemSpace::kLocal, true> : &Cvta<MemSpace::kLocal, false>;
+    case MemSpace::kKernelParam:
+      return to_generic ? &Cvta<MemSpace::kKernelParam, true>
+                        : &Cvta<MemSpace::kKernelParam, false>;
     default:
       return nullptr;
   }

@@ -85,6 +85,8 @@ class BlockRunner {
   bool Call(Warp& w, const Function& caller, const Insn& in, uint32_t mask, uint32_t depth,
             uint32_t* exited);
   void Printf(Warp& w, const CallSite& site, uint32_t mask);
+  // malloc, free and __assertfail; false after a fault.
+  bool Builtin(Warp& w, const CallSite& site, uint32_t mask);
   void Prepare(const LaunchParams& launch, uint64_t launch_id);
 
   const LaunchParams* launch_ = nullptr;
@@ -137,6 +139,7 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   block_.local = local_.data();
   block_.local_per_thread = local_per_thread;
   block_.printf_sink = launch.printf_sink;
+  block_.heap = launch.heap;
 }
 
 Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
@@ -366,10 +369,11 @@ RunResult BlockRunner::Run(Warp& w, const Function& fn, GroupSet& gs, bool top_l
 bool BlockRunner::Call(Warp& w, const Function& caller, const Insn& in, uint32_t mask,
                        uint32_t depth, uint32_t* exited) {
   const CallSite& site = caller.call_sites[in.aux];
-  if (site.is_printf) {
+  if (site.builtin == CallSite::Builtin::kPrintf) {
     Printf(w, site, mask);
     return !w.faulted;
   }
+  if (site.builtin != CallSite::Builtin::kNone) return Builtin(w, site, mask);
   if (depth >= kMaxCallDepth) {
     w.SetFault(FaultKind::kStackOverflow, "call depth exceeds " + std::to_string(kMaxCallDepth));
     return false;
@@ -422,7 +426,7 @@ bool BlockRunner::Call(Warp& w, const Function& caller, const Insn& in, uint32_t
 bool ReadDeviceString(Warp& w, uint64_t address, uint32_t lane, size_t limit, std::string* out) {
   out->clear();
   for (size_t i = 0; i < limit; ++i) {
-    const uint8_t* p = Translate(w, ptx::Space::kGeneric, address + i, 1, 1, lane);
+    const uint8_t* p = Translate(w, ptx::Space::kGeneric, address + i, 1, 1, lane, false);
     if (p == nullptr) return false;
     if (*p == 0) return true;
     out->push_back(static_cast<char>(*p));
@@ -435,15 +439,15 @@ void BlockRunner::Printf(Warp& w, const CallSite& site, uint32_t mask) {
     if (w.faulted) return;
     uint8_t* frame = w.frame + static_cast<size_t>(l) * w.frame_stride;
     uint64_t fmt_address, args_address;
-    memcpy(&fmt_address, frame + site.printf_format_offset, 8);
-    memcpy(&args_address, frame + site.printf_args_offset, 8);
+    memcpy(&fmt_address, frame + site.builtin_args[0], 8);
+    memcpy(&args_address, frame + site.builtin_args[1], 8);
     std::string fmt;
     if (!ReadDeviceString(w, fmt_address, l, 4096, &fmt)) return;
     std::string out;
     uint64_t arg = args_address;
     auto read_arg = [&](uint32_t size, uint64_t* value) {
       arg = (arg + size - 1) / size * size;
-      const uint8_t* p = Translate(w, ptx::Space::kGeneric, arg, size, size, l);
+      const uint8_t* p = Translate(w, ptx::Space::kGeneric, arg, size, size, l, false);
       if (p == nullptr) return false;
       *value = 0;
       memcpy(value, p, size);
@@ -522,11 +526,54 @@ void BlockRunner::Printf(Warp& w, const CallSite& site, uint32_t mask) {
       i = j;
     }
     printf_out_ += out;
-    if (site.printf_result_offset != kNoOperand) {
+    if (site.builtin_result != kNoOperand) {
       const int32_t n = static_cast<int32_t>(out.size());
-      memcpy(frame + site.printf_result_offset, &n, 4);
+      memcpy(frame + site.builtin_result, &n, 4);
     }
   });
+}
+
+bool BlockRunner::Builtin(Warp& w, const CallSite& site, uint32_t mask) {
+  ForLanes(mask, [&](uint32_t l) {
+    if (w.faulted) return;
+    uint8_t* frame = w.frame + static_cast<size_t>(l) * w.frame_stride;
+    auto arg64 = [&](size_t i) {
+      uint64_t v = 0;
+      memcpy(&v, frame + site.builtin_args[i], 8);
+      return v;
+    };
+    switch (site.builtin) {
+      case CallSite::Builtin::kMalloc: {
+        const uint64_t p = block_.heap != nullptr ? block_.heap->Allocate(arg64(0)) : 0;
+        if (site.builtin_result != kNoOperand) memcpy(frame + site.builtin_result, &p, 8);
+        break;
+      }
+      case CallSite::Builtin::kFree:
+        if (block_.heap != nullptr) block_.heap->Free(arg64(0));
+        break;
+      case CallSite::Builtin::kAssert: {
+        std::string message, file, function;
+        ReadDeviceString(w, arg64(0), l, 1024, &message);
+        ReadDeviceString(w, arg64(1), l, 1024, &file);
+        ReadDeviceString(w, arg64(3), l, 1024, &function);
+        uint32_t line = 0;
+        memcpy(&line, frame + site.builtin_args[2], 4);
+        uint32_t tid[3];
+        w.Tid(l, tid);
+        char buf[4096];
+        snprintf(buf, sizeof buf,
+                 "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.",
+                 file.c_str(), line, function.c_str(), block_.ctaid[0], block_.ctaid[1],
+                 block_.ctaid[2], tid[0], tid[1], tid[2], message.c_str());
+        w.faulted = false;  // a failed string read above must not mask the assertion
+        w.SetFault(FaultKind::kAssert, buf);
+        break;
+      }
+      default:
+        break;
+    }
+  });
+  return !w.faulted;
 }
 
 std::atomic<uint64_t> g_launch_ids{1};
@@ -544,7 +591,7 @@ std::string FindUnsupported(const Program& program, uint32_t function) {
     for (const Insn& in : f.insns) {
       if (in.control != Control::kCall) continue;
       const CallSite& site = f.call_sites[in.aux];
-      if (site.is_printf || seen[in.target]) continue;
+      if (site.builtin != CallSite::Builtin::kNone || seen[in.target]) continue;
       seen[in.target] = true;
       todo.push_back(in.target);
     }

@@ -26,6 +26,7 @@ struct LaunchParams {
   uint32_t sm_count = 1;
   uint32_t stack_bytes = 1024;  // per-thread stack for .func activations
   PrintfSink* printf_sink = nullptr;
+  DeviceHeap* heap = nullptr;
 };
 
 // Names the first unsupported instruction reachable from `function` (through calls), or returns

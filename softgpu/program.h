@@ -63,12 +63,14 @@ struct CallSite {
     uint32_t callee_offset;
     uint32_t size;
   };
-  std::vector<Copy> args;             // caller -> callee before the call
-  std::vector<Copy> results;          // callee -> caller after it returns
-  bool is_printf = false;             // vprintf: handled by the interpreter
-  uint32_t printf_format_offset = 0;  // caller frame offsets of vprintf's two arguments
-  uint32_t printf_args_offset = 0;
-  uint32_t printf_result_offset = kNoOperand;
+  // Functions the interpreter provides itself (declared .extern in PTX).
+  enum class Builtin : uint8_t { kNone, kPrintf, kMalloc, kFree, kAssert };
+  std::vector<Copy> args;     // caller -> callee before the call
+  std::vector<Copy> results;  // callee -> caller after it returns
+  Builtin builtin = Builtin::kNone;
+  // Builtins: caller frame offsets of the arguments (in order) and of the result (or kNoOperand).
+  std::vector<uint32_t> builtin_args;
+  uint32_t builtin_result = kNoOperand;
 };
 
 struct Function {

@@ -464,8 +464,13 @@ bool FunctionDecoder::SymbolAddress(const ptx::Instruction& src, const Operand& 
     *slot = pd_.Const(base + static_cast<uint64_t>(op.offset));
     return true;
   }
+  if (auto p = layout_.params.find(op.name); p != layout_.params.end() && out_.is_entry) {
+    // A kernel parameter's address in the parameter state space is its buffer offset.
+    *slot = pd_.Const(out_.params[p->second].offset + static_cast<uint64_t>(op.offset));
+    return true;
+  }
   if (layout_.params.count(op.name) != 0 || layout_.returns.count(op.name) != 0) {
-    why_ = "address of a parameter";
+    why_ = "address of a function parameter";
     return false;
   }
   if (p.function_index.count(op.name) != 0) {
@@ -555,8 +560,8 @@ bool FunctionDecoder::Address(const ptx::Instruction& src, const Operand& op, Me
       return true;
     case Operand::BaseKind::kRegister:
       *base = op.reg;
-      if (*space == MemSpace::kKernelParam) {
-        why_ = "parameter access through a register";
+      if (*space == MemSpace::kKernelParam && !out_.is_entry) {
+        why_ = "function parameter access through a register";
         return false;
       }
       return true;
@@ -745,6 +750,8 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
       space = MemSpace::kLocal;
     else if (m.Has("const"))
       space = MemSpace::kConst;
+    else if (m.Has("param") && out_.is_entry)
+      space = MemSpace::kKernelParam;
     else if (!m.Has("global")) {
       why_ = "cvta space";
       return false;
@@ -761,6 +768,7 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
   if (b == "isspacep") {
     MemSpace space = m.Has("shared")  ? MemSpace::kShared
                      : m.Has("local") ? MemSpace::kLocal
+                     : m.Has("param") ? MemSpace::kKernelParam
                                       : MemSpace::kGlobal;
     if (ops.size() != 2) return false;
     uint32_t p, a;
@@ -1314,21 +1322,40 @@ bool FunctionDecoder::DecodeCall(const ptx::Instruction& src, const Mods& m) {
     return true;
   };
   if (!callee.has_body) {
-    if (name != "vprintf") {
+    struct Known {
+      const char* name;
+      CallSite::Builtin builtin;
+      size_t args;
+    };
+    static const Known kBuiltins[] = {
+        {"vprintf", CallSite::Builtin::kPrintf, 2},
+        {"malloc", CallSite::Builtin::kMalloc, 1},
+        {"free", CallSite::Builtin::kFree, 1},
+        {"__assertfail", CallSite::Builtin::kAssert, 5},
+    };
+    const Known* known = nullptr;
+    for (const Known& k : kBuiltins) {
+      if (name == k.name) known = &k;
+    }
+    if (known == nullptr) {
       why_ = "call of external function '" + name + "'";
       return false;
     }
-    if (args == nullptr || args->elems.size() != 2) return false;
-    uint32_t size;
-    if (!frame_offset(args->elems[0], &site.printf_format_offset, &size) ||
-        !frame_offset(args->elems[1], &site.printf_args_offset, &size)) {
+    if (args == nullptr || args->elems.size() != known->args) {
+      hard_error_ = "call of '" + name + "' with the wrong number of arguments";
       return false;
+    }
+    uint32_t size;
+    for (const Operand& a : args->elems) {
+      uint32_t offset;
+      if (!frame_offset(a, &offset, &size)) return false;
+      site.builtin_args.push_back(offset);
     }
     if (rets != nullptr && rets->elems.size() == 1 &&
-        !frame_offset(rets->elems[0], &site.printf_result_offset, &size)) {
+        !frame_offset(rets->elems[0], &site.builtin_result, &size)) {
       return false;
     }
-    site.is_printf = true;
+    site.builtin = known->builtin;
   } else {
     const size_t nargs = args == nullptr ? 0 : args->elems.size();
     const size_t nrets = rets == nullptr ? 0 : rets->elems.size();

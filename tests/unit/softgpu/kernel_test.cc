@@ -359,6 +359,56 @@ TEST_F(KernelTest, DevicePrintfAppearsAtSynchronization) {
   EXPECT_NE(out.find("hello 7 from thread 1, 1.50 ok\n"), std::string::npos) << out;
 }
 
+TEST_F(KernelTest, DeviceMallocAndFree) {
+  const int threads = 512;
+  CUdeviceptr out, failures;
+  CU_ASSERT_OK(cuMemAlloc(&out, threads * sizeof(long long)));
+  CU_ASSERT_OK(cuMemAlloc(&failures, sizeof(int)));
+  CU_ASSERT_OK(cuMemsetD32(failures, 0, 1));
+  size_t heap = 0;
+  CU_ASSERT_OK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 16 << 20));
+  CU_ASSERT_OK(cuCtxGetLimit(&heap, CU_LIMIT_MALLOC_HEAP_SIZE));
+  EXPECT_EQ(heap, 16u << 20);
+  CU_ASSERT_OK(Launch(Function("heap_sum"), threads / 128, 128, {&out, &failures}));
+  EXPECT_EQ(Download<int>(failures, 1)[0], 0);
+  std::vector<long long> sums = Download<long long>(out, threads);
+  for (int t = 0; t < threads; ++t) {
+    const long long count = 8 + t % 24;
+    EXPECT_EQ(sums[t], t * count * (count - 1) / 2) << t;
+  }
+  // The heap size is fixed once used.
+  CU_EXPECT_EQ(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 32 << 20), CUDA_ERROR_INVALID_VALUE);
+  int n = 10000;
+  CU_ASSERT_OK(Launch(Function("heap_keep"), 1, 32, {&n}));
+  CU_ASSERT_OK(Launch(Function("heap_use"), 1, 32, {&n, &out}));
+  EXPECT_EQ(Download<long long>(out, 1)[0], 5ll * n * (n - 1) / 2);
+}
+
+TEST_F(KernelTest, DeviceAssertIsStickyWithMessage) {
+  CUdeviceptr values = Upload(std::vector<int>{1, 2, -3, 4});
+  CU_ASSERT_OK(Launch(Function("check_positive"), 1, 2, {&values}));
+  CU_ASSERT_OK(cuCtxSynchronize());
+  testing::internal::CaptureStderr();
+  CU_ASSERT_OK(Launch(Function("check_positive"), 1, 4, {&values}));
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ASSERT);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("thread: [2,0,0] Assertion `values[threadIdx.x] > 0` failed"),
+            std::string::npos)
+      << err;
+  CUdeviceptr p;
+  CU_EXPECT_EQ(cuMemAlloc(&p, 4), CUDA_ERROR_ASSERT);
+}
+
+TEST_F(KernelTest, ParameterAddressTaken) {
+  std::vector<int> big(64);
+  for (int k = 0; k < 64; ++k) big[k] = 1000 + k;
+  CUdeviceptr out;
+  CU_ASSERT_OK(cuMemAlloc(&out, 64 * sizeof(int)));
+  CU_ASSERT_OK(Launch(Function("param_array"), 1, 64, {big.data(), &out}));
+  std::vector<int> o = Download<int>(out, 64);
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(o[t], big[(t * 7) % 64]) << t;
+}
+
 TEST_F(KernelTest, LaunchValidation) {
   CUfunction f = Function("vec_add");
   CUdeviceptr d;

@@ -1,4 +1,5 @@
 // Kernels run by the softgpu unit tests. Compiled to PTX (compute_75) at build time.
+#include <cassert>
 #include <cstdio>
 
 extern "C" __global__ void vec_add(const float* a, const float* b, float* c, int n) {
@@ -202,4 +203,51 @@ extern "C" __global__ void diverge_reconverge(const int* in, int* out) {
   int s = r;
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   out[threadIdx.x] = s;
+}
+
+// Device-side malloc/free: per-thread blocks, and a block kept across launches.
+extern "C" __global__ void heap_sum(long long* out, int* failures) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  int count = 8 + t % 24;
+  int* p = static_cast<int*>(malloc(count * sizeof(int)));
+  if (p == nullptr) {
+    atomicAdd(failures, 1);
+    return;
+  }
+  for (int k = 0; k < count; ++k) p[k] = t * k;
+  long long sum = 0;
+  for (int k = 0; k < count; ++k) sum += p[k];
+  free(p);
+  out[t] = sum;
+}
+
+__device__ int* kept_block;
+
+extern "C" __global__ void heap_keep(int n) {
+  if (threadIdx.x != 0) return;
+  kept_block = static_cast<int*>(malloc(n * sizeof(int)));
+  if (kept_block != nullptr)
+    for (int k = 0; k < n; ++k) kept_block[k] = 5 * k;
+}
+
+extern "C" __global__ void heap_use(int n, long long* out) {
+  if (threadIdx.x != 0) return;
+  long long sum = -1;
+  if (kept_block != nullptr) {
+    sum = 0;
+    for (int k = 0; k < n; ++k) sum += kept_block[k];
+    free(kept_block);
+  }
+  *out = sum;
+}
+
+extern "C" __global__ void check_positive(const int* values) { assert(values[threadIdx.x] > 0); }
+
+struct Big {
+  int v[64];
+};
+
+// Indexing a by-value struct with a run-time index takes the parameter's address.
+extern "C" __global__ void param_array(Big b, int* out) {
+  out[threadIdx.x] = b.v[(threadIdx.x * 7) % 64];
 }
