@@ -221,3 +221,23 @@ RGPU_IMPL(cuCtxSynchronize_v2)(CUcontext ctx) {
   if (r != CUDA_SUCCESS) return r;
   return Server().Call(Op::kCtxSynchronize, ctx->remote, {});
 }
+
+// Earlier ABI revisions that NVIDIA's runtime still asks for by version.
+RGPU_SAME_AS(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2)
+RGPU_SAME_AS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2)
+RGPU_SAME_AS(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2)
+
+extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuCtxCreate_v2(
+    CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return rgpu_impl_cuCtxCreate_v4(pctx, nullptr, flags, dev);
+}
+RGPU_SAME_AS(cuCtxCreate, cuCtxCreate_v2)
+
+RGPU_IMPL(cuCtxGetId)(CUcontext ctx, unsigned long long* id) {
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (ctx == nullptr) ctx = CurrentContext();
+  CUresult r = CheckContext(ctx);
+  if (r != CUDA_SUCCESS) return r;
+  *id = ctx->remote;
+  return CUDA_SUCCESS;
+}

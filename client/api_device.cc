@@ -1,4 +1,5 @@
 // Initialization, versions and devices: answered locally from what the server described once.
+#include <cstdio>
 #include <cstring>
 
 #include "client/impl.h"
@@ -100,4 +101,34 @@ RGPU_IMPL(cuDeviceComputeCapability)(int* major, int* minor, CUdevice dev) {
   CUresult r = rgpu_impl_cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   if (r != CUDA_SUCCESS) return r;
   return rgpu_impl_cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+}
+
+RGPU_IMPL(cuDeviceGetByPCIBusId)(CUdevice* dev, const char* bus_id) {
+  if (dev == nullptr || bus_id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  // "[domain:]bus:device[.function]", hexadecimal, compared by value.
+  auto parse = [](const char* s, unsigned v[3]) {
+    unsigned a = 0, b = 0, c = 0, f = 0;
+    if (sscanf(s, "%x:%x:%x.%x", &a, &b, &c, &f) >= 3) {
+      v[0] = a, v[1] = b, v[2] = c;
+      return true;
+    }
+    if (sscanf(s, "%x:%x.%x", &b, &c, &f) >= 2) {
+      v[0] = 0, v[1] = b, v[2] = c;
+      return true;
+    }
+    return false;
+  };
+  unsigned want[3];
+  if (!parse(bus_id, want)) return CUDA_ERROR_INVALID_VALUE;
+  for (int d = 0; d < ClientState::Get().device_count(); ++d) {
+    unsigned have[3];
+    if (parse(ClientState::Get().device(d)->pci_bus_id().c_str(), have) && have[0] == want[0] &&
+        have[1] == want[1] && have[2] == want[2]) {
+      *dev = d;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_DEVICE;
 }

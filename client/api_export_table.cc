@@ -84,8 +84,14 @@ Slot kContextLocalStorage[3] = {reinterpret_cast<Slot>(&ClsPut),
                                 reinterpret_cast<Slot>(&ClsGet)};
 
 // ---- CONTEXT_CHECKS ----
-// [2]: called whenever the runtime binds a context; [3]: once at start-up. Both succeed.
-CUresult ContextBound(CUcontext, uint32_t*, void**) { return CUDA_SUCCESS; }
+// [2]: called whenever the runtime binds a context; [3]: once at start-up. Both succeed. [2]
+// reports through its outputs that nothing replaces the context (a non-zero flag would make the
+// runtime use the pointer instead).
+CUresult ContextBound(CUcontext, uint32_t* replaced, void** replacement) {
+  if (replaced != nullptr) *replaced = 0;
+  if (replacement != nullptr) *replacement = nullptr;
+  return CUDA_SUCCESS;
+}
 CUresult ContextChecksReady() { return CUDA_SUCCESS; }
 Slot kContextChecks[4] = {reinterpret_cast<Slot>(4 * sizeof(void*)), UNKNOWN(3, 1),
                           reinterpret_cast<Slot>(&ContextBound),

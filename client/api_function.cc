@@ -97,6 +97,9 @@ RGPU_IMPL(cuFuncSetAttribute)(CUfunction f, CUfunction_attribute attrib, int val
     // Setting one attribute can change others (e.g. the shared-memory carveout): refetch later.
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     fn->attributes.clear();
+    if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+      fn->max_dynamic_shared = static_cast<uint32_t>(value);
+    }
   }
   return r;
 }

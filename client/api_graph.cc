@@ -218,3 +218,31 @@ RGPU_IMPL(cuStreamAddCallback)(CUstream stream, CUstreamCallback cb, void* data,
   return RunOnHost(stream, [&](CUresult status) { cb(stream, status, data); });
 }
 RGPU_SAME_AS(cuStreamAddCallback_ptsz, cuStreamAddCallback)
+
+// Earlier ABI revisions.
+extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuStreamBeginCapture(
+    CUstream s) {
+  return rgpu_impl_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+RGPU_SAME_AS(cuStreamBeginCapture_ptsz, cuStreamBeginCapture)
+
+extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuStreamGetCaptureInfo(
+    CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id) {
+  return rgpu_impl_cuStreamGetCaptureInfo_v3(s, status, id, nullptr, nullptr, nullptr, nullptr);
+}
+RGPU_SAME_AS(cuStreamGetCaptureInfo_ptsz, cuStreamGetCaptureInfo)
+
+extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuStreamGetCaptureInfo_v2(
+    CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+    const CUgraphNode** deps, size_t* num_deps) {
+  return rgpu_impl_cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, nullptr, num_deps);
+}
+RGPU_SAME_AS(cuStreamGetCaptureInfo_v2_ptsz, cuStreamGetCaptureInfo_v2)
+
+extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuGraphInstantiate_v2(
+    CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log, size_t log_size) {
+  if (error_node != nullptr) *error_node = nullptr;
+  if (log != nullptr && log_size > 0) log[0] = '\0';
+  return rgpu_impl_cuGraphInstantiateWithFlags(exec, graph, 0);
+}
+RGPU_SAME_AS(cuGraphInstantiate, cuGraphInstantiate_v2)

@@ -261,7 +261,7 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
     for (size_t row = 0; row < height; ++row) {
       memcpy(packed.data() + row * width, src.host + row * spitch, width);
     }
-    return Server().Call(Op::kMemcpy2DHtoD, ctx->remote,
+    return Server().Post(Op::kMemcpy2DHtoD, ctx->remote,
                          {dst.device, dpitch, width, height, remote_stream, async}, packed.data(),
                          packed.size());
   }
@@ -282,7 +282,7 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
     }
     return CUDA_SUCCESS;
   }
-  return Server().Call(Op::kMemcpy2DDtoD, ctx->remote,
+  return Server().Post(Op::kMemcpy2DDtoD, ctx->remote,
                        {dst.device, dpitch, src.device, spitch, width, height, remote_stream,
                         async});
 }

@@ -53,6 +53,11 @@ RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (dptr == 0) return CUDA_SUCCESS;
+  auto range = Memory().Find(dptr);
+  if (!range || range->base != dptr || range->type != CU_MEMORYTYPE_DEVICE || !range->freeable ||
+      range->ctx != ctx) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   CUresult freed = Server().Call(Op::kMemFree, ctx->remote, {dptr});
   if (freed == CUDA_SUCCESS) Memory().Erase(dptr);
   return freed;
@@ -85,8 +90,15 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   uint64_t remote_stream = 0;
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Call(Op::kMemcpyHtoD, ctx->remote, {dst, bytes, remote_stream, async}, src,
-                       bytes);
+  r = CheckDeviceRange(ctx, dst, bytes);
+  if (r != CUDA_SUCCESS) return r;
+  // Stream-ordered: sent without waiting. From pinned memory the program leaves alone until it
+  // synchronizes, the data may go while this returns; pageable data has left when it returns.
+  auto pinned = Memory().Find(reinterpret_cast<uint64_t>(src));
+  const bool stays_valid = async && pinned && pinned->type == CU_MEMORYTYPE_HOST &&
+                           bytes <= pinned->size - (reinterpret_cast<uint64_t>(src) - pinned->base);
+  return Server().Post(Op::kMemcpyHtoD, ctx->remote, {dst, bytes, remote_stream, async}, src, bytes,
+                       stays_valid);
 }
 
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
@@ -117,7 +129,11 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream strea
   uint64_t remote_stream = 0;
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Call(Op::kMemcpyDtoD, ctx->remote, {dst, src, bytes, remote_stream, async});
+  if ((r = CheckDeviceRange(ctx, dst, bytes)) != CUDA_SUCCESS ||
+      (r = CheckDeviceRange(ctx, src, bytes)) != CUDA_SUCCESS) {
+    return r;
+  }
+  return Server().Post(Op::kMemcpyDtoD, ctx->remote, {dst, src, bytes, remote_stream, async});
 }
 
 bool IsDeviceAddress(uint64_t address) {
@@ -164,8 +180,10 @@ CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count,
   uint64_t remote_stream = 0;
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Call(Op::kMemset, ctx->remote,
-                       {dst, value, element, count, remote_stream, async});
+  if (count > (~0ull) / element) return CUDA_ERROR_INVALID_VALUE;
+  r = rgpu::client::CheckDeviceRange(ctx, dst, count * element);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Post(Op::kMemset, ctx->remote, {dst, value, element, count, remote_stream, async});
 }
 
 }  // namespace
@@ -206,6 +224,57 @@ RGPU_IMPL(cuMemsetD16Async)(CUdeviceptr dst, unsigned short value, size_t n, CUs
 RGPU_IMPL(cuMemsetD32Async)(CUdeviceptr dst, unsigned int value, size_t n, CUstream s) {
   return Memset(dst, value, 4, n, s, true);
 }
+
+namespace {
+
+CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint64_t value, uint64_t element, size_t width,
+                  size_t height, CUstream stream, bool async) {
+  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMSET, [=](CUstream s) {
+        return Memset2D(dst, pitch, value, element, width, height, s, true);
+      })) {
+    return CUDA_SUCCESS;
+  }
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if (pitch < width * element && height > 1) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote_stream = 0;
+  CUresult r = ResolveStream(stream, &ctx, &remote_stream);
+  if (r != CUDA_SUCCESS) return r;
+  r = rgpu::client::CheckDeviceRange(ctx, dst, pitch * (height - 1) + width * element);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Post(Op::kMemset2D, ctx->remote,
+                       {dst, pitch, value, element, width, height, remote_stream, async});
+}
+
+}  // namespace
+
+RGPU_IMPL(cuMemsetD2D8_v2)(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h) {
+  return Memset2D(dst, pitch, v, 1, w, h, nullptr, false);
+}
+RGPU_IMPL(cuMemsetD2D16_v2)(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h) {
+  return Memset2D(dst, pitch, v, 2, w, h, nullptr, false);
+}
+RGPU_IMPL(cuMemsetD2D32_v2)(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h) {
+  return Memset2D(dst, pitch, v, 4, w, h, nullptr, false);
+}
+RGPU_IMPL(cuMemsetD2D8Async)(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h,
+                             CUstream s) {
+  return Memset2D(dst, pitch, v, 1, w, h, s, true);
+}
+RGPU_IMPL(cuMemsetD2D16Async)(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h,
+                              CUstream s) {
+  return Memset2D(dst, pitch, v, 2, w, h, s, true);
+}
+RGPU_IMPL(cuMemsetD2D32Async)(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h,
+                              CUstream s) {
+  return Memset2D(dst, pitch, v, 4, w, h, s, true);
+}
+RGPU_SAME_AS(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2)
+RGPU_SAME_AS(cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2)
+RGPU_SAME_AS(cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2)
+RGPU_SAME_AS(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async)
+RGPU_SAME_AS(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async)
+RGPU_SAME_AS(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async)
 
 RGPU_IMPL(cuMemcpy)(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
   return CopyUnified(dst, src, bytes, nullptr, false);

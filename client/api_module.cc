@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "client/impl.h"
+#include "client/memory_map.h"
 #include "common/fatbin.h"
 
 using rgpu::Op;
@@ -63,16 +64,20 @@ CUresult GetFunction(CUmod_st* m, const char* name, CUfunc_st** out) {
   CUresult r = Server().Call(Op::kModuleGetFunction, m->ctx->remote, {m->remote}, name,
                              strlen(name) + 1, &v);
   if (r != CUDA_SUCCESS) return r;
-  const uint64_t count = v[1];
-  if (v.size() != 2 + 2 * count) return CUDA_ERROR_UNKNOWN;
+  // function, max threads, static shared, max dynamic shared, count, then (offset, size)s
+  const uint64_t count = v[4];
+  if (v.size() != 5 + 2 * count) return CUDA_ERROR_UNKNOWN;
   auto* f = new CUfunc_st();
   f->remote = v[0];
+  f->max_threads = static_cast<uint32_t>(v[1]);
+  f->static_shared = static_cast<uint32_t>(v[2]);
+  f->max_dynamic_shared = static_cast<uint32_t>(v[3]);
   f->ctx = m->ctx;
   f->module = m;
   f->name = name;
   for (uint64_t i = 0; i < count; ++i) {
-    rgpu::client::ParamSlot p{static_cast<uint32_t>(v[2 + 2 * i]),
-                              static_cast<uint32_t>(v[3 + 2 * i])};
+    rgpu::client::ParamSlot p{static_cast<uint32_t>(v[5 + 2 * i]),
+                              static_cast<uint32_t>(v[6 + 2 * i])};
     f->params.push_back(p);
     f->params_bytes = std::max(f->params_bytes, p.offset + p.size);
   }
@@ -83,6 +88,7 @@ CUresult GetFunction(CUmod_st* m, const char* name, CUfunc_st** out) {
 }
 
 void ForgetModule(CUmod_st* m) {
+  for (uint64_t g : m->globals) rgpu::client::Memory().Erase(g);
   for (auto& [name, f] : m->functions) {
     ClientState::Get().Unregister(f);
     delete f;
@@ -193,6 +199,18 @@ RGPU_IMPL(cuModuleGetGlobal_v2)(CUdeviceptr* dptr, size_t* bytes, CUmodule m, co
   r = Server().Call(Op::kModuleGetGlobal, m->ctx->remote, {m->remote}, name, strlen(name) + 1,
                     &v);
   if (r != CUDA_SUCCESS) return r;
+  // The global is device memory of the module's context: copies may name it.
+  if (v[1] > 0 && !rgpu::client::Memory().Find(v[0])) {
+    rgpu::client::MemoryRange range;
+    range.base = v[0];
+    range.size = v[1];
+    range.type = CU_MEMORYTYPE_DEVICE;
+    range.ctx = m->ctx;
+    range.freeable = false;
+    rgpu::client::Memory().Insert(range);
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    m->globals.push_back(v[0]);
+  }
   if (dptr != nullptr) *dptr = v[0];
   if (bytes != nullptr) *bytes = v[1];
   return CUDA_SUCCESS;
@@ -265,6 +283,59 @@ RGPU_IMPL(cuKernelGetFunction)(CUfunction* out, CUkernel kernel) {
   return ResolveFunction(reinterpret_cast<CUfunction>(kernel), out);
 }
 
+namespace {
+
+int DeviceAttribute(int device, CUdevice_attribute a) {
+  int v = 0;
+  rgpu_impl_cuDeviceGetAttribute(&v, a, device);
+  return v;
+}
+
+// The driver's answer to an impossible grid or block shape. cuda.h names no such code, but
+// NVIDIA's driver returns 9 here, which cudart reports as cudaErrorInvalidConfiguration
+// (observed: with CUDA_ERROR_INVALID_VALUE instead, cudart reports cudaErrorInvalidValue).
+constexpr CUresult kInvalidConfiguration = static_cast<CUresult>(9);
+
+// The checks the driver makes when a launch is issued, made here so that a bad configuration
+// fails at the launch (as CUDA's does) even though the launch itself is posted.
+CUresult CheckLaunch(CUfunc_st* fn, const unsigned grid[3], const unsigned block[3],
+                     unsigned shared) {
+  const int dev = fn->ctx->device;
+  static const CUdevice_attribute kGrid[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+                                              CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+                                              CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+  static const CUdevice_attribute kBlock[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+                                               CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+                                               CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
+  uint64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] == 0 || grid[i] > static_cast<unsigned>(DeviceAttribute(dev, kGrid[i]))) {
+      return kInvalidConfiguration;
+    }
+    if (block[i] == 0 || block[i] > static_cast<unsigned>(DeviceAttribute(dev, kBlock[i]))) {
+      return kInvalidConfiguration;
+    }
+    threads *= block[i];
+  }
+  if (threads > static_cast<uint64_t>(
+                    DeviceAttribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK))) {
+    return kInvalidConfiguration;
+  }
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (fn->max_threads != 0 && threads > fn->max_threads) return kInvalidConfiguration;
+  const uint64_t optin =
+      DeviceAttribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  if (static_cast<uint64_t>(fn->static_shared) + shared > std::max<uint64_t>(optin, 48 * 1024)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (fn->max_dynamic_shared != 0 && shared > fn->max_dynamic_shared) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
 RGPU_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                           unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                           CUstream stream, void** params, void** extra) {
@@ -276,6 +347,9 @@ RGPU_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gx, unsigned int gy, unsign
   r = rgpu::client::ResolveStream(stream, &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
   if (ctx != fn->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  r = CheckLaunch(fn, grid, block, shmem);
+  if (r != CUDA_SUCCESS) return r;
   std::string args(fn->params_bytes, '\0');
   if (params != nullptr) {
     for (size_t i = 0; i < fn->params.size(); ++i) {
@@ -300,7 +374,7 @@ RGPU_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gx, unsigned int gy, unsign
     CUresult lr = rgpu::client::ResolveStream(s, &launch_ctx, &launch_stream);
     if (lr != CUDA_SUCCESS) return lr;
     if (launch_ctx != fn->ctx) return CUDA_ERROR_INVALID_HANDLE;
-    return Server().Call(Op::kLaunchKernelOnStream, launch_ctx->remote,
+    return Server().Post(Op::kLaunchKernelOnStream, launch_ctx->remote,
                          {fn->remote, gx, gy, gz, bx, by, bz, shmem, launch_stream}, args.data(),
                          args.size());
   };

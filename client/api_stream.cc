@@ -106,7 +106,7 @@ RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
     RGPU_LOG_WARN("cuStreamWaitEvent across contexts is not supported");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  return Server().Call(Op::kStreamWaitEvent, ctx->remote, {remote, e->remote, flags});
+  return Server().Post(Op::kStreamWaitEvent, ctx->remote, {remote, e->remote, flags});
 }
 
 RGPU_IMPL(cuStreamGetFlags)(CUstream s, unsigned int* flags) {
@@ -154,7 +154,7 @@ RGPU_IMPL(cuEventRecord)(CUevent e, CUstream s) {
   r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
   if (ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
-  return Server().Call(Op::kEventRecord, ctx->remote, {e->remote, remote});
+  return Server().Post(Op::kEventRecord, ctx->remote, {e->remote, remote});
 }
 
 RGPU_IMPL(cuEventRecordWithFlags)(CUevent e, CUstream s, unsigned int flags) {
@@ -200,6 +200,38 @@ RGPU_IMPL(cuEventDestroy_v2)(CUevent e) {
   return r;
 }
 
+RGPU_SAME_AS(cuEventElapsedTime, cuEventElapsedTime_v2)
+
+RGPU_IMPL(cuStreamGetCtx)(CUstream s, CUcontext* pctx) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r == CUDA_SUCCESS) *pctx = ctx;
+  return r;
+}
+
+RGPU_IMPL(cuStreamGetDevice)(CUstream s, CUdevice* device) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r == CUDA_SUCCESS) *device = ctx->device;
+  return r;
+}
+
+RGPU_IMPL(cuStreamGetId)(CUstream s, unsigned long long* id) {
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r == CUDA_SUCCESS) *id = remote;
+  return r;
+}
+
+RGPU_SAME_AS(cuStreamGetCtx_ptsz, cuStreamGetCtx)
+RGPU_SAME_AS(cuStreamGetDevice_ptsz, cuStreamGetDevice)
+RGPU_SAME_AS(cuStreamGetId_ptsz, cuStreamGetId)
 RGPU_SAME_AS(cuStreamSynchronize_ptsz, cuStreamSynchronize)
 RGPU_SAME_AS(cuStreamQuery_ptsz, cuStreamQuery)
 RGPU_SAME_AS(cuStreamWaitEvent_ptsz, cuStreamWaitEvent)

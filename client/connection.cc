@@ -70,6 +70,24 @@ CUresult Connection::Fail(const std::string& why) {
   return kServerLost;
 }
 
+CUresult Connection::Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
+                          const void* payload, size_t payload_size, bool payload_stays_valid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lost_) return kServerLost;
+  wire::Call* call = posted_.mutable_call();
+  call->set_seq(next_seq_++);
+  call->set_op(static_cast<uint32_t>(op));
+  call->set_ctx(ctx);
+  call->set_posted(true);
+  call->clear_args();
+  for (uint64_t a : args) call->add_args(a);
+  std::string header = posted_.SerializeAsString();
+  Status s = payload_stays_valid ? channel_->Post(std::move(header), payload, payload_size)
+                                 : channel_->Send(header, payload, payload_size);
+  if (!s.ok()) return Fail(s.ToString());
+  return CUDA_SUCCESS;
+}
+
 CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
                           const void* payload, size_t payload_size, std::vector<uint64_t>* values,
                           ReplyBuffer reply_buffer, size_t* reply_size) {
@@ -112,6 +130,24 @@ CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
       RGPU_LOG_DEBUG("%s failed on the server: %d (%s)", FindOp(static_cast<uint32_t>(op))->name,
                      r.result(), r.message().c_str());
     }
+    // Every posted call before this one has been executed, so their payloads have been read.
+    s = channel_->Flush();
+    if (!s.ok()) return Fail(s.ToString());
+    CUresult result = static_cast<CUresult>(r.result());
+    if (r.async_error() != CUDA_SUCCESS) {
+      RGPU_LOG_DEBUG("an earlier asynchronous call failed: %d (%s)", r.async_error(),
+                     r.async_error_detail().c_str());
+      if (async_error_ == CUDA_SUCCESS) async_error_ = static_cast<CUresult>(r.async_error());
+    }
+    const OpInfo* info = FindOp(static_cast<uint32_t>(op));
+    // An asynchronous failure is reported by the next call that succeeds and returns nothing
+    // else (a synchronize, a query, a copy), as CUDA reports asynchronous errors; a call that
+    // created something keeps its own result so that nothing it made is lost.
+    if (result == CUDA_SUCCESS && async_error_ != CUDA_SUCCESS && info != nullptr &&
+        info->result_count == 0) {
+      result = async_error_;
+      async_error_ = CUDA_SUCCESS;
+    }
     if (values != nullptr) values->assign(r.values().begin(), r.values().end());
     if (m.payload_size > 0) {
       if (m.payload_size > reply_buffer.capacity) {
@@ -121,11 +157,10 @@ CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
     }
     if (reply_size != nullptr) *reply_size = m.payload_size;
     // A successful reply must carry the values its operation promises.
-    const OpInfo* info = FindOp(static_cast<uint32_t>(op));
     if (r.result() == CUDA_SUCCESS && info != nullptr && r.values_size() < info->result_count) {
       return Fail(std::string("short reply to ") + info->name);
     }
-    return static_cast<CUresult>(r.result());
+    return result;
   }
 }
 

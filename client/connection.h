@@ -44,6 +44,14 @@ class Connection {
                 std::vector<uint64_t>* values = nullptr, ReplyBuffer reply = {},
                 size_t* reply_size = nullptr);
 
+  // Sends a stream-ordered (kAsync) call without waiting for its reply. With
+  // `payload_stays_valid` (pinned memory the program may not touch until it synchronizes) the
+  // payload may still be read after this returns, until the next Call; otherwise it has been
+  // sent (or copied) when this returns. A failure on the server surfaces at the next Call.
+  CUresult Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
+                const void* payload = nullptr, size_t payload_size = 0,
+                bool payload_stays_valid = false);
+
   bool broken();
   // The transport lanes in use, for logs.
   std::string DescribeTransport();
@@ -56,6 +64,9 @@ class Connection {
   std::unique_ptr<Channel> channel_;
   wire::Welcome welcome_;
   uint64_t next_seq_ = 1;
+  wire::Envelope posted_;  // reused for every posted call
+  // A posted call's failure, reported by the server, not yet returned to the program.
+  CUresult async_error_ = CUDA_SUCCESS;
   ReplyBuffer pending_reply_;  // the destination of the reply now awaited
   bool lost_ = false;
 };

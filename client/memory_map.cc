@@ -34,6 +34,13 @@ void MemoryMap::EraseContext(CUctx_st* ctx) {
   }
 }
 
+CUresult CheckDeviceRange(CUctx_st* ctx, uint64_t address, uint64_t bytes) {
+  if (bytes == 0) return CUDA_SUCCESS;
+  auto r = Memory().Find(address);
+  if (!r || r->type != CU_MEMORYTYPE_DEVICE || r->ctx != ctx) return CUDA_ERROR_INVALID_VALUE;
+  return bytes <= r->size - (address - r->base) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 MemoryMap& Memory() {
   static MemoryMap* map = new MemoryMap();
   return *map;

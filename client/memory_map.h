@@ -42,4 +42,9 @@ class MemoryMap {
 // The process's map.
 MemoryMap& Memory();
 
+// CUDA_SUCCESS when [address, address+bytes) lies inside device memory of `ctx` that this client
+// knows (an allocation or a module global), else CUDA_ERROR_INVALID_VALUE, which is what the
+// driver answers for such a copy or memset.
+CUresult CheckDeviceRange(CUctx_st* ctx, uint64_t address, uint64_t bytes);
+
 }  // namespace rgpu::client

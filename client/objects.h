@@ -59,6 +59,7 @@ struct CUmod_st {
   uint64_t remote = 0;
   CUctx_st* ctx = nullptr;
   std::map<std::string, CUfunc_st*> functions;  // handles are stable per name
+  std::vector<uint64_t> globals;                 // device addresses of globals looked up
 };
 
 struct CUfunc_st {
@@ -69,6 +70,10 @@ struct CUfunc_st {
   std::string name;
   std::vector<rgpu::client::ParamSlot> params;
   uint32_t params_bytes = 0;
+  // Launch limits, from the server with the handle (guarded by objects_mutex()).
+  uint32_t max_threads = 0;
+  uint32_t static_shared = 0;
+  uint32_t max_dynamic_shared = 0;
   // Attributes fetched from the server, by CUfunction_attribute (guarded by objects_mutex()).
   std::map<int, int> attributes;
 };

@@ -143,6 +143,9 @@ bool Session::Serve(ReceivedMessage& m) {
     cs.detail = std::string(info->name) + " takes " + std::to_string(info->arg_count) +
                 " arguments, got " + std::to_string(call.args_size());
     result = CUDA_ERROR_INVALID_VALUE;
+  } else if (call.posted() && info->mode != CallMode::kAsync) {
+    cs.detail = std::string(info->name) + " cannot be posted";
+    result = CUDA_ERROR_INVALID_VALUE;
   } else {
     result = CUDA_SUCCESS;
     const Op op = static_cast<Op>(call.op());
@@ -158,12 +161,28 @@ bool Session::Serve(ReceivedMessage& m) {
     }
     if (result == CUDA_SUCCESS) result = Dispatch(op, cs);
   }
+  if (result != CUDA_SUCCESS) {
+    RGPU_LOG_DEBUG("session %llu: %s -> %d %s", (unsigned long long)id_,
+                   info ? info->name : "?", result, cs.detail.c_str());
+  }
+  if (call.posted()) {
+    // No reply: the failure waits for the next one.
+    if (result != CUDA_SUCCESS && async_error_ == CUDA_SUCCESS) {
+      async_error_ = result;
+      async_error_detail_ = std::string(info ? info->name : "?") + ": " + cs.detail;
+    }
+    return true;
+  }
   reply->set_result(result);
   if (result != CUDA_SUCCESS) {
     if (!cs.detail.empty()) reply->set_message(cs.detail);
-    RGPU_LOG_DEBUG("session %llu: %s -> %d %s", (unsigned long long)id_,
-                   info ? info->name : "?", result, cs.detail.c_str());
     cs.out_size = 0;
+  }
+  if (async_error_ != CUDA_SUCCESS) {
+    reply->set_async_error(async_error_);
+    reply->set_async_error_detail(async_error_detail_);
+    async_error_ = CUDA_SUCCESS;
+    async_error_detail_.clear();
   }
   Status s = channel_->Send(out.SerializeAsString(), cs.out_payload.get(), cs.out_size);
   return s.ok();
@@ -504,8 +523,21 @@ CUresult Session::HandleModuleGetFunction(CallState& cs) {
     f.params.push_back(ParamSlot{static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
     f.params_bytes = std::max<uint32_t>(f.params_bytes, offset + size);
   }
+  // Limits the client checks launches against, so that bad configurations fail at the launch
+  // as CUDA's do, even when the launch itself is posted.
+  auto attribute = [&](CUfunction_attribute a) -> uint64_t {
+    int v = 0;
+    if (drv_.cuFuncGetAttribute == nullptr ||
+        drv_.cuFuncGetAttribute(&v, a, f.function) != CUDA_SUCCESS) {
+      return 0;
+    }
+    return static_cast<uint64_t>(v);
+  };
   const uint64_t id = functions_.Insert(f);
   cs.reply->add_values(id);
+  cs.reply->add_values(attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+  cs.reply->add_values(attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES));
+  cs.reply->add_values(attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES));
   cs.reply->add_values(f.params.size());
   for (const ParamSlot& p : f.params) {
     cs.reply->add_values(p.offset);
@@ -784,6 +816,34 @@ CUresult Session::HandleCtxGetStreamPriorityRange(CallState& cs) {
   if (r != CUDA_SUCCESS) return r;
   cs.reply->add_values(static_cast<uint64_t>(static_cast<int64_t>(least)));
   cs.reply->add_values(static_cast<uint64_t>(static_cast<int64_t>(greatest)));
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemset2D(CallState& cs) {
+  const CUdeviceptr dst = cs.arg(0);
+  const uint64_t pitch = cs.arg(1), value = cs.arg(2), element = cs.arg(3), width = cs.arg(4),
+                 height = cs.arg(5);
+  if (element != 1 && element != 2 && element != 4) return CUDA_ERROR_INVALID_VALUE;
+  if (width > (1ull << 40)) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t extent = PitchedExtent(pitch, width * element, height);
+  if (extent == 0 || !OwnsRange(cs.ctx_id, dst, extent)) {
+    cs.detail = "memset range is not memory of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // One row at a time, through the 1D memset handler.
+  wire::Call row;
+  row.set_op(static_cast<uint32_t>(Op::kMemset));
+  for (uint64_t a : {uint64_t{0}, value, element, width, cs.arg(6), cs.arg(7)}) row.add_args(a);
+  CallState rs;
+  rs.call = &row;
+  rs.ctx_id = cs.ctx_id;
+  rs.ctx = cs.ctx;
+  rs.reply = cs.reply;
+  for (uint64_t r = 0; r < height; ++r) {
+    row.set_args(0, dst + r * pitch);
+    CUresult result = HandleMemset(rs);
+    if (result != CUDA_SUCCESS) return result;
+  }
   return CUDA_SUCCESS;
 }
 

@@ -131,6 +131,9 @@ class Session {
   HandleTable<EventRecord> events_;
   std::atomic<uint64_t> live_bytes_{0};
   uint64_t calls_ = 0;
+  // The first failure of a posted call not yet reported to the client.
+  CUresult async_error_ = CUDA_SUCCESS;
+  std::string async_error_detail_;
 };
 
 }  // namespace rgpu::server
