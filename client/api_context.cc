@@ -25,6 +25,7 @@ RGPU_IMPL(cuDevicePrimaryCtxRetain)(CUcontext* pctx, CUdevice dev) {
     r = Server().Call(Op::kPrimaryCtxRetain, 0, {static_cast<uint64_t>(dev)}, nullptr, 0, &v);
     if (r != CUDA_SUCCESS) return r;
     ctx->remote = v[0];
+    ctx->generation++;
     ctx->primary_refs = 0;
   }
   ctx->primary_refs++;

@@ -24,6 +24,7 @@ CUresult LoadImage(const std::string& image, CUctx_st* ctx, CUmod_st** out) {
   auto* m = new CUmod_st();
   m->remote = v[0];
   m->ctx = ctx;
+  m->generation = ctx->generation;
   ClientState::Get().Register(m);
   *out = m;
   return CUDA_SUCCESS;
@@ -49,7 +50,10 @@ CUresult CheckModule(CUmodule m) {
   if (!ClientState::Get().IsLive(m) || m->kind != ObjectKind::kModule) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  return rgpu::client::CheckContext(m->ctx);
+  r = rgpu::client::CheckContext(m->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  // A module of an earlier incarnation of its (primary) context died with it.
+  return m->generation == m->ctx->generation ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 // The function `name` of module `m`, fetched once and cached (handles are stable per name).
@@ -102,9 +106,14 @@ CUresult LibraryModule(CUlib_st* lib, CUctx_st* ctx, CUmod_st** out) {
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     auto it = lib->modules.find(ctx);
-    if (it != lib->modules.end() && ClientState::Get().IsLive(it->second)) {
-      *out = it->second;
-      return CUDA_SUCCESS;
+    if (it != lib->modules.end()) {
+      if (it->second->generation == ctx->generation) {
+        *out = it->second;
+        return CUDA_SUCCESS;
+      }
+      // Loaded into an earlier incarnation of the context (before a reset): gone with it.
+      ForgetModule(it->second);
+      lib->modules.erase(it);
     }
   }
   CUmod_st* m = nullptr;
@@ -135,7 +144,9 @@ CUresult ResolveFunction(CUfunction f, CUfunc_st** out) {
   if (!ClientState::Get().IsLive(f)) return CUDA_ERROR_INVALID_HANDLE;
   if (f->kind == ObjectKind::kFunction) {
     *out = f;
-    return rgpu::client::CheckContext(f->ctx);
+    r = rgpu::client::CheckContext(f->ctx);
+    if (r != CUDA_SUCCESS) return r;
+    return f->module->generation == f->ctx->generation ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   }
   auto* k = reinterpret_cast<CUkern_st*>(f);
   if (k->kind != ObjectKind::kKernel) return CUDA_ERROR_INVALID_HANDLE;
@@ -242,7 +253,13 @@ RGPU_IMPL(cuLibraryUnload)(CUlibrary lib) {
     modules.swap(lib->modules);
   }
   for (auto& [ctx, m] : modules) {
-    if (ClientState::Get().IsLive(m)) rgpu_impl_cuModuleUnload(m);
+    if (!ClientState::Get().IsLive(m)) continue;
+    if (CheckModule(m) == CUDA_SUCCESS) {
+      rgpu_impl_cuModuleUnload(m);
+    } else {
+      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+      ForgetModule(m);  // its context is gone already
+    }
   }
   ClientState::Get().Unregister(lib);
   delete lib;

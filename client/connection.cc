@@ -54,6 +54,23 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   return Status::Ok();
 }
 
+bool IsStickyError(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool Connection::broken() {
   std::lock_guard<std::mutex> lock(mu_);
   return lost_;
@@ -74,6 +91,7 @@ CUresult Connection::Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
                           const void* payload, size_t payload_size, bool payload_stays_valid) {
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) return kServerLost;
+  if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
   wire::Call* call = posted_.mutable_call();
   call->set_seq(next_seq_++);
   call->set_op(static_cast<uint32_t>(op));
@@ -93,6 +111,7 @@ CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
                           ReplyBuffer reply_buffer, size_t* reply_size) {
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) return kServerLost;
+  if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
   wire::Envelope env;
   wire::Call* call = env.mutable_call();
   const uint64_t seq = next_seq_++;
@@ -138,7 +157,11 @@ CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
       RGPU_LOG_DEBUG("an earlier asynchronous call failed: %d (%s)", r.async_error(),
                      r.async_error_detail().c_str());
       if (async_error_ == CUDA_SUCCESS) async_error_ = static_cast<CUresult>(r.async_error());
+      if (IsStickyError(static_cast<CUresult>(r.async_error())) && r.async_error_ctx() != 0) {
+        sticky_.emplace(r.async_error_ctx(), static_cast<CUresult>(r.async_error()));
+      }
     }
+    if (IsStickyError(result) && ctx != 0) sticky_.emplace(ctx, result);
     const OpInfo* info = FindOp(static_cast<uint32_t>(op));
     // An asynchronous failure is reported by the next call that succeeds and returns nothing
     // else (a synchronize, a query, a copy), as CUDA reports asynchronous errors; a call that

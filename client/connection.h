@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +28,9 @@ struct ReplyBuffer {
   void* data = nullptr;
   size_t capacity = 0;
 };
+
+// True for the errors after which a CUDA context is unusable (a faulting kernel).
+bool IsStickyError(CUresult r);
 
 class Connection {
  public:
@@ -67,6 +71,9 @@ class Connection {
   wire::Envelope posted_;  // reused for every posted call
   // A posted call's failure, reported by the server, not yet returned to the program.
   CUresult async_error_ = CUDA_SUCCESS;
+  // Contexts (session ids) that hit an error CUDA makes sticky: every later call on them fails
+  // with it at once, as the driver's do.
+  std::map<uint64_t, CUresult> sticky_;
   ReplyBuffer pending_reply_;  // the destination of the reply now awaited
   bool lost_ = false;
 };

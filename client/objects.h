@@ -49,6 +49,9 @@ struct CUctx_st {
   bool primary = false;
   unsigned flags = 0;
   int primary_refs = 0;
+  // Bumped each time the context is (re)created on the server: modules and functions made in an
+  // earlier generation died with it.
+  uint64_t generation = 0;
   // Context-local storage (the runtime keeps its per-context state here), guarded by
   // ClientState::objects_mutex().
   std::map<void*, rgpu::client::ClsEntry> local_storage;
@@ -58,6 +61,7 @@ struct CUmod_st {
   rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kModule;
   uint64_t remote = 0;
   CUctx_st* ctx = nullptr;
+  uint64_t generation = 0;  // of ctx when loaded
   std::map<std::string, CUfunc_st*> functions;  // handles are stable per name
   std::vector<uint64_t> globals;                 // device addresses of globals looked up
 };

@@ -170,6 +170,7 @@ bool Session::Serve(ReceivedMessage& m) {
     if (result != CUDA_SUCCESS && async_error_ == CUDA_SUCCESS) {
       async_error_ = result;
       async_error_detail_ = std::string(info ? info->name : "?") + ": " + cs.detail;
+      async_error_ctx_ = call.ctx();
     }
     return true;
   }
@@ -181,6 +182,7 @@ bool Session::Serve(ReceivedMessage& m) {
   if (async_error_ != CUDA_SUCCESS) {
     reply->set_async_error(async_error_);
     reply->set_async_error_detail(async_error_detail_);
+    reply->set_async_error_ctx(async_error_ctx_);
     async_error_ = CUDA_SUCCESS;
     async_error_detail_.clear();
   }

@@ -134,6 +134,7 @@ class Session {
   // The first failure of a posted call not yet reported to the client.
   CUresult async_error_ = CUDA_SUCCESS;
   std::string async_error_detail_;
+  uint64_t async_error_ctx_ = 0;
 };
 
 }  // namespace rgpu::server
