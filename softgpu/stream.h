@@ -66,6 +66,7 @@ class Stream {
   std::deque<Op> queue_;
   uint64_t last_seq_ = 0;
   std::atomic<uint64_t> completed_{0};
+  std::atomic<uint32_t> pending_{0};  // operations queued and not yet taken by the worker
   std::atomic<bool> stopped_{false};
   bool stopping_ = false;
   std::thread worker_;
