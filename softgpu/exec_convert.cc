@@ -134,6 +134,17 @@ T FlushSubnormal(T v) {
   return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(T(0), v) : v;
 }
 
+// Integer results are extended to the register: signed types sign-extend (a cvt.s8 into a
+// 32-bit register reads back as a negative 32-bit value), unsigned ones zero-extend.
+template <typename D>
+uint64_t PutInt(D v) {
+  if constexpr (std::is_signed_v<D>) {
+    return static_cast<uint64_t>(static_cast<int64_t>(v));
+  } else {
+    return static_cast<uint64_t>(v);
+  }
+}
+
 template <typename D, typename S>
 uint64_t Convert(uint64_t slot, const FloatMode& m, bool integer_rounding) {
   const S s = LoadSrc<S>(slot);
@@ -141,10 +152,10 @@ uint64_t Convert(uint64_t slot, const FloatMode& m, bool integer_rounding) {
     if constexpr (kIsFloat<S>) {
       double v = ToDouble(s);
       v = RoundIntegral(v, m.rounding);
-      return Put(SaturateFromDouble<D>(v));
+      return PutInt(SaturateFromDouble<D>(v));
     } else {
-      if (m.sat) return Put(SaturateFromInt<D>(static_cast<__int128>(s)));
-      return Put(static_cast<D>(s));
+      if (m.sat) return PutInt(SaturateFromInt<D>(static_cast<__int128>(s)));
+      return PutInt(static_cast<D>(s));
     }
   } else {
     // Float destination.
@@ -463,12 +474,13 @@ Handler SpecialHandler(Special reg) {
     SOFTGPU_CASE(kTidZ)
     SOFTGPU_CASE(kNtidX)
     SOFTGPU_CASE(kNtidY)
-    SOFTGPU_CASE(kNtidZ) SOFTGPU_CASE(kCtaidX) SOFTGPU_CASE(kCtaidY) SOFTGPU_CASE(kCtaidZ)
-        SOFTGPU_CASE(kNctaidX) SOFTGPU_CASE(kNctaidY) SOFTGPU_CASE(kNctaidZ) SOFTGPU_CASE(kLaneId)
-            SOFTGPU_CASE(kWarpId) SOFTGPU_CASE(kNWarpId) SOFTGPU_CASE(kSmId) SOFTGPU_CASE(kNSmId)
-                SOFTGPU_CASE(kGridId) SOFTGPU_CASE(kLanemaskEq) SOFTGPU_CASE(kLanemaskLe)
-                    SOFTGPU_CASE(kLanemaskLt) SOFTGPU_CASE(kLanemaskGe) SOFTGPU_CASE(kLanemaskGt)
-                        SOFTGPU_CASE(kClock) SOFTGPU_CASE(kClock64) SOFTGPU_CASE(kGlobalTimer)
+    SOFTGPU_CASE(kNtidZ)
+    SOFTGPU_CASE(kCtaidX) SOFTGPU_CASE(kCtaidY) SOFTGPU_CASE(kCtaidZ) SOFTGPU_CASE(kNctaidX)
+        SOFTGPU_CASE(kNctaidY) SOFTGPU_CASE(kNctaidZ) SOFTGPU_CASE(kLaneId) SOFTGPU_CASE(kWarpId)
+            SOFTGPU_CASE(kNWarpId) SOFTGPU_CASE(kSmId) SOFTGPU_CASE(kNSmId) SOFTGPU_CASE(kGridId)
+                SOFTGPU_CASE(kLanemaskEq) SOFTGPU_CASE(kLanemaskLe) SOFTGPU_CASE(kLanemaskLt)
+                    SOFTGPU_CASE(kLanemaskGe) SOFTGPU_CASE(kLanemaskGt) SOFTGPU_CASE(kClock)
+                        SOFTGPU_CASE(kClock64) SOFTGPU_CASE(kGlobalTimer)
                             SOFTGPU_CASE(kGlobalTimerLo) SOFTGPU_CASE(kGlobalTimerHi)
                                 SOFTGPU_CASE(kDynamicSmemSize) SOFTGPU_CASE(kTotalSmemSize)
                                     SOFTGPU_CASE(kZero)

@@ -1,7 +1,10 @@
 // The PTX front end: lexer, parser and decoder, without running anything.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "softgpu/interpreter.h"
 #include "softgpu/ptx_decoder.h"
@@ -177,6 +180,100 @@ TEST(PtxDecoderTest, NvccOutputDecodesCompletely) {
     EXPECT_EQ(FindUnsupported(p, i), "") << p.functions[i].name;
   }
   EXPECT_GE(entries, 15);
+}
+
+}  // namespace
+}  // namespace softgpu
+
+namespace softgpu {
+namespace {
+
+// Runs ptx/instructions.ptx (hand-written) on one warp and checks each result word.
+TEST(PtxInstructionTest, HandWrittenSemantics) {
+  std::ifstream in(std::string(SOFTGPU_PTX_DIR) + "/instructions.ptx");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string ptx = ss.str();
+  ASSERT_FALSE(ptx.empty());
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, ptx.c_str()));
+  CUfunction f;
+  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "ops"));
+  CUdeviceptr out;
+  CU_ASSERT_OK(cuMemAlloc(&out, 32 * 256));
+  CU_ASSERT_OK(cuMemsetD8(out, 0, 32 * 256));
+  void* args[] = {&out};
+  CU_ASSERT_OK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+  std::vector<uint32_t> w(32 * 64);
+  CU_ASSERT_OK(cuMemcpyDtoH(w.data(), out, w.size() * 4));
+  auto f32 = [](uint32_t bits) {
+    float v;
+    memcpy(&v, &bits, 4);
+    return v;
+  };
+  for (uint32_t l = 0; l < 32; ++l) {
+    const uint32_t* r = &w[l * 64];
+    SCOPED_TRACE("lane " + std::to_string(l));
+    EXPECT_EQ(r[0], 496u);                         // redux.sync.add
+    EXPECT_EQ(static_cast<int32_t>(r[1]), -11);    // redux.sync.min.s32
+    EXPECT_EQ(r[2], 0xffffffffu);                  // redux.sync.or
+    EXPECT_EQ(r[3], 0xBCu);                        // bfe.u32
+    EXPECT_EQ(r[4], 0xffffffffu);                  // bfe.s32 sign-extends
+    EXPECT_EQ(r[5], 0x12345A78u);                  // bfi
+    EXPECT_EQ(r[6], 1u);                           // testp.notanumber NaN
+    EXPECT_EQ(r[7], 0u);                           // testp.finite inf
+    EXPECT_EQ(f32(r[8]), -3.0f);                   // copysign(a=-1, b=3)
+    EXPECT_TRUE(std::isnan(f32(r[9])));            // min.NaN
+    EXPECT_EQ(f32(r[10]), 1.0f);                   // min ignores NaN
+    EXPECT_EQ(r[11], 0xFFFFFFFEu);                 // mul24.lo.s32 (-1 * 2)
+    EXPECT_EQ(r[12], 20u);                         // dp4a
+    EXPECT_EQ(r[13], 0x22222222u);                 // shf.r.clamp by 40
+    EXPECT_EQ(r[14], 3u);                          // shf.l.wrap by 33
+    EXPECT_EQ(r[15], 255u);                        // cvt.sat.u8
+    EXPECT_EQ(r[16], 0xFFFFFF80u);                 // cvt.sat.s8 (sign-extended)
+    EXPECT_EQ(r[17], 0x3C00u);                     // cvt.rn.f16.f32 1.0
+    EXPECT_EQ(static_cast<int32_t>(r[18]), -3);    // cvt.rzi.s32.f32 -3.75
+    EXPECT_EQ(f32(r[19]), -4.0f);                  // cvt.rmi.f32.f32 -3.75
+    EXPECT_EQ(r[20], 0x55443322u);                 // prmt.f4e
+    EXPECT_EQ(r[21], 0x00004400u);                 // prmt default with sign replication
+    EXPECT_EQ(r[22], 0x11111111u << (l & 3));      // match.any
+    EXPECT_EQ(r[23], 0xffffffffu);                 // match.all mask
+    EXPECT_EQ(r[24], 1u);                          // match.all predicate
+    EXPECT_EQ(r[25], (l & 1) ? 0u : 0x55555555u);  // activemask in divergent code
+    EXPECT_EQ(r[26], 0xffffffffu);                 // set.lt.u32.s32
+    EXPECT_EQ(f32(r[27]), 0.0f);                   // set.gt.f32.f32 false
+    EXPECT_EQ(r[28], 9u);                          // slct with negative selector
+    EXPECT_EQ(r[29], 12u);                         // sad
+    EXPECT_EQ(r[30], 0xffffffffu);                 // mul.hi.s32
+    EXPECT_EQ(r[31], 16u);                         // bfind.u32
+    EXPECT_EQ(r[32], 15u);                         // bfind.shiftamt
+    EXPECT_EQ(r[33], 0xffffffffu);                 // bfind.s32 -1: none
+    EXPECT_EQ(r[34], 16u);                         // clz.b64
+    EXPECT_EQ(r[35], 4u);                          // popc.b64
+    EXPECT_EQ(r[36], (1u << l) - 1);               // %lanemask_lt
+    EXPECT_EQ(r[37], 0u);                          // add.cc
+    EXPECT_EQ(r[38], 0u);                          // addc.cc
+    EXPECT_EQ(r[39], 1u);                          // addc
+    EXPECT_EQ(r[40], 0xffffffffu);                 // sub.cc borrow
+    EXPECT_EQ(r[41], 4u);                          // subc
+    double third;
+    memcpy(&third, &r[42], 8);
+    EXPECT_EQ(third, 1.0 / 3.0);                 // div.rn.f64
+    EXPECT_EQ(r[44], 0x3F800000u);               // add.rz
+    EXPECT_EQ(r[45], 0x3F800001u);               // add.rp
+    EXPECT_EQ(f32(r[46]), 1.0f);                 // add.sat.f32
+    EXPECT_EQ(r[47], 0x7FFFFFFFu);               // add.sat.s32
+    EXPECT_EQ(r[48], 0x42004500u);               // fma.rn.f16x2
+    EXPECT_EQ(r[49], 0x40403F80u);               // cvt.rn.bf16x2.f32
+    EXPECT_EQ(static_cast<int32_t>(r[50]), -1);  // rem.s32
+    EXPECT_EQ(r[51], 0xffffffffu);               // div.u32 by zero
+    EXPECT_EQ(static_cast<int32_t>(r[52]), -1);  // shr.s32 by 40
+    EXPECT_EQ(r[53], 0u);                        // vote.uni on a divergent predicate
+  }
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
 }
 
 }  // namespace
