@@ -209,18 +209,26 @@ RGPU_IMPL(cuCtxGetApiVersion)(CUcontext ctx, unsigned int* version) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+CUresult SynchronizeContext(CUctx_st* ctx) {
+  CUresult held = rgpu::client::WaitContextDrained(ctx);
+  CUresult r = Server().Call(Op::kCtxSynchronize, ctx->remote, {});
+  return r != CUDA_SUCCESS ? r : held;
+}
+}  // namespace
+
 RGPU_IMPL(cuCtxSynchronize)() {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Call(Op::kCtxSynchronize, ctx->remote, {});
+  return SynchronizeContext(ctx);
 }
 
 RGPU_IMPL(cuCtxSynchronize_v2)(CUcontext ctx) {
   if (ctx == nullptr) return rgpu_impl_cuCtxSynchronize();
   CUresult r = CheckContext(ctx);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Call(Op::kCtxSynchronize, ctx->remote, {});
+  return SynchronizeContext(ctx);
 }
 
 // Earlier ABI revisions that NVIDIA's runtime still asks for by version.

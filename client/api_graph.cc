@@ -1,8 +1,7 @@
 // Stream capture and CUDA graphs, kept in the client: while a stream captures, its kernel
 // launches, copies, memsets and host functions are recorded (arguments by value, host buffers by
 // reference, as CUDA does) instead of sent; launching the instantiated graph replays them in
-// order on the launch stream. Host functions and stream callbacks run in this process once the
-// stream's earlier work is complete.
+// order on the launch stream.
 #include <atomic>
 
 #include "client/impl.h"
@@ -11,21 +10,7 @@ using rgpu::client::ClientState;
 using rgpu::client::GraphNode;
 using rgpu::client::ObjectKind;
 
-namespace rgpu::client {
 
-bool CaptureIfCapturing(CUstream stream, CUgraphNodeType type,
-                        std::function<CUresult(CUstream)> replay) {
-  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
-    return false;
-  }
-  if (!ClientState::Get().IsLive(stream) || stream->kind != ObjectKind::kStream) return false;
-  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-  if (stream->capture == nullptr) return false;
-  stream->capture->nodes.push_back(GraphNode{type, std::move(replay)});
-  return true;
-}
-
-}  // namespace rgpu::client
 
 namespace {
 
@@ -42,14 +27,6 @@ CUresult CheckStream(CUstream s) {
 }
 
 std::atomic<uint64_t> g_next_capture_id{1};
-
-// Runs `work` once `stream`'s earlier work is done, passing the stream's status.
-CUresult RunOnHost(CUstream stream, const std::function<void(CUresult)>& work) {
-  CUresult status = rgpu_impl_cuStreamSynchronize(stream);
-  if (status == rgpu::client::kServerLost) return status;
-  work(status);
-  return CUDA_SUCCESS;
-}
 
 }  // namespace
 
@@ -177,7 +154,7 @@ RGPU_IMPL(cuGraphLaunch)(CUgraphExec exec, CUstream stream) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   // A graph launched into a capturing stream becomes part of that capture.
-  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_GRAPH, [exec](CUstream s) {
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_GRAPH, [exec](CUstream s) {
         return rgpu_impl_cuGraphLaunch(exec, s);
       })) {
     return CUDA_SUCCESS;
@@ -204,20 +181,7 @@ RGPU_IMPL(cuGraphGetNodes)(CUgraph graph, CUgraphNode* nodes, size_t* count) {
   return CUDA_SUCCESS;
 }
 
-RGPU_IMPL(cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void* data) {
-  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto run = [fn, data](CUstream s) { return RunOnHost(s, [&](CUresult) { fn(data); }); };
-  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_HOST, run)) return CUDA_SUCCESS;
-  return run(stream);
-}
-RGPU_SAME_AS(cuLaunchHostFunc_ptsz, cuLaunchHostFunc)
 
-RGPU_IMPL(cuStreamAddCallback)(CUstream stream, CUstreamCallback cb, void* data,
-                               unsigned int flags) {
-  if (cb == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  return RunOnHost(stream, [&](CUresult status) { cb(stream, status, data); });
-}
-RGPU_SAME_AS(cuStreamAddCallback_ptsz, cuStreamAddCallback)
 
 // Earlier ABI revisions.
 extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuStreamBeginCapture(

@@ -230,6 +230,15 @@ CUresult Classify(CUmemorytype type, const void* host, CUdeviceptr device, CUarr
 
 CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
   if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!async) {
+    CUresult r = rgpu::client::WaitStreamDrained(stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  const CUDA_MEMCPY2D copy = *c;
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
+                          [copy](CUstream s) { return Copy2D(&copy, s, true); })) {
+    return CUDA_SUCCESS;
+  }
   const size_t width = c->WidthInBytes, height = c->Height;
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   Side src = {}, dst = {};

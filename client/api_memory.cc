@@ -81,7 +81,23 @@ namespace rgpu::client {
 
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async) {
   if (src == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
-  if (CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
+  if (!async) {
+    CUresult r = WaitStreamDrained(stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  auto pinned = Memory().Find(reinterpret_cast<uint64_t>(src));
+  const bool from_pinned = pinned && pinned->type == CU_MEMORYTYPE_HOST &&
+                           bytes <= pinned->size - (reinterpret_cast<uint64_t>(src) - pinned->base);
+  if (async && !from_pinned && StreamHeld(stream)) {
+    // Held behind a host function: pageable data may change once this returns, so keep a copy.
+    auto copy = std::make_shared<std::string>(static_cast<const char*>(src), bytes);
+    if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
+          return CopyHtoD(dst, copy->data(), bytes, s, true);
+        })) {
+      return CUDA_SUCCESS;
+    }
+  }
+  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
         return CopyHtoD(dst, src, bytes, s, true);
       })) {
     return CUDA_SUCCESS;
@@ -94,16 +110,17 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   if (r != CUDA_SUCCESS) return r;
   // Stream-ordered: sent without waiting. From pinned memory the program leaves alone until it
   // synchronizes, the data may go while this returns; pageable data has left when it returns.
-  auto pinned = Memory().Find(reinterpret_cast<uint64_t>(src));
-  const bool stays_valid = async && pinned && pinned->type == CU_MEMORYTYPE_HOST &&
-                           bytes <= pinned->size - (reinterpret_cast<uint64_t>(src) - pinned->base);
   return Server().Post(Op::kMemcpyHtoD, ctx->remote, {dst, bytes, remote_stream, async}, src, bytes,
-                       stays_valid);
+                       async && from_pinned);
 }
 
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
   if (dst == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
-  if (CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
+  if (!async) {
+    CUresult r = WaitStreamDrained(stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
         return CopyDtoH(dst, src, bytes, s, true);
       })) {
     return CUDA_SUCCESS;
@@ -120,7 +137,7 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
 }
 
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
-  if (CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
+  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
         return CopyDtoD(dst, src, bytes, s, true);
       })) {
     return CUDA_SUCCESS;
@@ -171,7 +188,7 @@ CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
 
 CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count, CUstream stream,
                 bool async) {
-  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMSET, [=](CUstream s) {
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMSET, [=](CUstream s) {
         return Memset(dst, value, element, count, s, true);
       })) {
     return CUDA_SUCCESS;
@@ -229,7 +246,7 @@ namespace {
 
 CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint64_t value, uint64_t element, size_t width,
                   size_t height, CUstream stream, bool async) {
-  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_MEMSET, [=](CUstream s) {
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMSET, [=](CUstream s) {
         return Memset2D(dst, pitch, value, element, width, height, s, true);
       })) {
     return CUDA_SUCCESS;

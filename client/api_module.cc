@@ -395,7 +395,7 @@ RGPU_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gx, unsigned int gy, unsign
                          {fn->remote, gx, gy, gz, bx, by, bz, shmem, launch_stream}, args.data(),
                          args.size());
   };
-  if (rgpu::client::CaptureIfCapturing(stream, CU_GRAPH_NODE_TYPE_KERNEL, launch)) {
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_KERNEL, launch)) {
     return CUDA_SUCCESS;
   }
   return launch(stream);

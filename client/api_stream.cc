@@ -84,7 +84,9 @@ RGPU_IMPL(cuStreamSynchronize)(CUstream s) {
   uint64_t remote;
   CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Call(Op::kStreamSynchronize, ctx->remote, {remote});
+  CUresult held = rgpu::client::WaitStreamDrained(s);
+  r = Server().Call(Op::kStreamSynchronize, ctx->remote, {remote});
+  return r != CUDA_SUCCESS ? r : held;
 }
 
 RGPU_IMPL(cuStreamQuery)(CUstream s) {
@@ -92,6 +94,7 @@ RGPU_IMPL(cuStreamQuery)(CUstream s) {
   uint64_t remote;
   CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
+  if (rgpu::client::StreamHeld(s)) return CUDA_ERROR_NOT_READY;  // a host function is pending
   return Server().Call(Op::kStreamQuery, ctx->remote, {remote});
 }
 
@@ -105,6 +108,11 @@ RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
   if (e->ctx != ctx) {
     RGPU_LOG_WARN("cuStreamWaitEvent across contexts is not supported");
     return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (rgpu::client::Defer(s, CU_GRAPH_NODE_TYPE_WAIT_EVENT, [e, flags](CUstream stream) {
+        return rgpu_impl_cuStreamWaitEvent(stream, e, flags);
+      })) {
+    return CUDA_SUCCESS;
   }
   return Server().Post(Op::kStreamWaitEvent, ctx->remote, {remote, e->remote, flags});
 }
@@ -154,6 +162,11 @@ RGPU_IMPL(cuEventRecord)(CUevent e, CUstream s) {
   r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
   if (ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if (rgpu::client::Defer(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD, [e](CUstream stream) {
+        return rgpu_impl_cuEventRecord(e, stream);
+      })) {
+    return CUDA_SUCCESS;
+  }
   return Server().Post(Op::kEventRecord, ctx->remote, {e->remote, remote});
 }
 
@@ -166,12 +179,19 @@ RGPU_IMPL(cuEventRecordWithFlags)(CUevent e, CUstream s, unsigned int flags) {
 RGPU_IMPL(cuEventSynchronize)(CUevent e) {
   CUresult r = CheckEvent(e);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Call(Op::kEventSynchronize, e->ctx->remote, {e->remote});
+  // The record may be held behind a host function of any stream of the context.
+  CUresult held = rgpu::client::WaitContextDrained(e->ctx);
+  r = Server().Call(Op::kEventSynchronize, e->ctx->remote, {e->remote});
+  return r != CUDA_SUCCESS ? r : held;
 }
 
 RGPU_IMPL(cuEventQuery)(CUevent e) {
   CUresult r = CheckEvent(e);
   if (r != CUDA_SUCCESS) return r;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    if (e->ctx->host_work > 0) return CUDA_ERROR_NOT_READY;
+  }
   return Server().Call(Op::kEventQuery, e->ctx->remote, {e->remote});
 }
 

@@ -44,10 +44,19 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream strea
 // current context.
 CUresult ResolveFunction(CUfunction f, CUfunc_st** out);
 
-// When `stream` is capturing into a graph, appends `replay` as a node and returns true: the
-// caller must then not execute the operation now. False for streams that are not capturing.
-bool CaptureIfCapturing(CUstream stream, CUgraphNodeType type,
-                        std::function<CUresult(CUstream)> replay);
+// Stream-ordered work that cannot run now: when `stream` is capturing into a graph, `replay`
+// becomes a node of the graph; when the stream waits for a host function, `replay` waits in the
+// client behind it and runs (on that stream) once the host function has. Returns true in both
+// cases, and the caller must not execute the operation itself.
+bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstream)> replay);
+
+// Waits until no host function or held work remains on `stream` (nullptr and the special
+// handles: the context's default stream), or in any stream of `ctx` for WaitContextDrained.
+// They return the first failure of held work that ran meanwhile, if any.
+CUresult WaitStreamDrained(CUstream stream);
+CUresult WaitContextDrained(CUctx_st* ctx);
+// True while `stream` has a host function that has not run yet.
+bool StreamHeld(CUstream stream);
 
 // True when `address` lies in device memory this client allocated or looked up.
 bool IsDeviceAddress(uint64_t address);

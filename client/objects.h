@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -35,6 +36,14 @@ struct ParamSlot {
 }  // namespace rgpu::client
 
 namespace rgpu::client {
+// Work on one stream that must wait in the client: while a host function enqueued on the stream
+// has not run yet, later operations on it are held here, in order (guarded by
+// ClientState::objects_mutex()).
+struct StreamHold {
+  bool blocked = false;
+  std::deque<std::pair<CUstream, std::function<CUresult(CUstream)>>> held;
+};
+
 // A context-local-storage value and the destructor to run when the context goes away.
 struct ClsEntry {
   void* value = nullptr;
@@ -55,6 +64,10 @@ struct CUctx_st {
   // Context-local storage (the runtime keeps its per-context state here), guarded by
   // ClientState::objects_mutex().
   std::map<void*, rgpu::client::ClsEntry> local_storage;
+  // The default stream's held work, and how many host functions of this context's streams have
+  // not finished (both guarded by objects_mutex()).
+  rgpu::client::StreamHold default_hold;
+  int host_work = 0;
 };
 
 struct CUmod_st {
@@ -103,6 +116,7 @@ struct CUstream_st {
   int priority = 0;
   CUgraph_st* capture = nullptr;  // the graph being captured from this stream, if any
   uint64_t capture_id = 0;
+  rgpu::client::StreamHold hold;  // guarded by objects_mutex()
 };
 
 namespace rgpu::client {

@@ -1,0 +1,205 @@
+// Stream-ordered work that waits in the client: graph capture, and host functions.
+//
+// A host function (cuLaunchHostFunc, cuStreamAddCallback) runs in this process on rgpu's host
+// worker thread, after the work issued before it on its stream has finished on the server, and
+// before any work issued after it: until it has run, later operations on that stream are held
+// here in order, then sent. The caller never blocks on it, as with CUDA.
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
+#include "client/impl.h"
+
+using rgpu::client::ClientState;
+using rgpu::client::GraphNode;
+using rgpu::client::ObjectKind;
+using rgpu::client::StreamHold;
+
+namespace {
+
+struct HostJob {
+  CUstream stream;  // as the program named it
+  CUctx_st* ctx;
+  std::function<void(CUresult)> work;  // gets the stream's status
+};
+
+// Never destroyed: the worker thread waits on these until the process ends, and destroying a
+// condition variable with a waiter at exit would hang.
+struct HostWork {
+  std::mutex jobs_mu;
+  std::condition_variable jobs_cv;     // a job was queued
+  std::condition_variable drained_cv;  // held work or a host function finished
+  std::deque<HostJob> jobs;
+  bool worker_started = false;
+  CUresult held_error = CUDA_SUCCESS;  // first failure of held work (under objects_mutex)
+};
+HostWork& W() {
+  static HostWork* w = new HostWork();
+  return *w;
+}
+thread_local bool t_on_host_worker = false;
+
+bool IsDefaultStream(CUstream s) {
+  return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+// The hold of `stream`, or nullptr for a handle that is not a live stream.
+StreamHold* HoldOf(CUstream stream, CUctx_st** ctx) {
+  if (IsDefaultStream(stream)) {
+    CUctx_st* c = rgpu::client::CurrentContext();
+    if (c == nullptr || !ClientState::Get().IsLive(c)) return nullptr;
+    *ctx = c;
+    return &c->default_hold;
+  }
+  if (!ClientState::Get().IsLive(stream) || stream->kind != ObjectKind::kStream) return nullptr;
+  *ctx = stream->ctx;
+  return &stream->hold;
+}
+
+// Sends the held work of `hold` in order, until it is empty or the stream blocks again (a held
+// host function), leaving the rest held.
+void Release(StreamHold* hold) {
+  std::unique_lock<std::mutex> lock(ClientState::Get().objects_mutex());
+  hold->blocked = false;
+  while (!hold->blocked && !hold->held.empty()) {
+    auto [stream, replay] = std::move(hold->held.front());
+    hold->held.pop_front();
+    lock.unlock();
+    CUresult r = replay(stream);
+    lock.lock();
+    if (r != CUDA_SUCCESS && W().held_error == CUDA_SUCCESS) W().held_error = r;
+  }
+}
+
+void HostWorker() {
+  t_on_host_worker = true;
+  for (;;) {
+    HostJob job;
+    {
+      std::unique_lock<std::mutex> lock(W().jobs_mu);
+      W().jobs_cv.wait(lock, [] { return !W().jobs.empty(); });
+      job = std::move(W().jobs.front());
+      W().jobs.pop_front();
+    }
+    // The job's context is current here, for the stream handle and for held default-stream work.
+    rgpu::client::ContextStack().assign(1, job.ctx);
+    // Everything issued on the stream before the host function has been sent (later work is
+    // held), so synchronizing it waits for exactly that work.
+    CUresult status = rgpu_impl_cuStreamSynchronize(job.stream);
+    job.work(status);
+    CUctx_st* ctx = nullptr;
+    StreamHold* hold;
+    {
+      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+      hold = HoldOf(job.stream, &ctx);
+    }
+    if (hold != nullptr) Release(hold);
+    {
+      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+      job.ctx->host_work--;
+    }
+    W().drained_cv.notify_all();
+  }
+}
+
+// Queues a host function behind `stream`'s earlier work and holds what follows it.
+CUresult EnqueueHostWork(CUstream stream, std::function<void(CUresult)> work) {
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(stream, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    CUctx_st* owner = nullptr;
+    StreamHold* hold = HoldOf(stream, &owner);
+    if (hold == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    hold->blocked = true;
+    ctx->host_work++;
+  }
+  std::lock_guard<std::mutex> lock(W().jobs_mu);
+  if (!W().worker_started) {
+    std::thread(HostWorker).detach();
+    W().worker_started = true;
+  }
+  W().jobs.push_back(HostJob{stream, ctx, std::move(work)});
+  W().jobs_cv.notify_one();
+  return CUDA_SUCCESS;
+}
+
+CUresult TakeHeldError() {
+  CUresult r = W().held_error;
+  W().held_error = CUDA_SUCCESS;
+  return r;
+}
+
+}  // namespace
+
+namespace rgpu::client {
+
+bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstream)> replay) {
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (!IsDefaultStream(stream) && ClientState::Get().IsLive(stream) &&
+      stream->kind == ObjectKind::kStream && stream->capture != nullptr) {
+    stream->capture->nodes.push_back(GraphNode{type, std::move(replay)});
+    return true;
+  }
+  CUctx_st* ctx = nullptr;
+  StreamHold* hold = HoldOf(stream, &ctx);
+  if (hold == nullptr || !hold->blocked) return false;
+  hold->held.emplace_back(stream, std::move(replay));
+  return true;
+}
+
+bool StreamHeld(CUstream stream) {
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  CUctx_st* ctx = nullptr;
+  StreamHold* hold = HoldOf(stream, &ctx);
+  return hold != nullptr && (hold->blocked || !hold->held.empty());
+}
+
+CUresult WaitStreamDrained(CUstream stream) {
+  if (t_on_host_worker) return CUDA_SUCCESS;  // the worker itself waits for nothing held
+  std::unique_lock<std::mutex> lock(ClientState::Get().objects_mutex());
+  CUctx_st* ctx = nullptr;
+  StreamHold* hold = HoldOf(stream, &ctx);
+  if (hold == nullptr) return CUDA_SUCCESS;
+  if (IsDefaultStream(stream)) {
+    // The legacy default stream waits for the whole context.
+    W().drained_cv.wait(lock, [ctx] { return ctx->host_work == 0; });
+  } else {
+    W().drained_cv.wait(lock, [hold] { return !hold->blocked && hold->held.empty(); });
+  }
+  return TakeHeldError();
+}
+
+CUresult WaitContextDrained(CUctx_st* ctx) {
+  if (t_on_host_worker || ctx == nullptr) return CUDA_SUCCESS;
+  std::unique_lock<std::mutex> lock(ClientState::Get().objects_mutex());
+  W().drained_cv.wait(lock, [ctx] { return ctx->host_work == 0; });
+  return TakeHeldError();
+}
+
+}  // namespace rgpu::client
+
+RGPU_IMPL(cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void* data) {
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_HOST, [fn, data](CUstream s) {
+        return rgpu_impl_cuLaunchHostFunc(s, fn, data);
+      })) {
+    return CUDA_SUCCESS;
+  }
+  return EnqueueHostWork(stream, [fn, data](CUresult) { fn(data); });
+}
+RGPU_SAME_AS(cuLaunchHostFunc_ptsz, cuLaunchHostFunc)
+
+RGPU_IMPL(cuStreamAddCallback)(CUstream stream, CUstreamCallback cb, void* data,
+                               unsigned int flags) {
+  if (cb == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_HOST, [cb, data](CUstream s) {
+        return rgpu_impl_cuStreamAddCallback(s, cb, data, 0);
+      })) {
+    return CUDA_SUCCESS;
+  }
+  return EnqueueHostWork(stream, [stream, cb, data](CUresult status) { cb(stream, status, data); });
+}
+RGPU_SAME_AS(cuStreamAddCallback_ptsz, cuStreamAddCallback)
