@@ -2,6 +2,7 @@
 // launches, copies, memsets and host functions are recorded (arguments by value, host buffers by
 // reference, as CUDA does) instead of sent; launching the instantiated graph replays them in
 // order on the launch stream.
+#include <algorithm>
 #include <atomic>
 
 #include "client/impl.h"
@@ -36,6 +37,7 @@ RGPU_IMPL(cuStreamBeginCapture_v2)(CUstream s, CUstreamCaptureMode mode) {
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   if (s->capture != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
   s->capture = new CUgraph_st();
+  s->capture->streams.push_back(s);
   s->capture_id = g_next_capture_id++;
   return CUDA_SUCCESS;
 }
@@ -50,7 +52,15 @@ RGPU_IMPL(cuStreamEndCapture)(CUstream s, CUgraph* graph) {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     if (s->capture == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
     g = s->capture;
-    s->capture = nullptr;
+    // Every stream that joined the capture leaves it, and its events stop marking it.
+    for (CUstream joined : g->streams) {
+      if (ClientState::Get().IsLive(joined) && joined->capture == g) joined->capture = nullptr;
+    }
+    for (CUevent e : g->events) {
+      if (ClientState::Get().IsLive(e) && e->captured_in == g) e->captured_in = nullptr;
+    }
+    g->streams.clear();
+    g->events.clear();
   }
   ClientState::Get().Register(g);
   *graph = g;
@@ -121,7 +131,7 @@ RGPU_IMPL(cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph graph, unsigne
   auto* e = new CUgraphExec_st();
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-    e->nodes = graph->nodes;
+    e->nodes.assign(graph->nodes.begin(), graph->nodes.end());
   }
   ClientState::Get().Register(e);
   *exec = e;
@@ -172,12 +182,19 @@ RGPU_IMPL(cuGraphGetNodes)(CUgraph graph, CUgraphNode* nodes, size_t* count) {
   if (!ClientState::Get().IsLive(graph) || graph->kind != ObjectKind::kGraph) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (nodes != nullptr) {
-    RGPU_LOG_WARN("cuGraphGetNodes: graph node handles are not supported");
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (nodes != nullptr) {
+    const size_t n = std::min(*count, graph->nodes.size());
+    for (size_t i = 0; i < n; ++i) nodes[i] = &graph->nodes[i];
+    for (size_t i = n; i < *count; ++i) nodes[i] = nullptr;
+  }
   *count = graph->nodes.size();
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuGraphNodeGetType)(CUgraphNode node, CUgraphNodeType* type) {
+  if (node == nullptr || type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *type = node->type;
   return CUDA_SUCCESS;
 }
 

@@ -109,6 +109,7 @@ RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
     RGPU_LOG_WARN("cuStreamWaitEvent across contexts is not supported");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
+  if (rgpu::client::CaptureStreamWait(s, e)) return CUDA_SUCCESS;  // a dependency inside a capture
   if (rgpu::client::Defer(s, CU_GRAPH_NODE_TYPE_WAIT_EVENT, [e, flags](CUstream stream) {
         return rgpu_impl_cuStreamWaitEvent(stream, e, flags);
       })) {
@@ -162,6 +163,7 @@ RGPU_IMPL(cuEventRecord)(CUevent e, CUstream s) {
   r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
   if (ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if (rgpu::client::CaptureEventRecord(e, s)) return CUDA_SUCCESS;  // marks a capture point
   if (rgpu::client::Defer(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD, [e](CUstream stream) {
         return rgpu_impl_cuEventRecord(e, stream);
       })) {

@@ -50,6 +50,12 @@ CUresult ResolveFunction(CUfunction f, CUfunc_st** out);
 // cases, and the caller must not execute the operation itself.
 bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstream)> replay);
 
+// Stream capture across streams. CaptureEventRecord: when `stream` is capturing, `event` now
+// marks a point of that capture (no work is issued) and true is returned. CaptureStreamWait:
+// when `event` marks a point of a capture, `stream` joins that capture and true is returned.
+bool CaptureEventRecord(CUevent event, CUstream stream);
+bool CaptureStreamWait(CUstream stream, CUevent event);
+
 // Waits until no host function or held work remains on `stream` (nullptr and the special
 // handles: the context's default stream), or in any stream of `ctx` for WaitContextDrained.
 // They return the first failure of held work that ran meanwhile, if any.

@@ -119,23 +119,29 @@ struct CUstream_st {
   rgpu::client::StreamHold hold;  // guarded by objects_mutex()
 };
 
-namespace rgpu::client {
 // One operation of a captured graph: replays it on the stream the graph is launched on.
-struct GraphNode {
+struct CUgraphNode_st {
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
   std::function<CUresult(CUstream)> replay;
 };
+
+namespace rgpu::client {
+using GraphNode = CUgraphNode_st;
 }  // namespace rgpu::client
 
-// A graph captured from one stream: its operations in stream order.
+// A captured graph: its operations in an order that respects every dependency of the capture
+// (streams that joined it through events add theirs in issue order).
 struct CUgraph_st {
   rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kGraph;
-  std::vector<rgpu::client::GraphNode> nodes;
+  std::deque<CUgraphNode_st> nodes;  // stable addresses: CUgraphNode handles point into it
+  // While capturing: the streams capturing into it and the events recorded in it.
+  std::vector<CUstream> streams;
+  std::vector<CUevent> events;
 };
 
 struct CUgraphExec_st {
   rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kGraphExec;
-  std::vector<rgpu::client::GraphNode> nodes;
+  std::vector<CUgraphNode_st> nodes;
 };
 
 struct CUevent_st {
@@ -143,4 +149,5 @@ struct CUevent_st {
   uint64_t remote = 0;
   CUctx_st* ctx = nullptr;
   unsigned flags = 0;
+  CUgraph_st* captured_in = nullptr;  // recorded in a capture still going on (objects_mutex)
 };

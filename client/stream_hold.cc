@@ -150,6 +150,29 @@ bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstrea
   return true;
 }
 
+bool CaptureEventRecord(CUevent event, CUstream stream) {
+  if (IsDefaultStream(stream)) return false;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (!ClientState::Get().IsLive(stream) || stream->capture == nullptr) return false;
+  event->captured_in = stream->capture;
+  stream->capture->events.push_back(event);
+  return true;
+}
+
+bool CaptureStreamWait(CUstream stream, CUevent event) {
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  CUgraph_st* graph = event->captured_in;
+  if (graph == nullptr) return false;
+  if (IsDefaultStream(stream) || !ClientState::Get().IsLive(stream)) return false;
+  if (stream->capture == nullptr) {
+    // A fork: the stream joins the capture. Its operations are appended after everything
+    // captured so far, which orders them after the event as the dependency requires.
+    stream->capture = graph;
+    graph->streams.push_back(stream);
+  }
+  return stream->capture == graph;
+}
+
 bool StreamHeld(CUstream stream) {
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   CUctx_st* ctx = nullptr;
