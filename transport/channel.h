@@ -48,6 +48,14 @@ class Channel {
   // when the peer is gone.
   virtual Status Send(const std::string& header, const void* payload, size_t size) = 0;
 
+  // Starts sending one message and returns without waiting: the channel keeps the header, but
+  // `payload` must stay valid and unmodified until Flush() returns (or the channel breaks).
+  // Messages, posted or sent, arrive in the order they were issued.
+  virtual Status Post(std::string header, const void* payload, size_t size) = 0;
+
+  // Waits until every posted message has left (its payload may be reused).
+  virtual Status Flush() = 0;
+
   // Waits up to timeout_ms (-1: no limit) for the next message. kTimeout when none came,
   // kUnavailable when the peer disconnected or died (detected, never a hang).
   virtual Status Receive(int timeout_ms, ReceivedMessage* out) = 0;

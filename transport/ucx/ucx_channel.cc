@@ -23,6 +23,13 @@ struct UcxChannel::Slot {
   void* request = nullptr;  // the rendezvous fetch still in flight
 };
 
+struct UcxChannel::Outgoing {
+  std::string header;  // UCX reads it until the send completes
+  void* request = nullptr;
+  bool done = false;
+  ucs_status_t status = UCS_OK;
+};
+
 UcxChannel::UcxChannel(const std::string& peer, const ChannelOptions& options)
     : peer_(peer), options_(options) {}
 
@@ -139,6 +146,20 @@ void UcxChannel::CloseEndpoint(ucp_ep_h ep) {
 }
 
 UcxChannel::~UcxChannel() {
+  if (!outgoing_.empty()) {
+    if (!broken()) (void)Flush();
+    for (auto& o : outgoing_) {
+      if (!o->done) ucp_request_cancel(worker_, o->request);
+    }
+    for (int i = 0; i < 100 && std::any_of(outgoing_.begin(), outgoing_.end(),
+                                            [](const auto& o) { return !o->done; });
+         ++i) {
+      ucp_worker_progress(worker_);
+    }
+    for (auto& o : outgoing_) {
+      if (o->done) ucp_request_free(o->request);
+    }
+  }
   CloseEndpoint(ep_);
   CloseEndpoint(bootstrap_ep_);
   // Cancel rendezvous fetches still in flight. Their slots (and buffers) stay alive until the
@@ -183,6 +204,50 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
 
 Status UcxChannel::Send(const std::string& header, const void* payload, size_t size) {
   return SendOn(ep_, kAmId, header, payload, size);
+}
+
+Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
+  if (broken()) return error_;
+  auto out = std::make_unique<Outgoing>();
+  out->header = std::move(header);
+  ucp_request_param_t p = {};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+                   UCP_OP_ATTR_FIELD_USER_DATA;
+  p.flags = size >= options_.rendezvous_threshold ? UCP_AM_SEND_FLAG_RNDV : 0;
+  p.cb.send = [](void*, ucs_status_t status, void* user_data) {
+    auto* o = static_cast<Outgoing*>(user_data);
+    o->status = status;
+    o->done = true;
+  };
+  p.user_data = out.get();
+  ucs_status_ptr_t req = ucp_am_send_nbx(ep_, kAmId, out->header.data(), out->header.size(),
+                                         payload, size, &p);
+  if (req == nullptr) return Status::Ok();  // done already
+  if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "ucp_am_send_nbx");
+  out->request = req;
+  outgoing_.push_back(std::move(out));
+  // Retire what has completed, so the list stays short between flushes.
+  while (!outgoing_.empty() && outgoing_.front()->done) {
+    ucp_request_free(outgoing_.front()->request);
+    if (outgoing_.front()->status != UCS_OK && error_.ok()) {
+      error_ = FromUcs(outgoing_.front()->status, "send");
+    }
+    outgoing_.pop_front();
+  }
+  return Status::Ok();
+}
+
+Status UcxChannel::Flush() {
+  while (!outgoing_.empty()) {
+    Outgoing* o = outgoing_.front().get();
+    while (!o->done) {
+      if (ucp_worker_progress(worker_) == 0 && broken()) ucp_request_cancel(worker_, o->request);
+    }
+    ucp_request_free(o->request);
+    if (o->status != UCS_OK && error_.ok()) error_ = FromUcs(o->status, "send");
+    outgoing_.pop_front();
+  }
+  return error_;
 }
 
 Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header,

@@ -27,6 +27,8 @@ class UcxChannel final : public Channel {
   ~UcxChannel() override;
 
   Status Send(const std::string& header, const void* payload, size_t size) override;
+  Status Post(std::string header, const void* payload, size_t size) override;
+  Status Flush() override;
   Status Receive(int timeout_ms, ReceivedMessage* out) override;
   void SetPayloadPlacer(PayloadPlacer placer) override { placer_ = std::move(placer); }
   bool broken() const override { return !error_.ok(); }
@@ -35,6 +37,7 @@ class UcxChannel final : public Channel {
 
  private:
   struct Slot;  // one arriving message, complete or still being fetched
+  struct Outgoing;  // one posted message still being sent
   UcxChannel(const std::string& peer, const ChannelOptions& options);
   Status Init(ucp_context_h context, const ucp_ep_params_t& ep_params);
   // Moves traffic from the bootstrap endpoint to one created from the peer's worker address.
@@ -68,6 +71,7 @@ class UcxChannel final : public Channel {
   int event_fd_ = -1;
   PayloadPlacer placer_;
   std::deque<std::unique_ptr<Slot>> arrived_;  // in arrival order
+  std::deque<std::unique_ptr<Outgoing>> outgoing_;  // posted, not yet complete
   Status error_;
 };
 
