@@ -143,6 +143,43 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDi
   });
 }
 
+SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+                                                 void** kernelParams, void** extra) {
+  return Guard([&] {
+    if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (config->numAttrs != 0 && config->attrs == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < config->numAttrs; ++i) {
+      const CUlaunchAttribute& a = config->attrs[i];
+      switch (a.id) {
+        case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+          if (a.value.clusterDim.x > 1 || a.value.clusterDim.y > 1 || a.value.clusterDim.z > 1) {
+            return CUDA_ERROR_NOT_SUPPORTED;
+          }
+          break;
+        case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+          // Blocks are not all resident at once, so a grid-wide barrier could deadlock.
+          if (a.value.cooperative != 0) return CUDA_ERROR_NOT_SUPPORTED;
+          break;
+        case CU_LAUNCH_ATTRIBUTE_IGNORE:
+        case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+        case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+        case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+        case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+        case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+        case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+          break;  // hints that do not change the result
+        default:
+          return CUDA_ERROR_NOT_SUPPORTED;
+      }
+    }
+    const uint32_t grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+    const uint32_t block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+    return Launch(f, grid, block, config->sharedMemBytes, config->hStream, kernelParams, extra);
+  });
+}
+
 SOFTGPU_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib,
                                                    CUfunction hfunc) {
   return Guard([&] {

@@ -173,7 +173,37 @@ CUresult Copy2D(const CUDA_MEMCPY2D* p, CUstream stream, bool async) {
   return CUDA_SUCCESS;
 }
 
+// cuMemcpy with unified addressing: each side is device memory of the current context if it
+// lies in one of its allocations, host memory otherwise.
+CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, bool async) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  const bool dst_device = ctx->memory().Find(dst, 1) != nullptr;
+  const bool src_device = ctx->memory().Find(src, 1) != nullptr;
+  if (dst_device && src_device) return CopyDtoD(dst, src, n, stream, async);
+  if (dst_device) return CopyHtoD(dst, reinterpret_cast<const void*>(src), n, stream, async);
+  if (src_device) return CopyDtoH(reinterpret_cast<void*>(dst), src, n, stream, async);
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
+  void* d = reinterpret_cast<void*>(dst);
+  const void* h = reinterpret_cast<const void*>(src);
+  if (!async) return RunSynchronously(ctx, [&] { memmove(d, h, n); });
+  ctx->Enqueue(s, [d, h, n] { memmove(d, h, n); });
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+  return Guard([&] { return CopyUnified(dst, src, ByteCount, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                                              CUstream hStream) {
+  return Guard([&] { return CopyUnified(dst, src, ByteCount, hStream, true); });
+}
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
   return Guard([&] {

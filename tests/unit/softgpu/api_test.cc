@@ -309,4 +309,35 @@ TEST(SoftgpuApiTest, CopiesAndMemsets) {
   CU_ASSERT_OK(cuCtxDestroy(ctx));
 }
 
+TEST(SoftgpuApiTest, UnifiedCopiesAndHostMemory) {
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  void* pinned = nullptr;
+  CU_ASSERT_OK(cuMemAllocHost(&pinned, 256));
+  unsigned flags = 99;
+  CU_ASSERT_OK(cuMemHostGetFlags(&flags, pinned));
+  EXPECT_EQ(flags, 0u);
+  CUdeviceptr d;
+  CU_ASSERT_OK(cuMemAlloc(&d, 256));
+  memset(pinned, 7, 256);
+  const CUdeviceptr host = reinterpret_cast<CUdeviceptr>(pinned);
+  CU_ASSERT_OK(cuMemcpy(d, host, 256));    // host -> device
+  CU_ASSERT_OK(cuMemcpy(d + 128, d, 64));  // device -> device
+  std::vector<uint8_t> back(256, 0);
+  CU_ASSERT_OK(cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(back.data()), d, 256, nullptr));
+  CU_ASSERT_OK(cuStreamSynchronize(nullptr));
+  EXPECT_EQ(back[200], 7);
+  CU_ASSERT_OK(cuMemFreeHost(pinned));
+  CU_EXPECT_EQ(cuMemFreeHost(pinned), CUDA_ERROR_INVALID_VALUE);
+
+  std::vector<uint8_t> buffer(8192);
+  CU_ASSERT_OK(cuMemHostRegister(buffer.data(), buffer.size(), 0));
+  CU_EXPECT_EQ(cuMemHostRegister(buffer.data() + 100, 10, 0),
+               CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  CU_ASSERT_OK(cuMemHostUnregister(buffer.data()));
+  CU_EXPECT_EQ(cuMemHostUnregister(buffer.data()), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
 }  // namespace

@@ -409,6 +409,30 @@ TEST_F(KernelTest, ParameterAddressTaken) {
   for (int t = 0; t < 64; ++t) EXPECT_EQ(o[t], big[(t * 7) % 64]) << t;
 }
 
+TEST_F(KernelTest, LaunchKernelEx) {
+  std::vector<float> a = {1, 2, 3};
+  CUdeviceptr da = Upload(a), dc;
+  CU_ASSERT_OK(cuMemAlloc(&dc, 12));
+  int n = 3;
+  void* args[] = {&da, &da, &dc, &n};
+  CUlaunchAttribute attrs[2] = {};
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  attrs[0].value.priority = 0;
+  attrs[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attrs[1].value.clusterDim.x = attrs[1].value.clusterDim.y = attrs[1].value.clusterDim.z = 1;
+  CUlaunchConfig config = {};
+  config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = 32;
+  config.blockDimY = config.blockDimZ = 1;
+  config.attrs = attrs;
+  config.numAttrs = 2;
+  CU_ASSERT_OK(cuLaunchKernelEx(&config, Function("vec_add"), args, nullptr));
+  EXPECT_EQ(Download<float>(dc, 3), (std::vector<float>{2, 4, 6}));
+  attrs[1].value.clusterDim.x = 2;
+  CU_EXPECT_EQ(cuLaunchKernelEx(&config, Function("vec_add"), args, nullptr),
+               CUDA_ERROR_NOT_SUPPORTED);
+}
+
 TEST_F(KernelTest, LaunchValidation) {
   CUfunction f = Function("vec_add");
   CUdeviceptr d;
