@@ -145,6 +145,15 @@ CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
     }
     pending_reply_ = {};
     const wire::Reply& r = in.reply();
+    if (!r.device_output().empty()) {
+      // Device printf output belongs on the program's standard output.
+      const std::string& out = r.device_output();
+      for (size_t done = 0; done < out.size();) {
+        ssize_t n = write(1, out.data() + done, out.size() - done);
+        if (n <= 0) break;
+        done += static_cast<size_t>(n);
+      }
+    }
     if (r.result() != CUDA_SUCCESS && !r.message().empty()) {
       RGPU_LOG_DEBUG("%s failed on the server: %d (%s)", FindOp(static_cast<uint32_t>(op))->name,
                      r.result(), r.message().c_str());

@@ -19,9 +19,11 @@ Status CudaDriver::Load(const std::string& path, CudaDriver* out) {
 #define DRIVER_FN_REQUIRED(name) \
   DRIVER_FN(name)                \
   if (d.name == nullptr) missing += std::string(" ") + RGPU_STRINGIFY(name);
+#define DRIVER_EXT(name, type) d.name = reinterpret_cast<type>(dlsym(handle, #name));
 #include "server/driver_api.def"
 #undef DRIVER_FN
 #undef DRIVER_FN_REQUIRED
+#undef DRIVER_EXT
   if (!missing.empty()) {
     dlclose(handle);
     return NotFound(path + " lacks required driver entry points:" + missing);

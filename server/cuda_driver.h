@@ -11,12 +11,18 @@
 
 namespace rgpu::server {
 
+// softgpu's extension: where a context's device printf output goes (see softgpu/api_context.cc).
+using SoftgpuSetPrintfHandlerFn = CUresult (*)(CUcontext, void (*)(void*, const char*, size_t),
+                                               void*);
+
 struct CudaDriver {
 #define DRIVER_FN(name) decltype(&::name) name = nullptr;
 #define DRIVER_FN_REQUIRED(name) DRIVER_FN(name)
+#define DRIVER_EXT(name, type) type name = nullptr;
 #include "server/driver_api.def"
 #undef DRIVER_FN
 #undef DRIVER_FN_REQUIRED
+#undef DRIVER_EXT
 
   std::string library_path;
   void* handle = nullptr;

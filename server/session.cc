@@ -179,6 +179,13 @@ bool Session::Serve(ReceivedMessage& m) {
     if (!cs.detail.empty()) reply->set_message(cs.detail);
     cs.out_size = 0;
   }
+  {
+    std::lock_guard<std::mutex> lock(output_mu_);
+    if (!device_output_.empty()) {
+      reply->set_device_output(std::move(device_output_));
+      device_output_.clear();
+    }
+  }
   if (async_error_ != CUDA_SUCCESS) {
     reply->set_async_error(async_error_);
     reply->set_async_error_detail(async_error_detail_);
@@ -200,6 +207,14 @@ CUresult Session::Dispatch(Op op, CallState& cs) {
     default:
       return CUDA_ERROR_NOT_SUPPORTED;
   }
+}
+
+void Session::OnDeviceOutput(void* session, const char* data, size_t size) {
+  auto* self = static_cast<Session*>(session);
+  constexpr size_t kMaxPending = 8 << 20;  // a tenant that never synchronizes loses the excess
+  std::lock_guard<std::mutex> lock(self->output_mu_);
+  self->device_output_.append(data, std::min(size, kMaxPending - std::min(kMaxPending,
+                                                                           self->device_output_.size())));
 }
 
 CUresult Session::MakeCurrent(ContextRecord* ctx) {
@@ -242,6 +257,9 @@ CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
   r = drv_.cuCtxCreate(&ctx, nullptr, 0, dev);
   if (r != CUDA_SUCCESS) return r;
   current_ = ctx;  // cuCtxCreate makes the new context current
+  if (drv_.softgpuCtxSetPrintfHandler != nullptr) {
+    drv_.softgpuCtxSetPrintfHandler(ctx, &Session::OnDeviceOutput, this);
+  }
   ContextRecord rec;
   rec.context = ctx;
   rec.device = device;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,10 @@ class Session {
   CUresult async_error_ = CUDA_SUCCESS;
   std::string async_error_detail_;
   uint64_t async_error_ctx_ = 0;
+  // Device printf output of this session's contexts, sent with the next Reply.
+  std::mutex output_mu_;
+  std::string device_output_;
+  static void OnDeviceOutput(void* session, const char* data, size_t size);
 };
 
 }  // namespace rgpu::server

@@ -240,3 +240,18 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* 
     return CUDA_SUCCESS;
   });
 }
+
+// softgpu's own extension (not part of CUDA): where device printf output of a context goes.
+// With a handler, the output of each synchronization is passed to handler(user, data, size)
+// instead of being written to stdout; NULL restores stdout. rgpu-server uses it to send each
+// tenant's output back to the tenant.
+extern "C" SOFTGPU_EXPORT CUresult
+softgpuCtxSetPrintfHandler(CUcontext ctx, void (*handler)(void*, const char*, size_t), void* user) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<Context> c;
+    if (CUresult r = FindContext(ctx, &c); r != CUDA_SUCCESS) return r;
+    c->SetPrintfHandler(handler, user);
+    return CUDA_SUCCESS;
+  });
+}

@@ -106,13 +106,27 @@ void Context::Write(std::string text) {
   printf_pending_ += text;
 }
 
+void Context::SetPrintfHandler(PrintfHandler handler, void* user) {
+  std::lock_guard lock(printf_mu_);
+  printf_handler_ = handler;
+  printf_user_ = user;
+}
+
 void Context::FlushPrintf() {
   std::string out;
+  PrintfHandler handler;
+  void* user;
   {
     std::lock_guard lock(printf_mu_);
     out.swap(printf_pending_);
+    handler = printf_handler_;
+    user = printf_user_;
   }
   if (out.empty()) return;
+  if (handler != nullptr) {
+    handler(user, out.data(), out.size());
+    return;
+  }
   fwrite(out.data(), 1, out.size(), stdout);
   fflush(stdout);
 }

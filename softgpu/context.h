@@ -55,9 +55,12 @@ class Context : public PrintfSink {
   // Waits for work and releases everything (memory, streams). Used by destroy and reset.
   void Teardown();
 
-  // Device printf output, written to stdout at the next synchronization.
+  // Device printf output, written at the next synchronization to stdout, or to the handler
+  // set with SetPrintfHandler (softgpuCtxSetPrintfHandler).
   void Write(std::string text) override;
   void FlushPrintf();
+  using PrintfHandler = void (*)(void* user, const char* data, size_t size);
+  void SetPrintfHandler(PrintfHandler handler, void* user);
 
   // Limits (cuCtxSetLimit).
   size_t stack_size = 1024;
@@ -82,6 +85,8 @@ class Context : public PrintfSink {
   std::vector<std::shared_ptr<Stream>> streams_;
   std::mutex printf_mu_;
   std::string printf_pending_;
+  PrintfHandler printf_handler_ = nullptr;  // guarded by printf_mu_
+  void* printf_user_ = nullptr;
 };
 
 }  // namespace softgpu
