@@ -84,6 +84,10 @@ class BlockRunner {
                 uint32_t* exited);
   bool Call(Warp& w, const Function& caller, const Insn& in, uint32_t mask, uint32_t depth,
             uint32_t* exited);
+  // Runs `function` for the lanes in `mask` with a fresh activation; false after a fault.
+  bool Invoke(Warp& w, const Function& caller, uint32_t function,
+              const std::vector<CallSite::Copy>& args, const std::vector<CallSite::Copy>& results,
+              uint32_t mask, uint32_t depth, uint32_t* exited);
   void Printf(Warp& w, const CallSite& site, uint32_t mask);
   // malloc, free and __assertfail; false after a fault.
   bool Builtin(Warp& w, const CallSite& site, uint32_t mask);
@@ -374,11 +378,68 @@ bool BlockRunner::Call(Warp& w, const Function& caller, const Insn& in, uint32_t
     return !w.faulted;
   }
   if (site.builtin != CallSite::Builtin::kNone) return Builtin(w, site, mask);
+  if (site.target_register == kNoOperand) {
+    return Invoke(w, caller, in.target, site.args, site.results, mask, depth, exited);
+  }
+  // Indirect call: lanes may hold different targets; call each target with its lanes.
+  const uint64_t* targets = w.R(site.target_register);
+  const Program& program = *launch_->program;
+  uint32_t remaining = mask;
+  *exited = 0;
+  while (remaining != 0) {
+    const uint64_t target = targets[std::countr_zero(remaining)];
+    uint32_t lanes = 0;
+    ForLanes(remaining, [&](uint32_t l) {
+      if (targets[l] == target) lanes |= 1u << l;
+    });
+    remaining &= ~lanes;
+    const uint64_t index = (target - kFunctionAddressBase) / 16;
+    if (target < kFunctionAddressBase || (target - kFunctionAddressBase) % 16 != 0 ||
+        index >= program.functions.size() || !program.functions[index].has_body) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "call through an invalid function pointer 0x%" PRIx64, target);
+      w.SetFault(FaultKind::kIllegalAddress, msg);
+      return false;
+    }
+    const Function& callee = program.functions[index];
+    if (callee.params.size() != site.indirect_args.size() ||
+        callee.returns.size() < site.indirect_results.size()) {
+      w.SetFault(FaultKind::kIllegalAddress,
+                 "call of " + callee.name + " through a pointer of another signature");
+      return false;
+    }
+    if (!callee.unsupported.empty()) {
+      w.SetFault(FaultKind::kUnsupported, "unsupported instruction " + callee.unsupported.front());
+      return false;
+    }
+    std::vector<CallSite::Copy> args, results;
+    for (size_t k = 0; k < site.indirect_args.size(); ++k) {
+      args.push_back({site.indirect_args[k].offset, callee.params[k].offset,
+                      std::min(site.indirect_args[k].size, callee.params[k].size)});
+    }
+    for (size_t k = 0; k < site.indirect_results.size(); ++k) {
+      results.push_back({site.indirect_results[k].offset, callee.returns[k].offset,
+                         std::min(site.indirect_results[k].size, callee.returns[k].size)});
+    }
+    uint32_t callee_exited = 0;
+    if (!Invoke(w, caller, static_cast<uint32_t>(index), args, results, lanes, depth,
+                &callee_exited)) {
+      return false;
+    }
+    *exited |= callee_exited;
+  }
+  return true;
+}
+
+bool BlockRunner::Invoke(Warp& w, const Function& caller, uint32_t function,
+                         const std::vector<CallSite::Copy>& args,
+                         const std::vector<CallSite::Copy>& results, uint32_t mask, uint32_t depth,
+                         uint32_t* exited) {
   if (depth >= kMaxCallDepth) {
     w.SetFault(FaultKind::kStackOverflow, "call depth exceeds " + std::to_string(kMaxCallDepth));
     return false;
   }
-  const Function& callee = launch_->program->functions[in.target];
+  const Function& callee = launch_->program->functions[function];
   const uint32_t local_base = w.local_base + caller.local_bytes;
   if (local_base + callee.local_bytes > block_.local_per_thread) {
     w.SetFault(FaultKind::kStackOverflow,
@@ -386,8 +447,8 @@ bool BlockRunner::Call(Warp& w, const Function& caller, const Insn& in, uint32_t
     return false;
   }
   if (call_frames_.size() < depth + 1) call_frames_.resize(depth + 1);
+  // Each depth owns its buffers, so growing the vector keeps shallower frames' data in place.
   CallFrame& cf = call_frames_[depth];
-  // Note: resizing keeps frames of shallower depths valid because each depth owns its vectors.
   cf.regs.resize(static_cast<size_t>(callee.num_regs) * kWarpSize);
   cf.preds.resize(std::max<uint32_t>(callee.num_preds, 1));
   cf.frame.assign(static_cast<size_t>(callee.frame_bytes) * kWarpSize, 0);
@@ -398,7 +459,7 @@ bool BlockRunner::Call(Warp& w, const Function& caller, const Insn& in, uint32_t
   cw.frame_stride = callee.frame_bytes;
   cw.local_base = local_base;
   ForLanes(mask, [&](uint32_t l) {
-    for (const CallSite::Copy& c : site.args) {
+    for (const CallSite::Copy& c : args) {
       memcpy(cw.frame + static_cast<size_t>(l) * cw.frame_stride + c.callee_offset,
              w.frame + static_cast<size_t>(l) * w.frame_stride + c.caller_offset, c.size);
     }
@@ -413,7 +474,7 @@ bool BlockRunner::Call(Warp& w, const Function& caller, const Insn& in, uint32_t
   }
   const uint32_t returned = mask & ~callee_exited;
   ForLanes(returned, [&](uint32_t l) {
-    for (const CallSite::Copy& c : site.results) {
+    for (const CallSite::Copy& c : results) {
       memcpy(w.frame + static_cast<size_t>(l) * w.frame_stride + c.caller_offset,
              cw.frame + static_cast<size_t>(l) * cw.frame_stride + c.callee_offset, c.size);
     }
@@ -591,7 +652,9 @@ std::string FindUnsupported(const Program& program, uint32_t function) {
     for (const Insn& in : f.insns) {
       if (in.control != Control::kCall) continue;
       const CallSite& site = f.call_sites[in.aux];
-      if (site.builtin != CallSite::Builtin::kNone || seen[in.target]) continue;
+      if (site.builtin != CallSite::Builtin::kNone || in.target == kNoOperand || seen[in.target]) {
+        continue;  // builtins; indirect calls are checked when they happen
+      }
       seen[in.target] = true;
       todo.push_back(in.target);
     }

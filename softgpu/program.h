@@ -19,6 +19,9 @@ constexpr uint32_t kFullMask = 0xffffffffu;
 constexpr uint32_t kConstOperand = 0x80000000u;
 // An absent optional operand.
 constexpr uint32_t kNoOperand = 0xffffffffu;
+// The value of a function's address (a function pointer) in device code: this base plus the
+// function index times 16. Never a valid data address.
+constexpr uint64_t kFunctionAddressBase = 0x0000400000000000ull;
 
 struct Warp;
 struct Insn;
@@ -68,6 +71,11 @@ struct CallSite {
   std::vector<Copy> args;     // caller -> callee before the call
   std::vector<Copy> results;  // callee -> caller after it returns
   Builtin builtin = Builtin::kNone;
+  // Indirect calls (call through a register): the target register, and the caller-side byte
+  // ranges of the arguments and results in order; the callee's side is matched at run time.
+  uint32_t target_register = kNoOperand;
+  std::vector<ParamSlot> indirect_args;
+  std::vector<ParamSlot> indirect_results;
   // Builtins: caller frame offsets of the arguments (in order) and of the result (or kNoOperand).
   std::vector<uint32_t> builtin_args;
   uint32_t builtin_result = kNoOperand;

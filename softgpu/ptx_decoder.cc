@@ -238,12 +238,31 @@ class ProgramDecoder {
       p_->globals.push_back(std::move(g));
     }
     for (const PendingPointer& pp : pending_pointer_names_) {
+      GlobalVariable& g = p_->globals[pp.global];
+      GlobalVariable::PointerInit& init = g.pointer_inits[pp.init];
       auto it = p_->global_index.find(pp.symbol);
-      if (it == p_->global_index.end()) {
+      if (it != p_->global_index.end()) {
+        init.target = it->second;
+        continue;
+      }
+      // A function's address (vtables, tables of function pointers) is known now.
+      bool found = false;
+      for (size_t f = 0; f < module_.functions.size(); ++f) {
+        if (module_.functions[f].name != pp.symbol) continue;
+        const uint64_t value = kFunctionAddressBase + f * 16 + static_cast<uint64_t>(init.addend);
+        memcpy(g.init.data() + init.offset, &value, 8);
+        init.target = kNoOperand;
+        found = true;
+        break;
+      }
+      if (!found) {
         return rgpu::InvalidArgument("initializer names unknown or unsupported symbol '" +
                                      pp.symbol + "'");
       }
-      p_->globals[pp.global].pointer_inits[pp.init].target = it->second;
+    }
+    for (GlobalVariable& g : p_->globals) {
+      std::erase_if(g.pointer_inits,
+                    [](const GlobalVariable::PointerInit& i) { return i.target == kNoOperand; });
     }
     module_shared_bytes_ = shared_end;
     return Status::Ok();
@@ -473,9 +492,10 @@ bool FunctionDecoder::SymbolAddress(const ptx::Instruction& src, const Operand& 
     why_ = "address of a function parameter";
     return false;
   }
-  if (p.function_index.count(op.name) != 0) {
-    why_ = "function pointers";
-    return false;
+  if (auto f = p.function_index.find(op.name); f != p.function_index.end()) {
+    *slot = pd_.Const(kFunctionAddressBase + uint64_t{f->second} * 16 +
+                      static_cast<uint64_t>(op.offset));
+    return true;
   }
   hard_error_ = "unknown symbol '" + op.name + "'";
   return false;
@@ -1298,10 +1318,38 @@ bool FunctionDecoder::DecodeCall(const ptx::Instruction& src, const Mods& m) {
   const Operand* rets = nullptr;
   const Operand* args = nullptr;
   if (i < ops.size() && ops[i].kind == Operand::Kind::kList) rets = &ops[i++];
-  if (i >= ops.size() || ops[i].kind != Operand::Kind::kSymbol) {
-    if (i < ops.size() && ops[i].kind == Operand::Kind::kRegister) why_ = "indirect calls";
-    return false;
+  auto frame_slot = [&](const Operand& op, ParamSlot* slot) {
+    if (op.kind != Operand::Kind::kSymbol || op.var < 0) return false;
+    const VarLayout& v = layout_.vars[static_cast<size_t>(op.var)];
+    if (v.space != Space::kParam) return false;
+    slot->offset = v.offset;
+    slot->size = v.size;
+    return true;
+  };
+  if (i < ops.size() && ops[i].kind == Operand::Kind::kRegister) {
+    // call (ret), %target, (args), prototype: callee resolved per lane at run time.
+    CallSite site;
+    site.target_register = ops[i++].reg;
+    if (i < ops.size() && ops[i].kind == Operand::Kind::kList) args = &ops[i++];
+    for (const Operand* list : {args, rets}) {
+      if (list == nullptr) continue;
+      for (const Operand& e : list->elems) {
+        ParamSlot slot;
+        if (!frame_slot(e, &slot)) {
+          why_ = "call operand that is not a .param variable";
+          return false;
+        }
+        (list == args ? site.indirect_args : site.indirect_results).push_back(slot);
+      }
+    }
+    Insn& in = Emit(src, nullptr);
+    in.control = Control::kCall;
+    in.target = kNoOperand;
+    in.aux = static_cast<uint32_t>(out_.call_sites.size());
+    out_.call_sites.push_back(std::move(site));
+    return true;
   }
+  if (i >= ops.size() || ops[i].kind != Operand::Kind::kSymbol) return false;
   const std::string& name = ops[i++].name;
   if (i < ops.size() && ops[i].kind == Operand::Kind::kList) args = &ops[i++];
   const Program& prog = pd_.program();

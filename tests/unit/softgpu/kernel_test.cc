@@ -278,6 +278,19 @@ TEST_F(KernelTest, RecursiveDeviceFunction) {
   }
 }
 
+TEST_F(KernelTest, FunctionPointersAndVirtualCalls) {
+  CUdeviceptr out;
+  CU_ASSERT_OK(cuMemAlloc(&out, 32 * 3 * sizeof(int)));
+  int choose = 1;
+  CU_ASSERT_OK(Launch(Function("indirect_calls"), 1, 32, {&out, &choose}));
+  std::vector<int> o = Download<int>(out, 32 * 3);
+  for (int t = 0; t < 32; ++t) {
+    EXPECT_EQ(o[3 * t + 0], t * 2) << t;
+    EXPECT_EQ(o[3 * t + 1], (t & 1) ? t * 2 : t + 1) << t;
+    EXPECT_EQ(o[3 * t + 2], (t & 1) ? t * t : t) << t;
+  }
+}
+
 TEST_F(KernelTest, LocalMemoryArrays) {
   std::vector<int> in(16 + 32);
   for (int k = 0; k < 16; ++k) in[k] = k + 1;

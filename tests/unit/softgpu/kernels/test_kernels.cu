@@ -251,3 +251,26 @@ struct Big {
 extern "C" __global__ void param_array(Big b, int* out) {
   out[threadIdx.x] = b.v[(threadIdx.x * 7) % 64];
 }
+
+// Function pointers (in registers and in an initialised table) and virtual functions.
+__device__ int add_one(int x) { return x + 1; }
+__device__ int times_two(int x) { return x * 2; }
+__device__ int (*op_table[2])(int) = {add_one, times_two};
+
+struct Shape {
+  __device__ virtual int area(int s) const { return s; }
+};
+struct Square : Shape {
+  __device__ int area(int s) const override { return s * s; }
+};
+
+extern "C" __global__ void indirect_calls(int* out, int choose) {
+  int t = threadIdx.x;
+  int (*fn)(int) = choose ? times_two : add_one;
+  Square sq;
+  Shape plain;
+  const Shape* shape = (t & 1) ? static_cast<const Shape*>(&sq) : &plain;
+  out[3 * t + 0] = fn(t);
+  out[3 * t + 1] = op_table[t & 1](t);
+  out[3 * t + 2] = shape->area(t);
+}
