@@ -11,12 +11,12 @@ using namespace softgpu;
 
 namespace {
 
-CUresult LoadModule(CUmodule* module, const void* image) {
+CUresult LoadModule(CUmodule* module, const void* image, std::string* error = nullptr) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<const Program> program;
-  if (CUresult r = LoadProgram(image, &program); r != CUDA_SUCCESS) return r;
+  if (CUresult r = LoadProgram(image, &program, error); r != CUDA_SUCCESS) return r;
   std::shared_ptr<Module> m;
   if (CUresult r = Module::Create(ctx.get(), std::move(program), &m); r != CUDA_SUCCESS) return r;
   RegisterModule(m);
@@ -61,7 +61,29 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void*
     if (numOptions != 0 && (options == nullptr || optionValues == nullptr)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
-    return LoadModule(module, image);  // JIT options do not apply to an interpreter
+    // JIT options do not apply to an interpreter, except the logs, which receive the reason a
+    // module is refused.
+    std::string error;
+    const CUresult r = LoadModule(module, image, &error);
+    for (unsigned i = 0; i < numOptions; ++i) {
+      const bool error_log = options[i] == CU_JIT_ERROR_LOG_BUFFER;
+      if (!error_log && options[i] != CU_JIT_INFO_LOG_BUFFER) continue;
+      const CUjit_option size_option =
+          error_log ? CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES : CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+      for (unsigned k = 0; k < numOptions; ++k) {
+        if (options[k] != size_option) continue;
+        const size_t capacity = reinterpret_cast<uintptr_t>(optionValues[k]);
+        char* buffer = static_cast<char*>(optionValues[i]);
+        if (buffer == nullptr || capacity == 0) break;
+        const std::string& text = error_log ? error : std::string();
+        const size_t n = std::min(text.size(), capacity - 1);
+        memcpy(buffer, text.data(), n);
+        buffer[n] = '\0';
+        optionValues[k] = reinterpret_cast<void*>(static_cast<uintptr_t>(n + 1));
+        break;
+      }
+    }
+    return r;
   });
 }
 

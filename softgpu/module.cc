@@ -13,13 +13,21 @@ namespace {
 
 constexpr uint32_t kSupportedArch = kComputeMajor * 10 + kComputeMinor;
 
+// Explains a refused image on stderr (and to the caller's JIT log, if any).
+CUresult Refuse(CUresult code, const std::string& message, std::string* error) {
+  fprintf(stderr, "softgpu: %s\n", message.c_str());
+  if (error != nullptr) *error = message;
+  return code;
+}
+
 std::mutex g_cache_mu;
 std::unordered_map<std::string, std::weak_ptr<const Program>>& Cache() {
   static auto* cache = new std::unordered_map<std::string, std::weak_ptr<const Program>>();
   return *cache;
 }
 
-CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* out) {
+CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* out,
+                     std::string* error) {
   {
     std::lock_guard lock(g_cache_mu);
     auto it = Cache().find(text);
@@ -33,8 +41,7 @@ CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* ou
   auto program = std::make_shared<Program>();
   rgpu::Status s = CompilePtx(text, program.get());
   if (!s.ok()) {
-    fprintf(stderr, "softgpu: cannot load PTX: %s\n", s.message().c_str());
-    return CUDA_ERROR_INVALID_PTX;
+    return Refuse(CUDA_ERROR_INVALID_PTX, "cannot load PTX: " + s.message(), error);
   }
   std::lock_guard lock(g_cache_mu);
   auto& cache = Cache();
@@ -49,7 +56,8 @@ CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* ou
   return CUDA_SUCCESS;
 }
 
-CUresult LoadContainer(const void* container, std::shared_ptr<const Program>* out) {
+CUresult LoadContainer(const void* container, std::shared_ptr<const Program>* out,
+                       std::string* error) {
   uint16_t header_size;
   uint64_t fat_size;
   memcpy(&header_size, static_cast<const uint8_t*>(container) + 6, 2);
@@ -58,8 +66,7 @@ CUresult LoadContainer(const void* container, std::shared_ptr<const Program>* ou
   std::vector<rgpu::fatbin::Entry> entries;
   rgpu::Status s = rgpu::fatbin::ParseContainer(container, header_size + fat_size, &entries);
   if (!s.ok()) {
-    fprintf(stderr, "softgpu: cannot read fat binary: %s\n", s.message().c_str());
-    return CUDA_ERROR_INVALID_IMAGE;
+    return Refuse(CUDA_ERROR_INVALID_IMAGE, "cannot read fat binary: " + s.message(), error);
   }
   const rgpu::fatbin::Entry* best = nullptr;
   std::string sass, newer;
@@ -81,24 +88,24 @@ CUresult LoadContainer(const void* container, std::shared_ptr<const Program>* ou
   }
   if (best == nullptr) {
     if (!newer.empty()) {
-      fprintf(stderr,
-              "softgpu: module has PTX only for %s, newer than softgpu's compute_%u; rebuild "
-              "with PTX, e.g. -gencode arch=compute_75,code=compute_75\n",
-              newer.c_str(), kSupportedArch);
-    } else {
-      fprintf(stderr,
-              "softgpu: module has no PTX (only %s SASS); rebuild with PTX, e.g. -gencode "
-              "arch=compute_75,code=compute_75\n",
-              sass.empty() ? "no" : sass.c_str());
+      return Refuse(CUDA_ERROR_NO_BINARY_FOR_GPU,
+                    "module has PTX only for " + newer + ", newer than softgpu's compute_" +
+                        std::to_string(kSupportedArch) +
+                        "; rebuild with PTX, e.g. -gencode arch=compute_75,code=compute_75",
+                    error);
     }
-    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    return Refuse(CUDA_ERROR_NO_BINARY_FOR_GPU,
+                  "module has no PTX (only " + (sass.empty() ? std::string("no") : sass) +
+                      " SASS); rebuild with PTX, e.g. -gencode arch=compute_75,code=compute_75",
+                  error);
   }
-  return CompileText(best->payload, out);
+  return CompileText(best->payload, out, error);
 }
 
 }  // namespace
 
-CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program) {
+CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program,
+                     std::string* error) {
   if (image == nullptr || program == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (rgpu::fatbin::Classify(image)) {
     case rgpu::fatbin::ImageKind::kWrapper: {
@@ -108,22 +115,21 @@ CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program)
           rgpu::fatbin::Classify(container) != rgpu::fatbin::ImageKind::kContainer) {
         return CUDA_ERROR_INVALID_IMAGE;
       }
-      return LoadContainer(container, program);
+      return LoadContainer(container, program, error);
     }
     case rgpu::fatbin::ImageKind::kContainer:
-      return LoadContainer(image, program);
+      return LoadContainer(image, program, error);
     case rgpu::fatbin::ImageKind::kElf: {
       uint32_t flags = 0;
       memcpy(&flags, static_cast<const uint8_t*>(image) + 0x30, 4);
       const uint32_t sm = (flags >> 8) & 0xff;
-      fprintf(stderr,
-              "softgpu: module has no PTX (only sm_%u SASS); rebuild with PTX, e.g. -gencode "
-              "arch=compute_75,code=compute_75\n",
-              sm != 0 ? sm : flags & 0xff);
-      return CUDA_ERROR_NO_BINARY_FOR_GPU;
+      return Refuse(CUDA_ERROR_NO_BINARY_FOR_GPU,
+                    "module has no PTX (only sm_" + std::to_string(sm != 0 ? sm : flags & 0xff) +
+                        " SASS); rebuild with PTX, e.g. -gencode arch=compute_75,code=compute_75",
+                    error);
     }
     case rgpu::fatbin::ImageKind::kPtx:
-      return CompileText(std::string(static_cast<const char*>(image)), program);
+      return CompileText(std::string(static_cast<const char*>(image)), program, error);
   }
   return CUDA_ERROR_INVALID_IMAGE;
 }

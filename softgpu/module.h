@@ -22,7 +22,9 @@ class Module;
 // PTX text or cubin) into a decoded program. Identical PTX is decoded once per process.
 // Errors: CUDA_ERROR_NO_BINARY_FOR_GPU (no usable PTX; a line on stderr explains why),
 // CUDA_ERROR_INVALID_PTX (parse/decode failure, explained on stderr), CUDA_ERROR_INVALID_IMAGE.
-CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program);
+// The explanation is also stored in *error when given.
+CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program,
+                     std::string* error = nullptr);
 
 // CUfunction: a function of a module instance.
 struct FunctionHandle {

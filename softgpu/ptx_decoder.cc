@@ -714,8 +714,10 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
     }
     const bool red = m.Has("red");
     if (m.Has("arrive")) {
-      why_ = "bar.arrive";
-      return false;
+      // Arriving without waiting: the block-wide barrier model below already makes every
+      // bar.sync wait for the arriving warps' earlier work, so there is nothing to do.
+      Emit(src, NopHandler());
+      return true;
     }
     if (red) {
       // bar.red.op.type d, a{, b}, {!}c

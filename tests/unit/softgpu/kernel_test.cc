@@ -505,13 +505,17 @@ TEST_F(KernelTest, UnimplementedInstructionFailsTheLaunchByName) {
 
 TEST_F(KernelTest, MalformedPtxIsInvalidPtx) {
   testing::internal::CaptureStderr();
+  const char* bad = ".version 9.0\n.target sm_75\n.entry k() { .reg .b32 %r<2>; mov.u32 %r1 1; }\n";
   CUmodule m;
-  CU_EXPECT_EQ(
-      cuModuleLoadData(
-          &m, ".version 9.0\n.target sm_75\n.entry k() { .reg .b32 %r<2>; mov.u32 %r1 1; }\n"),
-      CUDA_ERROR_INVALID_PTX);
+  CU_EXPECT_EQ(cuModuleLoadData(&m, bad), CUDA_ERROR_INVALID_PTX);
+  // The JIT error log receives the reason too.
+  char log[256] = "unset";
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {log, reinterpret_cast<void*>(sizeof log)};
+  CU_EXPECT_EQ(cuModuleLoadDataEx(&m, bad, 2, options, values), CUDA_ERROR_INVALID_PTX);
   const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find("softgpu"), std::string::npos);
+  EXPECT_NE(err.find("softgpu: cannot load PTX"), std::string::npos) << err;
+  EXPECT_NE(std::string(log).find("line 3"), std::string::npos) << log;
 }
 
 TEST_F(KernelTest, SassOnlyContainerIsRejected) {
