@@ -3,6 +3,8 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -131,6 +133,51 @@ TEST_F(IsolationTest, ForeignPointersAreRejected) {
   CU_ASSERT_OK(cuCtxSetCurrent(ctx_));
   EXPECT_EQ(Download<int>(mine, 1)[0], 0x01020304);
   CU_ASSERT_OK(cuCtxSynchronize());
+}
+
+TEST_F(IsolationTest, ConcurrentContextsOnManyThreads) {
+  // Tenants on their own threads: each creates a context, runs kernels and copies, and one of
+  // them faults; everyone else's results stay right.
+  std::atomic<int> failures{0};
+  auto tenant = [&](int id) {
+    CUcontext ctx;
+    if (cuCtxCreate(&ctx, nullptr, 0, 0) != CUDA_SUCCESS) return failures.fetch_add(1), void();
+    CUmodule m;
+    CUfunction add, store;
+    bool ok = cuModuleLoadData(&m, ptx_.c_str()) == CUDA_SUCCESS &&
+              cuModuleGetFunction(&add, m, "vec_add") == CUDA_SUCCESS &&
+              cuModuleGetFunction(&store, m, "store_at") == CUDA_SUCCESS;
+    const int n = 4096;
+    std::vector<float> a(n, static_cast<float>(id)), c(n);
+    CUdeviceptr da = 0, dc = 0;
+    ok = ok && cuMemAlloc(&da, n * 4) == CUDA_SUCCESS && cuMemAlloc(&dc, n * 4) == CUDA_SUCCESS &&
+         cuMemcpyHtoD(da, a.data(), n * 4) == CUDA_SUCCESS;
+    CUstream s;
+    ok = ok && cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+    for (int round = 0; ok && round < 20; ++round) {
+      int count = n;
+      void* args[] = {&da, &da, &dc, &count};
+      ok = cuLaunchKernel(add, n / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr) == CUDA_SUCCESS &&
+           cuMemcpyDtoHAsync(c.data(), dc, n * 4, s) == CUDA_SUCCESS &&
+           cuStreamSynchronize(s) == CUDA_SUCCESS;
+      for (int i = 0; ok && i < n; ++i) ok = c[i] == 2.0f * id;
+    }
+    if (id == 0 && ok) {  // the faulting tenant
+      long long index = 1 << 24;
+      int value = 1;
+      void* args[] = {&da, &index, &value};
+      ok = cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr) == CUDA_SUCCESS &&
+           cuStreamSynchronize(s) == CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    if (!ok) failures.fetch_add(1);
+    if (cuCtxDestroy(ctx) != CUDA_SUCCESS) failures.fetch_add(1);
+  };
+  testing::internal::CaptureStderr();
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 6; ++id) threads.emplace_back(tenant, id);
+  for (std::thread& t : threads) t.join();
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 }  // namespace
