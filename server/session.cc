@@ -193,7 +193,7 @@ bool Session::Serve(ReceivedMessage& m) {
     async_error_ = CUDA_SUCCESS;
     async_error_detail_.clear();
   }
-  Status s = channel_->Send(out.SerializeAsString(), cs.out_payload.get(), cs.out_size);
+  Status s = channel_->Send(out.SerializeAsString(), cs.out_payload, cs.out_size);
   return s.ok();
 }
 
@@ -215,6 +215,14 @@ void Session::OnDeviceOutput(void* session, const char* data, size_t size) {
   std::lock_guard<std::mutex> lock(self->output_mu_);
   self->device_output_.append(data, std::min(size, kMaxPending - std::min(kMaxPending,
                                                                            self->device_output_.size())));
+}
+
+char* Session::OutputBuffer(size_t bytes) {
+  if (bytes > output_capacity_) {
+    output_.reset(new (std::nothrow) char[bytes]);
+    output_capacity_ = output_ ? bytes : 0;
+  }
+  return output_.get();
 }
 
 CUresult Session::MakeCurrent(ContextRecord* ctx) {
@@ -420,14 +428,14 @@ CUresult Session::HandleMemcpyDtoH(CallState& cs) {
   }
   CUstream stream = nullptr;
   if (!ResolveStream(cs, cs.arg(2), &stream)) return CUDA_ERROR_INVALID_HANDLE;
-  cs.out_payload.reset(new (std::nothrow) char[bytes]);
-  if (!cs.out_payload) return CUDA_ERROR_OUT_OF_MEMORY;
+  cs.out_payload = OutputBuffer(bytes);
+  if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r;
   if (stream != nullptr && drv_.cuMemcpyDtoHAsync != nullptr) {
-    r = drv_.cuMemcpyDtoHAsync(cs.out_payload.get(), src, bytes, stream);
+    r = drv_.cuMemcpyDtoHAsync(cs.out_payload, src, bytes, stream);
     if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(stream);
   } else {
-    r = drv_.cuMemcpyDtoH(cs.out_payload.get(), src, bytes);
+    r = drv_.cuMemcpyDtoH(cs.out_payload, src, bytes);
   }
   if (r == CUDA_SUCCESS) cs.out_size = bytes;
   return r;
@@ -775,10 +783,11 @@ CUresult Session::HandleMemcpy2DDtoH(CallState& cs) {
     CUresult r = drv_.cuStreamSynchronize(stream);
     if (r != CUDA_SUCCESS) return r;
   }
-  cs.out_payload.reset(new (std::nothrow) char[width * height]);
-  if (!cs.out_payload) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (width * height > (uint64_t{1} << 36)) return CUDA_ERROR_INVALID_VALUE;
+  cs.out_payload = OutputBuffer(width * height);
+  if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   for (uint64_t row = 0; row < height; ++row) {
-    CUresult r = drv_.cuMemcpyDtoH(cs.out_payload.get() + row * width, src + row * pitch, width);
+    CUresult r = drv_.cuMemcpyDtoH(cs.out_payload + row * width, src + row * pitch, width);
     if (r != CUDA_SUCCESS) return r;
   }
   cs.out_size = width * height;

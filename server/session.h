@@ -90,7 +90,7 @@ class Session {
     uint64_t ctx_id = 0;
     ContextRecord* ctx = nullptr;  // resolved Call.ctx, current on this thread
     wire::Reply* reply = nullptr;
-    std::unique_ptr<char[]> out_payload;
+    char* out_payload = nullptr;  // the session's output buffer (OutputBuffer), or nullptr
     size_t out_size = 0;
     std::string detail;  // why a call failed, sent back in Reply.message
     uint64_t arg(int i) const { return call->args(i); }
@@ -104,6 +104,10 @@ class Session {
 #define RGPU_OP(name, nargs, args, nres, res, in, out, mode) CUresult Handle##name(CallState& cs);
 #include "proto/calls.def"
 #undef RGPU_OP
+
+  // A buffer of at least `bytes` for a reply's payload, reused across calls (fresh memory costs
+  // a page fault per page); valid until the next call. nullptr when memory is exhausted.
+  char* OutputBuffer(size_t bytes);
 
   // Makes `ctx` current on this thread if it is not already.
   CUresult MakeCurrent(ContextRecord* ctx);
@@ -130,6 +134,8 @@ class Session {
   HandleTable<FunctionRecord> functions_;
   HandleTable<StreamRecord> streams_;
   HandleTable<EventRecord> events_;
+  std::unique_ptr<char[]> output_;
+  size_t output_capacity_ = 0;
   std::atomic<uint64_t> live_bytes_{0};
   uint64_t calls_ = 0;
   // The first failure of a posted call not yet reported to the client.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "transport/buffer_pool.h"
 #include "transport/url.h"
 
 namespace rgpu {
@@ -30,7 +31,7 @@ struct ChannelOptions {
 // PayloadPlacer supplied.
 struct ReceivedMessage {
   std::string header;
-  std::unique_ptr<char[]> owned;
+  PayloadBuffer owned;
   char* payload = nullptr;
   size_t payload_size = 0;
 };

@@ -30,8 +30,17 @@ struct UcxChannel::Outgoing {
   ucs_status_t status = UCS_OK;
 };
 
+namespace {
+// Shared by every channel of the process: up to 8 buffers, 512 MiB.
+std::shared_ptr<BufferPool> ProcessPool() {
+  static std::shared_ptr<BufferPool>* pool =
+      new std::shared_ptr<BufferPool>(std::make_shared<BufferPool>(8, size_t{512} << 20));
+  return *pool;
+}
+}  // namespace
+
 UcxChannel::UcxChannel(const std::string& peer, const ChannelOptions& options)
-    : peer_(peer), options_(options) {}
+    : peer_(peer), options_(options), pool_(ProcessPool()) {}
 
 Status UcxChannel::Init(ucp_context_h context, const ucp_ep_params_t& ep_params_in) {
   Status s = CreateWorker(context, &worker_);
@@ -308,7 +317,7 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
   if (length > 0) {
     void* dest = self->placer_ ? self->placer_(m.header, length) : nullptr;
     if (dest == nullptr) {
-      m.owned.reset(new char[length]);
+      m.owned = self->pool_->Acquire(length);
       dest = m.owned.get();
     }
     m.payload = static_cast<char*>(dest);

@@ -70,6 +70,8 @@ class UcxChannel final : public Channel {
   std::string peer_worker_address_;  // received in the set-up exchange
   int event_fd_ = -1;
   PayloadPlacer placer_;
+  // Large received payloads, reused (the process-wide pool is shared by all channels).
+  std::shared_ptr<BufferPool> pool_;
   std::deque<std::unique_ptr<Slot>> arrived_;  // in arrival order
   std::deque<std::unique_ptr<Outgoing>> outgoing_;  // posted, not yet complete
   Status error_;
