@@ -1,5 +1,6 @@
 // rgpu: the command-line front end.
 //   rgpu run --server URL [--token T] -- PROGRAM ARGS...   run a program on a remote GPU
+//   rgpu bench --transport tcp|shm [--json FILE] [--png FILE]  measure against the floor
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "cli/bench.h"
 
 namespace {
 
@@ -73,7 +76,16 @@ int main(int argc, char** argv) {
   run->add_option("--token", token, "session token (default $RGPU_TOKEN)");
   run->add_option("program", program, "program and its arguments (after --)")->required();
 
+  rgpu::cli::BenchOptions bench_options;
+  CLI::App* bench = app.add_subcommand(
+      "bench", "measure rgpu against the transport's floor and the in-process software GPU");
+  bench->add_option("--transport", bench_options.transport, "tcp or shm")->capture_default_str();
+  bench->add_option("--json", bench_options.json_path, "write the results as JSON here");
+  bench->add_option("--png", bench_options.png_path, "draw the copy-latency curve here (gnuplot)");
+  bench->add_flag("--quick", bench_options.quick, "fewer repetitions (a smoke test)");
+
   CLI11_PARSE(app, argc, argv);
   if (run->parsed()) return Run(server, token, program);
+  if (bench->parsed()) return rgpu::cli::RunBench(bench_options);
   return 0;
 }

@@ -1,0 +1,244 @@
+#include "cli/bench.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace rgpu::cli {
+namespace {
+
+std::string SelfDir() {
+  char path[PATH_MAX] = {};
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  std::string p = n > 0 ? std::string(path, n) : ".";
+  return p.substr(0, p.rfind('/'));
+}
+
+// Starts `argv` with `env` added to the environment; stdout/stderr to `out_path` when given.
+pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            const std::string& out_path) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  for (const std::string& e : env) putenv(strdup(e.c_str()));
+  if (!out_path.empty()) {
+    FILE* f = fopen(out_path.c_str(), "w");
+    if (f != nullptr) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+  }
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  _exit(127);
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs a command to completion and returns its output; rc through *rc.
+std::string Run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                const std::string& scratch, int* rc) {
+  pid_t pid = Spawn(argv, env, scratch);
+  *rc = Wait(pid);
+  return ReadAll(scratch);
+}
+
+// The flat JSON object driver_bench prints: "key": number pairs.
+std::map<std::string, double> ParseFlatJson(const std::string& text) {
+  std::map<std::string, double> out;
+  std::regex pair("\"([A-Za-z0-9_]+)\"\\s*:\\s*([-+0-9.eE]+)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), pair); it != std::sregex_iterator();
+       ++it) {
+    out[(*it)[1]] = std::stod((*it)[2]);
+  }
+  return out;
+}
+
+std::vector<std::string> UcxEnv(const std::string& transport) {
+  // The floor runs with the UCX settings rgpu itself uses for that transport.
+  if (transport == "shm") return {"UCX_TLS=sysv,posix,self", "UCX_RNDV_SCHEME=am"};
+  return {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo"};
+}
+
+// One ucx_perftest measurement: returns the "Final:" fields (iterations, latency 50%, average,
+// overall, bandwidth average, overall, rate average, overall), empty on failure.
+std::vector<double> PerfTest(const std::string& transport, const std::string& test, size_t size,
+                             int iterations, const std::string& scratch, int port) {
+  std::vector<std::string> env = UcxEnv(transport);
+  pid_t server = Spawn({"ucx_perftest", "-p", std::to_string(port), "-c", "0"}, env,
+                       scratch + ".server");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int rc = 0;
+  std::string out = Run({"ucx_perftest", "127.0.0.1", "-p", std::to_string(port), "-c", "1", "-t",
+                         test, "-s", std::to_string(size), "-n", std::to_string(iterations), "-w",
+                         std::to_string(std::max(2, iterations / 20))},
+                        env, scratch, &rc);
+  kill(server, SIGTERM);
+  Wait(server);
+  std::vector<double> fields;
+  size_t at = out.rfind("Final:");
+  if (rc != 0 || at == std::string::npos) return fields;
+  std::istringstream line(out.substr(at + 6));
+  double v;
+  while (line >> v) fields.push_back(v);
+  return fields;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int RunBench(const BenchOptions& o) {
+  if (o.transport != "tcp" && o.transport != "shm") {
+    fprintf(stderr, "rgpu bench: --transport must be tcp or shm\n");
+    return 2;
+  }
+  const std::string bin = SelfDir(), lib = bin + "/../lib";
+  const std::string bench = bin + "/driver_bench", kernels = lib + "/rgpu-bench-kernels.fatbin";
+  char tmpl[] = "/tmp/rgpu-bench-XXXXXX";
+  const std::string work = mkdtemp(tmpl) ? tmpl : "/tmp";
+  const int reps = o.quick ? 1 : 3;
+  const int base_port = 20000 + getpid() % 20000;
+
+  // The floor: ucx_perftest on the same transport, same settings.
+  std::vector<double> am_lat, am_bw;
+  for (int i = 0; i < reps; ++i) {
+    auto lat = PerfTest(o.transport, "ucp_am_lat", 64, o.quick ? 5000 : 20000,
+                        work + "/perftest.txt", base_port + 2 * i);
+    if (lat.size() >= 3) am_lat.push_back(2 * lat[1]);  // perftest reports one way
+    auto bw = PerfTest(o.transport, "ucp_am_bw", size_t{64} << 20, o.quick ? 5 : 20,
+                       work + "/perftest.txt", base_port + 2 * i + 1);
+    if (bw.size() >= 6) am_bw.push_back(bw[4] * 1e6 / (1 << 20));  // MB/s -> MiB/s
+  }
+  if (am_lat.empty() || am_bw.empty()) {
+    fprintf(stderr, "rgpu bench: ucx_perftest failed (is ucx-utils installed?)\n%s\n",
+            ReadAll(work + "/perftest.txt").c_str());
+    return 1;
+  }
+
+  // rgpu-server on the software GPU.
+  pid_t server = Spawn({bin + "/rgpu-server", "--listen", o.transport + "://127.0.0.1:0",
+                        "--backend", "softgpu", "--port-file", work + "/url"},
+                       {}, work + "/server.log");
+  std::string url;
+  for (int i = 0; i < 200 && url.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    url = ReadAll(work + "/url");
+  }
+  while (!url.empty() && (url.back() == '\n')) url.pop_back();
+  if (url.empty()) {
+    fprintf(stderr, "rgpu bench: rgpu-server did not start:\n%s\n",
+            ReadAll(work + "/server.log").c_str());
+    return 1;
+  }
+  std::vector<std::string> args = {bench, kernels};
+  if (o.quick) args.push_back("--quick");
+  int rc = 0;
+  std::string remote_out = Run(args, {"LD_PRELOAD=" + lib + "/librgpu-cuda.so",
+                                      "RGPU_SERVER=" + url},
+                               work + "/remote.txt", &rc);
+  kill(server, SIGTERM);
+  Wait(server);
+  if (rc != 0) {
+    fprintf(stderr, "rgpu bench: remote run failed:\n%s\n", remote_out.c_str());
+    return 1;
+  }
+  std::string local_out =
+      Run(args, {"LD_LIBRARY_PATH=" + lib + "/softgpu-local"}, work + "/local.txt", &rc);
+  if (rc != 0) {
+    fprintf(stderr, "rgpu bench: local run failed:\n%s\n", local_out.c_str());
+    return 1;
+  }
+  std::map<std::string, double> remote = ParseFlatJson(remote_out);
+  std::map<std::string, double> local = ParseFlatJson(local_out);
+
+  std::map<std::string, double> result;
+  for (const auto& [k, v] : remote) result[k] = v;
+  result["ucx_am_rtt_us"] = Median(am_lat);
+  result["ucx_am_bw_64MiB_MiBps"] = Median(am_bw);
+  result["local_launch_per_s"] = local["async_launch_per_s"];
+  result["local_sync_launch_us"] = local["sync_launch_us"];
+  result["local_chatty_s"] = local["chatty_s"];
+  // The targets, as ratios.
+  result["null_rtt_vs_floor"] = result["null_rtt_us"] / result["ucx_am_rtt_us"];
+  result["async_vs_local_launch"] = result["async_launch_per_s"] / result["local_launch_per_s"];
+  result["async_vs_sync_launch"] = result["async_launch_per_s"] * result["sync_launch_us"] / 1e6;
+  result["h2d_pinned_vs_floor"] = result["h2d_pinned_64MiB_MiBps"] / result["ucx_am_bw_64MiB_MiBps"];
+  result["d2h_pinned_vs_floor"] = result["d2h_pinned_64MiB_MiBps"] / result["ucx_am_bw_64MiB_MiBps"];
+  result["chatty_vs_local"] = result["chatty_s"] / result["local_chatty_s"];
+
+  printf("rgpu bench over %s (software GPU; medians)\n", o.transport.c_str());
+  printf("  %-28s %12s %12s %10s\n", "metric", "rgpu", "floor/local", "ratio");
+  auto row = [&](const char* name, double value, double reference, const char* ratio_key) {
+    printf("  %-28s %12.2f %12.2f %10.2f\n", name, value, reference, result[ratio_key]);
+  };
+  row("null round trip (us)", result["null_rtt_us"], result["ucx_am_rtt_us"], "null_rtt_vs_floor");
+  row("async launches (/s)", result["async_launch_per_s"], result["local_launch_per_s"],
+      "async_vs_local_launch");
+  printf("  %-28s %12.2f %12s %10.2f\n", "sync launch (us)", result["sync_launch_us"], "",
+         result["async_vs_sync_launch"]);
+  row("h2d pinned 64MiB (MiB/s)", result["h2d_pinned_64MiB_MiBps"],
+      result["ucx_am_bw_64MiB_MiBps"], "h2d_pinned_vs_floor");
+  row("d2h pinned 64MiB (MiB/s)", result["d2h_pinned_64MiB_MiBps"],
+      result["ucx_am_bw_64MiB_MiBps"], "d2h_pinned_vs_floor");
+  printf("  %-28s %12.2f\n", "h2d pageable 64MiB (MiB/s)", result["h2d_pageable_64MiB_MiBps"]);
+  row("chatty 20k launches (s)", result["chatty_s"], result["local_chatty_s"], "chatty_vs_local");
+
+  std::ostringstream json;
+  json << "{\"transport\": \"" << o.transport << "\"";
+  for (const auto& [k, v] : result) json << ", \"" << k << "\": " << v;
+  json << "}";
+  printf("%s\n", json.str().c_str());
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << json.str() << "\n";
+
+  if (!o.png_path.empty()) {
+    std::ofstream data(work + "/latency.dat");
+    for (size_t size = 4; size <= (size_t{64} << 20); size *= 4) {
+      const std::string s = std::to_string(size);
+      data << size << " " << result["d2h_us_" + s] << " " << result["h2d_us_" + s] << "\n";
+    }
+    data.close();
+    std::ofstream plot(work + "/latency.gp");
+    plot << "set terminal png size 900,560\nset output '" << o.png_path << "'\n"
+         << "set logscale xy\nset xlabel 'copy size (bytes)'\nset ylabel 'latency (us)'\n"
+         << "set title 'rgpu copy latency over " << o.transport << " (software GPU)'\nset grid\n"
+         << "plot '" << work << "/latency.dat' using 1:2 with linespoints title 'device to host', "
+         << "'' using 1:3 with linespoints title 'host to device + sync'\n";
+    plot.close();
+    if (Wait(Spawn({"gnuplot", work + "/latency.gp"}, {}, work + "/gnuplot.txt")) != 0) {
+      fprintf(stderr, "rgpu bench: gnuplot failed or is not installed; no chart written\n");
+    }
+  }
+  return 0;
+}
+
+}  // namespace rgpu::cli
