@@ -31,3 +31,12 @@ extern "C" __global__ void add_one_f64(double* x, int n) {
 }
 
 extern "C" __global__ void empty_kernel() {}
+
+extern "C" __global__ void add_to(int* counter, int value) {
+  if (threadIdx.x == 0) atomicAdd(counter, value);
+}
+
+extern "C" __global__ void set_all(int* p, int value, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = value;
+}
