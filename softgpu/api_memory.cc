@@ -100,34 +100,79 @@ CUresult Memset(CUdeviceptr dst, T value, size_t count, CUstream stream, bool as
   return CUDA_SUCCESS;
 }
 
-// One side of a 2D copy.
+// One side of a 2D/3D copy: the first byte of the first row, and the row and slice pitches.
 struct Side {
   bool device = false;
-  uint8_t* base = nullptr;  // first byte of the first row
+  uint8_t* base = nullptr;
   size_t pitch = 0;
+  size_t slice_pitch = 0;
   std::shared_ptr<Allocation> allocation;
 };
 
+// Geometry shared by both sides of a copy.
+struct Extent {
+  size_t width = 0, height = 0, depth = 1;
+};
+
 CUresult ResolveSide(Context& ctx, CUmemorytype type, const void* host, CUdeviceptr device,
-                     size_t x, size_t y, size_t pitch, size_t width, size_t height, Side* out) {
+                     size_t x, size_t y, size_t z, size_t pitch, size_t rows_per_slice,
+                     const Extent& e, Side* out) {
   if (type == CU_MEMORYTYPE_UNIFIED) {
     type = ctx.memory().Find(device, 1) != nullptr ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     host = reinterpret_cast<const void*>(device);
   }
-  if (height > 1 && pitch < width) return CUDA_ERROR_INVALID_VALUE;
-  const size_t offset = y * pitch + x;
-  const size_t extent = (height - 1) * pitch + width;
+  if (e.height > 1 && pitch < e.width) return CUDA_ERROR_INVALID_VALUE;
+  if (e.depth > 1 && rows_per_slice < e.height) return CUDA_ERROR_INVALID_VALUE;
+  const size_t slice_pitch = pitch * rows_per_slice;
+  const size_t offset = z * slice_pitch + y * pitch + x;
+  const size_t extent = (e.depth - 1) * slice_pitch + (e.height - 1) * pitch + e.width;
   out->pitch = pitch;
+  out->slice_pitch = slice_pitch;
   if (type == CU_MEMORYTYPE_HOST) {
     if (host == nullptr) return CUDA_ERROR_INVALID_VALUE;
     out->base = const_cast<uint8_t*>(static_cast<const uint8_t*>(host)) + offset;
     return CUDA_SUCCESS;
   }
-  if (type != CU_MEMORYTYPE_DEVICE) return CUDA_ERROR_NOT_SUPPORTED;
+  if (type != CU_MEMORYTYPE_DEVICE) return CUDA_ERROR_NOT_SUPPORTED;  // arrays
   out->device = true;
   out->allocation = ctx.memory().Find(device + offset, extent);
   if (out->allocation == nullptr) return CUDA_ERROR_INVALID_VALUE;
   out->base = HostOf(out->allocation, device + offset);
+  return CUDA_SUCCESS;
+}
+
+// Copies `e` from src to dst, synchronously or on `stream`.
+CUresult CopyBox(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& s,
+                 const Side& src, const Side& dst, const Extent& e, bool async) {
+  auto copy = [src, dst, e] {
+    for (size_t z = 0; z < e.depth; ++z) {
+      for (size_t row = 0; row < e.height; ++row) {
+        memmove(dst.base + z * dst.slice_pitch + row * dst.pitch,
+                src.base + z * src.slice_pitch + row * src.pitch, e.width);
+      }
+    }
+  };
+  if (!async) return RunSynchronously(ctx, copy);
+  if (!src.device) {
+    // Stage host rows now (pageable-memory semantics).
+    auto staged = std::make_shared<std::vector<uint8_t>>(e.width * e.height * e.depth);
+    for (size_t z = 0; z < e.depth; ++z) {
+      for (size_t row = 0; row < e.height; ++row) {
+        memcpy(staged->data() + (z * e.height + row) * e.width,
+               src.base + z * src.slice_pitch + row * src.pitch, e.width);
+      }
+    }
+    ctx->Enqueue(s, [staged, dst, e] {
+      for (size_t z = 0; z < e.depth; ++z) {
+        for (size_t row = 0; row < e.height; ++row) {
+          memcpy(dst.base + z * dst.slice_pitch + row * dst.pitch,
+                 staged->data() + (z * e.height + row) * e.width, e.width);
+        }
+      }
+    });
+    return CUDA_SUCCESS;
+  }
+  ctx->Enqueue(s, copy);
   return CUDA_SUCCESS;
 }
 
@@ -137,39 +182,67 @@ CUresult Copy2D(const CUDA_MEMCPY2D* p, CUstream stream, bool async) {
   std::shared_ptr<Stream> s;
   if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const size_t width = p->WidthInBytes, height = p->Height;
-  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  const Extent e{p->WidthInBytes, p->Height, 1};
+  if (e.width == 0 || e.height == 0) return CUDA_SUCCESS;
   Side src, dst;
   if (CUresult r = ResolveSide(*ctx, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
-                               p->srcY, p->srcPitch, width, height, &src);
+                               p->srcY, 0, p->srcPitch, e.height, e, &src);
       r != CUDA_SUCCESS) {
     return r;
   }
   if (CUresult r = ResolveSide(*ctx, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes,
-                               p->dstY, p->dstPitch, width, height, &dst);
+                               p->dstY, 0, p->dstPitch, e.height, e, &dst);
       r != CUDA_SUCCESS) {
     return r;
   }
-  auto copy = [src, dst, width, height] {
+  return CopyBox(ctx, s, src, dst, e, async);
+}
+
+CUresult Copy3D(const CUDA_MEMCPY3D* p, CUstream stream, bool async) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  if (p == nullptr || p->srcLOD != 0 || p->dstLOD != 0) return CUDA_ERROR_INVALID_VALUE;
+  const Extent e{p->WidthInBytes, p->Height, p->Depth};
+  if (e.width == 0 || e.height == 0 || e.depth == 0) return CUDA_SUCCESS;
+  Side src, dst;
+  if (CUresult r = ResolveSide(*ctx, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
+                               p->srcY, p->srcZ, p->srcPitch, p->srcHeight, e, &src);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (CUresult r = ResolveSide(*ctx, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes,
+                               p->dstY, p->dstZ, p->dstPitch, p->dstHeight, e, &dst);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  return CopyBox(ctx, s, src, dst, e, async);
+}
+
+template <typename T>
+CUresult Memset2D(CUdeviceptr dst, size_t pitch, T value, size_t width, size_t height,
+                  CUstream stream, bool async) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if (dst % sizeof(T) != 0 || pitch % sizeof(T) != 0 || width > (~size_t{0}) / sizeof(T) / 2 ||
+      (height > 1 && pitch < width * sizeof(T))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (height > 1 && pitch > (~size_t{0}) / 2 / (height - 1)) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Allocation> a = DeviceRange(*ctx, dst, (height - 1) * pitch + width * sizeof(T));
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto fill = [a, dst, pitch, value, width, height] {
     for (size_t row = 0; row < height; ++row) {
-      memmove(dst.base + row * dst.pitch, src.base + row * src.pitch, width);
+      uint8_t* p = HostOf(a, dst + row * pitch);
+      for (size_t i = 0; i < width; ++i) memcpy(p + i * sizeof(T), &value, sizeof(T));
     }
   };
-  if (!async) return RunSynchronously(ctx, copy);
-  if (!src.device) {
-    // Stage host rows now (pageable-memory semantics).
-    auto staged = std::make_shared<std::vector<uint8_t>>(width * height);
-    for (size_t row = 0; row < height; ++row) {
-      memcpy(staged->data() + row * width, src.base + row * src.pitch, width);
-    }
-    ctx->Enqueue(s, [staged, dst, width, height] {
-      for (size_t row = 0; row < height; ++row) {
-        memcpy(dst.base + row * dst.pitch, staged->data() + row * width, width);
-      }
-    });
-    return CUDA_SUCCESS;
-  }
-  ctx->Enqueue(s, copy);
+  if (!async) return RunSynchronously(ctx, fill);
+  ctx->Enqueue(s, fill);
   return CUDA_SUCCESS;
 }
 
@@ -356,4 +429,51 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned
 SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                                  CUstream hStream) {
   return Guard([&] { return Memset<uint32_t>(dstDevice, ui, N, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpy3D(const CUDA_MEMCPY3D* pCopy) {
+  return Guard([&] { return Copy3D(pCopy, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpy3DAsync(const CUDA_MEMCPY3D* pCopy, CUstream hStream) {
+  return Guard([&] { return Copy3D(pCopy, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD2D8(CUdeviceptr dstDevice, size_t dstPitch,
+                                             unsigned char uc, size_t Width, size_t Height) {
+  return Guard(
+      [&] { return Memset2D<uint8_t>(dstDevice, dstPitch, uc, Width, Height, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD2D16(CUdeviceptr dstDevice, size_t dstPitch,
+                                              unsigned short us, size_t Width, size_t Height) {
+  return Guard(
+      [&] { return Memset2D<uint16_t>(dstDevice, dstPitch, us, Width, Height, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD2D32(CUdeviceptr dstDevice, size_t dstPitch,
+                                              unsigned int ui, size_t Width, size_t Height) {
+  return Guard(
+      [&] { return Memset2D<uint32_t>(dstDevice, dstPitch, ui, Width, Height, nullptr, false); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch,
+                                                  unsigned char uc, size_t Width, size_t Height,
+                                                  CUstream hStream) {
+  return Guard(
+      [&] { return Memset2D<uint8_t>(dstDevice, dstPitch, uc, Width, Height, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch,
+                                                   unsigned short us, size_t Width, size_t Height,
+                                                   CUstream hStream) {
+  return Guard(
+      [&] { return Memset2D<uint16_t>(dstDevice, dstPitch, us, Width, Height, hStream, true); });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch,
+                                                   unsigned int ui, size_t Width, size_t Height,
+                                                   CUstream hStream) {
+  return Guard(
+      [&] { return Memset2D<uint32_t>(dstDevice, dstPitch, ui, Width, Height, hStream, true); });
 }

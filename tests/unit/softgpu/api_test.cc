@@ -309,6 +309,53 @@ TEST(SoftgpuApiTest, CopiesAndMemsets) {
   CU_ASSERT_OK(cuCtxDestroy(ctx));
 }
 
+TEST(SoftgpuApiTest, ThreeDimensionalCopiesAndTwoDimensionalMemsets) {
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  // A 8x4x3 byte volume on the host copied into a pitched device volume (pitch 16, 5 rows per
+  // slice) at offset (x=2, y=1, z=0), then back.
+  const size_t w = 8, h = 4, d = 3, pitch = 16, rows = 5;
+  std::vector<uint8_t> host(w * h * d);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint8_t>(i + 1);
+  CUdeviceptr volume;
+  CU_ASSERT_OK(cuMemAlloc(&volume, pitch * rows * d));
+  CU_ASSERT_OK(cuMemsetD8(volume, 0, pitch * rows * d));
+  CUDA_MEMCPY3D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_HOST;
+  c.srcHost = host.data();
+  c.srcPitch = w;
+  c.srcHeight = h;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = volume;
+  c.dstXInBytes = 2;
+  c.dstY = 1;
+  c.dstPitch = pitch;
+  c.dstHeight = rows;
+  c.WidthInBytes = w;
+  c.Height = h;
+  c.Depth = d;
+  CU_ASSERT_OK(cuMemcpy3D(&c));
+  std::vector<uint8_t> raw(pitch * rows * d);
+  CU_ASSERT_OK(cuMemcpyDtoH(raw.data(), volume, raw.size()));
+  EXPECT_EQ(raw[2 * pitch * rows + 3 * pitch + 2 + 7], host[2 * w * h + 2 * w + 7]);
+  EXPECT_EQ(raw[0], 0);
+  c.dstHeight = rows + 2;  // the last slice would run past the allocation
+  CU_EXPECT_EQ(cuMemcpy3D(&c), CUDA_ERROR_INVALID_VALUE);
+
+  CU_ASSERT_OK(cuMemsetD2D32(volume, pitch, 0xabcdef01u, 2, 3));
+  CU_ASSERT_OK(cuMemsetD2D8Async(volume + 12, pitch, 0x77, 4, 2, nullptr));
+  CU_ASSERT_OK(cuMemcpyDtoH(raw.data(), volume, raw.size()));
+  uint32_t word;
+  memcpy(&word, &raw[2 * pitch + 4], 4);
+  EXPECT_EQ(word, 0xabcdef01u);
+  EXPECT_EQ(raw[pitch + 15], 0x77);
+  EXPECT_EQ(raw[2 * pitch + 12], 0);
+  CU_EXPECT_EQ(cuMemsetD2D32(volume + 2, pitch, 0, 1, 1), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemsetD2D8(volume, pitch, 0, 16, 100), CUDA_ERROR_INVALID_VALUE);
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
 TEST(SoftgpuApiTest, UnifiedCopiesAndHostMemory) {
   CU_ASSERT_OK(cuInit(0));
   CUcontext ctx;
