@@ -353,3 +353,49 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(
   return cuOccupancyMaxPotentialBlockSize(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
                                           dynamicSMemSize, blockSizeLimit);
 }
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize,
+                                                                        CUfunction func,
+                                                                        int numBlocks,
+                                                                        int blockSize) {
+  return Guard([&] {
+    std::shared_ptr<FunctionHandle> fh;
+    std::shared_ptr<Module> m;
+    if (CUresult r = ResolveFunction(func, &fh, &m); r != CUDA_SUCCESS) return r;
+    if (dynamicSmemSize == nullptr || numBlocks <= 0 || blockSize <= 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const Function& fn = m->program().functions[fh->index];
+    if (ActiveBlocks(fn, blockSize, 0) < numBlocks) {
+      *dynamicSmemSize = 0;
+      return CUDA_SUCCESS;
+    }
+    const uint64_t per_block = kSharedPerMultiprocessor / static_cast<uint64_t>(numBlocks);
+    const uint64_t limit = kSharedPerBlockOptin;
+    const uint64_t usable = std::min(per_block, limit);
+    *dynamicSmemSize = usable > fn.shared_bytes ? usable - fn.shared_bytes : 0;
+    return CUDA_SUCCESS;
+  });
+}
+
+// Library kernels: attributes apply to the kernel's function in the current context.
+SOFTGPU_EXPORT CUresult CUDAAPI cuKernelGetAttribute(int* pi, CUfunction_attribute attrib,
+                                                     CUkernel kernel, CUdevice dev) {
+  if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+  if (FindDevice(dev) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  return cuFuncGetAttribute(pi, attrib, reinterpret_cast<CUfunction>(kernel));
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val,
+                                                     CUkernel kernel, CUdevice dev) {
+  if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+  if (FindDevice(dev) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  return cuFuncSetAttribute(reinterpret_cast<CUfunction>(kernel), attrib, val);
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config,
+                                                       CUdevice dev) {
+  if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+  if (FindDevice(dev) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  return cuFuncSetCacheConfig(reinterpret_cast<CUfunction>(kernel), config);
+}

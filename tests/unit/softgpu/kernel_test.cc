@@ -584,6 +584,15 @@ TEST_F(KernelTest, LibraryKernels) {
   CU_ASSERT_OK(cuLibraryGetGlobal(&counter, &counter_size, lib, "device_counter"));
   EXPECT_EQ(counter_size, 4u);
   EXPECT_EQ(Download<int>(counter, 1)[0], 5);
+  int regs = 0;
+  CU_ASSERT_OK(cuKernelGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 0));
+  EXPECT_GT(regs, 0);
+  CU_ASSERT_OK(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 50000, k, 0));
+  int dyn = 0;
+  CU_ASSERT_OK(cuFuncGetAttribute(&dyn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
+  EXPECT_EQ(dyn, 50000);
+  CU_EXPECT_EQ(cuKernelGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 7),
+               CUDA_ERROR_INVALID_DEVICE);
   CU_ASSERT_OK(cuLibraryUnload(lib));
   CU_EXPECT_EQ(cuKernelGetFunction(&f, k), CUDA_ERROR_INVALID_HANDLE);
 }
@@ -614,6 +623,9 @@ TEST_F(KernelTest, FunctionAttributesAndOccupancy) {
   EXPECT_GE(block, 32);
   EXPECT_LE(block, 1024);
   EXPECT_GE(min_grid, 1);
+  size_t available = 0;
+  CU_ASSERT_OK(cuOccupancyAvailableDynamicSMemPerBlock(&available, f, 2, 256));
+  EXPECT_EQ(available, 32u * 1024 - 1024);
 }
 
 }  // namespace
