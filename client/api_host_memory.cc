@@ -298,6 +298,51 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
 
 }  // namespace
 
+namespace {
+
+// A 3D copy between host and device memory: one pitched 2D copy per slice. Slice z starts
+// (z + srcZ) * srcPitch * srcHeight bytes into the source (likewise the destination).
+CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream stream, bool async) {
+  if (c == nullptr || c->reserved0 != nullptr || c->reserved1 != nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (c->srcLOD != 0 || c->dstLOD != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (c->Depth > 1 && (c->srcHeight < c->Height || c->dstHeight < c->Height)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t z = 0; z < c->Depth; ++z) {
+    CUDA_MEMCPY2D slice = {};
+    slice.srcXInBytes = c->srcXInBytes;
+    slice.srcY = c->srcY + (c->srcZ + z) * c->srcHeight;
+    slice.srcMemoryType = c->srcMemoryType;
+    slice.srcHost = c->srcHost;
+    slice.srcDevice = c->srcDevice;
+    slice.srcArray = c->srcArray;
+    slice.srcPitch = c->srcPitch;
+    slice.dstXInBytes = c->dstXInBytes;
+    slice.dstY = c->dstY + (c->dstZ + z) * c->dstHeight;
+    slice.dstMemoryType = c->dstMemoryType;
+    slice.dstHost = c->dstHost;
+    slice.dstDevice = c->dstDevice;
+    slice.dstArray = c->dstArray;
+    slice.dstPitch = c->dstPitch;
+    slice.WidthInBytes = c->WidthInBytes;
+    slice.Height = c->Height;
+    CUresult r = Copy2D(&slice, stream, async);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+RGPU_IMPL(cuMemcpy3D_v2)(const CUDA_MEMCPY3D* copy) { return Copy3D(copy, nullptr, false); }
+RGPU_IMPL(cuMemcpy3DAsync_v2)(const CUDA_MEMCPY3D* copy, CUstream s) {
+  return Copy3D(copy, s, true);
+}
+RGPU_SAME_AS(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2)
+RGPU_SAME_AS(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2)
+
 RGPU_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D* copy) { return Copy2D(copy, nullptr, false); }
 RGPU_IMPL(cuMemcpy2DUnaligned_v2)(const CUDA_MEMCPY2D* copy) {
   return Copy2D(copy, nullptr, false);
