@@ -222,7 +222,7 @@ Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
   ucp_request_param_t p = {};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
                    UCP_OP_ATTR_FIELD_USER_DATA;
-  p.flags = size >= options_.rendezvous_threshold ? UCP_AM_SEND_FLAG_RNDV : 0;
+  p.flags = size >= options_.rendezvous_threshold ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
   p.cb.send = [](void*, ucs_status_t status, void* user_data) {
     auto* o = static_cast<Outgoing*>(user_data);
     o->status = status;
@@ -269,7 +269,7 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
   ucp_request_param_t p = {};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
                    UCP_OP_ATTR_FIELD_USER_DATA;
-  p.flags = size >= options_.rendezvous_threshold ? UCP_AM_SEND_FLAG_RNDV : 0;
+  p.flags = size >= options_.rendezvous_threshold ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
   p.cb.send = [](void*, ucs_status_t status, void* user_data) {
     auto* s = static_cast<SendState*>(user_data);
     s->status = status;
