@@ -25,6 +25,8 @@ CUresult FaultToResult(FaultKind kind) {
       return CUDA_ERROR_LAUNCH_FAILED;
     case FaultKind::kAssert:
       return CUDA_ERROR_ASSERT;
+    case FaultKind::kTimeout:
+      return CUDA_ERROR_LAUNCH_TIMEOUT;
     default:
       return CUDA_ERROR_UNKNOWN;
   }
@@ -116,11 +118,15 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   lp.stack_bytes = static_cast<uint32_t>(ctx->stack_size);
   lp.printf_sink = ctx.get();
   lp.heap = &ctx->heap();
+  lp.cancel = &ctx->cancelled();
+  const uint64_t timeout_ms = ctx->device()->kernel_timeout_ms();
   Context* c = ctx.get();
-  ctx->Enqueue(s, [lp, params, module, c]() mutable {
+  ctx->Enqueue(s, [lp, params, module, c, timeout_ms]() mutable {
     lp.params = params->data();
+    if (timeout_ms != 0)
+      lp.deadline_ns = SteadyNowNs() + static_cast<int64_t>(timeout_ms) * 1000000;
     Fault fault = RunGrid(lp);
-    if (fault.kind != FaultKind::kNone) {
+    if (fault.kind != FaultKind::kNone && fault.kind != FaultKind::kCancelled) {
       c->Fail(FaultToResult(fault.kind),
               "kernel " + module->program().functions[lp.function].name + ": " + fault.message);
     }

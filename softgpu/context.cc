@@ -76,6 +76,7 @@ CUresult Context::Synchronize() {
 }
 
 void Context::Teardown() {
+  cancelled_.store(true);
   std::vector<std::shared_ptr<Stream>> streams;
   {
     std::lock_guard lock(mu_);
@@ -94,6 +95,7 @@ void Context::Revive() {
   if (alive_.load()) return;
   default_stream_ = std::make_shared<Stream>(this, 0, 0, /*is_default=*/true);
   sticky_.store(CUDA_SUCCESS);
+  cancelled_.store(false);
   alive_.store(true);
 }
 

@@ -71,6 +71,8 @@ class Context : public PrintfSink {
   // Reactivates a released/reset primary context.
   void Revive();
   bool alive() const { return alive_.load(); }
+  // Set while the context is torn down: running kernels stop, queued work is dropped.
+  const std::atomic<bool>& cancelled() const { return cancelled_; }
 
  private:
   Device* const device_;
@@ -80,6 +82,7 @@ class Context : public PrintfSink {
   DeviceHeap heap_{&memory_};
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};
   std::atomic<bool> alive_{true};
+  std::atomic<bool> cancelled_{false};
   std::mutex mu_;  // guards streams_ and enqueue ordering
   std::shared_ptr<Stream> default_stream_;
   std::vector<std::shared_ptr<Stream>> streams_;

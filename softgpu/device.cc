@@ -29,11 +29,15 @@ DeviceConfig DeviceConfig::FromEnvironment() {
   c.sm_count =
       static_cast<uint32_t>(EnvNumber("RGPU_SOFTGPU_SMS", cores == 0 ? 1 : cores, 1, 4096));
   c.device_count = static_cast<uint32_t>(EnvNumber("RGPU_SOFTGPU_DEVICES", 1, 0, 64));
+  c.kernel_timeout_ms = EnvNumber("RGPU_SOFTGPU_KERNEL_TIMEOUT_MS", 0, 0, 1ull << 40);
   return c;
 }
 
 Device::Device(int ordinal, const DeviceConfig& config)
-    : ordinal_(ordinal), sm_count_(config.sm_count), budget_(config.memory_bytes) {}
+    : ordinal_(ordinal),
+      sm_count_(config.sm_count),
+      kernel_timeout_ms_(config.kernel_timeout_ms),
+      budget_(config.memory_bytes) {}
 
 CUuuid Device::uuid() const {
   CUuuid u;

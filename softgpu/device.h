@@ -19,6 +19,7 @@ struct DeviceConfig {
   uint64_t memory_bytes = 4096ull << 20;  // RGPU_SOFTGPU_MEMORY_MB
   uint32_t sm_count = 1;                  // RGPU_SOFTGPU_SMS (default: host cores)
   uint32_t device_count = 1;              // RGPU_SOFTGPU_DEVICES
+  uint64_t kernel_timeout_ms = 0;         // RGPU_SOFTGPU_KERNEL_TIMEOUT_MS (0: no limit)
   static DeviceConfig FromEnvironment();
 };
 
@@ -40,6 +41,7 @@ class Device {
 
   int ordinal() const { return ordinal_; }
   uint32_t sm_count() const { return sm_count_; }
+  uint64_t kernel_timeout_ms() const { return kernel_timeout_ms_; }
   DeviceMemoryBudget& budget() { return budget_; }
   const char* name() const { return "rgpu softgpu"; }
   CUuuid uuid() const;
@@ -56,6 +58,7 @@ class Device {
  private:
   const int ordinal_;
   const uint32_t sm_count_;
+  const uint64_t kernel_timeout_ms_;
   DeviceMemoryBudget budget_;
 };
 

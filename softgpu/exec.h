@@ -29,7 +29,9 @@ enum class FaultKind : uint8_t {
   kUnsupported,
   kTrap,
   kStackOverflow,
-  kAssert,  // __assertfail
+  kAssert,     // __assertfail
+  kTimeout,    // ran past the configured kernel time limit
+  kCancelled,  // the context is being destroyed
 };
 
 struct Fault {
@@ -70,6 +72,7 @@ struct Block {
   uint32_t bar_red_count = 0;
   bool bar_red_and = true;
   bool bar_red_or = false;
+  uint32_t watch_countdown = 1;  // backward branches until the next cancellation check
   // Cache of the last global allocation hit (the common case is a few large arrays).
   std::shared_ptr<Allocation> cached[4];
   uint32_t cache_next = 0;

@@ -1,6 +1,7 @@
 #include "softgpu/interpreter.h"
 
 #include <atomic>
+#include <chrono>
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
@@ -14,6 +15,14 @@ namespace softgpu {
 namespace {
 
 constexpr uint32_t kMaxCallDepth = 1024;
+// Backward branches between checks for cancellation and the deadline.
+constexpr uint32_t kWatchInterval = 4096;
+
+int64_t SteadyClockNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // Lanes of a warp that share a program counter.
 struct Group {
@@ -92,6 +101,9 @@ class BlockRunner {
   // malloc, free and __assertfail; false after a fault.
   bool Builtin(Warp& w, const CallSite& site, uint32_t mask);
   void Prepare(const LaunchParams& launch, uint64_t launch_id);
+  // Called now and then from loops: false (after recording a fault) when the launch must stop
+  // because its context is going away or it ran past its deadline.
+  bool Watch(Warp& w);
 
   const LaunchParams* launch_ = nullptr;
   uint64_t launch_id_ = 0;
@@ -144,6 +156,7 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   block_.local_per_thread = local_per_thread;
   block_.printf_sink = launch.printf_sink;
   block_.heap = launch.heap;
+  block_.watch_countdown = kWatchInterval;
 }
 
 Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
@@ -275,6 +288,10 @@ RunResult BlockRunner::Run(Warp& w, const Function& fn, GroupSet& gs, bool top_l
       case Control::kNone:
         break;
       case Control::kBranch:
+        // Loops always branch backwards: that is where a runaway kernel can be stopped.
+        if (in.target <= pc && em != 0 && --block_.watch_countdown == 0 && !Watch(w)) {
+          return RunResult::kFault;
+        }
         if (em == mask) {
           g.pc = in.target;
           gs.MergeFrom(gi);
@@ -284,9 +301,7 @@ RunResult BlockRunner::Run(Warp& w, const Function& fn, GroupSet& gs, bool top_l
         } else {
           g.mask = mask & ~em;
           ++g.pc;
-          const uint32_t next_pc = g.pc;
           gs.MergeFrom(gi);
-          (void)next_pc;
           gs.Add(in.target, em);
         }
         break;
@@ -368,6 +383,19 @@ RunResult BlockRunner::Run(Warp& w, const Function& fn, GroupSet& gs, bool top_l
       }
     }
   }
+}
+
+bool BlockRunner::Watch(Warp& w) {
+  block_.watch_countdown = kWatchInterval;
+  if (launch_->cancel != nullptr && launch_->cancel->load(std::memory_order_relaxed)) {
+    w.SetFault(FaultKind::kCancelled, "cancelled");
+    return false;
+  }
+  if (launch_->deadline_ns != 0 && SteadyClockNs() > launch_->deadline_ns) {
+    w.SetFault(FaultKind::kTimeout, "ran past RGPU_SOFTGPU_KERNEL_TIMEOUT_MS");
+    return false;
+  }
+  return true;
 }
 
 bool BlockRunner::Call(Warp& w, const Function& caller, const Insn& in, uint32_t mask,
@@ -671,6 +699,12 @@ Fault RunGrid(const LaunchParams& launch) {
   Fault first;
   std::function<void(uint64_t)> body = [&](uint64_t i) {
     if (failed.load(std::memory_order_relaxed)) return;
+    if (launch.cancel != nullptr && launch.cancel->load(std::memory_order_relaxed)) {
+      std::lock_guard lock(mu);
+      if (first.kind == FaultKind::kNone) first = Fault{FaultKind::kCancelled, "cancelled"};
+      failed.store(true, std::memory_order_relaxed);
+      return;
+    }
     thread_local BlockRunner runner;
     const uint32_t ctaid[3] = {static_cast<uint32_t>(i % gx), static_cast<uint32_t>((i / gx) % gy),
                                static_cast<uint32_t>(i / (gx * gy))};

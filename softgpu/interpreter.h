@@ -5,6 +5,7 @@
 // structured control flow at its join points.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "softgpu/exec.h"
@@ -27,6 +28,10 @@ struct LaunchParams {
   uint32_t stack_bytes = 1024;  // per-thread stack for .func activations
   PrintfSink* printf_sink = nullptr;
   DeviceHeap* heap = nullptr;
+  // Set when the launch must stop early (its context is being destroyed).
+  const std::atomic<bool>* cancel = nullptr;
+  // steady_clock nanoseconds after which the launch fails with kTimeout; 0 for none.
+  int64_t deadline_ns = 0;
 };
 
 // Names the first unsupported instruction reachable from `function` (through calls), or returns

@@ -95,7 +95,7 @@ void Stream::WorkerLoop() {
     for (const Dependency& d : op.deps) {
       if (d.stream && d.stream.get() != this) d.stream->Wait(d.seq);
     }
-    if (context_->sticky_error() == CUDA_SUCCESS) op.fn();
+    if (context_->sticky_error() == CUDA_SUCCESS && !context_->cancelled().load()) op.fn();
     op.fn = nullptr;
     op.deps.clear();
     {

@@ -50,6 +50,31 @@ TEST(SoftgpuApiTest, EnvironmentConfiguresDevices) {
   CU_ASSERT_OK(cuCtxDestroy(ctx));
 }
 
+TEST(SoftgpuApiTest, KernelTimeoutFromEnvironment) {
+  int count = -1;
+  if (cuDeviceGetCount(&count) == CUDA_SUCCESS) GTEST_SKIP() << "driver already initialised";
+  const std::string ptx = softgpu_test::KernelFile("test_kernels.ptx");
+  if (ptx.empty()) GTEST_SKIP() << "test kernels were not built (no nvcc)";
+  setenv("RGPU_SOFTGPU_KERNEL_TIMEOUT_MS", "200", 1);
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, ptx.c_str()));
+  CUfunction spin;
+  CU_ASSERT_OK(cuModuleGetFunction(&spin, m, "spin_until"));
+  CUdeviceptr flag;
+  CU_ASSERT_OK(cuMemAlloc(&flag, 4));
+  CU_ASSERT_OK(cuMemsetD32(flag, 0, 1));
+  void* args[] = {&flag};
+  testing::internal::CaptureStderr();
+  CU_ASSERT_OK(cuLaunchKernel(spin, 2, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_TIMEOUT);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("RGPU_SOFTGPU_KERNEL_TIMEOUT_MS"), std::string::npos) << err;
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
 TEST(SoftgpuApiTest, DeviceQueries) {
   CU_ASSERT_OK(cuInit(0));
   int count = 0;

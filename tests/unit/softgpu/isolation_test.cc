@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -178,6 +179,21 @@ TEST_F(IsolationTest, ConcurrentContextsOnManyThreads) {
   for (std::thread& t : threads) t.join();
   testing::internal::GetCapturedStderr();
   EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(IsolationTest, DestroyingAContextStopsARunawayKernel) {
+  CUdeviceptr flag;
+  CU_ASSERT_OK(cuMemAlloc(&flag, 4));
+  CU_ASSERT_OK(cuMemsetD32(flag, 0, 1));
+  CUstream s;
+  CU_ASSERT_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CU_ASSERT_OK(Launch(Function("spin_until"), 4, 64, {&flag}, 0, s));
+  CU_ASSERT_OK(Launch(Function("spin_until"), 4, 64, {&flag}, 0, s));  // queued behind it
+  CU_EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  const auto start = std::chrono::steady_clock::now();
+  CU_ASSERT_OK(cuCtxDestroy(ctx_));
+  ctx_ = nullptr;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 }  // namespace

@@ -274,3 +274,9 @@ extern "C" __global__ void indirect_calls(int* out, int choose) {
   out[3 * t + 1] = op_table[t & 1](t);
   out[3 * t + 2] = shape->area(t);
 }
+
+// Spins until *flag becomes non-zero (never, in the tests that use it).
+extern "C" __global__ void spin_until(const volatile int* flag) {
+  while (*flag == 0) {
+  }
+}
