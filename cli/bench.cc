@@ -90,8 +90,8 @@ std::vector<std::string> UcxEnv(const std::string& transport) {
 std::vector<double> PerfTest(const std::string& transport, const std::string& test, size_t size,
                              int iterations, const std::string& scratch, int port) {
   std::vector<std::string> env = UcxEnv(transport);
-  pid_t server = Spawn({"ucx_perftest", "-p", std::to_string(port), "-c", "0"}, env,
-                       scratch + ".server");
+  pid_t server =
+      Spawn({"ucx_perftest", "-p", std::to_string(port), "-c", "0"}, env, scratch + ".server");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   int rc = 0;
   std::string out = Run({"ucx_perftest", "127.0.0.1", "-p", std::to_string(port), "-c", "1", "-t",
@@ -163,9 +163,9 @@ int RunBench(const BenchOptions& o) {
   std::vector<std::string> args = {bench, kernels};
   if (o.quick) args.push_back("--quick");
   int rc = 0;
-  std::string remote_out = Run(args, {"LD_PRELOAD=" + lib + "/librgpu-cuda.so",
-                                      "RGPU_SERVER=" + url},
-                               work + "/remote.txt", &rc);
+  std::string remote_out =
+      Run(args, {"LD_PRELOAD=" + lib + "/librgpu-cuda.so", "RGPU_SERVER=" + url},
+          work + "/remote.txt", &rc);
   kill(server, SIGTERM);
   Wait(server);
   if (rc != 0) {
@@ -192,8 +192,10 @@ int RunBench(const BenchOptions& o) {
   result["null_rtt_vs_floor"] = result["null_rtt_us"] / result["ucx_am_rtt_us"];
   result["async_vs_local_launch"] = result["async_launch_per_s"] / result["local_launch_per_s"];
   result["async_vs_sync_launch"] = result["async_launch_per_s"] * result["sync_launch_us"] / 1e6;
-  result["h2d_pinned_vs_floor"] = result["h2d_pinned_64MiB_MiBps"] / result["ucx_am_bw_64MiB_MiBps"];
-  result["d2h_pinned_vs_floor"] = result["d2h_pinned_64MiB_MiBps"] / result["ucx_am_bw_64MiB_MiBps"];
+  result["h2d_pinned_vs_floor"] =
+      result["h2d_pinned_64MiB_MiBps"] / result["ucx_am_bw_64MiB_MiBps"];
+  result["d2h_pinned_vs_floor"] =
+      result["d2h_pinned_64MiB_MiBps"] / result["ucx_am_bw_64MiB_MiBps"];
   result["chatty_vs_local"] = result["chatty_s"] / result["local_chatty_s"];
 
   printf("rgpu bench over %s (software GPU; medians)\n", o.transport.c_str());
@@ -206,10 +208,10 @@ int RunBench(const BenchOptions& o) {
       "async_vs_local_launch");
   printf("  %-28s %12.2f %12s %10.2f\n", "sync launch (us)", result["sync_launch_us"], "",
          result["async_vs_sync_launch"]);
-  row("h2d pinned 64MiB (MiB/s)", result["h2d_pinned_64MiB_MiBps"],
-      result["ucx_am_bw_64MiB_MiBps"], "h2d_pinned_vs_floor");
-  row("d2h pinned 64MiB (MiB/s)", result["d2h_pinned_64MiB_MiBps"],
-      result["ucx_am_bw_64MiB_MiBps"], "d2h_pinned_vs_floor");
+  row("h2d pinned 64MiB (MiB/s)", result["h2d_pinned_64MiB_MiBps"], result["ucx_am_bw_64MiB_MiBps"],
+      "h2d_pinned_vs_floor");
+  row("d2h pinned 64MiB (MiB/s)", result["d2h_pinned_64MiB_MiBps"], result["ucx_am_bw_64MiB_MiBps"],
+      "d2h_pinned_vs_floor");
   printf("  %-28s %12.2f\n", "h2d pageable 64MiB (MiB/s)", result["h2d_pageable_64MiB_MiBps"]);
   row("chatty 20k launches (s)", result["chatty_s"], result["local_chatty_s"], "chatty_vs_local");
 

@@ -101,14 +101,15 @@ RGPU_IMPL(cuDevicePrimaryCtxSetFlags_v2)(CUdevice dev, unsigned int flags) {
   return CUDA_SUCCESS;
 }
 
-RGPU_IMPL(cuCtxCreate_v4)(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
-                          CUdevice dev) {
+RGPU_IMPL(cuCtxCreate_v4)
+(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ClientState& st = ClientState::Get();
   CUresult r = st.CheckInitialized();
   if (r != CUDA_SUCCESS) return r;
   if (st.device(dev) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  if (params != nullptr && (params->execAffinityParams != nullptr || params->cigParams != nullptr)) {
+  if (params != nullptr &&
+      (params->execAffinityParams != nullptr || params->cigParams != nullptr)) {
     RGPU_LOG_WARN("cuCtxCreate: execution affinity and CIG parameters are not supported");
     return CUDA_ERROR_NOT_SUPPORTED;
   }

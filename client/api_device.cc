@@ -98,7 +98,8 @@ RGPU_IMPL(cuDeviceGetPCIBusId)(char* bus_id, int len, CUdevice dev) {
 
 RGPU_IMPL(cuDeviceComputeCapability)(int* major, int* minor, CUdevice dev) {
   if (major == nullptr || minor == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = rgpu_impl_cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  CUresult r =
+      rgpu_impl_cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   if (r != CUDA_SUCCESS) return r;
   return rgpu_impl_cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
 }

@@ -41,11 +41,19 @@ CUresult PrimaryContextHandle(CUcontext* pctx, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-Slot kCudartInterface[13] = {
-    reinterpret_cast<Slot>(13 * sizeof(void*)), UNKNOWN(0, 1),
-    reinterpret_cast<Slot>(&PrimaryContextHandle), UNKNOWN(0, 3), UNKNOWN(0, 4), UNKNOWN(0, 5),
-    UNKNOWN(0, 6), UNKNOWN(0, 7), UNKNOWN(0, 8), UNKNOWN(0, 9), UNKNOWN(0, 10), UNKNOWN(0, 11),
-    UNKNOWN(0, 12)};
+Slot kCudartInterface[13] = {reinterpret_cast<Slot>(13 * sizeof(void*)),
+                             UNKNOWN(0, 1),
+                             reinterpret_cast<Slot>(&PrimaryContextHandle),
+                             UNKNOWN(0, 3),
+                             UNKNOWN(0, 4),
+                             UNKNOWN(0, 5),
+                             UNKNOWN(0, 6),
+                             UNKNOWN(0, 7),
+                             UNKNOWN(0, 8),
+                             UNKNOWN(0, 9),
+                             UNKNOWN(0, 10),
+                             UNKNOWN(0, 11),
+                             UNKNOWN(0, 12)};
 
 // ---- TOOLS_RUNTIME_CALLBACK_HOOKS ----
 // [2] and [6] hand the runtime zero-filled tables of per-API callback switches (all off). The
@@ -61,9 +69,12 @@ void HookBuffer6(void** buffer, size_t* size) {
   *buffer = g_hook_buffer6;
   *size = 14;
 }
-Slot kRuntimeCallbackHooks[7] = {reinterpret_cast<Slot>(7 * sizeof(void*)), UNKNOWN(1, 1),
-                                 reinterpret_cast<Slot>(&HookBuffer2), UNKNOWN(1, 3),
-                                 UNKNOWN(1, 4), UNKNOWN(1, 5),
+Slot kRuntimeCallbackHooks[7] = {reinterpret_cast<Slot>(7 * sizeof(void*)),
+                                 UNKNOWN(1, 1),
+                                 reinterpret_cast<Slot>(&HookBuffer2),
+                                 UNKNOWN(1, 3),
+                                 UNKNOWN(1, 4),
+                                 UNKNOWN(1, 5),
                                  reinterpret_cast<Slot>(&HookBuffer6)};
 
 // ---- TOOLS_TLS ----
@@ -79,8 +90,7 @@ CUresult ClsDelete(CUcontext ctx, void* key) {
 CUresult ClsGet(void** value, CUcontext ctx, void* key) {
   return rgpu::client::ContextStorageGet(value, ctx, key);
 }
-Slot kContextLocalStorage[3] = {reinterpret_cast<Slot>(&ClsPut),
-                                reinterpret_cast<Slot>(&ClsDelete),
+Slot kContextLocalStorage[3] = {reinterpret_cast<Slot>(&ClsPut), reinterpret_cast<Slot>(&ClsDelete),
                                 reinterpret_cast<Slot>(&ClsGet)};
 
 // ---- CONTEXT_CHECKS ----
@@ -148,25 +158,32 @@ struct TableEntry {
 const TableEntry kTables[] = {
     {{0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d,
       0xd9},
-     kLogSink, "log sink"},
+     kLogSink,
+     "log sink"},
     {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d,
       0xf9},
-     kCudartInterface, "CUDART_INTERFACE"},
+     kCudartInterface,
+     "CUDART_INTERFACE"},
     {{0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a,
       0x66},
-     kRuntimeCallbackHooks, "TOOLS_RUNTIME_CALLBACK_HOOKS"},
+     kRuntimeCallbackHooks,
+     "TOOLS_RUNTIME_CALLBACK_HOOKS"},
     {{0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec,
       0xdc},
-     kToolsTls, "TOOLS_TLS"},
+     kToolsTls,
+     "TOOLS_TLS"},
     {{0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95,
       0x93},
-     kContextLocalStorage, "context local storage"},
+     kContextLocalStorage,
+     "context local storage"},
     {{0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa,
       0x7e},
-     kContextChecks, "CONTEXT_CHECKS"},
+     kContextChecks,
+     "CONTEXT_CHECKS"},
     {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1,
       0xf2},
-     kIntegrityCheck, "INTEGRITY_CHECK"},
+     kIntegrityCheck,
+     "INTEGRITY_CHECK"},
 };
 
 }  // namespace
@@ -180,10 +197,11 @@ RGPU_IMPL(cuGetExportTable)(const void** table, const CUuuid* id) {
     }
   }
   const auto* b = reinterpret_cast<const uint8_t*>(id->bytes);
-  RGPU_LOG_WARN("cuGetExportTable: unknown table %02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-                "%02x%02x%02x%02x%02x%02x",
-                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-                b[13], b[14], b[15]);
+  RGPU_LOG_WARN(
+      "cuGetExportTable: unknown table %02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+      "%02x%02x%02x%02x%02x%02x",
+      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+      b[15]);
   *table = nullptr;
   return CUDA_ERROR_INVALID_VALUE;
 }
@@ -192,6 +210,6 @@ RGPU_IMPL(cuModuleGetLoadingMode)(CUmoduleLoadingMode* mode) {
   if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const char* env = getenv("CUDA_MODULE_LOADING");
   *mode = env != nullptr && strcmp(env, "EAGER") == 0 ? CU_MODULE_EAGER_LOADING
-                                                       : CU_MODULE_LAZY_LOADING;
+                                                      : CU_MODULE_LAZY_LOADING;
   return CUDA_SUCCESS;
 }

@@ -44,7 +44,8 @@ CUresult ActiveBlocks(CUfunc_st* f, int block_size, size_t dynamic_smem, int* bl
   int max_threads = 0, regs = 0, static_smem = 0;
   CUresult r = FunctionAttribute(f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads);
   if (r == CUDA_SUCCESS) r = FunctionAttribute(f, CU_FUNC_ATTRIBUTE_NUM_REGS, &regs);
-  if (r == CUDA_SUCCESS) r = FunctionAttribute(f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &static_smem);
+  if (r == CUDA_SUCCESS)
+    r = FunctionAttribute(f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &static_smem);
   if (r != CUDA_SUCCESS) return r;
   const int dev = f->ctx->device;
   const int warp = std::max(1, DeviceAttribute(dev, CU_DEVICE_ATTRIBUTE_WARP_SIZE));
@@ -81,8 +82,8 @@ RGPU_IMPL(cuFuncGetAttribute)(int* value, CUfunction_attribute attrib, CUfunctio
   return FunctionAttribute(fn, attrib, value);
 }
 
-RGPU_IMPL(cuKernelGetAttribute)(int* value, CUfunction_attribute attrib, CUkernel kernel,
-                                CUdevice dev) {
+RGPU_IMPL(cuKernelGetAttribute)
+(int* value, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev) {
   return rgpu_impl_cuFuncGetAttribute(value, attrib, reinterpret_cast<CUfunction>(kernel));
 }
 
@@ -104,8 +105,8 @@ RGPU_IMPL(cuFuncSetAttribute)(CUfunction f, CUfunction_attribute attrib, int val
   return r;
 }
 
-RGPU_IMPL(cuKernelSetAttribute)(CUfunction_attribute attrib, int value, CUkernel kernel,
-                                CUdevice dev) {
+RGPU_IMPL(cuKernelSetAttribute)
+(CUfunction_attribute attrib, int value, CUkernel kernel, CUdevice dev) {
   return rgpu_impl_cuFuncSetAttribute(reinterpret_cast<CUfunction>(kernel), attrib, value);
 }
 
@@ -121,8 +122,8 @@ RGPU_IMPL(cuKernelSetCacheConfig)(CUkernel kernel, CUfunc_cache config, CUdevice
   return rgpu_impl_cuFuncSetCacheConfig(reinterpret_cast<CUfunction>(kernel), config);
 }
 
-RGPU_IMPL(cuOccupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction f, int block_size,
-                                                       size_t dynamic_smem) {
+RGPU_IMPL(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+(int* blocks, CUfunction f, int block_size, size_t dynamic_smem) {
   if (blocks == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUfunc_st* fn;
   CUresult r = ResolveFunction(f, &fn);
@@ -130,18 +131,14 @@ RGPU_IMPL(cuOccupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction f
   return ActiveBlocks(fn, block_size, dynamic_smem, blocks);
 }
 
-RGPU_IMPL(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)(int* blocks, CUfunction f,
-                                                                int block_size,
-                                                                size_t dynamic_smem,
-                                                                unsigned int flags) {
-  return rgpu_impl_cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block_size,
-                                                               dynamic_smem);
+RGPU_IMPL(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
+(int* blocks, CUfunction f, int block_size, size_t dynamic_smem, unsigned int flags) {
+  return rgpu_impl_cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block_size, dynamic_smem);
 }
 
-RGPU_IMPL(cuOccupancyMaxPotentialBlockSizeWithFlags)(int* min_grid, int* block_size, CUfunction f,
-                                                     CUoccupancyB2DSize smem_for_block,
-                                                     size_t dynamic_smem, int limit,
-                                                     unsigned int flags) {
+RGPU_IMPL(cuOccupancyMaxPotentialBlockSizeWithFlags)
+(int* min_grid, int* block_size, CUfunction f, CUoccupancyB2DSize smem_for_block,
+ size_t dynamic_smem, int limit, unsigned int flags) {
   if (min_grid == nullptr || block_size == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUfunc_st* fn;
   CUresult r = ResolveFunction(f, &fn);
@@ -170,16 +167,15 @@ RGPU_IMPL(cuOccupancyMaxPotentialBlockSizeWithFlags)(int* min_grid, int* block_s
   return CUDA_SUCCESS;
 }
 
-RGPU_IMPL(cuOccupancyMaxPotentialBlockSize)(int* min_grid, int* block_size, CUfunction f,
-                                            CUoccupancyB2DSize smem_for_block,
-                                            size_t dynamic_smem, int limit) {
-  return rgpu_impl_cuOccupancyMaxPotentialBlockSizeWithFlags(min_grid, block_size, f,
-                                                             smem_for_block, dynamic_smem, limit,
-                                                             0);
+RGPU_IMPL(cuOccupancyMaxPotentialBlockSize)
+(int* min_grid, int* block_size, CUfunction f, CUoccupancyB2DSize smem_for_block,
+ size_t dynamic_smem, int limit) {
+  return rgpu_impl_cuOccupancyMaxPotentialBlockSizeWithFlags(
+      min_grid, block_size, f, smem_for_block, dynamic_smem, limit, 0);
 }
 
-RGPU_IMPL(cuOccupancyAvailableDynamicSMemPerBlock)(size_t* smem, CUfunction f, int blocks,
-                                                   int block_size) {
+RGPU_IMPL(cuOccupancyAvailableDynamicSMemPerBlock)
+(size_t* smem, CUfunction f, int blocks, int block_size) {
   if (smem == nullptr || blocks <= 0) return CUDA_ERROR_INVALID_VALUE;
   CUfunc_st* fn;
   CUresult r = ResolveFunction(f, &fn);

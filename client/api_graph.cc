@@ -11,8 +11,6 @@ using rgpu::client::ClientState;
 using rgpu::client::GraphNode;
 using rgpu::client::ObjectKind;
 
-
-
 namespace {
 
 CUresult CheckStream(CUstream s) {
@@ -82,9 +80,9 @@ RGPU_IMPL(cuStreamIsCapturing)(CUstream s, CUstreamCaptureStatus* status) {
 }
 RGPU_SAME_AS(cuStreamIsCapturing_ptsz, cuStreamIsCapturing)
 
-RGPU_IMPL(cuStreamGetCaptureInfo_v3)(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id,
-                                     CUgraph* graph, const CUgraphNode** deps,
-                                     const CUgraphEdgeData** edges, size_t* num_deps) {
+RGPU_IMPL(cuStreamGetCaptureInfo_v3)
+(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+ const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* num_deps) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult r = rgpu_impl_cuStreamIsCapturing(s, &st);
   if (r != CUDA_SUCCESS) return r;
@@ -138,12 +136,12 @@ RGPU_IMPL(cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph graph, unsigne
   return CUDA_SUCCESS;
 }
 
-RGPU_IMPL(cuGraphInstantiateWithParams)(CUgraphExec* exec, CUgraph graph,
-                                        CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+RGPU_IMPL(cuGraphInstantiateWithParams)
+(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
   CUresult r = rgpu_impl_cuGraphInstantiateWithFlags(exec, graph, params ? params->flags : 0);
   if (params != nullptr) {
-    params->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
-                                           : CUDA_GRAPH_INSTANTIATE_ERROR;
+    params->result_out =
+        r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
     params->hErrNode_out = nullptr;
   }
   return r;
@@ -164,9 +162,8 @@ RGPU_IMPL(cuGraphLaunch)(CUgraphExec exec, CUstream stream) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   // A graph launched into a capturing stream becomes part of that capture.
-  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_GRAPH, [exec](CUstream s) {
-        return rgpu_impl_cuGraphLaunch(exec, s);
-      })) {
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_GRAPH,
+                          [exec](CUstream s) { return rgpu_impl_cuGraphLaunch(exec, s); })) {
     return CUDA_SUCCESS;
   }
   for (const GraphNode& node : exec->nodes) {
@@ -197,8 +194,6 @@ RGPU_IMPL(cuGraphNodeGetType)(CUgraphNode node, CUgraphNodeType* type) {
   *type = node->type;
   return CUDA_SUCCESS;
 }
-
-
 
 // Earlier ABI revisions.
 extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuStreamBeginCapture(

@@ -61,7 +61,8 @@ RGPU_IMPL(cuMemHostRegister_v2)(void* p, size_t bytesize, unsigned int flags) {
     RGPU_LOG_WARN("cuMemHostRegister: device mapping is not supported by a remote GPU");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  if (Memory().Find(reinterpret_cast<uint64_t>(p))) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (Memory().Find(reinterpret_cast<uint64_t>(p)))
+    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   MemoryRange range;
   range.base = reinterpret_cast<uint64_t>(p);
   range.size = bytesize;
@@ -163,8 +164,8 @@ RGPU_IMPL(cuPointerGetAttribute)(void* data, CUpointer_attribute attribute, CUde
   return PointerAttribute(data, attribute, ptr);
 }
 
-RGPU_IMPL(cuPointerGetAttributes)(unsigned int count, CUpointer_attribute* attributes,
-                                  void** data, CUdeviceptr ptr) {
+RGPU_IMPL(cuPointerGetAttributes)
+(unsigned int count, CUpointer_attribute* attributes, void** data, CUdeviceptr ptr) {
   if (attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const bool known = Memory().Find(ptr).has_value();
   for (unsigned i = 0; i < count; ++i) {
@@ -200,13 +201,13 @@ namespace {
 
 struct Side {
   CUmemorytype type;
-  const char* host;  // host rows (HOST)
+  const char* host;    // host rows (HOST)
   CUdeviceptr device;  // first device byte (DEVICE)
   size_t pitch;
 };
 
-CUresult Classify(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array,
-                  size_t x, size_t y, size_t pitch, Side* out) {
+CUresult Classify(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array, size_t x,
+                  size_t y, size_t pitch, Side* out) {
   if (type == CU_MEMORYTYPE_UNIFIED) {
     type = rgpu::client::IsDeviceAddress(device) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     host = reinterpret_cast<const void*>(device);
@@ -291,9 +292,9 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
     }
     return CUDA_SUCCESS;
   }
-  return Server().Post(Op::kMemcpy2DDtoD, ctx->remote,
-                       {dst.device, dpitch, src.device, spitch, width, height, remote_stream,
-                        async});
+  return Server().Post(
+      Op::kMemcpy2DDtoD, ctx->remote,
+      {dst.device, dpitch, src.device, spitch, width, height, remote_stream, async});
 }
 
 }  // namespace

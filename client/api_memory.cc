@@ -30,8 +30,8 @@ RGPU_IMPL(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
   return CUDA_SUCCESS;
 }
 
-RGPU_IMPL(cuMemAllocPitch_v2)(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
-                              unsigned int element_size) {
+RGPU_IMPL(cuMemAllocPitch_v2)
+(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element_size) {
   if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -91,15 +91,13 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   if (async && !from_pinned && StreamHeld(stream)) {
     // Held behind a host function: pageable data may change once this returns, so keep a copy.
     auto copy = std::make_shared<std::string>(static_cast<const char*>(src), bytes);
-    if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
-          return CopyHtoD(dst, copy->data(), bytes, s, true);
-        })) {
+    if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
+              [=](CUstream s) { return CopyHtoD(dst, copy->data(), bytes, s, true); })) {
       return CUDA_SUCCESS;
     }
   }
-  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
-        return CopyHtoD(dst, src, bytes, s, true);
-      })) {
+  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
+            [=](CUstream s) { return CopyHtoD(dst, src, bytes, s, true); })) {
     return CUDA_SUCCESS;
   }
   CUctx_st* ctx;
@@ -120,9 +118,8 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
     CUresult r = WaitStreamDrained(stream);
     if (r != CUDA_SUCCESS) return r;
   }
-  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
-        return CopyDtoH(dst, src, bytes, s, true);
-      })) {
+  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
+            [=](CUstream s) { return CopyDtoH(dst, src, bytes, s, true); })) {
     return CUDA_SUCCESS;
   }
   CUctx_st* ctx;
@@ -137,9 +134,8 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
 }
 
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
-  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
-        return CopyDtoD(dst, src, bytes, s, true);
-      })) {
+  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
+            [=](CUstream s) { return CopyDtoD(dst, src, bytes, s, true); })) {
     return CUDA_SUCCESS;
   }
   CUctx_st* ctx;
@@ -200,7 +196,8 @@ CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count,
   if (count > (~0ull) / element) return CUDA_ERROR_INVALID_VALUE;
   r = rgpu::client::CheckDeviceRange(ctx, dst, count * element);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Post(Op::kMemset, ctx->remote, {dst, value, element, count, remote_stream, async});
+  return Server().Post(Op::kMemset, ctx->remote,
+                       {dst, value, element, count, remote_stream, async});
 }
 
 }  // namespace
@@ -274,16 +271,16 @@ RGPU_IMPL(cuMemsetD2D16_v2)(CUdeviceptr dst, size_t pitch, unsigned short v, siz
 RGPU_IMPL(cuMemsetD2D32_v2)(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h) {
   return Memset2D(dst, pitch, v, 4, w, h, nullptr, false);
 }
-RGPU_IMPL(cuMemsetD2D8Async)(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h,
-                             CUstream s) {
+RGPU_IMPL(cuMemsetD2D8Async)
+(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s) {
   return Memset2D(dst, pitch, v, 1, w, h, s, true);
 }
-RGPU_IMPL(cuMemsetD2D16Async)(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h,
-                              CUstream s) {
+RGPU_IMPL(cuMemsetD2D16Async)
+(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h, CUstream s) {
   return Memset2D(dst, pitch, v, 2, w, h, s, true);
 }
-RGPU_IMPL(cuMemsetD2D32Async)(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h,
-                              CUstream s) {
+RGPU_IMPL(cuMemsetD2D32Async)
+(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s) {
   return Memset2D(dst, pitch, v, 4, w, h, s, true);
 }
 RGPU_SAME_AS(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2)

@@ -165,8 +165,8 @@ using rgpu::client::ResolveFunction;
 
 RGPU_IMPL(cuModuleLoadData)(CUmodule* out, const void* image) { return LoadFromMemory(image, out); }
 
-RGPU_IMPL(cuModuleLoadDataEx)(CUmodule* out, const void* image, unsigned int, CUjit_option*,
-                              void**) {
+RGPU_IMPL(cuModuleLoadDataEx)
+(CUmodule* out, const void* image, unsigned int, CUjit_option*, void**) {
   // JIT options tune a compiler the server runs, if any; they do not change the result.
   return LoadFromMemory(image, out);
 }
@@ -207,8 +207,7 @@ RGPU_IMPL(cuModuleGetGlobal_v2)(CUdeviceptr* dptr, size_t* bytes, CUmodule m, co
   CUresult r = CheckModule(m);
   if (r != CUDA_SUCCESS) return r;
   std::vector<uint64_t> v;
-  r = Server().Call(Op::kModuleGetGlobal, m->ctx->remote, {m->remote}, name, strlen(name) + 1,
-                    &v);
+  r = Server().Call(Op::kModuleGetGlobal, m->ctx->remote, {m->remote}, name, strlen(name) + 1, &v);
   if (r != CUDA_SUCCESS) return r;
   // The global is device memory of the module's context: copies may name it.
   if (v[1] > 0 && !rgpu::client::Memory().Find(v[0])) {
@@ -227,8 +226,9 @@ RGPU_IMPL(cuModuleGetGlobal_v2)(CUdeviceptr* dptr, size_t* bytes, CUmodule m, co
   return CUDA_SUCCESS;
 }
 
-RGPU_IMPL(cuLibraryLoadData)(CUlibrary* out, const void* code, CUjit_option*, void**,
-                             unsigned int, CUlibraryOption*, void**, unsigned int) {
+RGPU_IMPL(cuLibraryLoadData)
+(CUlibrary* out, const void* code, CUjit_option*, void**, unsigned int, CUlibraryOption*, void**,
+ unsigned int) {
   if (out == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = ClientState::Get().CheckInitialized();
   if (r != CUDA_SUCCESS) return r;
@@ -334,8 +334,8 @@ CUresult CheckLaunch(CUfunc_st* fn, const unsigned grid[3], const unsigned block
     }
     threads *= block[i];
   }
-  if (threads > static_cast<uint64_t>(
-                    DeviceAttribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK))) {
+  if (threads >
+      static_cast<uint64_t>(DeviceAttribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK))) {
     return kInvalidConfiguration;
   }
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
@@ -353,9 +353,9 @@ CUresult CheckLaunch(CUfunc_st* fn, const unsigned grid[3], const unsigned block
 
 }  // namespace
 
-RGPU_IMPL(cuLaunchKernel)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                          unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
-                          CUstream stream, void** params, void** extra) {
+RGPU_IMPL(cuLaunchKernel)
+(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+ unsigned int bz, unsigned int shmem, CUstream stream, void** params, void** extra) {
   CUfunc_st* fn;
   CUresult r = ResolveFunction(f, &fn);
   if (r != CUDA_SUCCESS) return r;

@@ -50,8 +50,9 @@ CUresult Lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
 
 }  // namespace
 
-RGPU_IMPL(cuGetProcAddress_v2)(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                               CUdriverProcAddressQueryResult* status) {
+RGPU_IMPL(cuGetProcAddress_v2)
+(const char* symbol, void** pfn, int version, cuuint64_t flags,
+ CUdriverProcAddressQueryResult* status) {
   return Lookup(symbol, pfn, version, flags, status);
 }
 

@@ -48,8 +48,7 @@ RGPU_IMPL(cuStreamCreateWithPriority)(CUstream* out, unsigned int flags, int pri
   if (r != CUDA_SUCCESS) return r;
   std::vector<uint64_t> v;
   r = Server().Call(Op::kStreamCreate, ctx->remote,
-                    {flags, static_cast<uint64_t>(static_cast<int64_t>(priority))}, nullptr, 0,
-                    &v);
+                    {flags, static_cast<uint64_t>(static_cast<int64_t>(priority))}, nullptr, 0, &v);
   if (r != CUDA_SUCCESS) return r;
   auto* s = new CUstream_st();
   s->remote = v[0];
@@ -164,9 +163,8 @@ RGPU_IMPL(cuEventRecord)(CUevent e, CUstream s) {
   if (r != CUDA_SUCCESS) return r;
   if (ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (rgpu::client::CaptureEventRecord(e, s)) return CUDA_SUCCESS;  // marks a capture point
-  if (rgpu::client::Defer(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD, [e](CUstream stream) {
-        return rgpu_impl_cuEventRecord(e, stream);
-      })) {
+  if (rgpu::client::Defer(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+                          [e](CUstream stream) { return rgpu_impl_cuEventRecord(e, stream); })) {
     return CUDA_SUCCESS;
   }
   return Server().Post(Op::kEventRecord, ctx->remote, {e->remote, remote});

@@ -12,14 +12,15 @@
 #include "client/client_state.h"
 #include "common/log.h"
 
-#define RGPU_IMPL(name)                                                                       \
-  extern "C" __attribute__((visibility("default"))) decltype(::name) rgpu_impl_##name;        \
-  static_assert(std::is_same_v<decltype(&rgpu_impl_##name), decltype(&::name)>);             \
+#define RGPU_IMPL(name)                                                                \
+  extern "C" __attribute__((visibility("default"))) decltype(::name) rgpu_impl_##name; \
+  static_assert(std::is_same_v<decltype(&rgpu_impl_##name), decltype(&::name)>);       \
   extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_##name
 
-#define RGPU_SAME_AS(other, name)                                             \
-  extern "C" __attribute__((visibility("default"), alias("rgpu_impl_" #name))) \
-  decltype(rgpu_impl_##name) rgpu_impl_##other;
+#define RGPU_SAME_AS(other, name)           \
+  extern "C"                                \
+      __attribute__((visibility("default"), \
+                     alias("rgpu_impl_" #name))) decltype(rgpu_impl_##name) rgpu_impl_##other;
 
 // Implementations that other files of the runtime call directly.
 extern "C" CUresult rgpu_impl_cuStreamSynchronize(CUstream stream);

@@ -74,9 +74,9 @@ struct CUmod_st {
   rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kModule;
   uint64_t remote = 0;
   CUctx_st* ctx = nullptr;
-  uint64_t generation = 0;  // of ctx when loaded
+  uint64_t generation = 0;                      // of ctx when loaded
   std::map<std::string, CUfunc_st*> functions;  // handles are stable per name
-  std::vector<uint64_t> globals;                 // device addresses of globals looked up
+  std::vector<uint64_t> globals;                // device addresses of globals looked up
 };
 
 struct CUfunc_st {

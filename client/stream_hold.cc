@@ -215,8 +215,8 @@ RGPU_IMPL(cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void* data) {
 }
 RGPU_SAME_AS(cuLaunchHostFunc_ptsz, cuLaunchHostFunc)
 
-RGPU_IMPL(cuStreamAddCallback)(CUstream stream, CUstreamCallback cb, void* data,
-                               unsigned int flags) {
+RGPU_IMPL(cuStreamAddCallback)
+(CUstream stream, CUstreamCallback cb, void* data, unsigned int flags) {
   if (cb == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_HOST, [cb, data](CUstream s) {
         return rgpu_impl_cuStreamAddCallback(s, cb, data, 0);

@@ -23,11 +23,11 @@ enum class EntryKind : uint16_t { kPtx = 1, kElf = 2 };
 // One entry of a fat-binary container, its payload decompressed.
 struct Entry {
   EntryKind kind = EntryKind::kPtx;
-  uint32_t sm_arch = 0;      // e.g. 75 for sm_75 / compute_75
-  uint16_t ptx_major = 0;    // PTX ISA version (PTX entries)
+  uint32_t sm_arch = 0;    // e.g. 75 for sm_75 / compute_75
+  uint16_t ptx_major = 0;  // PTX ISA version (PTX entries)
   uint16_t ptx_minor = 0;
-  uint64_t flags = 0;        // raw entry flags (compression bits etc.)
-  std::string payload;       // decompressed bytes; PTX text has no trailing NUL
+  uint64_t flags = 0;   // raw entry flags (compression bits etc.)
+  std::string payload;  // decompressed bytes; PTX text has no trailing NUL
 };
 
 // Classifies the image that a driver call like cuModuleLoadData receives. The caller vouches that

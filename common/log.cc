@@ -59,7 +59,8 @@ void LogV(LogLevel level, const char* fmt, va_list ap) {
                    static_cast<long>(tv.tv_usec / 1000), static_cast<int>(getpid()));
   if (n < 0) return;
   int m = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
-  size_t len = n + (m < 0 ? 0 : (m >= static_cast<int>(sizeof line - n - 1) ? sizeof line - n - 2 : m));
+  size_t len =
+      n + (m < 0 ? 0 : (m >= static_cast<int>(sizeof line - n - 1) ? sizeof line - n - 2 : m));
   line[len++] = '\n';
   ssize_t ignored = write(2, line, len);
   (void)ignored;

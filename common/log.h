@@ -28,7 +28,8 @@ void LogV(LogLevel level, const char* fmt, va_list ap);
 #define RGPU_LOG_ERROR(...) ::rgpu::Log(::rgpu::LogLevel::kError, __VA_ARGS__)
 #define RGPU_LOG_WARN(...) ::rgpu::Log(::rgpu::LogLevel::kWarn, __VA_ARGS__)
 #define RGPU_LOG_INFO(...) ::rgpu::Log(::rgpu::LogLevel::kInfo, __VA_ARGS__)
-#define RGPU_LOG_DEBUG(...)                                                         \
-  do {                                                                              \
-    if (::rgpu::LogEnabled(::rgpu::LogLevel::kDebug)) ::rgpu::Log(::rgpu::LogLevel::kDebug, __VA_ARGS__); \
+#define RGPU_LOG_DEBUG(...)                               \
+  do {                                                    \
+    if (::rgpu::LogEnabled(::rgpu::LogLevel::kDebug))     \
+      ::rgpu::Log(::rgpu::LogLevel::kDebug, __VA_ARGS__); \
   } while (0)

@@ -11,14 +11,14 @@ class Status {
  public:
   enum class Code {
     kOk = 0,
-    kInvalidArgument,   // the caller passed something malformed
-    kNotFound,          // a named thing does not exist
-    kUnavailable,       // the peer is gone or unreachable
-    kTimeout,           // no answer within the allowed time
-    kProtocol,          // the peer sent something this side does not understand
-    kPermissionDenied,  // authentication or ownership check failed
-    kResourceExhausted, // a quota or bound was reached
-    kInternal,          // a bug or an unexpected failure of a dependency
+    kInvalidArgument,    // the caller passed something malformed
+    kNotFound,           // a named thing does not exist
+    kUnavailable,        // the peer is gone or unreachable
+    kTimeout,            // no answer within the allowed time
+    kProtocol,           // the peer sent something this side does not understand
+    kPermissionDenied,   // authentication or ownership check failed
+    kResourceExhausted,  // a quota or bound was reached
+    kInternal,           // a bug or an unexpected failure of a dependency
   };
 
   Status() = default;
@@ -37,12 +37,16 @@ class Status {
 };
 
 // Short constructors for the common codes.
-inline Status InvalidArgument(std::string m) { return {Status::Code::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {Status::Code::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {Status::Code::kNotFound, std::move(m)}; }
 inline Status Unavailable(std::string m) { return {Status::Code::kUnavailable, std::move(m)}; }
 inline Status Timeout(std::string m) { return {Status::Code::kTimeout, std::move(m)}; }
 inline Status ProtocolError(std::string m) { return {Status::Code::kProtocol, std::move(m)}; }
-inline Status PermissionDenied(std::string m) { return {Status::Code::kPermissionDenied, std::move(m)}; }
+inline Status PermissionDenied(std::string m) {
+  return {Status::Code::kPermissionDenied, std::move(m)};
+}
 inline Status ResourceExhausted(std::string m) {
   return {Status::Code::kResourceExhausted, std::move(m)};
 }

@@ -25,7 +25,8 @@ Status DeviceCatalog::Load(const CudaDriver& drv, const std::string& backend) {
     if (drv.cuDeviceGetUuid) drv.cuDeviceGetUuid(&uuid, dev);
     info.set_uuid(std::string(uuid.bytes, sizeof uuid.bytes));
     char bus[64] = {};
-    if (drv.cuDeviceGetPCIBusId && drv.cuDeviceGetPCIBusId(bus, sizeof bus - 1, dev) == CUDA_SUCCESS) {
+    if (drv.cuDeviceGetPCIBusId &&
+        drv.cuDeviceGetPCIBusId(bus, sizeof bus - 1, dev) == CUDA_SUCCESS) {
       info.set_pci_bus_id(bus);
     }
     for (int a = 0; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) {

@@ -27,8 +27,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cuda-library", options.driver_library,
                  "driver library to dlopen (default libcuda.so.1 or libsoftgpu-cuda.so)");
-  app.add_option("--poll-us", options.poll_us,
-                 "microseconds a session busy-polls before it sleeps")
+  app.add_option("--poll-us", options.poll_us, "microseconds a session busy-polls before it sleeps")
       ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "write the bound URL to this file once listening (for scripts and tests)");

@@ -11,12 +11,12 @@ namespace {
 
 constexpr int kHandshakeTimeoutMs = 10000;
 // A driver call that the backend library does not provide.
-#define REQUIRE_FN(fn)                                                     \
-  do {                                                                     \
-    if (drv_.fn == nullptr) {                                              \
-      cs.detail = "backend lacks " #fn;                                    \
-      return CUDA_ERROR_NOT_SUPPORTED;                                     \
-    }                                                                      \
+#define REQUIRE_FN(fn)                  \
+  do {                                  \
+    if (drv_.fn == nullptr) {           \
+      cs.detail = "backend lacks " #fn; \
+      return CUDA_ERROR_NOT_SUPPORTED;  \
+    }                                   \
   } while (0)
 
 bool OpNeedsContext(Op op) {
@@ -45,8 +45,8 @@ void Session::Run(const std::atomic<bool>& stop) {
     ReleaseAll();
     return;
   }
-  RGPU_LOG_INFO("session %llu: %s from %s connected", (unsigned long long)id_,
-                client_name_.c_str(), channel_->peer().c_str());
+  RGPU_LOG_INFO("session %llu: %s from %s connected", (unsigned long long)id_, client_name_.c_str(),
+                channel_->peer().c_str());
   while (!stop.load()) {
     ReceivedMessage m;
     Status s = channel_->Receive(200, &m);
@@ -100,8 +100,8 @@ bool Session::Handshake() {
   }
   channel_->Send(out.SerializeAsString(), nullptr, 0);
   if (w->status() != 0) {
-    RGPU_LOG_WARN("session %llu: refused %s: %s", (unsigned long long)id_,
-                  channel_->peer().c_str(), w->error().c_str());
+    RGPU_LOG_WARN("session %llu: refused %s: %s", (unsigned long long)id_, channel_->peer().c_str(),
+                  w->error().c_str());
     return false;
   }
   return true;
@@ -162,8 +162,8 @@ bool Session::Serve(ReceivedMessage& m) {
     if (result == CUDA_SUCCESS) result = Dispatch(op, cs);
   }
   if (result != CUDA_SUCCESS) {
-    RGPU_LOG_DEBUG("session %llu: %s -> %d %s", (unsigned long long)id_,
-                   info ? info->name : "?", result, cs.detail.c_str());
+    RGPU_LOG_DEBUG("session %llu: %s -> %d %s", (unsigned long long)id_, info ? info->name : "?",
+                   result, cs.detail.c_str());
   }
   if (call.posted()) {
     // No reply: the failure waits for the next one.
@@ -213,8 +213,8 @@ void Session::OnDeviceOutput(void* session, const char* data, size_t size) {
   auto* self = static_cast<Session*>(session);
   constexpr size_t kMaxPending = 8 << 20;  // a tenant that never synchronizes loses the excess
   std::lock_guard<std::mutex> lock(self->output_mu_);
-  self->device_output_.append(data, std::min(size, kMaxPending - std::min(kMaxPending,
-                                                                           self->device_output_.size())));
+  self->device_output_.append(
+      data, std::min(size, kMaxPending - std::min(kMaxPending, self->device_output_.size())));
 }
 
 char* Session::OutputBuffer(size_t bytes) {
@@ -599,8 +599,8 @@ CUresult Session::HandleFuncGetAttribute(CallState& cs) {
   if (f == nullptr || f->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
   REQUIRE_FN(cuFuncGetAttribute);
   int value = 0;
-  CUresult r = drv_.cuFuncGetAttribute(&value, static_cast<CUfunction_attribute>(cs.arg(1)),
-                                       f->function);
+  CUresult r =
+      drv_.cuFuncGetAttribute(&value, static_cast<CUfunction_attribute>(cs.arg(1)), f->function);
   if (r == CUDA_SUCCESS) cs.reply->add_values(static_cast<uint64_t>(static_cast<int64_t>(value)));
   return r;
 }

@@ -32,7 +32,8 @@ TEST(ProcSelectTest, KnownRevisions) {
 TEST(ProcSelectTest, CudartStartupRequests) {
   std::ifstream in(RGPU_SHARED_NOTES "/cudart13-proc-requests.txt");
   if (!in) GTEST_SKIP() << "shared notes not available";
-  const std::regex line_re(R"(^(\w+) cudaVersion=(\d+) flags=(\d+) -> PFN_(\w+?)_v(\d+)(_ptds|_ptsz)?\s*$)");
+  const std::regex line_re(
+      R"(^(\w+) cudaVersion=(\d+) flags=(\d+) -> PFN_(\w+?)_v(\d+)(_ptds|_ptsz)?\s*$)");
   std::string line;
   int checked = 0;
   size_t count = 0;

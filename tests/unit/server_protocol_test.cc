@@ -132,10 +132,9 @@ TEST_F(ServerProtocolTest, BadCallsGetErrorsAndTheSessionSurvives) {
                 .result(),
             CUDA_ERROR_INVALID_VALUE);
   // A module image that is not one.
-  EXPECT_NE(Exchange(ch.get(), Call(12, Op::kModuleLoadData, ctx, {}), "not a module")
-                .reply()
-                .result(),
-            CUDA_SUCCESS);
+  EXPECT_NE(
+      Exchange(ch.get(), Call(12, Op::kModuleLoadData, ctx, {}), "not a module").reply().result(),
+      CUDA_SUCCESS);
   // The session still works.
   wire::Envelope info = Exchange(ch.get(), Call(13, Op::kMemGetInfo, ctx, {}));
   EXPECT_EQ(info.reply().result(), CUDA_SUCCESS);
@@ -155,8 +154,7 @@ TEST_F(ServerProtocolTest, MalformedMessageClosesOnlyThatSession) {
     ASSERT_TRUE(bye.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
     EXPECT_EQ(bye.body_case(), wire::Envelope::kGoodbye);
   }
-  EXPECT_EQ(Exchange(good.get(), Call(2, Op::kMemGetInfo, ctx, {})).reply().result(),
-            CUDA_SUCCESS);
+  EXPECT_EQ(Exchange(good.get(), Call(2, Op::kMemGetInfo, ctx, {})).reply().result(), CUDA_SUCCESS);
 }
 
 TEST_F(ServerProtocolTest, ForeignHandlesAreRejected) {
@@ -168,14 +166,12 @@ TEST_F(ServerProtocolTest, ForeignHandlesAreRejected) {
   auto b = Connect();
   const uint64_t ctx_b = OpenSession(b.get());
   // Session b names a's memory: refused, and a's data is untouched.
-  EXPECT_EQ(Exchange(a.get(), Call(3, Op::kMemset, ctx_a, {ptr_a, 7, 1, 4096, 0, 0}))
-                .reply()
-                .result(),
-            CUDA_SUCCESS);
-  EXPECT_EQ(Exchange(b.get(), Call(3, Op::kMemset, ctx_b, {ptr_a, 9, 1, 4096, 0, 0}))
-                .reply()
-                .result(),
-            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(
+      Exchange(a.get(), Call(3, Op::kMemset, ctx_a, {ptr_a, 7, 1, 4096, 0, 0})).reply().result(),
+      CUDA_SUCCESS);
+  EXPECT_EQ(
+      Exchange(b.get(), Call(3, Op::kMemset, ctx_b, {ptr_a, 9, 1, 4096, 0, 0})).reply().result(),
+      CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(Exchange(b.get(), Call(4, Op::kMemFree, ctx_b, {ptr_a})).reply().result(),
             CUDA_ERROR_INVALID_VALUE);
   wire::Envelope read = Call(4, Op::kMemcpyDtoH, ctx_a, {ptr_a, 16, 0, 0});

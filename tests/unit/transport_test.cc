@@ -84,7 +84,8 @@ TEST_P(TransportTest, EchoSmallAndLarge) {
         std::string line = lanes.substr(pos, lanes.find('\n', pos) - pos);
         if (line.find(" am ") != std::string::npos || line.find(" am\n") != std::string::npos ||
             line.size() >= 3 && line.compare(line.size() - 3, 3, " am") == 0) {
-          am_on_shm = line.find("sysv/") != std::string::npos || line.find("posix/") != std::string::npos;
+          am_on_shm =
+              line.find("sysv/") != std::string::npos || line.find("posix/") != std::string::npos;
         }
         ++pos;
       }

@@ -161,7 +161,7 @@ UcxChannel::~UcxChannel() {
       if (!o->done) ucp_request_cancel(worker_, o->request);
     }
     for (int i = 0; i < 100 && std::any_of(outgoing_.begin(), outgoing_.end(),
-                                            [](const auto& o) { return !o->done; });
+                                           [](const auto& o) { return !o->done; });
          ++i) {
       ucp_worker_progress(worker_);
     }
@@ -177,7 +177,7 @@ UcxChannel::~UcxChannel() {
     if (!slot->complete && slot->request != nullptr) ucp_request_cancel(worker_, slot->request);
   }
   for (int i = 0; i < 100 && std::any_of(arrived_.begin(), arrived_.end(),
-                                          [](const auto& s) { return !s->complete; });
+                                         [](const auto& s) { return !s->complete; });
        ++i) {
     ucp_worker_progress(worker_);
   }
@@ -220,8 +220,8 @@ Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
   auto out = std::make_unique<Outgoing>();
   out->header = std::move(header);
   ucp_request_param_t p = {};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
-                   UCP_OP_ATTR_FIELD_USER_DATA;
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.flags = size >= options_.rendezvous_threshold ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
   p.cb.send = [](void*, ucs_status_t status, void* user_data) {
     auto* o = static_cast<Outgoing*>(user_data);
@@ -229,8 +229,8 @@ Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
     o->done = true;
   };
   p.user_data = out.get();
-  ucs_status_ptr_t req = ucp_am_send_nbx(ep_, kAmId, out->header.data(), out->header.size(),
-                                         payload, size, &p);
+  ucs_status_ptr_t req =
+      ucp_am_send_nbx(ep_, kAmId, out->header.data(), out->header.size(), payload, size, &p);
   if (req == nullptr) return Status::Ok();  // done already
   if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "ucp_am_send_nbx");
   out->request = req;
@@ -267,8 +267,8 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
     ucs_status_t status = UCS_OK;
   } state;
   ucp_request_param_t p = {};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
-                   UCP_OP_ATTR_FIELD_USER_DATA;
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.flags = size >= options_.rendezvous_threshold ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
   p.cb.send = [](void*, ucs_status_t status, void* user_data) {
     auto* s = static_cast<SendState*>(user_data);
@@ -295,8 +295,8 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
 }
 
 Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
-  Status s = WaitUntil([this] { return !arrived_.empty() && arrived_.front()->complete; },
-                       timeout_ms);
+  Status s =
+      WaitUntil([this] { return !arrived_.empty() && arrived_.front()->complete; }, timeout_ms);
   if (!s.ok()) return s;
   std::unique_ptr<Slot> slot = std::move(arrived_.front());
   arrived_.pop_front();
@@ -345,8 +345,8 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
   return UCS_OK;
 }
 
-ucs_status_t UcxChannel::OnControlMessage(void* arg, const void*, size_t, void* data,
-                                          size_t length, const ucp_am_recv_param_t* param) {
+ucs_status_t UcxChannel::OnControlMessage(void* arg, const void*, size_t, void* data, size_t length,
+                                          const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxChannel*>(arg);
   // Worker addresses are small and always arrive eagerly.
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && length > 0) {

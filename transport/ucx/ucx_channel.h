@@ -36,7 +36,7 @@ class UcxChannel final : public Channel {
   std::string Describe() override;
 
  private:
-  struct Slot;  // one arriving message, complete or still being fetched
+  struct Slot;      // one arriving message, complete or still being fetched
   struct Outgoing;  // one posted message still being sent
   UcxChannel(const std::string& peer, const ChannelOptions& options);
   Status Init(ucp_context_h context, const ucp_ep_params_t& ep_params);
@@ -59,8 +59,7 @@ class UcxChannel final : public Channel {
   static void OnDataFetched(void* request, ucs_status_t status, size_t length, void* user_data);
   static void OnPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
   static ucs_status_t OnControlMessage(void* arg, const void* header, size_t header_length,
-                                       void* data, size_t length,
-                                       const ucp_am_recv_param_t* param);
+                                       void* data, size_t length, const ucp_am_recv_param_t* param);
 
   std::string peer_;
   ChannelOptions options_;
@@ -72,7 +71,7 @@ class UcxChannel final : public Channel {
   PayloadPlacer placer_;
   // Large received payloads, reused (the process-wide pool is shared by all channels).
   std::shared_ptr<BufferPool> pool_;
-  std::deque<std::unique_ptr<Slot>> arrived_;  // in arrival order
+  std::deque<std::unique_ptr<Slot>> arrived_;       // in arrival order
   std::deque<std::unique_ptr<Outgoing>> outgoing_;  // posted, not yet complete
   Status error_;
 };

@@ -23,7 +23,8 @@ Status CreateContext(TransportUrl::Scheme scheme, ucp_context_h* out) {
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return FromUcs(st, "ucp_config_read");
   const bool shm = scheme == TransportUrl::Scheme::kShm;
-  if (getenv("UCX_TLS") == nullptr) ucp_config_modify(config, "TLS", shm ? "sysv,posix,tcp" : "tcp");
+  if (getenv("UCX_TLS") == nullptr)
+    ucp_config_modify(config, "TLS", shm ? "sysv,posix,tcp" : "tcp");
   // Rendezvous data over shared memory goes as active-message fragments, never over the
   // bootstrap socket's emulated RMA.
   if (shm && getenv("UCX_RNDV_SCHEME") == nullptr) ucp_config_modify(config, "RNDV_SCHEME", "am");

@@ -119,7 +119,8 @@ class UcxListener final : public Listener {
     ucp_conn_request_attr_t attr = {};
     attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
     std::string peer = "?";
-    if (ucp_conn_request_query(request, &attr) == UCS_OK) peer = AddressToString(attr.client_address);
+    if (ucp_conn_request_query(request, &attr) == UCS_OK)
+      peer = AddressToString(attr.client_address);
     *out = std::make_unique<UcxPendingConnection>(context_, request, peer, direct_);
     return Status::Ok();
   }

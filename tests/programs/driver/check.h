@@ -9,24 +9,24 @@
 #include <string>
 #include <vector>
 
-#define CHECK(call)                                                                     \
-  do {                                                                                  \
-    CUresult check_result_ = (call);                                                    \
-    if (check_result_ != CUDA_SUCCESS) {                                                \
-      const char* check_name_ = nullptr;                                                \
-      cuGetErrorName(check_result_, &check_name_);                                      \
-      fprintf(stderr, "%s:%d: %s failed: %d (%s)\n", __FILE__, __LINE__, #call,         \
-              (int)check_result_, check_name_ ? check_name_ : "?");                     \
-      exit(1);                                                                          \
-    }                                                                                   \
+#define CHECK(call)                                                             \
+  do {                                                                          \
+    CUresult check_result_ = (call);                                            \
+    if (check_result_ != CUDA_SUCCESS) {                                        \
+      const char* check_name_ = nullptr;                                        \
+      cuGetErrorName(check_result_, &check_name_);                              \
+      fprintf(stderr, "%s:%d: %s failed: %d (%s)\n", __FILE__, __LINE__, #call, \
+              (int)check_result_, check_name_ ? check_name_ : "?");             \
+      exit(1);                                                                  \
+    }                                                                           \
   } while (0)
 
-#define EXPECT_TRUE(cond)                                                               \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond);   \
-      exit(1);                                                                          \
-    }                                                                                   \
+#define EXPECT_TRUE(cond)                                                            \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      fprintf(stderr, "%s:%d: expectation failed: %s\n", __FILE__, __LINE__, #cond); \
+      exit(1);                                                                       \
+    }                                                                                \
   } while (0)
 
 // The test kernels, built by the test build into a fat binary and a PTX file.
