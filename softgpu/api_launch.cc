@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/log.h"
 #include "softgpu/api_util.h"
 #include "softgpu/interpreter.h"
 
@@ -121,6 +122,9 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   lp.cancel = &ctx->cancelled();
   const uint64_t timeout_ms = ctx->device()->kernel_timeout_ms();
   Context* c = ctx.get();
+  RGPU_LOG_DEBUG("softgpu: launch %s grid (%u,%u,%u) block (%u,%u,%u) shared %u stream %p",
+                 fn.name.c_str(), grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                 shared_bytes, static_cast<void*>(s.get()));
   ctx->Enqueue(s, [lp, params, module, c, timeout_ms]() mutable {
     lp.params = params->data();
     if (timeout_ms != 0)

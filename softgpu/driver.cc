@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "common/log.h"
+
 namespace softgpu {
 
 Driver& GetDriver() {
@@ -18,6 +20,9 @@ CUresult InitializeDriver() {
     for (uint32_t i = 0; i < config.device_count; ++i) {
       d.devices.push_back(std::make_unique<Device>(static_cast<int>(i), config));
     }
+    RGPU_LOG_DEBUG("softgpu: %u device(s), %llu MiB each, %u SMs, kernel time limit %llu ms",
+                   config.device_count, static_cast<unsigned long long>(config.memory_bytes >> 20),
+                   config.sm_count, static_cast<unsigned long long>(config.kernel_timeout_ms));
     d.initialized.store(true);
   });
   return GetDriver().devices.empty() ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;

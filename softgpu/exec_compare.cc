@@ -204,8 +204,8 @@ bool CompareRuntime(CmpOp op, uint64_t a, uint64_t b) {
     SOFTGPU_CASE(kHs)
     SOFTGPU_CASE(kEqu)
     SOFTGPU_CASE(kNeu)
-    SOFTGPU_CASE(kLtu) SOFTGPU_CASE(kLeu) SOFTGPU_CASE(kGtu) SOFTGPU_CASE(kGeu) SOFTGPU_CASE(kNum)
-        SOFTGPU_CASE(kNan)
+    SOFTGPU_CASE(kLtu)
+    SOFTGPU_CASE(kLeu) SOFTGPU_CASE(kGtu) SOFTGPU_CASE(kGeu) SOFTGPU_CASE(kNum) SOFTGPU_CASE(kNan)
 #undef SOFTGPU_CASE
   }
   return false;

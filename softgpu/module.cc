@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/fatbin.h"
+#include "common/log.h"
 #include "softgpu/context.h"
 #include "softgpu/device.h"
 #include "softgpu/ptx_decoder.h"
@@ -52,6 +53,9 @@ CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* ou
       ++it;
   }
   cache[text] = program;
+  RGPU_LOG_DEBUG("softgpu: decoded PTX for %s: %zu functions, %zu globals, %zu constants",
+                 program->target.c_str(), program->functions.size(), program->globals.size(),
+                 program->consts.size() / kWarpSize);
   *out = std::move(program);
   return CUDA_SUCCESS;
 }
