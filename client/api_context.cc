@@ -12,13 +12,23 @@ using rgpu::client::CurrentContext;
 using rgpu::client::RequireContext;
 using rgpu::client::Server;
 
+namespace {
+// The primary context of `dev` for the PrimaryCtx calls, or their error.
+CUresult PrimaryContext(CUdevice dev, CUctx_st** out) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  *out = ClientState::Get().primary_context(dev);
+  return *out == nullptr ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+}  // namespace
+
 RGPU_IMPL(cuDevicePrimaryCtxRetain)(CUcontext* pctx, CUdevice dev) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ClientState& st = ClientState::Get();
-  CUresult r = st.CheckInitialized();
+  CUctx_st* ctx;
+  CUresult r = PrimaryContext(dev, &ctx);
   if (r != CUDA_SUCCESS) return r;
-  CUctx_st* ctx = st.primary_context(dev);
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard<std::mutex> lock(st.objects_mutex());
   if (ctx->remote == 0) {
     std::vector<uint64_t> v;
@@ -46,10 +56,9 @@ CUresult DeactivatePrimary(CUctx_st* ctx, Op op) {
 
 RGPU_IMPL(cuDevicePrimaryCtxRelease_v2)(CUdevice dev) {
   ClientState& st = ClientState::Get();
-  CUresult r = st.CheckInitialized();
+  CUctx_st* ctx;
+  CUresult r = PrimaryContext(dev, &ctx);
   if (r != CUDA_SUCCESS) return r;
-  CUctx_st* ctx = st.primary_context(dev);
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   {
     std::lock_guard<std::mutex> lock(st.objects_mutex());
     if (ctx->remote == 0 || ctx->primary_refs <= 0) return CUDA_ERROR_INVALID_CONTEXT;
@@ -65,10 +74,9 @@ RGPU_IMPL(cuDevicePrimaryCtxRelease_v2)(CUdevice dev) {
 
 RGPU_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev) {
   ClientState& st = ClientState::Get();
-  CUresult r = st.CheckInitialized();
+  CUctx_st* ctx;
+  CUresult r = PrimaryContext(dev, &ctx);
   if (r != CUDA_SUCCESS) return r;
-  CUctx_st* ctx = st.primary_context(dev);
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   // Destructors first, while the context still works: they may free what they hold in it.
   rgpu::client::ContextStorageRunDestructors(ctx);
   std::lock_guard<std::mutex> lock(st.objects_mutex());
@@ -79,10 +87,9 @@ RGPU_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev) {
 RGPU_IMPL(cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int* flags, int* active) {
   if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ClientState& st = ClientState::Get();
-  CUresult r = st.CheckInitialized();
+  CUctx_st* ctx;
+  CUresult r = PrimaryContext(dev, &ctx);
   if (r != CUDA_SUCCESS) return r;
-  CUctx_st* ctx = st.primary_context(dev);
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard<std::mutex> lock(st.objects_mutex());
   *flags = ctx->flags;
   *active = ctx->remote != 0;
@@ -91,10 +98,9 @@ RGPU_IMPL(cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int* flags, int* ac
 
 RGPU_IMPL(cuDevicePrimaryCtxSetFlags_v2)(CUdevice dev, unsigned int flags) {
   ClientState& st = ClientState::Get();
-  CUresult r = st.CheckInitialized();
+  CUctx_st* ctx;
+  CUresult r = PrimaryContext(dev, &ctx);
   if (r != CUDA_SUCCESS) return r;
-  CUctx_st* ctx = st.primary_context(dev);
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   // Scheduling and mapping flags only affect how the host waits; the server decides that.
   std::lock_guard<std::mutex> lock(st.objects_mutex());
   ctx->flags = flags;

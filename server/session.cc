@@ -254,6 +254,12 @@ bool Session::ResolveStream(const CallState& cs, uint64_t id, CUstream* out) {
   return true;
 }
 
+CUresult Session::AfterStreamWork(const CallState& cs, uint64_t stream_id) {
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, stream_id, &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  return stream != nullptr ? drv_.cuStreamSynchronize(stream) : CUDA_SUCCESS;
+}
+
 CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
   if (device < 0 || device >= static_cast<int>(devices_.devices().size())) {
     return CUDA_ERROR_INVALID_DEVICE;
@@ -755,12 +761,7 @@ CUresult Session::HandleMemcpy2DHtoD(CallState& cs) {
     cs.detail = "destination range is not memory of this session";
     return CUDA_ERROR_INVALID_VALUE;
   }
-  CUstream stream = nullptr;
-  if (!ResolveStream(cs, cs.arg(4), &stream)) return CUDA_ERROR_INVALID_HANDLE;
-  if (stream != nullptr) {
-    CUresult r = drv_.cuStreamSynchronize(stream);
-    if (r != CUDA_SUCCESS) return r;
-  }
+  if (CUresult r = AfterStreamWork(cs, cs.arg(4)); r != CUDA_SUCCESS) return r;
   for (uint64_t row = 0; row < height; ++row) {
     CUresult r = drv_.cuMemcpyHtoD(dst + row * pitch, cs.payload + row * width, width);
     if (r != CUDA_SUCCESS) return r;
@@ -777,12 +778,7 @@ CUresult Session::HandleMemcpy2DDtoH(CallState& cs) {
     cs.detail = "source range is not memory of this session";
     return CUDA_ERROR_INVALID_VALUE;
   }
-  CUstream stream = nullptr;
-  if (!ResolveStream(cs, cs.arg(4), &stream)) return CUDA_ERROR_INVALID_HANDLE;
-  if (stream != nullptr) {
-    CUresult r = drv_.cuStreamSynchronize(stream);
-    if (r != CUDA_SUCCESS) return r;
-  }
+  if (CUresult r = AfterStreamWork(cs, cs.arg(4)); r != CUDA_SUCCESS) return r;
   if (width * height > (uint64_t{1} << 36)) return CUDA_ERROR_INVALID_VALUE;
   cs.out_payload = OutputBuffer(width * height);
   if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;

@@ -115,6 +115,9 @@ class Session {
   bool OwnsRange(uint64_t ctx_id, CUdeviceptr ptr, size_t bytes) const;
   // Looks up a stream id (0 = the context's default stream) in the call's context.
   bool ResolveStream(const CallState& cs, uint64_t id, CUstream* out);
+  // Waits for the work already issued on stream `stream_id` (none for the default stream, whose
+  // synchronous copies are ordered by the backend), so a synchronous copy can follow it.
+  CUresult AfterStreamWork(const CallState& cs, uint64_t stream_id);
   CUresult CreateContext(int device, bool primary, uint64_t* id);
   // Destroys a context and forgets every resource that lived in it.
   void DestroyContext(uint64_t id);
