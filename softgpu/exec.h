@@ -21,6 +21,8 @@ constexpr uint64_t kLocalWindowBase = 0x0000200000000000ull;
 // Generic addresses of the kernel's parameter buffer (cvta.param), read-only.
 constexpr uint64_t kParamWindowBase = 0x0000300000000000ull;
 constexpr uint64_t kWindowSize = 1ull << 32;
+static_assert(kParamWindowBase + kWindowSize <= kGlobalAddressBase,
+              "generic-address windows must lie below device memory");
 
 enum class FaultKind : uint8_t {
   kNone,
@@ -155,7 +157,9 @@ uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t siz
 
 inline uint8_t* Translate(Warp& w, ptx::Space space, uint64_t address, uint32_t size,
                           uint32_t align, uint32_t lane, bool write) {
-  if (space == ptx::Space::kGlobal || space == ptx::Space::kConst) {
+  // Generic addresses at or above the global base are global (the windows lie below it).
+  if (space == ptx::Space::kGlobal || space == ptx::Space::kConst ||
+      (space == ptx::Space::kGeneric && address >= kGlobalAddressBase)) {
     const Allocation* a = w.block->cached[0].get();
     if (a != nullptr && address - a->base < a->size && size <= a->size - (address - a->base) &&
         (address & (align - 1)) == 0) {
