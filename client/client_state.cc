@@ -30,8 +30,9 @@ CUresult ClientState::Initialize() {
     // Always said: the program is about to see "no device" and the reason is only here.
     if (!LogEnabled(LogLevel::kError)) SetLogLevel(LogLevel::kError);
     RGPU_LOG_ERROR("cannot use the GPU server at %s: %s", url, s.ToString().c_str());
-    init_result_ = s.code() == Status::Code::kPermissionDenied ? CUDA_ERROR_NOT_PERMITTED
-                                                               : CUDA_ERROR_NO_DEVICE;
+    init_result_ = s.code() == Status::Code::kPermissionDenied    ? CUDA_ERROR_NOT_PERMITTED
+                   : s.code() == Status::Code::kResourceExhausted ? CUDA_ERROR_DEVICE_UNAVAILABLE
+                                                                  : CUDA_ERROR_NO_DEVICE;
     return init_result_;
   }
   const wire::Welcome& w = connection_->welcome();

@@ -46,6 +46,9 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
       reply.body_case() != wire::Envelope::kWelcome) {
     return ProtocolError("server at " + url_text + " did not answer the handshake");
   }
+  if (reply.welcome().status() == CUDA_ERROR_DEVICE_UNAVAILABLE) {
+    return ResourceExhausted("server refused the session: " + reply.welcome().error());
+  }
   if (reply.welcome().status() != 0) {
     return PermissionDenied("server refused the session: " + reply.welcome().error());
   }

@@ -29,6 +29,11 @@ int main(int argc, char** argv) {
                  "driver library to dlopen (default libcuda.so.1 or libsoftgpu-cuda.so)");
   app.add_option("--poll-us", options.poll_us, "microseconds a session busy-polls before it sleeps")
       ->capture_default_str();
+  app.add_option(
+      "--tokens", options.tokens_path,
+      "require a session token from this file (lines: TOKEN TENANT MEMORY_QUOTA WEIGHT)");
+  app.add_option("--max-sessions", options.max_sessions, "sessions at once (0: no limit)")
+      ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "write the bound URL to this file once listening (for scripts and tests)");
   CLI11_PARSE(app, argc, argv);

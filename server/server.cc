@@ -25,6 +25,13 @@ Status Server::Start(const ServerOptions& options) {
   if (r != CUDA_SUCCESS) return Internal("backend cuInit failed with " + std::to_string(r));
   s = devices_.Load(driver_, options.backend);
   if (!s.ok()) return s;
+  if (!options.tokens_path.empty()) {
+    tenants_ = std::make_unique<TenantTable>();
+    s = tenants_->Load(options.tokens_path);
+    if (!s.ok()) return s;
+    RGPU_LOG_INFO("sessions need a token: %zu token(s) from %s", tenants_->size(),
+                  options.tokens_path.c_str());
+  }
   TransportUrl url;
   s = TransportUrl::Parse(options.listen, &url);
   if (!s.ok()) return s;
@@ -57,12 +64,16 @@ void Server::Serve() {
       break;
     }
     const uint64_t id = next_session_id_++;
+    std::string refusal;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (options_.max_sessions > 0 && live_.size() >= static_cast<size_t>(options_.max_sessions)) {
+        refusal = "server is full (" + std::to_string(live_.size()) + " sessions)";
+      }
       live_.insert(id);
     }
     running_threads_++;
-    std::thread([this, id, p = std::move(pending)]() mutable {
+    std::thread([this, id, refusal, p = std::move(pending)]() mutable {
       ChannelOptions copts;
       copts.poll_us = options_.poll_us;
       std::unique_ptr<Channel> channel;
@@ -71,7 +82,7 @@ void Server::Serve() {
         RGPU_LOG_WARN("session %llu: accept from %s failed: %s", (unsigned long long)id,
                       p->peer().c_str(), st.ToString().c_str());
       } else {
-        Session session(id, driver_, devices_, std::move(channel));
+        Session session(id, driver_, devices_, std::move(channel), tenants_.get(), refusal);
         session.Run(stop_);
       }
       {

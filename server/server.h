@@ -11,6 +11,7 @@
 
 #include "server/cuda_driver.h"
 #include "server/device_catalog.h"
+#include "server/tenants.h"
 #include "transport/channel.h"
 
 namespace rgpu::server {
@@ -20,6 +21,8 @@ struct ServerOptions {
   std::string backend = "softgpu";  // "cuda" or "softgpu"
   std::string driver_library;       // empty: the backend's default
   int poll_us = 200;                // busy-poll before sleeping, per session
+  std::string tokens_path;          // when set, sessions need a token from this file
+  int max_sessions = 0;             // sessions at once (0: no limit)
 };
 
 class Server {
@@ -38,6 +41,7 @@ class Server {
   ServerOptions options_;
   CudaDriver driver_;
   DeviceCatalog devices_;
+  std::unique_ptr<TenantTable> tenants_;
   std::unique_ptr<Listener> listener_;
   std::string url_;
   std::atomic<bool> stop_{false};

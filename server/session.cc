@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "proto/protocol_version.h"
 #include "server/device_catalog.h"
+#include "server/tenants.h"
 
 namespace rgpu::server {
 namespace {
@@ -35,8 +36,13 @@ bool OpNeedsContext(Op op) {
 }  // namespace
 
 Session::Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
-                 std::unique_ptr<Channel> channel)
-    : id_(id), drv_(driver), devices_(devices), channel_(std::move(channel)) {}
+                 std::unique_ptr<Channel> channel, const TenantTable* tenants, std::string refusal)
+    : id_(id),
+      drv_(driver),
+      devices_(devices),
+      channel_(std::move(channel)),
+      tenants_(tenants),
+      refusal_(std::move(refusal)) {}
 
 Session::~Session() { ReleaseAll(); }
 
@@ -92,8 +98,17 @@ bool Session::Handshake() {
     w->set_status(CUDA_ERROR_NOT_SUPPORTED);
     w->set_error("protocol version " + std::to_string(in.hello().protocol_version()) +
                  " not supported; this server speaks " + std::to_string(kProtocolVersion));
+  } else if (!refusal_.empty()) {
+    w->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
+    w->set_error(refusal_);
+  } else if (tenants_ != nullptr && (tenant_ = tenants_->Find(in.hello().token())) == nullptr) {
+    // Refused before anything is created for it.
+    w->set_status(CUDA_ERROR_NOT_PERMITTED);
+    w->set_error(in.hello().token().empty() ? "this server requires a token (RGPU_TOKEN)"
+                                            : "unknown token");
   } else {
     client_name_ = in.hello().client_name() + " (pid " + std::to_string(in.hello().pid()) + ")";
+    if (tenant_ != nullptr) client_name_ += " of tenant " + tenant_->name;
     w->set_driver_version(devices_.driver_version());
     w->set_backend(devices_.backend());
     for (const auto& d : devices_.devices()) *w->add_devices() = d;
@@ -288,7 +303,10 @@ void Session::DestroyContext(uint64_t id) {
   // The backend frees everything that lived in the context; forget it here too.
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.ctx == id) {
-      if (it->second.freeable) live_bytes_ -= it->second.size;
+      if (it->second.freeable) {
+        live_bytes_ -= it->second.size;
+        if (tenant_ != nullptr) tenant_->Release(it->second.size);
+      }
       it = allocations_.erase(it);
     } else {
       ++it;
@@ -370,9 +388,16 @@ CUresult Session::HandlePrimaryCtxReset(CallState& cs) {
 CUresult Session::HandleMemAlloc(CallState& cs) {
   const size_t bytes = cs.arg(0);
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (tenant_ != nullptr && !tenant_->Reserve(bytes)) {
+    cs.detail = "tenant " + tenant_->name + "'s memory quota is exhausted";
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   CUdeviceptr p = 0;
   CUresult r = drv_.cuMemAlloc(&p, bytes);
-  if (r != CUDA_SUCCESS) return r;
+  if (r != CUDA_SUCCESS) {
+    if (tenant_ != nullptr) tenant_->Release(bytes);
+    return r;
+  }
   allocations_[p] = Allocation{bytes, cs.ctx_id, true, 0};
   live_bytes_ += bytes;
   cs.reply->add_values(p);
@@ -388,6 +413,7 @@ CUresult Session::HandleMemFree(CallState& cs) {
   CUresult r = drv_.cuMemFree(it->first);
   if (r != CUDA_SUCCESS) return r;
   live_bytes_ -= it->second.size;
+  if (tenant_ != nullptr) tenant_->Release(it->second.size);
   allocations_.erase(it);
   return CUDA_SUCCESS;
 }
@@ -396,6 +422,12 @@ CUresult Session::HandleMemGetInfo(CallState& cs) {
   size_t free_bytes = 0, total = 0;
   CUresult r = drv_.cuMemGetInfo(&free_bytes, &total);
   if (r != CUDA_SUCCESS) return r;
+  if (tenant_ != nullptr) {
+    // A tenant sees its quota as the device's memory.
+    const uint64_t used = tenant_->memory_used.load();
+    total = tenant_->memory_quota;
+    free_bytes = std::min<uint64_t>(free_bytes, used < total ? total - used : 0);
+  }
   cs.reply->add_values(free_bytes);
   cs.reply->add_values(total);
   return CUDA_SUCCESS;

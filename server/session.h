@@ -23,6 +23,8 @@
 namespace rgpu::server {
 
 class DeviceCatalog;
+class TenantTable;
+struct Tenant;
 
 // What a finished session leaves behind, for the server's accounting.
 struct SessionTotals {
@@ -33,8 +35,11 @@ struct SessionTotals {
 
 class Session {
  public:
+  // `tenants`: when not null, a session must present one of its tokens. A non-empty `refusal`
+  // refuses the session at the handshake with that reason (e.g. the server is full).
   Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
-          std::unique_ptr<Channel> channel);
+          std::unique_ptr<Channel> channel, const TenantTable* tenants = nullptr,
+          std::string refusal = "");
   ~Session();
 
   // Runs the handshake and then serves calls until the client leaves or `stop` becomes true.
@@ -127,6 +132,9 @@ class Session {
   const CudaDriver& drv_;
   const DeviceCatalog& devices_;
   std::unique_ptr<Channel> channel_;
+  const TenantTable* tenants_;
+  std::string refusal_;
+  std::shared_ptr<Tenant> tenant_;  // the admitting tenant, when tokens are required
   std::string client_name_;
   CUcontext current_ = nullptr;
 
