@@ -191,7 +191,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
     if (CUresult r = CurrentContext(&ctx); r != CUDA_SUCCESS) return r;
     switch (limit) {
       case CU_LIMIT_STACK_SIZE:
-        if (value > (1u << 20)) return CUDA_ERROR_INVALID_VALUE;
+        if (value > (128u << 10)) return CUDA_ERROR_INVALID_VALUE;
         ctx->stack_size = (value + 15) / 16 * 16;
         break;
       case CU_LIMIT_PRINTF_FIFO_SIZE:

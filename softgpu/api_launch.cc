@@ -28,10 +28,15 @@ CUresult FaultToResult(FaultKind kind) {
       return CUDA_ERROR_ASSERT;
     case FaultKind::kTimeout:
       return CUDA_ERROR_LAUNCH_TIMEOUT;
+    case FaultKind::kOutOfResources:
+      return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     default:
       return CUDA_ERROR_UNKNOWN;
   }
 }
+
+// Upper bound on the host memory one block's registers or local memory may take.
+constexpr uint64_t kMaxBlockStateBytes = 1ull << 30;
 
 uint32_t MaxDynamicShared(const Function& fn, const FunctionHandle& h) {
   const uint32_t by_default =
@@ -95,6 +100,14 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   if (shared_bytes > MaxDynamicShared(fn, *fh) ||
       fn.shared_bytes + static_cast<uint64_t>(shared_bytes) > kSharedPerBlockOptin) {
     return CUDA_ERROR_INVALID_VALUE;
+  }
+  // The interpreter keeps every virtual register and every thread's local memory in host
+  // memory; refuse launches whose per-block state would not fit comfortably.
+  const uint64_t warps = (threads + kWarpSize - 1) / kWarpSize;
+  const uint64_t register_bytes = warps * fn.num_regs * kWarpSize * sizeof(uint64_t);
+  const uint64_t local_bytes = threads * (fn.local_bytes + static_cast<uint64_t>(ctx->stack_size));
+  if (register_bytes > kMaxBlockStateBytes || local_bytes > kMaxBlockStateBytes) {
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   }
   const std::string unsupported = FindUnsupported(module->program(), fh->index);
   if (!unsupported.empty()) {

@@ -31,9 +31,10 @@ enum class FaultKind : uint8_t {
   kUnsupported,
   kTrap,
   kStackOverflow,
-  kAssert,     // __assertfail
-  kTimeout,    // ran past the configured kernel time limit
-  kCancelled,  // the context is being destroyed
+  kAssert,          // __assertfail
+  kTimeout,         // ran past the configured kernel time limit
+  kCancelled,       // the context is being destroyed
+  kOutOfResources,  // the host could not hold the block's registers or local memory
 };
 
 struct Fault {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "softgpu/thread_pool.h"
@@ -708,7 +709,16 @@ Fault RunGrid(const LaunchParams& launch) {
     thread_local BlockRunner runner;
     const uint32_t ctaid[3] = {static_cast<uint32_t>(i % gx), static_cast<uint32_t>((i / gx) % gy),
                                static_cast<uint32_t>(i / (gx * gy))};
-    Fault f = runner.RunBlock(launch, launch_id, ctaid);
+    Fault f;
+    try {
+      f = runner.RunBlock(launch, launch_id, ctaid);
+    } catch (const std::bad_alloc&) {
+      runner = BlockRunner();  // drop whatever was half allocated
+      f = Fault{FaultKind::kOutOfResources, "out of host memory for the block's state"};
+    } catch (...) {
+      runner = BlockRunner();
+      f = Fault{FaultKind::kOutOfResources, "internal error while running the block"};
+    }
     if (f.kind != FaultKind::kNone) {
       std::lock_guard lock(mu);
       if (first.kind == FaultKind::kNone) first = std::move(f);

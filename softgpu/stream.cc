@@ -95,7 +95,15 @@ void Stream::WorkerLoop() {
     for (const Dependency& d : op.deps) {
       if (d.stream && d.stream.get() != this) d.stream->Wait(d.seq);
     }
-    if (context_->sticky_error() == CUDA_SUCCESS && !context_->cancelled().load()) op.fn();
+    if (context_->sticky_error() == CUDA_SUCCESS && !context_->cancelled().load()) {
+      try {
+        op.fn();
+      } catch (const std::exception& e) {
+        context_->Fail(CUDA_ERROR_UNKNOWN, std::string("stream operation failed: ") + e.what());
+      } catch (...) {
+        context_->Fail(CUDA_ERROR_UNKNOWN, "stream operation failed");
+      }
+    }
     op.fn = nullptr;
     op.deps.clear();
     {
