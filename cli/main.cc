@@ -1,10 +1,12 @@
 // rgpu: the command-line front end.
 //   rgpu run --server URL [--token T] -- PROGRAM ARGS...   run a program on a remote GPU
 //   rgpu bench --transport tcp|shm [--json FILE] [--png FILE]  measure against the floor
+//   rgpu token keygen|sign ...                                  signed session tokens
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
+#include <ctime>
 #include <cstring>
 #include <cstdlib>
 #include <string>
@@ -13,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench.h"
+#include "proto/signed_token.h"
 
 namespace {
 
@@ -84,7 +87,55 @@ int main(int argc, char** argv) {
   bench->add_option("--png", bench_options.png_path, "draw the copy-latency curve here (gnuplot)");
   bench->add_flag("--quick", bench_options.quick, "fewer repetitions (a smoke test)");
 
+  CLI::App* token_cmd = app.add_subcommand("token", "session tokens signed with Ed25519");
+  token_cmd->require_subcommand(1);
+  std::string private_key, public_key;
+  CLI::App* keygen = token_cmd->add_subcommand("keygen", "write a new signing key pair");
+  keygen->add_option("--private", private_key, "private key (PEM) to write")->required();
+  keygen->add_option("--public", public_key, "public key (PEM) to write")->required();
+  rgpu::wire::TokenClaims claims;
+  std::string memory = "1G", key_path, server_claim, gpu_claim, tenant_claim;
+  double weight = 1.0;
+  long ttl = 3600;
+  CLI::App* sign = token_cmd->add_subcommand("sign", "print a token signed with a private key");
+  sign->add_option("--key", key_path, "private key (PEM)")->required();
+  sign->add_option("--tenant", tenant_claim, "tenant name")->required();
+  sign->add_option("--memory", memory, "device memory quota (bytes, K/M/G suffixes)")
+      ->capture_default_str();
+  sign->add_option("--weight", weight, "share weight")->capture_default_str();
+  sign->add_option("--ttl", ttl, "seconds until the token expires")->capture_default_str();
+  sign->add_option("--server", server_claim, "the server it is valid for (default: any)");
+  sign->add_option("--gpu", gpu_claim, "the GPU it is valid for (default: any)");
+
   CLI11_PARSE(app, argc, argv);
+  if (keygen->parsed()) {
+    rgpu::Status s = rgpu::GenerateTokenKeys(private_key, public_key);
+    if (!s.ok()) fprintf(stderr, "rgpu token keygen: %s\n", s.ToString().c_str());
+    return s.ok() ? 0 : 1;
+  }
+  if (sign->parsed()) {
+    char* end = nullptr;
+    double amount = strtod(memory.c_str(), &end);
+    const char unit = *end;
+    const double scale = unit == 'K'   ? 1024.0
+                         : unit == 'M' ? 1048576.0
+                         : unit == 'G' ? 1073741824.0
+                                       : 1.0;
+    claims.set_tenant(tenant_claim);
+    claims.set_memory_quota(static_cast<uint64_t>(amount * scale));
+    claims.set_weight(weight);
+    claims.set_expires_unix(static_cast<int64_t>(time(nullptr)) + ttl);
+    claims.set_server(server_claim);
+    claims.set_gpu(gpu_claim);
+    std::string signed_token;
+    rgpu::Status s = rgpu::SignToken(claims, key_path, &signed_token);
+    if (!s.ok()) {
+      fprintf(stderr, "rgpu token sign: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    printf("%s\n", signed_token.c_str());
+    return 0;
+  }
   if (run->parsed()) return Run(server, token, program);
   if (bench->parsed()) return rgpu::cli::RunBench(bench_options);
   return 0;

@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
   app.add_option(
       "--tokens", options.tokens_path,
       "require a session token from this file (lines: TOKEN TENANT MEMORY_QUOTA WEIGHT)");
+  app.add_option("--token-public-key", options.token_public_key,
+                 "accept session tokens signed with the Ed25519 key whose public half is here");
+  app.add_option("--name", options.name, "this server's name, as signed tokens name it")
+      ->capture_default_str();
   app.add_option("--max-sessions", options.max_sessions, "sessions at once (0: no limit)")
       ->capture_default_str();
   app.add_option("--port-file", port_file,

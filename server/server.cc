@@ -25,12 +25,18 @@ Status Server::Start(const ServerOptions& options) {
   if (r != CUDA_SUCCESS) return Internal("backend cuInit failed with " + std::to_string(r));
   s = devices_.Load(driver_, options.backend);
   if (!s.ok()) return s;
-  if (!options.tokens_path.empty()) {
+  if (!options.tokens_path.empty() || !options.token_public_key.empty()) {
     tenants_ = std::make_unique<TenantTable>();
-    s = tenants_->Load(options.tokens_path);
-    if (!s.ok()) return s;
-    RGPU_LOG_INFO("sessions need a token: %zu token(s) from %s", tenants_->size(),
-                  options.tokens_path.c_str());
+    if (!options.tokens_path.empty()) {
+      s = tenants_->Load(options.tokens_path);
+      if (!s.ok()) return s;
+    }
+    if (!options.token_public_key.empty()) {
+      s = tenants_->AcceptSigned(options.token_public_key, options.name);
+      if (!s.ok()) return s;
+    }
+    RGPU_LOG_INFO("sessions need a token (%zu listed%s)", tenants_->size(),
+                  options.token_public_key.empty() ? "" : ", or signed for this server");
   }
   TransportUrl url;
   s = TransportUrl::Parse(options.listen, &url);

@@ -18,11 +18,13 @@ namespace rgpu::server {
 
 struct ServerOptions {
   std::string listen = "tcp://0.0.0.0:0";
-  std::string backend = "softgpu";  // "cuda" or "softgpu"
-  std::string driver_library;       // empty: the backend's default
-  int poll_us = 200;                // busy-poll before sleeping, per session
-  std::string tokens_path;          // when set, sessions need a token from this file
-  int max_sessions = 0;             // sessions at once (0: no limit)
+  std::string backend = "softgpu";   // "cuda" or "softgpu"
+  std::string driver_library;        // empty: the backend's default
+  int poll_us = 200;                 // busy-poll before sleeping, per session
+  std::string tokens_path;           // when set, sessions need a token from this file
+  std::string token_public_key;      // when set, sessions may present tokens signed for it
+  std::string name = "rgpu-server";  // this server's name in signed tokens' claims
+  int max_sessions = 0;              // sessions at once (0: no limit)
 };
 
 class Server {

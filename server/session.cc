@@ -36,7 +36,7 @@ bool OpNeedsContext(Op op) {
 }  // namespace
 
 Session::Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
-                 std::unique_ptr<Channel> channel, const TenantTable* tenants, std::string refusal)
+                 std::unique_ptr<Channel> channel, TenantTable* tenants, std::string refusal)
     : id_(id),
       drv_(driver),
       devices_(devices),
@@ -101,11 +101,10 @@ bool Session::Handshake() {
   } else if (!refusal_.empty()) {
     w->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
     w->set_error(refusal_);
-  } else if (tenants_ != nullptr && (tenant_ = tenants_->Find(in.hello().token())) == nullptr) {
+  } else if (Status admit = Admit(in.hello().token()); !admit.ok()) {
     // Refused before anything is created for it.
     w->set_status(CUDA_ERROR_NOT_PERMITTED);
-    w->set_error(in.hello().token().empty() ? "this server requires a token (RGPU_TOKEN)"
-                                            : "unknown token");
+    w->set_error(admit.message());
   } else {
     client_name_ = in.hello().client_name() + " (pid " + std::to_string(in.hello().pid()) + ")";
     if (tenant_ != nullptr) client_name_ += " of tenant " + tenant_->name;
@@ -120,6 +119,11 @@ bool Session::Handshake() {
     return false;
   }
   return true;
+}
+
+Status Session::Admit(const std::string& token) {
+  if (tenants_ == nullptr) return Status::Ok();
+  return tenants_->Admit(token, &tenant_);
 }
 
 bool Session::Serve(ReceivedMessage& m) {

@@ -38,7 +38,7 @@ class Session {
   // `tenants`: when not null, a session must present one of its tokens. A non-empty `refusal`
   // refuses the session at the handshake with that reason (e.g. the server is full).
   Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
-          std::unique_ptr<Channel> channel, const TenantTable* tenants = nullptr,
+          std::unique_ptr<Channel> channel, TenantTable* tenants = nullptr,
           std::string refusal = "");
   ~Session();
 
@@ -102,6 +102,8 @@ class Session {
   };
 
   bool Handshake();
+  // Checks a Hello's token when the server requires one, and sets tenant_.
+  Status Admit(const std::string& token);
   // Decodes, validates and executes one message; false ends the session.
   bool Serve(ReceivedMessage& message);
   CUresult Dispatch(Op op, CallState& cs);
@@ -132,7 +134,7 @@ class Session {
   const CudaDriver& drv_;
   const DeviceCatalog& devices_;
   std::unique_ptr<Channel> channel_;
-  const TenantTable* tenants_;
+  TenantTable* tenants_;
   std::string refusal_;
   std::shared_ptr<Tenant> tenant_;  // the admitting tenant, when tokens are required
   std::string client_name_;

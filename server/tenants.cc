@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -79,9 +80,49 @@ Status TenantTable::Load(const std::string& path) {
   return Status::Ok();
 }
 
-std::shared_ptr<Tenant> TenantTable::Find(const std::string& token) const {
-  auto it = by_token_.find(token);
-  return it == by_token_.end() ? nullptr : it->second;
+Status TenantTable::AcceptSigned(const std::string& public_key_path,
+                                 const std::string& server_name) {
+  auto verifier = std::make_unique<TokenVerifier>();
+  Status s = TokenVerifier::FromPublicKeyFile(public_key_path, verifier.get());
+  if (!s.ok()) return s;
+  verifier_ = std::move(verifier);
+  server_name_ = server_name;
+  return Status::Ok();
+}
+
+Status TenantTable::Admit(const std::string& token, std::shared_ptr<Tenant>* tenant) {
+  if (token.empty()) return PermissionDenied("this server requires a token (RGPU_TOKEN)");
+  if (auto it = by_token_.find(token); it != by_token_.end()) {
+    *tenant = it->second;
+    return Status::Ok();
+  }
+  if (verifier_ == nullptr || token.find('.') == std::string::npos) {
+    return PermissionDenied("unknown token");
+  }
+  wire::TokenClaims claims;
+  Status s = verifier_->Verify(token, &claims);
+  if (!s.ok()) return s;
+  if (claims.expires_unix() <= static_cast<int64_t>(time(nullptr))) {
+    return PermissionDenied("token expired");
+  }
+  if (!claims.server().empty() && claims.server() != server_name_) {
+    return PermissionDenied("token is for server " + claims.server());
+  }
+  if (!claims.gpu().empty() && claims.gpu() != "0") {
+    return PermissionDenied("token is for GPU " + claims.gpu() + ", not on this server");
+  }
+  if (claims.tenant().empty() || !(claims.weight() > 0)) {
+    return PermissionDenied("token claims no tenant or no weight");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Tenant>& t = signed_tenants_[claims.tenant()];
+  if (t == nullptr) t = std::make_shared<Tenant>();
+  // The latest token's claims set the tenant's quota and weight.
+  t->name = claims.tenant();
+  t->memory_quota = claims.memory_quota();
+  t->weight = claims.weight();
+  *tenant = t;
+  return Status::Ok();
 }
 
 }  // namespace rgpu::server

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/status.h"
+#include "proto/signed_token.h"
 
 namespace rgpu::server {
 
@@ -25,16 +27,27 @@ struct Tenant {
   void Release(uint64_t bytes) { memory_used.fetch_sub(bytes); }
 };
 
+// Who may open sessions: tokens listed in a file, and/or tokens signed by a registry whose public
+// key the server holds (Ed25519, see proto/signed_token.h). Thread-safe.
 class TenantTable {
  public:
   // Parses a token file; a malformed line is an error naming the line.
   Status Load(const std::string& path);
-  // The tenant a token admits, or nullptr for an unknown token.
-  std::shared_ptr<Tenant> Find(const std::string& token) const;
+  // Accepts signed tokens verified with the Ed25519 public key in `path`, valid for this
+  // server (`server_name`; claims naming another server are refused).
+  Status AcceptSigned(const std::string& public_key_path, const std::string& server_name);
+
+  // The tenant `token` admits, or the reason it is refused (missing, unknown, malformed, forged,
+  // expired, for another server or GPU).
+  Status Admit(const std::string& token, std::shared_ptr<Tenant>* tenant);
   size_t size() const { return by_token_.size(); }
 
  private:
   std::map<std::string, std::shared_ptr<Tenant>> by_token_;
+  std::unique_ptr<TokenVerifier> verifier_;
+  std::string server_name_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Tenant>> signed_tenants_;  // by tenant name
 };
 
 }  // namespace rgpu::server

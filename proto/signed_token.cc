@@ -1,0 +1,134 @@
+#include "proto/signed_token.h"
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+namespace rgpu {
+namespace {
+
+struct PkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct MdCtxFree {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
+
+std::string Base64Url(const std::string& in) {
+  std::string out((in.size() + 2) / 3 * 4 + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()),
+                          static_cast<int>(in.size()));
+  out.resize(n);
+  for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  return out;
+}
+
+bool FromBase64Url(std::string in, std::string* out) {
+  for (char& c : in) c = c == '-' ? '+' : c == '_' ? '/' : c;
+  while (in.size() % 4 != 0) in.push_back('=');
+  std::string bytes(in.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()),
+                          static_cast<int>(in.size()));
+  if (n < 0) return false;
+  size_t pad = 0;
+  while (pad < 2 && pad < in.size() && in[in.size() - 1 - pad] == '=') ++pad;
+  bytes.resize(n - pad);
+  *out = bytes;
+  return true;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::stringstream s;
+  s << in.rdbuf();
+  *out = s.str();
+  return true;
+}
+
+}  // namespace
+
+Status GenerateTokenKeys(const std::string& private_pem_path, const std::string& public_pem_path) {
+  EVP_PKEY* raw = EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519");
+  if (raw == nullptr) return Internal("Ed25519 key generation failed");
+  Pkey key(raw);
+  FILE* f = fopen(private_pem_path.c_str(), "w");
+  if (f == nullptr) return InvalidArgument("cannot write " + private_pem_path);
+  bool ok = PEM_write_PrivateKey(f, key.get(), nullptr, nullptr, 0, nullptr, nullptr) == 1;
+  fclose(f);
+  f = fopen(public_pem_path.c_str(), "w");
+  if (f == nullptr) return InvalidArgument("cannot write " + public_pem_path);
+  ok = ok && PEM_write_PUBKEY(f, key.get()) == 1;
+  fclose(f);
+  return ok ? Status::Ok() : Internal("cannot write the key files");
+}
+
+Status SignToken(const wire::TokenClaims& claims, const std::string& private_pem_path,
+                 std::string* token) {
+  FILE* f = fopen(private_pem_path.c_str(), "r");
+  if (f == nullptr) return NotFound("cannot read " + private_pem_path);
+  Pkey key(PEM_read_PrivateKey(f, nullptr, nullptr, nullptr));
+  fclose(f);
+  if (!key) return InvalidArgument(private_pem_path + " holds no private key");
+  const std::string message = claims.SerializeAsString();
+  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
+  size_t size = 0;
+  if (EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1 ||
+      EVP_DigestSign(ctx.get(), nullptr, &size,
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size()) != 1) {
+    return Internal("signing failed");
+  }
+  std::string signature(size, '\0');
+  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(signature.data()), &size,
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size()) != 1) {
+    return Internal("signing failed");
+  }
+  signature.resize(size);
+  *token = Base64Url(message) + "." + Base64Url(signature);
+  return Status::Ok();
+}
+
+Status TokenVerifier::FromPublicKeyFile(const std::string& path, TokenVerifier* out) {
+  std::string pem;
+  if (!ReadFile(path, &pem)) return NotFound("cannot read " + path);
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  Pkey key(PEM_read_bio_PUBKEY(bio, nullptr, nullptr, nullptr));
+  BIO_free(bio);
+  if (!key || EVP_PKEY_get_id(key.get()) != EVP_PKEY_ED25519) {
+    return InvalidArgument(path + " holds no Ed25519 public key");
+  }
+  out->public_pem_ = pem;
+  return Status::Ok();
+}
+
+Status TokenVerifier::Verify(const std::string& token, wire::TokenClaims* claims) const {
+  const size_t dot = token.find('.');
+  std::string message, signature;
+  if (dot == std::string::npos || !FromBase64Url(token.substr(0, dot), &message) ||
+      !FromBase64Url(token.substr(dot + 1), &signature)) {
+    return PermissionDenied("malformed token");
+  }
+  BIO* bio = BIO_new_mem_buf(public_pem_.data(), static_cast<int>(public_pem_.size()));
+  Pkey key(PEM_read_bio_PUBKEY(bio, nullptr, nullptr, nullptr));
+  BIO_free(bio);
+  if (!key) return Internal("public key unusable");
+  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
+  if (EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1 ||
+      EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
+                       signature.size(), reinterpret_cast<const unsigned char*>(message.data()),
+                       message.size()) != 1) {
+    return PermissionDenied("token signature does not verify (forged or not from this registry)");
+  }
+  if (!claims->ParseFromString(message)) return PermissionDenied("malformed token claims");
+  return Status::Ok();
+}
+
+}  // namespace rgpu

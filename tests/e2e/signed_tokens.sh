@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Signed session tokens: a server given the registry's Ed25519 public key admits tokens signed
+# with the private key and enforces their claims (memory quota), and refuses forged, expired and
+# other-server tokens with a clear reason.
+#   signed_tokens.sh BIN_DIR PROGRAMS_DIR
+set -uo pipefail
+bin=$1 programs=$2
+work=$(mktemp -d)
+trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
+fail() { echo "signed_tokens: $*"; cat "$work/server.log"; exit 1; }
+"$bin/rgpu" token keygen --private "$work/registry.pem" --public "$work/registry.pub" || fail keygen
+"$bin/rgpu" token keygen --private "$work/other.pem" --public "$work/other.pub" || fail keygen
+"$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" \
+  --token-public-key "$work/registry.pub" --name gpu-host-1 2>"$work/server.log" &
+server=$!
+for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
+url=$(cat "$work/url")
+sign() { "$bin/rgpu" token sign --tenant carol --memory 16M "$@"; }
+refused() {  # TOKEN REASON
+  out=$("$bin/rgpu" run --server "$url" --token "$1" -- "$programs/driver_vector_add" 2>&1) &&
+    fail "admitted a token that should be refused ($2)"
+  echo "$out" | grep -q "$2" || fail "expected '$2' in: $out"
+}
+good=$(sign --key "$work/registry.pem" --server gpu-host-1) || fail sign
+"$bin/rgpu" run --server "$url" --token "$good" -- "$programs/driver_quota_check" 16777216 ||
+  fail "a valid signed token"
+refused "$(sign --key "$work/other.pem")" "does not verify"
+refused "$(sign --key "$work/registry.pem" --ttl -5)" "expired"
+refused "$(sign --key "$work/registry.pem" --server gpu-host-2)" "for server gpu-host-2"
+tampered="${good%?}A"
+[ "$tampered" != "$good" ] || tampered="${good%?}B"
+refused "$tampered" "does not verify"
+echo "signed_tokens: valid tokens admitted with their quota; forged, expired and foreign refused"
