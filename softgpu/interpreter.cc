@@ -1,8 +1,8 @@
 #include "softgpu/interpreter.h"
 
 #include <atomic>
-#include <chrono>
 #include <bit>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -49,6 +49,9 @@ struct GroupSet {
       }
     }
   }
+  void MergeAll() {
+    for (uint32_t j = 0; j < n; ++j) MergeFrom(j);
+  }
   void Add(uint32_t pc, uint32_t mask) {
     for (uint32_t j = 0; j < n; ++j) {
       if (g[j].pc == pc && !g[j].at_barrier && g[j].bar_red == nullptr) {
@@ -70,13 +73,34 @@ struct GroupSet {
   }
 };
 
-enum class RunResult { kFinished, kBarrier, kFault };
+// One function activation of a warp: its lane groups, registers and parameter frame. Calls push
+// activations on the warp's stack instead of recursing on the host stack, so a warp can wait at
+// a barrier inside a called function and resume there.
+struct Activation {
+  const Function* fn = nullptr;
+  GroupSet groups;
+  Warp w;
+  uint32_t exited = 0;  // lanes that executed exit in this activation or below it
+  // Registers of activations above the kernel's own (which uses the block's arrays).
+  std::vector<uint64_t> regs;
+  std::vector<uint32_t> preds;
+  std::vector<uint8_t> frame;
+  // The call in progress from this activation (while the activation above runs).
+  const Insn* call = nullptr;
+  uint32_t call_group = 0;    // index of the calling group
+  uint32_t call_pending = 0;  // lanes still to be called (indirect calls with several targets)
+  uint32_t call_lanes = 0;    // lanes in the activation above
+  uint32_t call_exited = 0;   // lanes that exited during this call
+  std::vector<CallSite::Copy> call_results;
+};
 
 struct WarpSlot {
-  Warp w;
-  GroupSet groups;
+  std::vector<Activation> stack;  // [0] is the kernel; grows, never shrinks (reused)
+  uint32_t depth = 0;             // index of the running activation
   bool done = false;
 };
+
+enum class RunResult { kFinished, kBarrier, kFault, kCalled, kReturned };
 
 // Per-host-thread executor of blocks; buffers are reused across blocks and launches.
 class BlockRunner {
@@ -84,20 +108,14 @@ class BlockRunner {
   Fault RunBlock(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3]);
 
  private:
-  struct CallFrame {
-    std::vector<uint64_t> regs;
-    std::vector<uint32_t> preds;
-    std::vector<uint8_t> frame;
-  };
-
-  RunResult Run(Warp& w, const Function& fn, GroupSet& gs, bool top_level, uint32_t depth,
-                uint32_t* exited);
-  bool Call(Warp& w, const Function& caller, const Insn& in, uint32_t mask, uint32_t depth,
-            uint32_t* exited);
-  // Runs `function` for the lanes in `mask` with a fresh activation; false after a fault.
-  bool Invoke(Warp& w, const Function& caller, uint32_t function,
-              const std::vector<CallSite::Copy>& args, const std::vector<CallSite::Copy>& results,
-              uint32_t mask, uint32_t depth, uint32_t* exited);
+  // Runs warp `s` until it finishes, waits at a barrier or faults.
+  RunResult RunWarp(WarpSlot& s);
+  // Runs the top activation until it finishes, waits at a barrier, faults or calls.
+  RunResult RunActivation(WarpSlot& s);
+  // Starts the next callee of the call pending in activation s.depth (pushes an activation).
+  bool PushCallee(WarpSlot& s);
+  // Finishes the callee on top of the stack: results back to the caller, pops it.
+  bool PopCallee(WarpSlot& s);
   void Printf(Warp& w, const CallSite& site, uint32_t mask);
   // malloc, free and __assertfail; false after a fault.
   bool Builtin(Warp& w, const CallSite& site, uint32_t mask);
@@ -116,8 +134,8 @@ class BlockRunner {
   std::vector<uint8_t> shared_;
   std::vector<uint8_t> local_;
   std::vector<WarpSlot> warps_;
-  std::vector<CallFrame> call_frames_;  // by depth
   std::string printf_out_;
+  std::vector<CallSite::Copy> call_args_;  // scratch for PushCallee
 };
 
 void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
@@ -134,8 +152,14 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   shared_.assign(fn.shared_bytes + launch.dynamic_shared + 16, 0);
   const uint32_t local_per_thread = (fn.local_bytes + launch.stack_bytes + 15) / 16 * 16;
   local_.assign(static_cast<size_t>(threads) * local_per_thread, 0);
-  call_frames_.clear();
-  warps_.assign(nwarps, WarpSlot{});
+  warps_.resize(nwarps);
+  for (WarpSlot& s : warps_) {
+    if (s.stack.empty()) s.stack.resize(1);
+    for (Activation& a : s.stack) {  // callee registers from another launch must not leak
+      std::fill(a.regs.begin(), a.regs.end(), 0);
+      std::fill(a.frame.begin(), a.frame.end(), 0);
+    }
+  }
   block_ = Block();
   block_.program = launch.program;
   block_.kernel = &fn;
@@ -175,8 +199,13 @@ Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
   for (uint32_t i = 0; i < nwarps; ++i) {
     WarpSlot& s = warps_[i];
     s.done = false;
-    s.groups.n = 0;
-    Warp& w = s.w;
+    s.depth = 0;
+    Activation& a = s.stack[0];
+    a.fn = &fn;
+    a.groups.n = 0;
+    a.exited = 0;
+    a.call = nullptr;
+    Warp& w = a.w;
     w = Warp();
     w.regs = regs_.data() + static_cast<size_t>(i) * fn.num_regs * kWarpSize;
     w.preds = preds_.data() + static_cast<size_t>(i) * npreds;
@@ -188,20 +217,22 @@ Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
     w.index = i;
     const uint32_t remaining = block_.num_threads - i * kWarpSize;
     w.live = remaining >= kWarpSize ? kFullMask : ((1u << remaining) - 1);
-    s.groups.Add(0, w.live);
+    a.groups.Add(0, w.live);
   }
+  auto flush_printf = [&] {
+    if (!printf_out_.empty() && block_.printf_sink != nullptr) {
+      block_.printf_sink->Write(std::move(printf_out_));
+    }
+    printf_out_.clear();
+  };
   for (;;) {
     bool waiting = false;
     for (uint32_t i = 0; i < nwarps; ++i) {
       WarpSlot& s = warps_[i];
       if (s.done) continue;
-      uint32_t exited = 0;
-      const RunResult r = Run(s.w, fn, s.groups, true, 0, &exited);
+      const RunResult r = RunWarp(s);
       if (r == RunResult::kFault) {
-        if (!printf_out_.empty() && block_.printf_sink != nullptr) {
-          block_.printf_sink->Write(std::move(printf_out_));
-        }
-        printf_out_.clear();
+        flush_printf();
         return fault_;
       }
       if (r == RunResult::kFinished)
@@ -210,42 +241,66 @@ Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
         waiting = true;
     }
     if (!waiting) break;
-    // Every live warp reached the barrier: deliver bar.red results and release.
+    // Every live warp reached a barrier: deliver bar.red results and release.
     for (uint32_t i = 0; i < nwarps; ++i) {
       WarpSlot& s = warps_[i];
       if (s.done) continue;
-      for (uint32_t j = 0; j < s.groups.n; ++j) {
-        Group& g = s.groups.g[j];
-        if (g.bar_red != nullptr) {
-          const Insn& in = *g.bar_red;
-          if (in.aux == 0) {
-            uint64_t* d = s.w.R(in.a[0]);
-            ForLanes(g.mask, [&](uint32_t l) { d[l] = block_.bar_red_count; });
-          } else {
-            const bool r = in.aux == 1 ? block_.bar_red_and : block_.bar_red_or;
-            uint32_t& p = s.w.preds[in.a[0]];
-            p = (p & ~g.mask) | (r ? g.mask : 0);
+      for (uint32_t d = 0; d <= s.depth; ++d) {
+        Activation& a = s.stack[d];
+        for (uint32_t j = 0; j < a.groups.n; ++j) {
+          Group& g = a.groups.g[j];
+          if (g.bar_red != nullptr) {
+            const Insn& in = *g.bar_red;
+            if (in.aux == 0) {
+              uint64_t* dst = a.w.R(in.a[0]);
+              ForLanes(g.mask, [&](uint32_t l) { dst[l] = block_.bar_red_count; });
+            } else {
+              const bool r = in.aux == 1 ? block_.bar_red_and : block_.bar_red_or;
+              uint32_t& p = a.w.preds[in.a[0]];
+              p = (p & ~g.mask) | (r ? g.mask : 0);
+            }
+            g.bar_red = nullptr;
           }
-          g.bar_red = nullptr;
+          g.at_barrier = false;
         }
-        g.at_barrier = false;
+        // Groups released at the same pc can merge again (not below a call in progress,
+        // whose calling group index must stay put).
+        if (a.call == nullptr) a.groups.MergeAll();
       }
-      // Groups released at the same pc can merge again.
-      for (uint32_t j = 0; j < s.groups.n; ++j) s.groups.MergeFrom(j);
     }
     block_.bar_red_count = 0;
     block_.bar_red_and = true;
     block_.bar_red_or = false;
   }
-  if (!printf_out_.empty() && block_.printf_sink != nullptr) {
-    block_.printf_sink->Write(std::move(printf_out_));
-  }
-  printf_out_.clear();
+  flush_printf();
   return fault_;
 }
 
-RunResult BlockRunner::Run(Warp& w, const Function& fn, GroupSet& gs, bool top_level,
-                           uint32_t depth, uint32_t* exited) {
+RunResult BlockRunner::RunWarp(WarpSlot& s) {
+  for (;;) {
+    switch (RunActivation(s)) {
+      case RunResult::kFault:
+        return RunResult::kFault;
+      case RunResult::kBarrier:
+        return RunResult::kBarrier;
+      case RunResult::kCalled:
+        if (!PushCallee(s)) return RunResult::kFault;
+        break;
+      case RunResult::kFinished:
+        if (s.depth == 0) return RunResult::kFinished;
+        if (!PopCallee(s)) return RunResult::kFault;
+        break;
+      case RunResult::kReturned:
+        break;
+    }
+  }
+}
+
+RunResult BlockRunner::RunActivation(WarpSlot& s) {
+  Activation& act = s.stack[s.depth];
+  Warp& w = act.w;
+  GroupSet& gs = act.groups;
+  const Function& fn = *act.fn;
   const Insn* const insns = fn.insns.data();
   for (;;) {
     // Pick the runnable group with the lowest pc.
@@ -307,66 +362,55 @@ RunResult BlockRunner::Run(Warp& w, const Function& fn, GroupSet& gs, bool top_l
         }
         break;
       case Control::kExit:
-        if (em != 0) {
-          *exited |= em;
-          gs.Kill(em);
-          if (em == mask) break;
-          // gi may have moved; the survivors of this group continue after the exit.
-          for (uint32_t j = 0; j < gs.n; ++j) {
-            if (gs.g[j].pc == pc && !gs.g[j].at_barrier && (gs.g[j].mask & (mask & ~em))) {
-              ++gs.g[j].pc;
-              gs.MergeFrom(j);
-              break;
-            }
-          }
-        } else {
+        if (em == 0) {
           ++g.pc;
           gs.MergeFrom(gi);
+          break;
         }
+        act.exited |= em;
+        if (em != mask) ++g.pc;  // the survivors continue after the exit
+        gs.Kill(em);
+        gs.MergeAll();
         break;
       case Control::kReturn:
         if (em == mask) {
           gs.Remove(gi);
-        } else if (em == 0) {
-          ++g.pc;
-          gs.MergeFrom(gi);
         } else {
           g.mask = mask & ~em;
           ++g.pc;
           gs.MergeFrom(gi);
         }
         break;
-      case Control::kBarrier: {
-        if (!top_level) {
-          w.SetFault(FaultKind::kUnsupported, "bar.sync inside a called function (PTX line " +
-                                                  std::to_string(in.line) + ") is not supported");
-          return RunResult::kFault;
-        }
+      case Control::kBarrier:
         if (in.exec != nullptr) in.exec(w, in, em);
         ++g.pc;
         g.at_barrier = true;
         if (in.imm == 1) g.bar_red = &in;
         gs.MergeFrom(gi);
         break;
-      }
       case Control::kCall: {
-        if (em != 0) {
-          uint32_t call_exited = 0;
-          if (!Call(w, fn, in, em, depth + 1, &call_exited)) return RunResult::kFault;
-          ++g.pc;
-          if (call_exited != 0) {
-            *exited |= call_exited;
-            gs.Kill(call_exited);
-            // Re-find the group (indices may have changed) and merge.
-            for (uint32_t j = 0; j < gs.n; ++j) gs.MergeFrom(j);
-          } else {
-            gs.MergeFrom(gi);
-          }
-        } else {
+        if (em == 0) {
           ++g.pc;
           gs.MergeFrom(gi);
+          break;
         }
-        break;
+        const CallSite& site = fn.call_sites[in.aux];
+        if (site.builtin != CallSite::Builtin::kNone) {
+          if (site.builtin == CallSite::Builtin::kPrintf) {
+            Printf(w, site, em);
+          } else {
+            Builtin(w, site, em);
+          }
+          if (w.faulted) return RunResult::kFault;
+          ++g.pc;
+          gs.MergeFrom(gi);
+          break;
+        }
+        act.call = &in;
+        act.call_group = gi;
+        act.call_pending = em;
+        act.call_exited = 0;
+        return RunResult::kCalled;
       }
       case Control::kTrap: {
         if (em == 0) {
@@ -399,29 +443,38 @@ bool BlockRunner::Watch(Warp& w) {
   return true;
 }
 
-bool BlockRunner::Call(Warp& w, const Function& caller, const Insn& in, uint32_t mask,
-                       uint32_t depth, uint32_t* exited) {
-  const CallSite& site = caller.call_sites[in.aux];
-  if (site.builtin == CallSite::Builtin::kPrintf) {
-    Printf(w, site, mask);
-    return !w.faulted;
+bool BlockRunner::PushCallee(WarpSlot& s) {
+  const uint32_t depth = s.depth;
+  if (depth + 1 >= kMaxCallDepth) {
+    s.stack[depth].w.SetFault(FaultKind::kStackOverflow,
+                              "call depth exceeds " + std::to_string(kMaxCallDepth));
+    return false;
   }
-  if (site.builtin != CallSite::Builtin::kNone) return Builtin(w, site, mask);
-  if (site.target_register == kNoOperand) {
-    return Invoke(w, caller, in.target, site.args, site.results, mask, depth, exited);
-  }
-  // Indirect call: lanes may hold different targets; call each target with its lanes.
-  const uint64_t* targets = w.R(site.target_register);
+  if (s.stack.size() < depth + 2) s.stack.resize(depth + 2);  // may move activations
+  Activation& caller = s.stack[depth];
+  Activation& callee = s.stack[depth + 1];
+  Warp& w = caller.w;
+  const Insn& in = *caller.call;
+  const CallSite& site = caller.fn->call_sites[in.aux];
   const Program& program = *launch_->program;
-  uint32_t remaining = mask;
-  *exited = 0;
-  while (remaining != 0) {
-    const uint64_t target = targets[std::countr_zero(remaining)];
-    uint32_t lanes = 0;
-    ForLanes(remaining, [&](uint32_t l) {
+  uint32_t function;
+  uint32_t lanes;
+  caller.call_results.clear();
+  std::vector<CallSite::Copy>& args = call_args_;
+  args.clear();
+  if (site.target_register == kNoOperand) {
+    function = in.target;
+    lanes = caller.call_pending;
+    args.assign(site.args.begin(), site.args.end());
+    caller.call_results.assign(site.results.begin(), site.results.end());
+  } else {
+    // Indirect call: call one target with the lanes that hold it; the rest come later.
+    const uint64_t* targets = w.R(site.target_register);
+    const uint64_t target = targets[std::countr_zero(caller.call_pending)];
+    lanes = 0;
+    ForLanes(caller.call_pending, [&](uint32_t l) {
       if (targets[l] == target) lanes |= 1u << l;
     });
-    remaining &= ~lanes;
     const uint64_t index = (target - kFunctionAddressBase) / 16;
     if (target < kFunctionAddressBase || (target - kFunctionAddressBase) % 16 != 0 ||
         index >= program.functions.size() || !program.functions[index].has_body) {
@@ -430,85 +483,83 @@ bool BlockRunner::Call(Warp& w, const Function& caller, const Insn& in, uint32_t
       w.SetFault(FaultKind::kIllegalAddress, msg);
       return false;
     }
-    const Function& callee = program.functions[index];
-    if (callee.params.size() != site.indirect_args.size() ||
-        callee.returns.size() < site.indirect_results.size()) {
+    function = static_cast<uint32_t>(index);
+    const Function& f = program.functions[function];
+    if (f.params.size() != site.indirect_args.size() ||
+        f.returns.size() < site.indirect_results.size()) {
       w.SetFault(FaultKind::kIllegalAddress,
-                 "call of " + callee.name + " through a pointer of another signature");
+                 "call of " + f.name + " through a pointer of another signature");
       return false;
     }
-    if (!callee.unsupported.empty()) {
-      w.SetFault(FaultKind::kUnsupported, "unsupported instruction " + callee.unsupported.front());
+    if (!f.unsupported.empty()) {
+      w.SetFault(FaultKind::kUnsupported, "unsupported instruction " + f.unsupported.front());
       return false;
     }
-    std::vector<CallSite::Copy> args, results;
     for (size_t k = 0; k < site.indirect_args.size(); ++k) {
-      args.push_back({site.indirect_args[k].offset, callee.params[k].offset,
-                      std::min(site.indirect_args[k].size, callee.params[k].size)});
+      args.push_back({site.indirect_args[k].offset, f.params[k].offset,
+                      std::min(site.indirect_args[k].size, f.params[k].size)});
     }
     for (size_t k = 0; k < site.indirect_results.size(); ++k) {
-      results.push_back({site.indirect_results[k].offset, callee.returns[k].offset,
-                         std::min(site.indirect_results[k].size, callee.returns[k].size)});
+      caller.call_results.push_back({site.indirect_results[k].offset, f.returns[k].offset,
+                                     std::min(site.indirect_results[k].size, f.returns[k].size)});
     }
-    uint32_t callee_exited = 0;
-    if (!Invoke(w, caller, static_cast<uint32_t>(index), args, results, lanes, depth,
-                &callee_exited)) {
-      return false;
-    }
-    *exited |= callee_exited;
   }
-  return true;
-}
-
-bool BlockRunner::Invoke(Warp& w, const Function& caller, uint32_t function,
-                         const std::vector<CallSite::Copy>& args,
-                         const std::vector<CallSite::Copy>& results, uint32_t mask, uint32_t depth,
-                         uint32_t* exited) {
-  if (depth >= kMaxCallDepth) {
-    w.SetFault(FaultKind::kStackOverflow, "call depth exceeds " + std::to_string(kMaxCallDepth));
-    return false;
-  }
-  const Function& callee = launch_->program->functions[function];
-  const uint32_t local_base = w.local_base + caller.local_bytes;
-  if (local_base + callee.local_bytes > block_.local_per_thread) {
+  caller.call_pending &= ~lanes;
+  caller.call_lanes = lanes;
+  const Function& f = program.functions[function];
+  const uint32_t local_base = w.local_base + caller.fn->local_bytes;
+  if (local_base + f.local_bytes > block_.local_per_thread) {
     w.SetFault(FaultKind::kStackOverflow,
-               "stack overflow calling " + callee.name + " (raise CU_LIMIT_STACK_SIZE)");
+               "stack overflow calling " + f.name + " (raise CU_LIMIT_STACK_SIZE)");
     return false;
   }
-  if (call_frames_.size() < depth + 1) call_frames_.resize(depth + 1);
-  // Each depth owns its buffers, so growing the vector keeps shallower frames' data in place.
-  CallFrame& cf = call_frames_[depth];
-  cf.regs.resize(static_cast<size_t>(callee.num_regs) * kWarpSize);
-  cf.preds.resize(std::max<uint32_t>(callee.num_preds, 1));
-  cf.frame.assign(static_cast<size_t>(callee.frame_bytes) * kWarpSize, 0);
-  Warp cw = w;
-  cw.regs = cf.regs.data();
-  cw.preds = cf.preds.data();
-  cw.frame = cf.frame.data();
-  cw.frame_stride = callee.frame_bytes;
-  cw.local_base = local_base;
-  ForLanes(mask, [&](uint32_t l) {
+  callee.fn = &f;
+  callee.regs.resize(static_cast<size_t>(f.num_regs) * kWarpSize);
+  callee.preds.resize(std::max<uint32_t>(f.num_preds, 1));
+  callee.frame.assign(static_cast<size_t>(f.frame_bytes) * kWarpSize, 0);
+  callee.w = w;
+  callee.w.regs = callee.regs.data();
+  callee.w.preds = callee.preds.data();
+  callee.w.frame = callee.frame.data();
+  callee.w.frame_stride = f.frame_bytes;
+  callee.w.local_base = local_base;
+  callee.exited = 0;
+  callee.call = nullptr;
+  callee.groups.n = 0;
+  callee.groups.Add(0, lanes);
+  ForLanes(lanes, [&](uint32_t l) {
     for (const CallSite::Copy& c : args) {
-      memcpy(cw.frame + static_cast<size_t>(l) * cw.frame_stride + c.callee_offset,
+      memcpy(callee.w.frame + static_cast<size_t>(l) * callee.w.frame_stride + c.callee_offset,
              w.frame + static_cast<size_t>(l) * w.frame_stride + c.caller_offset, c.size);
     }
   });
-  GroupSet gs;
-  gs.Add(0, mask);
-  uint32_t callee_exited = 0;
-  const RunResult r = Run(cw, callee, gs, false, depth, &callee_exited);
-  if (r == RunResult::kFault) {
-    w.faulted = true;
-    return false;
-  }
-  const uint32_t returned = mask & ~callee_exited;
+  s.depth = depth + 1;
+  return true;
+}
+
+bool BlockRunner::PopCallee(WarpSlot& s) {
+  Activation& callee = s.stack[s.depth];
+  Activation& caller = s.stack[s.depth - 1];
+  if (callee.w.faulted) caller.w.faulted = true;
+  const uint32_t returned = caller.call_lanes & ~callee.exited;
   ForLanes(returned, [&](uint32_t l) {
-    for (const CallSite::Copy& c : results) {
-      memcpy(w.frame + static_cast<size_t>(l) * w.frame_stride + c.caller_offset,
-             cw.frame + static_cast<size_t>(l) * cw.frame_stride + c.callee_offset, c.size);
+    for (const CallSite::Copy& c : caller.call_results) {
+      memcpy(caller.w.frame + static_cast<size_t>(l) * caller.w.frame_stride + c.caller_offset,
+             callee.w.frame + static_cast<size_t>(l) * callee.w.frame_stride + c.callee_offset,
+             c.size);
     }
   });
-  *exited = callee_exited;
+  caller.call_exited |= callee.exited;
+  --s.depth;
+  if (caller.call_pending != 0) return PushCallee(s);  // more targets of an indirect call
+  // The call is complete: the calling group moves on; lanes that exited are gone.
+  caller.groups.g[caller.call_group].pc++;
+  caller.call = nullptr;
+  if (caller.call_exited != 0) {
+    caller.exited |= caller.call_exited;
+    caller.groups.Kill(caller.call_exited);
+  }
+  caller.groups.MergeAll();
   return true;
 }
 

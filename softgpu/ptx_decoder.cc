@@ -146,6 +146,22 @@ class ProgramDecoder {
   Status Run() {
     p_->target = module_.target;
     if (Status s = LayoutGlobals(); !s.ok()) return s;
+    // .shared variables declared inside a .func (nvcc moves demoted block-scope arrays into the
+    // function that uses them) get fixed module-wide offsets after the module-scope ones, since
+    // the same function code runs for every kernel that calls it.
+    module_level_shared_bytes_ = module_shared_bytes_;
+    for (const ptx::Function& f : module_.functions) {
+      if (f.is_entry) continue;
+      for (const ptx::Variable& v : f.vars) {
+        if (v.space != Space::kShared) continue;
+        if (v.size > (1u << 30))
+          return rgpu::InvalidArgument("variable '" + v.name + "' too large");
+        module_shared_bytes_ = AlignUp(module_shared_bytes_, v.align);
+        function_shared_[&v] = module_shared_bytes_;
+        module_shared_bytes_ += static_cast<uint32_t>(v.size);
+        functions_with_shared_.insert(f.name);
+      }
+    }
     for (uint32_t i = 0; i < module_.functions.size(); ++i) {
       const ptx::Function& f = module_.functions[i];
       p_->function_index[f.name] = i;
@@ -328,7 +344,9 @@ class ProgramDecoder {
       }
     }
     uint32_t local = 0;
-    uint32_t shared = module_shared_bytes_;
+    // A kernel needs room for the functions' shared variables only if it can call one of them.
+    uint32_t shared =
+        f.is_entry && !ReachesFunctionShared(f) ? module_level_shared_bytes_ : module_shared_bytes_;
     for (const ptx::Variable& v : f.vars) {
       VarLayout vl;
       vl.space = v.space;
@@ -341,6 +359,10 @@ class ProgramDecoder {
           local += vl.size;
           break;
         case Space::kShared:
+          if (auto it = function_shared_.find(&v); it != function_shared_.end()) {
+            vl.offset = it->second;  // a .func's variable (laid out module-wide)
+            break;
+          }
           shared = AlignUp(shared, v.align);
           vl.offset = shared;
           shared += vl.size;
@@ -374,6 +396,37 @@ class ProgramDecoder {
   std::map<std::pair<uint32_t, int64_t>, uint32_t> reloc_index_;
   std::unordered_map<std::string, uint32_t> shared_;
   std::unordered_set<std::string> dynamic_shared_;
+  std::unordered_map<const ptx::Variable*, uint32_t> function_shared_;
+  std::unordered_set<std::string> functions_with_shared_;
+  uint32_t module_level_shared_bytes_ = 0;
+
+  // True when `f` can call (directly, transitively or through a pointer) a function that
+  // declares .shared variables.
+  bool ReachesFunctionShared(const ptx::Function& f) const {
+    if (functions_with_shared_.empty()) return false;
+    std::unordered_set<std::string> seen{f.name};
+    std::vector<const ptx::Function*> todo{&f};
+    while (!todo.empty()) {
+      const ptx::Function* cur = todo.back();
+      todo.pop_back();
+      for (const ptx::Instruction& in : cur->insns) {
+        if (in.opcode.compare(0, 4, "call") != 0) continue;
+        const ptx::Operand* callee = nullptr;
+        for (const ptx::Operand& op : in.operands) {
+          if (op.kind == ptx::Operand::Kind::kList) continue;
+          callee = &op;
+          break;
+        }
+        if (callee == nullptr || callee->kind != ptx::Operand::Kind::kSymbol) return true;
+        if (functions_with_shared_.count(callee->name) != 0) return true;
+        if (!seen.insert(callee->name).second) continue;
+        for (const ptx::Function& g : module_.functions) {
+          if (g.name == callee->name) todo.push_back(&g);
+        }
+      }
+    }
+    return false;
+  }
   std::vector<PendingPointer> pending_pointer_names_;
   uint32_t module_shared_bytes_ = 0;
 };

@@ -291,6 +291,21 @@ TEST_F(KernelTest, FunctionPointersAndVirtualCalls) {
   }
 }
 
+TEST_F(KernelTest, BarrierInsideCalledFunction) {
+  const int blocks = 3, threads = 256;
+  std::vector<float> in(blocks * threads);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 17);
+  CUdeviceptr din = Upload(in), dout;
+  CU_ASSERT_OK(cuMemAlloc(&dout, blocks * sizeof(float)));
+  CU_ASSERT_OK(Launch(Function("reduce_in_function"), blocks, threads, {&din, &dout}));
+  std::vector<float> out = Download<float>(dout, blocks);
+  for (int b = 0; b < blocks; ++b) {
+    float want = 0;
+    for (int t = 0; t < threads; ++t) want += in[b * threads + t];
+    EXPECT_EQ(out[b], want) << b;
+  }
+}
+
 TEST_F(KernelTest, LocalMemoryArrays) {
   std::vector<int> in(16 + 32);
   for (int k = 0; k < 16; ++k) in[k] = k + 1;

@@ -280,3 +280,23 @@ extern "C" __global__ void spin_until(const volatile int* flag) {
   while (*flag == 0) {
   }
 }
+
+// __syncthreads inside an out-of-line device function (as in nvcc -G builds).
+__device__ __noinline__ float block_reduce(float v, float* buf) {
+  int t = threadIdx.x;
+  buf[t] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (t < s) buf[t] += buf[t + s];
+    __syncthreads();
+  }
+  float r = buf[0];
+  __syncthreads();
+  return r;
+}
+
+extern "C" __global__ void reduce_in_function(const float* in, float* out) {
+  __shared__ float buf[256];
+  float total = block_reduce(in[blockIdx.x * blockDim.x + threadIdx.x], buf);
+  if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
