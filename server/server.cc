@@ -38,6 +38,7 @@ Status Server::Start(const ServerOptions& options) {
     RGPU_LOG_INFO("sessions need a token (%zu listed%s)", tenants_->size(),
                   options.token_public_key.empty() ? "" : ", or signed for this server");
   }
+  if (options.fair_share) scheduler_ = std::make_unique<FairScheduler>();
   TransportUrl url;
   s = TransportUrl::Parse(options.listen, &url);
   if (!s.ok()) return s;
@@ -88,7 +89,8 @@ void Server::Serve() {
         RGPU_LOG_WARN("session %llu: accept from %s failed: %s", (unsigned long long)id,
                       p->peer().c_str(), st.ToString().c_str());
       } else {
-        Session session(id, driver_, devices_, std::move(channel), tenants_.get(), refusal);
+        Session session(id, driver_, devices_, std::move(channel), tenants_.get(), refusal,
+                        scheduler_.get());
         session.Run(stop_);
       }
       {

@@ -11,6 +11,7 @@
 
 #include "server/cuda_driver.h"
 #include "server/device_catalog.h"
+#include "server/fair_scheduler.h"
 #include "server/tenants.h"
 #include "transport/channel.h"
 
@@ -25,6 +26,7 @@ struct ServerOptions {
   std::string token_public_key;      // when set, sessions may present tokens signed for it
   std::string name = "rgpu-server";  // this server's name in signed tokens' claims
   int max_sessions = 0;              // sessions at once (0: no limit)
+  bool fair_share = false;           // kernels take turns by weight (FairScheduler)
 };
 
 class Server {
@@ -44,6 +46,7 @@ class Server {
   CudaDriver driver_;
   DeviceCatalog devices_;
   std::unique_ptr<TenantTable> tenants_;
+  std::unique_ptr<FairScheduler> scheduler_;
   std::unique_ptr<Listener> listener_;
   std::string url_;
   std::atomic<bool> stop_{false};

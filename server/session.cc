@@ -1,5 +1,6 @@
 #include "server/session.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "common/log.h"
@@ -36,13 +37,17 @@ bool OpNeedsContext(Op op) {
 }  // namespace
 
 Session::Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
-                 std::unique_ptr<Channel> channel, TenantTable* tenants, std::string refusal)
+                 std::unique_ptr<Channel> channel, TenantTable* tenants, std::string refusal,
+                 FairScheduler* scheduler)
     : id_(id),
       drv_(driver),
       devices_(devices),
       channel_(std::move(channel)),
       tenants_(tenants),
-      refusal_(std::move(refusal)) {}
+      refusal_(std::move(refusal)),
+      scheduler_(scheduler) {}
+
+ShareAccount* Session::account() { return tenant_ != nullptr ? &tenant_->share : &own_account_; }
 
 Session::~Session() { ReleaseAll(); }
 
@@ -75,6 +80,11 @@ void Session::Run(const std::atomic<bool>& stop) {
   RGPU_LOG_INFO("session %llu: closed after %llu calls; released %llu allocations (%llu bytes)",
                 (unsigned long long)id_, (unsigned long long)calls_, (unsigned long long)allocs,
                 (unsigned long long)bytes);
+  if (scheduler_ != nullptr) {
+    // Metering: the GPU time this session's kernels were measured to take.
+    RGPU_LOG_INFO("session %llu: tenant %s gpu_busy_ms %.3f", (unsigned long long)id_,
+                  tenant_ != nullptr ? tenant_->name.c_str() : "-", gpu_busy_seconds_ * 1e3);
+  }
 }
 
 bool Session::Handshake() {
@@ -668,6 +678,24 @@ CUresult Session::HandleLaunchKernelOnStream(CallState& cs) {
   std::vector<void*> params(f->params.size());
   for (size_t i = 0; i < f->params.size(); ++i) {
     params[i] = const_cast<char*>(cs.payload) + f->params[i].offset;
+  }
+  if (scheduler_ != nullptr) {
+    // Fair sharing: the kernel runs in its turn and alone, timed to its completion.
+    CUresult r = AfterStreamWork(cs, stream_id);
+    if (r != CUDA_SUCCESS) return r;
+    scheduler_->Acquire(account());
+    const auto start = std::chrono::steady_clock::now();
+    r = drv_.cuLaunchKernel(f->function, static_cast<unsigned>(cs.arg(1)),
+                            static_cast<unsigned>(cs.arg(2)), static_cast<unsigned>(cs.arg(3)),
+                            static_cast<unsigned>(cs.arg(4)), static_cast<unsigned>(cs.arg(5)),
+                            static_cast<unsigned>(cs.arg(6)), static_cast<unsigned>(cs.arg(7)),
+                            stream, params.empty() ? nullptr : params.data(), nullptr);
+    if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(stream);
+    const double busy =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    gpu_busy_seconds_ += busy;
+    scheduler_->Release(account(), busy);
+    return r;
   }
   return drv_.cuLaunchKernel(f->function, static_cast<unsigned>(cs.arg(1)),
                              static_cast<unsigned>(cs.arg(2)), static_cast<unsigned>(cs.arg(3)),

@@ -17,6 +17,7 @@
 #include "proto/ops.h"
 #include "proto/rgpu.pb.h"
 #include "server/cuda_driver.h"
+#include "server/fair_scheduler.h"
 #include "server/handle_table.h"
 #include "transport/channel.h"
 
@@ -39,7 +40,7 @@ class Session {
   // refuses the session at the handshake with that reason (e.g. the server is full).
   Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
           std::unique_ptr<Channel> channel, TenantTable* tenants = nullptr,
-          std::string refusal = "");
+          std::string refusal = "", FairScheduler* scheduler = nullptr);
   ~Session();
 
   // Runs the handshake and then serves calls until the client leaves or `stop` becomes true.
@@ -136,6 +137,12 @@ class Session {
   std::unique_ptr<Channel> channel_;
   TenantTable* tenants_;
   std::string refusal_;
+  // With fair sharing: kernels wait their turn and are timed against this session's account
+  // (its tenant's, or its own when tokens are not required).
+  FairScheduler* scheduler_;
+  ShareAccount own_account_;
+  double gpu_busy_seconds_ = 0;  // metering: measured GPU time of this session's kernels
+  ShareAccount* account();
   std::shared_ptr<Tenant> tenant_;  // the admitting tenant, when tokens are required
   std::string client_name_;
   CUcontext current_ = nullptr;

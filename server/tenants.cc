@@ -68,6 +68,7 @@ Status TenantTable::Load(const std::string& path) {
     t->name = name;
     char* end = nullptr;
     t->weight = strtod(weight.c_str(), &end);
+    t->share.weight = t->weight;
     if (!ParseBytes(quota, &t->memory_quota) || *end != '\0' || !(t->weight > 0)) {
       return InvalidArgument(path + ":" + std::to_string(number) + ": bad quota or weight");
     }
@@ -121,6 +122,7 @@ Status TenantTable::Admit(const std::string& token, std::shared_ptr<Tenant>* ten
   t->name = claims.tenant();
   t->memory_quota = claims.memory_quota();
   t->weight = claims.weight();
+  t->share.weight = claims.weight();
   *tenant = t;
   return Status::Ok();
 }

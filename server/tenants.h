@@ -13,6 +13,7 @@
 
 #include "common/status.h"
 #include "proto/signed_token.h"
+#include "server/fair_scheduler.h"
 
 namespace rgpu::server {
 
@@ -20,6 +21,7 @@ struct Tenant {
   std::string name;
   uint64_t memory_quota = 0;  // bytes of device memory all its sessions may hold together
   double weight = 1.0;
+  ShareAccount share;  // its account with the fair scheduler (weight = weight)
   std::atomic<uint64_t> memory_used{0};
 
   // Reserves `bytes` of the quota; false (nothing reserved) when it would exceed it.

@@ -40,3 +40,10 @@ extern "C" __global__ void set_all(int* p, int value, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) p[i] = value;
 }
+
+// Busy work of a chosen length: each thread iterates `iters` times.
+extern "C" __global__ void spin(int iters, unsigned* out) {
+  unsigned x = threadIdx.x;
+  for (int i = 0; i < iters; ++i) x = x * 1664525u + 1013904223u;
+  if (x == 0xffffffffu) out[0] = x;  // keeps the loop; practically never stores
+}
