@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "common/fatbin.h"
 #include "test_util.h"
 
 namespace {
@@ -542,6 +543,23 @@ TEST_F(KernelTest, SassOnlyContainerIsRejected) {
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("no PTX (only sm_75 SASS)"), std::string::npos) << err;
   EXPECT_NE(err.find("-gencode arch=compute_75,code=compute_75"), std::string::npos) << err;
+}
+
+TEST_F(KernelTest, BareCubinIsRejected) {
+  const std::string sass = KernelFile("test_kernels_sass.fatbin");
+  ASSERT_FALSE(sass.empty());
+  std::vector<rgpu::fatbin::Entry> entries;
+  ASSERT_TRUE(rgpu::fatbin::ParseContainer(sass.data(), sass.size(), &entries).ok());
+  ASSERT_EQ(entries.size(), 1u);
+  testing::internal::CaptureStderr();
+  CUmodule m;
+  CU_EXPECT_EQ(cuModuleLoadData(&m, entries[0].payload.data()), CUDA_ERROR_NO_BINARY_FOR_GPU);
+  CUlibrary lib;
+  CU_EXPECT_EQ(
+      cuLibraryLoadData(&lib, entries[0].payload.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+      CUDA_ERROR_NO_BINARY_FOR_GPU);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("only sm_75 SASS"), std::string::npos) << err;
 }
 
 TEST_F(KernelTest, FatBinaryContainerAndWrapperLoad) {
