@@ -167,6 +167,19 @@ inline uint8_t* Translate(Warp& w, ptx::Space space, uint64_t address, uint32_t 
       return a->host + (address - a->base);
     }
   }
+  if (space == ptx::Space::kShared) {
+    const Block& b = *w.block;
+    if (address < b.shared_size && size <= b.shared_size - address &&
+        (address & (align - 1)) == 0) {
+      return b.shared + address;
+    }
+  } else if (space == ptx::Space::kLocal) {
+    const Block& b = *w.block;
+    if (address < b.local_per_thread && size <= b.local_per_thread - address &&
+        (address & (align - 1)) == 0) {
+      return b.local + static_cast<uint64_t>(w.ThreadIndex(lane)) * b.local_per_thread + address;
+    }
+  }
   return TranslateSlow(w, space, address, size, align, lane, write);
 }
 

@@ -114,6 +114,9 @@ namespace {
 
 using ptx::Type;
 
+// Lane values of an absent base register: all zero.
+alignas(64) const uint64_t kZeros[kWarpSize] = {};
+
 constexpr ptx::Space ToSpace(MemSpace s) {
   switch (s) {
     case MemSpace::kGlobal:
@@ -177,11 +180,12 @@ void Load(Warp& w, const Insn& in, uint32_t mask) {
     }
     return;
   } else {
-    const uint64_t* base = in.a[4] == kNoOperand ? nullptr : w.R(in.a[4]);
+    const uint64_t* base = in.a[4] == kNoOperand ? kZeros : w.R(in.a[4]);
     const uint64_t imm = static_cast<uint64_t>(in.imm);
-    ForLanes(mask, [&](uint32_t l) {
-      if (w.faulted) return;
-      const uint64_t address = (base != nullptr ? base[l] : 0) + imm;
+    // Explicit lane loop so that a fault returns at once.
+    for (uint32_t m = mask; m != 0; m &= m - 1) {
+      const uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+      const uint64_t address = base[l] + imm;
       const uint8_t* p;
       if constexpr (kSpace == MemSpace::kFrameParam) {
         if (address > w.frame_stride || kSize > w.frame_stride - address) {
@@ -198,7 +202,7 @@ void Load(Warp& w, const Insn& in, uint32_t mask) {
         memcpy(&v, p + i * sizeof(T), sizeof v);
         if (d[i] != nullptr) d[i][l] = Extend(v);
       }
-    });
+    }
   }
 }
 
@@ -207,11 +211,11 @@ void Store(Warp& w, const Insn& in, uint32_t mask) {
   constexpr uint32_t kSize = sizeof(T) * kCount;
   const uint64_t* s[kCount];
   for (uint32_t i = 0; i < kCount; ++i) s[i] = w.R(in.a[i]);
-  const uint64_t* base = in.a[4] == kNoOperand ? nullptr : w.R(in.a[4]);
+  const uint64_t* base = in.a[4] == kNoOperand ? kZeros : w.R(in.a[4]);
   const uint64_t imm = static_cast<uint64_t>(in.imm);
-  ForLanes(mask, [&](uint32_t l) {
-    if (w.faulted) return;
-    const uint64_t address = (base != nullptr ? base[l] : 0) + imm;
+  for (uint32_t m = mask; m != 0; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+    const uint64_t address = base[l] + imm;
     uint8_t* p;
     if constexpr (kSpace == MemSpace::kFrameParam) {
       if (address > w.frame_stride || kSize > w.frame_stride - address) {
@@ -227,7 +231,7 @@ void Store(Warp& w, const Insn& in, uint32_t mask) {
       const T v = static_cast<T>(s[i][l]);
       memcpy(p + i * sizeof(T), &v, sizeof v);
     }
-  });
+  }
 }
 
 template <typename T>
