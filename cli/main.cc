@@ -2,6 +2,7 @@
 //   rgpu run --server URL [--token T] -- PROGRAM ARGS...   run a program on a remote GPU
 //   rgpu bench --transport tcp|shm [--json FILE] [--png FILE]  measure against the floor
 //   rgpu token keygen|sign ...                                  signed session tokens
+//   rgpu status --server URL [--json]                           a server's live sessions
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench.h"
+#include "cli/status.h"
 #include "proto/signed_token.h"
 
 namespace {
@@ -107,7 +109,19 @@ int main(int argc, char** argv) {
   sign->add_option("--server", server_claim, "the server it is valid for (default: any)");
   sign->add_option("--gpu", gpu_claim, "the GPU it is valid for (default: any)");
 
+  std::string status_server;
+  bool status_json = false;
+  CLI::App* status = app.add_subcommand("status", "a server's live sessions");
+  status->add_option("--server", status_server, "server URL (default $RGPU_SERVER)");
+  status->add_flag("--json", status_json, "print JSON");
+
   CLI11_PARSE(app, argc, argv);
+  if (status->parsed()) {
+    if (status_server.empty() && getenv("RGPU_SERVER") != nullptr) {
+      status_server = getenv("RGPU_SERVER");
+    }
+    return rgpu::cli::RunStatus(status_server, status_json);
+  }
   if (keygen->parsed()) {
     rgpu::Status s = rgpu::GenerateTokenKeys(private_key, public_key);
     if (!s.ok()) fprintf(stderr, "rgpu token keygen: %s\n", s.ToString().c_str());

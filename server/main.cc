@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
                  "accept session tokens signed with the Ed25519 key whose public half is here");
   app.add_option("--name", options.name, "this server's name, as signed tokens name it")
       ->capture_default_str();
+  app.add_option("--metrics-port", options.metrics_port,
+                 "serve Prometheus metrics on this port (0: off)");
   app.add_flag("--fair-share", options.fair_share,
                "tenants' kernels take turns on the GPU in proportion to their weights");
   app.add_option("--max-sessions", options.max_sessions, "sessions at once (0: no limit)")

@@ -3,9 +3,15 @@
 #include <chrono>
 
 #include "common/log.h"
+#include <prometheus/exposer.h>
+
+#include "server/metrics.h"
 #include "server/session.h"
 
 namespace rgpu::server {
+
+Server::Server() = default;
+Server::~Server() = default;
 
 Status Server::Start(const ServerOptions& options) {
   options_ = options;
@@ -52,8 +58,30 @@ Status Server::Start(const ServerOptions& options) {
     RGPU_LOG_INFO("device %zu: %s, %llu MiB", i, devices_.devices()[i].name().c_str(),
                   (unsigned long long)(devices_.devices()[i].total_mem() >> 20));
   }
+  if (options.metrics_port > 0) {
+    try {
+      exposer_ =
+          std::make_unique<prometheus::Exposer>("0.0.0.0:" + std::to_string(options.metrics_port));
+    } catch (const std::exception& e) {
+      return Unavailable("cannot serve metrics on port " + std::to_string(options.metrics_port) +
+                         ": " + e.what());
+    }
+    metrics_ = MakeSessionMetrics([this] { return SessionsStatus(); });
+    exposer_->RegisterCollectable(metrics_);
+    RGPU_LOG_INFO("metrics on http://0.0.0.0:%d/metrics", options.metrics_port);
+  }
   RGPU_LOG_INFO("listening on %s", url_.c_str());
   return Status::Ok();
+}
+
+wire::StatusReply Server::SessionsStatus() {
+  wire::StatusReply reply;
+  reply.set_backend(options_.backend);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, session] : sessions_) {
+    if (session->admitted()) *reply.add_sessions() = session->Stats();
+  }
+  return reply;
 }
 
 size_t Server::active_sessions() {
@@ -91,7 +119,16 @@ void Server::Serve() {
       } else {
         Session session(id, driver_, devices_, std::move(channel), tenants_.get(), refusal,
                         scheduler_.get());
+        session.SetStatusProvider([this] { return SessionsStatus(); });
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          sessions_[id] = &session;
+        }
         session.Run(stop_);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          sessions_.erase(id);
+        }
       }
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -15,7 +16,14 @@
 #include "server/tenants.h"
 #include "transport/channel.h"
 
+namespace prometheus {
+class Exposer;
+class Collectable;
+}  // namespace prometheus
+
 namespace rgpu::server {
+
+class Session;
 
 struct ServerOptions {
   std::string listen = "tcp://0.0.0.0:0";
@@ -25,12 +33,15 @@ struct ServerOptions {
   std::string tokens_path;           // when set, sessions need a token from this file
   std::string token_public_key;      // when set, sessions may present tokens signed for it
   std::string name = "rgpu-server";  // this server's name in signed tokens' claims
+  int metrics_port = 0;              // serve Prometheus metrics here (0: off)
   int max_sessions = 0;              // sessions at once (0: no limit)
   bool fair_share = false;           // kernels take turns by weight (FairScheduler)
 };
 
 class Server {
  public:
+  Server();
+  ~Server();
   // Loads the backend, gathers its devices and starts listening.
   Status Start(const ServerOptions& options);
   // The bound listen URL (with the actual port).
@@ -40,6 +51,8 @@ class Server {
   // Asks Serve() to return; safe from a signal handler thread.
   void Stop() { stop_.store(true); }
   size_t active_sessions();
+  // Every live session's figures, for `rgpu status` and the metrics endpoint. Any thread.
+  wire::StatusReply SessionsStatus();
 
  private:
   ServerOptions options_;
@@ -52,7 +65,10 @@ class Server {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> next_session_id_{1};
   std::mutex mu_;
-  std::set<uint64_t> live_;  // ids of sessions still running
+  std::set<uint64_t> live_;                // ids of sessions still running
+  std::map<uint64_t, Session*> sessions_;  // sessions past construction, by id (under mu_)
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<prometheus::Collectable> metrics_;
   std::atomic<int> running_threads_{0};
 };
 

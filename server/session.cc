@@ -47,6 +47,23 @@ Session::Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& dev
       refusal_(std::move(refusal)),
       scheduler_(scheduler) {}
 
+wire::SessionStats Session::Stats() const {
+  wire::SessionStats st;
+  st.set_session_id(id_);
+  {
+    std::lock_guard<std::mutex> lock(name_mu_);
+    st.set_client(client_name_);
+    if (tenant_ != nullptr) st.set_tenant(tenant_->name);
+  }
+  st.set_memory_bytes(live_bytes_.load());
+  st.set_gpu_busy_seconds(gpu_busy_seconds_.load());
+  st.set_calls(calls_.load());
+  st.set_bytes_in(bytes_in_.load());
+  st.set_bytes_out(bytes_out_.load());
+  st.set_queue_depth(channel_->queued());
+  return st;
+}
+
 ShareAccount* Session::account() { return tenant_ != nullptr ? &tenant_->share : &own_account_; }
 
 Session::~Session() { ReleaseAll(); }
@@ -78,12 +95,12 @@ void Session::Run(const std::atomic<bool>& stop) {
   const uint64_t allocs = allocations_.size(), bytes = live_bytes_.load();
   ReleaseAll();
   RGPU_LOG_INFO("session %llu: closed after %llu calls; released %llu allocations (%llu bytes)",
-                (unsigned long long)id_, (unsigned long long)calls_, (unsigned long long)allocs,
-                (unsigned long long)bytes);
+                (unsigned long long)id_, (unsigned long long)calls_.load(),
+                (unsigned long long)allocs, (unsigned long long)bytes);
   if (scheduler_ != nullptr) {
     // Metering: the GPU time this session's kernels were measured to take.
     RGPU_LOG_INFO("session %llu: tenant %s gpu_busy_ms %.3f", (unsigned long long)id_,
-                  tenant_ != nullptr ? tenant_->name.c_str() : "-", gpu_busy_seconds_ * 1e3);
+                  tenant_ != nullptr ? tenant_->name.c_str() : "-", gpu_busy_seconds_.load() * 1e3);
   }
 }
 
@@ -100,8 +117,14 @@ bool Session::Handshake() {
   wire::Welcome* w = out.mutable_welcome();
   w->set_protocol_version(kProtocolVersion);
   w->set_session_id(id_);
-  if (!in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
-      in.body_case() != wire::Envelope::kHello) {
+  const bool parsed = in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()));
+  if (parsed && in.body_case() == wire::Envelope::kStatusRequest && status_provider_) {
+    wire::Envelope status;
+    *status.mutable_status_reply() = status_provider_();
+    channel_->Send(status.SerializeAsString(), nullptr, 0);
+    return false;  // a status query is not a session
+  }
+  if (!parsed || in.body_case() != wire::Envelope::kHello) {
     w->set_status(CUDA_ERROR_INVALID_VALUE);
     w->set_error("malformed handshake: expected Hello");
   } else if (in.hello().protocol_version() != kProtocolVersion) {
@@ -116,6 +139,7 @@ bool Session::Handshake() {
     w->set_status(CUDA_ERROR_NOT_PERMITTED);
     w->set_error(admit.message());
   } else {
+    std::lock_guard<std::mutex> lock(name_mu_);
     client_name_ = in.hello().client_name() + " (pid " + std::to_string(in.hello().pid()) + ")";
     if (tenant_ != nullptr) client_name_ += " of tenant " + tenant_->name;
     w->set_driver_version(devices_.driver_version());
@@ -154,6 +178,7 @@ bool Session::Serve(ReceivedMessage& m) {
     return false;
   }
   ++calls_;
+  bytes_in_ += m.payload_size;
   const wire::Call& call = in.call();
   wire::Envelope out;
   wire::Reply* reply = out.mutable_reply();
@@ -222,6 +247,7 @@ bool Session::Serve(ReceivedMessage& m) {
     async_error_ = CUDA_SUCCESS;
     async_error_detail_.clear();
   }
+  bytes_out_ += cs.out_size;
   Status s = channel_->Send(out.SerializeAsString(), cs.out_payload, cs.out_size);
   return s.ok();
 }
@@ -693,7 +719,7 @@ CUresult Session::HandleLaunchKernelOnStream(CallState& cs) {
     if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(stream);
     const double busy =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    gpu_busy_seconds_ += busy;
+    gpu_busy_seconds_.store(gpu_busy_seconds_.load() + busy);  // only this thread writes
     scheduler_->Release(account(), busy);
     return r;
   }

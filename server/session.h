@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -48,6 +49,13 @@ class Session {
   void Run(const std::atomic<bool>& stop);
 
   uint64_t id() const { return id_; }
+  // True once the handshake admitted the client (status queries never are). Any thread.
+  bool admitted() const { return admitted_.load(); }
+  // The session's figures now (memory, GPU time, calls, bytes, queue). Any thread.
+  wire::SessionStats Stats() const;
+  // Answers a StatusRequest handshake (instead of Hello) with the server's live sessions.
+  using StatusProvider = std::function<wire::StatusReply()>;
+  void SetStatusProvider(StatusProvider provider) { status_provider_ = std::move(provider); }
   // Bytes of device memory this session holds right now.
   uint64_t live_bytes() const { return live_bytes_.load(); }
 
@@ -141,7 +149,11 @@ class Session {
   // (its tenant's, or its own when tokens are not required).
   FairScheduler* scheduler_;
   ShareAccount own_account_;
-  double gpu_busy_seconds_ = 0;  // metering: measured GPU time of this session's kernels
+  std::atomic<double> gpu_busy_seconds_{0};  // metering: measured GPU time of its kernels
+  std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0};
+  StatusProvider status_provider_;
+  std::atomic<bool> admitted_{false};
+  mutable std::mutex name_mu_;  // guards client_name_ for Stats()
   ShareAccount* account();
   std::shared_ptr<Tenant> tenant_;  // the admitting tenant, when tokens are required
   std::string client_name_;
@@ -157,7 +169,7 @@ class Session {
   std::unique_ptr<char[]> output_;
   size_t output_capacity_ = 0;
   std::atomic<uint64_t> live_bytes_{0};
-  uint64_t calls_ = 0;
+  std::atomic<uint64_t> calls_{0};
   // The first failure of a posted call not yet reported to the client.
   CUresult async_error_ = CUDA_SUCCESS;
   std::string async_error_detail_;

@@ -69,6 +69,9 @@ class Channel {
   // The peer's address, for logs.
   virtual std::string peer() const = 0;
 
+  // Messages received and not yet returned by Receive.
+  virtual size_t queued() const = 0;
+
   // What carries the channel (transport lanes and devices), for logs and tests.
   virtual std::string Describe() = 0;
 };

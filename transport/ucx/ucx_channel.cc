@@ -300,6 +300,7 @@ Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
   if (!s.ok()) return s;
   std::unique_ptr<Slot> slot = std::move(arrived_.front());
   arrived_.pop_front();
+  queued_.store(arrived_.size());
   if (slot->status != UCS_OK) return FromUcs(slot->status, "receive");
   *out = std::move(slot->message);
   return Status::Ok();
@@ -342,6 +343,7 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
     slot->complete = true;
   }
   self->arrived_.push_back(std::move(slot));
+  self->queued_.store(self->arrived_.size());
   return UCS_OK;
 }
 

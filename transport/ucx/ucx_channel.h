@@ -2,6 +2,7 @@
 // UcxListener: a UCP listener whose connection requests are accepted onto new workers.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <string>
@@ -34,6 +35,7 @@ class UcxChannel final : public Channel {
   bool broken() const override { return !error_.ok(); }
   std::string peer() const override { return peer_; }
   std::string Describe() override;
+  size_t queued() const override { return queued_.load(); }
 
  private:
   struct Slot;      // one arriving message, complete or still being fetched
@@ -72,6 +74,7 @@ class UcxChannel final : public Channel {
   // Large received payloads, reused (the process-wide pool is shared by all channels).
   std::shared_ptr<BufferPool> pool_;
   std::deque<std::unique_ptr<Slot>> arrived_;       // in arrival order
+  std::atomic<size_t> queued_{0};                   // arrived_.size(), readable from any thread
   std::deque<std::unique_ptr<Outgoing>> outgoing_;  // posted, not yet complete
   Status error_;
 };

@@ -1,0 +1,72 @@
+#include "cli/status.h"
+
+#include <cstdio>
+
+#include "proto/rgpu.pb.h"
+#include "transport/channel.h"
+
+namespace rgpu::cli {
+namespace {
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+int RunStatus(const std::string& server_url, bool json) {
+  TransportUrl url;
+  Status s = TransportUrl::Parse(server_url, &url);
+  std::unique_ptr<Channel> ch;
+  if (s.ok()) s = ConnectChannel(url, ChannelOptions(), &ch);
+  wire::Envelope request;
+  request.mutable_status_request();
+  if (s.ok()) s = ch->Send(request.SerializeAsString(), nullptr, 0);
+  ReceivedMessage m;
+  if (s.ok()) s = ch->Receive(10000, &m);
+  wire::Envelope reply;
+  if (s.ok() && (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+                 reply.body_case() != wire::Envelope::kStatusReply)) {
+    s = ProtocolError("the server did not answer with its status");
+  }
+  if (!s.ok()) {
+    fprintf(stderr, "rgpu status: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  const wire::StatusReply& r = reply.status_reply();
+  if (json) {
+    printf("{\"backend\": %s, \"sessions\": [", JsonString(r.backend()).c_str());
+    for (int i = 0; i < r.sessions_size(); ++i) {
+      const wire::SessionStats& x = r.sessions(i);
+      printf(
+          "%s{\"session\": %llu, \"tenant\": %s, \"client\": %s, \"memory_bytes\": %llu, "
+          "\"gpu_busy_seconds\": %.6f, \"calls\": %llu, \"bytes_in\": %llu, "
+          "\"bytes_out\": %llu, \"queue_depth\": %llu}",
+          i ? ", " : "", (unsigned long long)x.session_id(), JsonString(x.tenant()).c_str(),
+          JsonString(x.client()).c_str(), (unsigned long long)x.memory_bytes(),
+          x.gpu_busy_seconds(), (unsigned long long)x.calls(), (unsigned long long)x.bytes_in(),
+          (unsigned long long)x.bytes_out(), (unsigned long long)x.queue_depth());
+    }
+    printf("]}\n");
+    return 0;
+  }
+  printf("%d session(s) on %s (%s backend)\n", r.sessions_size(), server_url.c_str(),
+         r.backend().c_str());
+  printf("%8s %-12s %12s %10s %10s %12s %12s %6s  %s\n", "session", "tenant", "memory MiB", "gpu s",
+         "calls", "in MiB", "out MiB", "queue", "client");
+  for (const wire::SessionStats& x : r.sessions()) {
+    printf("%8llu %-12s %12.1f %10.3f %10llu %12.1f %12.1f %6llu  %s\n",
+           (unsigned long long)x.session_id(), x.tenant().empty() ? "-" : x.tenant().c_str(),
+           x.memory_bytes() / 1048576.0, x.gpu_busy_seconds(), (unsigned long long)x.calls(),
+           x.bytes_in() / 1048576.0, x.bytes_out() / 1048576.0, (unsigned long long)x.queue_depth(),
+           x.client().c_str());
+  }
+  return 0;
+}
+
+}  // namespace rgpu::cli

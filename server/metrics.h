@@ -1,0 +1,20 @@
+// The server's figures in Prometheus text format: a collectable that reads every live session's
+// statistics at each scrape (rgpu-server --metrics-port).
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include <prometheus/collectable.h>
+
+#include "proto/rgpu.pb.h"
+
+namespace rgpu::server {
+
+// A collectable reporting, per session (labels session, tenant): rgpu_session_memory_bytes,
+// rgpu_session_gpu_busy_seconds, rgpu_session_calls, rgpu_session_bytes_in,
+// rgpu_session_bytes_out, rgpu_session_queue_depth; and rgpu_sessions.
+std::shared_ptr<prometheus::Collectable> MakeSessionMetrics(
+    std::function<wire::StatusReply()> status);
+
+}  // namespace rgpu::server
