@@ -152,6 +152,7 @@ bool Session::Handshake() {
                   w->error().c_str());
     return false;
   }
+  admitted_.store(true);
   return true;
 }
 
