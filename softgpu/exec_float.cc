@@ -274,6 +274,36 @@ void Ternary(Warp& w, const Insn& in, uint32_t mask) {
   });
 }
 
+// fma without rounding-mode or ftz variants, compiled for CPUs with the FMA extension so that
+// each lane is one instruction rather than a libm call. Chosen at decode time when the CPU has it.
+template <typename C>
+__attribute__((target("fma"))) void FmaHardware(Warp& w, const Insn& in, uint32_t mask) {
+  uint64_t* d = w.R(in.a[0]);
+  const uint64_t* a = w.R(in.a[1]);
+  const uint64_t* b = w.R(in.a[2]);
+  const uint64_t* c = w.R(in.a[3]);
+  auto one = [](uint64_t x, uint64_t y, uint64_t z) __attribute__((target("fma"))) {
+    if constexpr (sizeof(C) == 4) {
+      return Put(__builtin_fmaf(Get<float>(x), Get<float>(y), Get<float>(z)));
+    } else {
+      return Put(__builtin_fma(Get<double>(x), Get<double>(y), Get<double>(z)));
+    }
+  };
+  if (mask == kFullMask) {
+    for (uint32_t l = 0; l < kWarpSize; ++l) d[l] = one(a[l], b[l], c[l]);
+  } else {
+    for (uint32_t m = mask; m != 0; m &= m - 1) {
+      const uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+      d[l] = one(a[l], b[l], c[l]);
+    }
+  }
+}
+
+bool CpuHasFma() {
+  static const bool has = __builtin_cpu_supports("fma");
+  return has;
+}
+
 enum class Arity { k1, k2, k3 };
 
 template <class Fmt, class Op, Arity kArity>
@@ -372,6 +402,8 @@ Handler FloatHandler(FloatOp op, Type t, FloatMode mode) {
     case FloatOp::kMul:
       return ByFormat<MulOp, Arity::k2>(t, plain, true);
     case FloatOp::kFma:
+      if (plain && CpuHasFma() && t == Type::kF32) return &FmaHardware<float>;
+      if (plain && CpuHasFma() && t == Type::kF64) return &FmaHardware<double>;
       return ByFormat<FmaOp, Arity::k3>(t, plain, true);
     case FloatOp::kDiv:
       return ByFormat<DivOp, Arity::k2>(t, plain, false);
