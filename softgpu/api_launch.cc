@@ -364,7 +364,9 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(
       best_blocks = 1;
     }
     *blockSize = best_size;
-    *minGridSize = best_blocks * static_cast<int>(m->context()->device()->sm_count());
+    std::shared_ptr<Context> ctx = GetDriver().contexts.Find(m->context());
+    if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    *minGridSize = best_blocks * static_cast<int>(ctx->device()->sm_count());
     return CUDA_SUCCESS;
   });
 }

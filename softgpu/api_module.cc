@@ -112,7 +112,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
     std::shared_ptr<Module> m = GetDriver().modules.Find(hmod);
     if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     // Let work that may still use the module's globals finish.
-    m->context()->Synchronize();
+    if (std::shared_ptr<Context> ctx = GetDriver().contexts.Find(m->context())) ctx->Synchronize();
     UnregisterModule(m);
     return CUDA_SUCCESS;
   });
@@ -255,7 +255,9 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
       if (k) d.kernels.Remove(k.get());
     }
     for (const auto& m : lib->DropAll()) {
-      m->context()->Synchronize();
+      if (std::shared_ptr<Context> ctx = GetDriver().contexts.Find(m->context())) {
+        ctx->Synchronize();
+      }
       UnregisterModule(m);
     }
     return CUDA_SUCCESS;

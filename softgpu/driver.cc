@@ -48,7 +48,11 @@ void UnregisterModule(const std::shared_ptr<Module>& module) {
     if (f) d.functions.Remove(f.get());
   }
   d.modules.Remove(module.get());
-  module->Release();
+  // Free the globals only while the context is alive (the registry keeps it so); a destroyed
+  // context already released all of its memory.
+  if (std::shared_ptr<Context> ctx = d.contexts.Find(module->context()); ctx && ctx->alive()) {
+    module->Release();
+  }
 }
 
 CUresult Library::Instance(Context* context, std::shared_ptr<Module>* out) {
