@@ -53,6 +53,7 @@ Mods SplitOpcode(const std::string& opcode) {
       m.base = part;
       first = false;
     } else if (!part.empty()) {
+      if (part == "shared::cta") part = "shared";  // the CTA's own shared memory, as .shared
       Type t = ptx::TypeFromName(part);
       if (t != Type::kNone)
         m.types.push_back(t);

@@ -634,7 +634,8 @@ class Parser {
     if (t.kind == TokenKind::kIdentifier) {
       std::string_view name = Next().text;
       if (Status s = ResolveName(name, op); !s.ok()) return s;
-      if (op->kind == Operand::Kind::kRegister && Peek().Is('|')) {
+      if ((op->kind == Operand::Kind::kRegister || op->kind == Operand::Kind::kPredicate) &&
+          Peek().Is('|')) {
         Next();
         std::string pname;
         if (Status s = ExpectIdentifier(&pname); !s.ok()) return s;

@@ -272,6 +272,8 @@ TEST(PtxInstructionTest, HandWrittenSemantics) {
     EXPECT_EQ(r[51], 0xffffffffu);               // div.u32 by zero
     EXPECT_EQ(static_cast<int32_t>(r[52]), -1);  // shr.s32 by 40
     EXPECT_EQ(r[53], 0u);                        // vote.uni on a divergent predicate
+    EXPECT_EQ(r[54], l < 16 ? 1u : 2u);          // setp with two predicate results
+    EXPECT_LT(r[55], 32u);                       // .shared::cta load after store (some lane)
   }
   CU_ASSERT_OK(cuCtxDestroy(ctx));
 }
