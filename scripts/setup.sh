@@ -8,7 +8,7 @@ build=${1:-$root/build}
 packages=(build-essential cmake ninja-build pkg-config python3 libucx-dev ucx-utils
           libprotobuf-dev protobuf-compiler libzstd-dev liblz4-dev libgtest-dev libgmock-dev
           libcli11-dev libssl-dev nettle-dev gnuplot-nox
-          prometheus-cpp-dev)
+          prometheus-cpp-dev clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
