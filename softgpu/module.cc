@@ -72,32 +72,32 @@ CUresult LoadContainer(const void* container, std::shared_ptr<const Program>* ou
   if (!s.ok()) {
     return Refuse(CUDA_ERROR_INVALID_IMAGE, "cannot read fat binary: " + s.message(), error);
   }
+  // The best PTX is the newest one at or below softgpu's compute capability. Failing that, the
+  // oldest newer one: PTX is architecture-neutral enough for an interpreter, and an instruction
+  // it lacks is reported by name at launch rather than guessed at.
   const rgpu::fatbin::Entry* best = nullptr;
-  std::string sass, newer;
+  const rgpu::fatbin::Entry* newer_best = nullptr;
+  std::string sass;
+  auto better = [](const rgpu::fatbin::Entry& a, const rgpu::fatbin::Entry& b) {
+    return a.sm_arch != b.sm_arch ? a.sm_arch > b.sm_arch
+                                  : (a.ptx_major != b.ptx_major ? a.ptx_major > b.ptx_major
+                                                                : a.ptx_minor > b.ptx_minor);
+  };
   for (const auto& e : entries) {
     if (e.kind == rgpu::fatbin::EntryKind::kElf) {
       sass += (sass.empty() ? "sm_" : ", sm_") + std::to_string(e.sm_arch);
-      continue;
-    }
-    if (e.sm_arch > kSupportedArch) {
-      newer += (newer.empty() ? "compute_" : ", compute_") + std::to_string(e.sm_arch);
-      continue;
-    }
-    if (best == nullptr || e.sm_arch > best->sm_arch ||
-        (e.sm_arch == best->sm_arch &&
-         (e.ptx_major > best->ptx_major ||
-          (e.ptx_major == best->ptx_major && e.ptx_minor > best->ptx_minor)))) {
+    } else if (e.sm_arch > kSupportedArch) {
+      if (newer_best == nullptr || e.sm_arch < newer_best->sm_arch) newer_best = &e;
+    } else if (best == nullptr || better(e, *best)) {
       best = &e;
     }
   }
+  if (best == nullptr && newer_best != nullptr) {
+    RGPU_LOG_DEBUG("softgpu: no PTX at or below compute_%u; using compute_%u", kSupportedArch,
+                   newer_best->sm_arch);
+    best = newer_best;
+  }
   if (best == nullptr) {
-    if (!newer.empty()) {
-      return Refuse(CUDA_ERROR_NO_BINARY_FOR_GPU,
-                    "module has PTX only for " + newer + ", newer than softgpu's compute_" +
-                        std::to_string(kSupportedArch) +
-                        "; rebuild with PTX, e.g. -gencode arch=compute_75,code=compute_75",
-                    error);
-    }
     return Refuse(CUDA_ERROR_NO_BINARY_FOR_GPU,
                   "module has no PTX (only " + (sass.empty() ? std::string("no") : sass) +
                       " SASS); rebuild with PTX, e.g. -gencode arch=compute_75,code=compute_75",

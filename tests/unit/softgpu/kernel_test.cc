@@ -587,6 +587,20 @@ TEST_F(KernelTest, FatBinaryContainerAndWrapperLoad) {
   CU_EXPECT_EQ(Launch(f, 1, 32, {&da, &db, &dc, &n}), CUDA_ERROR_INVALID_HANDLE);
 }
 
+TEST_F(KernelTest, NewerPtxIsUsedWhenThatIsAllThereIs) {
+  const std::string fatbin = KernelFile("test_kernels_compute80.fatbin");
+  ASSERT_FALSE(fatbin.empty());
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, fatbin.data()));
+  CUfunction f;
+  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "vec_add"));
+  CUdeviceptr da = Upload(std::vector<float>{1, 2}), dc;
+  CU_ASSERT_OK(cuMemAlloc(&dc, 8));
+  int n = 2;
+  CU_ASSERT_OK(Launch(f, 1, 32, {&da, &da, &dc, &n}));
+  EXPECT_EQ(Download<float>(dc, 2), (std::vector<float>{2, 4}));
+}
+
 TEST_F(KernelTest, LibraryKernels) {
   CUlibrary lib;
   CU_ASSERT_OK(cuLibraryLoadData(&lib, ptx_.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
