@@ -507,6 +507,26 @@ void Isspacep(Warp& w, const Insn& in, uint32_t mask) {
 
 void Nop(Warp&, const Insn&, uint32_t) {}
 
+void CpAsync(Warp& w, const Insn& in, uint32_t mask) {
+  const uint64_t* dst = w.R(in.a[0]);
+  const uint64_t* src = w.R(in.a[1]);
+  const uint64_t* src_size = in.a[2] == kNoOperand ? nullptr : w.R(in.a[2]);
+  const uint32_t size = in.aux;
+  for (uint32_t m = mask; m != 0; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+    const uint32_t n =
+        src_size == nullptr ? size : std::min<uint32_t>(size, static_cast<uint32_t>(src_size[l]));
+    uint8_t* d = Translate(w, ptx::Space::kShared, dst[l], size, size, l, true);
+    if (d == nullptr) return;
+    if (n != 0) {
+      const uint8_t* s = Translate(w, ptx::Space::kGlobal, src[l], n, 1, l, false);
+      if (s == nullptr) return;
+      memcpy(d, s, n);
+    }
+    memset(d + n, 0, size - n);
+  }
+}
+
 }  // namespace
 
 Handler LoadHandler(MemSpace space, Type t, uint32_t count) {
@@ -590,5 +610,6 @@ Handler IsspacepHandler(MemSpace space) {
 }
 
 Handler NopHandler() { return &Nop; }
+Handler CpAsyncHandler() { return &CpAsync; }
 
 }  // namespace softgpu

@@ -230,6 +230,10 @@ Handler CvtaHandler(MemSpace space, bool to_generic);
 Handler IsspacepHandler(MemSpace space);
 // No-op for prefetch, membar, fence and similar.
 Handler NopHandler();
+// cp.async.{ca,cg}.shared.global, done synchronously (commit/wait are then no-ops): a0 = shared
+// destination address register, a1 = global source address register, a2 = source size register
+// (bytes actually read; the rest is zero-filled) or kNoOperand; Insn::aux = copy size (4/8/16).
+Handler CpAsyncHandler();
 
 // ---- warp-level (exec_warp.cc) ----
 enum class ShflMode : uint8_t { kUp, kDown, kBfly, kIdx };

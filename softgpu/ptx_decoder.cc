@@ -126,6 +126,10 @@ class FunctionDecoder {
   bool DecodeWarp(const ptx::Instruction& src, const Mods& m);
   bool DecodeCompare(const ptx::Instruction& src, const Mods& m);
   bool DecodeCvt(const ptx::Instruction& src, const Mods& m);
+  bool DecodeCpAsync(const ptx::Instruction& src, const Mods& m);
+  // A register holding base + offset of an address operand (emitting an add when needed).
+  bool AddressRegister(const ptx::Instruction& src, const Operand& op, MemSpace space,
+                       uint32_t* reg);
 
   ProgramDecoder& pd_;
   const ptx::Function& src_;
@@ -807,6 +811,7 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
     Emit(src, NopHandler());
     return true;
   }
+  if (b == "cp" && m.Has("async")) return DecodeCpAsync(src, m);
   if (b == "mov") return DecodeMov(src, m);
   if (b == "ld" || b == "ldu" || b == "st") return DecodeMemory(src, m);
   if (b == "atom" || b == "red") return DecodeAtom(src, m);
@@ -1072,6 +1077,61 @@ bool FunctionDecoder::DecodeAtom(const ptx::Instruction& src, const Mods& m) {
   in.a[2] = c;
   in.a[4] = base;
   in.imm = imm;
+  return true;
+}
+
+bool FunctionDecoder::AddressRegister(const ptx::Instruction& src, const Operand& op,
+                                      MemSpace space, uint32_t* reg) {
+  MemSpace resolved = space;
+  uint32_t base;
+  int64_t imm;
+  if (!Address(src, op, &resolved, &base, &imm)) return false;
+  if (resolved != space) {
+    why_ = "address space";
+    return false;
+  }
+  if (imm == 0 && base != kNoOperand) {
+    *reg = base;
+    return true;
+  }
+  const uint32_t t = NewTemp();
+  Insn& in = Emit(src, IntHandler(IntOp::kAdd, Type::kU64));
+  in.guard = -1;
+  in.a[0] = t;
+  in.a[1] = base == kNoOperand ? pd_.Const(0) : base;
+  in.a[2] = pd_.Const(static_cast<uint64_t>(imm));
+  *reg = t;
+  return true;
+}
+
+bool FunctionDecoder::DecodeCpAsync(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  if (m.Has("commit_group") || m.Has("wait_group") || m.Has("wait_all")) {
+    Emit(src, NopHandler());  // copies complete when issued
+    return true;
+  }
+  if (m.Has("bulk") || m.Has("mbarrier") || !m.Has("shared") || !m.Has("global") ||
+      ops.size() < 3 || ops[2].kind != Operand::Kind::kImmediate) {
+    why_ = "this form of cp.async";
+    return false;
+  }
+  const uint64_t size = ops[2].imm_bits;
+  if (size != 4 && size != 8 && size != 16) return false;
+  uint32_t dst, from, src_size = kNoOperand;
+  if (!AddressRegister(src, ops[0], MemSpace::kShared, &dst) ||
+      !AddressRegister(src, ops[1], MemSpace::kGlobal, &from)) {
+    return false;
+  }
+  // An optional source size, then an optional cache-policy operand (ignored).
+  if (ops.size() >= 4 && !m.Has("L2::cache_hint") && !Src(src, ops[3], Type::kU32, &src_size)) {
+    return false;
+  }
+  if (ops.size() >= 5 && !Src(src, ops[3], Type::kU32, &src_size)) return false;
+  Insn& in = Emit(src, CpAsyncHandler());
+  in.a[0] = dst;
+  in.a[1] = from;
+  in.a[2] = src_size;
+  in.aux = static_cast<uint32_t>(size);
   return true;
 }
 

@@ -127,13 +127,13 @@ TEST(PtxDecoderTest, UnimplementedInstructionIsRecordedByName) {
   .reg .b64 %rd<2>;
   ld.param.u64 %rd1, [k_param_0];
   mov.u32 %r1, 0;
-  cp.async.ca.shared.global [%r1], [%rd1], 4;
+  ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [%r1];
   ret;
 }
 )";
   ASSERT_TRUE(CompilePtx(text, &p).ok());
   const std::string why = FindUnsupported(p, 0);
-  EXPECT_NE(why.find("cp.async.ca.shared.global"), std::string::npos) << why;
+  EXPECT_NE(why.find("ldmatrix.sync.aligned.m8n8.x1.shared.b16"), std::string::npos) << why;
   EXPECT_NE(why.find("line 11"), std::string::npos) << why;
 }
 
@@ -274,6 +274,9 @@ TEST(PtxInstructionTest, HandWrittenSemantics) {
     EXPECT_EQ(r[53], 0u);                        // vote.uni on a divergent predicate
     EXPECT_EQ(r[54], l < 16 ? 1u : 2u);          // setp with two predicate results
     EXPECT_LT(r[55], 32u);                       // .shared::cta load after store (some lane)
+    EXPECT_EQ(r[60], 0x11u);                     // cp.async copied bytes
+    EXPECT_EQ(r[62], 0x33u);
+    EXPECT_EQ(r[63], 0u);  // cp.async zero fill past src-size
   }
   CU_ASSERT_OK(cuCtxDestroy(ctx));
 }
