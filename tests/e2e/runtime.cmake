@@ -20,3 +20,16 @@ foreach(name ${RGPU_RUNTIME_PROGRAMS})
     endif()
   endforeach()
 endforeach()
+
+# CUDA_MODULE_LOADING keeps its meaning: the driver reports eager loading (cuModuleGetLoadingMode)
+# and cudart then loads every module up front; programs still work. Checked both ways for a few
+# programs, and the mode itself by a program that reads cudart's view of it.
+foreach(name vector_add graph_capture symbols)
+  foreach(mode EAGER LAZY)
+    set(test rt_static_${name}_${mode})
+    add_test(NAME ${test}
+             COMMAND ${with_server} ${bin} tcp -- ${CMAKE_COMMAND} -E env CUDA_MODULE_LOADING=${mode}
+                     ${bin}/rgpu run -- ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_${name}_static)
+    set_tests_properties(${test} PROPERTIES TIMEOUT 120 LABELS runtime)
+  endforeach()
+endforeach()
