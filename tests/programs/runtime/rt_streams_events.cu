@@ -103,7 +103,7 @@ int main() {
   EXPECT(prio == greatest, "stream priority %d, want %d", prio, greatest);
   CHECK(cudaMemcpyAsync(d, h_in, n * sizeof(int), cudaMemcpyHostToDevice, hi));
   Affine<<<n / 256, 256, 0, hi>>>(d, n, -1, 0);
-  CHECK(cudaEventRecord(ev[0], hi));
+  CHECK(cudaEventRecordWithFlags(ev[0], hi, cudaEventRecordDefault));
   CHECK(cudaStreamWaitEvent(nb, ev[0], 0));
   Affine<<<n / 256, 256, 0, nb>>>(d, n, 1, 7);
   CHECK(cudaMemcpyAsync(h_out, d, n * sizeof(int), cudaMemcpyDeviceToHost, nb));
