@@ -10,6 +10,11 @@
 #include "common/fatbin.h"
 #include "test_util.h"
 
+// softgpu's extension (api_context.cc): where a context's device printf output goes.
+extern "C" CUresult softgpuCtxSetPrintfHandler(CUcontext ctx,
+                                               void (*handler)(void*, const char*, size_t),
+                                               void* user);
+
 namespace {
 
 using softgpu_test::KernelFile;
@@ -460,6 +465,24 @@ TEST_F(KernelTest, LaunchKernelEx) {
   attrs[1].value.clusterDim.x = 2;
   CU_EXPECT_EQ(cuLaunchKernelEx(&config, Function("vec_add"), args, nullptr),
                CUDA_ERROR_NOT_SUPPORTED);
+}
+
+void CollectOutput(void* user, const char* data, size_t size) {
+  static_cast<std::string*>(user)->append(data, size);
+}
+
+TEST_F(KernelTest, DevicePrintfToAHandler) {
+  std::string collected;
+  CU_ASSERT_OK(softgpuCtxSetPrintfHandler(ctx_, &CollectOutput, &collected));
+  testing::internal::CaptureStdout();
+  int value = 9;
+  CU_ASSERT_OK(Launch(Function("say_hello"), 1, 1, {&value}));
+  CU_ASSERT_OK(cuCtxSynchronize());
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+  EXPECT_EQ(collected, "hello 9 from thread 0, 1.50 ok\n");
+  CU_ASSERT_OK(softgpuCtxSetPrintfHandler(ctx_, nullptr, nullptr));
+  CU_EXPECT_EQ(softgpuCtxSetPrintfHandler(reinterpret_cast<CUcontext>(&value), nullptr, nullptr),
+               CUDA_ERROR_INVALID_CONTEXT);
 }
 
 TEST_F(KernelTest, LaunchValidation) {
