@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "softgpu/api_util.h"
+#include "softgpu/interpreter.h"
 
 using namespace softgpu;
 
@@ -254,4 +255,12 @@ softgpuCtxSetPrintfHandler(CUcontext ctx, void (*handler)(void*, const char*, si
     c->SetPrintfHandler(handler, user);
     return CUDA_SUCCESS;
   });
+}
+
+// softgpu's own extension: lane-instructions executed by every kernel so far (each instruction
+// counted once per active lane), for benchmarks.
+extern "C" SOFTGPU_EXPORT CUresult softgpuGetLaneInstructions(unsigned long long* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = LaneInstructionsExecuted();
+  return CUDA_SUCCESS;
 }

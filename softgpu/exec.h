@@ -75,7 +75,8 @@ struct Block {
   uint32_t bar_red_count = 0;
   bool bar_red_and = true;
   bool bar_red_or = false;
-  uint32_t watch_countdown = 1;  // backward branches until the next cancellation check
+  uint32_t watch_countdown = 1;    // backward branches until the next cancellation check
+  uint64_t lane_instructions = 0;  // instructions executed, times the lanes active (statistics)
   // Cache of the last global allocation hit (the common case is a few large arrays).
   std::shared_ptr<Allocation> cached[4];
   uint32_t cache_next = 0;

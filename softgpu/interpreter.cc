@@ -106,6 +106,8 @@ enum class RunResult { kFinished, kBarrier, kFault, kCalled, kReturned };
 class BlockRunner {
  public:
   Fault RunBlock(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3]);
+  // Lane-instructions the last RunBlock executed.
+  uint64_t lane_instructions() const { return block_.lane_instructions; }
 
  private:
   // Runs warp `s` until it finishes, waits at a barrier or faults.
@@ -194,6 +196,7 @@ Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
   block_.bar_red_count = 0;
   block_.bar_red_and = true;
   block_.bar_red_or = false;
+  block_.lane_instructions = 0;
   const uint32_t nwarps = block_.num_warps;
   const uint32_t npreds = std::max<uint32_t>(fn.num_preds, 1);
   for (uint32_t i = 0; i < nwarps; ++i) {
@@ -320,6 +323,7 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
       if (j != gi && !gs.g[j].at_barrier && gs.g[j].pc < limit) limit = gs.g[j].pc;
     }
     uint32_t pc = g.pc;
+    const uint32_t run_start = pc;
     for (;;) {
       if (pc == limit) break;
       const Insn& in = insns[pc];
@@ -332,6 +336,9 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
       }
       ++pc;
     }
+    // Statistics: the straight-line run, plus the control instruction that may end it.
+    block_.lane_instructions +=
+        static_cast<uint64_t>(pc - run_start + (pc == limit ? 0 : 1)) * __builtin_popcount(mask);
     g.pc = pc;
     if (pc == limit) {
       gs.MergeFrom(gi);
@@ -718,6 +725,7 @@ bool BlockRunner::Builtin(Warp& w, const CallSite& site, uint32_t mask) {
 }
 
 std::atomic<uint64_t> g_launch_ids{1};
+std::atomic<uint64_t> g_lane_instructions{0};
 
 }  // namespace
 
@@ -742,6 +750,8 @@ std::string FindUnsupported(const Program& program, uint32_t function) {
   return "";
 }
 
+uint64_t LaneInstructionsExecuted() { return g_lane_instructions.load(); }
+
 Fault RunGrid(const LaunchParams& launch) {
   const uint64_t gx = launch.grid[0], gy = launch.grid[1], gz = launch.grid[2];
   const uint64_t blocks = gx * gy * gz;
@@ -763,6 +773,7 @@ Fault RunGrid(const LaunchParams& launch) {
     Fault f;
     try {
       f = runner.RunBlock(launch, launch_id, ctaid);
+      g_lane_instructions.fetch_add(runner.lane_instructions(), std::memory_order_relaxed);
     } catch (const std::bad_alloc&) {
       runner = BlockRunner();  // drop whatever was half allocated
       f = Fault{FaultKind::kOutOfResources, "out of host memory for the block's state"};

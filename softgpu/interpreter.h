@@ -42,4 +42,8 @@ std::string FindUnsupported(const Program& program, uint32_t function);
 // are skipped.
 Fault RunGrid(const LaunchParams& launch);
 
+// Instructions executed by all kernels so far, each counted once per active lane (statistics for
+// benchmarks; exported as softgpuGetLaneInstructions).
+uint64_t LaneInstructionsExecuted();
+
 }  // namespace softgpu
