@@ -27,7 +27,15 @@ good=$(sign --key "$work/registry.pem" --server gpu-host-1) || fail sign
 refused "$(sign --key "$work/other.pem")" "does not verify"
 refused "$(sign --key "$work/registry.pem" --ttl -5)" "expired"
 refused "$(sign --key "$work/registry.pem" --server gpu-host-2)" "for server gpu-host-2"
-tampered="${good%?}A"
-[ "$tampered" != "$good" ] || tampered="${good%?}B"
+# Change one character in the middle of the signature (the last one may only carry padding bits).
+sig=${good#*.}
+pos=$(( ${#sig} / 2 ))
+ch=${sig:$pos:1}
+[ "$ch" = A ] && new=B || new=A
+tampered="${good%%.*}.${sig:0:$pos}${new}${sig:$((pos + 1))}"
 refused "$tampered" "does not verify"
+# Claims changed after signing (another tenant's name) do not verify either.
+claims=${good%%.*}
+forged_claims="${claims:0:4}$([ "${claims:4:1}" = Z ] && echo Y || echo Z)${claims:5}.${sig}"
+refused "$forged_claims" "does not verify\|malformed"
 echo "signed_tokens: valid tokens admitted with their quota; forged, expired and foreign refused"
