@@ -150,4 +150,38 @@ TEST_F(MathTest, SixtyFourBitIntegers) {
   }
 }
 
+TEST_F(MathTest, ThirtyTwoBitOperations) {
+  std::vector<unsigned> in(kLanes);
+  for (int i = 0; i < kLanes; ++i) in[i] = i == 0 ? 0u : 0x9e3779b9u * i ^ (i << 7);
+  CUdeviceptr din = Upload(in), dout;
+  CU_ASSERT_OK(cuMemAlloc(&dout, kLanes * 10 * sizeof(unsigned)));
+  CU_ASSERT_OK(Launch(MathFunction("bits32"), 1, kLanes, {&din, &dout}));
+  std::vector<unsigned> o = Download<unsigned>(dout, kLanes * 10);
+  for (int i = 0; i < kLanes; ++i) {
+    const unsigned x = in[i], y = in[(i + 1) % kLanes];
+    unsigned rev = 0;
+    for (int k = 0; k < 32; ++k) rev |= ((x >> k) & 1u) << (31 - k);
+    auto byte = [&](unsigned sel) {
+      const unsigned long long both = (static_cast<unsigned long long>(y) << 32) | x;
+      return static_cast<unsigned>((both >> (8 * (sel & 7))) & 0xff);
+    };
+    const unsigned perm = byte(0) | byte(4) << 8 | byte(1) << 16 | byte(5) << 24;
+    const unsigned long long wide = (static_cast<unsigned long long>(y) << 32) | x;
+    const unsigned shl = static_cast<unsigned>((wide << (i & 31)) >> 32);
+    const unsigned shr = static_cast<unsigned>(wide >> 7);
+    const unsigned a = x & 0xffff, b = y & 0xffff;
+    const unsigned ref[10] = {static_cast<unsigned>(__builtin_popcount(x)),
+                              x ? static_cast<unsigned>(__builtin_clz(x)) : 32u,
+                              rev,
+                              perm,
+                              shl,
+                              shr,
+                              static_cast<unsigned>((static_cast<unsigned long long>(x) * y) >> 32),
+                              static_cast<unsigned>(__builtin_ffs(static_cast<int>(x))),
+                              (a > b ? a - b : b - a) + 3,
+                              (x & 0x7fffff) * (y & 0x7fffff)};
+    for (int k = 0; k < 10; ++k) EXPECT_EQ(o[i * 10 + k], ref[k]) << "i=" << i << " k=" << k;
+  }
+}
+
 }  // namespace

@@ -40,3 +40,11 @@ extern "C" __global__ void ints(const long long* in, long long* out) {
   o[6] = __brevll(u); o[7] = __ffsll(x); o[8] = __mul64hi(x, 12345); o[9] = __umul64hi(u, 0x9e3779b97f4a7c15ull);
   o[10] = (long long)(double)x; o[11] = (long long)(float)x;
 }
+extern "C" __global__ void bits32(const unsigned* in, unsigned* out) {
+  unsigned x = in[threadIdx.x], y = in[(threadIdx.x + 1) % blockDim.x];
+  unsigned* o = out + threadIdx.x * 10;
+  o[0] = __popc(x); o[1] = __clz(x); o[2] = __brev(x); o[3] = __byte_perm(x, y, 0x5140);
+  o[4] = __funnelshift_l(x, y, threadIdx.x & 31); o[5] = __funnelshift_r(x, y, 7);
+  o[6] = __umulhi(x, y); o[7] = __ffs(x); o[8] = __usad(x & 0xffff, y & 0xffff, 3);
+  o[9] = __mul24(x & 0x7fffff, y & 0x7fffff);
+}
