@@ -169,18 +169,19 @@ UcxChannel::~UcxChannel() {
       if (o->done) ucp_request_free(o->request);
     }
   }
-  CloseEndpoint(ep_);
-  CloseEndpoint(bootstrap_ep_);
-  // Cancel rendezvous fetches still in flight. Their slots (and buffers) stay alive until the
-  // worker is gone, so UCX never writes into freed memory; arrived_ is destroyed after this body.
+  // Cancel rendezvous fetches still in flight first: an endpoint must have no requests left when
+  // it is closed. Their slots (and buffers) stay alive until the worker is gone, so UCX never
+  // writes into freed memory; arrived_ is destroyed after this body.
   for (auto& slot : arrived_) {
     if (!slot->complete && slot->request != nullptr) ucp_request_cancel(worker_, slot->request);
   }
-  for (int i = 0; i < 100 && std::any_of(arrived_.begin(), arrived_.end(),
-                                         [](const auto& s) { return !s->complete; });
-       ++i) {
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  while (Clock::now() < deadline && std::any_of(arrived_.begin(), arrived_.end(),
+                                                [](const auto& s) { return !s->complete; })) {
     ucp_worker_progress(worker_);
   }
+  CloseEndpoint(ep_);
+  CloseEndpoint(bootstrap_ep_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
 }
 
