@@ -491,7 +491,8 @@ Handler SpecialHandler(Special reg) {
     SOFTGPU_CASE(kLanemaskLe)
     SOFTGPU_CASE(kLanemaskLt)
     SOFTGPU_CASE(kLanemaskGe)
-    SOFTGPU_CASE(kLanemaskGt) SOFTGPU_CASE(kClock) SOFTGPU_CASE(kClock64) SOFTGPU_CASE(kGlobalTimer)
+    SOFTGPU_CASE(kLanemaskGt)
+    SOFTGPU_CASE(kClock) SOFTGPU_CASE(kClock64) SOFTGPU_CASE(kGlobalTimer)
         SOFTGPU_CASE(kGlobalTimerLo) SOFTGPU_CASE(kGlobalTimerHi) SOFTGPU_CASE(kDynamicSmemSize)
             SOFTGPU_CASE(kTotalSmemSize) SOFTGPU_CASE(kZero)
 #undef SOFTGPU_CASE

@@ -71,8 +71,10 @@ extern "C" __global__ void collatz(const int* in, int* steps, int n) {
   long long v = in[i];
   int s = 0;
   while (v != 1) {
-    if (v & 1) v = 3 * v + 1;
-    else v >>= 1;
+    if (v & 1)
+      v = 3 * v + 1;
+    else
+      v >>= 1;
     ++s;
   }
   steps[i] = s;
@@ -176,7 +178,8 @@ extern "C" __global__ void conversions(const float* in, int* out, float* fout) {
   out[threadIdx.x * 4 + 1] = __float2int_rz(x);
   out[threadIdx.x * 4 + 2] = __float2int_rd(x);
   out[threadIdx.x * 4 + 3] = __float2int_ru(x);
-  fout[threadIdx.x] = static_cast<float>(static_cast<double>(x) * 3.0) + __int2float_rn(threadIdx.x);
+  fout[threadIdx.x] =
+      static_cast<float>(static_cast<double>(x) * 3.0) + __int2float_rn(threadIdx.x);
 }
 
 extern "C" __global__ void spin(int* flag, int value, long long iterations) {
