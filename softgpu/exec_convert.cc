@@ -113,8 +113,9 @@ template <typename D>
 D SaturateFromDouble(double v) {
   if (std::isnan(v)) return D(0);
   constexpr double lo = static_cast<double>(std::numeric_limits<D>::min());
-  constexpr double hi_excl =
-      std::is_signed_v<D> ? std::ldexp(1.0, sizeof(D) * 8 - 1) : std::ldexp(1.0, sizeof(D) * 8);
+  // 2^bits (unsigned) or 2^(bits-1) (signed): the first value past the range, exact in double.
+  constexpr double hi_excl = static_cast<double>(static_cast<unsigned __int128>(1)
+                                                 << (sizeof(D) * 8 - (std::is_signed_v<D> ? 1 : 0)));
   if (v <= lo) return std::numeric_limits<D>::min();
   if (v >= hi_excl) return std::numeric_limits<D>::max();
   return static_cast<D>(v);
