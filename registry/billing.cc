@@ -1,0 +1,159 @@
+#include "registry/billing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace rgpu::registry {
+namespace {
+
+Status LineError(int line, const std::string& why) {
+  return InvalidArgument("price list line " + std::to_string(line) + ": " + why);
+}
+
+bool ReadNumber(std::istringstream& in, double* value) {
+  std::string word;
+  if (!(in >> word)) return false;
+  char* end = nullptr;
+  *value = strtod(word.c_str(), &end);
+  return end != word.c_str() && *end == '\0' && std::isfinite(*value);
+}
+
+}  // namespace
+
+Status PriceList::Parse(const std::string& text, PriceList* out) {
+  PriceList prices;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream in(line);
+    std::string key;
+    if (!(in >> key)) continue;
+    double a = 0, b = 0;
+    if (key == "currency") {
+      if (!(in >> prices.currency)) return LineError(number, "currency needs a name");
+    } else if (key == "burst_premium_per_gb" || key == "priority_cap" || key == "provider_share") {
+      if (!ReadNumber(in, &a) || a < 0) return LineError(number, key + " needs a number >= 0");
+      if (key == "burst_premium_per_gb") prices.burst_premium_per_gb = a;
+      if (key == "priority_cap") {
+        if (a < 1) return LineError(number, "priority_cap must be >= 1");
+        prices.priority_cap = a;
+      }
+      if (key == "provider_share") {
+        if (a > 1) return LineError(number, "provider_share must be <= 1");
+        prices.provider_share = a;
+      }
+    } else if (key == "priority") {
+      int p = 0;
+      if (!(in >> p) || !ReadNumber(in, &a) || a < 0) {
+        return LineError(number, "expected: priority P COEFFICIENT");
+      }
+      prices.priority_coefficient[p] = a;
+    } else if (key == "gpu" || key == "default_gpu") {
+      if (!ReadNumber(in, &a) || !ReadNumber(in, &b) || a < 0 || b < 0) {
+        return LineError(number, "expected: " + key + " UNIT_PRICE_PER_MS INCLUDED_GBPS" +
+                                     (key == "gpu" ? " MODEL" : ""));
+      }
+      if (key == "default_gpu") {
+        prices.default_gpu = {a, b};
+      } else {
+        std::string model;
+        std::getline(in, model);
+        model.erase(0, model.find_first_not_of(" \t"));
+        model.erase(model.find_last_not_of(" \t\r") + 1);
+        if (model.empty()) return LineError(number, "gpu needs a model name");
+        prices.gpus[model] = {a, b};
+      }
+    } else {
+      return LineError(number, "unknown setting '" + key + "'");
+    }
+    std::string extra;
+    if (key != "gpu" && (in >> extra)) return LineError(number, "unexpected '" + extra + "'");
+  }
+  *out = std::move(prices);
+  return Status::Ok();
+}
+
+Status PriceList::Load(const std::string& path, PriceList* out) {
+  std::ifstream file(path);
+  if (!file) return NotFound("cannot read price list " + path);
+  std::stringstream text;
+  text << file.rdbuf();
+  Status s = Parse(text.str(), out);
+  if (!s.ok()) return InvalidArgument(path + ": " + s.message());
+  return s;
+}
+
+const GpuPrice& PriceList::PriceFor(const std::string& model) const {
+  auto it = gpus.find(model);
+  return it == gpus.end() ? default_gpu : it->second;
+}
+
+double PriceList::CoefficientFor(int priority) const {
+  auto it = priority_coefficient.find(priority);
+  return it == priority_coefficient.end() ? 0.0 : it->second;
+}
+
+double BaseFee(double gpu_ms, double unit_price_per_ms) {
+  return std::max(0.0, gpu_ms) * unit_price_per_ms;
+}
+
+double BurstPremium(double bytes, double seconds, double included_gbps, double premium_per_gb) {
+  if (seconds <= 0) return 0;
+  const double actual_gbps = bytes / 1e9 / seconds;
+  return std::max(0.0, actual_gbps - included_gbps) * seconds * premium_per_gb;
+}
+
+double PriorityMultiplier(double coefficient, double queue_seconds, double cap) {
+  const double m = std::pow(1.0 + coefficient, std::max(0.0, queue_seconds) / 3600.0);
+  return std::min(m, std::max(1.0, cap));
+}
+
+InvoiceLine PriceSession(const SessionUsage& u, const PriceList& prices) {
+  const GpuPrice& price = prices.PriceFor(u.model());
+  InvoiceLine line;
+  line.set_tenant(u.tenant());
+  line.set_provider(u.provider());
+  line.set_server_name(u.server_name());
+  line.set_session_id(u.session_id());
+  line.set_model(u.model());
+  line.set_gpu_ms(u.gpu_ms());
+  line.set_unit_price(price.unit_price_per_ms);
+  line.set_base_fee(BaseFee(u.gpu_ms(), price.unit_price_per_ms));
+  const double seconds = u.gpu_ms() / 1000.0;
+  const double bytes = static_cast<double>(u.bytes_in()) + static_cast<double>(u.bytes_out());
+  line.set_bandwidth_gbps(seconds > 0 ? bytes / 1e9 / seconds : 0);
+  line.set_included_gbps(price.included_gbps);
+  line.set_burst_premium(
+      BurstPremium(bytes, seconds, price.included_gbps, prices.burst_premium_per_gb));
+  line.set_queue_seconds(u.placement_queue_s());
+  line.set_priority(u.priority());
+  const double m = PriorityMultiplier(prices.CoefficientFor(u.priority()), u.placement_queue_s(),
+                                      prices.priority_cap);
+  line.set_priority_multiplier(m);
+  line.set_priority_surcharge(line.base_fee() * (m - 1.0));
+  line.set_total(line.base_fee() + line.burst_premium() + line.priority_surcharge());
+  return line;
+}
+
+void Total(const PriceList& prices, Invoice* invoice) {
+  double base = 0, burst = 0, surcharge = 0;
+  for (const auto& line : invoice->lines()) {
+    base += line.base_fee();
+    burst += line.burst_premium();
+    surcharge += line.priority_surcharge();
+  }
+  invoice->set_currency(prices.currency);
+  invoice->set_base_fee(base);
+  invoice->set_burst_premium(burst);
+  invoice->set_priority_surcharge(surcharge);
+  invoice->set_total(base + burst + surcharge);
+  invoice->set_provider_share(prices.provider_share);
+  invoice->set_earnings(invoice->total() * prices.provider_share);
+}
+
+}  // namespace rgpu::registry

@@ -1,0 +1,63 @@
+// Billing: the price list and the formulas that turn metered usage into money.
+//
+//   base fee           = GPU milliseconds x the GPU type's unit price (per GPU millisecond)
+//   burst premium      = max(0, actual GB/s - included GB/s) x seconds x premium per GB
+//                        (the bytes moved beyond what the included bandwidth covers, priced per GB)
+//   priority multiplier = min(cap, (1 + coefficient[priority]) ^ (queue seconds / 3600))
+//   priority surcharge = base fee x (multiplier - 1)
+//   line total         = base fee + burst premium + priority surcharge
+//   provider earnings  = sum of line totals on the provider's GPUs x provider share
+//
+// GB is 10^9 bytes. GPU milliseconds are the wall time a session held its GPU.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/registry.pb.h"
+
+namespace rgpu::registry {
+
+struct GpuPrice {
+  double unit_price_per_ms = 0;  // per GPU millisecond
+  double included_gbps = 0;      // bandwidth included in the base fee
+};
+
+// A price list file, one setting per line ('#' starts a comment):
+//   currency USD
+//   burst_premium_per_gb 0.01
+//   priority_cap 4
+//   provider_share 0.8
+//   priority P COEFFICIENT          (P an integer; priorities not listed cost nothing extra)
+//   gpu UNIT_PRICE_PER_MS INCLUDED_GBPS MODEL...   (MODEL: the rest of the line, exact name)
+//   default_gpu UNIT_PRICE_PER_MS INCLUDED_GBPS    (models not listed)
+struct PriceList {
+  std::string currency = "USD";
+  double burst_premium_per_gb = 0;
+  double priority_cap = 1;
+  double provider_share = 1;
+  std::map<int, double> priority_coefficient;
+  std::map<std::string, GpuPrice> gpus;
+  GpuPrice default_gpu;
+
+  // Parses the text of a price list; a bad line is kInvalidArgument naming its number.
+  static Status Parse(const std::string& text, PriceList* out);
+  static Status Load(const std::string& path, PriceList* out);
+  const GpuPrice& PriceFor(const std::string& model) const;
+  double CoefficientFor(int priority) const;
+};
+
+double BaseFee(double gpu_ms, double unit_price_per_ms);
+// `bytes` moved over `seconds`; 0 when the average stays within `included_gbps` (or seconds <= 0).
+double BurstPremium(double bytes, double seconds, double included_gbps, double premium_per_gb);
+double PriorityMultiplier(double coefficient, double queue_seconds, double cap);
+
+// One invoice line for a session's usage under `prices`.
+InvoiceLine PriceSession(const SessionUsage& usage, const PriceList& prices);
+
+// Sums lines into an invoice (totals filled in; earnings from provider_share).
+void Total(const PriceList& prices, Invoice* invoice);
+
+}  // namespace rgpu::registry

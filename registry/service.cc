@@ -1,0 +1,783 @@
+#include "registry/service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "common/log.h"
+#include "proto/signed_token.h"
+#include "registry/keys.h"
+
+namespace rgpu::registry {
+namespace {
+
+int64_t SystemNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Metadata(grpc::ServerContext* ctx, const char* key) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(key);
+  if (it == md.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+grpc::Status ToGrpc(const Status& s) {
+  using C = Status::Code;
+  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
+  switch (s.code()) {
+    case C::kOk:
+      return grpc::Status::OK;
+    case C::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case C::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case C::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    case C::kTimeout:
+      code = grpc::StatusCode::DEADLINE_EXCEEDED;
+      break;
+    case C::kPermissionDenied:
+      code = grpc::StatusCode::PERMISSION_DENIED;
+      break;
+    case C::kResourceExhausted:
+      code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+      break;
+    default:
+      break;
+  }
+  return grpc::Status(code, s.message());
+}
+
+// Names of tenants, providers and servers: 1..64 characters of [A-Za-z0-9._-].
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+std::string GpuId(const std::string& server, uint32_t index) {
+  return server + "/" + std::to_string(index);
+}
+
+}  // namespace
+
+Status RegistryService::Create(std::unique_ptr<Store> store, RegistryOptions options,
+                               std::unique_ptr<RegistryService>* out) {
+  if (!options.now_ms) options.now_ms = SystemNowMs;
+  if (options.heartbeat_ms == 0) return InvalidArgument("heartbeat interval must be positive");
+  std::unique_ptr<RegistryService> service(new RegistryService(std::move(store), options));
+  Status s = service->Load();
+  if (!s.ok()) return s;
+  *out = std::move(service);
+  return Status::Ok();
+}
+
+RegistryService::RegistryService(std::unique_ptr<Store> store, RegistryOptions options)
+    : options_(std::move(options)), store_(std::move(store)) {}
+
+RegistryService::~RegistryService() { Shutdown(); }
+
+Status RegistryService::Load() {
+  std::vector<ProviderRow> providers;
+  std::vector<TenantRow> tenants;
+  std::vector<GpuRow> gpus;
+  std::vector<LeaseRow> leases;
+  Status s = store_->LoadProviders(&providers);
+  if (s.ok()) s = store_->LoadTenants(&tenants);
+  if (s.ok()) s = store_->LoadGpus(&gpus);
+  if (s.ok()) s = store_->LoadActiveLeases(Now(), &leases);
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& p : providers) {
+    provider_by_key_[p.key_hash] = p.name;
+    providers_[p.name] = {p};
+  }
+  for (auto& t : tenants) {
+    tenant_by_key_[t.key_hash] = t.name;
+    tenants_[t.name] = t;
+  }
+  for (auto& g : gpus) {
+    const size_t i = gpus_.size();
+    GpuLoad load;
+    load.model = g.spec.model();
+    load.memory_total = g.spec.memory_bytes();
+    ServerState& server = servers_[g.server_name];
+    server.provider = g.provider;
+    server.url = g.server_url;
+    server.gpus.push_back(i);
+    gpu_by_id_[g.gpu_id] = i;
+    gpus_.push_back({std::move(g)});
+    loads_.push_back(load);
+  }
+  for (auto& l : leases) {
+    auto it = gpu_by_id_.find(l.gpu_id);
+    if (it == gpu_by_id_.end()) continue;
+    GpuLoad& load = loads_[it->second];
+    load.memory_committed += l.memory_bytes;
+    load.share_committed += l.share;
+    load.leases++;
+    leases_[l.lease_id] = l;
+  }
+  RGPU_LOG_INFO("store (%s): %zu provider(s), %zu tenant(s), %zu GPU(s), %zu active lease(s)",
+                store_->engine().c_str(), providers_.size(), tenants_.size(), gpus_.size(),
+                leases_.size());
+  return Status::Ok();
+}
+
+grpc::Status RegistryService::AuthAdmin(grpc::ServerContext* ctx) {
+  if (options_.admin_key.empty() || Metadata(ctx, "x-rgpu-admin-key") == options_.admin_key) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "this needs the registry's admin key (--admin-key / RGPU_ADMIN_KEY)");
+}
+
+grpc::Status RegistryService::AuthProvider(grpc::ServerContext* ctx, std::string* provider) {
+  const std::string key = Metadata(ctx, "x-rgpu-provider-key");
+  if (key.empty()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no provider key given");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = provider_by_key_.find(KeyHash(key));
+  if (it == provider_by_key_.end()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown provider key");
+  }
+  if (providers_[it->second].row.revoked) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "provider " + it->second + " is revoked");
+  }
+  *provider = it->second;
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::AuthTenant(grpc::ServerContext* ctx, std::string* tenant) {
+  const std::string key = Metadata(ctx, "x-rgpu-api-key");
+  if (key.empty()) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no API key given");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tenant_by_key_.find(KeyHash(key));
+  if (it == tenant_by_key_.end()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown API key");
+  }
+  *tenant = it->second;
+  return grpc::Status::OK;
+}
+
+void RegistryService::UpdatePlaceable(const std::string& server_name) {
+  auto it = servers_.find(server_name);
+  if (it == servers_.end()) return;
+  const bool revoked = providers_[it->second.provider].row.revoked;
+  for (size_t i : it->second.gpus) loads_[i].placeable = it->second.online && !revoked;
+}
+
+grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterRequest* req,
+                                       RegisterReply* reply) {
+  std::string provider;
+  grpc::Status auth = AuthProvider(ctx, &provider);
+  if (!auth.ok()) return auth;
+  if (!ValidName(req->server_name())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "server name must be 1-64 characters of [A-Za-z0-9._-]");
+  }
+  if (req->server_url().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no server URL given");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto existing = servers_.find(req->server_name());
+  if (existing != servers_.end() && existing->second.provider != provider) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "server " + req->server_name() + " belongs to another provider");
+  }
+  ServerState& server = servers_[req->server_name()];
+  server.provider = provider;
+  server.url = req->server_url();
+  for (const GpuSpec& spec : req->gpus()) {
+    GpuAdmission* admission = reply->add_gpus();
+    admission->set_index(spec.index());
+    const double cc = spec.cc_major() + spec.cc_minor() / 10.0;
+    std::string reason;
+    if (spec.driver_version() < options_.min_driver_version) {
+      reason = "driver version " + std::to_string(spec.driver_version()) +
+               " is older than the minimum " + std::to_string(options_.min_driver_version);
+    } else if (cc + 1e-9 < options_.min_compute_capability) {
+      char buf[160];
+      snprintf(buf, sizeof buf, "compute capability %u.%u is below the minimum %.1f",
+               spec.cc_major(), spec.cc_minor(), options_.min_compute_capability);
+      reason = buf;
+    } else if (spec.memory_bytes() == 0) {
+      reason = "no device memory reported";
+    }
+    if (!reason.empty()) {
+      admission->set_accepted(false);
+      admission->set_reason(reason);
+      RGPU_LOG_WARN("server %s GPU %u (%s) refused: %s", req->server_name().c_str(), spec.index(),
+                    spec.model().c_str(), reason.c_str());
+      continue;
+    }
+    GpuRow row;
+    row.gpu_id = GpuId(req->server_name(), spec.index());
+    row.provider = provider;
+    row.server_name = req->server_name();
+    row.server_url = req->server_url();
+    row.spec = spec;
+    row.resource_token = NewKey("gpu-");
+    Status s = store_->PutGpu(row);
+    if (!s.ok()) return ToGrpc(s);
+    auto found = gpu_by_id_.find(row.gpu_id);
+    size_t index;
+    if (found == gpu_by_id_.end()) {
+      index = gpus_.size();
+      gpus_.push_back({row});
+      loads_.push_back({});
+      gpu_by_id_[row.gpu_id] = index;
+      server.gpus.push_back(index);
+    } else {
+      index = found->second;
+      gpus_[index].row = row;
+    }
+    loads_[index].model = spec.model();
+    loads_[index].memory_total = spec.memory_bytes();
+    admission->set_accepted(true);
+    admission->set_gpu_id(row.gpu_id);
+    admission->set_resource_token(row.resource_token);
+  }
+  server.online = true;
+  server.last_heartbeat_ms = Now();
+  UpdatePlaceable(req->server_name());
+  RGPU_LOG_INFO("provider %s registered server %s (%s) with %d GPU(s)", provider.c_str(),
+                req->server_name().c_str(), req->server_url().c_str(), req->gpus_size());
+  reply->set_heartbeat_ms(options_.heartbeat_ms);
+  reply->set_public_key_pem(options_.public_key_pem);
+  Dispatch();
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const HeartbeatRequest* req,
+                                        HeartbeatReply* reply) {
+  std::string provider;
+  grpc::Status auth = AuthProvider(ctx, &provider);
+  if (!auth.ok()) return auth;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = servers_.find(req->server_name());
+  if (it == servers_.end() || it->second.provider != provider) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "server " + req->server_name() + " is not registered; register again");
+  }
+  it->second.last_heartbeat_ms = Now();
+  if (!it->second.online) {
+    it->second.online = true;
+    UpdatePlaceable(req->server_name());
+    RGPU_LOG_INFO("server %s is back online", req->server_name().c_str());
+    Dispatch();
+  }
+  reply->set_heartbeat_ms(options_.heartbeat_ms);
+  return grpc::Status::OK;
+}
+
+void RegistryService::Sweep() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = Now();
+  const int64_t limit = 3 * static_cast<int64_t>(options_.heartbeat_ms);
+  for (auto& [name, server] : servers_) {
+    if (server.online && now - server.last_heartbeat_ms > limit) {
+      server.online = false;
+      UpdatePlaceable(name);
+      RGPU_LOG_WARN("server %s missed three heartbeats: its GPUs are offline", name.c_str());
+    }
+  }
+  std::vector<std::string> expired;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.expires_ms <= now) expired.push_back(id);
+  }
+  for (const auto& id : expired) EndLease(id, now);
+  Dispatch();
+}
+
+void RegistryService::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  changed_.notify_all();
+}
+
+void RegistryService::EndLease(const std::string& lease_id, int64_t now_ms) {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;
+  Status s = store_->ReleaseLease(lease_id, now_ms);
+  if (!s.ok()) {
+    RGPU_LOG_ERROR("cannot record the end of lease %s: %s", lease_id.c_str(), s.ToString().c_str());
+  }
+  auto gpu = gpu_by_id_.find(it->second.gpu_id);
+  if (gpu != gpu_by_id_.end()) {
+    GpuLoad& load = loads_[gpu->second];
+    load.memory_committed -= std::min(load.memory_committed, it->second.memory_bytes);
+    load.share_committed -= std::min(load.share_committed, it->second.share);
+    if (load.leases > 0) load.leases--;
+  }
+  leases_.erase(it);
+}
+
+void RegistryService::Dispatch() {
+  bool placed = false;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Waiter* w = it->get();
+    const auto start = std::chrono::steady_clock::now();
+    const int index = ChooseGpu(loads_, w->ask);
+    const double decision_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    if (index < 0) {
+      ++it;
+      continue;
+    }
+    Grant(w, static_cast<size_t>(index), decision_us);
+    it = queue_.erase(it);
+    placed = true;
+  }
+  if (placed) changed_.notify_all();
+}
+
+void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
+  const int64_t now = Now();
+  const GpuRow& gpu = gpus_[index].row;
+  LeaseRow lease;
+  lease.lease_id = NewKey("lease-");
+  lease.tenant = w->tenant;
+  lease.gpu_id = gpu.gpu_id;
+  lease.server_name = gpu.server_name;
+  lease.memory_bytes = w->ask.memory;
+  lease.share = w->ask.share;
+  lease.priority = w->priority;
+  lease.queue_ms = now - w->enqueued_ms;
+  lease.granted_ms = now;
+  lease.expires_ms = now + static_cast<int64_t>(w->ttl_seconds) * 1000;
+  wire::TokenClaims claims;
+  claims.set_tenant(w->tenant);
+  claims.set_server(gpu.server_name);
+  claims.set_gpu(std::to_string(gpu.spec.index()));
+  claims.set_memory_quota(w->ask.memory);
+  claims.set_weight(w->ask.share / 25.0);
+  claims.set_expires_unix(lease.expires_ms / 1000);
+  std::string token;
+  Status s = SignToken(claims, options_.signing_key_path, &token);
+  if (s.ok()) s = store_->AddLease(lease);
+  w->done = true;
+  if (!s.ok()) {
+    w->error = ToGrpc(s);
+    return;
+  }
+  GpuLoad& load = loads_[index];
+  load.memory_committed += lease.memory_bytes;
+  load.share_committed += lease.share;
+  load.leases++;
+  leases_[lease.lease_id] = lease;
+  Placement& p = w->placement;
+  p.set_lease_id(lease.lease_id);
+  p.set_server_name(gpu.server_name);
+  p.set_server_url(servers_[gpu.server_name].url);
+  p.set_gpu_id(gpu.gpu_id);
+  p.set_gpu_index(gpu.spec.index());
+  p.set_model(gpu.spec.model());
+  p.set_token(token);
+  p.set_expires_unix(claims.expires_unix());
+  p.set_decision_us(decision_us);
+  p.set_queue_ms(lease.queue_ms);
+}
+
+grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest* req,
+                                    grpc::ServerWriter<PlaceUpdate>* writer) {
+  std::string tenant;
+  grpc::Status auth = AuthTenant(ctx, &tenant);
+  if (!auth.ok()) return auth;
+  auto w = std::make_shared<Waiter>();
+  w->tenant = tenant;
+  w->ask.gpu_type = req->gpu_type();
+  w->ask.memory = req->memory_bytes() ? req->memory_bytes() : (1ull << 30);
+  w->ask.share = req->compute_share() ? req->compute_share() : 25;
+  w->priority = req->priority();
+  w->ttl_seconds = req->ttl_seconds() ? req->ttl_seconds() : 3600;
+  if (w->ask.share > kSharePerGpu) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "compute share is a percentage 1-100");
+  }
+  if (w->priority < 0 || w->priority > 9) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "priority must be 0-9");
+  }
+  if (req->wait_seconds() > 86400 || w->ttl_seconds > 7 * 86400) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "wait is at most a day and lease lifetime at most a week");
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(req->wait_seconds());
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!EverFits(loads_, w->ask)) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "no registered GPU" +
+                            (w->ask.gpu_type.empty() ? "" : " of type '" + w->ask.gpu_type + "'") +
+                            " has " + std::to_string(w->ask.memory >> 20) + " MiB and " +
+                            std::to_string(w->ask.share) + "% compute to offer");
+  }
+  w->seq = next_seq_++;
+  w->enqueued_ms = Now();
+  auto pos = std::find_if(queue_.begin(), queue_.end(),
+                          [&](const auto& other) { return other->priority < w->priority; });
+  queue_.insert(pos, w);
+  Dispatch();
+  uint32_t last_position = 0;
+  while (!w->done) {
+    if (shutdown_ || ctx->IsCancelled() || std::chrono::steady_clock::now() >= deadline) break;
+    const auto it = std::find(queue_.begin(), queue_.end(), w);
+    const uint32_t position = static_cast<uint32_t>(it - queue_.begin()) + 1;
+    if (position != last_position) {
+      last_position = position;
+      PlaceUpdate update;
+      update.mutable_queued()->set_position(position);
+      update.mutable_queued()->set_length(static_cast<uint32_t>(queue_.size()));
+      lock.unlock();
+      writer->Write(update);
+      lock.lock();
+      continue;
+    }
+    changed_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                     std::chrono::milliseconds(200)));
+  }
+  if (!w->done) {
+    const auto it = std::find(queue_.begin(), queue_.end(), w);
+    const size_t position = static_cast<size_t>(it - queue_.begin()) + 1;
+    const size_t length = queue_.size();
+    if (it != queue_.end()) queue_.erase(it);
+    changed_.notify_all();  // positions behind it moved up
+    if (shutdown_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "registry shutting down");
+    if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "no GPU free: queue position " + std::to_string(position) + " of " +
+                            std::to_string(length) + " after waiting " +
+                            std::to_string(req->wait_seconds()) + " s");
+  }
+  if (!w->error.ok()) return w->error;
+  RGPU_LOG_INFO("tenant %s placed on %s (lease %s, queued %lld ms)", tenant.c_str(),
+                w->placement.gpu_id().c_str(), w->placement.lease_id().c_str(),
+                (long long)w->placement.queue_ms());
+  PlaceUpdate update;
+  *update.mutable_placement() = w->placement;
+  lock.unlock();
+  writer->Write(update);
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const ReportUsageRequest* req,
+                                          ReportUsageReply* reply) {
+  std::string provider;
+  grpc::Status auth = AuthProvider(ctx, &provider);
+  if (!auth.ok()) return auth;
+  std::vector<UsageRow> rows;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const UsageRecord& r : req->records()) {
+      if (r.record_id().empty() || r.record_id().size() > 200 || r.end_ms() < r.start_ms() ||
+          r.tenant().empty()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "malformed usage record '" + r.record_id() +
+                                "' (needs an id, a tenant and end >= start)");
+      }
+      auto server = servers_.find(r.server_name());
+      if (server == servers_.end() || server->second.provider != provider) {
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                            "server " + r.server_name() + " is not registered to " + provider);
+      }
+      UsageRow row;
+      row.record = r;
+      row.provider = provider;
+      auto gpu = gpu_by_id_.find(GpuId(r.server_name(), r.gpu_index()));
+      if (gpu != gpu_by_id_.end()) row.model = gpus_[gpu->second].row.spec.model();
+      rows.push_back(std::move(row));
+    }
+  }
+  uint32_t stored = 0, duplicates = 0;
+  std::vector<bool> fresh;
+  Status s = store_->AddUsage(rows, &stored, &duplicates, &fresh);
+  if (!s.ok()) return ToGrpc(s);
+  reply->set_stored(stored);
+  reply->set_duplicates(duplicates);
+  // A session that ended frees the lease it ran under (its tenant's oldest on that GPU).
+  std::lock_guard<std::mutex> lock(mu_);
+  bool freed = false;
+  for (int i = 0; i < req->records_size(); ++i) {
+    const UsageRecord& r = req->records(i);
+    if (!r.session_ended() || !fresh[static_cast<size_t>(i)]) continue;  // a retry freed it
+    const std::string gpu_id = GpuId(r.server_name(), r.gpu_index());
+    const LeaseRow* oldest = nullptr;
+    for (const auto& [id, lease] : leases_) {
+      if (lease.tenant == r.tenant() && lease.gpu_id == gpu_id && lease.granted_ms <= r.end_ms() &&
+          (!oldest || lease.granted_ms < oldest->granted_ms)) {
+        oldest = &lease;
+      }
+    }
+    if (oldest != nullptr) {
+      EndLease(std::string(oldest->lease_id), Now());
+      freed = true;
+    }
+  }
+  if (freed) Dispatch();
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::CreateTenant(grpc::ServerContext* ctx, const NameRequest* req,
+                                           KeyReply* reply) {
+  grpc::Status auth = AuthAdmin(ctx);
+  if (!auth.ok()) return auth;
+  if (!ValidName(req->name())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "tenant name must be 1-64 characters of [A-Za-z0-9._-]");
+  }
+  TenantRow row{req->name(), "", Now() / 1000};
+  const std::string key = NewKey("rgpu-t-");
+  row.key_hash = KeyHash(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = store_->AddTenant(row);
+  if (!s.ok()) return ToGrpc(s);
+  tenants_[row.name] = row;
+  tenant_by_key_[row.key_hash] = row.name;
+  reply->set_name(row.name);
+  reply->set_key(key);
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::ListTenants(grpc::ServerContext* ctx, const Empty*,
+                                          TenantList* reply) {
+  grpc::Status auth = AuthAdmin(ctx);
+  if (!auth.ok()) return auth;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, t] : tenants_) {
+    TenantInfo* info = reply->add_tenants();
+    info->set_name(name);
+    info->set_created_unix(t.created_unix);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::CreateProvider(grpc::ServerContext* ctx, const NameRequest* req,
+                                             KeyReply* reply) {
+  grpc::Status auth = AuthAdmin(ctx);
+  if (!auth.ok()) return auth;
+  if (!ValidName(req->name())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "provider name must be 1-64 characters of [A-Za-z0-9._-]");
+  }
+  ProviderRow row{req->name(), "", false, Now() / 1000};
+  const std::string key = NewKey("rgpu-p-");
+  row.key_hash = KeyHash(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = store_->AddProvider(row);
+  if (!s.ok()) return ToGrpc(s);
+  providers_[row.name] = {row};
+  provider_by_key_[row.key_hash] = row.name;
+  reply->set_name(row.name);
+  reply->set_key(key);
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::RevokeProvider(grpc::ServerContext* ctx, const NameRequest* req,
+                                             Empty*) {
+  grpc::Status auth = AuthAdmin(ctx);
+  if (!auth.ok()) return auth;
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = store_->SetProviderRevoked(req->name(), true);
+  if (!s.ok()) return ToGrpc(s);
+  providers_[req->name()].row.revoked = true;
+  for (const auto& [name, server] : servers_) {
+    if (server.provider == req->name()) UpdatePlaceable(name);
+  }
+  RGPU_LOG_WARN("provider %s revoked: its GPUs take no new placements", req->name().c_str());
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::ListProviders(grpc::ServerContext* ctx, const Empty*,
+                                            ProviderList* reply) {
+  grpc::Status auth = AuthAdmin(ctx);
+  if (!auth.ok()) return auth;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, p] : providers_) {
+    ProviderInfo* info = reply->add_providers();
+    info->set_name(name);
+    info->set_revoked(p.row.revoked);
+    info->set_created_unix(p.row.created_unix);
+    uint32_t count = 0;
+    for (const auto& [server_name, server] : servers_) {
+      if (server.provider == name) count += static_cast<uint32_t>(server.gpus.size());
+    }
+    info->set_gpus(count);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::ListGpus(grpc::ServerContext* ctx, const Empty*, GpuList* reply) {
+  grpc::Status auth = AuthAdmin(ctx);
+  if (!auth.ok()) {
+    std::string tenant;  // tenants may look at the GPUs too
+    if (!AuthTenant(ctx, &tenant).ok()) return auth;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const GpuRow& row = gpus_[i].row;
+    const ServerState& server = servers_[row.server_name];
+    GpuStatus* g = reply->add_gpus();
+    g->set_gpu_id(row.gpu_id);
+    g->set_provider(row.provider);
+    g->set_server_name(row.server_name);
+    g->set_server_url(server.url);
+    *g->mutable_spec() = row.spec;
+    const bool revoked = providers_[row.provider].row.revoked;
+    g->set_state(revoked ? "revoked" : server.online ? "available" : "offline");
+    g->set_memory_committed(loads_[i].memory_committed);
+    g->set_share_committed(loads_[i].share_committed);
+    g->set_leases(loads_[i].leases);
+    g->set_last_heartbeat_ms(server.last_heartbeat_ms);
+  }
+  return grpc::Status::OK;
+}
+
+Status RegistryService::SessionsUsage(const UsageQuery& q, std::vector<SessionUsage>* out) {
+  const int64_t to_ms = q.to_unix() > 0 ? q.to_unix() * 1000 : Now() + 1;
+  const int64_t from_ms = q.from_unix() * 1000;
+  std::vector<UsageRow> rows;
+  Status s = store_->QueryUsage(q.tenant(), q.provider(), from_ms, to_ms, &rows);
+  if (!s.ok()) return s;
+  std::vector<LeaseRow> leases;
+  s = store_->QueryLeases(q.tenant(), to_ms, &leases);
+  if (!s.ok()) return s;
+  std::map<std::pair<std::string, uint64_t>, SessionUsage> sessions;
+  for (const UsageRow& row : rows) {
+    const UsageRecord& r = row.record;
+    auto [it, fresh] = sessions.try_emplace({r.server_name(), r.session_id()});
+    SessionUsage& u = it->second;
+    if (fresh) {
+      u.set_tenant(r.tenant());
+      u.set_provider(row.provider);
+      u.set_server_name(r.server_name());
+      u.set_gpu_index(r.gpu_index());
+      u.set_model(row.model);
+      u.set_session_id(r.session_id());
+      u.set_start_ms(r.start_ms());
+    }
+    u.set_start_ms(std::min(u.start_ms(), r.start_ms()));
+    u.set_end_ms(std::max(u.end_ms(), r.end_ms()));
+    u.set_gpu_ms(u.gpu_ms() + static_cast<double>(r.end_ms() - r.start_ms()));
+    u.set_calls(u.calls() + r.calls());
+    u.set_bytes_in(u.bytes_in() + r.bytes_in());
+    u.set_bytes_out(u.bytes_out() + r.bytes_out());
+    u.set_gpu_busy_ms(u.gpu_busy_ms() + r.gpu_busy_ms());
+    u.set_memory_gib_seconds(u.memory_gib_seconds() + r.memory_gib_seconds());
+    u.set_queue_ms(u.queue_ms() + r.queue_ms());
+    u.set_records(u.records() + 1);
+  }
+  for (auto& [key, u] : sessions) {
+    // The lease it ran under: the tenant's latest on that GPU granted before the session began.
+    const std::string gpu_id = GpuId(u.server_name(), u.gpu_index());
+    const LeaseRow* lease = nullptr;
+    for (const auto& l : leases) {
+      if (l.tenant == u.tenant() && l.gpu_id == gpu_id && l.granted_ms <= u.start_ms()) lease = &l;
+    }
+    if (lease != nullptr) {
+      u.set_placement_queue_s(lease->queue_ms / 1000.0);
+      u.set_priority(lease->priority);
+    }
+    out->push_back(u);
+  }
+  return Status::Ok();
+}
+
+grpc::Status RegistryService::Usage(grpc::ServerContext* ctx, const UsageQuery* req,
+                                    UsageReply* reply) {
+  UsageQuery query = *req;
+  if (!AuthAdmin(ctx).ok()) {
+    std::string tenant;
+    grpc::Status auth = AuthTenant(ctx, &tenant);
+    if (!auth.ok()) return AuthAdmin(ctx);
+    if (!query.tenant().empty() && query.tenant() != tenant) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "an API key shows only its own tenant's usage");
+    }
+    query.set_tenant(tenant);
+  }
+  std::vector<SessionUsage> sessions;
+  Status s = SessionsUsage(query, &sessions);
+  if (!s.ok()) return ToGrpc(s);
+  for (auto& u : sessions) *reply->add_sessions() = std::move(u);
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::BuildInvoice(const UsageQuery& query, const std::string& subject,
+                                           bool earnings, Invoice* out) {
+  std::vector<SessionUsage> sessions;
+  Status s = SessionsUsage(query, &sessions);
+  if (!s.ok()) return ToGrpc(s);
+  out->set_subject(subject);
+  out->set_from_unix(query.from_unix());
+  out->set_to_unix(query.to_unix() > 0 ? query.to_unix() : Now() / 1000);
+  for (const auto& u : sessions) *out->add_lines() = PriceSession(u, options_.prices);
+  Total(options_.prices, out);
+  if (!earnings) {
+    out->set_provider_share(0);
+    out->set_earnings(0);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::Bill(grpc::ServerContext* ctx, const UsageQuery* req,
+                                   Invoice* reply) {
+  UsageQuery query = *req;
+  query.set_provider("");
+  if (!AuthAdmin(ctx).ok()) {
+    std::string tenant;
+    grpc::Status auth = AuthTenant(ctx, &tenant);
+    if (!auth.ok()) return AuthAdmin(ctx);
+    if (!query.tenant().empty() && query.tenant() != tenant) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "an API key shows only its own tenant's bill");
+    }
+    query.set_tenant(tenant);
+  }
+  if (query.tenant().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name the tenant to bill");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!tenants_.count(query.tenant())) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no tenant named " + query.tenant());
+    }
+  }
+  return BuildInvoice(query, query.tenant(), false, reply);
+}
+
+grpc::Status RegistryService::Earnings(grpc::ServerContext* ctx, const UsageQuery* req,
+                                       Invoice* reply) {
+  UsageQuery query = *req;
+  query.set_tenant("");
+  if (!AuthAdmin(ctx).ok()) {
+    std::string provider;
+    grpc::Status auth = AuthProvider(ctx, &provider);
+    if (!auth.ok()) return AuthAdmin(ctx);
+    if (!query.provider().empty() && query.provider() != provider) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "a provider key shows only its own earnings");
+    }
+    query.set_provider(provider);
+  }
+  if (query.provider().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name the provider");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!providers_.count(query.provider())) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no provider named " + query.provider());
+    }
+  }
+  return BuildInvoice(query, query.provider(), true, reply);
+}
+
+}  // namespace rgpu::registry

@@ -1,0 +1,146 @@
+// RegistryService: the registry's gRPC service (proto/registry.proto) over a Store.
+//
+// The store holds everything durable; this class holds what placement needs in memory (every
+// GPU's load, which servers are online, active leases, the queue of waiting requests) and keeps
+// the two in step: a change is committed to the store before it is acknowledged.
+//
+// Liveness: a server heartbeats every heartbeat_ms; Sweep() marks a server offline once it has
+// missed three heartbeats (nothing heard for more than 3 x heartbeat_ms), and its GPUs get no
+// placements until it heartbeats again. After a registry restart every server is offline until
+// its first heartbeat. Revoking a provider makes its GPUs unplaceable at once.
+//
+// Queue: a request no GPU can take now waits, ordered by priority (higher first), then arrival;
+// whenever capacity appears, waiting requests are placed in that order (a lower-priority request
+// that fits where the head does not is placed too). The caller sees its position while it waits
+// and a clear kResourceExhausted answer with its position when its wait runs out.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "proto/registry.grpc.pb.h"
+#include "registry/billing.h"
+#include "registry/placement.h"
+#include "registry/store.h"
+
+namespace rgpu::registry {
+
+struct RegistryOptions {
+  std::string signing_key_path;  // Ed25519 private key (PEM) session tokens are signed with
+  std::string public_key_pem;    // its public half (PEM text), handed to registering servers
+  std::string admin_key;         // when set, operator calls need it (x-rgpu-admin-key)
+  uint32_t heartbeat_ms = 2000;
+  int min_driver_version = 0;         // e.g. 12000; older drivers are refused
+  double min_compute_capability = 0;  // e.g. 7.0; older GPUs are refused
+  PriceList prices;
+  std::function<int64_t()> now_ms;  // unix milliseconds (default: the system clock)
+};
+
+class RegistryService final : public Registry::Service {
+ public:
+  // Loads the store's state. The options' now_ms defaults to the system clock.
+  static Status Create(std::unique_ptr<Store> store, RegistryOptions options,
+                       std::unique_ptr<RegistryService>* out);
+  ~RegistryService() override;
+
+  // Marks servers offline that missed three heartbeats, ends expired leases and places waiting
+  // requests that now fit. Call periodically (rgpu-registry: every heartbeat_ms / 2).
+  void Sweep();
+  // Ends every waiting Place call (kUnavailable), for shutdown.
+  void Shutdown();
+
+  grpc::Status Register(grpc::ServerContext* ctx, const RegisterRequest* req,
+                        RegisterReply* reply) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const HeartbeatRequest* req,
+                         HeartbeatReply* reply) override;
+  grpc::Status ReportUsage(grpc::ServerContext* ctx, const ReportUsageRequest* req,
+                           ReportUsageReply* reply) override;
+  grpc::Status Place(grpc::ServerContext* ctx, const PlaceRequest* req,
+                     grpc::ServerWriter<PlaceUpdate>* writer) override;
+  grpc::Status CreateTenant(grpc::ServerContext* ctx, const NameRequest* req,
+                            KeyReply* reply) override;
+  grpc::Status ListTenants(grpc::ServerContext* ctx, const Empty* req, TenantList* reply) override;
+  grpc::Status CreateProvider(grpc::ServerContext* ctx, const NameRequest* req,
+                              KeyReply* reply) override;
+  grpc::Status RevokeProvider(grpc::ServerContext* ctx, const NameRequest* req,
+                              Empty* reply) override;
+  grpc::Status ListProviders(grpc::ServerContext* ctx, const Empty* req,
+                             ProviderList* reply) override;
+  grpc::Status ListGpus(grpc::ServerContext* ctx, const Empty* req, GpuList* reply) override;
+  grpc::Status Usage(grpc::ServerContext* ctx, const UsageQuery* req, UsageReply* reply) override;
+  grpc::Status Bill(grpc::ServerContext* ctx, const UsageQuery* req, Invoice* reply) override;
+  grpc::Status Earnings(grpc::ServerContext* ctx, const UsageQuery* req, Invoice* reply) override;
+
+ private:
+  struct GpuMeta {
+    GpuRow row;
+  };
+  struct ServerState {
+    std::string provider;
+    std::string url;
+    int64_t last_heartbeat_ms = 0;  // 0: not heard from since the registry started
+    bool online = false;
+    std::vector<size_t> gpus;  // indices into gpus_/loads_
+  };
+  struct ProviderState {
+    ProviderRow row;
+  };
+  struct Waiter {
+    PlacementAsk ask;
+    std::string tenant;
+    int32_t priority = 0;
+    uint64_t seq = 0;
+    uint32_t ttl_seconds = 3600;
+    int64_t enqueued_ms = 0;
+    bool done = false;
+    grpc::Status error;
+    Placement placement;
+  };
+
+  RegistryService(std::unique_ptr<Store> store, RegistryOptions options);
+  Status Load();
+  int64_t Now() const { return options_.now_ms(); }
+  // Authentication from call metadata; the status is what the RPC answers when it fails.
+  grpc::Status AuthAdmin(grpc::ServerContext* ctx);
+  grpc::Status AuthProvider(grpc::ServerContext* ctx, std::string* provider);
+  grpc::Status AuthTenant(grpc::ServerContext* ctx, std::string* tenant);
+  // Recomputes the placeable flag of a server's GPUs. Under mu_.
+  void UpdatePlaceable(const std::string& server);
+  // Places waiting requests that fit, in queue order. Under mu_.
+  void Dispatch();
+  // Grants `w` the GPU at `index`: signs its token and records the lease. Under mu_.
+  void Grant(Waiter* w, size_t index, double decision_us);
+  // Ends an active lease and returns its resources. Under mu_.
+  void EndLease(const std::string& lease_id, int64_t now_ms);
+  // Sums usage per session and attributes each to the lease it ran under.
+  Status SessionsUsage(const UsageQuery& query, std::vector<SessionUsage>* out);
+  grpc::Status BuildInvoice(const UsageQuery& query, const std::string& subject, bool earnings,
+                            Invoice* out);
+
+  RegistryOptions options_;
+  std::unique_ptr<Store> store_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool shutdown_ = false;
+  std::map<std::string, ProviderState> providers_;      // by name
+  std::map<std::string, std::string> provider_by_key_;  // key hash -> name
+  std::map<std::string, TenantRow> tenants_;
+  std::map<std::string, std::string> tenant_by_key_;
+  std::vector<GpuMeta> gpus_;  // parallel to loads_
+  std::vector<GpuLoad> loads_;
+  std::map<std::string, size_t> gpu_by_id_;
+  std::map<std::string, ServerState> servers_;
+  std::map<std::string, LeaseRow> leases_;     // active, by id
+  std::deque<std::shared_ptr<Waiter>> queue_;  // ordered: priority desc, then seq
+  uint64_t next_seq_ = 1;
+};
+
+}  // namespace rgpu::registry

@@ -1,0 +1,258 @@
+#include "registry/store.h"
+
+#include <cstdio>
+
+namespace rgpu::registry {
+namespace {
+
+// Column types both engines understand (SQLite maps them to its affinities).
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS providers (
+  name TEXT PRIMARY KEY, key_hash TEXT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0,
+  created_unix BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS tenants (
+  name TEXT PRIMARY KEY, key_hash TEXT NOT NULL, created_unix BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS gpus (
+  gpu_id TEXT PRIMARY KEY, provider TEXT NOT NULL, server_name TEXT NOT NULL,
+  server_url TEXT NOT NULL, idx INTEGER NOT NULL, uuid TEXT NOT NULL, model TEXT NOT NULL,
+  memory_bytes BIGINT NOT NULL, cc_major INTEGER NOT NULL, cc_minor INTEGER NOT NULL,
+  bandwidth_gbps DOUBLE PRECISION NOT NULL, driver_version INTEGER NOT NULL,
+  backend TEXT NOT NULL, resource_token TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+  lease_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, gpu_id TEXT NOT NULL,
+  server_name TEXT NOT NULL, memory_bytes BIGINT NOT NULL, share INTEGER NOT NULL,
+  priority INTEGER NOT NULL, queue_ms BIGINT NOT NULL, granted_ms BIGINT NOT NULL,
+  expires_ms BIGINT NOT NULL, released_ms BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS usage (
+  record_id TEXT PRIMARY KEY, server_name TEXT NOT NULL, gpu_index INTEGER NOT NULL,
+  tenant TEXT NOT NULL, session_id BIGINT NOT NULL, start_ms BIGINT NOT NULL,
+  end_ms BIGINT NOT NULL, calls BIGINT NOT NULL, bytes_in BIGINT NOT NULL,
+  bytes_out BIGINT NOT NULL, gpu_busy_ms DOUBLE PRECISION NOT NULL,
+  memory_gib_seconds DOUBLE PRECISION NOT NULL, queue_ms DOUBLE PRECISION NOT NULL,
+  session_ended INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS usage_by_tenant ON usage (tenant, end_ms);
+CREATE INDEX IF NOT EXISTS usage_by_provider ON usage (provider, end_ms);
+)sql";
+
+std::string Num(int64_t v) { return std::to_string(v); }
+std::string Num(uint64_t v) { return std::to_string(v); }
+std::string Real(double v) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+int64_t I(const std::string& s) { return s.empty() ? 0 : std::stoll(s); }
+uint64_t U(const std::string& s) { return s.empty() ? 0 : std::stoull(s); }
+double D(const std::string& s) { return s.empty() ? 0.0 : std::stod(s); }
+
+Status Taken(Status s, const std::string& what) {
+  if (s.ok()) return s;
+  if (s.message().find("UNIQUE") != std::string::npos ||
+      s.message().find("duplicate key") != std::string::npos) {
+    return InvalidArgument(what + " already exists");
+  }
+  return s;
+}
+
+const char* kLeaseColumns =
+    "lease_id, tenant, gpu_id, server_name, memory_bytes, share, priority, queue_ms, granted_ms, "
+    "expires_ms, released_ms";
+
+LeaseRow ParseLease(const Row& r) {
+  LeaseRow l;
+  l.lease_id = r[0];
+  l.tenant = r[1];
+  l.gpu_id = r[2];
+  l.server_name = r[3];
+  l.memory_bytes = U(r[4]);
+  l.share = static_cast<uint32_t>(U(r[5]));
+  l.priority = static_cast<int32_t>(I(r[6]));
+  l.queue_ms = I(r[7]);
+  l.granted_ms = I(r[8]);
+  l.expires_ms = I(r[9]);
+  l.released_ms = I(r[10]);
+  return l;
+}
+
+}  // namespace
+
+Status Store::Open(std::unique_ptr<Db> db, std::unique_ptr<Store>* out) {
+  Status s = db->Exec(kSchema);
+  if (!s.ok()) return s;
+  out->reset(new Store(std::move(db)));
+  return Status::Ok();
+}
+
+Status Store::AddProvider(const ProviderRow& row) {
+  return Taken(db_->Exec("INSERT INTO providers (name, key_hash, revoked, created_unix) "
+                         "VALUES ($1, $2, $3, $4)",
+                         {row.name, row.key_hash, row.revoked ? "1" : "0", Num(row.created_unix)}),
+               "provider " + row.name);
+}
+
+Status Store::AddTenant(const TenantRow& row) {
+  return Taken(db_->Exec("INSERT INTO tenants (name, key_hash, created_unix) VALUES ($1, $2, $3)",
+                         {row.name, row.key_hash, Num(row.created_unix)}),
+               "tenant " + row.name);
+}
+
+Status Store::SetProviderRevoked(const std::string& name, bool revoked) {
+  int64_t changed = 0;
+  Status s = db_->ExecCount("UPDATE providers SET revoked = $1 WHERE name = $2",
+                            {revoked ? "1" : "0", name}, &changed);
+  if (s.ok() && changed == 0) return NotFound("no provider named " + name);
+  return s;
+}
+
+Status Store::PutGpu(const GpuRow& g) {
+  const GpuSpec& s = g.spec;
+  return db_->Exec(
+      "INSERT INTO gpus (gpu_id, provider, server_name, server_url, idx, uuid, model, "
+      "memory_bytes, cc_major, cc_minor, bandwidth_gbps, driver_version, backend, resource_token) "
+      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+      "ON CONFLICT (gpu_id) DO UPDATE SET provider = excluded.provider, "
+      "server_name = excluded.server_name, server_url = excluded.server_url, idx = excluded.idx, "
+      "uuid = excluded.uuid, model = excluded.model, memory_bytes = excluded.memory_bytes, "
+      "cc_major = excluded.cc_major, cc_minor = excluded.cc_minor, "
+      "bandwidth_gbps = excluded.bandwidth_gbps, driver_version = excluded.driver_version, "
+      "backend = excluded.backend, resource_token = excluded.resource_token",
+      {g.gpu_id, g.provider, g.server_name, g.server_url, Num(uint64_t{s.index()}), s.uuid(),
+       s.model(), Num(s.memory_bytes()), Num(uint64_t{s.cc_major()}), Num(uint64_t{s.cc_minor()}),
+       Real(s.bandwidth_gbps()), Num(int64_t{s.driver_version()}), s.backend(), g.resource_token});
+}
+
+Status Store::AddLease(const LeaseRow& l) {
+  return db_->Exec(std::string("INSERT INTO leases (") + kLeaseColumns +
+                       ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                   {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes),
+                    Num(uint64_t{l.share}), Num(int64_t{l.priority}), Num(l.queue_ms),
+                    Num(l.granted_ms), Num(l.expires_ms), Num(l.released_ms)});
+}
+
+Status Store::ReleaseLease(const std::string& lease_id, int64_t released_ms) {
+  return db_->Exec("UPDATE leases SET released_ms = $1 WHERE lease_id = $2",
+                   {Num(released_ms), lease_id});
+}
+
+Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint32_t* duplicates,
+                       std::vector<bool>* fresh) {
+  std::vector<Statement> statements;
+  statements.reserve(rows.size());
+  for (const auto& row : rows) {
+    const UsageRecord& r = row.record;
+    statements.push_back(
+        {"INSERT INTO usage (record_id, server_name, gpu_index, tenant, session_id, start_ms, "
+         "end_ms, calls, bytes_in, bytes_out, gpu_busy_ms, memory_gib_seconds, queue_ms, "
+         "session_ended, provider, model) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+         "$12, $13, $14, $15, $16) ON CONFLICT (record_id) DO NOTHING",
+         {r.record_id(), r.server_name(), Num(uint64_t{r.gpu_index()}), r.tenant(),
+          Num(r.session_id()), Num(r.start_ms()), Num(r.end_ms()), Num(r.calls()),
+          Num(r.bytes_in()), Num(r.bytes_out()), Real(r.gpu_busy_ms()),
+          Real(r.memory_gib_seconds()), Real(r.queue_ms()), r.session_ended() ? "1" : "0",
+          row.provider, row.model}});
+  }
+  std::vector<int64_t> changed;
+  Status s = db_->Transaction(statements, &changed);
+  if (!s.ok()) return s;
+  *stored = *duplicates = 0;
+  for (int64_t n : changed) {
+    (n > 0 ? *stored : *duplicates) += 1;
+    if (fresh) fresh->push_back(n > 0);
+  }
+  return Status::Ok();
+}
+
+Status Store::LoadProviders(std::vector<ProviderRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query("SELECT name, key_hash, revoked, created_unix FROM providers", {}, &rows);
+  for (const auto& r : rows) out->push_back({r[0], r[1], I(r[2]) != 0, I(r[3])});
+  return s;
+}
+
+Status Store::LoadTenants(std::vector<TenantRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query("SELECT name, key_hash, created_unix FROM tenants", {}, &rows);
+  for (const auto& r : rows) out->push_back({r[0], r[1], I(r[2])});
+  return s;
+}
+
+Status Store::LoadGpus(std::vector<GpuRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(
+      "SELECT gpu_id, provider, server_name, server_url, idx, uuid, model, memory_bytes, "
+      "cc_major, cc_minor, bandwidth_gbps, driver_version, backend, resource_token FROM gpus",
+      {}, &rows);
+  for (const auto& r : rows) {
+    GpuRow g;
+    g.gpu_id = r[0];
+    g.provider = r[1];
+    g.server_name = r[2];
+    g.server_url = r[3];
+    g.spec.set_index(static_cast<uint32_t>(U(r[4])));
+    g.spec.set_uuid(r[5]);
+    g.spec.set_model(r[6]);
+    g.spec.set_memory_bytes(U(r[7]));
+    g.spec.set_cc_major(static_cast<uint32_t>(U(r[8])));
+    g.spec.set_cc_minor(static_cast<uint32_t>(U(r[9])));
+    g.spec.set_bandwidth_gbps(D(r[10]));
+    g.spec.set_driver_version(static_cast<int32_t>(I(r[11])));
+    g.spec.set_backend(r[12]);
+    g.resource_token = r[13];
+    out->push_back(std::move(g));
+  }
+  return s;
+}
+
+Status Store::LoadActiveLeases(int64_t now_ms, std::vector<LeaseRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(std::string("SELECT ") + kLeaseColumns +
+                            " FROM leases WHERE released_ms = 0 AND expires_ms > $1",
+                        {Num(now_ms)}, &rows);
+  for (const auto& r : rows) out->push_back(ParseLease(r));
+  return s;
+}
+
+Status Store::QueryUsage(const std::string& tenant, const std::string& provider, int64_t from_ms,
+                         int64_t to_ms, std::vector<UsageRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(
+      "SELECT record_id, server_name, gpu_index, tenant, session_id, start_ms, end_ms, calls, "
+      "bytes_in, bytes_out, gpu_busy_ms, memory_gib_seconds, queue_ms, session_ended, provider, "
+      "model FROM usage WHERE end_ms >= $1 AND end_ms < $2 AND ($3 = '' OR tenant = $3) AND "
+      "($4 = '' OR provider = $4) ORDER BY server_name, session_id, end_ms",
+      {Num(from_ms), Num(to_ms), tenant, provider}, &rows);
+  for (const auto& r : rows) {
+    UsageRow u;
+    UsageRecord& rec = u.record;
+    rec.set_record_id(r[0]);
+    rec.set_server_name(r[1]);
+    rec.set_gpu_index(static_cast<uint32_t>(U(r[2])));
+    rec.set_tenant(r[3]);
+    rec.set_session_id(U(r[4]));
+    rec.set_start_ms(I(r[5]));
+    rec.set_end_ms(I(r[6]));
+    rec.set_calls(U(r[7]));
+    rec.set_bytes_in(U(r[8]));
+    rec.set_bytes_out(U(r[9]));
+    rec.set_gpu_busy_ms(D(r[10]));
+    rec.set_memory_gib_seconds(D(r[11]));
+    rec.set_queue_ms(D(r[12]));
+    rec.set_session_ended(I(r[13]) != 0);
+    u.provider = r[14];
+    u.model = r[15];
+    out->push_back(std::move(u));
+  }
+  return s;
+}
+
+Status Store::QueryLeases(const std::string& tenant, int64_t to_ms, std::vector<LeaseRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(std::string("SELECT ") + kLeaseColumns +
+                            " FROM leases WHERE granted_ms < $1 AND ($2 = '' OR tenant = $2) "
+                            "ORDER BY granted_ms",
+                        {Num(to_ms), tenant}, &rows);
+  for (const auto& r : rows) out->push_back(ParseLease(r));
+  return s;
+}
+
+}  // namespace rgpu::registry

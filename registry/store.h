@@ -1,0 +1,95 @@
+// Store: the registry's durable state (providers, tenants, GPUs, leases, usage records) in SQL
+// over a Db (SQLite or PostgreSQL). Every write returns only once it is committed, so whatever
+// the registry acknowledges survives a crash. Thread-safe (the Db serializes statements).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proto/registry.pb.h"
+#include "registry/db.h"
+
+namespace rgpu::registry {
+
+struct ProviderRow {
+  std::string name;
+  std::string key_hash;  // SHA-256 of the key, hex
+  bool revoked = false;
+  int64_t created_unix = 0;
+};
+
+struct TenantRow {
+  std::string name;
+  std::string key_hash;
+  int64_t created_unix = 0;
+};
+
+struct GpuRow {
+  std::string gpu_id;  // "SERVER/INDEX"
+  std::string provider;
+  std::string server_name;
+  std::string server_url;
+  GpuSpec spec;
+  std::string resource_token;
+};
+
+struct LeaseRow {
+  std::string lease_id;
+  std::string tenant;
+  std::string gpu_id;
+  std::string server_name;
+  uint64_t memory_bytes = 0;
+  uint32_t share = 0;
+  int32_t priority = 0;
+  int64_t queue_ms = 0;
+  int64_t granted_ms = 0;
+  int64_t expires_ms = 0;
+  int64_t released_ms = 0;  // 0 while active
+};
+
+// A stored usage record with what the registry knew when it stored it.
+struct UsageRow {
+  UsageRecord record;
+  std::string provider;
+  std::string model;
+};
+
+class Store {
+ public:
+  // Takes the database and creates the schema when missing.
+  static Status Open(std::unique_ptr<Db> db, std::unique_ptr<Store>* out);
+  std::string engine() const { return db_->engine(); }
+
+  // Adds a provider or tenant; kInvalidArgument when the name is taken.
+  Status AddProvider(const ProviderRow& row);
+  Status AddTenant(const TenantRow& row);
+  Status SetProviderRevoked(const std::string& name, bool revoked);
+  // Inserts or replaces a GPU's registration.
+  Status PutGpu(const GpuRow& row);
+  Status AddLease(const LeaseRow& row);
+  Status ReleaseLease(const std::string& lease_id, int64_t released_ms);
+
+  // Stores the records in one transaction; ids already present are left alone and counted as
+  // duplicates. `fresh`, when given, says which rows were new. Returns once they are durable.
+  Status AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint32_t* duplicates,
+                  std::vector<bool>* fresh = nullptr);
+
+  // Everything, for the registry's start-up.
+  Status LoadProviders(std::vector<ProviderRow>* out);
+  Status LoadTenants(std::vector<TenantRow>* out);
+  Status LoadGpus(std::vector<GpuRow>* out);
+  Status LoadActiveLeases(int64_t now_ms, std::vector<LeaseRow>* out);
+
+  // Usage records whose interval ends in [from_ms, to_ms), optionally for one tenant/provider.
+  Status QueryUsage(const std::string& tenant, const std::string& provider, int64_t from_ms,
+                    int64_t to_ms, std::vector<UsageRow>* out);
+  // Leases granted to `tenant` ("" = all) before `to_ms`, newest last.
+  Status QueryLeases(const std::string& tenant, int64_t to_ms, std::vector<LeaseRow>* out);
+
+ private:
+  explicit Store(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+  std::unique_ptr<Db> db_;
+};
+
+}  // namespace rgpu::registry
