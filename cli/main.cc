@@ -3,6 +3,10 @@
 //   rgpu bench --transport tcp|shm [--json FILE] [--png FILE]  measure against the floor
 //   rgpu token keygen|sign ...                                  signed session tokens
 //   rgpu status --server URL [--json]                           a server's live sessions
+//   rgpu run --registry ADDR --api-key KEY [--gpu-type T] [--memory SIZE] [--priority P]
+//            -- PROGRAM ARGS...                                 placed by the registry
+//   rgpu tenant create|list, rgpu provider create|list|revoke, rgpu gpus, rgpu usage,
+//   rgpu bill --tenant NAME, rgpu earnings --provider NAME     the registry (all with --json)
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench.h"
+#include "cli/registry_commands.h"
 #include "cli/status.h"
 #include "proto/signed_token.h"
 
@@ -79,7 +84,67 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "run a program with its GPU calls sent to a server");
   run->add_option("--server", server, "server URL, e.g. tcp://host:port (default $RGPU_SERVER)");
   run->add_option("--token", token, "session token (default $RGPU_TOKEN)");
+  rgpu::cli::RegistryAccess access;
+  rgpu::cli::PlaceOptions place;
+  run->add_option("--registry", access.address,
+                  "ask the registry at HOST:PORT for a placement (default $RGPU_REGISTRY "
+                  "when --server is not given)");
+  run->add_option("--api-key", access.api_key, "the tenant's API key (default $RGPU_API_KEY)");
+  run->add_option("--gpu-type", place.gpu_type, "GPU model to ask for (substring; default any)");
+  run->add_option("--memory", place.memory, "device memory to ask for (K/M/G suffixes)")
+      ->capture_default_str();
+  run->add_option("--share", place.compute_share, "percent of a GPU's compute to ask for")
+      ->capture_default_str();
+  run->add_option("--priority", place.priority, "0 (lowest) to 9; higher is placed first")
+      ->capture_default_str();
+  run->add_option("--wait", place.wait_seconds, "seconds to wait in the queue for a GPU")
+      ->capture_default_str();
+  run->add_option("--ttl", place.ttl_seconds, "seconds the placement and its token last")
+      ->capture_default_str();
   run->add_option("program", program, "program and its arguments (after --)")->required();
+
+  // The registry's commands share how they reach it.
+  auto access_options = [&access](CLI::App* cmd) {
+    cmd->add_option("--registry", access.address, "registry HOST:PORT (default $RGPU_REGISTRY)");
+    cmd->add_option("--admin-key", access.admin_key, "operator key (default $RGPU_ADMIN_KEY)");
+    cmd->add_option("--api-key", access.api_key, "tenant API key (default $RGPU_API_KEY)");
+    cmd->add_option("--provider-key", access.provider_key,
+                    "provider key (default $RGPU_PROVIDER_KEY)");
+    cmd->add_option("--tls-ca", access.tls_ca, "CA certificate (PEM) when the registry uses TLS");
+    cmd->add_flag("--json", access.json, "print JSON");
+  };
+  std::string subject, from, to;
+  CLI::App* tenant = app.add_subcommand("tenant", "the registry's tenants");
+  tenant->require_subcommand(1);
+  CLI::App* tenant_create = tenant->add_subcommand("create", "create a tenant; prints its API key");
+  tenant_create->add_option("name", subject, "tenant name")->required();
+  CLI::App* tenant_list = tenant->add_subcommand("list", "list tenants");
+  CLI::App* provider = app.add_subcommand("provider", "the registry's providers");
+  provider->require_subcommand(1);
+  CLI::App* provider_create =
+      provider->add_subcommand("create", "create a provider; prints its provider key");
+  provider_create->add_option("name", subject, "provider name")->required();
+  CLI::App* provider_list = provider->add_subcommand("list", "list providers");
+  CLI::App* provider_revoke =
+      provider->add_subcommand("revoke", "revoke a provider: its GPUs take no new placements");
+  provider_revoke->add_option("name", subject, "provider name")->required();
+  CLI::App* gpus = app.add_subcommand("gpus", "GPUs registered: state, load, last heartbeat");
+  std::string usage_tenant, usage_provider;
+  CLI::App* usage = app.add_subcommand("usage", "metered usage per session");
+  usage->add_option("--tenant", usage_tenant, "only this tenant");
+  usage->add_option("--provider", usage_provider, "only this provider's GPUs");
+  CLI::App* bill = app.add_subcommand("bill", "a tenant's itemized invoice");
+  bill->add_option("--tenant", subject, "tenant to bill (default: the API key's)");
+  CLI::App* earnings = app.add_subcommand("earnings", "a provider's earnings");
+  earnings->add_option("--provider", subject, "provider (default: the provider key's)");
+  for (CLI::App* cmd : {usage, bill, earnings}) {
+    cmd->add_option("--from", from, "start: unix seconds, now, or YYYY-MM-DDTHH:MM:SSZ");
+    cmd->add_option("--to", to, "end (default now)");
+  }
+  for (CLI::App* cmd : {tenant_create, tenant_list, provider_create, provider_list, provider_revoke,
+                        gpus, usage, bill, earnings}) {
+    access_options(cmd);
+  }
 
   rgpu::cli::BenchOptions bench_options;
   CLI::App* bench = app.add_subcommand(
@@ -150,7 +215,34 @@ int main(int argc, char** argv) {
     printf("%s\n", signed_token.c_str());
     return 0;
   }
-  if (run->parsed()) return Run(server, token, program);
+  if (tenant_create->parsed()) return rgpu::cli::TenantCreate(access, subject);
+  if (tenant_list->parsed()) return rgpu::cli::TenantList(access);
+  if (provider_create->parsed()) return rgpu::cli::ProviderCreate(access, subject);
+  if (provider_list->parsed()) return rgpu::cli::ProviderList(access);
+  if (provider_revoke->parsed()) return rgpu::cli::ProviderRevoke(access, subject);
+  if (gpus->parsed()) return rgpu::cli::Gpus(access);
+  if (usage->parsed()) return rgpu::cli::Usage(access, usage_tenant, usage_provider, from, to);
+  if (bill->parsed()) return rgpu::cli::Bill(access, subject, from, to);
+  if (earnings->parsed()) return rgpu::cli::Earnings(access, subject, from, to);
+  if (run->parsed()) {
+    if (access.address.empty() && server.empty() && getenv("RGPU_SERVER") == nullptr &&
+        getenv("RGPU_REGISTRY") != nullptr) {
+      access.address = getenv("RGPU_REGISTRY");
+    }
+    if (!access.address.empty()) {
+      if (!Exists(FindInterposer())) {  // before a placement is taken for nothing
+        fprintf(stderr, "rgpu run: interposer library not found at %s\n", FindInterposer().c_str());
+        return 2;
+      }
+      if (!server.empty() || !token.empty()) {
+        fprintf(stderr, "rgpu run: give either --registry or --server/--token, not both\n");
+        return 2;
+      }
+      const int rc = rgpu::cli::Place(access, place, &server, &token);
+      if (rc != 0) return rc;
+    }
+    return Run(server, token, program);
+  }
   if (bench->parsed()) return rgpu::cli::RunBench(bench_options);
   return 0;
 }

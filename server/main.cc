@@ -1,6 +1,7 @@
 // rgpu-server: serves remote CUDA driver calls from tenants on a local backend.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -42,9 +43,33 @@ int main(int argc, char** argv) {
                "tenants' kernels take turns on the GPU in proportion to their weights");
   app.add_option("--max-sessions", options.max_sessions, "sessions at once (0: no limit)")
       ->capture_default_str();
+  app.add_option("--max-queued-calls", options.max_queued_calls,
+                 "per session: requests waiting to be served before the session is closed")
+      ->capture_default_str();
+  app.add_option("--max-queued-mib", options.max_queued_mib,
+                 "per session: MiB of requests waiting to be served before the session is closed")
+      ->capture_default_str();
+  app.add_option("--client-timeout-ms", options.client_timeout_ms,
+                 "close a session whose client sent no keepalive for this long (0: never)")
+      ->capture_default_str();
+  app.add_option("--registry", options.registry,
+                 "register this server's GPUs with the registry at HOST:PORT, heartbeat and "
+                 "report usage; admit the session tokens it signs");
+  app.add_option("--provider-key", options.provider_key,
+                 "this provider's key for the registry (`rgpu provider create`; default "
+                 "$RGPU_PROVIDER_KEY)");
+  app.add_option("--registry-ca", options.registry_ca,
+                 "CA certificate (PEM) to trust when the registry serves TLS");
+  app.add_option("--advertise", options.advertise_url,
+                 "URL tenants reach this server at (default: the bound listen URL)");
+  app.add_option("--interconnect-gbps", options.interconnect_gbps,
+                 "host-to-GPU bandwidth to advertise to the registry, GB/s");
   app.add_option("--port-file", port_file,
                  "write the bound URL to this file once listening (for scripts and tests)");
   CLI11_PARSE(app, argc, argv);
+  if (options.provider_key.empty() && getenv("RGPU_PROVIDER_KEY") != nullptr) {
+    options.provider_key = getenv("RGPU_PROVIDER_KEY");
+  }
 
   rgpu::server::Server server;
   rgpu::Status s = server.Start(options);

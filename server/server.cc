@@ -1,17 +1,76 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <chrono>
 
 #include "common/log.h"
 #include <prometheus/exposer.h>
 
 #include "server/metrics.h"
+#include "server/registry_agent.h"
 #include "server/session.h"
 
 namespace rgpu::server {
 
 Server::Server() = default;
-Server::~Server() = default;
+Server::~Server() {
+  agent_.reset();
+  if (!registry_key_path_.empty()) unlink(registry_key_path_.c_str());
+}
+
+Status Server::StartRegistryAgent() {
+  RegistryAgentOptions agent_options;
+  agent_options.address = options_.registry;
+  agent_options.provider_key = options_.provider_key;
+  agent_options.tls_ca = options_.registry_ca;
+  agent_options.server_name = options_.name;
+  agent_options.server_url = options_.advertise_url.empty() ? url_ : options_.advertise_url;
+  std::vector<registry::GpuSpec> gpus;
+  for (size_t i = 0; i < devices_.devices().size(); ++i) {
+    const wire::DeviceInfo& d = devices_.devices()[i];
+    registry::GpuSpec spec;
+    spec.set_index(static_cast<uint32_t>(i));
+    static const char* kHex = "0123456789abcdef";
+    std::string uuid;
+    for (unsigned char c : d.uuid()) {
+      uuid += kHex[c >> 4];
+      uuid += kHex[c & 15];
+    }
+    spec.set_uuid(uuid);
+    spec.set_model(d.name());
+    spec.set_memory_bytes(d.total_mem());
+    auto attribute = [&d](int a) { return a < d.attributes_size() ? d.attributes(a) : 0; };
+    spec.set_cc_major(
+        static_cast<uint32_t>(attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)));
+    spec.set_cc_minor(
+        static_cast<uint32_t>(attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)));
+    spec.set_bandwidth_gbps(options_.interconnect_gbps);
+    spec.set_driver_version(devices_.driver_version());
+    spec.set_backend(options_.backend);
+    gpus.push_back(std::move(spec));
+  }
+  agent_ = std::make_unique<RegistryAgent>();
+  std::string public_key_pem;
+  Status s = agent_->Start(
+      agent_options, std::move(gpus), [this] { return SessionsStatus(); }, &public_key_pem);
+  if (!s.ok()) return Unavailable("registry " + options_.registry + ": " + s.message());
+  RGPU_LOG_INFO("registered with the registry at %s as %s (%s)", options_.registry.c_str(),
+                options_.name.c_str(), agent_options.server_url.c_str());
+  if (!options_.token_public_key.empty()) return Status::Ok();
+  char path[] = "/tmp/rgpu-registry-key-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return Internal("cannot write the registry's public key to /tmp");
+  registry_key_path_ = path;
+  const bool written = write(fd, public_key_pem.data(), public_key_pem.size()) ==
+                       static_cast<ssize_t>(public_key_pem.size());
+  close(fd);
+  if (!written) return Internal("cannot write the registry's public key to " + registry_key_path_);
+  if (!tenants_) tenants_ = std::make_unique<TenantTable>();
+  s = tenants_->AcceptSigned(registry_key_path_, options_.name);
+  if (s.ok()) RGPU_LOG_INFO("sessions need a token signed by the registry");
+  return s;
+}
 
 Status Server::Start(const ServerOptions& options) {
   options_ = options;
@@ -52,6 +111,11 @@ Status Server::Start(const ServerOptions& options) {
   if (!s.ok()) return s;
   url.port = listener_->port();
   url_ = url.ToString();
+  if (options.keepalive) {
+    liveness_ = std::make_unique<LivenessService>();
+    s = liveness_->Start(url.host);
+    if (!s.ok()) return s;
+  }
   RGPU_LOG_INFO("backend %s (%s), driver %d, %zu device(s)", options.backend.c_str(), lib.c_str(),
                 devices_.driver_version(), devices_.devices().size());
   for (size_t i = 0; i < devices_.devices().size(); ++i) {
@@ -69,6 +133,10 @@ Status Server::Start(const ServerOptions& options) {
     metrics_ = MakeSessionMetrics([this] { return SessionsStatus(); });
     exposer_->RegisterCollectable(metrics_);
     RGPU_LOG_INFO("metrics on http://0.0.0.0:%d/metrics", options.metrics_port);
+  }
+  if (!options.registry.empty()) {
+    s = StartRegistryAgent();
+    if (!s.ok()) return s;
   }
   RGPU_LOG_INFO("listening on %s", url_.c_str());
   return Status::Ok();
@@ -111,6 +179,8 @@ void Server::Serve() {
     std::thread([this, id, refusal, p = std::move(pending)]() mutable {
       ChannelOptions copts;
       copts.poll_us = options_.poll_us;
+      copts.max_queued_messages = options_.max_queued_calls;
+      copts.max_queued_bytes = static_cast<size_t>(options_.max_queued_mib) << 20;
       std::unique_ptr<Channel> channel;
       Status st = p->Accept(copts, &channel);
       if (!st.ok()) {
@@ -120,11 +190,14 @@ void Server::Serve() {
         Session session(id, driver_, devices_, std::move(channel), tenants_.get(), refusal,
                         scheduler_.get());
         session.SetStatusProvider([this] { return SessionsStatus(); });
+        session.SetLiveness(liveness_.get(), options_.client_timeout_ms);
         {
           std::lock_guard<std::mutex> lock(mu_);
           sessions_[id] = &session;
         }
+        if (agent_) agent_->SessionStarted(id);
         session.Run(stop_);
+        if (agent_) agent_->SessionEnded(session.Stats());
         {
           std::lock_guard<std::mutex> lock(mu_);
           sessions_.erase(id);
@@ -142,6 +215,7 @@ void Server::Serve() {
   while (running_threads_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (agent_) agent_->Stop();  // the last usage records reach the registry
 }
 
 }  // namespace rgpu::server

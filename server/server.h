@@ -13,6 +13,7 @@
 #include "server/cuda_driver.h"
 #include "server/device_catalog.h"
 #include "server/fair_scheduler.h"
+#include "server/liveness_service.h"
 #include "server/tenants.h"
 #include "transport/channel.h"
 
@@ -24,6 +25,7 @@ class Collectable;
 namespace rgpu::server {
 
 class Session;
+class RegistryAgent;
 
 struct ServerOptions {
   std::string listen = "tcp://0.0.0.0:0";
@@ -36,6 +38,20 @@ struct ServerOptions {
   int metrics_port = 0;              // serve Prometheus metrics here (0: off)
   int max_sessions = 0;              // sessions at once (0: no limit)
   bool fair_share = false;           // kernels take turns by weight (FairScheduler)
+  // The registry (rgpu-server --registry HOST:PORT): register the GPUs, heartbeat, report usage,
+  // and admit tokens the registry signs (its key comes with the registration unless
+  // token_public_key is given).
+  std::string registry;
+  std::string provider_key;      // this provider's key (`rgpu provider create`)
+  std::string registry_ca;       // CA certificate when the registry serves TLS
+  std::string advertise_url;     // URL tenants reach this server at (default: the bound URL)
+  double interconnect_gbps = 0;  // host-to-GPU bandwidth to advertise, GB/s (0: unknown)
+  // Per-session bound on requests received and not yet served; a client that sends past it
+  // (a flood: rgpu's own client never does) has its session closed with the reason.
+  int max_queued_calls = 4096;
+  int max_queued_mib = 1024;
+  bool keepalive = true;      // serve the keepalive echo port (LivenessService)
+  int client_timeout_ms = 0;  // close sessions whose client sends no keepalive this long (0: never)
 };
 
 class Server {
@@ -61,6 +77,7 @@ class Server {
   std::unique_ptr<TenantTable> tenants_;
   std::unique_ptr<FairScheduler> scheduler_;
   std::unique_ptr<Listener> listener_;
+  std::unique_ptr<LivenessService> liveness_;
   std::string url_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> next_session_id_{1};
@@ -70,6 +87,10 @@ class Server {
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Collectable> metrics_;
   std::atomic<int> running_threads_{0};
+  std::unique_ptr<RegistryAgent> agent_;  // when options_.registry is set
+  std::string registry_key_path_;         // the registry's public key, written for TenantTable
+  // Registers with the registry and admits the tokens it signs. Called by Start().
+  Status StartRegistryAgent();
 };
 
 }  // namespace rgpu::server

@@ -1,0 +1,495 @@
+#include "cli/registry_commands.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <memory>
+
+#include "registry/channel.h"
+
+namespace rgpu::cli {
+namespace {
+
+namespace reg = rgpu::registry;
+
+std::string Env(const char* name) {
+  const char* v = getenv(name);
+  return v ? v : "";
+}
+
+void Fill(RegistryAccess* a) {
+  if (a->address.empty()) a->address = Env("RGPU_REGISTRY");
+  if (a->admin_key.empty()) a->admin_key = Env("RGPU_ADMIN_KEY");
+  if (a->api_key.empty()) a->api_key = Env("RGPU_API_KEY");
+  if (a->provider_key.empty()) a->provider_key = Env("RGPU_PROVIDER_KEY");
+}
+
+// A stub, or an error printed with the command's name.
+std::unique_ptr<reg::Registry::Stub> Connect(RegistryAccess* access, const char* command) {
+  Fill(access);
+  if (access->address.empty()) {
+    fprintf(stderr, "rgpu %s: no registry: pass --registry HOST:PORT or set RGPU_REGISTRY\n",
+            command);
+    return nullptr;
+  }
+  std::shared_ptr<grpc::Channel> channel;
+  Status s = reg::OpenChannel(access->address, access->tls_ca, &channel);
+  if (!s.ok()) {
+    fprintf(stderr, "rgpu %s: %s\n", command, s.message().c_str());
+    return nullptr;
+  }
+  return reg::Registry::NewStub(channel);
+}
+
+void Authorize(const RegistryAccess& a, grpc::ClientContext* ctx, int seconds = 30) {
+  if (!a.admin_key.empty()) ctx->AddMetadata("x-rgpu-admin-key", a.admin_key);
+  if (!a.api_key.empty()) ctx->AddMetadata("x-rgpu-api-key", a.api_key);
+  if (!a.provider_key.empty()) ctx->AddMetadata("x-rgpu-provider-key", a.provider_key);
+  if (seconds > 0) {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  }
+}
+
+int Failed(const char* command, const grpc::Status& g, const std::string& address) {
+  Status s = reg::FromGrpc(g, address);
+  fprintf(stderr, "rgpu %s: %s\n", command, s.message().c_str());
+  return s.code() == Status::Code::kInvalidArgument ? 2 : 1;
+}
+
+std::string Json(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string Num(double v) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+// UTC time of `unix_ms`; "never" for 0 when `zero_is_never`.
+std::string Clock(int64_t unix_ms, bool zero_is_never = true) {
+  if (unix_ms <= 0 && zero_is_never) return "never";
+  time_t t = static_cast<time_t>(unix_ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool Range(const std::string& from, const std::string& to, reg::UsageQuery* q) {
+  int64_t f = 0, t = 0;
+  if (!from.empty() && !ParseTime(from, &f)) {
+    fprintf(stderr, "rgpu: bad --from time '%s' (unix seconds, now, or YYYY-MM-DDTHH:MM:SSZ)\n",
+            from.c_str());
+    return false;
+  }
+  if (!to.empty() && !ParseTime(to, &t)) {
+    fprintf(stderr, "rgpu: bad --to time '%s' (unix seconds, now, or YYYY-MM-DDTHH:MM:SSZ)\n",
+            to.c_str());
+    return false;
+  }
+  q->set_from_unix(f);
+  q->set_to_unix(t);
+  return true;
+}
+
+int KeyCommand(RegistryAccess access, const std::string& name, bool provider) {
+  const char* command = provider ? "provider create" : "tenant create";
+  auto stub = Connect(&access, command);
+  if (!stub) return 2;
+  reg::NameRequest request;
+  request.set_name(name);
+  reg::KeyReply reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = provider ? stub->CreateProvider(&ctx, request, &reply)
+                            : stub->CreateTenant(&ctx, request, &reply);
+  if (!g.ok()) return Failed(command, g, access.address);
+  if (access.json) {
+    printf("{\"name\": %s, \"%s\": %s}\n", Json(reply.name()).c_str(),
+           provider ? "provider_key" : "api_key", Json(reply.key()).c_str());
+  } else {
+    printf("%s %s created; its %s (shown once): %s\n", provider ? "provider" : "tenant",
+           reply.name().c_str(), provider ? "provider key" : "API key", reply.key().c_str());
+  }
+  return 0;
+}
+
+void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
+  printf("{\"%s\": %s, \"from_unix\": %lld, \"to_unix\": %lld, \"currency\": %s, \"lines\": [",
+         earnings ? "provider" : "tenant", Json(inv.subject()).c_str(), (long long)inv.from_unix(),
+         (long long)inv.to_unix(), Json(inv.currency()).c_str());
+  for (int i = 0; i < inv.lines_size(); ++i) {
+    const reg::InvoiceLine& l = inv.lines(i);
+    printf(
+        "%s\n  {\"tenant\": %s, \"provider\": %s, \"server\": %s, \"session\": %llu, \"model\": "
+        "%s, "
+        "\"gpu_ms\": %s, \"unit_price_per_ms\": %s, \"base_fee\": %s, \"bandwidth_gbps\": %s, "
+        "\"included_gbps\": %s, \"burst_premium\": %s, \"queue_seconds\": %s, \"priority\": %d, "
+        "\"priority_multiplier\": %s, \"priority_surcharge\": %s, \"total\": %s}",
+        i ? "," : "", Json(l.tenant()).c_str(), Json(l.provider()).c_str(),
+        Json(l.server_name()).c_str(), (unsigned long long)l.session_id(), Json(l.model()).c_str(),
+        Num(l.gpu_ms()).c_str(), Num(l.unit_price()).c_str(), Num(l.base_fee()).c_str(),
+        Num(l.bandwidth_gbps()).c_str(), Num(l.included_gbps()).c_str(),
+        Num(l.burst_premium()).c_str(), Num(l.queue_seconds()).c_str(), l.priority(),
+        Num(l.priority_multiplier()).c_str(), Num(l.priority_surcharge()).c_str(),
+        Num(l.total()).c_str());
+  }
+  printf("],\n \"base_fee\": %s, \"burst_premium\": %s, \"priority_surcharge\": %s, \"total\": %s",
+         Num(inv.base_fee()).c_str(), Num(inv.burst_premium()).c_str(),
+         Num(inv.priority_surcharge()).c_str(), Num(inv.total()).c_str());
+  if (earnings) {
+    printf(", \"provider_share\": %s, \"earnings\": %s", Num(inv.provider_share()).c_str(),
+           Num(inv.earnings()).c_str());
+  }
+  printf("}\n");
+}
+
+void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
+  printf("%s for %s %s, %s to %s (%s)\n", earnings ? "Earnings" : "Invoice",
+         earnings ? "provider" : "tenant", inv.subject().c_str(),
+         Clock(inv.from_unix() * 1000, false).c_str(), Clock(inv.to_unix() * 1000, false).c_str(),
+         inv.currency().c_str());
+  printf("%-24s %8s %-22s %12s %12s %12s %12s %12s\n", "server/session", "tenant", "model",
+         "GPU ms", "base fee", "burst", "priority", "total");
+  for (const auto& l : inv.lines()) {
+    const std::string where = l.server_name() + "/" + std::to_string(l.session_id());
+    printf("%-24s %8s %-22.22s %12.1f %12.6f %12.6f %12.6f %12.6f\n", where.c_str(),
+           l.tenant().c_str(), l.model().c_str(), l.gpu_ms(), l.base_fee(), l.burst_premium(),
+           l.priority_surcharge(), l.total());
+    printf(
+        "%24s   unit price %.3g/GPU ms; %.4f GB/s (%.4g included); queued %.1f s at priority "
+        "%d (x%.4f)\n",
+        "", l.unit_price(), l.bandwidth_gbps(), l.included_gbps(), l.queue_seconds(), l.priority(),
+        l.priority_multiplier());
+  }
+  printf("%-24s %8s %-22s %12s %12.6f %12.6f %12.6f %12.6f\n", "TOTAL", "", "", "", inv.base_fee(),
+         inv.burst_premium(), inv.priority_surcharge(), inv.total());
+  if (earnings) {
+    printf("provider share %.0f%%: earnings %.6f %s\n", inv.provider_share() * 100, inv.earnings(),
+           inv.currency().c_str());
+  }
+}
+
+}  // namespace
+
+bool ParseTime(const std::string& text, int64_t* unix_seconds) {
+  if (text == "now") {
+    *unix_seconds = static_cast<int64_t>(time(nullptr));
+    return true;
+  }
+  char* end = nullptr;
+  long long v = strtoll(text.c_str(), &end, 10);
+  if (!text.empty() && *end == '\0') {
+    *unix_seconds = v;
+    return v >= 0;
+  }
+  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
+    struct tm tm = {};
+    const char* rest = strptime(text.c_str(), format, &tm);
+    if (rest != nullptr && (*rest == '\0' || (rest[0] == 'Z' && rest[1] == '\0'))) {
+      *unix_seconds = static_cast<int64_t>(timegm(&tm));
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ParseSize(const std::string& text, uint64_t* bytes) {
+  char* end = nullptr;
+  const double amount = strtod(text.c_str(), &end);
+  if (end == text.c_str() || amount < 0) return false;
+  double scale = 1;
+  switch (*end) {
+    case '\0':
+      break;
+    case 'K':
+      scale = 1024.0;
+      break;
+    case 'M':
+      scale = 1048576.0;
+      break;
+    case 'G':
+      scale = 1073741824.0;
+      break;
+    case 'T':
+      scale = 1099511627776.0;
+      break;
+    default:
+      return false;
+  }
+  if (*end != '\0' && end[1] != '\0' && !(end[1] == 'i' && end[2] == 'B' && end[3] == '\0') &&
+      !(end[1] == 'B' && end[2] == '\0')) {
+    return false;
+  }
+  *bytes = static_cast<uint64_t>(amount * scale);
+  return true;
+}
+
+int TenantCreate(RegistryAccess access, const std::string& name) {
+  return KeyCommand(std::move(access), name, false);
+}
+
+int ProviderCreate(RegistryAccess access, const std::string& name) {
+  return KeyCommand(std::move(access), name, true);
+}
+
+int TenantList(RegistryAccess access) {
+  auto stub = Connect(&access, "tenant list");
+  if (!stub) return 2;
+  reg::TenantList reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->ListTenants(&ctx, reg::Empty(), &reply);
+  if (!g.ok()) return Failed("tenant list", g, access.address);
+  if (access.json) {
+    printf("[");
+    for (int i = 0; i < reply.tenants_size(); ++i) {
+      printf("%s{\"name\": %s, \"created_unix\": %lld}", i ? ", " : "",
+             Json(reply.tenants(i).name()).c_str(), (long long)reply.tenants(i).created_unix());
+    }
+    printf("]\n");
+    return 0;
+  }
+  printf("%-24s %s\n", "TENANT", "CREATED");
+  for (const auto& t : reply.tenants()) {
+    printf("%-24s %s\n", t.name().c_str(), Clock(t.created_unix() * 1000).c_str());
+  }
+  return 0;
+}
+
+int ProviderList(RegistryAccess access) {
+  auto stub = Connect(&access, "provider list");
+  if (!stub) return 2;
+  reg::ProviderList reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->ListProviders(&ctx, reg::Empty(), &reply);
+  if (!g.ok()) return Failed("provider list", g, access.address);
+  if (access.json) {
+    printf("[");
+    for (int i = 0; i < reply.providers_size(); ++i) {
+      const auto& p = reply.providers(i);
+      printf("%s{\"name\": %s, \"revoked\": %s, \"gpus\": %u, \"created_unix\": %lld}",
+             i ? ", " : "", Json(p.name()).c_str(), p.revoked() ? "true" : "false", p.gpus(),
+             (long long)p.created_unix());
+    }
+    printf("]\n");
+    return 0;
+  }
+  printf("%-24s %-8s %5s %s\n", "PROVIDER", "STATE", "GPUS", "CREATED");
+  for (const auto& p : reply.providers()) {
+    printf("%-24s %-8s %5u %s\n", p.name().c_str(), p.revoked() ? "revoked" : "active", p.gpus(),
+           Clock(p.created_unix() * 1000).c_str());
+  }
+  return 0;
+}
+
+int ProviderRevoke(RegistryAccess access, const std::string& name) {
+  auto stub = Connect(&access, "provider revoke");
+  if (!stub) return 2;
+  reg::NameRequest request;
+  request.set_name(name);
+  reg::Empty reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->RevokeProvider(&ctx, request, &reply);
+  if (!g.ok()) return Failed("provider revoke", g, access.address);
+  if (access.json) {
+    printf("{\"name\": %s, \"revoked\": true}\n", Json(name).c_str());
+  } else {
+    printf("provider %s revoked: its GPUs take no new placements\n", name.c_str());
+  }
+  return 0;
+}
+
+int Gpus(RegistryAccess access) {
+  auto stub = Connect(&access, "gpus");
+  if (!stub) return 2;
+  reg::GpuList reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->ListGpus(&ctx, reg::Empty(), &reply);
+  if (!g.ok()) return Failed("gpus", g, access.address);
+  if (access.json) {
+    printf("[");
+    for (int i = 0; i < reply.gpus_size(); ++i) {
+      const auto& gpu = reply.gpus(i);
+      const auto& s = gpu.spec();
+      printf(
+          "%s\n {\"gpu\": %s, \"provider\": %s, \"server\": %s, \"url\": %s, \"model\": %s, "
+          "\"memory_bytes\": %llu, \"compute_capability\": \"%u.%u\", \"bandwidth_gbps\": %s, "
+          "\"driver_version\": %d, \"backend\": %s, \"state\": %s, \"memory_committed\": %llu, "
+          "\"share_committed\": %u, \"leases\": %u, \"last_heartbeat_ms\": %lld}",
+          i ? "," : "", Json(gpu.gpu_id()).c_str(), Json(gpu.provider()).c_str(),
+          Json(gpu.server_name()).c_str(), Json(gpu.server_url()).c_str(), Json(s.model()).c_str(),
+          (unsigned long long)s.memory_bytes(), s.cc_major(), s.cc_minor(),
+          Num(s.bandwidth_gbps()).c_str(), s.driver_version(), Json(s.backend()).c_str(),
+          Json(gpu.state()).c_str(), (unsigned long long)gpu.memory_committed(),
+          gpu.share_committed(), gpu.leases(), (long long)gpu.last_heartbeat_ms());
+    }
+    printf("]\n");
+    return 0;
+  }
+  printf("%-20s %-12s %-22s %-9s %10s %6s %6s %s\n", "GPU", "PROVIDER", "MODEL", "STATE",
+         "MEM USED", "SHARE", "LEASES", "LAST HEARTBEAT");
+  for (const auto& gpu : reply.gpus()) {
+    char mem[48];
+    snprintf(mem, sizeof mem, "%llu/%lluM", (unsigned long long)(gpu.memory_committed() >> 20),
+             (unsigned long long)(gpu.spec().memory_bytes() >> 20));
+    printf("%-20s %-12s %-22.22s %-9s %10s %5u%% %6u %s\n", gpu.gpu_id().c_str(),
+           gpu.provider().c_str(), gpu.spec().model().c_str(), gpu.state().c_str(), mem,
+           gpu.share_committed(), gpu.leases(), Clock(gpu.last_heartbeat_ms()).c_str());
+  }
+  return 0;
+}
+
+int Usage(RegistryAccess access, const std::string& tenant, const std::string& provider,
+          const std::string& from, const std::string& to) {
+  reg::UsageQuery query;
+  if (!Range(from, to, &query)) return 2;
+  query.set_tenant(tenant);
+  query.set_provider(provider);
+  auto stub = Connect(&access, "usage");
+  if (!stub) return 2;
+  reg::UsageReply reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->Usage(&ctx, query, &reply);
+  if (!g.ok()) return Failed("usage", g, access.address);
+  if (access.json) {
+    printf("[");
+    for (int i = 0; i < reply.sessions_size(); ++i) {
+      const auto& u = reply.sessions(i);
+      printf(
+          "%s\n {\"tenant\": %s, \"provider\": %s, \"server\": %s, \"gpu_index\": %u, "
+          "\"model\": %s, \"session\": %llu, \"start_ms\": %lld, \"end_ms\": %lld, \"gpu_ms\": %s, "
+          "\"calls\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu, \"gpu_busy_ms\": %s, "
+          "\"memory_gib_seconds\": %s, \"queue_ms\": %s, \"records\": %u, "
+          "\"placement_queue_s\": %s, \"priority\": %d}",
+          i ? "," : "", Json(u.tenant()).c_str(), Json(u.provider()).c_str(),
+          Json(u.server_name()).c_str(), u.gpu_index(), Json(u.model()).c_str(),
+          (unsigned long long)u.session_id(), (long long)u.start_ms(), (long long)u.end_ms(),
+          Num(u.gpu_ms()).c_str(), (unsigned long long)u.calls(), (unsigned long long)u.bytes_in(),
+          (unsigned long long)u.bytes_out(), Num(u.gpu_busy_ms()).c_str(),
+          Num(u.memory_gib_seconds()).c_str(), Num(u.queue_ms()).c_str(), u.records(),
+          Num(u.placement_queue_s()).c_str(), u.priority());
+    }
+    printf("]\n");
+    return 0;
+  }
+  printf("%-10s %-24s %10s %8s %12s %12s %10s %10s\n", "TENANT", "server/session", "GPU ms",
+         "calls", "bytes in", "bytes out", "busy ms", "GiB-s");
+  for (const auto& u : reply.sessions()) {
+    const std::string where = u.server_name() + "/" + std::to_string(u.session_id());
+    printf("%-10s %-24s %10.0f %8llu %12llu %12llu %10.1f %10.4f\n", u.tenant().c_str(),
+           where.c_str(), u.gpu_ms(), (unsigned long long)u.calls(),
+           (unsigned long long)u.bytes_in(), (unsigned long long)u.bytes_out(), u.gpu_busy_ms(),
+           u.memory_gib_seconds());
+  }
+  return 0;
+}
+
+int Bill(RegistryAccess access, const std::string& tenant, const std::string& from,
+         const std::string& to) {
+  reg::UsageQuery query;
+  if (!Range(from, to, &query)) return 2;
+  query.set_tenant(tenant);
+  auto stub = Connect(&access, "bill");
+  if (!stub) return 2;
+  reg::Invoice reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->Bill(&ctx, query, &reply);
+  if (!g.ok()) return Failed("bill", g, access.address);
+  access.json ? PrintInvoiceJson(reply, false) : PrintInvoiceText(reply, false);
+  return 0;
+}
+
+int Earnings(RegistryAccess access, const std::string& provider, const std::string& from,
+             const std::string& to) {
+  reg::UsageQuery query;
+  if (!Range(from, to, &query)) return 2;
+  query.set_provider(provider);
+  auto stub = Connect(&access, "earnings");
+  if (!stub) return 2;
+  reg::Invoice reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->Earnings(&ctx, query, &reply);
+  if (!g.ok()) return Failed("earnings", g, access.address);
+  access.json ? PrintInvoiceJson(reply, true) : PrintInvoiceText(reply, true);
+  return 0;
+}
+
+int Place(RegistryAccess access, const PlaceOptions& options, std::string* server_url,
+          std::string* token) {
+  reg::PlaceRequest request;
+  uint64_t memory = 0;
+  if (!ParseSize(options.memory, &memory)) {
+    fprintf(stderr, "rgpu run: bad --memory '%s' (bytes with K/M/G/T suffixes)\n",
+            options.memory.c_str());
+    return 2;
+  }
+  if (options.compute_share < 1 || options.compute_share > 100 || options.priority < 0 ||
+      options.priority > 9 || options.wait_seconds < 0 || options.ttl_seconds < 1) {
+    fprintf(stderr, "rgpu run: --share is 1-100, --priority 0-9, --wait >= 0, --ttl >= 1\n");
+    return 2;
+  }
+  request.set_gpu_type(options.gpu_type);
+  request.set_memory_bytes(memory);
+  request.set_compute_share(static_cast<uint32_t>(options.compute_share));
+  request.set_priority(options.priority);
+  request.set_wait_seconds(static_cast<uint32_t>(options.wait_seconds));
+  request.set_ttl_seconds(static_cast<uint32_t>(options.ttl_seconds));
+  access.admin_key.clear();  // placements are a tenant's, by its API key
+  auto stub = Connect(&access, "run");
+  if (!stub) return 2;
+  if (access.api_key.empty()) {
+    fprintf(stderr, "rgpu run: --registry needs --api-key (or RGPU_API_KEY)\n");
+    return 2;
+  }
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx, options.wait_seconds + 30);
+  auto reader = stub->Place(&ctx, request);
+  reg::PlaceUpdate update;
+  bool placed = false;
+  while (reader->Read(&update)) {
+    if (update.has_queued()) {
+      fprintf(stderr, "rgpu run: no GPU free yet: queue position %u of %u\n",
+              update.queued().position(), update.queued().length());
+    } else if (update.has_placement()) {
+      const reg::Placement& p = update.placement();
+      *server_url = p.server_url();
+      *token = p.token();
+      placed = true;
+      if (getenv("RGPU_LOG") != nullptr) {
+        fprintf(stderr, "rgpu run: placed on %s (%s) at %s, lease %s\n", p.gpu_id().c_str(),
+                p.model().c_str(), p.server_url().c_str(), p.lease_id().c_str());
+      }
+    }
+  }
+  grpc::Status g = reader->Finish();
+  if (!g.ok()) return Failed("run", g, access.address);
+  if (!placed) {
+    fprintf(stderr, "rgpu run: the registry ended the request without a placement\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace rgpu::cli

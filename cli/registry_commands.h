@@ -1,0 +1,55 @@
+// The rgpu subcommands that talk to the registry: tenant, provider, gpus, usage, bill, earnings,
+// and the placement step of `rgpu run --registry`. Each prints a table, or JSON with --json, and
+// returns the process exit status (0 ok, 1 refused/failed, 2 bad input).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rgpu::cli {
+
+// How to reach the registry and who is asking. Empty fields fall back to RGPU_REGISTRY,
+// RGPU_ADMIN_KEY, RGPU_API_KEY and RGPU_PROVIDER_KEY.
+struct RegistryAccess {
+  std::string address;
+  std::string admin_key;
+  std::string api_key;
+  std::string provider_key;
+  std::string tls_ca;
+  bool json = false;
+};
+
+// Parses a time for --from/--to: unix seconds, "now", or UTC "YYYY-MM-DD[THH:MM[:SS]][Z]".
+bool ParseTime(const std::string& text, int64_t* unix_seconds);
+// Parses a size with an optional K/M/G/T suffix (powers of 1024).
+bool ParseSize(const std::string& text, uint64_t* bytes);
+
+int TenantCreate(RegistryAccess access, const std::string& name);
+int TenantList(RegistryAccess access);
+int ProviderCreate(RegistryAccess access, const std::string& name);
+int ProviderList(RegistryAccess access);
+int ProviderRevoke(RegistryAccess access, const std::string& name);
+int Gpus(RegistryAccess access);
+int Usage(RegistryAccess access, const std::string& tenant, const std::string& provider,
+          const std::string& from, const std::string& to);
+int Bill(RegistryAccess access, const std::string& tenant, const std::string& from,
+         const std::string& to);
+int Earnings(RegistryAccess access, const std::string& provider, const std::string& from,
+             const std::string& to);
+
+struct PlaceOptions {
+  std::string gpu_type;
+  std::string memory = "1G";
+  int compute_share = 25;
+  int priority = 0;
+  int wait_seconds = 60;
+  int ttl_seconds = 3600;
+};
+
+// Asks the registry for a placement, printing queue positions to stderr while it waits. On
+// success returns 0 with the server URL and session token to run against.
+int Place(RegistryAccess access, const PlaceOptions& options, std::string* server_url,
+          std::string* token);
+
+}  // namespace rgpu::cli

@@ -1,0 +1,47 @@
+// UsageMeter: turns a server's cumulative per-session figures (wire::SessionStats, sampled from
+// Server::SessionsStatus) into usage records for the registry, one per live session per sample,
+// each with an id unique forever: "SERVER:BOOT:SEQUENCE". The records carry what changed since
+// the session's previous record, so the registry sums them; an id sent twice is stored once.
+// Not thread-safe: one owner (the registry agent) calls it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "proto/registry.pb.h"
+#include "proto/rgpu.pb.h"
+
+namespace rgpu::registry {
+
+class UsageMeter {
+ public:
+  // `boot` distinguishes this process's records from an earlier run's of the same server.
+  UsageMeter(std::string server_name, std::string boot, uint32_t gpu_index = 0);
+
+  // A session began at `now_ms` (its first record's interval starts here).
+  void Started(uint64_t session_id, int64_t now_ms);
+  // Records for every admitted live session in `live`, as of `now_ms`.
+  void Sample(const wire::StatusReply& live, int64_t now_ms, std::vector<UsageRecord>* out);
+  // The final record of a session from its last figures; later samples that still list it are
+  // ignored.
+  void Ended(const wire::SessionStats& last, int64_t now_ms, std::vector<UsageRecord>* out);
+
+ private:
+  struct Seen {
+    wire::SessionStats last;  // figures already reported
+    int64_t last_ms = 0;      // end of the previous record's interval
+  };
+  UsageRecord Delta(const wire::SessionStats& now, Seen* seen, int64_t now_ms);
+
+  std::string server_name_;
+  std::string boot_;
+  uint32_t gpu_index_;
+  uint64_t sequence_ = 0;
+  std::map<uint64_t, Seen> sessions_;
+  std::set<uint64_t> ended_;
+};
+
+}  // namespace rgpu::registry

@@ -1,0 +1,196 @@
+#include "server/registry_agent.h"
+
+#include <chrono>
+#include <fstream>
+
+#include "common/log.h"
+#include "registry/channel.h"
+
+namespace rgpu::server {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A random id for this process's records (the kernel's UUID source).
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/uuid");
+  std::string id;
+  std::getline(in, id);
+  if (id.empty()) id = std::to_string(NowMs());
+  return id;
+}
+
+constexpr int kBatch = 500;
+
+}  // namespace
+
+RegistryAgent::~RegistryAgent() { Stop(0); }
+
+Status RegistryAgent::Start(const RegistryAgentOptions& options,
+                            std::vector<registry::GpuSpec> gpus, SessionsFn sessions,
+                            std::string* public_key_pem) {
+  if (options.provider_key.empty()) {
+    return InvalidArgument("--registry needs --provider-key (from `rgpu provider create`)");
+  }
+  options_ = options;
+  gpus_ = std::move(gpus);
+  sessions_ = std::move(sessions);
+  std::shared_ptr<grpc::Channel> channel;
+  Status s = registry::OpenChannel(options.address, options.tls_ca, &channel);
+  if (!s.ok()) return s;
+  stub_ = registry::Registry::NewStub(channel);
+  meter_ = std::make_unique<registry::UsageMeter>(options.server_name, BootId());
+  s = Register(public_key_pem);
+  if (!s.ok()) return s;
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+Status RegistryAgent::Register(std::string* public_key_pem) {
+  registry::RegisterRequest request;
+  request.set_server_name(options_.server_name);
+  request.set_server_url(options_.server_url);
+  for (const auto& gpu : gpus_) *request.add_gpus() = gpu;
+  registry::RegisterReply reply;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status g = stub_->Register(&ctx, request, &reply);
+  if (!g.ok()) return registry::FromGrpc(g, options_.address);
+  int accepted = 0;
+  std::string refusals;
+  for (const auto& admission : reply.gpus()) {
+    if (admission.accepted()) {
+      ++accepted;
+      RGPU_LOG_INFO("registry accepted GPU %u as %s", admission.index(),
+                    admission.gpu_id().c_str());
+    } else {
+      refusals += " GPU " + std::to_string(admission.index()) + ": " + admission.reason() + ";";
+      RGPU_LOG_WARN("registry refused GPU %u: %s", admission.index(), admission.reason().c_str());
+    }
+  }
+  if (accepted == 0) return PermissionDenied("the registry accepted no GPU:" + refusals);
+  heartbeat_ms_ = reply.heartbeat_ms() ? reply.heartbeat_ms() : 2000;
+  if (public_key_pem) *public_key_pem = reply.public_key_pem();
+  return Status::Ok();
+}
+
+void RegistryAgent::SessionStarted(uint64_t session_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (meter_) meter_->Started(session_id, NowMs());
+}
+
+void RegistryAgent::SessionEnded(const wire::SessionStats& last) {
+  std::vector<registry::UsageRecord> records;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!meter_) return;
+    meter_->Ended(last, NowMs(), &records);
+  }
+  AddRecords(std::move(records));
+  wake_.notify_all();  // a session's end is reported promptly: it frees its lease
+}
+
+void RegistryAgent::AddRecords(std::vector<registry::UsageRecord> records) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& r : records) pending_.push_back(std::move(r));
+  while (pending_.size() > options_.max_pending) {
+    RGPU_LOG_ERROR("registry unreachable too long: dropping usage record %s",
+                   pending_.front().record_id().c_str());
+    pending_.pop_front();
+  }
+}
+
+size_t RegistryAgent::pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.size();
+}
+
+bool RegistryAgent::SendBatch() {
+  registry::ReportUsageRequest request;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < pending_.size() && i < kBatch; ++i) *request.add_records() = pending_[i];
+  }
+  if (request.records_size() == 0) return true;
+  registry::ReportUsageReply reply;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Status g = stub_->ReportUsage(&ctx, request, &reply);
+  if (!g.ok()) {
+    RGPU_LOG_WARN("usage report of %d record(s) not acknowledged (will retry): %s",
+                  request.records_size(), g.error_message().c_str());
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  // The sent records are at the front, unless the oldest were dropped meanwhile.
+  for (const auto& sent : request.records()) {
+    if (!pending_.empty() && pending_.front().record_id() == sent.record_id()) {
+      pending_.pop_front();
+    }
+  }
+  return true;
+}
+
+void RegistryAgent::Loop() {
+  auto next_heartbeat = std::chrono::steady_clock::now();
+  while (!stop_.load()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_heartbeat) {
+      registry::HeartbeatRequest request;
+      request.set_server_name(options_.server_name);
+      registry::HeartbeatReply reply;
+      grpc::ClientContext ctx;
+      ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(heartbeat_ms_));
+      grpc::Status g = stub_->Heartbeat(&ctx, request, &reply);
+      if (g.error_code() == grpc::StatusCode::NOT_FOUND) {
+        Status s = Register(nullptr);
+        RGPU_LOG_INFO("registered again: %s", s.ToString().c_str());
+      } else if (!g.ok()) {
+        RGPU_LOG_WARN("heartbeat failed: %s", g.error_message().c_str());
+      }
+      next_heartbeat = now + std::chrono::milliseconds(heartbeat_ms_);
+    }
+    std::vector<registry::UsageRecord> records;
+    {
+      const wire::StatusReply live = sessions_();
+      std::lock_guard<std::mutex> lock(mu_);
+      meter_->Sample(live, NowMs(), &records);
+    }
+    AddRecords(std::move(records));
+    while (pending() > 0 && !stop_.load() && SendBatch()) {
+    }
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.report_ms));
+  }
+}
+
+void RegistryAgent::Stop(int flush_ms) {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  wake_.notify_all();
+  thread_.join();
+  // Final figures of the sessions still listed, then a last attempt to deliver everything.
+  std::vector<registry::UsageRecord> records;
+  {
+    const wire::StatusReply live = sessions_();
+    std::lock_guard<std::mutex> lock(mu_);
+    meter_->Sample(live, NowMs(), &records);
+  }
+  AddRecords(std::move(records));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(flush_ms);
+  while (pending() > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (!SendBatch()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (pending() > 0) {
+    RGPU_LOG_WARN("%zu usage record(s) not delivered to the registry", pending());
+  }
+}
+
+}  // namespace rgpu::server

@@ -1,0 +1,75 @@
+// RegistryAgent: rgpu-server's side of the registry (rgpu-server --registry ADDR --provider-key
+// KEY). It registers the server's GPUs, heartbeats, and reports per-session usage in batches:
+// every report interval it samples Server::SessionsStatus() through a registry::UsageMeter, adds
+// the records to a pending list, and sends the list; records leave the list only once the
+// registry has acknowledged them (stored durably), so a lost reply or a registry restart means
+// the same records, with the same ids, are sent again and the registry stores them once.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/registry.grpc.pb.h"
+#include "proto/rgpu.pb.h"
+#include "registry/usage_meter.h"
+
+namespace rgpu::server {
+
+struct RegistryAgentOptions {
+  std::string address;           // registry HOST:PORT
+  std::string provider_key;      // x-rgpu-provider-key
+  std::string tls_ca;            // CA certificate (PEM) when the registry serves TLS
+  std::string server_name;       // as tokens name this server
+  std::string server_url;        // where tenants reach this server
+  int report_ms = 1000;          // usage sampling and sending interval
+  size_t max_pending = 1000000;  // records kept while the registry is unreachable
+};
+
+class RegistryAgent {
+ public:
+  using SessionsFn = std::function<wire::StatusReply()>;
+  ~RegistryAgent();
+
+  // Registers `gpus` and starts the heartbeat/report thread. Fails when the registry is
+  // unreachable, refuses the provider, or accepts none of the GPUs (reasons in the message).
+  // `public_key_pem` receives the key the registry signs session tokens with.
+  Status Start(const RegistryAgentOptions& options, std::vector<registry::GpuSpec> gpus,
+               SessionsFn sessions, std::string* public_key_pem);
+  // Hooks for the server: a session began / ended with these final figures. Any thread.
+  void SessionStarted(uint64_t session_id);
+  void SessionEnded(const wire::SessionStats& last);
+  // Sends what is pending (for up to `flush_ms`) and stops the thread.
+  void Stop(int flush_ms = 3000);
+  // Records not yet acknowledged by the registry.
+  size_t pending();
+
+ private:
+  Status Register(std::string* public_key_pem);
+  void Loop();
+  // Sends up to one batch of pending records; true when the registry acknowledged it.
+  bool SendBatch();
+  void AddRecords(std::vector<registry::UsageRecord> records);
+
+  RegistryAgentOptions options_;
+  std::vector<registry::GpuSpec> gpus_;
+  SessionsFn sessions_;
+  std::unique_ptr<registry::Registry::Stub> stub_;
+  std::unique_ptr<registry::UsageMeter> meter_;
+  std::mutex mu_;  // guards meter_ and pending_
+  std::deque<registry::UsageRecord> pending_;
+  uint32_t heartbeat_ms_ = 2000;
+  std::atomic<bool> stop_{false};
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  std::thread thread_;
+};
+
+}  // namespace rgpu::server
