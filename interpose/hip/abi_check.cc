@@ -1,0 +1,65 @@
+// Compile-time proof that hip_types.h matches the installed HIP headers: every error value,
+// device attribute value and hipDeviceProp_t field offset. Built where the headers exist.
+#include <hip/hip_runtime_api.h>
+#include <stddef.h>
+
+#include "interpose/hip/hip_types.h"
+
+namespace h = rgpu::hip;
+
+#define HIP_ERROR(name, value, text) \
+  static_assert(static_cast<int>(::name) == value, #name " differs from HIP's");
+#include "interpose/hip/error_codes.def"
+#undef HIP_ERROR
+
+#define HIP_ATTRIBUTE(name, value, cu) \
+  static_assert(static_cast<int>(::name) == value, #name " differs from HIP's");
+#include "interpose/hip/device_attributes.def"
+#undef HIP_ATTRIBUTE
+
+static_assert(sizeof(h::DeviceProp) == sizeof(hipDeviceProp_t));
+#define SAME_OFFSET(field) \
+  static_assert(offsetof(h::DeviceProp, field) == offsetof(hipDeviceProp_t, field), #field);
+SAME_OFFSET(totalGlobalMem)
+SAME_OFFSET(regsPerBlock)
+SAME_OFFSET(maxThreadsDim)
+SAME_OFFSET(totalConstMem)
+SAME_OFFSET(major)
+SAME_OFFSET(clockInstructionRate)
+SAME_OFFSET(arch)
+SAME_OFFSET(concurrentKernels)
+SAME_OFFSET(maxSharedMemoryPerMultiProcessor)
+SAME_OFFSET(gcnArch)
+SAME_OFFSET(gcnArchName)
+SAME_OFFSET(integrated)
+SAME_OFFSET(maxTexture3D)
+SAME_OFFSET(hdpMemFlushCntl)
+SAME_OFFSET(memPitch)
+SAME_OFFSET(kernelExecTimeoutEnabled)
+SAME_OFFSET(isLargeBar)
+SAME_OFFSET(pageableMemoryAccessUsesHostPageTables)
+static_assert(sizeof(hipDeviceArch_t) == sizeof(uint32_t));
+static_assert(sizeof(h::Dim3) == sizeof(dim3));
+static_assert(sizeof(h::ChannelFormatDesc) == sizeof(hipChannelFormatDesc));
+static_assert(sizeof(h::FatBinaryWrapper) == 24);
+#define SAME_VALUE(hip, ours) \
+  static_assert(static_cast<long>(hip) == static_cast<long>(ours), #hip);
+SAME_VALUE(hipMemcpyHostToHost, h::kHostToHost)
+SAME_VALUE(hipMemcpyHostToDevice, h::kHostToDevice)
+SAME_VALUE(hipMemcpyDeviceToHost, h::kDeviceToHost)
+SAME_VALUE(hipMemcpyDeviceToDevice, h::kDeviceToDevice)
+SAME_VALUE(hipMemcpyDefault, h::kDefault)
+static_assert(hipHostMallocPortable == h::kHostMallocPortable &&
+              hipHostMallocMapped == h::kHostMallocMapped &&
+              hipHostMallocWriteCombined == h::kHostMallocWriteCombined &&
+              hipHostMallocNumaUser == h::kHostMallocNumaUser &&
+              hipHostMallocCoherent == h::kHostMallocCoherent &&
+              hipHostMallocNonCoherent == h::kHostMallocNonCoherent);
+static_assert(hipHostRegisterPortable == h::kHostRegisterPortable &&
+              hipHostRegisterMapped == h::kHostRegisterMapped &&
+              hipHostRegisterIoMemory == h::kHostRegisterIoMemory &&
+              hipExtHostRegisterCoarseGrained == h::kExtHostRegisterCoarseGrained);
+static_assert(hipStreamNonBlocking == h::kStreamNonBlocking &&
+              hipEventBlockingSync == h::kEventBlockingSync &&
+              hipEventDisableTiming == h::kEventDisableTiming &&
+              hipEventInterprocess == h::kEventInterprocess);

@@ -1,0 +1,307 @@
+// Device and host memory: allocation, copies of every kind (synchronous and stream-ordered),
+// memsets, pinned and registered host memory, pitched allocations and 2D copies.
+#include <string.h>
+
+#include "interpose/hip/runtime.h"
+
+namespace h = rgpu::hip;
+using h::Activate;
+using h::Error;
+using h::Ret;
+
+namespace {
+
+CUdeviceptr D(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// One copy of `kind`, ordered on `stream` when `async`.
+Error Copy(void* dst, const void* src, size_t bytes, int kind, CUstream stream, bool async) {
+  Error e = Activate();
+  if (e != h::hipSuccess) return e;
+  if (bytes == 0) return h::hipSuccess;
+  if (dst == nullptr || src == nullptr) return h::hipErrorInvalidValue;
+  switch (kind) {
+    case h::kHostToDevice:
+      return h::ToHip(async ? CU(cuMemcpyHtoDAsync_v2)(D(dst), src, bytes, stream)
+                            : CU(cuMemcpyHtoD_v2)(D(dst), src, bytes));
+    case h::kDeviceToHost:
+      return h::ToHip(async ? CU(cuMemcpyDtoHAsync_v2)(dst, D(src), bytes, stream)
+                            : CU(cuMemcpyDtoH_v2)(dst, D(src), bytes));
+    case h::kDeviceToDevice:
+      return h::ToHip(async ? CU(cuMemcpyDtoDAsync_v2)(D(dst), D(src), bytes, stream)
+                            : CU(cuMemcpyDtoD_v2)(D(dst), D(src), bytes));
+    case h::kHostToHost:
+    case h::kDefault:
+      // The client knows which addresses are device memory (unified addressing).
+      return h::ToHip(async ? CU(cuMemcpyAsync)(D(dst), D(src), bytes, stream)
+                            : CU(cuMemcpy)(D(dst), D(src), bytes));
+    default:
+      return h::hipErrorInvalidMemcpyDirection;
+  }
+}
+
+CUmemorytype Side(int kind, bool source) {
+  switch (kind) {
+    case h::kHostToHost:
+      return CU_MEMORYTYPE_HOST;
+    case h::kHostToDevice:
+      return source ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    case h::kDeviceToHost:
+      return source ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    case h::kDeviceToDevice:
+      return CU_MEMORYTYPE_DEVICE;
+    default:
+      return CU_MEMORYTYPE_UNIFIED;
+  }
+}
+
+Error Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+             int kind, CUstream stream, bool async) {
+  Error e = Activate();
+  if (e != h::hipSuccess) return e;
+  if (kind < h::kHostToHost || kind > h::kDefault) return h::hipErrorInvalidMemcpyDirection;
+  if (width > dpitch || width > spitch) return h::hipErrorInvalidPitchValue;
+  CUDA_MEMCPY2D c;
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = Side(kind, true);
+  c.dstMemoryType = Side(kind, false);
+  if (c.srcMemoryType == CU_MEMORYTYPE_HOST)
+    c.srcHost = src;
+  else
+    c.srcDevice = D(src);
+  if (c.dstMemoryType == CU_MEMORYTYPE_HOST)
+    c.dstHost = dst;
+  else
+    c.dstDevice = D(dst);
+  c.srcPitch = spitch;
+  c.dstPitch = dpitch;
+  c.WidthInBytes = width;
+  c.Height = height;
+  return h::ToHip(async ? CU(cuMemcpy2DAsync_v2)(&c, stream) : CU(cuMemcpy2D_v2)(&c));
+}
+
+unsigned HostAllocFlags(unsigned flags) {
+  unsigned cu = 0;
+  if (flags & h::kHostMallocPortable) cu |= CU_MEMHOSTALLOC_PORTABLE;
+  if (flags & h::kHostMallocMapped) cu |= CU_MEMHOSTALLOC_DEVICEMAP;
+  if (flags & h::kHostMallocWriteCombined) cu |= CU_MEMHOSTALLOC_WRITECOMBINED;
+  return cu;
+}
+
+}  // namespace
+
+HIP_API(hipMalloc)(void** out, size_t bytes)->Error {
+  if (out == nullptr) return Ret(h::hipErrorInvalidValue);
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  if (bytes == 0) {
+    *out = nullptr;
+    return h::hipSuccess;
+  }
+  CUdeviceptr p = 0;
+  CUresult r = CU(cuMemAlloc_v2)(&p, bytes);
+  *out = r == CUDA_SUCCESS ? reinterpret_cast<void*>(p) : nullptr;
+  return Ret(r);
+}
+
+HIP_API(hipFree)(void* p)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  if (p == nullptr) return h::hipSuccess;
+  return Ret(CU(cuMemFree_v2)(D(p)));
+}
+
+HIP_API(hipMemGetInfo)(size_t* free_bytes, size_t* total_bytes)->Error {
+  if (free_bytes == nullptr || total_bytes == nullptr) return Ret(h::hipErrorInvalidValue);
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemGetInfo_v2)(free_bytes, total_bytes));
+}
+
+HIP_API(hipMallocPitch)(void** out, size_t* pitch, size_t width, size_t height)->Error {
+  if (out == nullptr || pitch == nullptr) return Ret(h::hipErrorInvalidValue);
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  CUdeviceptr p = 0;
+  // Rows are aligned for the widest element (16 bytes), as the runtime cannot know the type.
+  CUresult r = CU(cuMemAllocPitch_v2)(&p, pitch, width, height, 16);
+  *out = r == CUDA_SUCCESS ? reinterpret_cast<void*>(p) : nullptr;
+  return Ret(r);
+}
+
+HIP_API(hipMemAllocPitch)
+(void** out, size_t* pitch, size_t width, size_t height, unsigned int element_bytes)->Error {
+  if (out == nullptr || pitch == nullptr) return Ret(h::hipErrorInvalidValue);
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  CUdeviceptr p = 0;
+  CUresult r = CU(cuMemAllocPitch_v2)(&p, pitch, width, height, element_bytes);
+  *out = r == CUDA_SUCCESS ? reinterpret_cast<void*>(p) : nullptr;
+  return Ret(r);
+}
+
+HIP_API(hipMemcpy)(void* dst, const void* src, size_t bytes, int kind)->Error {
+  return Ret(Copy(dst, src, bytes, kind, nullptr, false));
+}
+HIP_API(hipMemcpyAsync)
+(void* dst, const void* src, size_t bytes, int kind, CUstream stream)->Error {
+  return Ret(Copy(dst, src, bytes, kind, stream, true));
+}
+HIP_API(hipMemcpyWithStream)
+(void* dst, const void* src, size_t bytes, int kind, CUstream stream)->Error {
+  Error e = Copy(dst, src, bytes, kind, stream, true);
+  if (e == h::hipSuccess) e = h::ToHip(CU(cuStreamSynchronize)(stream));
+  return Ret(e);
+}
+HIP_API(hipMemcpyHtoD)(void* dst, void* src, size_t bytes)->Error {
+  return Ret(Copy(dst, src, bytes, h::kHostToDevice, nullptr, false));
+}
+HIP_API(hipMemcpyDtoH)(void* dst, void* src, size_t bytes)->Error {
+  return Ret(Copy(dst, src, bytes, h::kDeviceToHost, nullptr, false));
+}
+HIP_API(hipMemcpyDtoD)(void* dst, void* src, size_t bytes)->Error {
+  return Ret(Copy(dst, src, bytes, h::kDeviceToDevice, nullptr, false));
+}
+HIP_API(hipMemcpyHtoDAsync)(void* dst, void* src, size_t bytes, CUstream stream)->Error {
+  return Ret(Copy(dst, src, bytes, h::kHostToDevice, stream, true));
+}
+HIP_API(hipMemcpyDtoHAsync)(void* dst, void* src, size_t bytes, CUstream stream)->Error {
+  return Ret(Copy(dst, src, bytes, h::kDeviceToHost, stream, true));
+}
+HIP_API(hipMemcpyDtoDAsync)(void* dst, void* src, size_t bytes, CUstream stream)->Error {
+  return Ret(Copy(dst, src, bytes, h::kDeviceToDevice, stream, true));
+}
+
+HIP_API(hipMemcpy2D)
+(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, int kind)
+    ->Error {
+  return Ret(Copy2D(dst, dpitch, src, spitch, width, height, kind, nullptr, false));
+}
+HIP_API(hipMemcpy2DAsync)
+(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, int kind,
+ CUstream stream)
+    ->Error {
+  return Ret(Copy2D(dst, dpitch, src, spitch, width, height, kind, stream, true));
+}
+
+HIP_API(hipMemset)(void* dst, int value, size_t bytes)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemsetD8_v2)(D(dst), static_cast<unsigned char>(value), bytes));
+}
+HIP_API(hipMemsetAsync)(void* dst, int value, size_t bytes, CUstream stream)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemsetD8Async)(D(dst), static_cast<unsigned char>(value), bytes, stream));
+}
+HIP_API(hipMemsetD8)(void* dst, unsigned char value, size_t count)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemsetD8_v2)(D(dst), value, count));
+}
+HIP_API(hipMemsetD16)(void* dst, unsigned short value, size_t count)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemsetD16_v2)(D(dst), value, count));
+}
+HIP_API(hipMemsetD32)(void* dst, int value, size_t count)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemsetD32_v2)(D(dst), static_cast<unsigned>(value), count));
+}
+HIP_API(hipMemsetD8Async)(void* dst, unsigned char value, size_t count, CUstream s)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemsetD8Async)(D(dst), value, count, s));
+}
+HIP_API(hipMemsetD16Async)(void* dst, unsigned short value, size_t count, CUstream s)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemsetD16Async)(D(dst), value, count, s));
+}
+HIP_API(hipMemsetD32Async)(void* dst, int value, size_t count, CUstream s)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemsetD32Async)(D(dst), static_cast<unsigned>(value), count, s));
+}
+HIP_API(hipMemset2D)
+(void* dst, size_t pitch, int value, size_t width, size_t height)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemsetD2D8_v2)(D(dst), pitch, static_cast<unsigned char>(value), width, height));
+}
+HIP_API(hipMemset2DAsync)
+(void* dst, size_t pitch, int value, size_t width, size_t height, CUstream s)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(
+      CU(cuMemsetD2D8Async)(D(dst), pitch, static_cast<unsigned char>(value), width, height, s));
+}
+
+HIP_API(hipHostMalloc)(void** out, size_t bytes, unsigned int flags)->Error {
+  if (out == nullptr) return Ret(h::hipErrorInvalidValue);
+  const unsigned known = h::kHostMallocPortable | h::kHostMallocMapped |
+                         h::kHostMallocWriteCombined | h::kHostMallocNumaUser |
+                         h::kHostMallocCoherent | h::kHostMallocNonCoherent;
+  if ((flags & ~known) != 0 ||
+      ((flags & h::kHostMallocCoherent) && (flags & h::kHostMallocNonCoherent))) {
+    return Ret(h::hipErrorInvalidValue);
+  }
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  if (bytes == 0) {
+    *out = nullptr;
+    return h::hipSuccess;
+  }
+  // Coherence and NUMA placement describe AMD's fabric; pinned memory here is coherent.
+  return Ret(CU(cuMemHostAlloc)(out, bytes, HostAllocFlags(flags)));
+}
+HIP_API(hipHostAlloc)(void** out, size_t bytes, unsigned int flags)->Error {
+  return rgpu_hip_hipHostMalloc(out, bytes, flags);
+}
+HIP_API(hipMallocHost)(void** out, size_t bytes)->Error {
+  return rgpu_hip_hipHostMalloc(out, bytes, 0);
+}
+HIP_API(hipMemAllocHost)(void** out, size_t bytes)->Error {
+  return rgpu_hip_hipHostMalloc(out, bytes, 0);
+}
+
+HIP_API(hipHostFree)(void* p)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  if (p == nullptr) return h::hipSuccess;
+  return Ret(CU(cuMemFreeHost)(p));
+}
+HIP_API(hipFreeHost)(void* p)->Error { return rgpu_hip_hipHostFree(p); }
+
+HIP_API(hipHostRegister)(void* p, size_t bytes, unsigned int flags)->Error {
+  if (p == nullptr || bytes == 0) return Ret(h::hipErrorInvalidValue);
+  const unsigned known = h::kHostRegisterPortable | h::kHostRegisterMapped |
+                         h::kHostRegisterIoMemory | h::kExtHostRegisterCoarseGrained;
+  if (flags & ~known) return Ret(h::hipErrorInvalidValue);
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  unsigned cu = 0;
+  if (flags & h::kHostRegisterPortable) cu |= CU_MEMHOSTREGISTER_PORTABLE;
+  if (flags & h::kHostRegisterMapped) cu |= CU_MEMHOSTREGISTER_DEVICEMAP;
+  if (flags & h::kHostRegisterIoMemory) cu |= CU_MEMHOSTREGISTER_IOMEMORY;
+  return Ret(CU(cuMemHostRegister_v2)(p, bytes, cu));
+}
+HIP_API(hipHostUnregister)(void* p)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemHostUnregister)(p));
+}
+HIP_API(hipHostGetDevicePointer)(void** out, void* host, unsigned int flags)->Error {
+  if (out == nullptr) return Ret(h::hipErrorInvalidValue);
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  CUdeviceptr p = 0;
+  CUresult r = CU(cuMemHostGetDevicePointer_v2)(&p, host, flags);
+  *out = reinterpret_cast<void*>(p);
+  return Ret(r);
+}
+HIP_API(hipHostGetFlags)(unsigned int* flags, void* host)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuMemHostGetFlags)(flags, host));
+}
