@@ -1,0 +1,118 @@
+// The billing formulas (registry/billing.h) against values computed by hand.
+#include "registry/billing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace rgpu::registry {
+namespace {
+
+TEST(Billing, BaseFeeIsGpuMillisecondsTimesUnitPrice) {
+  EXPECT_DOUBLE_EQ(BaseFee(1500, 0.002), 3.0);
+  EXPECT_DOUBLE_EQ(BaseFee(0, 0.002), 0.0);
+  EXPECT_DOUBLE_EQ(BaseFee(-5, 0.002), 0.0);  // never negative
+}
+
+TEST(Billing, BurstPremiumChargesBytesBeyondTheIncludedBandwidth) {
+  // 30 GB in 10 s = 3 GB/s; 1 GB/s included: 2 GB/s x 10 s = 20 GB over, at 0.05 per GB = 1.0.
+  EXPECT_DOUBLE_EQ(BurstPremium(30e9, 10, 1.0, 0.05), 1.0);
+  // 5 GB in 10 s = 0.5 GB/s, within the included 1 GB/s: nothing.
+  EXPECT_DOUBLE_EQ(BurstPremium(5e9, 10, 1.0, 0.05), 0.0);
+  // Exactly at the included bandwidth: nothing.
+  EXPECT_DOUBLE_EQ(BurstPremium(10e9, 10, 1.0, 0.05), 0.0);
+  EXPECT_DOUBLE_EQ(BurstPremium(1e9, 0, 1.0, 0.05), 0.0);  // no time: no rate
+}
+
+TEST(Billing, PriorityMultiplierCompoundsPerQueuedHourUpToTheCap) {
+  EXPECT_DOUBLE_EQ(PriorityMultiplier(1.0, 3600, 10), 2.0);             // (1 + 1)^1
+  EXPECT_DOUBLE_EQ(PriorityMultiplier(1.0, 7200, 10), 4.0);             // (1 + 1)^2
+  EXPECT_DOUBLE_EQ(PriorityMultiplier(1.0, 7200, 3), 3.0);              // capped
+  EXPECT_DOUBLE_EQ(PriorityMultiplier(0.5, 1800, 10), std::sqrt(1.5));  // 1.5^0.5
+  EXPECT_DOUBLE_EQ(PriorityMultiplier(0.5, 0, 10), 1.0);                // not queued: no surcharge
+  EXPECT_DOUBLE_EQ(PriorityMultiplier(0.0, 7200, 10), 1.0);  // priority without coefficient
+}
+
+PriceList Prices() {
+  PriceList prices;
+  Status s = PriceList::Parse(
+      "# test prices\n"
+      "currency EUR\n"
+      "burst_premium_per_gb 0.1\n"
+      "priority_cap 4\n"
+      "provider_share 0.8\n"
+      "priority 2 1.0\n"
+      "gpu 0.001 1.5 NVIDIA A100-SXM4-80GB   # per GPU ms, included GB/s, model\n"
+      "default_gpu 0.0005 1\n",
+      &prices);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return prices;
+}
+
+TEST(Billing, PriceListParses) {
+  PriceList prices = Prices();
+  EXPECT_EQ(prices.currency, "EUR");
+  EXPECT_DOUBLE_EQ(prices.burst_premium_per_gb, 0.1);
+  EXPECT_DOUBLE_EQ(prices.priority_cap, 4);
+  EXPECT_DOUBLE_EQ(prices.provider_share, 0.8);
+  EXPECT_DOUBLE_EQ(prices.CoefficientFor(2), 1.0);
+  EXPECT_DOUBLE_EQ(prices.CoefficientFor(5), 0.0);
+  EXPECT_DOUBLE_EQ(prices.PriceFor("NVIDIA A100-SXM4-80GB").unit_price_per_ms, 0.001);
+  EXPECT_DOUBLE_EQ(prices.PriceFor("NVIDIA A100-SXM4-80GB").included_gbps, 1.5);
+  EXPECT_DOUBLE_EQ(prices.PriceFor("rgpu softgpu").unit_price_per_ms, 0.0005);
+}
+
+TEST(Billing, BadPriceListsNameTheLine) {
+  PriceList prices;
+  Status s = PriceList::Parse("currency USD\ngpu 0.1\n", &prices);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("line 2"), std::string::npos) << s.message();
+  s = PriceList::Parse("discount 5\n", &prices);
+  EXPECT_NE(s.message().find("unknown setting 'discount'"), std::string::npos) << s.message();
+  s = PriceList::Parse("burst_premium_per_gb -1\n", &prices);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  s = PriceList::Parse("provider_share 1.5\n", &prices);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  s = PriceList::Parse("priority_cap 2 3\n", &prices);
+  EXPECT_NE(s.message().find("unexpected '3'"), std::string::npos) << s.message();
+  s = PriceList::Parse("gpu 0.1 1\n", &prices);
+  EXPECT_NE(s.message().find("model"), std::string::npos) << s.message();
+  EXPECT_EQ(PriceList::Load("/nonexistent/prices", &prices).code(), Status::Code::kNotFound);
+}
+
+TEST(Billing, SessionLineItemizesEveryPart) {
+  SessionUsage u;
+  u.set_tenant("alice");
+  u.set_model("NVIDIA A100-SXM4-80GB");
+  u.set_gpu_ms(2000);  // 2 s
+  u.set_bytes_in(6000000000);
+  u.set_bytes_out(2000000000);  // 8 GB in 2 s = 4 GB/s
+  u.set_priority(2);
+  u.set_placement_queue_s(3600);
+  InvoiceLine line = PriceSession(u, Prices());
+  EXPECT_DOUBLE_EQ(line.base_fee(), 2.0);  // 2000 ms x 0.001
+  EXPECT_DOUBLE_EQ(line.bandwidth_gbps(), 4.0);
+  EXPECT_DOUBLE_EQ(line.burst_premium(), 0.5);        // (4 - 1.5) GB/s x 2 s x 0.1
+  EXPECT_DOUBLE_EQ(line.priority_multiplier(), 2.0);  // (1 + 1.0)^(3600/3600)
+  EXPECT_DOUBLE_EQ(line.priority_surcharge(), 2.0);   // 2.0 x (2 - 1)
+  EXPECT_DOUBLE_EQ(line.total(), 4.5);
+
+  Invoice invoice;
+  *invoice.add_lines() = line;
+  u.set_model("rgpu softgpu");  // default price: 0.0005 per ms, 1 GB/s included
+  u.set_bytes_in(1000000000);
+  u.set_bytes_out(0);  // 0.5 GB/s: no premium
+  u.set_priority(0);
+  *invoice.add_lines() = PriceSession(u, Prices());
+  EXPECT_DOUBLE_EQ(invoice.lines(1).total(), 1.0);  // 2000 x 0.0005
+  Total(Prices(), &invoice);
+  EXPECT_DOUBLE_EQ(invoice.base_fee(), 3.0);
+  EXPECT_DOUBLE_EQ(invoice.burst_premium(), 0.5);
+  EXPECT_DOUBLE_EQ(invoice.priority_surcharge(), 2.0);
+  EXPECT_DOUBLE_EQ(invoice.total(), 5.5);
+  EXPECT_DOUBLE_EQ(invoice.earnings(), 4.4);  // 80%
+  EXPECT_EQ(invoice.currency(), "EUR");
+}
+
+}  // namespace
+}  // namespace rgpu::registry

@@ -1,0 +1,382 @@
+// RegistryService (registry/service.h) behind a real gRPC server on loopback, with a clock the
+// test moves by hand, so that liveness is tested without waiting or timing thresholds.
+#include "registry/service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "proto/signed_token.h"
+
+namespace rgpu::registry {
+namespace {
+
+constexpr uint64_t G = 1ull << 30;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/rgpu-service-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    ASSERT_TRUE(GenerateTokenKeys(dir_ + "/key.pem", dir_ + "/key.pub").ok());
+    Start();
+  }
+  void TearDown() override {
+    Stop();
+    std::string command = "rm -rf " + dir_;
+    (void)!system(command.c_str());
+  }
+  void Start() {
+    RegistryOptions options;
+    options.signing_key_path = dir_ + "/key.pem";
+    std::ifstream pub(dir_ + "/key.pub");
+    std::stringstream text;
+    text << pub.rdbuf();
+    options.public_key_pem = text.str();
+    options.admin_key = "admin-secret";
+    options.heartbeat_ms = 1000;
+    options.min_driver_version = 12000;
+    options.min_compute_capability = 7.0;
+    ASSERT_TRUE(PriceList::Parse("default_gpu 0.001 1\n", &options.prices).ok());
+    options.now_ms = [this] { return now_.load(); };
+    std::unique_ptr<Db> db;
+    ASSERT_TRUE(OpenSqlite(dir_ + "/registry.db", &db).ok());
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(std::move(db), &store).ok());
+    Status s = RegistryService::Create(std::move(store), options, &service_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    stub_ = Registry::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                  grpc::InsecureChannelCredentials()));
+  }
+  void Stop() {
+    if (service_) service_->Shutdown();
+    if (server_) server_->Shutdown();
+    server_.reset();
+    service_.reset();
+  }
+
+  // A context carrying one credential.
+  static void Key(grpc::ClientContext* ctx, const char* kind, const std::string& key) {
+    ctx->AddMetadata(kind, key);
+  }
+  std::string CreateKey(bool provider, const std::string& name) {
+    NameRequest req;
+    req.set_name(name);
+    KeyReply reply;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-admin-key", "admin-secret");
+    grpc::Status g = provider ? stub_->CreateProvider(&ctx, req, &reply)
+                              : stub_->CreateTenant(&ctx, req, &reply);
+    EXPECT_TRUE(g.ok()) << g.error_message();
+    return reply.key();
+  }
+  static GpuSpec Spec(uint32_t index, uint64_t memory, int driver = 12040, uint32_t cc = 8) {
+    GpuSpec s;
+    s.set_index(index);
+    s.set_model("NVIDIA A100");
+    s.set_memory_bytes(memory);
+    s.set_cc_major(cc);
+    s.set_driver_version(driver);
+    s.set_backend("cuda");
+    return s;
+  }
+  grpc::Status Register(const std::string& key, const std::string& server,
+                        std::vector<GpuSpec> gpus, RegisterReply* reply) {
+    RegisterRequest req;
+    req.set_server_name(server);
+    req.set_server_url("tcp://127.0.0.1:9999");
+    for (auto& g : gpus) *req.add_gpus() = g;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-provider-key", key);
+    return stub_->Register(&ctx, req, reply);
+  }
+  grpc::Status Heartbeat(const std::string& key, const std::string& server) {
+    HeartbeatRequest req;
+    req.set_server_name(server);
+    HeartbeatReply reply;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-provider-key", key);
+    return stub_->Heartbeat(&ctx, req, &reply);
+  }
+  // Places and returns the final status; `placement` gets the placement, `queued` the positions.
+  grpc::Status Place(const std::string& api_key, uint64_t memory, uint32_t share, uint32_t wait,
+                     Placement* placement, std::vector<uint32_t>* queued = nullptr,
+                     int priority = 0, std::atomic<bool>* was_queued = nullptr) {
+    PlaceRequest req;
+    req.set_memory_bytes(memory);
+    req.set_compute_share(share);
+    req.set_wait_seconds(wait);
+    req.set_priority(priority);
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-api-key", api_key);
+    auto reader = stub_->Place(&ctx, req);
+    PlaceUpdate update;
+    while (reader->Read(&update)) {
+      if (update.has_queued() && queued) queued->push_back(update.queued().position());
+      if (update.has_queued() && was_queued) was_queued->store(true);
+      if (update.has_placement()) *placement = update.placement();
+    }
+    return reader->Finish();
+  }
+  std::string GpuState(const std::string& gpu_id) {
+    GpuList list;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-admin-key", "admin-secret");
+    EXPECT_TRUE(stub_->ListGpus(&ctx, Empty(), &list).ok());
+    for (const auto& g : list.gpus()) {
+      if (g.gpu_id() == gpu_id) return g.state();
+    }
+    return "missing";
+  }
+  static UsageRecord Usage(const std::string& id, const std::string& tenant, int64_t start,
+                           int64_t end, uint64_t calls, bool ended = false) {
+    UsageRecord r;
+    r.set_record_id(id);
+    r.set_server_name("host1");
+    r.set_tenant(tenant);
+    r.set_session_id(1);
+    r.set_start_ms(start);
+    r.set_end_ms(end);
+    r.set_calls(calls);
+    r.set_session_ended(ended);
+    return r;
+  }
+  grpc::Status Report(const std::string& key, std::vector<UsageRecord> records,
+                      ReportUsageReply* reply) {
+    ReportUsageRequest req;
+    for (auto& r : records) *req.add_records() = r;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-provider-key", key);
+    return stub_->ReportUsage(&ctx, req, reply);
+  }
+
+  std::string dir_;
+  std::atomic<int64_t> now_{1'800'000'000'000};
+  std::unique_ptr<RegistryService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<Registry::Stub> stub_;
+};
+
+TEST_F(ServiceTest, RegistrationChecksCompatibility) {
+  const std::string key = CreateKey(true, "acme");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(key, "host1",
+                       {Spec(0, 40 * G), Spec(1, 40 * G, 11080), Spec(2, 40 * G, 12040, 6)}, &reply)
+                  .ok());
+  ASSERT_EQ(reply.gpus_size(), 3);
+  EXPECT_TRUE(reply.gpus(0).accepted());
+  EXPECT_FALSE(reply.gpus(0).resource_token().empty());
+  EXPECT_EQ(reply.gpus(0).gpu_id(), "host1/0");
+  EXPECT_FALSE(reply.gpus(1).accepted());
+  EXPECT_NE(reply.gpus(1).reason().find("driver version 11080 is older than the minimum 12000"),
+            std::string::npos)
+      << reply.gpus(1).reason();
+  EXPECT_FALSE(reply.gpus(2).accepted());
+  EXPECT_NE(reply.gpus(2).reason().find("compute capability 6.0"), std::string::npos);
+  EXPECT_EQ(reply.heartbeat_ms(), 1000u);
+  EXPECT_NE(reply.public_key_pem().find("PUBLIC KEY"), std::string::npos);
+  EXPECT_EQ(GpuState("host1/0"), "available");
+  EXPECT_EQ(GpuState("host1/1"), "missing");
+  // Bad credentials and names are refused clearly.
+  EXPECT_EQ(Register("wrong", "host1", {Spec(0, G)}, &reply).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Register(key, "bad name!", {Spec(0, G)}, &reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  const std::string other = CreateKey(true, "other");
+  grpc::Status g = Register(other, "host1", {Spec(0, G)}, &reply);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(g.error_message().find("belongs to another provider"), std::string::npos);
+}
+
+TEST_F(ServiceTest, PlacementSignsATokenTheServerCanVerify) {
+  const std::string provider = CreateKey(true, "acme");
+  const std::string tenant = CreateKey(false, "alice");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G), Spec(1, 80 * G)}, &reply).ok());
+  Placement p;
+  grpc::Status g = Place(tenant, 12 * G, 50, 0, &p);
+  ASSERT_TRUE(g.ok()) << g.error_message();
+  EXPECT_EQ(p.gpu_id(), "host1/0");  // the tighter fit
+  EXPECT_EQ(p.server_url(), "tcp://127.0.0.1:9999");
+  TokenVerifier verifier;
+  ASSERT_TRUE(TokenVerifier::FromPublicKeyFile(dir_ + "/key.pub", &verifier).ok());
+  wire::TokenClaims claims;
+  Status s = verifier.Verify(p.token(), &claims);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(claims.tenant(), "alice");
+  EXPECT_EQ(claims.server(), "host1");
+  EXPECT_EQ(claims.gpu(), "0");
+  EXPECT_EQ(claims.memory_quota(), 12 * G);
+  EXPECT_EQ(claims.expires_unix(), now_.load() / 1000 + 3600);
+  // The request is checked; a request nothing could ever satisfy is answered at once.
+  EXPECT_EQ(Place("wrong", G, 25, 0, &p).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Place(tenant, G, 101, 0, &p).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Place(tenant, G, 25, 0, &p, nullptr, 10).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  g = Place(tenant, 100 * G, 25, 0, &p);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(g.error_message().find("no registered GPU"), std::string::npos);
+}
+
+TEST_F(ServiceTest, MissedHeartbeatsTakeAServerOfflineUntilItReturns) {
+  const std::string provider = CreateKey(true, "acme");
+  const std::string tenant = CreateKey(false, "alice");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  now_ += 3000;  // exactly three intervals: still online
+  service_->Sweep();
+  EXPECT_EQ(GpuState("host1/0"), "available");
+  now_ += 1;  // the third heartbeat is missed
+  service_->Sweep();
+  EXPECT_EQ(GpuState("host1/0"), "offline");
+  Placement p;
+  std::vector<uint32_t> queued;
+  grpc::Status g = Place(tenant, G, 25, 0, &p, &queued);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(g.error_message().find("no GPU free: queue position 1 of 1"), std::string::npos)
+      << g.error_message();
+  ASSERT_TRUE(Heartbeat(provider, "host1").ok());
+  EXPECT_EQ(GpuState("host1/0"), "available");
+  EXPECT_TRUE(Place(tenant, G, 25, 0, &p).ok());
+  EXPECT_EQ(Heartbeat(provider, "host9").error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, RevokingAProviderStopsPlacementsAtOnce) {
+  const std::string provider = CreateKey(true, "acme");
+  const std::string tenant = CreateKey(false, "alice");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  NameRequest req;
+  req.set_name("acme");
+  Empty empty;
+  {
+    grpc::ClientContext ctx;  // without the admin key
+    EXPECT_EQ(stub_->RevokeProvider(&ctx, req, &empty).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  grpc::ClientContext ctx;
+  Key(&ctx, "x-rgpu-admin-key", "admin-secret");
+  ASSERT_TRUE(stub_->RevokeProvider(&ctx, req, &empty).ok());
+  EXPECT_EQ(GpuState("host1/0"), "revoked");
+  Placement p;
+  EXPECT_EQ(Place(tenant, G, 25, 0, &p).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  grpc::Status g = Heartbeat(provider, "host1");
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(g.error_message().find("revoked"), std::string::npos);
+  // Still revoked after a restart.
+  Stop();
+  Start();
+  EXPECT_EQ(GpuState("host1/0"), "revoked");
+}
+
+TEST_F(ServiceTest, AFullGpuQueuesRequestsUntilASessionEnds) {
+  const std::string provider = CreateKey(true, "acme");
+  const std::string alice = CreateKey(false, "alice");
+  const std::string bob = CreateKey(false, "bob");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  Placement first;
+  ASSERT_TRUE(Place(alice, G, 100, 0, &first).ok());  // the whole GPU's compute
+  Placement second;
+  std::vector<uint32_t> queued;
+  grpc::Status waited;
+  std::atomic<bool> was_queued{false};
+  std::thread waiter([&] { waited = Place(bob, G, 50, 600, &second, &queued, 0, &was_queued); });
+  // Once bob is queued, alice's session ends and frees the GPU.
+  ReportUsageReply ack;
+  while (!was_queued.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(Report(provider, {Usage("r1", "alice", now_ - 10, now_, 5, true)}, &ack).ok());
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.error_message();
+  EXPECT_EQ(queued, std::vector<uint32_t>{1});
+  EXPECT_EQ(second.gpu_id(), "host1/0");
+}
+
+TEST_F(ServiceTest, UsageIsCountedOnceAndBilled) {
+  const std::string provider = CreateKey(true, "acme");
+  const std::string alice = CreateKey(false, "alice");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  const int64_t t = now_;
+  ReportUsageReply ack;
+  ASSERT_TRUE(
+      Report(provider,
+             {Usage("a", "alice", t, t + 1000, 10), Usage("b", "alice", t + 1000, t + 3000, 20)},
+             &ack)
+          .ok());
+  EXPECT_EQ(ack.stored(), 2u);
+  // The same batch again (a lost reply), then again after a restart: nothing is counted twice.
+  ASSERT_TRUE(
+      Report(provider,
+             {Usage("a", "alice", t, t + 1000, 10), Usage("b", "alice", t + 1000, t + 3000, 20)},
+             &ack)
+          .ok());
+  EXPECT_EQ(ack.stored(), 0u);
+  EXPECT_EQ(ack.duplicates(), 2u);
+  Stop();
+  Start();
+  ASSERT_TRUE(Report(provider,
+                     {Usage("b", "alice", t + 1000, t + 3000, 20),
+                      Usage("c", "alice", t + 3000, t + 4000, 5)},
+                     &ack)
+                  .ok());
+  EXPECT_EQ(ack.stored(), 1u);
+  // Records for a server of another provider are refused.
+  const std::string other = CreateKey(true, "other");
+  EXPECT_EQ(Report(other, {Usage("x", "alice", t, t, 1)}, &ack).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Report(provider, {Usage("", "alice", t, t, 1)}, &ack).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  now_ += 10000;
+  UsageQuery q;
+  q.set_tenant("alice");
+  Invoice invoice;
+  {
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-api-key", alice);  // a tenant may read its own bill
+    grpc::Status g = stub_->Bill(&ctx, q, &invoice);
+    ASSERT_TRUE(g.ok()) << g.error_message();
+  }
+  ASSERT_EQ(invoice.lines_size(), 1);  // one session
+  EXPECT_DOUBLE_EQ(invoice.lines(0).gpu_ms(), 4000);
+  EXPECT_DOUBLE_EQ(invoice.total(), 4.0);  // 4000 GPU ms x 0.001
+  UsageReply usage;
+  {
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-admin-key", "admin-secret");
+    ASSERT_TRUE(stub_->Usage(&ctx, q, &usage).ok());
+  }
+  ASSERT_EQ(usage.sessions_size(), 1);
+  EXPECT_EQ(usage.sessions(0).calls(), 35u);
+  EXPECT_EQ(usage.sessions(0).records(), 3u);
+  // Another tenant's key cannot read alice's bill; earnings are the provider's.
+  const std::string bob = CreateKey(false, "bob");
+  {
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-api-key", bob);
+    EXPECT_EQ(stub_->Bill(&ctx, q, &invoice).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  UsageQuery eq;
+  Invoice earnings;
+  grpc::ClientContext ctx;
+  Key(&ctx, "x-rgpu-provider-key", provider);
+  ASSERT_TRUE(stub_->Earnings(&ctx, eq, &earnings).ok());
+  EXPECT_EQ(earnings.subject(), "acme");
+  EXPECT_DOUBLE_EQ(earnings.earnings(), 4.0);  // provider_share defaults to 1
+}
+
+}  // namespace
+}  // namespace rgpu::registry

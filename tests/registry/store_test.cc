@@ -1,0 +1,167 @@
+// Store (registry/store.h) on SQLite, and on PostgreSQL when RGPU_TEST_POSTGRES names a server
+// (a libpq connection string; tests/registry/with_postgres.sh starts one and sets it).
+#include "registry/store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace rgpu::registry {
+namespace {
+
+class StoreTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "postgresql") {
+      const char* conninfo = getenv("RGPU_TEST_POSTGRES");
+      if (conninfo == nullptr) {
+        GTEST_SKIP() << "RGPU_TEST_POSTGRES is not set: PostgreSQL store not tested here "
+                        "(ctest runs it through tests/registry/with_postgres.sh)";
+      }
+      conninfo_ = conninfo;
+      std::unique_ptr<Db> db;
+      ASSERT_TRUE(OpenPostgres(conninfo_, &db).ok());
+      ASSERT_TRUE(db->Exec("DROP TABLE IF EXISTS providers, tenants, gpus, leases, usage").ok());
+    } else {
+      char dir[] = "/tmp/rgpu-store-XXXXXX";
+      ASSERT_NE(mkdtemp(dir), nullptr);
+      dir_ = dir;
+    }
+    Reopen();
+  }
+  void TearDown() override {
+    store_.reset();
+    if (!dir_.empty()) {
+      std::string command = "rm -rf " + dir_;
+      (void)!system(command.c_str());
+    }
+  }
+  void Reopen() {
+    store_.reset();
+    std::unique_ptr<Db> db;
+    Status s =
+        conninfo_.empty() ? OpenSqlite(dir_ + "/registry.db", &db) : OpenPostgres(conninfo_, &db);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    s = Store::Open(std::move(db), &store_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  static UsageRow Record(const std::string& id, const std::string& tenant, uint64_t calls,
+                         int64_t end_ms) {
+    UsageRow row;
+    row.provider = "acme";
+    row.model = "rgpu softgpu";
+    UsageRecord& r = row.record;
+    r.set_record_id(id);
+    r.set_server_name("host1");
+    r.set_tenant(tenant);
+    r.set_session_id(1);
+    r.set_start_ms(end_ms - 1000);
+    r.set_end_ms(end_ms);
+    r.set_calls(calls);
+    r.set_bytes_in(1ull << 40);  // beyond 32 bits
+    r.set_gpu_busy_ms(12.5);
+    r.set_memory_gib_seconds(0.125);
+    return row;
+  }
+
+  std::string dir_, conninfo_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreTest, NamesAreUniqueAndSurviveReopening) {
+  ASSERT_TRUE(store_->AddProvider({"acme", "hash1", false, 100}).ok());
+  Status s = store_->AddProvider({"acme", "hash2", false, 100});
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("already exists"), std::string::npos) << s.message();
+  ASSERT_TRUE(store_->AddTenant({"alice", "hash3", 200}).ok());
+  EXPECT_EQ(store_->AddTenant({"alice", "x", 1}).code(), Status::Code::kInvalidArgument);
+  ASSERT_TRUE(store_->SetProviderRevoked("acme", true).ok());
+  EXPECT_EQ(store_->SetProviderRevoked("nobody", true).code(), Status::Code::kNotFound);
+  Reopen();
+  std::vector<ProviderRow> providers;
+  std::vector<TenantRow> tenants;
+  ASSERT_TRUE(store_->LoadProviders(&providers).ok());
+  ASSERT_TRUE(store_->LoadTenants(&tenants).ok());
+  ASSERT_EQ(providers.size(), 1u);
+  EXPECT_EQ(providers[0].key_hash, "hash1");
+  EXPECT_TRUE(providers[0].revoked);
+  ASSERT_EQ(tenants.size(), 1u);
+  EXPECT_EQ(tenants[0].created_unix, 200);
+}
+
+TEST_P(StoreTest, GpusAndLeasesRoundTrip) {
+  GpuRow g;
+  g.gpu_id = "host1/0";
+  g.provider = "acme";
+  g.server_name = "host1";
+  g.server_url = "tcp://127.0.0.1:5000";
+  g.spec.set_model("NVIDIA H100 80GB HBM3");
+  g.spec.set_memory_bytes(80ull << 30);
+  g.spec.set_cc_major(9);
+  g.spec.set_bandwidth_gbps(25.5);
+  g.spec.set_driver_version(12040);
+  g.resource_token = "gpu-1";
+  ASSERT_TRUE(store_->PutGpu(g).ok());
+  g.server_url = "tcp://127.0.0.1:6000";  // registering again replaces
+  ASSERT_TRUE(store_->PutGpu(g).ok());
+  LeaseRow active{"l1", "alice", "host1/0", "host1", 1ull << 30, 25, 2, 1500, 1000, 900000, 0};
+  LeaseRow ended{"l2", "alice", "host1/0", "host1", 1ull << 30, 25, 0, 0, 2000, 900000, 0};
+  LeaseRow expired{"l3", "bob", "host1/0", "host1", 1ull << 30, 25, 0, 0, 3000, 4000, 0};
+  ASSERT_TRUE(store_->AddLease(active).ok());
+  ASSERT_TRUE(store_->AddLease(ended).ok());
+  ASSERT_TRUE(store_->AddLease(expired).ok());
+  ASSERT_TRUE(store_->ReleaseLease("l2", 5000).ok());
+  Reopen();
+  std::vector<GpuRow> gpus;
+  ASSERT_TRUE(store_->LoadGpus(&gpus).ok());
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0].server_url, "tcp://127.0.0.1:6000");
+  EXPECT_EQ(gpus[0].spec.memory_bytes(), 80ull << 30);
+  EXPECT_DOUBLE_EQ(gpus[0].spec.bandwidth_gbps(), 25.5);
+  EXPECT_EQ(gpus[0].spec.model(), "NVIDIA H100 80GB HBM3");
+  std::vector<LeaseRow> leases;
+  ASSERT_TRUE(store_->LoadActiveLeases(5000, &leases).ok());
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].lease_id, "l1");
+  EXPECT_EQ(leases[0].priority, 2);
+  EXPECT_EQ(leases[0].queue_ms, 1500);
+  leases.clear();
+  ASSERT_TRUE(store_->QueryLeases("alice", 10000, &leases).ok());
+  EXPECT_EQ(leases.size(), 2u);
+}
+
+TEST_P(StoreTest, UsageRecordsAreStoredOnce) {
+  uint32_t stored = 0, duplicates = 0;
+  ASSERT_TRUE(store_
+                  ->AddUsage({Record("r1", "alice", 10, 5000), Record("r2", "alice", 20, 6000)},
+                             &stored, &duplicates)
+                  .ok());
+  EXPECT_EQ(stored, 2u);
+  EXPECT_EQ(duplicates, 0u);
+  Reopen();  // as after a registry restart
+  std::vector<bool> fresh;
+  ASSERT_TRUE(store_
+                  ->AddUsage({Record("r2", "alice", 20, 6000), Record("r3", "bob", 5, 7000)},
+                             &stored, &duplicates, &fresh)
+                  .ok());
+  EXPECT_EQ(stored, 1u);
+  EXPECT_EQ(duplicates, 1u);
+  EXPECT_EQ(fresh, (std::vector<bool>{false, true}));
+  std::vector<UsageRow> rows;
+  ASSERT_TRUE(store_->QueryUsage("alice", "", 0, 100000, &rows).ok());
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].record.calls() + rows[1].record.calls(), 30u);
+  EXPECT_EQ(rows[0].record.bytes_in(), 1ull << 40);
+  EXPECT_DOUBLE_EQ(rows[0].record.gpu_busy_ms(), 12.5);
+  EXPECT_EQ(rows[0].model, "rgpu softgpu");
+  rows.clear();
+  ASSERT_TRUE(store_->QueryUsage("", "acme", 5500, 7000, &rows).ok());  // end in [5500, 7000)
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].record.record_id(), "r2");
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, StoreTest, ::testing::Values("sqlite", "postgresql"));
+
+}  // namespace
+}  // namespace rgpu::registry

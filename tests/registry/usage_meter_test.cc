@@ -1,0 +1,68 @@
+// UsageMeter (registry/usage_meter.h): per-interval deltas with unique ids.
+#include "registry/usage_meter.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace rgpu::registry {
+namespace {
+
+wire::SessionStats Stats(uint64_t id, uint64_t calls, uint64_t in, uint64_t memory) {
+  wire::SessionStats s;
+  s.set_session_id(id);
+  s.set_tenant("alice");
+  s.set_calls(calls);
+  s.set_bytes_in(in);
+  s.set_bytes_out(2 * in);
+  s.set_memory_bytes(memory);
+  return s;
+}
+
+TEST(UsageMeter, RecordsDeltasOverIntervals) {
+  UsageMeter meter("host1", "boot1");
+  meter.Started(7, 1000);
+  std::vector<UsageRecord> out;
+  wire::StatusReply live;
+  *live.add_sessions() = Stats(7, 10, 100, 1ull << 30);  // 1 GiB held
+  meter.Sample(live, 3000, &out);
+  *live.mutable_sessions(0) = Stats(7, 25, 400, 1ull << 30);
+  meter.Sample(live, 4000, &out);
+  meter.Ended(Stats(7, 30, 500, 0), 4500, &out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].start_ms(), 1000);
+  EXPECT_EQ(out[0].end_ms(), 3000);
+  EXPECT_EQ(out[0].calls(), 10u);
+  EXPECT_DOUBLE_EQ(out[0].memory_gib_seconds(), 2.0);  // 1 GiB for 2 s
+  EXPECT_EQ(out[1].start_ms(), 3000);
+  EXPECT_EQ(out[1].calls(), 15u);
+  EXPECT_EQ(out[1].bytes_in(), 300u);
+  EXPECT_EQ(out[1].bytes_out(), 600u);
+  EXPECT_EQ(out[2].calls(), 5u);
+  EXPECT_TRUE(out[2].session_ended());
+  EXPECT_DOUBLE_EQ(out[2].memory_gib_seconds(), 0.0);
+  std::set<std::string> ids;
+  for (const auto& r : out) ids.insert(r.record_id());
+  EXPECT_EQ(ids.size(), 3u);
+  EXPECT_EQ(out[0].record_id(), "host1:boot1:1");
+}
+
+TEST(UsageMeter, EndedSessionsAreNotCountedAgain) {
+  UsageMeter meter("host1", "boot1");
+  std::vector<UsageRecord> out;
+  wire::StatusReply live;
+  *live.add_sessions() = Stats(3, 10, 100, 0);
+  meter.Ended(Stats(3, 10, 100, 0), 2000, &out);
+  meter.Sample(live, 2100, &out);  // a sample taken before the session left the list
+  meter.Ended(Stats(3, 10, 100, 0), 2200, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].calls(), 10u);
+  // Sessions without a tenant (not admitted) are not metered.
+  wire::StatusReply anonymous;
+  anonymous.add_sessions()->set_session_id(9);
+  meter.Sample(anonymous, 3000, &out);
+  EXPECT_EQ(out.size(), 1u);
+}
+
+}  // namespace
+}  // namespace rgpu::registry
