@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -53,6 +55,18 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
     return PermissionDenied("server refused the session: " + reply.welcome().error());
   }
   c->welcome_ = reply.welcome();
+  if (const char* us = getenv("RGPU_BATCH_US")) c->batch_delay_us_ = std::max(0, atoi(us));
+  if (c->batch_delay_us_ > 0) c->flusher_ = std::thread([self] { self->FlushLoop(); });
+  int server_timeout_ms = 10000;
+  if (const char* t = getenv("RGPU_SERVER_TIMEOUT_MS")) server_timeout_ms = atoi(t);
+  if (c->welcome_.liveness_port() != 0 && server_timeout_ms > 0) {
+    Channel* channel = c->channel_.get();
+    s = LivenessMonitor::Start(
+        url.host, static_cast<uint16_t>(c->welcome_.liveness_port()), c->welcome_.liveness_key(),
+        server_timeout_ms, [channel](const std::string& why) { channel->Abandon(why); },
+        &c->liveness_);
+    if (!s.ok()) RGPU_LOG_WARN("no keepalives with the server: %s", s.ToString().c_str());
+  }
   *out = std::move(c);
   return Status::Ok();
 }
@@ -90,11 +104,79 @@ CUresult Connection::Fail(const std::string& why) {
   return kServerLost;
 }
 
+namespace {
+// Posted calls whose payload is at most this small travel in batches; larger ones alone.
+constexpr size_t kBatchPayloadLimit = 16 * 1024;
+// A batch is sent once it holds this many calls or payload bytes.
+constexpr int kBatchCalls = 128;
+constexpr size_t kBatchBytes = 64 * 1024;
+// The in-flight window: posted calls (and bytes) sent without a reply before the connection
+// waits for the server. Well below the server's default queue bounds (4096 messages, 1 GiB).
+constexpr size_t kWindowCalls = 2048;
+constexpr size_t kWindowBytes = size_t{256} << 20;
+}  // namespace
+
+Connection::~Connection() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  flush_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+}
+
+void Connection::AddToBatch(const wire::Call& call, const void* payload, size_t size) {
+  wire::Batch* b = batch_.mutable_batch();
+  *b->add_calls() = call;
+  b->add_payload_sizes(size);
+  if (size > 0) {
+    // Each call's payload starts at a 16-byte boundary (rgpu.proto, Batch).
+    batch_payload_.resize((batch_payload_.size() + 15) & ~size_t{15});
+    batch_payload_.append(static_cast<const char*>(payload), size);
+  }
+  if (b->calls_size() == 1 && batch_delay_us_ > 0) {
+    ++batch_generation_;
+    flush_cv_.notify_one();
+  }
+}
+
+Status Connection::SendBatch() {
+  if (!batch_.has_batch() || batch_.batch().calls_size() == 0) return Status::Ok();
+  Status s =
+      channel_->Send(batch_.SerializeAsString(), batch_payload_.data(), batch_payload_.size());
+  batch_.mutable_batch()->Clear();
+  batch_payload_.clear();
+  return s;
+}
+
+void Connection::FlushLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t seen = batch_generation_;
+  while (!closing_) {
+    flush_cv_.wait(lock, [&] { return closing_ || batch_generation_ != seen; });
+    if (closing_) break;
+    // A batch was started: give it a little while to fill, then send what is there.
+    const uint64_t generation = batch_generation_;
+    flush_cv_.wait_for(lock, std::chrono::microseconds(batch_delay_us_), [&] { return closing_; });
+    seen = generation;
+    if (closing_ || lost_ || generation != batch_generation_) continue;
+    Status s = SendBatch();
+    if (!s.ok()) Fail(s.ToString());
+  }
+}
+
+CUresult Connection::ThrottleLocked() {
+  if (in_flight_calls_ < kWindowCalls && in_flight_bytes_ < kWindowBytes) return CUDA_SUCCESS;
+  return CallLocked(Op::kBarrier, 0, {}, nullptr, 0, nullptr, {}, nullptr, false);
+}
+
 CUresult Connection::Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
                           const void* payload, size_t payload_size, bool payload_stays_valid) {
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) return kServerLost;
   if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
+  CUresult r = ThrottleLocked();
+  if (r != CUDA_SUCCESS) return r;
   wire::Call* call = posted_.mutable_call();
   call->set_seq(next_seq_++);
   call->set_op(static_cast<uint32_t>(op));
@@ -102,9 +184,23 @@ CUresult Connection::Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
   call->set_posted(true);
   call->clear_args();
   for (uint64_t a : args) call->add_args(a);
+  ++in_flight_calls_;
+  in_flight_bytes_ += payload_size;
+  if (payload_size <= kBatchPayloadLimit) {
+    AddToBatch(*call, payload, payload_size);
+    if (batch_delay_us_ == 0 || batch_.batch().calls_size() >= kBatchCalls ||
+        batch_payload_.size() >= kBatchBytes) {
+      Status s = SendBatch();
+      if (!s.ok()) return Fail(s.ToString());
+    }
+    return CUDA_SUCCESS;
+  }
+  // Large payloads go on their own, after what was batched before them.
+  Status s = SendBatch();
+  if (!s.ok()) return Fail(s.ToString());
   std::string header = posted_.SerializeAsString();
-  Status s = payload_stays_valid ? channel_->Post(std::move(header), payload, payload_size)
-                                 : channel_->Send(header, payload, payload_size);
+  s = payload_stays_valid ? channel_->Post(std::move(header), payload, payload_size)
+                          : channel_->Send(header, payload, payload_size);
   if (!s.ok()) return Fail(s.ToString());
   return CUDA_SUCCESS;
 }
@@ -113,6 +209,13 @@ CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
                           const void* payload, size_t payload_size, std::vector<uint64_t>* values,
                           ReplyBuffer reply_buffer, size_t* reply_size) {
   std::lock_guard<std::mutex> lock(mu_);
+  return CallLocked(op, ctx, args, payload, payload_size, values, reply_buffer, reply_size, true);
+}
+
+CUresult Connection::CallLocked(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
+                                const void* payload, size_t payload_size,
+                                std::vector<uint64_t>* values, ReplyBuffer reply_buffer,
+                                size_t* reply_size, bool surface_async_error) {
   if (lost_) return kServerLost;
   if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
   wire::Envelope env;
@@ -122,7 +225,15 @@ CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
   call->set_op(static_cast<uint32_t>(op));
   call->set_ctx(ctx);
   for (uint64_t a : args) call->add_args(a);
-  Status s = channel_->Send(env.SerializeAsString(), payload, payload_size);
+  Status s;
+  if (batch_.has_batch() && batch_.batch().calls_size() > 0 && payload_size <= kBatchPayloadLimit) {
+    // The waited-for call closes the batch: one message for the whole round trip.
+    AddToBatch(*call, payload, payload_size);
+    s = SendBatch();
+  } else {
+    s = SendBatch();
+    if (s.ok()) s = channel_->Send(env.SerializeAsString(), payload, payload_size);
+  }
   if (!s.ok()) return Fail(s.ToString());
   pending_reply_ = reply_buffer;
   for (;;) {
@@ -147,6 +258,7 @@ CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
       continue;
     }
     pending_reply_ = {};
+    in_flight_calls_ = in_flight_bytes_ = 0;  // the server has taken every earlier call
     const wire::Reply& r = in.reply();
     if (!r.device_output().empty()) {
       // Device printf output belongs on the program's standard output.
@@ -178,8 +290,8 @@ CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
     // An asynchronous failure is reported by the next call that succeeds and returns nothing
     // else (a synchronize, a query, a copy), as CUDA reports asynchronous errors; a call that
     // created something keeps its own result so that nothing it made is lost.
-    if (result == CUDA_SUCCESS && async_error_ != CUDA_SUCCESS && info != nullptr &&
-        info->result_count == 0) {
+    if (surface_async_error && result == CUDA_SUCCESS && async_error_ != CUDA_SUCCESS &&
+        info != nullptr && info->result_count == 0) {
       result = async_error_;
       async_error_ = CUDA_SUCCESS;
     }

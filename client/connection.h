@@ -1,18 +1,29 @@
 // Connection: the client's session with one rgpu-server: handshake, then calls that each wait for
-// their reply. Thread-safe: calls from several threads are serialized on the one channel.
-// Once the server is gone every call fails fast with kServerLost; nothing waits forever.
+// their reply, and posted calls that do not. Thread-safe: calls from several threads are
+// serialized on the one channel, in the order they take the lock.
+//
+// Posted calls with small payloads are gathered into a batch that travels as one message: it
+// leaves with the next call that waits (as part of the same message), when it is full, or a short
+// delay after its first call (RGPU_BATCH_US, default 200; 0 sends every call at once). At most a
+// window of posted calls and bytes is in flight; past it the connection waits for the server to
+// catch up, as a GPU's full push buffer blocks the launching thread.
+// Once the server is gone (or stops answering keepalives for RGPU_SERVER_TIMEOUT_MS, default
+// 10000) every waiting and later call fails with kServerLost; nothing waits forever.
 #pragma once
 
 #include <cuda.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "client/liveness_monitor.h"
 #include "common/status.h"
 #include "proto/ops.h"
 #include "proto/rgpu.pb.h"
@@ -38,6 +49,8 @@ class Connection {
   static Status Open(const std::string& url, const std::string& token, int timeout_ms,
                      std::unique_ptr<Connection>* out);
 
+  ~Connection();
+
   const wire::Welcome& welcome() const { return welcome_; }
 
   // Runs `op` on the server in session context `ctx` with `args` and an optional payload, and
@@ -51,7 +64,7 @@ class Connection {
   // Sends a stream-ordered (kAsync) call without waiting for its reply. With
   // `payload_stays_valid` (pinned memory the program may not touch until it synchronizes) the
   // payload may still be read after this returns, until the next Call; otherwise it has been
-  // sent (or copied) when this returns. A failure on the server surfaces at the next Call.
+  // sent or copied when this returns. A failure on the server surfaces at the next Call.
   CUresult Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
                 const void* payload = nullptr, size_t payload_size = 0,
                 bool payload_stays_valid = false);
@@ -63,6 +76,19 @@ class Connection {
  private:
   Connection() = default;
   CUresult Fail(const std::string& why);
+  // The parts of Call and Post that run with mu_ held. `surface_async_error`: an earlier posted
+  // call's failure may be returned by this call (false for the connection's own barriers).
+  CUresult CallLocked(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
+                      const void* payload, size_t payload_size, std::vector<uint64_t>* values,
+                      ReplyBuffer reply, size_t* reply_size, bool surface_async_error);
+  // Appends a call to the batch being built (its payload is copied).
+  void AddToBatch(const wire::Call& call, const void* payload, size_t size);
+  // Sends the batch as one message, if it holds any call.
+  Status SendBatch();
+  // Waits for the server once the in-flight window is full.
+  CUresult ThrottleLocked();
+  // The batch-delay thread: sends a batch that waited batch_delay_us_ for company.
+  void FlushLoop();
 
   std::mutex mu_;
   std::unique_ptr<Channel> channel_;
@@ -76,6 +102,19 @@ class Connection {
   std::map<uint64_t, CUresult> sticky_;
   ReplyBuffer pending_reply_;  // the destination of the reply now awaited
   bool lost_ = false;
+  // Posted calls not yet sent, as one Envelope.batch, and their payloads back to back.
+  wire::Envelope batch_;
+  std::string batch_payload_;
+  uint64_t batch_generation_ = 0;  // counts batches started, for the delay thread
+  int batch_delay_us_ = 200;
+  // Posted calls (and their payload bytes) sent since the last reply.
+  size_t in_flight_calls_ = 0;
+  size_t in_flight_bytes_ = 0;
+  std::thread flusher_;
+  std::condition_variable flush_cv_;
+  bool closing_ = false;
+  // Declared last, destroyed first: stops watching before the channel goes.
+  std::unique_ptr<LivenessMonitor> liveness_;
 };
 
 }  // namespace rgpu::client

@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include "common/log.h"
 #include "proto/protocol_version.h"
 #include "server/device_catalog.h"
+#include "server/liveness_service.h"
 #include "server/tenants.h"
 
 namespace rgpu::server {
@@ -28,6 +30,7 @@ bool OpNeedsContext(Op op) {
     case Op::kPrimaryCtxRetain:
     case Op::kPrimaryCtxRelease:
     case Op::kPrimaryCtxReset:
+    case Op::kBarrier:
       return false;
     default:
       return true;
@@ -78,7 +81,19 @@ void Session::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     ReceivedMessage m;
     Status s = channel_->Receive(200, &m);
-    if (s.code() == Status::Code::kTimeout) continue;
+    if (s.code() == Status::Code::kTimeout) {
+      const int64_t silent =
+          liveness_ != nullptr && client_timeout_ms_ > 0 ? liveness_->SilentMs(liveness_key_) : -1;
+      if (silent > client_timeout_ms_) {
+        CloseWithReason("client sent no keepalive for " + std::to_string(silent) + " ms");
+        break;
+      }
+      continue;
+    }
+    if (s.code() == Status::Code::kResourceExhausted) {
+      CloseWithReason(s.message());
+      break;
+    }
     if (!s.ok()) {
       RGPU_LOG_INFO("session %llu: client gone (%s)", (unsigned long long)id_,
                     s.ToString().c_str());
@@ -93,6 +108,7 @@ void Session::Run(const std::atomic<bool>& stop) {
     channel_->Send(bye.SerializeAsString(), nullptr, 0);
   }
   const uint64_t allocs = allocations_.size(), bytes = live_bytes_.load();
+  if (liveness_ != nullptr && liveness_key_ != 0) liveness_->Forget(liveness_key_);
   ReleaseAll();
   RGPU_LOG_INFO("session %llu: closed after %llu calls; released %llu allocations (%llu bytes)",
                 (unsigned long long)id_, (unsigned long long)calls_.load(),
@@ -102,6 +118,15 @@ void Session::Run(const std::atomic<bool>& stop) {
     RGPU_LOG_INFO("session %llu: tenant %s gpu_busy_ms %.3f", (unsigned long long)id_,
                   tenant_ != nullptr ? tenant_->name.c_str() : "-", gpu_busy_seconds_.load() * 1e3);
   }
+}
+
+void Session::CloseWithReason(const std::string& reason) {
+  RGPU_LOG_WARN("session %llu: closing: %s", (unsigned long long)id_, reason.c_str());
+  if (channel_->broken()) return;
+  wire::Envelope bye;
+  bye.mutable_goodbye()->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
+  bye.mutable_goodbye()->set_reason(reason);
+  channel_->Send(bye.SerializeAsString(), nullptr, 0);
 }
 
 bool Session::Handshake() {
@@ -145,6 +170,11 @@ bool Session::Handshake() {
     w->set_driver_version(devices_.driver_version());
     w->set_backend(devices_.backend());
     for (const auto& d : devices_.devices()) *w->add_devices() = d;
+    if (liveness_ != nullptr) {
+      liveness_key_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+      w->set_liveness_port(liveness_->port());
+      w->set_liveness_key(liveness_key_);
+    }
   }
   channel_->Send(out.SerializeAsString(), nullptr, 0);
   if (w->status() != 0) {
@@ -173,21 +203,48 @@ bool Session::Serve(ReceivedMessage& m) {
     return false;
   }
   if (in.body_case() == wire::Envelope::kGoodbye) return false;
-  if (in.body_case() != wire::Envelope::kCall) {
-    RGPU_LOG_WARN("session %llu: unexpected message kind %d; closing session",
-                  (unsigned long long)id_, static_cast<int>(in.body_case()));
-    return false;
+  if (in.body_case() == wire::Envelope::kCall)
+    return ServeCall(in.call(), m.payload, m.payload_size);
+  if (in.body_case() == wire::Envelope::kBatch) {
+    const wire::Batch& b = in.batch();
+    // Each non-empty payload starts at the next 16-byte boundary (rgpu.proto, Batch).
+    std::vector<uint64_t> offsets;
+    uint64_t end = 0;
+    bool valid = b.calls_size() == b.payload_sizes_size();
+    for (int i = 0; valid && i < b.payload_sizes_size(); ++i) {
+      const uint64_t start = b.payload_sizes(i) == 0 ? end : (end + 15) & ~uint64_t{15};
+      valid = start <= m.payload_size && b.payload_sizes(i) <= m.payload_size - start;
+      end = start + (valid ? b.payload_sizes(i) : 0);
+      offsets.push_back(start);
+      // Only the last call may wait for a reply.
+      if (i + 1 < b.calls_size() && !b.calls(i).posted()) valid = false;
+    }
+    if (!valid || end != m.payload_size) {
+      CloseWithReason("malformed batch (" + std::to_string(b.calls_size()) + " calls, " +
+                      std::to_string(b.payload_sizes_size()) + " sizes, " +
+                      std::to_string(m.payload_size) + " payload bytes)");
+      return false;
+    }
+    for (int i = 0; i < b.calls_size(); ++i) {
+      if (!ServeCall(b.calls(i), m.payload + offsets[i], b.payload_sizes(i))) return false;
+    }
+    return true;
   }
+  RGPU_LOG_WARN("session %llu: unexpected message kind %d; closing session",
+                (unsigned long long)id_, static_cast<int>(in.body_case()));
+  return false;
+}
+
+bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size) {
   ++calls_;
-  bytes_in_ += m.payload_size;
-  const wire::Call& call = in.call();
+  bytes_in_ += payload_size;
   wire::Envelope out;
   wire::Reply* reply = out.mutable_reply();
   reply->set_seq(call.seq());
   CallState cs;
   cs.call = &call;
-  cs.payload = m.payload;
-  cs.payload_size = m.payload_size;
+  cs.payload = payload;
+  cs.payload_size = payload_size;
   cs.reply = reply;
   CUresult result;
   const OpInfo* info = FindOp(call.op());
@@ -393,6 +450,9 @@ CUresult Session::HandleCtxDestroy(CallState& cs) {
 }
 
 CUresult Session::HandleCtxSynchronize(CallState& cs) { return drv_.cuCtxSynchronize(); }
+
+// Every earlier call of this session has been served once this runs: nothing else to do.
+CUresult Session::HandleBarrier(CallState& cs) { return CUDA_SUCCESS; }
 
 CUresult Session::HandlePrimaryCtxRetain(CallState& cs) {
   const int device = static_cast<int>(cs.arg(0));

@@ -25,6 +25,7 @@
 namespace rgpu::server {
 
 class DeviceCatalog;
+class LivenessService;
 class TenantTable;
 struct Tenant;
 
@@ -56,6 +57,12 @@ class Session {
   // Answers a StatusRequest handshake (instead of Hello) with the server's live sessions.
   using StatusProvider = std::function<wire::StatusReply()>;
   void SetStatusProvider(StatusProvider provider) { status_provider_ = std::move(provider); }
+  // Offers the client the server's keepalive port; with client_timeout_ms > 0 the session is
+  // closed once its client (having announced itself there) sends no keepalive for that long.
+  void SetLiveness(LivenessService* liveness, int client_timeout_ms) {
+    liveness_ = liveness;
+    client_timeout_ms_ = client_timeout_ms;
+  }
   // Bytes of device memory this session holds right now.
   uint64_t live_bytes() const { return live_bytes_.load(); }
 
@@ -115,6 +122,9 @@ class Session {
   Status Admit(const std::string& token);
   // Decodes, validates and executes one message; false ends the session.
   bool Serve(ReceivedMessage& message);
+  // Validates and executes one call whose payload is payload[0, payload_size) and sends its
+  // reply unless it was posted; false ends the session.
+  bool ServeCall(const wire::Call& call, char* payload, size_t payload_size);
   CUresult Dispatch(Op op, CallState& cs);
 
 #define RGPU_OP(name, nargs, args, nres, res, in, out, mode) CUresult Handle##name(CallState& cs);
@@ -152,6 +162,11 @@ class Session {
   std::atomic<double> gpu_busy_seconds_{0};  // metering: measured GPU time of its kernels
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0};
   StatusProvider status_provider_;
+  LivenessService* liveness_ = nullptr;
+  int client_timeout_ms_ = 0;
+  uint64_t liveness_key_ = 0;  // random; the client announces it on the keepalive port
+  // Sends Goodbye with `reason` (when the channel still works) and logs it.
+  void CloseWithReason(const std::string& reason);
   std::atomic<bool> admitted_{false};
   mutable std::mutex name_mu_;  // guards client_name_ for Stats()
   ShareAccount* account();

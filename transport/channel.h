@@ -25,6 +25,11 @@ struct ChannelOptions {
   // Payloads of at least this many bytes travel as rendezvous data (fetched by the receiver
   // straight into its destination buffer) instead of being copied into the message.
   size_t rendezvous_threshold = 64 * 1024;
+  // Bounds on what may wait in the receive queue (0: no bound). A peer that sends past either is
+  // cut off: its further messages are dropped and Receive fails with kResourceExhausted, so a
+  // flood cannot exhaust this process's memory.
+  size_t max_queued_messages = 0;
+  size_t max_queued_bytes = 0;
 };
 
 // A received message. The payload lies either in `owned` or in a buffer that the channel's
@@ -63,8 +68,12 @@ class Channel {
 
   virtual void SetPayloadPlacer(PayloadPlacer placer) = 0;
 
-  // True once the peer is known to be gone.
+  // True once the peer is known to be gone (or the channel was abandoned).
   virtual bool broken() const = 0;
+
+  // Gives up on the peer, from any thread (e.g. a watchdog that saw the peer fall silent): every
+  // wait in progress or later ends, and every call fails with kUnavailable and `why`.
+  virtual void Abandon(const std::string& why) = 0;
 
   // The peer's address, for logs.
   virtual std::string peer() const = 0;

@@ -47,6 +47,7 @@ class ScriptedChannel final : public Channel {
   }
   void SetPayloadPlacer(PayloadPlacer) override {}
   bool broken() const override { return messages_.empty(); }
+  void Abandon(const std::string&) override { messages_.clear(); }
   std::string peer() const override { return "fuzzer"; }
   size_t queued() const override { return messages_.size(); }
   std::string Describe() override { return "scripted"; }

@@ -191,7 +191,7 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
   auto spin_until = start + std::chrono::microseconds(options_.poll_us);
   for (;;) {
     if (done()) return Status::Ok();
-    if (broken()) return error_;
+    if (broken()) return Failure();
     if (ucp_worker_progress(worker_) != 0) continue;
     auto now = Clock::now();
     if (now < spin_until) continue;
@@ -212,12 +212,29 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
   }
 }
 
+void UcxChannel::Abandon(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(abandon_mu_);
+    if (abandoned_.load()) return;
+    abandon_reason_ = why;
+  }
+  abandoned_.store(true);
+}
+
+const Status& UcxChannel::Failure() {
+  if (error_.ok() && abandoned_.load()) {
+    std::lock_guard<std::mutex> lock(abandon_mu_);
+    error_ = Unavailable("peer " + peer_ + " abandoned: " + abandon_reason_);
+  }
+  return error_;
+}
+
 Status UcxChannel::Send(const std::string& header, const void* payload, size_t size) {
   return SendOn(ep_, kAmId, header, payload, size);
 }
 
 Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
-  if (broken()) return error_;
+  if (broken()) return Failure();
   auto out = std::make_unique<Outgoing>();
   out->header = std::move(header);
   ucp_request_param_t p = {};
@@ -254,15 +271,15 @@ Status UcxChannel::Flush() {
       if (ucp_worker_progress(worker_) == 0 && broken()) ucp_request_cancel(worker_, o->request);
     }
     ucp_request_free(o->request);
-    if (o->status != UCS_OK && error_.ok()) error_ = FromUcs(o->status, "send");
+    if (o->status != UCS_OK && Failure().ok()) error_ = FromUcs(o->status, "send");
     outgoing_.pop_front();
   }
-  return error_;
+  return Failure();
 }
 
 Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header,
                           const void* payload, size_t size) {
-  if (broken()) return error_;
+  if (broken()) return Failure();
   struct SendState {
     bool done = false;
     ucs_status_t status = UCS_OK;
@@ -289,19 +306,21 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
   }
   ucp_request_free(req);
   if (state.status != UCS_OK) {
-    if (error_.ok()) error_ = FromUcs(state.status, "send");
+    if (Failure().ok()) error_ = FromUcs(state.status, "send");
     return error_;
   }
   return Status::Ok();
 }
 
 Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
+  if (!overflow_.ok()) return overflow_;
   Status s =
       WaitUntil([this] { return !arrived_.empty() && arrived_.front()->complete; }, timeout_ms);
   if (!s.ok()) return s;
   std::unique_ptr<Slot> slot = std::move(arrived_.front());
   arrived_.pop_front();
   queued_.store(arrived_.size());
+  queued_bytes_ -= slot->message.header.size() + slot->message.payload_size;
   if (slot->status != UCS_OK) return FromUcs(slot->status, "receive");
   *out = std::move(slot->message);
   return Status::Ok();
@@ -311,6 +330,20 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
                                          void* data, size_t length,
                                          const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxChannel*>(arg);
+  const ChannelOptions& o = self->options_;
+  const size_t bytes = header_length + length;
+  if (!self->overflow_.ok()) return UCS_OK;  // cut off already: drop
+  if ((o.max_queued_messages > 0 && self->arrived_.size() + 1 > o.max_queued_messages) ||
+      (o.max_queued_bytes > 0 && self->queued_bytes_ + bytes > o.max_queued_bytes)) {
+    self->overflow_ =
+        ResourceExhausted("peer " + self->peer_ + " sent past the receive-queue bound (" +
+                          std::to_string(self->arrived_.size()) + " messages, " +
+                          std::to_string(self->queued_bytes_ + bytes) + " bytes queued; limits " +
+                          std::to_string(o.max_queued_messages) + " messages, " +
+                          std::to_string(o.max_queued_bytes) + " bytes)");
+    return UCS_OK;
+  }
+  self->queued_bytes_ += bytes;
   auto slot = std::make_unique<Slot>();
   slot->channel = self;
   ReceivedMessage& m = slot->message;

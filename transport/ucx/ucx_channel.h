@@ -5,6 +5,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <sys/socket.h>
@@ -32,7 +33,8 @@ class UcxChannel final : public Channel {
   Status Flush() override;
   Status Receive(int timeout_ms, ReceivedMessage* out) override;
   void SetPayloadPlacer(PayloadPlacer placer) override { placer_ = std::move(placer); }
-  bool broken() const override { return !error_.ok(); }
+  bool broken() const override { return !error_.ok() || abandoned_.load(); }
+  void Abandon(const std::string& why) override;
   std::string peer() const override { return peer_; }
   std::string Describe() override;
   size_t queued() const override { return queued_.load(); }
@@ -51,6 +53,8 @@ class UcxChannel final : public Channel {
   Status SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header, const void* payload,
                 size_t size);
   void CloseEndpoint(ucp_ep_h ep);
+  // The reason the channel is broken: error_, after folding in an abandonment. Owner thread.
+  const Status& Failure();
 
   // Progresses the worker until done() is true, the channel breaks, or timeout_ms passes.
   template <typename Done>
@@ -75,8 +79,13 @@ class UcxChannel final : public Channel {
   std::shared_ptr<BufferPool> pool_;
   std::deque<std::unique_ptr<Slot>> arrived_;       // in arrival order
   std::atomic<size_t> queued_{0};                   // arrived_.size(), readable from any thread
+  size_t queued_bytes_ = 0;                         // headers and payloads in arrived_
+  Status overflow_;                                 // set when the peer passed a queue bound
   std::deque<std::unique_ptr<Outgoing>> outgoing_;  // posted, not yet complete
   Status error_;
+  std::atomic<bool> abandoned_{false};
+  std::mutex abandon_mu_;
+  std::string abandon_reason_;  // under abandon_mu_
 };
 
 }  // namespace rgpu::ucx

@@ -1,0 +1,107 @@
+#include "client/liveness_monitor.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace rgpu::client {
+
+Status LivenessMonitor::Start(const std::string& host, uint16_t port, uint64_t key, int timeout_ms,
+                              SilentCallback on_silent, std::unique_ptr<LivenessMonitor>* out) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+  if (rc != 0)
+    return Unavailable("liveness port: cannot resolve " + host + ": " + gai_strerror(rc));
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  if (fd < 0) return Unavailable("liveness port " + host + ":" + service + " unreachable");
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  uint8_t announce[8];
+  for (int i = 0; i < 8; ++i) announce[i] = static_cast<uint8_t>(key >> (8 * i));
+  if (write(fd, announce, sizeof announce) != sizeof announce) {
+    close(fd);
+    return Unavailable("liveness port: cannot announce the session");
+  }
+  std::unique_ptr<LivenessMonitor> m(new LivenessMonitor());
+  m->fd_ = fd;
+  m->wake_fd_ = eventfd(0, EFD_CLOEXEC);
+  m->timeout_ms_ = timeout_ms;
+  m->on_silent_ = std::move(on_silent);
+  if (m->wake_fd_ < 0) return Internal(std::string("eventfd: ") + strerror(errno));
+  m->thread_ = std::thread([self = m.get()] { self->Loop(); });
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+LivenessMonitor::~LivenessMonitor() {
+  if (thread_.joinable()) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (fd_ >= 0) close(fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void LivenessMonitor::Loop() {
+  using Clock = std::chrono::steady_clock;
+  // Several keepalives per deadline, so one delayed echo is not fatal.
+  const int interval_ms = std::max(10, timeout_ms_ / 5);
+  auto last_echo = Clock::now();
+  auto next_ping = Clock::now();
+  for (;;) {
+    const auto now = Clock::now();
+    if (now >= next_ping) {
+      const char ping = 'k';
+      (void)!write(fd_, &ping, 1);  // a full buffer means no echoes either: the deadline decides
+      next_ping = now + std::chrono::milliseconds(interval_ms);
+    }
+    const auto silent_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - last_echo).count();
+    if (silent_ms >= timeout_ms_) {
+      on_silent_("the server has not answered keepalives for " + std::to_string(silent_ms) +
+                 " ms (RGPU_SERVER_TIMEOUT_MS=" + std::to_string(timeout_ms_) + ")");
+      return;
+    }
+    const auto wait_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::min(next_ping, last_echo + std::chrono::milliseconds(timeout_ms_)) - now)
+            .count();
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {fd_, POLLIN, 0}};
+    int n = poll(fds, 2, static_cast<int>(std::max<int64_t>(wait_ms, 1)));
+    if (n < 0 && errno != EINTR) return;
+    if (fds[0].revents != 0) return;
+    if (fds[1].revents != 0) {
+      char buf[64];
+      ssize_t got = read(fd_, buf, sizeof buf);
+      if (got > 0) {
+        last_echo = Clock::now();
+      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+        on_silent_("the server closed its keepalive connection");
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace rgpu::client

@@ -1,0 +1,39 @@
+// LivenessMonitor: watches that the server process is still running, from a thread of its own.
+// It connects to the server's liveness port (Welcome.liveness_port), announces the session's
+// liveness key and sends one byte every interval; the server echoes each at once. When no echo
+// has come for `timeout_ms` (the server is stopped, wedged as a whole, or its host is gone) it
+// calls `on_silent` once, which abandons the connection so that every waiting and later call
+// fails instead of hanging. The server in turn sees the client's keepalives.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+
+namespace rgpu::client {
+
+class LivenessMonitor {
+ public:
+  using SilentCallback = std::function<void(const std::string& why)>;
+  // Connects to host:port and starts watching. Fails when the port cannot be reached.
+  static Status Start(const std::string& host, uint16_t port, uint64_t key, int timeout_ms,
+                      SilentCallback on_silent, std::unique_ptr<LivenessMonitor>* out);
+  // Stops the thread and closes the connection.
+  ~LivenessMonitor();
+
+ private:
+  LivenessMonitor() = default;
+  void Loop();
+
+  int fd_ = -1;
+  int wake_fd_ = -1;  // eventfd that ends Loop()
+  int timeout_ms_ = 0;
+  SilentCallback on_silent_;
+  std::thread thread_;
+};
+
+}  // namespace rgpu::client
