@@ -20,7 +20,11 @@ Status OpenChannel(const std::string& address, const std::string& tls_ca_path,
     options.pem_root_certs = pem.str();
     credentials = grpc::SslCredentials(options);
   }
-  *channel = grpc::CreateChannel(address, credentials);
+  grpc::ChannelArguments args;
+  // Reconnect within a second or two of a registry restart (gRPC's default backoff grows to 2 min).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  *channel = grpc::CreateCustomChannel(address, credentials, args);
   return Status::Ok();
 }
 

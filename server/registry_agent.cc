@@ -133,6 +133,7 @@ bool RegistryAgent::SendBatch() {
     if (!pending_.empty() && pending_.front().record_id() == sent.record_id()) {
       pending_.pop_front();
     }
+    if (options_.on_acknowledged) options_.on_acknowledged(sent);
   }
   return true;
 }

@@ -31,6 +31,8 @@ struct RegistryAgentOptions {
   std::string server_url;        // where tenants reach this server
   int report_ms = 1000;          // usage sampling and sending interval
   size_t max_pending = 1000000;  // records kept while the registry is unreachable
+  // Called with each record the registry acknowledged (for audits); must not call the agent.
+  std::function<void(const registry::UsageRecord&)> on_acknowledged;
 };
 
 class RegistryAgent {

@@ -161,7 +161,8 @@ TEST_P(StoreTest, UsageRecordsAreStoredOnce) {
   EXPECT_EQ(rows[0].record.record_id(), "r2");
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, StoreTest, ::testing::Values("sqlite", "postgresql"));
+INSTANTIATE_TEST_SUITE_P(Engines, StoreTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace rgpu::registry
