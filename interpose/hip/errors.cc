@@ -78,3 +78,8 @@ HIP_API(hipGetErrorString)(int error)->const char* {
   const rgpu::hip::ErrorInfo* e = rgpu::hip::Find(error);
   return e != nullptr ? e->text : "unknown error";
 }
+
+// For the face: an entry point rgpu does not implement failed with `error`.
+extern "C" __attribute__((visibility("default"))) void rgpu_hip_record_error(int error) {
+  rgpu::hip::Ret(static_cast<Error>(error));
+}

@@ -95,9 +95,15 @@ void Report(int index, const char* answer) {
 }
 
 // What an entry point answers when rgpu does not implement it.
+// The runtime's hook that makes an error the thread's last error (hipGetLastError).
+using RecordErrorFn = void (*)(int);
+std::atomic<RecordErrorFn> g_record_error{nullptr};
+
 long FallbackStatus(int index) {
   Report(index, "hipErrorNotSupported");
-  return 801;  // hipErrorNotSupported
+  constexpr int kNotSupported = 801;  // hipErrorNotSupported
+  if (RecordErrorFn record = g_record_error.load(std::memory_order_acquire)) record(kNotSupported);
+  return kNotSupported;
 }
 long FallbackRtc(int index) {
   Report(index, "HIPRTC_ERROR_INTERNAL_ERROR");
@@ -136,6 +142,11 @@ extern "C" __attribute__((visibility("hidden"))) void* rgpu_hip_face_resolve(int
     char symbol[256];
     snprintf(symbol, sizeof symbol, "rgpu_hip_%s", kEntryNames[index]);
     impl = dlsym(g_runtime, symbol);
+    if (g_record_error.load(std::memory_order_relaxed) == nullptr) {
+      g_record_error.store(
+          reinterpret_cast<RecordErrorFn>(dlsym(g_runtime, "rgpu_hip_record_error")),
+          std::memory_order_release);
+    }
   }
   if (impl == nullptr) impl = fallback;
   __atomic_store_n(slot, impl, __ATOMIC_RELEASE);

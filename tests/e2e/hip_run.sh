@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs one HIP test program under `rgpu run` (RGPU_SERVER set by with_server.sh) and checks how
+# it ended:
+#   hip_run.sh BIN_DIR EXPECT PROGRAM ARGS...
+# EXPECT: pass      the program succeeds (exit 0);
+#         rejected  the program reaches a kernel and the server's device refuses its code object:
+#                   exit 3 with hipErrorNoBinaryForGpu, and the server's log says why;
+#         logged    the program succeeds, and with RGPU_LOG=warn the entry point rgpu does not
+#                   implement (hipMallocManaged) is named on stderr.
+set -uo pipefail
+bin=$1 expect=$2
+shift 2
+lib=$bin/../lib
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+# `rgpu run` preloads the CUDA face; the HIP face is preloaded here as well (it carries the
+# SONAME libamdhip64.so.5, so hipcc programs bind to it).
+run() { LD_PRELOAD="$lib/librgpu-hip.so${LD_PRELOAD:+:$LD_PRELOAD}" "$bin/rgpu" run -- "$@"; }
+case $expect in
+  pass)
+    run "$@" >"$out" 2>&1; rc=$?
+    cat "$out"
+    [ $rc -eq 0 ] || { echo "hip_run: $1 exited $rc, expected 0"; exit 1; } ;;
+  logged)
+    RGPU_LOG=warn run "$@" >"$out" 2>&1; rc=$?
+    cat "$out"
+    [ $rc -eq 0 ] || { echo "hip_run: $1 exited $rc, expected 0"; exit 1; }
+    grep -q "hipMallocManaged is not supported" "$out" ||
+      { echo "hip_run: the unsupported entry point was not named"; exit 1; } ;;
+  rejected)
+    run "$@" >"$out" 2>&1; rc=$?
+    cat "$out"
+    [ $rc -eq 3 ] || { echo "hip_run: $1 exited $rc, expected 3 (kernel refused)"; exit 1; }
+    grep -q "hipErrorNoBinaryForGpu" "$out" ||
+      { echo "hip_run: no hipErrorNoBinaryForGpu in the program's output"; exit 1; }
+    if [ -n "${RGPU_SERVER_LOG:-}" ]; then
+      grep -Eiq "AMDGPU|code object|no PTX" "$RGPU_SERVER_LOG" ||
+        { echo "hip_run: the server's log does not say why it refused the code"; exit 1; }
+    fi ;;
+  *) echo "hip_run: unknown expectation $expect"; exit 2 ;;
+esac
