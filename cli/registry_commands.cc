@@ -22,6 +22,7 @@ void Fill(RegistryAccess* a) {
   if (a->admin_key.empty()) a->admin_key = Env("RGPU_ADMIN_KEY");
   if (a->api_key.empty()) a->api_key = Env("RGPU_API_KEY");
   if (a->provider_key.empty()) a->provider_key = Env("RGPU_PROVIDER_KEY");
+  if (a->tls_ca.empty()) a->tls_ca = Env("RGPU_TLS_CA");
 }
 
 // A stub, or an error printed with the command's name.

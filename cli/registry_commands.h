@@ -10,7 +10,7 @@
 namespace rgpu::cli {
 
 // How to reach the registry and who is asking. Empty fields fall back to RGPU_REGISTRY,
-// RGPU_ADMIN_KEY, RGPU_API_KEY and RGPU_PROVIDER_KEY.
+// RGPU_ADMIN_KEY, RGPU_API_KEY, RGPU_PROVIDER_KEY and RGPU_TLS_CA.
 struct RegistryAccess {
   std::string address;
   std::string admin_key;
