@@ -12,14 +12,14 @@
 constexpr int kExitNoBinary = 3;
 
 // Fails the program unless `call` returns hipSuccess.
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    hipError_t check_e_ = (call);                                                        \
-    if (check_e_ != hipSuccess) {                                                        \
-      fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,          \
-              hipGetErrorName(check_e_), hipGetErrorString(check_e_));                   \
-      exit(1);                                                                           \
-    }                                                                                    \
+#define CHECK(call)                                                             \
+  do {                                                                          \
+    hipError_t check_e_ = (call);                                               \
+    if (check_e_ != hipSuccess) {                                               \
+      fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
+              hipGetErrorName(check_e_), hipGetErrorString(check_e_));          \
+      exit(1);                                                                  \
+    }                                                                           \
   } while (0)
 
 // Fails the program unless `call` returns `expected`.
@@ -34,41 +34,41 @@ constexpr int kExitNoBinary = 3;
   } while (0)
 
 // Fails the program unless `cond` holds.
-#define EXPECT(cond)                                                         \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);    \
-      exit(1);                                                               \
-    }                                                                        \
+#define EXPECT(cond)                                                      \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      exit(1);                                                            \
+    }                                                                     \
   } while (0)
 
 // After a launch: the launch's own error (hipGetLastError), ending the program with
 // kExitNoBinary when the device has no code it can run.
-#define CHECK_LAUNCH(what)                                                            \
-  do {                                                                                \
-    hipError_t check_e_ = hipGetLastError();                                          \
-    if (check_e_ == hipErrorNoBinaryForGpu) {                                         \
-      printf("kernel launch rejected: %s: hipErrorNoBinaryForGpu\n", what);           \
-      exit(kExitNoBinary);                                                            \
-    }                                                                                 \
-    if (check_e_ != hipSuccess) {                                                     \
-      fprintf(stderr, "%s:%d: launch of %s failed: %s\n", __FILE__, __LINE__, what,   \
-              hipGetErrorName(check_e_));                                             \
-      exit(1);                                                                        \
-    }                                                                                 \
+#define CHECK_LAUNCH(what)                                                          \
+  do {                                                                              \
+    hipError_t check_e_ = hipGetLastError();                                        \
+    if (check_e_ == hipErrorNoBinaryForGpu) {                                       \
+      printf("kernel launch rejected: %s: hipErrorNoBinaryForGpu\n", what);         \
+      exit(kExitNoBinary);                                                          \
+    }                                                                               \
+    if (check_e_ != hipSuccess) {                                                   \
+      fprintf(stderr, "%s:%d: launch of %s failed: %s\n", __FILE__, __LINE__, what, \
+              hipGetErrorName(check_e_));                                           \
+      exit(1);                                                                      \
+    }                                                                               \
   } while (0)
 
 // As CHECK, for module loads and module launches that the device may refuse.
-#define CHECK_CODE(call)                                                                 \
-  do {                                                                                   \
-    hipError_t check_e_ = (call);                                                        \
-    if (check_e_ == hipErrorNoBinaryForGpu) {                                            \
-      printf("rejected: %s: hipErrorNoBinaryForGpu\n", #call);                           \
-      exit(kExitNoBinary);                                                               \
-    }                                                                                    \
-    if (check_e_ != hipSuccess) {                                                        \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,               \
-              hipGetErrorName(check_e_));                                                \
-      exit(1);                                                                           \
-    }                                                                                    \
+#define CHECK_CODE(call)                                                   \
+  do {                                                                     \
+    hipError_t check_e_ = (call);                                          \
+    if (check_e_ == hipErrorNoBinaryForGpu) {                              \
+      printf("rejected: %s: hipErrorNoBinaryForGpu\n", #call);             \
+      exit(kExitNoBinary);                                                 \
+    }                                                                      \
+    if (check_e_ != hipSuccess) {                                          \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+              hipGetErrorName(check_e_));                                  \
+      exit(1);                                                             \
+    }                                                                      \
   } while (0)

@@ -23,7 +23,9 @@ int main(int argc, char** argv) {
 
   // A file that is no code object is refused without reaching a kernel.
   hipModule_t bogus;
-  const char garbage[128] = "\x7f" "ELF not really";
+  const char garbage[128] =
+      "\x7f"
+      "ELF not really";
   EXPECT(hipModuleLoadData(&bogus, garbage) != hipSuccess);
   (void)hipGetLastError();
 

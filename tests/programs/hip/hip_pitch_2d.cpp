@@ -21,8 +21,8 @@ int main() {
   size_t pitch2 = 0;
   CHECK(hipMallocPitch(&e, &pitch2, width, height));
   CHECK(hipMemset(e, 0, pitch2 * height));
-  CHECK(hipMemcpy2D(static_cast<char*>(e) + pitch2 + 10, pitch2, static_cast<char*>(d) + 10,
-                    pitch, 50, 5, hipMemcpyDeviceToDevice));
+  CHECK(hipMemcpy2D(static_cast<char*>(e) + pitch2 + 10, pitch2, static_cast<char*>(d) + 10, pitch,
+                    50, 5, hipMemcpyDeviceToDevice));
   hipStream_t s;
   CHECK(hipStreamCreate(&s));
   std::vector<unsigned char> out(width * height, 1);
