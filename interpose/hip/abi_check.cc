@@ -5,6 +5,10 @@
 
 #include "interpose/hip/hip_types.h"
 
+// The driver's limits, by value (cuda.h is not included here).
+constexpr int CU_LIMIT_PRINTF_FIFO_SIZE_VALUE = 0x01;
+constexpr int CU_LIMIT_MALLOC_HEAP_SIZE_VALUE = 0x02;
+
 namespace h = rgpu::hip;
 
 #define HIP_ERROR(name, value, text) \
@@ -63,3 +67,15 @@ static_assert(hipStreamNonBlocking == h::kStreamNonBlocking &&
               hipEventBlockingSync == h::kEventBlockingSync &&
               hipEventDisableTiming == h::kEventDisableTiming &&
               hipEventInterprocess == h::kEventInterprocess);
+static_assert(sizeof(h::PointerAttribute) == sizeof(hipPointerAttribute_t));
+static_assert(offsetof(h::PointerAttribute, allocationFlags) ==
+              offsetof(hipPointerAttribute_t, allocationFlags));
+static_assert(sizeof(h::FuncAttributes) == sizeof(hipFuncAttributes));
+static_assert(offsetof(h::FuncAttributes, sharedSizeBytes) ==
+              offsetof(hipFuncAttributes, sharedSizeBytes));
+static_assert(offsetof(h::FuncAttributes, numRegs) == offsetof(hipFuncAttributes, numRegs));
+SAME_VALUE(hipMemoryTypeHost, h::kMemoryTypeHost)
+SAME_VALUE(hipMemoryTypeDevice, h::kMemoryTypeDevice)
+SAME_VALUE(hipMemoryTypeUnified, h::kMemoryTypeUnified)
+SAME_VALUE(hipLimitPrintfFifoSize, CU_LIMIT_PRINTF_FIFO_SIZE_VALUE)
+SAME_VALUE(hipLimitMallocHeapSize, CU_LIMIT_MALLOC_HEAP_SIZE_VALUE)

@@ -291,3 +291,21 @@ HIP_API(hipDeviceGetStreamPriorityRange)(int* least, int* greatest)->Error {
   if (e != h::hipSuccess) return Ret(e);
   return Ret(CU(cuCtxGetStreamPriorityRange)(least, greatest));
 }
+
+HIP_API(hipDeviceGetLimit)(size_t* value, int limit)->Error {
+  if (value == nullptr) return Ret(h::hipErrorInvalidValue);
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  // hipLimit_t's values are the driver's (printf FIFO 1, malloc heap 2).
+  return Ret(CU(cuCtxGetLimit)(value, static_cast<CUlimit>(limit)));
+}
+
+HIP_API(hipDeviceCanAccessPeer)(int* can_access, int device, int peer)->Error {
+  if (can_access == nullptr) return Ret(h::hipErrorInvalidValue);
+  Error e = CheckDevice(device);
+  if (e == h::hipSuccess) e = CheckDevice(peer);
+  if (e != h::hipSuccess) return Ret(e);
+  // Peer access is not forwarded: no device reaches another's memory through rgpu.
+  *can_access = 0;
+  return h::hipSuccess;
+}

@@ -129,6 +129,38 @@ struct ChannelFormatDesc {
   int f;  // hipChannelFormatKind
 };
 
+// hipMemoryType, as hipPointerGetAttributes reports it.
+enum MemoryType : int {
+  kMemoryTypeHost = 0,
+  kMemoryTypeDevice = 1,
+  kMemoryTypeArray = 2,
+  kMemoryTypeUnified = 3,
+};
+
+// hipPointerAttribute_t.
+struct PointerAttribute {
+  int memoryType;  // MemoryType
+  int device;
+  void* devicePointer;
+  void* hostPointer;
+  int isManaged;
+  unsigned allocationFlags;
+};
+
+// hipFuncAttributes (hipFuncGetAttributes).
+struct FuncAttributes {
+  int binaryVersion;
+  int cacheModeCA;
+  size_t constSizeBytes;
+  size_t localSizeBytes;
+  int maxDynamicSharedSizeBytes;
+  int maxThreadsPerBlock;
+  int numRegs;
+  int preferredShmemCarveout;
+  int ptxVersion;
+  size_t sharedSizeBytes;
+};
+
 // The wrapper hipcc places in .hipFatBinSegment and passes to __hipRegisterFatBinary.
 struct FatBinaryWrapper {
   uint32_t magic;  // kFatBinaryMagic

@@ -305,3 +305,43 @@ HIP_API(hipHostGetFlags)(unsigned int* flags, void* host)->Error {
   if (e != h::hipSuccess) return Ret(e);
   return Ret(CU(cuMemHostGetFlags)(flags, host));
 }
+
+HIP_API(hipPointerGetAttributes)(h::PointerAttribute* out, const void* p)->Error {
+  if (out == nullptr || p == nullptr) return Ret(h::hipErrorInvalidValue);
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  CUmemorytype type = CU_MEMORYTYPE_HOST;
+  CUresult r = CU(cuPointerGetAttribute)(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, D(p));
+  // Memory rgpu does not know of is the program's own; HIP calls that invalid.
+  if (r != CUDA_SUCCESS) return Ret(h::hipErrorInvalidValue);
+  *out = h::PointerAttribute{};
+  int ordinal = 0;
+  CU(cuPointerGetAttribute)(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, D(p));
+  out->device = ordinal;
+  if (type == CU_MEMORYTYPE_DEVICE) {
+    out->memoryType = h::kMemoryTypeDevice;
+    out->devicePointer = const_cast<void*>(p);
+  } else {
+    out->memoryType = h::kMemoryTypeHost;
+    out->hostPointer = const_cast<void*>(p);
+    unsigned flags = 0;
+    if (CU(cuMemHostGetFlags)(&flags, const_cast<void*>(p)) == CUDA_SUCCESS) {
+      out->allocationFlags = flags;
+    }
+  }
+  return h::hipSuccess;
+}
+
+HIP_API(hipMemGetAddressRange)(void** base, size_t* size, void* p)->Error {
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  CUdeviceptr b = 0;
+  CUresult r = CU(cuMemGetAddressRange_v2)(&b, size, D(p));
+  if (base != nullptr) *base = reinterpret_cast<void*>(b);
+  return Ret(r);
+}
+
+HIP_API(hipMemPtrGetInfo)(void* p, size_t* size)->Error {
+  if (size == nullptr) return Ret(h::hipErrorInvalidValue);
+  return rgpu_hip_hipMemGetAddressRange(nullptr, size, p);
+}

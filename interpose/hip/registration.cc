@@ -167,26 +167,34 @@ HIP_API(__hipPopCallConfiguration)
   return h::hipSuccess;
 }
 
-HIP_API(hipLaunchKernel)
-(const void* stub, h::Dim3 grid, h::Dim3 block, void** args, size_t shared, CUstream stream)
-    ->Error {
+namespace rgpu::hip {
+
+Error FunctionOfStub(const void* stub, CUfunction* out) {
   Kernel k;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = Kernels().find(stub);
-    if (it == Kernels().end()) return Ret(h::hipErrorInvalidDeviceFunction);
+    if (it == Kernels().end()) return hipErrorInvalidDeviceFunction;
     k = it->second;
   }
   int device;
   Error e = Activate(&device);
-  if (e != h::hipSuccess) return Ret(e);
+  if (e != hipSuccess) return e;
   CUmodule m;
   e = ModuleOf(k.binary, device, &m);
-  if (e != h::hipSuccess) return Ret(e);
+  if (e != hipSuccess) return e;
+  CUresult r = CU(cuModuleGetFunction)(out, m, k.name.c_str());
+  return r == CUDA_ERROR_NOT_FOUND ? hipErrorInvalidDeviceFunction : ToHip(r);
+}
+
+}  // namespace rgpu::hip
+
+HIP_API(hipLaunchKernel)
+(const void* stub, h::Dim3 grid, h::Dim3 block, void** args, size_t shared, CUstream stream)
+    ->Error {
   CUfunction f;
-  CUresult r = CU(cuModuleGetFunction)(&f, m, k.name.c_str());
-  if (r == CUDA_ERROR_NOT_FOUND) return Ret(h::hipErrorInvalidDeviceFunction);
-  if (r != CUDA_SUCCESS) return Ret(r);
+  Error e = h::FunctionOfStub(stub, &f);
+  if (e != h::hipSuccess) return Ret(e);
   // Arguments are laid out by the kernel's code-object metadata, which the server reads.
   return Ret(CU(cuLaunchKernel)(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                 static_cast<unsigned>(shared), stream, args, nullptr));

@@ -51,6 +51,10 @@ Error Activate(int* device = nullptr);
 // retained again on next use, and registered code is loaded again.
 void ForgetDevice(int device);
 
+// The function of the kernel whose host stub is `stub` (registered by __hipRegisterFunction), in
+// the current device, loading the program's code there on first use.
+Error FunctionOfStub(const void* stub, CUfunction* out);
+
 // Registered code objects must be loaded again into `device` after a reset (registration.cc).
 void ForgetRegisteredModules(int device);
 

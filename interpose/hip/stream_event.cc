@@ -93,3 +93,11 @@ HIP_API(hipEventDestroy)(CUevent event)->Error {
   if (event == nullptr) return Ret(h::hipErrorInvalidHandle);
   return InContext([&] { return CU(cuEventDestroy_v2)(event); });
 }
+
+// hipStreamCallback_t and CUstreamCallback take the same arguments (hipError_t and CUresult
+// share their numbers).
+HIP_API(hipStreamAddCallback)
+(CUstream s, CUstreamCallback callback, void* data, unsigned int flags)->Error {
+  if (callback == nullptr || flags != 0) return Ret(h::hipErrorInvalidValue);
+  return InContext([&] { return CU(cuStreamAddCallback)(s, callback, data, flags); });
+}

@@ -33,6 +33,16 @@ int main() {
   CHECK_LAUNCH("Scale");
   CHECK(hipMemcpy(c.data(), dc, n * sizeof(float), hipMemcpyDeviceToHost));
   for (int i = 0; i < n; ++i) EXPECT(c[i] == 2.0f * (a[i] + b[i]));
+  // What the device says of the kernel.
+  hipFuncAttributes attributes;
+  CHECK(hipFuncGetAttributes(&attributes, reinterpret_cast<const void*>(VectorAdd)));
+  EXPECT(attributes.maxThreadsPerBlock >= block);
+  int min_grid = 0, best_block = 0;
+  CHECK(hipOccupancyMaxPotentialBlockSize(&min_grid, &best_block, VectorAdd, 0, 0));
+  EXPECT(best_block > 0 && best_block <= attributes.maxThreadsPerBlock && min_grid > 0);
+  int resident = 0;
+  CHECK(hipOccupancyMaxActiveBlocksPerMultiprocessor(&resident, VectorAdd, block, 0));
+  EXPECT(resident > 0);
   CHECK(hipFree(da));
   CHECK(hipFree(db));
   CHECK(hipFree(dc));
