@@ -230,8 +230,8 @@ bool Session::Serve(ReceivedMessage& m) {
     }
     return true;
   }
-  RGPU_LOG_WARN("session %llu: unexpected message kind %d; closing session",
-                (unsigned long long)id_, static_cast<int>(in.body_case()));
+  CloseWithReason("unexpected message kind " + std::to_string(in.body_case()) +
+                  " in a running session");
   return false;
 }
 

@@ -157,6 +157,95 @@ TEST_F(ServerProtocolTest, MalformedMessageClosesOnlyThatSession) {
   EXPECT_EQ(Exchange(good.get(), Call(2, Op::kMemGetInfo, ctx, {})).reply().result(), CUDA_SUCCESS);
 }
 
+// A batch runs its posted calls in order and answers only the last one; the payloads are found at
+// their 16-byte boundaries.
+TEST_F(ServerProtocolTest, BatchRunsInOrderAndAnswersItsLastCall) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  wire::Envelope alloc = Exchange(ch.get(), Call(2, Op::kMemAlloc, ctx, {64}));
+  ASSERT_EQ(alloc.reply().result(), CUDA_SUCCESS);
+  const uint64_t ptr = alloc.reply().values(0);
+  wire::Envelope batch;
+  std::string payload;
+  auto add = [&](wire::Envelope call, const std::string& data, bool posted) {
+    call.mutable_call()->set_posted(posted);
+    *batch.mutable_batch()->add_calls() = call.call();
+    batch.mutable_batch()->add_payload_sizes(data.size());
+    if (!data.empty()) payload.resize((payload.size() + 15) & ~size_t{15});
+    payload += data;
+  };
+  add(Call(3, Op::kMemset, ctx, {ptr, 1, 1, 64, 0, 0}), "", true);
+  add(Call(4, Op::kMemcpyHtoD, ctx, {ptr, 5, 0, 0}), "abcde", true);
+  add(Call(5, Op::kMemcpyHtoD, ctx, {ptr + 8, 3, 0, 0}), "xyz", true);
+  add(Call(6, Op::kMemcpyDtoH, ctx, {ptr, 12, 0, 0}), "", false);
+  ASSERT_TRUE(ch->Send(batch.SerializeAsString(), payload.data(), payload.size()).ok());
+  ReceivedMessage m;
+  ASSERT_TRUE(ch->Receive(10000, &m).ok());
+  wire::Envelope reply;
+  ASSERT_TRUE(reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
+  EXPECT_EQ(reply.reply().seq(), 6u);
+  EXPECT_EQ(reply.reply().result(), CUDA_SUCCESS);
+  ASSERT_EQ(m.payload_size, 12u);
+  EXPECT_EQ(std::string(m.payload, 12), std::string("abcde\x01\x01\x01xyz\x01"));
+}
+
+// Truncated batches, batches whose sizes do not add up and batches with a waited-for call before
+// their end close only the sender's session, with the reason in the Goodbye.
+TEST_F(ServerProtocolTest, MalformedBatchesCloseOnlyThatSession) {
+  auto good = Connect();
+  const uint64_t good_ctx = OpenSession(good.get());
+  struct Case {
+    std::vector<uint64_t> sizes;
+    size_t payload_bytes;
+    bool first_posted;
+  };
+  const Case cases[] = {
+      {{100, 100}, 150, true},  // truncated: less payload than the sizes claim
+      {{10}, 4000, true},       // oversized: more payload than the sizes claim
+      {{0, 0}, 0, false},       // out of order: a waited-for call before the end
+      {{1, 2, 3}, 32, true},    // a size for a call that is not there
+  };
+  for (const Case& c : cases) {
+    auto bad = Connect();
+    const uint64_t ctx = OpenSession(bad.get());
+    wire::Envelope batch;
+    for (size_t i = 0; i < std::min<size_t>(c.sizes.size(), 2); ++i) {
+      wire::Envelope call = Call(10 + i, Op::kMemGetInfo, ctx, {});
+      call.mutable_call()->set_posted(i == 0 ? c.first_posted : false);
+      *batch.mutable_batch()->add_calls() = call.call();
+    }
+    for (uint64_t size : c.sizes) batch.mutable_batch()->add_payload_sizes(size);
+    std::string payload(c.payload_bytes, 'p');
+    ASSERT_TRUE(bad->Send(batch.SerializeAsString(), payload.data(), payload.size()).ok());
+    ReceivedMessage m;
+    Status s = bad->Receive(10000, &m);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    wire::Envelope bye;
+    ASSERT_TRUE(bye.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
+    ASSERT_EQ(bye.body_case(), wire::Envelope::kGoodbye);
+    EXPECT_NE(bye.goodbye().reason().find("malformed batch"), std::string::npos);
+  }
+  EXPECT_EQ(Exchange(good.get(), Call(2, Op::kMemGetInfo, good_ctx, {})).reply().result(),
+            CUDA_SUCCESS);
+}
+
+// A second Hello in the middle of a session is out of order: the session closes, others go on.
+TEST_F(ServerProtocolTest, OutOfOrderHandshakeClosesOnlyThatSession) {
+  auto good = Connect();
+  const uint64_t good_ctx = OpenSession(good.get());
+  auto bad = Connect();
+  OpenSession(bad.get());
+  ASSERT_TRUE(bad->Send(Hello().SerializeAsString(), nullptr, 0).ok());
+  ReceivedMessage m;
+  ASSERT_TRUE(bad->Receive(10000, &m).ok());
+  wire::Envelope bye;
+  ASSERT_TRUE(bye.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
+  ASSERT_EQ(bye.body_case(), wire::Envelope::kGoodbye);
+  EXPECT_NE(bye.goodbye().reason().find("unexpected message"), std::string::npos);
+  EXPECT_EQ(Exchange(good.get(), Call(2, Op::kMemGetInfo, good_ctx, {})).reply().result(),
+            CUDA_SUCCESS);
+}
+
 TEST_F(ServerProtocolTest, ForeignHandlesAreRejected) {
   auto a = Connect();
   const uint64_t ctx_a = OpenSession(a.get());

@@ -268,7 +268,10 @@ Status UcxChannel::Flush() {
   while (!outgoing_.empty()) {
     Outgoing* o = outgoing_.front().get();
     while (!o->done) {
-      if (ucp_worker_progress(worker_) == 0 && broken()) ucp_request_cancel(worker_, o->request);
+      if (ucp_worker_progress(worker_) == 0 && broken()) {
+        if (abandoned_.load()) return Failure();  // left to UCX, as in SendOn
+        ucp_request_cancel(worker_, o->request);
+      }
     }
     ucp_request_free(o->request);
     if (o->status != UCS_OK && Failure().ok()) error_ = FromUcs(o->status, "send");
@@ -298,9 +301,15 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
       ucp_am_send_nbx(ep, am_id, header.data(), header.size(), payload, size, &p);
   if (req == nullptr) return Status::Ok();
   if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "ucp_am_send_nbx");
-  // Requests on a failed endpoint complete with an error, so this wait always ends.
+  // Requests on a failed endpoint complete with an error. An abandoned channel (a peer that is
+  // stopped, not gone) may never complete them: the request is then left to UCX, which is not
+  // progressed again for this channel, so `payload` is not read after this returns.
   while (!state.done) {
     if (ucp_worker_progress(worker_) == 0 && broken()) {
+      if (abandoned_.load()) {
+        orphaned_.push_back(req);
+        return Failure();
+      }
       ucp_request_cancel(worker_, req);
     }
   }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
@@ -84,6 +85,7 @@ class UcxChannel final : public Channel {
   std::deque<std::unique_ptr<Outgoing>> outgoing_;  // posted, not yet complete
   Status error_;
   std::atomic<bool> abandoned_{false};
+  std::vector<void*> orphaned_;  // sends left incomplete when the channel was abandoned
   std::mutex abandon_mu_;
   std::string abandon_reason_;  // under abandon_mu_
 };
