@@ -198,6 +198,7 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
   ServerState& server = servers_[req->server_name()];
   server.provider = provider;
   server.url = req->server_url();
+  std::vector<GpuRow> rows;  // the accepted GPUs, stored in one transaction
   for (const GpuSpec& spec : req->gpus()) {
     GpuAdmission* admission = reply->add_gpus();
     admission->set_index(spec.index());
@@ -228,8 +229,15 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
     row.server_url = req->server_url();
     row.spec = spec;
     row.resource_token = NewKey("gpu-");
-    Status s = store_->PutGpu(row);
-    if (!s.ok()) return ToGrpc(s);
+    admission->set_accepted(true);
+    admission->set_gpu_id(row.gpu_id);
+    admission->set_resource_token(row.resource_token);
+    rows.push_back(std::move(row));
+  }
+  Status stored = store_->PutGpus(rows);
+  if (!stored.ok()) return ToGrpc(stored);
+  for (const GpuRow& row : rows) {
+    const GpuSpec& spec = row.spec;
     auto found = gpu_by_id_.find(row.gpu_id);
     size_t index;
     if (found == gpu_by_id_.end()) {
@@ -244,9 +252,6 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
     }
     loads_[index].model = spec.model();
     loads_[index].memory_total = spec.memory_bytes();
-    admission->set_accepted(true);
-    admission->set_gpu_id(row.gpu_id);
-    admission->set_resource_token(row.resource_token);
   }
   server.online = true;
   server.last_heartbeat_ms = Now();
@@ -282,7 +287,7 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
 }
 
 void RegistryService::Sweep() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = Now();
   const int64_t limit = 3 * static_cast<int64_t>(options_.heartbeat_ms);
   for (auto& [name, server] : servers_) {
@@ -296,8 +301,19 @@ void RegistryService::Sweep() {
   for (const auto& [id, lease] : leases_) {
     if (lease.expires_ms <= now) expired.push_back(id);
   }
-  for (const auto& id : expired) EndLease(id, now);
+  for (const auto& id : expired) EndLease(id);
   Dispatch();
+  lock.unlock();
+  PersistEnded(expired, now);
+}
+
+void RegistryService::PersistEnded(const std::vector<std::string>& lease_ids, int64_t now_ms) {
+  for (const auto& id : lease_ids) {
+    Status s = store_->ReleaseLease(id, now_ms);
+    if (!s.ok()) {
+      RGPU_LOG_ERROR("cannot record the end of lease %s: %s", id.c_str(), s.ToString().c_str());
+    }
+  }
 }
 
 void RegistryService::Shutdown() {
@@ -306,13 +322,9 @@ void RegistryService::Shutdown() {
   changed_.notify_all();
 }
 
-void RegistryService::EndLease(const std::string& lease_id, int64_t now_ms) {
+void RegistryService::EndLease(const std::string& lease_id) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
-  Status s = store_->ReleaseLease(lease_id, now_ms);
-  if (!s.ok()) {
-    RGPU_LOG_ERROR("cannot record the end of lease %s: %s", lease_id.c_str(), s.ToString().c_str());
-  }
   auto gpu = gpu_by_id_.find(it->second.gpu_id);
   if (gpu != gpu_by_id_.end()) {
     GpuLoad& load = loads_[gpu->second];
@@ -365,12 +377,12 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   claims.set_expires_unix(lease.expires_ms / 1000);
   std::string token;
   Status s = SignToken(claims, options_.signing_key_path, &token);
-  if (s.ok()) s = store_->AddLease(lease);
   w->done = true;
   if (!s.ok()) {
     w->error = ToGrpc(s);
     return;
   }
+  w->lease = lease;  // stored by the waiting Place call, outside mu_
   GpuLoad& load = loads_[index];
   load.memory_committed += lease.memory_bytes;
   load.share_committed += lease.share;
@@ -459,12 +471,20 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
                             std::to_string(req->wait_seconds()) + " s");
   }
   if (!w->error.ok()) return w->error;
+  lock.unlock();
+  // The lease is durable before the caller hears of it (group-committed with concurrent ones).
+  Status stored = store_->AddLease(w->lease);
+  if (!stored.ok()) {
+    lock.lock();
+    EndLease(w->lease.lease_id);
+    Dispatch();
+    return ToGrpc(stored);
+  }
   RGPU_LOG_INFO("tenant %s placed on %s (lease %s, queued %lld ms)", tenant.c_str(),
                 w->placement.gpu_id().c_str(), w->placement.lease_id().c_str(),
                 (long long)w->placement.queue_ms());
   PlaceUpdate update;
   *update.mutable_placement() = w->placement;
-  lock.unlock();
   writer->Write(update);
   return grpc::Status::OK;
 }
@@ -504,8 +524,8 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
   reply->set_stored(stored);
   reply->set_duplicates(duplicates);
   // A session that ended frees the lease it ran under (its tenant's oldest on that GPU).
-  std::lock_guard<std::mutex> lock(mu_);
-  bool freed = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  std::vector<std::string> ended;
   for (int i = 0; i < req->records_size(); ++i) {
     const UsageRecord& r = req->records(i);
     if (!r.session_ended() || !fresh[static_cast<size_t>(i)]) continue;  // a retry freed it
@@ -518,11 +538,15 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
       }
     }
     if (oldest != nullptr) {
-      EndLease(std::string(oldest->lease_id), Now());
-      freed = true;
+      ended.push_back(oldest->lease_id);
+      EndLease(ended.back());
     }
   }
-  if (freed) Dispatch();
+  if (ended.empty()) return grpc::Status::OK;
+  Dispatch();
+  const int64_t now = Now();
+  lock.unlock();
+  PersistEnded(ended, now);
   return grpc::Status::OK;
 }
 

@@ -4,6 +4,9 @@
 // GPU's load, which servers are online, active leases, the queue of waiting requests) and keeps
 // the two in step: a change is committed to the store before it is acknowledged.
 //
+// Writes that callers wait for (lease grants and ends) reach the store outside mu_, through
+// the store's group commit, so that placements do not queue behind one another's disk syncs.
+//
 // Liveness: a server heartbeats every heartbeat_ms; Sweep() marks a server offline once it has
 // missed three heartbeats (nothing heard for more than 3 x heartbeat_ms), and its GPUs get no
 // placements until it heartbeats again. After a registry restart every server is offline until
@@ -103,6 +106,7 @@ class RegistryService final : public Registry::Service {
     bool done = false;
     grpc::Status error;
     Placement placement;
+    LeaseRow lease;  // granted, to be stored by the Place call
   };
 
   RegistryService(std::unique_ptr<Store> store, RegistryOptions options);
@@ -118,8 +122,10 @@ class RegistryService final : public Registry::Service {
   void Dispatch();
   // Grants `w` the GPU at `index`: signs its token and records the lease. Under mu_.
   void Grant(Waiter* w, size_t index, double decision_us);
-  // Ends an active lease and returns its resources. Under mu_.
-  void EndLease(const std::string& lease_id, int64_t now_ms);
+  // Ends an active lease and returns its resources to its GPU. Under mu_; the caller records
+  // the end in the store with PersistEnded once it has let go of mu_.
+  void EndLease(const std::string& lease_id);
+  void PersistEnded(const std::vector<std::string>& lease_ids, int64_t now_ms);
   // Sums usage per session and attributes each to the lease it ran under.
   Status SessionsUsage(const UsageQuery& query, std::vector<SessionUsage>* out);
   grpc::Status BuildInvoice(const UsageQuery& query, const std::string& subject, bool earnings,

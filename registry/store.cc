@@ -76,6 +76,51 @@ LeaseRow ParseLease(const Row& r) {
 
 }  // namespace
 
+Store::Store(std::unique_ptr<Db> db) : db_(std::move(db)) {
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+Store::~Store() {
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    stop_writer_ = true;
+  }
+  write_cv_.notify_all();
+  writer_.join();
+}
+
+Status Store::Commit(Statement statement) {
+  PendingWrite write{std::move(statement), Status(), false};
+  std::unique_lock<std::mutex> lock(write_mu_);
+  writes_.push_back(&write);
+  write_cv_.notify_all();
+  write_cv_.wait(lock, [&write] { return write.done; });
+  return write.result;
+}
+
+void Store::WriterLoop() {
+  std::unique_lock<std::mutex> lock(write_mu_);
+  for (;;) {
+    write_cv_.wait(lock, [this] { return stop_writer_ || !writes_.empty(); });
+    if (writes_.empty()) return;  // stopping, nothing left
+    std::deque<PendingWrite*> batch;
+    batch.swap(writes_);
+    lock.unlock();
+    std::vector<Statement> statements;
+    for (PendingWrite* w : batch) statements.push_back(w->statement);
+    Status s = db_->Transaction(statements, nullptr);
+    if (s.ok()) {
+      for (PendingWrite* w : batch) w->result = s;
+    } else {
+      // One bad write must not fail the others: retry each on its own.
+      for (PendingWrite* w : batch) w->result = db_->Transaction({w->statement}, nullptr);
+    }
+    lock.lock();
+    for (PendingWrite* w : batch) w->done = true;
+    write_cv_.notify_all();
+  }
+}
+
 Status Store::Open(std::unique_ptr<Db> db, std::unique_ptr<Store>* out) {
   Status s = db->Exec(kSchema);
   if (!s.ok()) return s;
@@ -104,34 +149,40 @@ Status Store::SetProviderRevoked(const std::string& name, bool revoked) {
   return s;
 }
 
-Status Store::PutGpu(const GpuRow& g) {
-  const GpuSpec& s = g.spec;
-  return db_->Exec(
-      "INSERT INTO gpus (gpu_id, provider, server_name, server_url, idx, uuid, model, "
-      "memory_bytes, cc_major, cc_minor, bandwidth_gbps, driver_version, backend, resource_token) "
-      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
-      "ON CONFLICT (gpu_id) DO UPDATE SET provider = excluded.provider, "
-      "server_name = excluded.server_name, server_url = excluded.server_url, idx = excluded.idx, "
-      "uuid = excluded.uuid, model = excluded.model, memory_bytes = excluded.memory_bytes, "
-      "cc_major = excluded.cc_major, cc_minor = excluded.cc_minor, "
-      "bandwidth_gbps = excluded.bandwidth_gbps, driver_version = excluded.driver_version, "
-      "backend = excluded.backend, resource_token = excluded.resource_token",
-      {g.gpu_id, g.provider, g.server_name, g.server_url, Num(uint64_t{s.index()}), s.uuid(),
-       s.model(), Num(s.memory_bytes()), Num(uint64_t{s.cc_major()}), Num(uint64_t{s.cc_minor()}),
-       Real(s.bandwidth_gbps()), Num(int64_t{s.driver_version()}), s.backend(), g.resource_token});
+Status Store::PutGpus(const std::vector<GpuRow>& rows) {
+  std::vector<Statement> statements;
+  for (const GpuRow& g : rows) {
+    const GpuSpec& s = g.spec;
+    statements.push_back(
+        {"INSERT INTO gpus (gpu_id, provider, server_name, server_url, idx, uuid, model, "
+         "memory_bytes, cc_major, cc_minor, bandwidth_gbps, driver_version, backend, "
+         "resource_token) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+         "ON CONFLICT (gpu_id) DO UPDATE SET provider = excluded.provider, "
+         "server_name = excluded.server_name, server_url = excluded.server_url, "
+         "idx = excluded.idx, uuid = excluded.uuid, model = excluded.model, "
+         "memory_bytes = excluded.memory_bytes, cc_major = excluded.cc_major, "
+         "cc_minor = excluded.cc_minor, bandwidth_gbps = excluded.bandwidth_gbps, "
+         "driver_version = excluded.driver_version, backend = excluded.backend, "
+         "resource_token = excluded.resource_token",
+         {g.gpu_id, g.provider, g.server_name, g.server_url, Num(uint64_t{s.index()}), s.uuid(),
+          s.model(), Num(s.memory_bytes()), Num(uint64_t{s.cc_major()}),
+          Num(uint64_t{s.cc_minor()}), Real(s.bandwidth_gbps()), Num(int64_t{s.driver_version()}),
+          s.backend(), g.resource_token}});
+  }
+  return db_->Transaction(statements, nullptr);
 }
 
 Status Store::AddLease(const LeaseRow& l) {
-  return db_->Exec(std::string("INSERT INTO leases (") + kLeaseColumns +
-                       ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                   {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes),
-                    Num(uint64_t{l.share}), Num(int64_t{l.priority}), Num(l.queue_ms),
-                    Num(l.granted_ms), Num(l.expires_ms), Num(l.released_ms)});
+  return Commit({std::string("INSERT INTO leases (") + kLeaseColumns +
+                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                 {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes),
+                  Num(uint64_t{l.share}), Num(int64_t{l.priority}), Num(l.queue_ms),
+                  Num(l.granted_ms), Num(l.expires_ms), Num(l.released_ms)}});
 }
 
 Status Store::ReleaseLease(const std::string& lease_id, int64_t released_ms) {
-  return db_->Exec("UPDATE leases SET released_ms = $1 WHERE lease_id = $2",
-                   {Num(released_ms), lease_id});
+  return Commit(
+      {"UPDATE leases SET released_ms = $1 WHERE lease_id = $2", {Num(released_ms), lease_id}});
 }
 
 Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint32_t* duplicates,

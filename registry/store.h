@@ -3,8 +3,12 @@
 // the registry acknowledges survives a crash. Thread-safe (the Db serializes statements).
 #pragma once
 
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "proto/registry.pb.h"
@@ -65,8 +69,10 @@ class Store {
   Status AddProvider(const ProviderRow& row);
   Status AddTenant(const TenantRow& row);
   Status SetProviderRevoked(const std::string& name, bool revoked);
-  // Inserts or replaces a GPU's registration.
-  Status PutGpu(const GpuRow& row);
+  // Inserts or replaces GPUs' registrations, in one transaction.
+  Status PutGpus(const std::vector<GpuRow>& rows);
+  // Lease writes go through a group commit: writes from concurrent callers are committed in one
+  // transaction (one sync to disk for all); each call returns once its write is durable.
   Status AddLease(const LeaseRow& row);
   Status ReleaseLease(const std::string& lease_id, int64_t released_ms);
 
@@ -87,9 +93,25 @@ class Store {
   // Leases granted to `tenant` ("" = all) before `to_ms`, newest last.
   Status QueryLeases(const std::string& tenant, int64_t to_ms, std::vector<LeaseRow>* out);
 
+  ~Store();
+
  private:
-  explicit Store(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+  struct PendingWrite {
+    Statement statement;
+    Status result;
+    bool done = false;
+  };
+  explicit Store(std::unique_ptr<Db> db);
+  // Queues a write for the group commit and waits until it is committed.
+  Status Commit(Statement statement);
+  void WriterLoop();
+
   std::unique_ptr<Db> db_;
+  std::mutex write_mu_;
+  std::condition_variable write_cv_;
+  std::deque<PendingWrite*> writes_;
+  bool stop_writer_ = false;
+  std::thread writer_;
 };
 
 }  // namespace rgpu::registry

@@ -102,9 +102,9 @@ TEST_P(StoreTest, GpusAndLeasesRoundTrip) {
   g.spec.set_bandwidth_gbps(25.5);
   g.spec.set_driver_version(12040);
   g.resource_token = "gpu-1";
-  ASSERT_TRUE(store_->PutGpu(g).ok());
+  ASSERT_TRUE(store_->PutGpus({g}).ok());
   g.server_url = "tcp://127.0.0.1:6000";  // registering again replaces
-  ASSERT_TRUE(store_->PutGpu(g).ok());
+  ASSERT_TRUE(store_->PutGpus({g}).ok());
   LeaseRow active{"l1", "alice", "host1/0", "host1", 1ull << 30, 25, 2, 1500, 1000, 900000, 0};
   LeaseRow ended{"l2", "alice", "host1/0", "host1", 1ull << 30, 25, 0, 0, 2000, 900000, 0};
   LeaseRow expired{"l3", "bob", "host1/0", "host1", 1ull << 30, 25, 0, 0, 3000, 4000, 0};
