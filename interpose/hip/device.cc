@@ -1,5 +1,6 @@
 // Initialization, the current device of each thread, primary contexts, and the device queries
 // (answered from the attributes the client fetched from the server once).
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,9 +38,24 @@ Error CheckDevice(int device) {
   return device >= 0 && device < count ? hipSuccess : hipErrorInvalidDevice;
 }
 
+// glibc sets up a thread's ctype tables (isspace, toupper, ...) only in the libc that started
+// the thread, and in the thread that loads a namespace. A thread the program started after the
+// runtime was loaded into its private namespace (hipcc programs load it at start-up, when they
+// register their code) has none in this namespace's libc, and the client's first connection
+// (UCX's configuration parser) crashed on it. So each thread sets them up on its first call.
+void PrepareThread() {
+  thread_local bool ready = false;
+  if (ready) return;
+  ready = true;
+  using InitFn = void (*)();
+  static const InitFn init = reinterpret_cast<InitFn>(dlsym(RTLD_DEFAULT, "__ctype_init"));
+  if (init != nullptr) init();
+}
+
 }  // namespace
 
 Error Initialize(int* count) {
+  PrepareThread();
   std::call_once(g_init_once, [] {
     CUresult r = CU(cuInit)(0);
     if (r == CUDA_SUCCESS) r = CU(cuDeviceGetCount)(&g_device_count);

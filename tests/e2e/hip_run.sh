@@ -5,6 +5,8 @@
 # EXPECT: pass      the program succeeds (exit 0);
 #         rejected  the program reaches a kernel and the server's device refuses its code object:
 #                   exit 3 with hipErrorNoBinaryForGpu, and the server's log says why;
+#         quiet     the program (not a HIP program) succeeds, prints exactly "quiet", and the
+#                   server saw no session;
 #         logged    the program succeeds, and with RGPU_LOG=warn the entry point rgpu does not
 #                   implement (hipMallocManaged) is named on stderr.
 set -uo pipefail
@@ -27,6 +29,14 @@ case $expect in
     [ $rc -eq 0 ] || { echo "hip_run: $1 exited $rc, expected 0"; exit 1; }
     grep -q "hipMallocManaged is not supported" "$out" ||
       { echo "hip_run: the unsupported entry point was not named"; exit 1; } ;;
+  quiet)
+    run "$@" >"$out" 2>&1; rc=$?
+    cat "$out"
+    [ $rc -eq 0 ] && [ "$(cat "$out")" = "quiet" ] ||
+      { echo "hip_run: a process that never calls HIP was disturbed"; exit 1; }
+    if [ -n "${RGPU_SERVER_LOG:-}" ] && grep -q "connected" "$RGPU_SERVER_LOG"; then
+      echo "hip_run: a process that never calls HIP connected to the server"; exit 1
+    fi ;;
   rejected)
     run "$@" >"$out" 2>&1; rc=$?
     cat "$out"
