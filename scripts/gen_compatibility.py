@@ -100,6 +100,45 @@ def main():
         for path, what in programs:
             f.write("| `%s` | %s |\n" % (path, what.replace("|", "\\|")))
         f.write("\n## Not supported\n\n%s\n" % ", ".join("`%s`" % e for e in unsupported))
+        write_hip_section(root, f)
+
+
+def first_comment(path):
+    """The first sentence of the comment that opens `path`."""
+    comment = []
+    for line in open(path):
+        if not line.startswith("//"):
+            if comment:
+                break
+            continue
+        comment.append(line[2:].strip())
+    text = " ".join(comment)
+    return re.split(r"(?<=[a-z0-9)])\.\s", text + " ")[0].strip().rstrip(".")
+
+
+def write_hip_section(root, f):
+    """HIP: entry points of hip_api.def, those the HIP runtime implements (HIP_API(name) in
+    interpose/hip/*.cc), and the HIP test programs (see docs/hip.md for where each runs)."""
+    hip_def = os.path.join(root, "interpose", "hip", "hip_api.def")
+    if not os.path.exists(hip_def):
+        return
+    entries = re.findall(r"^HIP_ENTRY\(\w+,\s*(\w+),", open(hip_def).read(), re.M)
+    implemented = set()
+    for path in glob.glob(os.path.join(root, "interpose", "hip", "*.cc")):
+        implemented.update(re.findall(r"^HIP_API\((\w+)\)", open(path).read(), re.M))
+    done = [e for e in entries if e in implemented]
+    f.write("\n## HIP\n\nHIP programs are described in [hip.md](hip.md). Of the %d `hip*`/`__hip*` "
+            "entry points of HIP 5.2's `libamdhip64.so.5`, rgpu implements %d; the others return "
+            "`hipErrorNotSupported` (logging the name once with `RGPU_LOG`).\n\n%s\n\n"
+            % (len(entries), len(done), ", ".join("`%s`" % e for e in done)))
+    f.write("HIP test programs (built with `hipcc`; those without kernels pass end to end on the software "
+            "GPU, those with kernels are verified there up to the server's `hipErrorNoBinaryForGpu`, "
+            "and `tests/gpu/run_amd_gpu.sh` runs all of them on an AMD GPU; see "
+            "[hip.md](hip.md#what-is-verified-where)):\n\n")
+    f.write("| HIP program | what it checks |\n| --- | --- |\n")
+    for path in sorted(glob.glob(os.path.join(root, "tests", "programs", "hip", "hip_*.cpp"))):
+        f.write("| `%s` | %s |\n" % (os.path.relpath(path, root),
+                                     first_comment(path).replace("|", "\\|")))
 
 
 if __name__ == "__main__":
