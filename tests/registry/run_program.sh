@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# End to end: a CUDA program run through `rgpu run --registry` on a softgpu rgpu-server that
+# registered with the registry. The registry places it and signs its token, the server verifies
+# the token offline, the program runs; the server's metering reaches the registry, the session's
+# end frees its lease, and the bill prices what was measured. Then: a full GPU answers with a
+# queue position, a waiting request is placed once a lease expires, and revocation stops
+# placements.
+#   run_program.sh BIN_DIR PROGRAMS_DIR
+set -uo pipefail
+bin=$1 programs=$2
+work=$(mktemp -d)
+registry="" server=""
+trap 'kill $registry $server 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+fail() { echo "run_program: $*"; echo "-- registry log"; tail -20 "$work/registry.log"; echo "-- server log"; tail -20 "$work/server.log"; exit 1; }
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+printf 'gpu 0.002 1 rgpu softgpu\nburst_premium_per_gb 0.5\n' >"$work/prices"
+"$bin/rgpu-registry" --listen 127.0.0.1:0 --db "$work/registry.db" --signing-key "$work/key.pem" \
+  --prices "$work/prices" --port-file "$work/port" --heartbeat-ms 500 2>"$work/registry.log" &
+registry=$!
+for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
+export RGPU_REGISTRY=$(cat "$work/port")
+pkey=$("$bin/rgpu" provider create acme --json | json 'd["provider_key"]') || fail "provider create"
+export RGPU_API_KEY=$("$bin/rgpu" tenant create alice --json | json 'd["api_key"]') || fail "tenant create"
+"$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --registry "$RGPU_REGISTRY" \
+  --provider-key "$pkey" --name host1 --port-file "$work/url" 2>"$work/server.log" &
+server=$!
+for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
+[ -s "$work/url" ] || fail "server did not start"
+
+"$bin/rgpu" run --memory 256M -- "$programs/driver_vector_add" || fail "program through the registry"
+# The session's end reaches the registry and frees its lease.
+for _ in $(seq 300); do
+  [ "$("$bin/rgpu" gpus --json | json 'd[0]["leases"]')" = 0 ] && break
+  sleep 0.1
+done
+[ "$("$bin/rgpu" gpus --json | json 'd[0]["leases"]')" = 0 ] || fail "lease not freed at session end"
+"$bin/rgpu" usage --json >"$work/usage.json"
+calls=$(json 'sum(u["calls"] for u in d)' <"$work/usage.json")
+moved=$(json 'sum(u["bytes_in"] + u["bytes_out"] for u in d)' <"$work/usage.json")
+[ "$calls" -gt 0 ] && [ "$moved" -gt 0 ] || fail "no usage metered: $(cat "$work/usage.json")"
+"$bin/rgpu" bill --tenant alice --json >"$work/bill.json" || fail "bill"
+python3 - "$work" <<'PY' || fail "bill does not price the usage"
+import json, sys
+w = sys.argv[1]
+usage = json.load(open(w + "/usage.json"))
+bill = json.load(open(w + "/bill.json"))
+gpu_ms = sum(u["gpu_ms"] for u in usage)
+assert gpu_ms > 0, usage
+base = gpu_ms * 0.002
+assert abs(bill["base_fee"] - base) < 1e-9 * max(1, base), (bill["base_fee"], base)
+assert abs(bill["total"] - (bill["base_fee"] + bill["burst_premium"] + bill["priority_surcharge"])) < 1e-9
+print("run_program: %d session(s), %.0f GPU ms, billed %.6f %s" % (len(usage), gpu_ms, bill["total"], bill["currency"]))
+PY
+"$bin/rgpu" bill --tenant alice | grep -q "^TOTAL" || fail "bill table"
+
+# A lease that takes the whole GPU and is never used (the program does not touch the GPU) holds
+# it until it expires; meanwhile a request that cannot wait gets its queue position, and one
+# that waits is placed when the lease expires.
+"$bin/rgpu" run --share 100 --ttl 15 -- true || fail "whole-GPU placement"
+out=$("$bin/rgpu" run --share 50 --wait 0 -- true 2>&1) && fail "placed on a full GPU"
+echo "$out" | grep -q "no GPU free: queue position 1 of 1" || fail "expected a queue position: $out"
+out=$("$bin/rgpu" run --share 50 --wait 120 -- sh -c 'echo "placed on $RGPU_SERVER"' 2>&1) ||
+  fail "waiting request not placed: $out"
+echo "$out" | grep -q "queue position 1 of 1" || fail "no queue position while waiting: $out"
+echo "$out" | grep -q "placed on $(cat "$work/url")" || fail "not run against the server: $out"
+
+# Revoked: no new placements.
+"$bin/rgpu" provider revoke acme >/dev/null || fail "revoke"
+out=$("$bin/rgpu" run --wait 0 -- true 2>&1) && fail "placed on a revoked provider's GPU"
+echo "$out" | grep -q "no GPU free" || fail "expected a refusal: $out"
+echo "run_program: placed, verified, metered, billed; queue, expiry and revocation behave"
