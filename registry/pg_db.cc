@@ -8,6 +8,15 @@
 namespace rgpu::registry {
 namespace {
 
+// libpq's messages end in a newline and may span lines; one line reads better in logs.
+std::string OneLine(std::string m) {
+  for (char& c : m) {
+    if (c == '\n' || c == '\t') c = ' ';
+  }
+  while (!m.empty() && m.back() == ' ') m.pop_back();
+  return m;
+}
+
 class PgDb : public Db {
  public:
   explicit PgDb(PGconn* conn) : conn_(conn) {}
@@ -61,7 +70,7 @@ class PgDb : public Db {
   Status Check(PGresult* res) {
     const ExecStatusType st = PQresultStatus(res);
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return Status::Ok();
-    std::string message = PQerrorMessage(conn_);
+    std::string message = OneLine(PQerrorMessage(conn_));
     if (PQstatus(conn_) != CONNECTION_OK) {
       PQreset(conn_);  // the next statement tries a fresh connection
       return Unavailable("postgresql: " + message);
@@ -101,7 +110,7 @@ class PgDb : public Db {
 Status OpenPostgres(const std::string& conninfo, std::unique_ptr<Db>* db) {
   PGconn* conn = PQconnectdb(conninfo.c_str());
   if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) {
-    std::string message = conn ? PQerrorMessage(conn) : "out of memory";
+    std::string message = conn ? OneLine(PQerrorMessage(conn)) : "out of memory";
     PQfinish(conn);
     return Unavailable("cannot connect to postgresql: " + message);
   }
