@@ -125,9 +125,17 @@ long FallbackVoid(int index) {
   Report(index, "nothing");
   return 0;
 }
-long FallbackImpl(int index) {
-  // Only reached when the runtime failed to load (said on stderr already).
-  return FallbackStatus(index);
+const char* FallbackText(int index) {
+  Report(index, "a description");
+  return "hipErrorNotSupported (rgpu: not supported, or the HIP runtime could not be loaded)";
+}
+// hipChannelFormatDesc, returned by value (through the caller's result pointer).
+struct ChannelDesc {
+  int x, y, z, w, f;
+};
+ChannelDesc FallbackChannelDesc(int index) {
+  Report(index, "an empty channel description");
+  return ChannelDesc{0, 0, 0, 0, 0};
 }
 
 }  // namespace
@@ -161,7 +169,7 @@ extern "C" __attribute__((visibility("hidden"))) void* rgpu_hip_face_resolve(int
   __attribute__((visibility("hidden"))) void* rgpu_hip_slot_##name = nullptr;              \
   }                                                                                        \
   namespace {                                                                              \
-  long Fallback_##name() { return Fallback##fallback(kEntry_##name); }                     \
+  auto Fallback_##name() { return Fallback##fallback(kEntry_##name); }                     \
   }                                                                                        \
   extern "C" __attribute__((visibility("hidden"), used)) void* rgpu_hip_resolve_##name() { \
     return rgpu_hip_face_resolve(kEntry_##name, &rgpu_hip_slot_##name,                     \

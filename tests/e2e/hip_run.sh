@@ -7,6 +7,8 @@
 #                   exit 3 with hipErrorNoBinaryForGpu, and the server's log says why;
 #         quiet     the program (not a HIP program) succeeds, prints exactly "quiet", and the
 #                   server saw no session;
+#         no_runtime  with the HIP runtime library missing (RGPU_HIP_RUNTIME_LIBRARY names no
+#                   file), the program fails cleanly (exit 1, no crash) and stderr says why;
 #         logged    the program succeeds, and with RGPU_LOG=warn the entry point rgpu does not
 #                   implement (hipMallocManaged) is named on stderr.
 set -uo pipefail
@@ -37,6 +39,12 @@ case $expect in
     if [ -n "${RGPU_SERVER_LOG:-}" ] && grep -q "connected" "$RGPU_SERVER_LOG"; then
       echo "hip_run: a process that never calls HIP connected to the server"; exit 1
     fi ;;
+  no_runtime)
+    RGPU_HIP_RUNTIME_LIBRARY=/nonexistent/librgpu-hip-runtime.so run "$@" >"$out" 2>&1; rc=$?
+    cat "$out"
+    [ $rc -eq 1 ] || { echo "hip_run: $1 exited $rc, expected 1 (a clean failure)"; exit 1; }
+    grep -q "rgpu: cannot load the HIP runtime /nonexistent/librgpu-hip-runtime.so" "$out" ||
+      { echo "hip_run: nothing said the HIP runtime is missing"; exit 1; } ;;
   rejected)
     run "$@" >"$out" 2>&1; rc=$?
     cat "$out"
