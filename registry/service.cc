@@ -438,6 +438,7 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
   auto pos = std::find_if(queue_.begin(), queue_.end(),
                           [&](const auto& other) { return other->priority < w->priority; });
   queue_.insert(pos, w);
+  changed_.notify_all();  // those it went ahead of see their new positions
   Dispatch();
   uint32_t last_position = 0;
   while (!w->done) {

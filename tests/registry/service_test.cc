@@ -113,7 +113,7 @@ class ServiceTest : public ::testing::Test {
   // Places and returns the final status; `placement` gets the placement, `queued` the positions.
   grpc::Status Place(const std::string& api_key, uint64_t memory, uint32_t share, uint32_t wait,
                      Placement* placement, std::vector<uint32_t>* queued = nullptr,
-                     int priority = 0, std::atomic<bool>* was_queued = nullptr) {
+                     int priority = 0, std::atomic<uint32_t>* position = nullptr) {
     PlaceRequest req;
     req.set_memory_bytes(memory);
     req.set_compute_share(share);
@@ -125,7 +125,7 @@ class ServiceTest : public ::testing::Test {
     PlaceUpdate update;
     while (reader->Read(&update)) {
       if (update.has_queued() && queued) queued->push_back(update.queued().position());
-      if (update.has_queued() && was_queued) was_queued->store(true);
+      if (update.has_queued() && position) position->store(update.queued().position());
       if (update.has_placement()) *placement = update.placement();
     }
     return reader->Finish();
@@ -292,16 +292,52 @@ TEST_F(ServiceTest, AFullGpuQueuesRequestsUntilASessionEnds) {
   Placement second;
   std::vector<uint32_t> queued;
   grpc::Status waited;
-  std::atomic<bool> was_queued{false};
+  std::atomic<uint32_t> was_queued{0};
   std::thread waiter([&] { waited = Place(bob, G, 50, 600, &second, &queued, 0, &was_queued); });
   // Once bob is queued, alice's session ends and frees the GPU.
   ReportUsageReply ack;
-  while (!was_queued.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (was_queued.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(Report(provider, {Usage("r1", "alice", now_ - 10, now_, 5, true)}, &ack).ok());
   waiter.join();
   ASSERT_TRUE(waited.ok()) << waited.error_message();
   EXPECT_EQ(queued, std::vector<uint32_t>{1});
   EXPECT_EQ(second.gpu_id(), "host1/0");
+}
+
+TEST_F(ServiceTest, HigherPriorityIsPlacedFirst) {
+  const std::string provider = CreateKey(true, "acme");
+  const std::string alice = CreateKey(false, "alice");
+  const std::string bob = CreateKey(false, "bob");
+  const std::string carol = CreateKey(false, "carol");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  Placement first, low, high;
+  ASSERT_TRUE(Place(alice, G, 100, 0, &first).ok());
+  std::vector<uint32_t> low_positions, high_positions;
+  std::atomic<uint32_t> low_queued{0}, high_queued{0};
+  grpc::Status low_status, high_status;
+  std::thread low_waiter(
+      [&] { low_status = Place(bob, G, 100, 600, &low, &low_positions, 0, &low_queued); });
+  while (low_queued.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::thread high_waiter(
+      [&] { high_status = Place(carol, G, 100, 600, &high, &high_positions, 7, &high_queued); });
+  // Carol goes ahead of bob.
+  while (high_queued.load() != 1 || low_queued.load() != 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Alice's session ends: carol, who came later at a higher priority, gets the GPU.
+  ReportUsageReply ack;
+  ASSERT_TRUE(Report(provider, {Usage("r1", "alice", now_ - 10, now_, 5, true)}, &ack).ok());
+  high_waiter.join();
+  ASSERT_TRUE(high_status.ok()) << high_status.error_message();
+  EXPECT_EQ(high_positions, std::vector<uint32_t>{1});
+  // Then carol's ends and bob, who was moved to second place, gets it.
+  ASSERT_TRUE(Report(provider, {Usage("r2", "carol", now_ - 10, now_, 5, true)}, &ack).ok());
+  low_waiter.join();
+  ASSERT_TRUE(low_status.ok()) << low_status.error_message();
+  ASSERT_GE(low_positions.size(), 2u);
+  EXPECT_EQ(low_positions[0], 1u);
+  EXPECT_EQ(low_positions[1], 2u);
 }
 
 TEST_F(ServiceTest, UsageIsCountedOnceAndBilled) {
