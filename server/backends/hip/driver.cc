@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,11 +30,17 @@ using rgpu::hipbackend::KernelInfo;
 
 const HipRuntime* g_hip = nullptr;  // set by cuInit
 
-struct Context {
-  int device;
-};
-
 struct Function;
+struct Module;
+
+// A CUDA context owns what was created in it, and destroying it releases all of that (the server
+// relies on this when a tenant leaves); HIP has no such owner, so the context keeps the lists.
+struct Context {
+  int device = 0;
+  std::mutex mu;
+  std::set<void*> allocations, streams, events;
+  std::set<Module*> modules;
+};
 
 struct Module {
   void* module = nullptr;
@@ -78,6 +86,50 @@ int HipAttribute(CUdevice_attribute a) {
     if (p.cu == static_cast<int>(a)) return p.hip;
   }
   return -1;
+}
+
+// What a module image that is no AMDGPU code is, for the refusal's log line.
+std::string DescribeForeignImage(const uint8_t* p) {
+  uint32_t magic;
+  memcpy(&magic, p, sizeof magic);
+  if (magic == 0x466243b1 || magic == 0xba55ed50) {
+    return "it is a CUDA fat binary, which an AMD GPU cannot run";
+  }
+  if (memcmp(p,
+             "\x7f"
+             "ELF",
+             4) == 0) {
+    uint16_t machine;
+    memcpy(&machine, p + 18, sizeof machine);
+    if (machine == 190) return "it is a CUDA cubin, which an AMD GPU cannot run";
+    return "it is an ELF image for machine " + std::to_string(machine) + ", not AMDGPU code";
+  }
+  if (memcmp(p, ".version", 8) == 0 || memcmp(p, "//", 2) == 0) {
+    return "it is CUDA PTX, which an AMD GPU cannot run";
+  }
+  return "it is not a code object (neither AMDGPU code nor an offload bundle)";
+}
+
+// Records `handle` in the current context's list `member` (see Context).
+template <typename T>
+void Own(std::set<T> Context::*member, T handle) {
+  if (t_current == nullptr) return;
+  std::lock_guard<std::mutex> lock(t_current->mu);
+  (t_current->*member).insert(handle);
+}
+
+// Every live context (a handle may be released while another context is current).
+std::mutex g_contexts_mu;
+std::set<Context*> g_contexts;
+
+// Forgets `handle` from the list `member` of the context that holds it.
+template <typename T>
+void Disown(std::set<T> Context::*member, T handle) {
+  std::lock_guard<std::mutex> contexts_lock(g_contexts_mu);
+  for (Context* c : g_contexts) {
+    std::lock_guard<std::mutex> lock(c->mu);
+    if ((c->*member).erase(handle) != 0) return;
+  }
 }
 
 }  // namespace
@@ -159,7 +211,12 @@ BACKEND_EXPORT CUresult cuCtxCreate(CUcontext* ctx, CUctxCreateParams*, unsigned
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = Ready()) return r;
   if (int e = g_hip->hipSetDevice(device)) return R(e);
-  auto* c = new Context{device};
+  auto* c = new Context();
+  c->device = device;
+  {
+    std::lock_guard<std::mutex> lock(g_contexts_mu);
+    g_contexts.insert(c);
+  }
   t_current = c;
   *ctx = reinterpret_cast<CUcontext>(c);
   return CUDA_SUCCESS;
@@ -167,7 +224,24 @@ BACKEND_EXPORT CUresult cuCtxCreate(CUcontext* ctx, CUctxCreateParams*, unsigned
 
 BACKEND_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = Ready()) return r;
   auto* c = reinterpret_cast<Context*>(ctx);
+  {
+    std::lock_guard<std::mutex> lock(g_contexts_mu);
+    if (g_contexts.erase(c) == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  {
+    std::lock_guard<std::mutex> lock(c->mu);
+    g_hip->hipSetDevice(c->device);
+    g_hip->hipDeviceSynchronize();
+    for (void* e : c->events) g_hip->hipEventDestroy(e);
+    for (void* s : c->streams) g_hip->hipStreamDestroy(s);
+    for (Module* m : c->modules) {
+      g_hip->hipModuleUnload(m->module);
+      delete m;
+    }
+    for (void* p : c->allocations) g_hip->hipFree(p);
+  }
   if (t_current == c) t_current = nullptr;
   delete c;
   return CUDA_SUCCESS;
@@ -189,6 +263,12 @@ BACKEND_EXPORT CUresult cuCtxSynchronize() {
   return R(g_hip->hipDeviceSynchronize());
 }
 
+BACKEND_EXPORT CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
+  if (CUresult r = Ready()) return r;
+  // hipLimit_t's values are the driver's (printf FIFO 1, malloc heap 2).
+  return R(g_hip->hipDeviceGetLimit(value, static_cast<int>(limit)));
+}
+
 BACKEND_EXPORT CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
   if (CUresult r = Ready()) return r;
   return R(g_hip->hipDeviceGetStreamPriorityRange(least, greatest));
@@ -203,12 +283,15 @@ BACKEND_EXPORT CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
   if (CUresult r = Ready()) return r;
   void* q = nullptr;
   int e = g_hip->hipMalloc(&q, bytes);
+  if (e == 0) Own(&Context::allocations, q);
   *p = reinterpret_cast<CUdeviceptr>(q);
   return R(e);
 }
 BACKEND_EXPORT CUresult cuMemFree(CUdeviceptr p) {
   if (CUresult r = Ready()) return r;
-  return R(g_hip->hipFree(D(p)));
+  int e = g_hip->hipFree(D(p));
+  if (e == 0) Disown(&Context::allocations, D(p));
+  return R(e);
 }
 BACKEND_EXPORT CUresult cuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (CUresult r = Ready()) return r;
@@ -310,8 +393,7 @@ BACKEND_EXPORT CUresult cuModuleLoadData(CUmodule* out, const void* image) {
       return CUDA_ERROR_INVALID_IMAGE;
     }
   } else {
-    Say("refused a module: it is CUDA code (PTX, cubin or fat binary), which an AMD GPU cannot "
-        "run");
+    Say("refused a module: " + DescribeForeignImage(bytes));
     return CUDA_ERROR_NO_BINARY_FOR_GPU;
   }
   auto m = std::make_unique<Module>();
@@ -329,6 +411,7 @@ BACKEND_EXPORT CUresult cuModuleLoadData(CUmodule* out, const void* image) {
     Say(std::string("refused a module: hipModuleLoadData: ") + g_hip->hipGetErrorName(e));
     return R(e);
   }
+  Own(&Context::modules, m.get());
   *out = reinterpret_cast<CUmodule>(m.release());
   return CUDA_SUCCESS;
 }
@@ -337,6 +420,7 @@ BACKEND_EXPORT CUresult cuModuleUnload(CUmodule module) {
   if (module == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (CUresult r = Ready()) return r;
   std::unique_ptr<Module> m(reinterpret_cast<Module*>(module));
+  Disown(&Context::modules, m.get());
   return R(g_hip->hipModuleUnload(m->module));
 }
 
@@ -412,16 +496,24 @@ BACKEND_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, u
 // ---- Streams and events (flags and results have the driver's values).
 
 BACKEND_EXPORT CUresult cuStreamCreate(CUstream* s, unsigned int flags) {
+  if (s == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = Ready()) return r;
-  return R(g_hip->hipStreamCreateWithFlags(reinterpret_cast<void**>(s), flags));
+  int e = g_hip->hipStreamCreateWithFlags(reinterpret_cast<void**>(s), flags);
+  if (e == 0) Own(&Context::streams, static_cast<void*>(*s));
+  return R(e);
 }
 BACKEND_EXPORT CUresult cuStreamCreateWithPriority(CUstream* s, unsigned int flags, int priority) {
+  if (s == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = Ready()) return r;
-  return R(g_hip->hipStreamCreateWithPriority(reinterpret_cast<void**>(s), flags, priority));
+  int e = g_hip->hipStreamCreateWithPriority(reinterpret_cast<void**>(s), flags, priority);
+  if (e == 0) Own(&Context::streams, static_cast<void*>(*s));
+  return R(e);
 }
 BACKEND_EXPORT CUresult cuStreamDestroy(CUstream s) {
   if (CUresult r = Ready()) return r;
-  return R(g_hip->hipStreamDestroy(s));
+  int e = g_hip->hipStreamDestroy(s);
+  if (e == 0) Disown(&Context::streams, static_cast<void*>(s));
+  return R(e);
 }
 BACKEND_EXPORT CUresult cuStreamSynchronize(CUstream s) {
   if (CUresult r = Ready()) return r;
@@ -436,8 +528,11 @@ BACKEND_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int fl
   return R(g_hip->hipStreamWaitEvent(s, e, flags));
 }
 BACKEND_EXPORT CUresult cuEventCreate(CUevent* e, unsigned int flags) {
+  if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = Ready()) return r;
-  return R(g_hip->hipEventCreateWithFlags(reinterpret_cast<void**>(e), flags));
+  int error = g_hip->hipEventCreateWithFlags(reinterpret_cast<void**>(e), flags);
+  if (error == 0) Own(&Context::events, static_cast<void*>(*e));
+  return R(error);
 }
 BACKEND_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
   if (CUresult r = Ready()) return r;
@@ -457,5 +552,7 @@ BACKEND_EXPORT CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent sto
 }
 BACKEND_EXPORT CUresult cuEventDestroy(CUevent e) {
   if (CUresult r = Ready()) return r;
-  return R(g_hip->hipEventDestroy(e));
+  int error = g_hip->hipEventDestroy(e);
+  if (error == 0) Disown(&Context::events, static_cast<void*>(e));
+  return R(error);
 }
