@@ -41,4 +41,14 @@ for program in hip_device_query hip_memcpy_kinds hip_memset hip_streams_async hi
     rc=1
   fi
 done
+# hipModuleLoad of a bare code object (the build's first architecture, the GPU's own).
+bare=$(ls "$programs"/module_kernels_*.hsaco 2>/dev/null | head -1)
+if [ -n "$bare" ] && "$e2e/with_server.sh" "$bin" tcp -- "$e2e/hip_run.sh" "$bin" pass \
+     "$programs/hip_module_launch" "$bare" >"$out/hip_module_launch_bare.log" 2>&1; then
+  echo "PASS hip_module_launch (bare code object)" | tee -a "$out/results.txt"
+else
+  echo "FAIL hip_module_launch (bare code object; log: $out/hip_module_launch_bare.log)" |
+    tee -a "$out/results.txt"
+  rc=1
+fi
 exit $rc
