@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "interpose/hip/offload_bundle.h"
+#include "interpose/hip/offload_bundle.h"  // IsOffloadBundle
 #include "server/backends/hip/code_object.h"
 #include "server/backends/hip/hip_runtime.h"
 
@@ -365,26 +365,10 @@ BACKEND_EXPORT CUresult cuModuleLoadData(CUmodule* out, const void* image) {
   const uint8_t* elf = nullptr;
   size_t elf_size = 0;
   if (rgpu::hip::IsOffloadBundle(image)) {
-    std::vector<rgpu::hip::CodeObject> objects;
-    std::string error;
-    if (!rgpu::hip::ParseOffloadBundle(image, 0, &objects, &error)) {
-      Say("refused a module: " + error);
-      return CUDA_ERROR_INVALID_IMAGE;
-    }
-    std::string targets;
-    for (const auto& c : objects) {
-      if (c.target.substr(0, c.target.find(':')) == processor) {
-        elf = c.data;
-        elf_size = c.size;
-        break;
-      }
-      targets += (targets.empty() ? "" : ", ") + c.target;
-    }
-    if (elf == nullptr) {
-      Say("refused a module: it has AMDGPU code for " + targets + ", but device " +
-          std::to_string(t_current->device) + " is " + processor);
-      return CUDA_ERROR_NO_BINARY_FOR_GPU;
-    }
+    // rgpu's HIP runtime sends the code objects of a bundle one by one; the server passes no
+    // image size, so a bundle's entry table could not be bounded here.
+    Say("refused a module: it is a clang offload bundle; send its code objects one by one");
+    return CUDA_ERROR_INVALID_IMAGE;
   } else if (rgpu::hipbackend::IsAmdgpuElf(bytes, 64)) {
     elf = bytes;
     elf_size = rgpu::hipbackend::ElfExtent(bytes, kMaxImage);
