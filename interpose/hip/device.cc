@@ -267,7 +267,6 @@ HIP_API(hipGetDeviceProperties)(h::DeviceProp* p, int device)->Error {
   p->l2CacheSize = a(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
   p->maxThreadsPerMultiProcessor = a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
   p->computeMode = a(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE);
-  p->clockInstructionRate = p->clockRate;
   p->concurrentKernels = a(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
   p->pciDomainID = a(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID);
   p->pciBusID = a(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID);
@@ -297,8 +296,9 @@ HIP_API(hipGetDeviceProperties)(h::DeviceProp* p, int device)->Error {
   p->pageableMemoryAccess = a(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS);
   p->pageableMemoryAccessUsesHostPageTables =
       a(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES);
-  // Not reported over the wire, so left 0: arch (feature bits), gcnArch, gcnArchName, the HDP
-  // registers, isLargeBar, asicRevision and the cooperativeMultiDeviceUnmatched* flags.
+  // Not reported over the wire, so left 0: clockInstructionRate, arch (feature bits), gcnArch,
+  // gcnArchName, the HDP registers, isLargeBar, asicRevision and the
+  // cooperativeMultiDeviceUnmatched* flags.
   return h::hipSuccess;
 }
 
