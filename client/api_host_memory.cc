@@ -8,10 +8,21 @@
 #include "client/memory_map.h"
 
 using rgpu::Op;
+using rgpu::client::LocalTransport;
 using rgpu::client::Memory;
 using rgpu::client::MemoryRange;
 using rgpu::client::RequireContext;
 using rgpu::client::Server;
+
+namespace {
+// Pinned memory is registered with the transport so copies from and to it can go without
+// per-transfer registration (zero-copy where the transport can). A failure only costs speed.
+void RegisterWithTransport(void* p, size_t bytes) {
+  rgpu::Status s = LocalTransport().RegisterHostMemory(p, bytes);
+  if (!s.ok())
+    RGPU_LOG_DEBUG("pinned memory not registered with the transport: %s", s.ToString().c_str());
+}
+}  // namespace
 
 RGPU_IMPL(cuMemHostAlloc)(void** pp, size_t bytesize, unsigned int flags) {
   if (pp == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -33,6 +44,7 @@ RGPU_IMPL(cuMemHostAlloc)(void** pp, size_t bytesize, unsigned int flags) {
   range.ctx = ctx;
   range.host_flags = flags;
   Memory().Insert(range);
+  RegisterWithTransport(p, bytesize);
   *pp = p;
   return CUDA_SUCCESS;
 }
@@ -48,6 +60,7 @@ RGPU_IMPL(cuMemFreeHost)(void* p) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   Memory().Erase(range->base);
+  LocalTransport().UnregisterHostMemory(p);
   free(p);
   return CUDA_SUCCESS;
 }
@@ -71,6 +84,7 @@ RGPU_IMPL(cuMemHostRegister_v2)(void* p, size_t bytesize, unsigned int flags) {
   range.freeable = false;
   range.host_flags = flags;
   Memory().Insert(range);
+  RegisterWithTransport(p, bytesize);
   return CUDA_SUCCESS;
 }
 
@@ -81,6 +95,7 @@ RGPU_IMPL(cuMemHostUnregister)(void* p) {
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   }
   Memory().Erase(range->base);
+  LocalTransport().UnregisterHostMemory(p);
   return CUDA_SUCCESS;
 }
 

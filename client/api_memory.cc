@@ -1,6 +1,7 @@
 // Device memory: allocation, copies and memsets, forwarded to the server. Host-to-device data goes
 // with the call (large buffers as rendezvous data); device-to-host replies land straight in the
 // program's buffer.
+#include <algorithm>
 #include <cstring>
 
 #include "client/impl.h"
@@ -79,6 +80,9 @@ RGPU_IMPL(cuMemGetInfo_v2)(size_t* free_bytes, size_t* total) {
 
 namespace rgpu::client {
 
+// Pageable host-to-device copies larger than this travel in chunks of this size.
+constexpr size_t kPageableChunk = size_t{4} << 20;
+
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async) {
   if (src == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
   if (!async) {
@@ -108,6 +112,18 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   if (r != CUDA_SUCCESS) return r;
   // Stream-ordered: sent without waiting. From pinned memory the program leaves alone until it
   // synchronizes, the data may go while this returns; pageable data has left when it returns.
+  if (!from_pinned && bytes > kPageableChunk) {
+    // Large pageable copies go as chunks all in flight at once, so the server copies the first
+    // to the device while the rest are still arriving; all of them have left when this returns.
+    const char* from = static_cast<const char*>(src);
+    for (size_t done = 0; done < bytes; done += kPageableChunk) {
+      const size_t n = std::min(kPageableChunk, bytes - done);
+      r = Server().Post(Op::kMemcpyHtoD, ctx->remote, {dst + done, n, remote_stream, async},
+                        from + done, n, true);
+      if (r != CUDA_SUCCESS) return r;
+    }
+    return Server().WaitSent();
+  }
   return Server().Post(Op::kMemcpyHtoD, ctx->remote, {dst, bytes, remote_stream, async}, src, bytes,
                        async && from_pinned);
 }

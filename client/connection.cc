@@ -88,6 +88,24 @@ bool IsStickyError(CUresult r) {
   }
 }
 
+CUresult Connection::WaitSent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lost_) return kServerLost;
+  Status s = SendBatch();
+  if (s.ok()) s = channel_->Flush();
+  return s.ok() ? CUDA_SUCCESS : Fail(s.ToString());
+}
+
+Status Connection::RegisterHostMemory(void* address, size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return channel_->RegisterMemory(address, size);
+}
+
+void Connection::UnregisterHostMemory(void* address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  channel_->UnregisterMemory(address);
+}
+
 bool Connection::broken() {
   std::lock_guard<std::mutex> lock(mu_);
   return lost_;

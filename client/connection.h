@@ -69,6 +69,13 @@ class Connection {
                 const void* payload = nullptr, size_t payload_size = 0,
                 bool payload_stays_valid = false);
 
+  // Waits until every posted payload has left (it may be reused), without waiting for replies.
+  CUresult WaitSent();
+
+  // Registers pinned host memory with the transport (Channel::RegisterMemory) and drops it.
+  Status RegisterHostMemory(void* address, size_t size);
+  void UnregisterHostMemory(void* address);
+
   bool broken();
   // The transport lanes in use, for logs.
   std::string DescribeTransport();

@@ -32,6 +32,9 @@ namespace rgpu::client {
 
 // Shorthand for the connection of an initialized client.
 inline Connection& Server() { return ClientState::Get().connection(); }
+// The same connection, for what stays in this process and sends nothing (registering pinned
+// memory with the transport); docs/compatibility.md counts such entry points as local.
+inline Connection& LocalTransport() { return ClientState::Get().connection(); }
 
 // Maps the stream handle a program passes (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
 // stream) to the context the work runs in and the stream's session id (0 = default stream).

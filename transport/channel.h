@@ -68,6 +68,14 @@ class Channel {
 
   virtual void SetPayloadPlacer(PayloadPlacer placer) = 0;
 
+  // Registers host memory that payloads will often come from or land in (pinned memory), so
+  // that the transport can move it without copies or per-transfer registration where it can
+  // (UCX: ucp_mem_map, then the handle travels with each send and fetch). Optional for a
+  // transport: one that cannot returns OK and moves the data as usual.
+  virtual Status RegisterMemory(void* address, size_t size) = 0;
+  // Drops a registration made at `address`; harmless when there is none.
+  virtual void UnregisterMemory(void* address) = 0;
+
   // True once the peer is known to be gone (or the channel was abandoned).
   virtual bool broken() const = 0;
 

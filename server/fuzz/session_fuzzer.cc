@@ -46,6 +46,8 @@ class ScriptedChannel final : public Channel {
     return Status::Ok();
   }
   void SetPayloadPlacer(PayloadPlacer) override {}
+  Status RegisterMemory(void*, size_t) override { return Status::Ok(); }
+  void UnregisterMemory(void*) override {}
   bool broken() const override { return messages_.empty(); }
   void Abandon(const std::string&) override { messages_.clear(); }
   std::string peer() const override { return "fuzzer"; }

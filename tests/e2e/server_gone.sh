@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
-# A server that goes away mid-run makes the program's calls fail with a CUDA error, not hang.
+# A server that goes away mid-run makes the program's calls fail with a CUDA error, not hang:
+# once in the middle of a large transfer (driver_hold_memory) and once in the middle of a batch
+# of posted launches (driver_launch_loop, which checks at every synchronization that no launch
+# was lost or run twice; it exits 2 if one was).
 #   server_gone.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" \
-  2>"$work/server.log" &
-server=$!
-for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
-"$bin/rgpu" run --server "$(cat "$work/url")" -- "$programs/driver_hold_memory" >"$work/out" 2>&1 &
-client=$!
-for _ in $(seq 400); do grep -q ready "$work/out" && break; sleep 0.025; done
-kill -KILL $server
-# The client's next call must fail and the program exit by itself within a bounded time.
-for _ in $(seq 100); do kill -0 $client 2>/dev/null || break; sleep 0.1; done
-if kill -0 $client 2>/dev/null; then
-  echo "client still running 10 s after the server died"; kill -KILL $client; exit 1
-fi
-wait $client
-rc=$?
-grep -q "CUDA_ERROR" "$work/out" || { echo "no CUDA error reported:"; cat "$work/out"; exit 1; }
-[ $rc -ne 0 ] || { echo "client exited 0 after losing its server"; exit 1; }
-echo "server_gone: client failed with a CUDA error (exit $rc) as expected"
+for program in driver_hold_memory driver_launch_loop; do
+  rm -f "$work/url" "$work/out"
+  "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" \
+    2>"$work/server.log" &
+  server=$!
+  for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
+  "$bin/rgpu" run --server "$(cat "$work/url")" -- "$programs/$program" >"$work/out" 2>&1 &
+  client=$!
+  for _ in $(seq 400); do grep -qs ready "$work/out" && break; sleep 0.025; done
+  sleep 0.2
+  kill -KILL $server
+  wait $server 2>/dev/null
+  # The client's next call must fail and the program exit by itself within a bounded time.
+  for _ in $(seq 100); do kill -0 $client 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $client 2>/dev/null; then
+    echo "$program: still running 10 s after the server died"; kill -KILL $client; exit 1
+  fi
+  wait $client
+  rc=$?
+  grep -q "CUDA_ERROR" "$work/out" || { echo "$program: no CUDA error reported:"; cat "$work/out"; exit 1; }
+  [ $rc -eq 1 ] || { echo "$program: exit $rc after losing its server:"; cat "$work/out"; exit 1; }
+  echo "server_gone: $program failed with a CUDA error as expected: $(grep -m1 CUDA_ERROR "$work/out")"
+done

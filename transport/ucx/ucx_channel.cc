@@ -43,6 +43,7 @@ UcxChannel::UcxChannel(const std::string& peer, const ChannelOptions& options)
     : peer_(peer), options_(options), pool_(ProcessPool()) {}
 
 Status UcxChannel::Init(ucp_context_h context, const ucp_ep_params_t& ep_params_in) {
+  context_ = context;
   Status s = CreateWorker(context, &worker_);
   if (!s.ok()) return s;
   ucs_status_t st = ucp_worker_get_efd(worker_, &event_fd_);
@@ -155,6 +156,9 @@ void UcxChannel::CloseEndpoint(ucp_ep_h ep) {
 }
 
 UcxChannel::~UcxChannel() {
+  // From here on arriving messages are dropped, so no new rendezvous fetch starts while the
+  // endpoint is being closed (an endpoint must have no requests left when it is destroyed).
+  closing_ = true;
   if (!outgoing_.empty()) {
     if (!broken()) (void)Flush();
     for (auto& o : outgoing_) {
@@ -183,6 +187,7 @@ UcxChannel::~UcxChannel() {
   CloseEndpoint(ep_);
   CloseEndpoint(bootstrap_ep_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  for (auto& [base, r] : registered_) ucp_mem_unmap(context_, r.memh);
 }
 
 template <typename Done>
@@ -210,6 +215,38 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
     poll(&pfd, 1, wait_ms);
     spin_until = Clock::now() + std::chrono::microseconds(options_.poll_us);
   }
+}
+
+Status UcxChannel::RegisterMemory(void* address, size_t size) {
+  if (address == nullptr || size == 0) return InvalidArgument("nothing to register");
+  UnregisterMemory(address);
+  ucp_mem_map_params_t params = {};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.address = address;
+  params.length = size;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t st = ucp_mem_map(context_, &params, &memh);
+  if (st != UCS_OK) return FromUcs(st, "ucp_mem_map");
+  registered_[reinterpret_cast<uintptr_t>(address)] = {size, memh};
+  return Status::Ok();
+}
+
+void UcxChannel::UnregisterMemory(void* address) {
+  auto it = registered_.find(reinterpret_cast<uintptr_t>(address));
+  if (it == registered_.end()) return;
+  (void)Flush();  // no send in flight may still use the handle
+  ucp_mem_unmap(context_, it->second.memh);
+  registered_.erase(it);
+}
+
+ucp_mem_h UcxChannel::FindRegistration(const void* address, size_t size) const {
+  if (registered_.empty() || size == 0) return nullptr;
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  auto it = registered_.upper_bound(a);
+  if (it == registered_.begin()) return nullptr;
+  --it;
+  const uintptr_t end = it->first + it->second.size;
+  return a >= it->first && a < end && size <= end - a ? it->second.memh : nullptr;
 }
 
 void UcxChannel::Abandon(const std::string& why) {
@@ -247,6 +284,10 @@ Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
     o->done = true;
   };
   p.user_data = out.get();
+  if (ucp_mem_h memh = FindRegistration(payload, size)) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
   ucs_status_ptr_t req =
       ucp_am_send_nbx(ep_, kAmId, out->header.data(), out->header.size(), payload, size, &p);
   if (req == nullptr) return Status::Ok();  // done already
@@ -297,6 +338,10 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
     s->done = true;
   };
   p.user_data = &state;
+  if (ucp_mem_h memh = FindRegistration(payload, size)) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
   ucs_status_ptr_t req =
       ucp_am_send_nbx(ep, am_id, header.data(), header.size(), payload, size, &p);
   if (req == nullptr) return Status::Ok();
@@ -341,7 +386,7 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
   auto* self = static_cast<UcxChannel*>(arg);
   const ChannelOptions& o = self->options_;
   const size_t bytes = header_length + length;
-  if (!self->overflow_.ok()) return UCS_OK;  // cut off already: drop
+  if (!self->overflow_.ok() || self->closing_) return UCS_OK;  // cut off or closing: drop
   if ((o.max_queued_messages > 0 && self->arrived_.size() + 1 > o.max_queued_messages) ||
       (o.max_queued_bytes > 0 && self->queued_bytes_ + bytes > o.max_queued_bytes)) {
     self->overflow_ =
@@ -371,6 +416,10 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = &UcxChannel::OnDataFetched;
     p.user_data = slot.get();
+    if (ucp_mem_h memh = self->FindRegistration(m.payload, length)) {
+      p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+      p.memh = memh;
+    }
     ucs_status_ptr_t req = ucp_am_recv_data_nbx(self->worker_, data, m.payload, length, &p);
     if (req == nullptr) {
       slot->complete = true;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +35,8 @@ class UcxChannel final : public Channel {
   Status Flush() override;
   Status Receive(int timeout_ms, ReceivedMessage* out) override;
   void SetPayloadPlacer(PayloadPlacer placer) override { placer_ = std::move(placer); }
+  Status RegisterMemory(void* address, size_t size) override;
+  void UnregisterMemory(void* address) override;
   bool broken() const override { return !error_.ok() || abandoned_.load(); }
   void Abandon(const std::string& why) override;
   std::string peer() const override { return peer_; }
@@ -54,6 +57,8 @@ class UcxChannel final : public Channel {
   Status SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header, const void* payload,
                 size_t size);
   void CloseEndpoint(ucp_ep_h ep);
+  // The registration covering [address, address + size), or nullptr.
+  ucp_mem_h FindRegistration(const void* address, size_t size) const;
   // The reason the channel is broken: error_, after folding in an abandonment. Owner thread.
   const Status& Failure();
 
@@ -70,7 +75,13 @@ class UcxChannel final : public Channel {
 
   std::string peer_;
   ChannelOptions options_;
+  ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
+  struct Registration {
+    size_t size = 0;
+    ucp_mem_h memh = nullptr;
+  };
+  std::map<uintptr_t, Registration> registered_;  // by base address
   ucp_ep_h ep_ = nullptr;
   ucp_ep_h bootstrap_ep_ = nullptr;  // the socket-made endpoint, when traffic moved off it
   std::string peer_worker_address_;  // received in the set-up exchange
@@ -82,6 +93,7 @@ class UcxChannel final : public Channel {
   std::atomic<size_t> queued_{0};                   // arrived_.size(), readable from any thread
   size_t queued_bytes_ = 0;                         // headers and payloads in arrived_
   Status overflow_;                                 // set when the peer passed a queue bound
+  bool closing_ = false;                            // the destructor runs: drop arrivals
   std::deque<std::unique_ptr<Outgoing>> outgoing_;  // posted, not yet complete
   Status error_;
   std::atomic<bool> abandoned_{false};
