@@ -118,3 +118,19 @@ HIP_API(hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
   return rgpu_hip_hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size,
                                                                               shared, flags);
 }
+
+HIP_API(hipFuncSetAttribute)(const void* stub, int attribute, int value)->Error {
+  CUfunction f;
+  Error e = h::FunctionOfStub(stub, &f);
+  if (e != h::hipSuccess) return Ret(e);
+  // hipFuncAttribute's two members have the driver's numbers (8 and 9).
+  return Ret(CU(cuFuncSetAttribute)(f, static_cast<CUfunction_attribute>(attribute), value));
+}
+
+HIP_API(hipFuncSetCacheConfig)(const void* stub, int config)->Error {
+  CUfunction f;
+  Error e = h::FunctionOfStub(stub, &f);
+  if (e != h::hipSuccess) return Ret(e);
+  // hipFuncCache_t has the driver's values.
+  return Ret(CU(cuFuncSetCacheConfig)(f, static_cast<CUfunc_cache>(config)));
+}

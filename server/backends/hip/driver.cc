@@ -453,6 +453,30 @@ BACKEND_EXPORT CUresult cuFuncGetAttribute(int* value, CUfunction_attribute a, C
   return R(g_hip->hipFuncGetAttribute(value, a, reinterpret_cast<Function*>(f)->function));
 }
 
+BACKEND_EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int value) {
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = Ready()) return r;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  // AMD GPUs need no opt-in for dynamic shared memory, nor take a carveout: HIP validates these
+  // and otherwise ignores them, and so does this backend.
+  if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+    int limit = 0;
+    if (int e = g_hip->hipDeviceGetAttribute(
+            &limit, HipAttribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+            t_current->device)) {
+      return R(e);
+    }
+    int static_bytes = 0;
+    g_hip->hipFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                               reinterpret_cast<Function*>(f)->function);
+    return value >= 0 && value + static_bytes <= limit ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  }
+  if (a == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
+    return value >= -1 && value <= 100 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_ERROR_INVALID_VALUE;  // the other attributes are read-only
+}
+
 BACKEND_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                        unsigned bx, unsigned by, unsigned bz, unsigned shared,
                                        CUstream stream, void** params, void** extra) {

@@ -43,6 +43,13 @@ int main() {
   int resident = 0;
   CHECK(hipOccupancyMaxActiveBlocksPerMultiprocessor(&resident, VectorAdd, block, 0));
   EXPECT(resident > 0);
+  CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(Scale),
+                            hipFuncAttributeMaxDynamicSharedMemorySize, 4096));
+  CHECK(hipFuncSetCacheConfig(reinterpret_cast<const void*>(Scale), hipFuncCachePreferL1));
+  hipLaunchKernelGGL(Scale, dim3(grid), dim3(block), 4096, 0, dc, 0.5f, n);
+  CHECK_LAUNCH("Scale with dynamic shared memory");
+  CHECK(hipMemcpy(c.data(), dc, n * sizeof(float), hipMemcpyDeviceToHost));
+  for (int i = 0; i < n; ++i) EXPECT(c[i] == a[i] + b[i]);
   CHECK(hipFree(da));
   CHECK(hipFree(db));
   CHECK(hipFree(dc));
