@@ -2,7 +2,7 @@
 # Runs one HIP test program under `rgpu run` (RGPU_SERVER set by with_server.sh) and checks how
 # it ended:
 #   hip_run.sh BIN_DIR EXPECT PROGRAM ARGS...
-# EXPECT: pass      the program succeeds (exit 0);
+# EXPECT: pass      the program succeeds (exit 0) and rgpu prints nothing into its output;
 #         rejected  the program reaches a kernel and the server's device refuses its code object:
 #                   exit 3 with hipErrorNoBinaryForGpu, and the server's log says why;
 #         quiet     the program (not a HIP program) succeeds, prints exactly "quiet", and the
@@ -24,7 +24,11 @@ case $expect in
   pass)
     run "$@" >"$out" 2>&1; rc=$?
     cat "$out"
-    [ $rc -eq 0 ] || { echo "hip_run: $1 exited $rc, expected 0"; exit 1; } ;;
+    [ $rc -eq 0 ] || { echo "hip_run: $1 exited $rc, expected 0"; exit 1; }
+    # A guest is quiet unless asked (RGPU_LOG).
+    if [ -z "${RGPU_LOG:-}" ] && grep -Eq '^(rgpu|\[rgpu)' "$out"; then
+      echo "hip_run: rgpu printed into the program's output without RGPU_LOG"; exit 1
+    fi ;;
   logged)
     RGPU_LOG=warn run "$@" >"$out" 2>&1; rc=$?
     cat "$out"
