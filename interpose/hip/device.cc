@@ -70,19 +70,34 @@ Error Initialize(int* count) {
 int CurrentDevice() { return t_device; }
 void SetCurrentDevice(int device) { t_device = device; }
 
+Error PrimaryContext(int device, CUcontext* out) {
+  Error e = CheckDevice(device);
+  if (e != hipSuccess) return e;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_primary[device] == nullptr) {
+    CUresult r = CU(cuDevicePrimaryCtxRetain)(&g_primary[device], device);
+    if (r != CUDA_SUCCESS) {
+      g_primary[device] = nullptr;
+      return ToHip(r);
+    }
+  }
+  *out = g_primary[device];
+  return hipSuccess;
+}
+
+int DeviceOfPrimary(CUcontext ctx) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (size_t d = 0; d < g_primary.size(); ++d) {
+    if (ctx != nullptr && g_primary[d] == ctx) return static_cast<int>(d);
+  }
+  return -1;
+}
+
 Error Activate(int* device) {
   const int d = t_device;
-  Error e = CheckDevice(d);
-  if (e != hipSuccess) return e;
   CUcontext ctx;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (g_primary[d] == nullptr) {
-      CUresult r = CU(cuDevicePrimaryCtxRetain)(&g_primary[d], d);
-      if (r != CUDA_SUCCESS) return ToHip(r);
-    }
-    ctx = g_primary[d];
-  }
+  Error e = PrimaryContext(d, &ctx);
+  if (e != hipSuccess) return e;
   CUcontext current = nullptr;
   CU(cuCtxGetCurrent)(&current);
   if (current != ctx) {

@@ -47,6 +47,12 @@ void SetCurrentDevice(int device);
 // touches a device goes through here, as HIP's runtime would.
 Error Activate(int* device = nullptr);
 
+// The primary context of `device` (checked), retained by the runtime on first use.
+Error PrimaryContext(int device, CUcontext* out);
+
+// The device whose primary context is `ctx`, or -1.
+int DeviceOfPrimary(CUcontext ctx);
+
 // Releases what the runtime holds for `device` after hipDeviceReset: its primary context is
 // retained again on next use, and registered code is loaded again.
 void ForgetDevice(int device);

@@ -52,6 +52,24 @@ int main() {
   int v;
   EXPECT_ERROR(hipDeviceGetAttribute(&v, static_cast<hipDeviceAttribute_t>(-5), 0),
                hipErrorInvalidValue);
+  // Contexts are the devices' primary contexts.
+  hipCtx_t primary = nullptr, current_ctx = nullptr;
+  CHECK(hipDevicePrimaryCtxRetain(&primary, 0));
+  EXPECT(primary != nullptr);
+  CHECK(hipCtxGetCurrent(&current_ctx));
+  EXPECT(current_ctx == primary);
+  unsigned flags = 0;
+  int active = 0;
+  CHECK(hipDevicePrimaryCtxGetState(0, &flags, &active));
+  EXPECT(active == 1);
+  CHECK(hipCtxSetCurrent(primary));
+  hipDevice_t ctx_device = -1;
+  CHECK(hipCtxGetDevice(&ctx_device));
+  EXPECT(ctx_device == 0);
+  EXPECT_ERROR(hipCtxSetCurrent(reinterpret_cast<hipCtx_t>(&flags)), hipErrorInvalidContext);
+  (void)hipGetLastError();
+  CHECK(hipCtxSynchronize());
+  CHECK(hipDevicePrimaryCtxRelease(0));
   CHECK(hipDeviceSynchronize());
   puts("hip_device_query: ok");
   return 0;
