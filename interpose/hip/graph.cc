@@ -8,16 +8,7 @@ using h::Activate;
 using h::Error;
 using h::Ret;
 
-namespace {
-
-template <typename F>
-Error InContext(F call) {
-  Error e = Activate();
-  if (e != h::hipSuccess) return Ret(e);
-  return Ret(call());
-}
-
-}  // namespace
+using h::InContext;
 
 HIP_API(hipStreamBeginCapture)(CUstream s, int mode)->Error {
   if (mode < CU_STREAM_CAPTURE_MODE_GLOBAL || mode > CU_STREAM_CAPTURE_MODE_RELAXED) {

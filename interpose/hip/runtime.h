@@ -53,6 +53,15 @@ Error PrimaryContext(int device, CUcontext* out);
 // The device whose primary context is `ctx`, or -1.
 int DeviceOfPrimary(CUcontext ctx);
 
+// Runs `call` (a driver call) in the current device's primary context and returns its result as
+// HIP's, recorded as the last error when it is one.
+template <typename F>
+Error InContext(F call) {
+  Error e = Activate();
+  if (e != hipSuccess) return Ret(e);
+  return Ret(call());
+}
+
 // Releases what the runtime holds for `device` after hipDeviceReset: its primary context is
 // retained again on next use, and registered code is loaded again.
 void ForgetDevice(int device);

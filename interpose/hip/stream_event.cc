@@ -6,17 +6,7 @@ using h::Activate;
 using h::Error;
 using h::Ret;
 
-namespace {
-
-// Runs `call` in the current device's primary context.
-template <typename F>
-Error InContext(F call) {
-  Error e = Activate();
-  if (e != h::hipSuccess) return Ret(e);
-  return Ret(call());
-}
-
-}  // namespace
+using h::InContext;
 
 HIP_API(hipStreamCreate)(CUstream* s)->Error {
   if (s == nullptr) return Ret(h::hipErrorInvalidValue);
