@@ -29,9 +29,12 @@ UsageRecord UsageMeter::Delta(const wire::SessionStats& now, Seen* seen, int64_t
   r.set_bytes_in(grew(now.bytes_in(), before.bytes_in()));
   r.set_bytes_out(grew(now.bytes_out(), before.bytes_out()));
   r.set_gpu_busy_ms(std::max(0.0, now.gpu_busy_seconds() - before.gpu_busy_seconds()) * 1000.0);
-  // Memory held now, taken as held over the whole interval.
-  r.set_memory_gib_seconds(static_cast<double>(now.memory_bytes()) / (1024.0 * 1024.0 * 1024.0) *
-                           static_cast<double>(end - seen->last_ms) / 1000.0);
+  // Memory held, by the trapezoid rule between the previous figure (0 at the session's start)
+  // and this one.
+  const double gib =
+      (static_cast<double>(before.memory_bytes()) + static_cast<double>(now.memory_bytes())) / 2.0 /
+      (1024.0 * 1024.0 * 1024.0);
+  r.set_memory_gib_seconds(gib * static_cast<double>(end - seen->last_ms) / 1000.0);
   seen->last = now;
   seen->last_ms = end;
   return r;

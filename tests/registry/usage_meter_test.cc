@@ -33,14 +33,15 @@ TEST(UsageMeter, RecordsDeltasOverIntervals) {
   EXPECT_EQ(out[0].start_ms(), 1000);
   EXPECT_EQ(out[0].end_ms(), 3000);
   EXPECT_EQ(out[0].calls(), 10u);
-  EXPECT_DOUBLE_EQ(out[0].memory_gib_seconds(), 2.0);  // 1 GiB for 2 s
+  EXPECT_DOUBLE_EQ(out[0].memory_gib_seconds(), 1.0);  // 0 to 1 GiB over 2 s: (0 + 1) / 2 x 2
   EXPECT_EQ(out[1].start_ms(), 3000);
   EXPECT_EQ(out[1].calls(), 15u);
   EXPECT_EQ(out[1].bytes_in(), 300u);
   EXPECT_EQ(out[1].bytes_out(), 600u);
   EXPECT_EQ(out[2].calls(), 5u);
   EXPECT_TRUE(out[2].session_ended());
-  EXPECT_DOUBLE_EQ(out[2].memory_gib_seconds(), 0.0);
+  EXPECT_DOUBLE_EQ(out[1].memory_gib_seconds(), 1.0);   // 1 GiB for 1 s
+  EXPECT_DOUBLE_EQ(out[2].memory_gib_seconds(), 0.25);  // 1 GiB to 0 over 0.5 s
   std::set<std::string> ids;
   for (const auto& r : out) ids.insert(r.record_id());
   EXPECT_EQ(ids.size(), 3u);
