@@ -345,3 +345,10 @@ HIP_API(hipMemPtrGetInfo)(void* p, size_t* size)->Error {
   if (size == nullptr) return Ret(h::hipErrorInvalidValue);
   return rgpu_hip_hipMemGetAddressRange(nullptr, size, p);
 }
+
+// AMD's extension: device memory with a coherence choice. Only the default is offered: the
+// memory lives on a remote device, which cannot give the host fine-grained coherence.
+HIP_API(hipExtMallocWithFlags)(void** out, size_t bytes, unsigned int flags)->Error {
+  if (flags != 0) return Ret(h::hipErrorNotSupported);
+  return rgpu_hip_hipMalloc(out, bytes);
+}

@@ -277,3 +277,18 @@ HIP_API(hipMemcpyFromSymbolAsync)
 HIP_API(hipCreateChannelDesc)(int x, int y, int z, int w, int kind)->h::ChannelFormatDesc {
   return h::ChannelFormatDesc{x, y, z, w, kind};
 }
+
+// AMD's extension: a launch bracketed by two optional events recorded on its stream.
+HIP_API(hipExtLaunchKernel)
+(const void* stub, h::Dim3 grid, h::Dim3 block, void** args, size_t shared, CUstream stream,
+ CUevent start, CUevent stop, int flags)
+    ->Error {
+  if (flags != 0) return Ret(h::hipErrorInvalidValue);  // no launch flags are defined here
+  if (start != nullptr) {
+    Error e = h::InContext([&] { return CU(cuEventRecord)(start, stream); });
+    if (e != h::hipSuccess) return e;
+  }
+  Error e = rgpu_hip_hipLaunchKernel(stub, grid, block, args, shared, stream);
+  if (e != h::hipSuccess || stop == nullptr) return e;
+  return h::InContext([&] { return CU(cuEventRecord)(stop, stream); });
+}
