@@ -94,11 +94,11 @@ void Report(int index, const char* answer) {
   }
 }
 
-// What an entry point answers when rgpu does not implement it.
 // The runtime's hook that makes an error the thread's last error (hipGetLastError).
 using RecordErrorFn = void (*)(int);
 std::atomic<RecordErrorFn> g_record_error{nullptr};
 
+// What an entry point answers when rgpu does not implement it (hip_api.def's fallback kinds).
 long FallbackStatus(int index) {
   Report(index, "hipErrorNotSupported");
   constexpr int kNotSupported = 801;  // hipErrorNotSupported
