@@ -91,3 +91,9 @@ SAME_VALUE(hipFuncCachePreferNone, 0)
 SAME_VALUE(hipFuncCachePreferShared, 1)
 SAME_VALUE(hipFuncCachePreferL1, 2)
 SAME_VALUE(hipFuncCachePreferEqual, 3)
+static_assert(sizeof(h::PitchedPtr) == sizeof(hipPitchedPtr));
+static_assert(sizeof(h::Extent) == sizeof(hipExtent));
+static_assert(sizeof(h::Memcpy3DParms) == sizeof(hipMemcpy3DParms));
+static_assert(offsetof(h::Memcpy3DParms, dstPtr) == offsetof(hipMemcpy3DParms, dstPtr));
+static_assert(offsetof(h::Memcpy3DParms, extent) == offsetof(hipMemcpy3DParms, extent));
+static_assert(offsetof(h::Memcpy3DParms, kind) == offsetof(hipMemcpy3DParms, kind));

@@ -161,6 +161,32 @@ struct FuncAttributes {
   size_t sharedSizeBytes;
 };
 
+// hipPitchedPtr, hipExtent, hipPos and hipMemcpy3DParms (3D allocations and copies).
+struct PitchedPtr {
+  void* ptr;
+  size_t pitch;
+  size_t xsize;
+  size_t ysize;
+};
+struct Extent {
+  size_t width;  // bytes, for linear memory
+  size_t height;
+  size_t depth;
+};
+struct Pos {
+  size_t x, y, z;
+};
+struct Memcpy3DParms {
+  void* srcArray;  // hipArray_t: arrays are not supported
+  Pos srcPos;
+  PitchedPtr srcPtr;
+  void* dstArray;
+  Pos dstPos;
+  PitchedPtr dstPtr;
+  Extent extent;
+  int kind;  // MemcpyKind
+};
+
 // The wrapper hipcc places in .hipFatBinSegment and passes to __hipRegisterFatBinary.
 struct FatBinaryWrapper {
   uint32_t magic;  // kFatBinaryMagic

@@ -352,3 +352,84 @@ HIP_API(hipExtMallocWithFlags)(void** out, size_t bytes, unsigned int flags)->Er
   if (flags != 0) return Ret(h::hipErrorNotSupported);
   return rgpu_hip_hipMalloc(out, bytes);
 }
+
+// ---- 3D: pitched volumes are pitched 2D allocations of height * depth rows.
+
+namespace {
+
+Error Copy3D(const h::Memcpy3DParms* p, CUstream stream, bool async) {
+  if (p == nullptr) return h::hipErrorInvalidValue;
+  if (p->srcArray != nullptr || p->dstArray != nullptr) return h::hipErrorNotSupported;
+  if (p->kind < h::kHostToHost || p->kind > h::kDefault) return h::hipErrorInvalidMemcpyDirection;
+  Error e = Activate();
+  if (e != h::hipSuccess) return e;
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof c);
+  c.srcXInBytes = p->srcPos.x;
+  c.srcY = p->srcPos.y;
+  c.srcZ = p->srcPos.z;
+  c.srcMemoryType = Side(p->kind, true);
+  if (c.srcMemoryType == CU_MEMORYTYPE_HOST)
+    c.srcHost = p->srcPtr.ptr;
+  else
+    c.srcDevice = D(p->srcPtr.ptr);
+  c.srcPitch = p->srcPtr.pitch;
+  c.srcHeight = p->srcPtr.ysize;
+  c.dstXInBytes = p->dstPos.x;
+  c.dstY = p->dstPos.y;
+  c.dstZ = p->dstPos.z;
+  c.dstMemoryType = Side(p->kind, false);
+  if (c.dstMemoryType == CU_MEMORYTYPE_HOST)
+    c.dstHost = p->dstPtr.ptr;
+  else
+    c.dstDevice = D(p->dstPtr.ptr);
+  c.dstPitch = p->dstPtr.pitch;
+  c.dstHeight = p->dstPtr.ysize;
+  c.WidthInBytes = p->extent.width;
+  c.Height = p->extent.height;
+  c.Depth = p->extent.depth;
+  return h::ToHip(async ? CU(cuMemcpy3DAsync_v2)(&c, stream) : CU(cuMemcpy3D_v2)(&c));
+}
+
+Error Set3D(h::PitchedPtr p, int value, h::Extent extent, CUstream stream, bool async) {
+  Error e = Activate();
+  if (e != h::hipSuccess) return e;
+  if (extent.width > p.pitch || extent.height > p.ysize) return h::hipErrorInvalidValue;
+  for (size_t z = 0; z < extent.depth; ++z) {
+    const CUdeviceptr slice = D(p.ptr) + z * p.pitch * p.ysize;
+    const auto byte = static_cast<unsigned char>(value);
+    CUresult r =
+        async ? CU(cuMemsetD2D8Async)(slice, p.pitch, byte, extent.width, extent.height, stream)
+              : CU(cuMemsetD2D8_v2)(slice, p.pitch, byte, extent.width, extent.height);
+    if (r != CUDA_SUCCESS) return h::ToHip(r);
+  }
+  return h::hipSuccess;
+}
+
+}  // namespace
+
+HIP_API(hipMalloc3D)(h::PitchedPtr* out, h::Extent extent)->Error {
+  if (out == nullptr) return Ret(h::hipErrorInvalidValue);
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  *out = h::PitchedPtr{nullptr, 0, extent.width, extent.height};
+  if (extent.width == 0 || extent.height == 0 || extent.depth == 0) return h::hipSuccess;
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  CUresult r = CU(cuMemAllocPitch_v2)(&p, &pitch, extent.width, extent.height * extent.depth, 16);
+  if (r != CUDA_SUCCESS) return Ret(r);
+  out->ptr = reinterpret_cast<void*>(p);
+  out->pitch = pitch;
+  return h::hipSuccess;
+}
+
+HIP_API(hipMemcpy3D)(const h::Memcpy3DParms* p)->Error { return Ret(Copy3D(p, nullptr, false)); }
+HIP_API(hipMemcpy3DAsync)(const h::Memcpy3DParms* p, CUstream stream)->Error {
+  return Ret(Copy3D(p, stream, true));
+}
+HIP_API(hipMemset3D)(h::PitchedPtr p, int value, h::Extent extent)->Error {
+  return Ret(Set3D(p, value, extent, nullptr, false));
+}
+HIP_API(hipMemset3DAsync)(h::PitchedPtr p, int value, h::Extent extent, CUstream s)->Error {
+  return Ret(Set3D(p, value, extent, s, true));
+}

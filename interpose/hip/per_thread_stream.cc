@@ -15,6 +15,8 @@ Error rgpu_hip_hipMemcpy2DAsync(void*, size_t, const void*, size_t, size_t, size
 Error rgpu_hip_hipMemset2DAsync(void*, size_t, int, size_t, size_t, CUstream);
 Error rgpu_hip_hipMemcpyToSymbolAsync(const void*, const void*, size_t, size_t, int, CUstream);
 Error rgpu_hip_hipMemcpyFromSymbolAsync(void*, const void*, size_t, size_t, int, CUstream);
+Error rgpu_hip_hipMemcpy3DAsync(const h::Memcpy3DParms*, CUstream);
+Error rgpu_hip_hipMemset3DAsync(h::PitchedPtr, int, h::Extent, CUstream);
 Error rgpu_hip_hipStreamSynchronize(CUstream);
 Error rgpu_hip_hipStreamQuery(CUstream);
 Error rgpu_hip_hipStreamWaitEvent(CUstream, CUevent, unsigned int);
@@ -65,6 +67,12 @@ HIP_API(hipMemcpyFromSymbol_spt)
 (void* dst, const void* symbol, size_t bytes, size_t offset, int kind)->Error {
   return ThenWait(
       rgpu_hip_hipMemcpyFromSymbolAsync(dst, symbol, bytes, offset, kind, CU_STREAM_PER_THREAD));
+}
+HIP_API(hipMemcpy3D_spt)(const h::Memcpy3DParms* p)->Error {
+  return ThenWait(rgpu_hip_hipMemcpy3DAsync(p, CU_STREAM_PER_THREAD));
+}
+HIP_API(hipMemset3D_spt)(h::PitchedPtr p, int value, h::Extent extent)->Error {
+  return ThenWait(rgpu_hip_hipMemset3DAsync(p, value, extent, CU_STREAM_PER_THREAD));
 }
 HIP_API(hipStreamSynchronize_spt)(CUstream s)->Error {
   return rgpu_hip_hipStreamSynchronize(Own(s));

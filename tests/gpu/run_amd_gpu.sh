@@ -31,7 +31,7 @@ export RGPU_BACKEND=cuda RGPU_SERVER_ARGS="--cuda-library $lib/librgpu-backend-h
 rc=0
 : >"$out/results.txt"
 for program in hip_device_query hip_memcpy_kinds hip_memset hip_streams_async hip_events \
-               hip_host_memory hip_mem_info hip_pitch_2d hip_errors hip_pointer_info hip_threads hip_device_reset hip_graph_capture hip_per_thread_stream hip_vector_add \
+               hip_host_memory hip_mem_info hip_pitch_2d hip_errors hip_pointer_info hip_threads hip_device_reset hip_graph_capture hip_per_thread_stream hip_memcpy_3d hip_vector_add \
                hip_saxpy_streams hip_symbols hip_module_launch; do
   if "$e2e/with_server.sh" "$bin" tcp -- "$e2e/hip_run.sh" "$bin" pass "$programs/$program" \
        >"$out/$program.log" 2>&1; then
