@@ -133,15 +133,20 @@ int main(int argc, char** argv) {
 
   std::atomic<bool> stop{false};
   // Heartbeats from every server, spread over the interval; and the sweeper.
+  std::vector<double> heartbeat_ms;  // a unary round trip on the same channel: the floor
   std::thread heartbeats([&] {
     int i = 0;
     while (!stop.load()) {
+      const auto sent = Clock::now();
       reg::HeartbeatRequest req;
       req.set_server_name("srv-" + std::to_string(i));
       reg::HeartbeatReply reply;
       grpc::ClientContext ctx;
       ctx.AddMetadata("x-rgpu-provider-key", provider_key);
-      stub->Heartbeat(&ctx, req, &reply);
+      if (stub->Heartbeat(&ctx, req, &reply).ok()) {
+        heartbeat_ms.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - sent).count());
+      }
       i = (i + 1) % servers;
       std::this_thread::sleep_for(std::chrono::microseconds(2000000 / servers / 2));
     }
@@ -257,15 +262,21 @@ int main(int argc, char** argv) {
          Percentile(d, 50), Percentile(d, 99), Percentile(d, 100));
   printf("| allocation, request to token (loopback gRPC) | %.2f ms | %.2f ms | %.2f ms |\n",
          Percentile(e, 50), Percentile(e, 99), Percentile(e, 100));
+  printf(
+      "| for scale: a heartbeat (unary gRPC round trip, same channel) | %.2f ms | %.2f ms | "
+      "%.2f ms |\n",
+      Percentile(heartbeat_ms, 50), Percentile(heartbeat_ms, 99), Percentile(heartbeat_ms, 100));
   if (!json_path.empty()) {
     FILE* f = fopen(json_path.c_str(), "w");
     if (f != nullptr) {
       fprintf(f,
               "{\"gpus\": %d, \"rate\": %d, \"requests\": %d, \"failed\": %d, "
               "\"decision_us\": {\"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f}, "
-              "\"allocation_ms\": {\"p50\": %.3f, \"p99\": %.3f, \"max\": %.3f}}\n",
+              "\"allocation_ms\": {\"p50\": %.3f, \"p99\": %.3f, \"max\": %.3f}, "
+              "\"heartbeat_ms\": {\"p50\": %.3f, \"p99\": %.3f}}\n",
               gpus, rate, total, failures.load(), Percentile(d, 50), Percentile(d, 99),
-              Percentile(d, 100), Percentile(e, 50), Percentile(e, 99), Percentile(e, 100));
+              Percentile(d, 100), Percentile(e, 50), Percentile(e, 99), Percentile(e, 100),
+              Percentile(heartbeat_ms, 50), Percentile(heartbeat_ms, 99));
       fclose(f);
     }
   }

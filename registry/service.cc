@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include "common/log.h"
-#include "proto/signed_token.h"
 #include "registry/keys.h"
 
 namespace rgpu::registry {
@@ -74,7 +73,8 @@ Status RegistryService::Create(std::unique_ptr<Store> store, RegistryOptions opt
   if (!options.now_ms) options.now_ms = SystemNowMs;
   if (options.heartbeat_ms == 0) return InvalidArgument("heartbeat interval must be positive");
   std::unique_ptr<RegistryService> service(new RegistryService(std::move(store), options));
-  Status s = service->Load();
+  Status s = TokenSigner::Load(options.signing_key_path, &service->signer_);
+  if (s.ok()) s = service->Load();
   if (!s.ok()) return s;
   *out = std::move(service);
   return Status::Ok();
@@ -368,20 +368,14 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   lease.queue_ms = now - w->enqueued_ms;
   lease.granted_ms = now;
   lease.expires_ms = now + static_cast<int64_t>(w->ttl_seconds) * 1000;
-  wire::TokenClaims claims;
+  wire::TokenClaims& claims = w->claims;  // signed by the waiting Place call, outside mu_
   claims.set_tenant(w->tenant);
   claims.set_server(gpu.server_name);
   claims.set_gpu(std::to_string(gpu.spec.index()));
   claims.set_memory_quota(w->ask.memory);
   claims.set_weight(w->ask.share / 25.0);
   claims.set_expires_unix(lease.expires_ms / 1000);
-  std::string token;
-  Status s = SignToken(claims, options_.signing_key_path, &token);
   w->done = true;
-  if (!s.ok()) {
-    w->error = ToGrpc(s);
-    return;
-  }
   w->lease = lease;  // stored by the waiting Place call, outside mu_
   GpuLoad& load = loads_[index];
   load.memory_committed += lease.memory_bytes;
@@ -395,7 +389,6 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   p.set_gpu_id(gpu.gpu_id);
   p.set_gpu_index(gpu.spec.index());
   p.set_model(gpu.spec.model());
-  p.set_token(token);
   p.set_expires_unix(claims.expires_unix());
   p.set_decision_us(decision_us);
   p.set_queue_ms(lease.queue_ms);
@@ -473,8 +466,13 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
   }
   if (!w->error.ok()) return w->error;
   lock.unlock();
-  // The lease is durable before the caller hears of it (group-committed with concurrent ones).
-  Status stored = store_->AddLease(w->lease);
+  // Signing (tens of microseconds) and storing happen outside mu_, so that
+  // concurrent placements proceed in parallel; the lease is durable before the caller hears of
+  // it (group-committed with concurrent ones).
+  std::string token;
+  Status stored = signer_.Sign(w->claims, &token);
+  if (stored.ok()) stored = store_->AddLease(w->lease);
+  w->placement.set_token(token);
   if (!stored.ok()) {
     lock.lock();
     EndLease(w->lease.lease_id);

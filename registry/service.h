@@ -4,7 +4,8 @@
 // GPU's load, which servers are online, active leases, the queue of waiting requests) and keeps
 // the two in step: a change is committed to the store before it is acknowledged.
 //
-// Writes that callers wait for (lease grants and ends) reach the store outside mu_, through
+// Token signing happens outside mu_ too. Writes that callers wait for (lease grants and ends)
+// reach the store outside mu_, through
 // the store's group commit, so that placements do not queue behind one another's disk syncs.
 //
 // Liveness: a server heartbeats every heartbeat_ms; Sweep() marks a server offline once it has
@@ -30,9 +31,11 @@
 #include <vector>
 
 #include "proto/registry.grpc.pb.h"
+#include "proto/token.pb.h"
 #include "registry/billing.h"
 #include "registry/placement.h"
 #include "registry/store.h"
+#include "registry/token_signer.h"
 
 namespace rgpu::registry {
 
@@ -106,7 +109,8 @@ class RegistryService final : public Registry::Service {
     bool done = false;
     grpc::Status error;
     Placement placement;
-    LeaseRow lease;  // granted, to be stored by the Place call
+    LeaseRow lease;            // granted, to be stored by the Place call
+    wire::TokenClaims claims;  // granted, to be signed by the Place call
   };
 
   RegistryService(std::unique_ptr<Store> store, RegistryOptions options);
@@ -120,7 +124,8 @@ class RegistryService final : public Registry::Service {
   void UpdatePlaceable(const std::string& server);
   // Places waiting requests that fit, in queue order. Under mu_.
   void Dispatch();
-  // Grants `w` the GPU at `index`: signs its token and records the lease. Under mu_.
+  // Grants `w` the GPU at `index`: reserves it and fills the lease and token claims for the
+  // waiting Place call to sign and store. Under mu_.
   void Grant(Waiter* w, size_t index, double decision_us);
   // Ends an active lease and returns its resources to its GPU. Under mu_; the caller records
   // the end in the store with PersistEnded once it has let go of mu_.
@@ -132,6 +137,7 @@ class RegistryService final : public Registry::Service {
                             Invoice* out);
 
   RegistryOptions options_;
+  TokenSigner signer_;
   std::unique_ptr<Store> store_;
   std::mutex mu_;
   std::condition_variable changed_;
