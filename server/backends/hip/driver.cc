@@ -44,6 +44,7 @@ struct Context {
 
 struct Module {
   void* module = nullptr;
+  std::string image;  // the code object, kept while loaded (HIP may read it after the load)
   CodeObjectInfo info;
   std::vector<std::unique_ptr<Function>> functions;
 };
@@ -391,7 +392,8 @@ BACKEND_EXPORT CUresult cuModuleLoadData(CUmodule* out, const void* image) {
         std::to_string(t_current->device) + " is " + processor);
     return CUDA_ERROR_NO_BINARY_FOR_GPU;
   }
-  if (int e = g_hip->hipModuleLoadData(&m->module, elf)) {
+  m->image.assign(reinterpret_cast<const char*>(elf), elf_size);
+  if (int e = g_hip->hipModuleLoadData(&m->module, m->image.data())) {
     Say(std::string("refused a module: hipModuleLoadData: ") + g_hip->hipGetErrorName(e));
     return R(e);
   }
