@@ -113,13 +113,14 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   // Stream-ordered: sent without waiting. From pinned memory the program leaves alone until it
   // synchronizes, the data may go while this returns; pageable data has left when it returns.
   if (!from_pinned && bytes > kPageableChunk) {
-    // Large pageable copies go as chunks all in flight at once, so the server copies the first
-    // to the device while the rest are still arriving; all of them have left when this returns.
+    // Large pageable copies go as chunks, two in flight at a time, so the server copies one to
+    // the device while the next is arriving; all of them have left when this returns.
     const char* from = static_cast<const char*>(src);
     for (size_t done = 0; done < bytes; done += kPageableChunk) {
       const size_t n = std::min(kPageableChunk, bytes - done);
       r = Server().Post(Op::kMemcpyHtoD, ctx->remote, {dst + done, n, remote_stream, async},
                         from + done, n, true);
+      if (r == CUDA_SUCCESS) r = Server().WaitSent(1);
       if (r != CUDA_SUCCESS) return r;
     }
     return Server().WaitSent();

@@ -88,11 +88,11 @@ bool IsStickyError(CUresult r) {
   }
 }
 
-CUresult Connection::WaitSent() {
+CUresult Connection::WaitSent(size_t keep) {
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) return kServerLost;
   Status s = SendBatch();
-  if (s.ok()) s = channel_->Flush();
+  if (s.ok()) s = channel_->Flush(keep);
   return s.ok() ? CUDA_SUCCESS : Fail(s.ToString());
 }
 

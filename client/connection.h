@@ -69,8 +69,9 @@ class Connection {
                 const void* payload = nullptr, size_t payload_size = 0,
                 bool payload_stays_valid = false);
 
-  // Waits until every posted payload has left (it may be reused), without waiting for replies.
-  CUresult WaitSent();
+  // Waits until at most `keep` of the latest posted payloads have not left yet (the others may be
+  // reused), without waiting for replies.
+  CUresult WaitSent(size_t keep = 0);
 
   // Registers pinned host memory with the transport (Channel::RegisterMemory) and drops it.
   Status RegisterHostMemory(void* address, size_t size);

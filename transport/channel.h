@@ -59,8 +59,9 @@ class Channel {
   // Messages, posted or sent, arrive in the order they were issued.
   virtual Status Post(std::string header, const void* payload, size_t size) = 0;
 
-  // Waits until every posted message has left (its payload may be reused).
-  virtual Status Flush() = 0;
+  // Waits until at most `keep` of the posted messages (the latest ones) have not left yet; the
+  // payloads of the others may be reused. Flush() waits for all of them.
+  virtual Status Flush(size_t keep = 0) = 0;
 
   // Waits up to timeout_ms (-1: no limit) for the next message. kTimeout when none came,
   // kUnavailable when the peer disconnected or died (detected, never a hang).

@@ -33,7 +33,7 @@ class ScriptedChannel final : public Channel {
       : messages_(std::move(messages)) {}
   Status Send(const std::string&, const void*, size_t) override { return Status::Ok(); }
   Status Post(std::string, const void*, size_t) override { return Status::Ok(); }
-  Status Flush() override { return Status::Ok(); }
+  Status Flush(size_t) override { return Status::Ok(); }
   Status Receive(int, ReceivedMessage* out) override {
     if (messages_.empty()) return Unavailable("script ended");
     auto [header, payload] = std::move(messages_.front());

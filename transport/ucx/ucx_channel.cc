@@ -305,8 +305,8 @@ Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
   return Status::Ok();
 }
 
-Status UcxChannel::Flush() {
-  while (!outgoing_.empty()) {
+Status UcxChannel::Flush(size_t keep) {
+  while (outgoing_.size() > keep) {
     Outgoing* o = outgoing_.front().get();
     while (!o->done) {
       if (ucp_worker_progress(worker_) == 0 && broken()) {

@@ -32,7 +32,7 @@ class UcxChannel final : public Channel {
 
   Status Send(const std::string& header, const void* payload, size_t size) override;
   Status Post(std::string header, const void* payload, size_t size) override;
-  Status Flush() override;
+  Status Flush(size_t keep = 0) override;
   Status Receive(int timeout_ms, ReceivedMessage* out) override;
   void SetPayloadPlacer(PayloadPlacer placer) override { placer_ = std::move(placer); }
   Status RegisterMemory(void* address, size_t size) override;
