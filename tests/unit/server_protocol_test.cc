@@ -271,5 +271,66 @@ TEST_F(ServerProtocolTest, ForeignHandlesAreRejected) {
   EXPECT_EQ(m.payload[0], 7);
 }
 
+// A tenant that floods its session past the server's receive-queue bound has that session closed
+// with the reason; other sessions go on.
+TEST(ServerQueueBoundTest, FloodClosesOnlyThatSessionWithTheReason) {
+  server::ServerOptions o;
+  o.listen = "tcp://127.0.0.1:0";
+  o.backend = "softgpu";
+  o.driver_library = RGPU_SOFTGPU_LIBRARY;
+  o.max_queued_calls = 4;
+  server::Server server;
+  ASSERT_TRUE(server.Start(o).ok());
+  std::thread serve([&] { server.Serve(); });
+  TransportUrl url;
+  ASSERT_TRUE(TransportUrl::Parse(server.url(), &url).ok());
+  auto open = [&](std::unique_ptr<Channel>* ch) {
+    ASSERT_TRUE(ConnectChannel(url, ChannelOptions(), ch).ok());
+    wire::Envelope hello;
+    hello.mutable_hello()->set_protocol_version(kProtocolVersion);
+    ASSERT_TRUE((*ch)->Send(hello.SerializeAsString(), nullptr, 0).ok());
+    ReceivedMessage m;
+    ASSERT_TRUE((*ch)->Receive(10000, &m).ok());
+  };
+  std::unique_ptr<Channel> good, flood;
+  open(&good);
+  open(&flood);
+  // Posted memsets of nothing in particular: each fails on the server, which sends no reply.
+  wire::Envelope call;
+  call.mutable_call()->set_op(static_cast<uint32_t>(Op::kMemset));
+  call.mutable_call()->set_posted(true);
+  for (int i = 0; i < 6; ++i) call.mutable_call()->add_args(0);
+  const std::string header = call.SerializeAsString();
+  std::string reason;
+  for (int burst = 0; burst < 50 && reason.empty(); ++burst) {
+    for (int i = 0; i < 2000; ++i) {
+      if (!flood->Post(header, nullptr, 0).ok()) break;
+    }
+    ReceivedMessage m;
+    if (flood->Receive(100, &m).ok()) {
+      wire::Envelope bye;
+      ASSERT_TRUE(bye.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
+      ASSERT_EQ(bye.body_case(), wire::Envelope::kGoodbye);
+      reason = bye.goodbye().reason();
+    }
+  }
+  EXPECT_NE(reason.find("receive-queue bound"), std::string::npos) << reason;
+  wire::Envelope ctx;
+  ctx.mutable_call()->set_seq(1);
+  ctx.mutable_call()->set_op(static_cast<uint32_t>(Op::kCtxCreate));
+  ctx.mutable_call()->add_args(0);
+  ctx.mutable_call()->add_args(0);
+  ASSERT_TRUE(good->Send(ctx.SerializeAsString(), nullptr, 0).ok());
+  ReceivedMessage m;
+  ASSERT_TRUE(good->Receive(10000, &m).ok());
+  wire::Envelope reply;
+  ASSERT_TRUE(reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
+  EXPECT_EQ(reply.reply().result(), CUDA_SUCCESS);
+  flood.reset();
+  good.reset();
+  server.Stop();
+  serve.join();
+}
+
 }  // namespace
 }  // namespace rgpu
