@@ -6,18 +6,15 @@
 set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
 trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
 seconds=${FAIR_SHARE_SECONDS:-4}
 iters=${FAIR_SHARE_ITERS:-40000}
 
 check() {  # WEIGHT_A WEIGHT_B
   printf 'tok-a a 1G %s\ntok-b b 1G %s\n' "$1" "$2" >"$work/tokens"
-  rm -f "$work/url"
-  "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" \
-    --tokens "$work/tokens" --fair-share 2>"$work/server.log" &
-  server=$!
-  for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
-  url=$(cat "$work/url")
+  : >"$work/server.log"
+  start_server "$work/server.log" --tokens "$work/tokens" --fair-share
   "$bin/rgpu" run --server "$url" --token tok-a -- "$programs/driver_fair_share_load" "$seconds" \
     "$iters" >"$work/a.out" 2>&1 &
   a=$!

@@ -7,16 +7,14 @@
 set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
 trap 'rm -rf "$work"' EXIT
 for program in driver_hold_memory driver_launch_loop; do
-  rm -f "$work/url" "$work/out"
-  "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" \
-    2>"$work/server.log" &
-  server=$!
-  for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
-  "$bin/rgpu" run --server "$(cat "$work/url")" -- "$programs/$program" >"$work/out" 2>&1 &
+  rm -f "$work/out"
+  start_server "$work/server.log"
+  "$bin/rgpu" run --server "$url" -- "$programs/$program" >"$work/out" 2>&1 &
   client=$!
-  for _ in $(seq 400); do grep -qs ready "$work/out" && break; sleep 0.025; done
+  wait_for_text "$work/out" ready
   sleep 0.2
   kill -KILL $server
   wait $server 2>/dev/null

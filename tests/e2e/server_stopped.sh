@@ -8,26 +8,18 @@
 set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
 pids=()
 trap 'kill -KILL "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
 
-start_server() {  # start_server NAME ARGS...
-  local name=$1
-  shift
-  "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/$name.url" \
-    "$@" 2>"$work/$name.log" &
-  pids+=($!)
-  for _ in $(seq 200); do [ -s "$work/$name.url" ] && break; sleep 0.05; done
-}
-
 # 1. The server stops.
-start_server one
-server=${pids[-1]}
-RGPU_LOG=error RGPU_SERVER_TIMEOUT_MS=2000 "$bin/rgpu" run --server "$(cat "$work/one.url")" -- \
+start_server "$work/one.log"
+pids+=($server)
+RGPU_LOG=error RGPU_SERVER_TIMEOUT_MS=2000 "$bin/rgpu" run --server "$url" -- \
   "$programs/driver_hold_memory" >"$work/out1" 2>&1 &
 client=$!
 pids+=($client)
-for _ in $(seq 400); do grep -qs ready "$work/out1" && break; sleep 0.025; done
+wait_for_text "$work/out1" ready
 kill -STOP $server
 for _ in $(seq 300); do kill -0 $client 2>/dev/null || break; sleep 0.1; done
 if kill -0 $client 2>/dev/null; then
@@ -42,12 +34,12 @@ grep -q "keepalives" "$work/out1" || { echo "the reason was not given:"; cat "$w
 echo "stopped server: client failed (exit $rc): $(grep -m1 keepalives "$work/out1")"
 
 # 2. The tenant stops.
-start_server two --client-timeout-ms 1500
-url=$(cat "$work/two.url")
+start_server "$work/two.log" --client-timeout-ms 1500
+pids+=($server)
 "$bin/rgpu" run --server "$url" -- "$programs/driver_hold_memory" >"$work/out2" 2>&1 &
 client=$!
 pids+=($client)
-for _ in $(seq 400); do grep -qs ready "$work/out2" && break; sleep 0.025; done
+wait_for_text "$work/out2" ready
 kill -STOP $client
 for _ in $(seq 300); do grep -q "closed after" "$work/two.log" && break; sleep 0.1; done
 grep -q "client sent no keepalive" "$work/two.log" || {

@@ -6,15 +6,12 @@
 set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
 trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "signed_tokens: $*"; cat "$work/server.log"; exit 1; }
 "$bin/rgpu" token keygen --private "$work/registry.pem" --public "$work/registry.pub" || fail keygen
 "$bin/rgpu" token keygen --private "$work/other.pem" --public "$work/other.pub" || fail keygen
-"$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" \
-  --token-public-key "$work/registry.pub" --name gpu-host-1 2>"$work/server.log" &
-server=$!
-for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
-url=$(cat "$work/url")
+start_server "$work/server.log" --token-public-key "$work/registry.pub" --name gpu-host-1
 sign() { "$bin/rgpu" token sign --tenant carol --memory 16M "$@"; }
 refused() {  # TOKEN REASON
   out=$("$bin/rgpu" run --server "$url" --token "$1" -- "$programs/driver_vector_add" 2>&1) &&

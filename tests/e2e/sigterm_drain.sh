@@ -5,14 +5,12 @@
 set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
 trap 'rm -rf "$work"' EXIT
-"$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" \
-  2>"$work/server.log" &
-server=$!
-for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
-"$bin/rgpu" run --server "$(cat "$work/url")" -- "$programs/driver_hold_memory" >"$work/out" 2>&1 &
+start_server "$work/server.log"
+"$bin/rgpu" run --server "$url" -- "$programs/driver_hold_memory" >"$work/out" 2>&1 &
 client=$!
-for _ in $(seq 400); do grep -q ready "$work/out" && break; sleep 0.025; done
+wait_for_text "$work/out" ready
 kill -TERM $server
 wait $server
 rc=$?

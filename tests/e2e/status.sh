@@ -5,13 +5,10 @@
 set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
 trap 'kill $client $server 2>/dev/null; rm -rf "$work"' EXIT
 port=$((20000 + RANDOM % 20000))
-"$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" \
-  --metrics-port $port 2>"$work/server.log" &
-server=$!
-for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
-url=$(cat "$work/url")
+start_server "$work/server.log" --metrics-port $port
 "$bin/rgpu" run --server "$url" -- "$programs/driver_hold_memory" >"$work/out" 2>&1 &
 client=$!
 for _ in $(seq 400); do grep -q ready "$work/out" && break; sleep 0.025; done

@@ -6,6 +6,7 @@
 set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
 trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT
 cat >"$work/tokens" <<TOKENS
 # token      tenant  quota  weight
@@ -13,12 +14,7 @@ tok-alice    alice   64M    1
 tok-bob      bob     32M    3
 TOKENS
 start() {
-  rm -f "$work/url"
-  "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" "$@" \
-    2>>"$work/server.log" &
-  server=$!
-  for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
-  url=$(cat "$work/url")
+  start_server "$work/server.log" "$@"
 }
 fail() { echo "tenants: $*"; cat "$work/server.log"; exit 1; }
 
