@@ -140,7 +140,8 @@ grpc::Status RegistryService::AuthAdmin(grpc::ServerContext* ctx) {
                       "this needs the registry's admin key (--admin-key / RGPU_ADMIN_KEY)");
 }
 
-grpc::Status RegistryService::AuthProvider(grpc::ServerContext* ctx, std::string* provider) {
+grpc::Status RegistryService::AuthProvider(grpc::ServerContext* ctx, std::string* provider,
+                                           bool allow_revoked) {
   const std::string key = Metadata(ctx, "x-rgpu-provider-key");
   if (key.empty()) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no provider key given");
@@ -150,7 +151,7 @@ grpc::Status RegistryService::AuthProvider(grpc::ServerContext* ctx, std::string
   if (it == provider_by_key_.end()) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown provider key");
   }
-  if (providers_[it->second].row.revoked) {
+  if (providers_[it->second].row.revoked && !allow_revoked) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "provider " + it->second + " is revoked");
   }
@@ -491,7 +492,7 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
 grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const ReportUsageRequest* req,
                                           ReportUsageReply* reply) {
   std::string provider;
-  grpc::Status auth = AuthProvider(ctx, &provider);
+  grpc::Status auth = AuthProvider(ctx, &provider, /*allow_revoked=*/true);
   if (!auth.ok()) return auth;
   std::vector<UsageRow> rows;
   {
@@ -783,7 +784,7 @@ grpc::Status RegistryService::Earnings(grpc::ServerContext* ctx, const UsageQuer
   query.set_tenant("");
   if (!AuthAdmin(ctx).ok()) {
     std::string provider;
-    grpc::Status auth = AuthProvider(ctx, &provider);
+    grpc::Status auth = AuthProvider(ctx, &provider, /*allow_revoked=*/true);
     if (!auth.ok()) return AuthAdmin(ctx);
     if (!query.provider().empty() && query.provider() != provider) {
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,

@@ -118,7 +118,10 @@ class RegistryService final : public Registry::Service {
   int64_t Now() const { return options_.now_ms(); }
   // Authentication from call metadata; the status is what the RPC answers when it fails.
   grpc::Status AuthAdmin(grpc::ServerContext* ctx);
-  grpc::Status AuthProvider(grpc::ServerContext* ctx, std::string* provider);
+  // A revoked provider may still report usage (its sessions keep running) and read its
+  // earnings, when `allow_revoked`.
+  grpc::Status AuthProvider(grpc::ServerContext* ctx, std::string* provider,
+                            bool allow_revoked = false);
   grpc::Status AuthTenant(grpc::ServerContext* ctx, std::string* tenant);
   // Recomputes the placeable flag of a server's GPUs. Under mu_.
   void UpdatePlaceable(const std::string& server);

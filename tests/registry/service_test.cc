@@ -275,6 +275,10 @@ TEST_F(ServiceTest, RevokingAProviderStopsPlacementsAtOnce) {
   grpc::Status g = Heartbeat(provider, "host1");
   EXPECT_EQ(g.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_NE(g.error_message().find("revoked"), std::string::npos);
+  // Sessions already running are still metered and billed.
+  ReportUsageReply ack;
+  ASSERT_TRUE(Report(provider, {Usage("late", "alice", now_ - 1000, now_, 3, true)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 1u);
   // Still revoked after a restart.
   Stop();
   Start();
