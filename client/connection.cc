@@ -183,8 +183,11 @@ void Connection::FlushLoop() {
   }
 }
 
-CUresult Connection::ThrottleLocked() {
-  if (in_flight_calls_ < kWindowCalls && in_flight_bytes_ < kWindowBytes) return CUDA_SUCCESS;
+CUresult Connection::ThrottleLocked(size_t payload_size) {
+  if (in_flight_calls_ == 0) return CUDA_SUCCESS;
+  if (in_flight_calls_ < kWindowCalls && in_flight_bytes_ + payload_size <= kWindowBytes) {
+    return CUDA_SUCCESS;
+  }
   return CallLocked(Op::kBarrier, 0, {}, nullptr, 0, nullptr, {}, nullptr, false);
 }
 
@@ -193,7 +196,7 @@ CUresult Connection::Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) return kServerLost;
   if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
-  CUresult r = ThrottleLocked();
+  CUresult r = ThrottleLocked(payload_size);
   if (r != CUDA_SUCCESS) return r;
   wire::Call* call = posted_.mutable_call();
   call->set_seq(next_seq_++);

@@ -93,8 +93,9 @@ class Connection {
   void AddToBatch(const wire::Call& call, const void* payload, size_t size);
   // Sends the batch as one message, if it holds any call.
   Status SendBatch();
-  // Waits for the server once the in-flight window is full.
-  CUresult ThrottleLocked();
+  // Waits for the server when posting `payload_size` more bytes would overfill the in-flight
+  // window (a payload larger than the window then travels alone).
+  CUresult ThrottleLocked(size_t payload_size);
   // The batch-delay thread: sends a batch that waited batch_delay_us_ for company.
   void FlushLoop();
 

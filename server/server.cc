@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/log.h"
@@ -181,6 +182,11 @@ void Server::Serve() {
       copts.poll_us = options_.poll_us;
       copts.max_queued_messages = options_.max_queued_calls;
       copts.max_queued_bytes = static_cast<size_t>(options_.max_queued_mib) << 20;
+      // No single request moves more than a device holds (plus its header).
+      for (const auto& d : devices_.devices()) {
+        copts.max_message_bytes =
+            std::max<size_t>(copts.max_message_bytes, d.total_mem() + (1 << 20));
+      }
       std::unique_ptr<Channel> channel;
       Status st = p->Accept(copts, &channel);
       if (!st.ok()) {

@@ -1,6 +1,7 @@
 #include "transport/buffer_pool.h"
 
 #include <algorithm>
+#include <new>
 
 namespace rgpu {
 
@@ -9,7 +10,9 @@ BufferPool::~BufferPool() {
 }
 
 PayloadBuffer BufferPool::Acquire(size_t size) {
-  if (size < kMinPooled) return PayloadBuffer(new char[size], [](char* p) { delete[] p; });
+  if (size < kMinPooled) {
+    return PayloadBuffer(new (std::nothrow) char[size], [](char* p) { delete[] p; });
+  }
   char* data = nullptr;
   size_t capacity = 0;
   {
@@ -28,7 +31,8 @@ PayloadBuffer BufferPool::Acquire(size_t size) {
   }
   if (data == nullptr) {
     capacity = size;
-    data = new char[capacity];
+    data = new (std::nothrow) char[capacity];
+    if (data == nullptr) return PayloadBuffer(nullptr, [](char*) {});
   }
   std::weak_ptr<BufferPool> pool = weak_from_this();
   return PayloadBuffer(data, [pool, capacity](char* p) {

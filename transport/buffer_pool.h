@@ -24,7 +24,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
       : max_buffers_(max_buffers), max_bytes_(max_bytes) {}
   ~BufferPool();
 
-  // A buffer of at least `size` bytes (contents undefined). Thread-safe.
+  // A buffer of at least `size` bytes (contents undefined), or an empty one when memory for it
+  // cannot be had. Thread-safe.
   PayloadBuffer Acquire(size_t size);
 
  private:

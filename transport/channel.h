@@ -27,9 +27,11 @@ struct ChannelOptions {
   size_t rendezvous_threshold = 64 * 1024;
   // Bounds on what may wait in the receive queue (0: no bound). A peer that sends past either is
   // cut off: its further messages are dropped and Receive fails with kResourceExhausted, so a
-  // flood cannot exhaust this process's memory.
+  // flood cannot exhaust this process's memory. A message larger than max_queued_bytes is still
+  // taken when nothing else is queued, unless it is larger than max_message_bytes.
   size_t max_queued_messages = 0;
   size_t max_queued_bytes = 0;
+  size_t max_message_bytes = 0;
 };
 
 // A received message. The payload lies either in `owned` or in a buffer that the channel's

@@ -168,6 +168,40 @@ TEST_P(TransportTest, FloodPastTheQueueBoundIsCutOff) {
   EXPECT_LT(received, 2000u);
 }
 
+// A message larger than the receiver allows is refused before any memory is set aside for it.
+TEST_P(TransportTest, OversizedMessageIsRefused) {
+  TransportUrl url = Listen();
+  Status server_status;
+  std::thread server([&] {
+    std::unique_ptr<PendingConnection> pending;
+    server_status = listener_->WaitConnection(10000, &pending);
+    if (!server_status.ok()) return;
+    ChannelOptions options;
+    options.max_message_bytes = 100 * 1024;
+    std::unique_ptr<Channel> ch;
+    server_status = pending->Accept(options, &ch);
+    if (!server_status.ok()) return;
+    ReceivedMessage m;
+    server_status = ch->Receive(10000, &m);  // the small message
+    if (server_status.ok()) server_status = ch->Receive(10000, &m);
+    ch->Send("bye", nullptr, 0);
+    ReceivedMessage done;
+    ch->Receive(5000, &done);
+  });
+  std::unique_ptr<Channel> ch;
+  ASSERT_TRUE(ConnectChannel(url, ChannelOptions(), &ch).ok());
+  std::vector<char> small(1000, 's'), large(1 << 20, 'l');
+  ASSERT_TRUE(ch->Send("small", small.data(), small.size()).ok());
+  ASSERT_TRUE(ch->Post("large", large.data(), large.size()).ok());
+  ReceivedMessage m;
+  ASSERT_TRUE(ch->Receive(10000, &m).ok());
+  EXPECT_EQ(m.header, "bye");
+  ch.reset();
+  server.join();
+  EXPECT_EQ(server_status.code(), Status::Code::kResourceExhausted) << server_status.ToString();
+  EXPECT_NE(server_status.message().find("limit"), std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(Schemes, TransportTest, ::testing::Values("tcp", "shm"));
 
 TEST(TransportUrlTest, Parse) {

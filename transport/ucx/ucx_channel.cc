@@ -368,9 +368,11 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
 
 Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
   if (!overflow_.ok()) return overflow_;
-  Status s =
-      WaitUntil([this] { return !arrived_.empty() && arrived_.front()->complete; }, timeout_ms);
+  Status s = WaitUntil(
+      [this] { return !overflow_.ok() || (!arrived_.empty() && arrived_.front()->complete); },
+      timeout_ms);
   if (!s.ok()) return s;
+  if (!overflow_.ok()) return overflow_;
   std::unique_ptr<Slot> slot = std::move(arrived_.front());
   arrived_.pop_front();
   queued_.store(arrived_.size());
@@ -387,8 +389,15 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
   const ChannelOptions& o = self->options_;
   const size_t bytes = header_length + length;
   if (!self->overflow_.ok() || self->closing_) return UCS_OK;  // cut off or closing: drop
+  if (o.max_message_bytes > 0 && bytes > o.max_message_bytes) {
+    self->overflow_ =
+        ResourceExhausted("peer " + self->peer_ + " sent a message of " + std::to_string(bytes) +
+                          " bytes (limit " + std::to_string(o.max_message_bytes) + ")");
+    return UCS_OK;
+  }
   if ((o.max_queued_messages > 0 && self->arrived_.size() + 1 > o.max_queued_messages) ||
-      (o.max_queued_bytes > 0 && self->queued_bytes_ + bytes > o.max_queued_bytes)) {
+      (o.max_queued_bytes > 0 && self->queued_bytes_ > 0 &&
+       self->queued_bytes_ + bytes > o.max_queued_bytes)) {
     self->overflow_ =
         ResourceExhausted("peer " + self->peer_ + " sent past the receive-queue bound (" +
                           std::to_string(self->arrived_.size()) + " messages, " +
@@ -408,6 +417,12 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
     if (dest == nullptr) {
       m.owned = self->pool_->Acquire(length);
       dest = m.owned.get();
+      if (dest == nullptr) {
+        self->queued_bytes_ -= bytes;
+        self->overflow_ = ResourceExhausted("no memory for a message of " + std::to_string(length) +
+                                            " bytes from " + self->peer_);
+        return UCS_OK;
+      }
     }
     m.payload = static_cast<char*>(dest);
   }
