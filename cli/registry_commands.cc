@@ -397,7 +397,7 @@ int Usage(RegistryAccess access, const std::string& tenant, const std::string& p
          "calls", "bytes in", "bytes out", "busy ms", "GiB-s");
   for (const auto& u : reply.sessions()) {
     const std::string where = u.server_name() + "/" + std::to_string(u.session_id());
-    printf("%-10s %-24s %10.0f %8llu %12llu %12llu %10.1f %10.4f\n", u.tenant().c_str(),
+    printf("%-10s %-24s %10.0f %8llu %12llu %12llu %10.1f %10.4g\n", u.tenant().c_str(),
            where.c_str(), u.gpu_ms(), (unsigned long long)u.calls(),
            (unsigned long long)u.bytes_in(), (unsigned long long)u.bytes_out(), u.gpu_busy_ms(),
            u.memory_gib_seconds());

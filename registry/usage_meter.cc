@@ -8,7 +8,29 @@ UsageMeter::UsageMeter(std::string server_name, std::string boot, uint32_t gpu_i
     : server_name_(std::move(server_name)), boot_(std::move(boot)), gpu_index_(gpu_index) {}
 
 void UsageMeter::Started(uint64_t session_id, int64_t now_ms) {
-  if (!ended_.count(session_id)) sessions_[session_id].last_ms = now_ms;
+  if (ended_.count(session_id)) return;
+  Seen& seen = sessions_[session_id];
+  seen.last_ms = seen.observed_ms = now_ms;
+}
+
+void UsageMeter::Integrate(Seen* seen, uint64_t memory, int64_t now_ms) {
+  if (seen->observed_ms == 0) seen->observed_ms = now_ms;
+  if (now_ms > seen->observed_ms) {
+    const double gib = (static_cast<double>(seen->memory) + static_cast<double>(memory)) / 2.0 /
+                       (1024.0 * 1024.0 * 1024.0);
+    seen->gib_seconds += gib * static_cast<double>(now_ms - seen->observed_ms) / 1000.0;
+    seen->observed_ms = now_ms;
+  }
+  seen->memory = memory;
+}
+
+void UsageMeter::Observe(const wire::StatusReply& live, int64_t now_ms) {
+  for (const auto& stats : live.sessions()) {
+    if (ended_.count(stats.session_id()) || stats.tenant().empty()) continue;
+    Seen& seen = sessions_[stats.session_id()];
+    if (seen.last_ms == 0) seen.last_ms = now_ms;
+    Integrate(&seen, stats.memory_bytes(), now_ms);
+  }
 }
 
 UsageRecord UsageMeter::Delta(const wire::SessionStats& now, Seen* seen, int64_t now_ms) {
@@ -29,12 +51,10 @@ UsageRecord UsageMeter::Delta(const wire::SessionStats& now, Seen* seen, int64_t
   r.set_bytes_in(grew(now.bytes_in(), before.bytes_in()));
   r.set_bytes_out(grew(now.bytes_out(), before.bytes_out()));
   r.set_gpu_busy_ms(std::max(0.0, now.gpu_busy_seconds() - before.gpu_busy_seconds()) * 1000.0);
-  // Memory held, by the trapezoid rule between the previous figure (0 at the session's start)
-  // and this one.
-  const double gib =
-      (static_cast<double>(before.memory_bytes()) + static_cast<double>(now.memory_bytes())) / 2.0 /
-      (1024.0 * 1024.0 * 1024.0);
-  r.set_memory_gib_seconds(gib * static_cast<double>(end - seen->last_ms) / 1000.0);
+  // Memory held, by the trapezoid rule between observations (0 at the session's start).
+  Integrate(seen, now.memory_bytes(), end);
+  r.set_memory_gib_seconds(seen->gib_seconds);
+  seen->gib_seconds = 0;
   seen->last = now;
   seen->last_ms = end;
   return r;

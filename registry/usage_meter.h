@@ -23,6 +23,9 @@ class UsageMeter {
 
   // A session began at `now_ms` (its first record's interval starts here).
   void Started(uint64_t session_id, int64_t now_ms);
+  // Integrates the device memory of the sessions in `live` up to `now_ms`, without making
+  // records; call it more often than Sample() for a finer integral (short sessions included).
+  void Observe(const wire::StatusReply& live, int64_t now_ms);
   // Records for every admitted live session in `live`, as of `now_ms`.
   void Sample(const wire::StatusReply& live, int64_t now_ms, std::vector<UsageRecord>* out);
   // The final record of a session from its last figures; later samples that still list it are
@@ -33,7 +36,12 @@ class UsageMeter {
   struct Seen {
     wire::SessionStats last;  // figures already reported
     int64_t last_ms = 0;      // end of the previous record's interval
+    uint64_t memory = 0;      // device memory at the last observation
+    int64_t observed_ms = 0;  // time of the last observation
+    double gib_seconds = 0;   // memory integrated since the previous record
   };
+  // Adds memory held since the last observation (trapezoid rule) and observes `memory`.
+  static void Integrate(Seen* seen, uint64_t memory, int64_t now_ms);
   UsageRecord Delta(const wire::SessionStats& now, Seen* seen, int64_t now_ms);
 
   std::string server_name_;

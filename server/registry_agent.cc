@@ -92,6 +92,7 @@ void RegistryAgent::SessionEnded(const wire::SessionStats& last) {
     meter_->Ended(last, NowMs(), &records);
   }
   AddRecords(std::move(records));
+  report_now_.store(true);
   wake_.notify_all();  // a session's end is reported promptly: it frees its lease
 }
 
@@ -140,6 +141,7 @@ bool RegistryAgent::SendBatch() {
 
 void RegistryAgent::Loop() {
   auto next_heartbeat = std::chrono::steady_clock::now();
+  auto next_report = next_heartbeat + std::chrono::milliseconds(options_.report_ms);
   while (!stop_.load()) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_heartbeat) {
@@ -158,17 +160,29 @@ void RegistryAgent::Loop() {
       }
       next_heartbeat = now + std::chrono::milliseconds(heartbeat_ms_);
     }
+    // Memory is observed every observe_ms; records are made and sent every report_ms, and
+    // at once when a session ends (its end frees its lease at the registry).
+    const bool report = report_now_.exchange(false) || now >= next_report;
     std::vector<registry::UsageRecord> records;
     {
       const wire::StatusReply live = sessions_();
       std::lock_guard<std::mutex> lock(mu_);
-      meter_->Sample(live, NowMs(), &records);
+      if (report) {
+        meter_->Sample(live, NowMs(), &records);
+      } else {
+        meter_->Observe(live, NowMs());
+      }
     }
-    AddRecords(std::move(records));
-    while (pending() > 0 && !stop_.load() && SendBatch()) {
+    if (report) {
+      next_report = now + std::chrono::milliseconds(options_.report_ms);
+      AddRecords(std::move(records));
+      while (pending() > 0 && !stop_.load() && SendBatch()) {
+      }
     }
     std::unique_lock<std::mutex> lock(wake_mu_);
-    wake_.wait_for(lock, std::chrono::milliseconds(options_.report_ms));
+    wake_.wait_for(lock,
+                   std::chrono::milliseconds(std::min(options_.observe_ms, options_.report_ms)),
+                   [this] { return stop_.load() || report_now_.load(); });
   }
 }
 

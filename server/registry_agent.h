@@ -29,7 +29,8 @@ struct RegistryAgentOptions {
   std::string tls_ca;            // CA certificate (PEM) when the registry serves TLS
   std::string server_name;       // as tokens name this server
   std::string server_url;        // where tenants reach this server
-  int report_ms = 1000;          // usage sampling and sending interval
+  int report_ms = 1000;          // usage records are made and sent this often
+  int observe_ms = 100;          // device memory is sampled this often (for GiB-seconds)
   size_t max_pending = 1000000;  // records kept while the registry is unreachable
   // Called with each record the registry acknowledged (for audits); must not call the agent.
   std::function<void(const registry::UsageRecord&)> on_acknowledged;
@@ -69,6 +70,7 @@ class RegistryAgent {
   std::deque<registry::UsageRecord> pending_;
   uint32_t heartbeat_ms_ = 2000;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> report_now_{false};  // a session ended: report without waiting
   std::mutex wake_mu_;
   std::condition_variable wake_;
   std::thread thread_;

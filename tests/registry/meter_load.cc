@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     options.server_name = "load-" + std::to_string(i);
     options.server_url = "tcp://127.0.0.1:" + std::to_string(40000 + i);
     options.report_ms = report_ms;
+    options.observe_ms = report_ms;
     options.on_acknowledged = [&](const rgpu::registry::UsageRecord& r) {
       std::lock_guard<std::mutex> lock(acked_mu);
       if (!acked_ids.insert(r.record_id()).second) {

@@ -48,6 +48,22 @@ TEST(UsageMeter, RecordsDeltasOverIntervals) {
   EXPECT_EQ(out[0].record_id(), "host1:boot1:1");
 }
 
+TEST(UsageMeter, ObservationsBetweenSamplesRefineMemory) {
+  UsageMeter meter("host1", "boot1");
+  meter.Started(1, 1000);
+  wire::StatusReply live;
+  *live.add_sessions() = Stats(1, 1, 1, 2ull << 30);  // 2 GiB
+  meter.Observe(live, 1100);                          // (0 + 2) / 2 x 0.1 s = 0.1
+  meter.Observe(live, 2100);                          // 2 x 1 s = 2
+  std::vector<UsageRecord> out;
+  meter.Ended(Stats(1, 5, 5, 0), 2200, &out);  // (2 + 0) / 2 x 0.1 s = 0.1
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_DOUBLE_EQ(out[0].memory_gib_seconds(), 2.2);
+  EXPECT_EQ(out[0].start_ms(), 1000);
+  EXPECT_EQ(out[0].end_ms(), 2200);
+  EXPECT_EQ(out[0].calls(), 5u);
+}
+
 TEST(UsageMeter, EndedSessionsAreNotCountedAgain) {
   UsageMeter meter("host1", "boot1");
   std::vector<UsageRecord> out;
