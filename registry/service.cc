@@ -485,7 +485,17 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
                 (long long)w->placement.queue_ms());
   PlaceUpdate update;
   *update.mutable_placement() = w->placement;
-  writer->Write(update);
+  if (!writer->Write(update)) {
+    // The caller went away before hearing of its placement: nobody will use the lease.
+    RGPU_LOG_WARN("tenant %s left before its placement arrived; lease %s ended", tenant.c_str(),
+                  w->lease.lease_id.c_str());
+    lock.lock();
+    EndLease(w->lease.lease_id);
+    Dispatch();
+    lock.unlock();
+    PersistEnded({w->lease.lease_id}, Now());
+    return grpc::Status(grpc::StatusCode::CANCELLED, "caller gone");
+  }
   return grpc::Status::OK;
 }
 
