@@ -2,7 +2,8 @@
 # End to end: a CUDA program run through `rgpu run --registry` on a softgpu rgpu-server that
 # registered with the registry. The registry places it and signs its token, the server verifies
 # the token offline, the program runs; the server's metering reaches the registry, the session's
-# end frees its lease, and the bill prices what was measured. Then: a full GPU answers with a
+# end frees its lease, and the bill prices what was measured. The registry is SIGKILLed in the
+# middle of a streaming session and counts exactly the server's calls. Then: a full GPU answers with a
 # queue position, a waiting request is placed once a lease expires, and revocation stops
 # placements.
 #   run_program.sh BIN_DIR PROGRAMS_DIR
@@ -10,7 +11,8 @@ set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
 registry="" server=""
-trap 'kill $registry $server 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+hold=""
+trap 'kill -9 $hold 2>/dev/null; kill $registry $server 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "run_program: $*"; echo "-- registry log"; tail -20 "$work/registry.log"; echo "-- server log"; tail -20 "$work/server.log"; exit 1; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 printf 'gpu 0.002 1 rgpu softgpu\nburst_premium_per_gb 0.5\n' >"$work/prices"
@@ -52,6 +54,40 @@ assert abs(bill["total"] - (bill["base_fee"] + bill["burst_premium"] + bill["pri
 print("run_program: %d session(s), %.0f GPU ms, billed %.6f %s" % (len(usage), gpu_ms, bill["total"], bill["currency"]))
 PY
 "$bin/rgpu" bill --tenant alice | grep -q "^TOTAL" || fail "bill table"
+
+# The registry is SIGKILLed and restarted while a session streams data: the server's agent keeps
+# its records until the restarted registry acknowledges them, the lease survives the restart, the
+# session's end frees it, and the registry counts exactly the calls the server counted.
+"$bin/rgpu" run --memory 512M -- "$programs/driver_hold_memory" >"$work/hold.out" 2>&1 &
+hold=$!
+for _ in $(seq 300); do grep -q ready "$work/hold.out" && break; sleep 0.1; done
+grep -q ready "$work/hold.out" || fail "driver_hold_memory did not start: $(cat "$work/hold.out")"
+sleep 1.5
+kill -9 "$registry"
+wait "$registry" 2>/dev/null
+sleep 1
+"$bin/rgpu-registry" --listen "$RGPU_REGISTRY" --db "$work/registry.db" --signing-key "$work/key.pem" \
+  --prices "$work/prices" --heartbeat-ms 500 2>>"$work/registry.log" &
+registry=$!
+for _ in $(seq 300); do
+  "$bin/rgpu" gpus --json 2>/dev/null | grep -q '"state": "available"' && break
+  sleep 0.1
+done
+sleep 1.5
+kill -9 "$hold"
+wait "$hold" 2>/dev/null
+for _ in $(seq 300); do
+  [ "$("$bin/rgpu" gpus --json | json 'd[0]["leases"]')" = 0 ] && break
+  sleep 0.1
+done
+[ "$("$bin/rgpu" gpus --json | json 'd[0]["leases"]')" = 0 ] || fail "lease not freed after the restart"
+session=$(grep "driver_hold_memory" "$work/server.log" | sed -n 's/.*session \([0-9]*\):.*/\1/p' | tail -1)
+server_calls=$(sed -n "s/.*session $session: closed after \([0-9]*\) calls.*/\1/p" "$work/server.log")
+[ -n "$server_calls" ] || fail "no close line for session $session"
+registry_calls=$("$bin/rgpu" usage --json | json "sum(u['calls'] for u in d if u['session'] == $session)")
+[ "$server_calls" = "$registry_calls" ] ||
+  fail "session $session: server counted $server_calls calls, registry $registry_calls"
+echo "run_program: registry SIGKILLed mid-session; $server_calls calls counted once on both sides"
 
 # A lease that takes the whole GPU and is never used (the program does not touch the GPU) holds
 # it until it expires; meanwhile a request that cannot wait gets its queue position, and one
