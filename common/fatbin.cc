@@ -27,9 +27,18 @@ T ReadLe(const uint8_t* p) {
 // Sizes of the ELF64 structures we read; offsets follow the System V gABI.
 constexpr size_t kElf64HeaderSize = 64;
 
-uint64_t ElfExtent(const uint8_t* elf) {
-  const uint8_t elf_class = elf[4];
-  if (elf_class != 2) return kElf64HeaderSize;  // only ELF64 cubins exist for 64-bit hosts
+// True when [offset, offset + size) lies within `limit` bytes (no overflow).
+bool Within(uint64_t offset, uint64_t size, uint64_t limit) {
+  return offset <= limit && size <= limit - offset;
+}
+
+// The end of an ELF64 file: the furthest byte of its header, program and section header tables,
+// sections and segments. With a `limit` (the bytes actually held) nothing past it is read, and a
+// file whose tables or sections reach past it is an error; without one (UINT64_MAX) the file is
+// trusted, as CUDA trusts a program's own memory.
+Status ElfExtent(const uint8_t* elf, uint64_t limit, uint64_t* extent) {
+  if (limit < kElf64HeaderSize) return InvalidArgument("ELF: shorter than its header");
+  if (elf[4] != 2) return InvalidArgument("ELF: not a 64-bit file");
   uint64_t end = kElf64HeaderSize;
   const uint64_t phoff = ReadLe<uint64_t>(elf + 0x20);
   const uint64_t shoff = ReadLe<uint64_t>(elf + 0x28);
@@ -37,23 +46,39 @@ uint64_t ElfExtent(const uint8_t* elf) {
   const uint16_t phnum = ReadLe<uint16_t>(elf + 0x38);
   const uint16_t shentsize = ReadLe<uint16_t>(elf + 0x3A);
   const uint16_t shnum = ReadLe<uint16_t>(elf + 0x3C);
-  if (phoff != 0) end = std::max<uint64_t>(end, phoff + uint64_t{phentsize} * phnum);
-  if (shoff != 0) end = std::max<uint64_t>(end, shoff + uint64_t{shentsize} * shnum);
+  if (phoff != 0) {
+    if (!Within(phoff, uint64_t{phentsize} * phnum, limit)) {
+      return InvalidArgument("ELF: program headers lie outside the image");
+    }
+    end = std::max<uint64_t>(end, phoff + uint64_t{phentsize} * phnum);
+  }
+  if (shoff != 0) {
+    if (!Within(shoff, uint64_t{shentsize} * shnum, limit)) {
+      return InvalidArgument("ELF: section headers lie outside the image");
+    }
+    end = std::max<uint64_t>(end, shoff + uint64_t{shentsize} * shnum);
+  }
   for (uint16_t i = 0; i < shnum && shoff != 0 && shentsize >= 64; ++i) {
     const uint8_t* sh = elf + shoff + uint64_t{i} * shentsize;
     const uint32_t type = ReadLe<uint32_t>(sh + 4);
     const uint64_t offset = ReadLe<uint64_t>(sh + 0x18);
     const uint64_t size = ReadLe<uint64_t>(sh + 0x20);
     constexpr uint32_t kShtNobits = 8;
-    if (type != kShtNobits) end = std::max(end, offset + size);
+    if (type == kShtNobits) continue;
+    if (!Within(offset, size, limit))
+      return InvalidArgument("ELF: a section lies outside the image");
+    end = std::max(end, offset + size);
   }
   for (uint16_t i = 0; i < phnum && phoff != 0 && phentsize >= 56; ++i) {
     const uint8_t* ph = elf + phoff + uint64_t{i} * phentsize;
     const uint64_t offset = ReadLe<uint64_t>(ph + 0x08);
     const uint64_t filesz = ReadLe<uint64_t>(ph + 0x20);
+    if (!Within(offset, filesz, limit))
+      return InvalidArgument("ELF: a segment lies outside the image");
     end = std::max(end, offset + filesz);
   }
-  return end;
+  *extent = end;
+  return Status::Ok();
 }
 
 Status Decompress(uint64_t flags, const uint8_t* data, size_t size, uint64_t uncompressed_size,
@@ -127,7 +152,9 @@ Status CopyStandaloneImage(const void* image, std::string* out) {
       return Status::Ok();
     }
     case ImageKind::kElf: {
-      const uint64_t extent = ElfExtent(bytes);
+      uint64_t extent = 0;
+      Status s = ElfExtent(bytes, UINT64_MAX, &extent);
+      if (!s.ok()) return s;
       if (extent > kMaxUncompressedSize) return InvalidArgument("fatbin: implausible ELF size");
       out->assign(reinterpret_cast<const char*>(bytes), extent);
       return Status::Ok();
@@ -139,6 +166,28 @@ Status CopyStandaloneImage(const void* image, std::string* out) {
     }
   }
   return Internal("fatbin: unreachable image kind");
+}
+
+Status CheckImage(const void* data, size_t size, ImageKind* kind) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  *kind = size >= 4 ? Classify(data) : ImageKind::kPtx;
+  switch (*kind) {
+    case ImageKind::kWrapper:
+      return InvalidArgument(
+          "fatbin: a wrapper points into the memory of the process that made it; send its "
+          "container");
+    case ImageKind::kContainer: {
+      std::vector<Entry> entries;
+      return ParseContainer(data, size, &entries);
+    }
+    case ImageKind::kElf: {
+      uint64_t extent = 0;
+      return ElfExtent(bytes, size, &extent);
+    }
+    case ImageKind::kPtx:
+      return Status::Ok();
+  }
+  return InvalidArgument("fatbin: unknown image kind");
 }
 
 Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries) {

@@ -42,6 +42,13 @@ ImageKind Classify(const void* image);
 // Trusts the image as CUDA does (process-local memory handed over by the program).
 Status CopyStandaloneImage(const void* image, std::string* out);
 
+// Checks that an image received from elsewhere (`size` bytes at `data`) is self-contained, so a
+// driver given only its address reads nothing outside it: a container must parse completely, an
+// ELF file's tables, sections and segments must lie inside, a wrapper (which points into another
+// process's memory) is refused. PTX is accepted as is (the caller NUL-terminates it). Sets
+// *kind either way.
+Status CheckImage(const void* data, size_t size, ImageKind* kind);
+
 // Parses a container (not a wrapper) held in `size` bytes and returns its entries in order with
 // payloads decompressed (ZSTD and LZ4 entries). Malformed or truncated input is an error.
 Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/fatbin.h"
 #include "common/log.h"
 #include "proto/protocol_version.h"
 #include "server/device_catalog.h"
@@ -638,15 +639,29 @@ CUresult Session::HandleMemset(CallState& cs) {
 
 CUresult Session::HandleModuleLoadData(CallState& cs) {
   if (cs.payload_size == 0) return CUDA_ERROR_INVALID_IMAGE;
-  // The image was copied whole by the client; the backend parses it (bounds-checked there).
-  // A PTX image must be NUL-terminated within the payload.
+  // The backend gets only the image's address, so the image must be self-contained within the
+  // payload: checked here first. A PTX image is NUL-terminated after the payload.
+  rgpu::fatbin::ImageKind kind;
+  Status checked = rgpu::fatbin::CheckImage(cs.payload, cs.payload_size, &kind);
+  if (!checked.ok()) {
+    cs.detail = "malformed module image: " + checked.message();
+    RGPU_LOG_WARN("session %llu: %s", (unsigned long long)id_, cs.detail.c_str());
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
   std::unique_ptr<char[]> image(new char[cs.payload_size + 1]);
   memcpy(image.get(), cs.payload, cs.payload_size);
   image[cs.payload_size] = '\0';
   CUmodule module = nullptr;
   CUresult r = drv_.cuModuleLoadData(&module, image.get());
   if (r != CUDA_SUCCESS) {
-    cs.detail = "backend could not load the module image";
+    uint16_t machine = 0;
+    if (kind == rgpu::fatbin::ImageKind::kElf) memcpy(&machine, cs.payload + 18, sizeof machine);
+    constexpr uint16_t kEmAmdgpu = 224;
+    cs.detail = machine == kEmAmdgpu
+                    ? "the backend cannot run this AMDGPU code object (a HIP program's kernels)"
+                    : "the backend could not load the module image";
+    RGPU_LOG_WARN("session %llu: module refused (%d): %s", (unsigned long long)id_, r,
+                  cs.detail.c_str());
     return r;
   }
   cs.reply->add_values(modules_.Insert(ModuleRecord{module, cs.ctx_id}));

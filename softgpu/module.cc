@@ -124,6 +124,15 @@ CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program,
     case rgpu::fatbin::ImageKind::kContainer:
       return LoadContainer(image, program, error);
     case rgpu::fatbin::ImageKind::kElf: {
+      uint16_t machine = 0;
+      memcpy(&machine, static_cast<const uint8_t*>(image) + 18, sizeof machine);
+      constexpr uint16_t kEmAmdgpu = 224;
+      if (machine == kEmAmdgpu) {
+        return Refuse(CUDA_ERROR_NO_BINARY_FOR_GPU,
+                      "module is AMDGPU code (a HIP program's code object); the software GPU "
+                      "runs only PTX",
+                      error);
+      }
       uint32_t flags = 0;
       memcpy(&flags, static_cast<const uint8_t*>(image) + 0x30, 4);
       const uint32_t sm = (flags >> 8) & 0xff;

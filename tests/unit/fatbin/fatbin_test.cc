@@ -180,6 +180,48 @@ TEST(FatbinTest, ClassifiesEveryImageKind) {
   EXPECT_EQ(Classify(&wrapper), ImageKind::kWrapper);
 }
 
+// Images received from another process are checked to be self-contained: a container that parses,
+// an ELF file whose tables and sections lie inside, never a wrapper.
+TEST(FatbinTest, CheckImageAcceptsSelfContainedImagesOnly) {
+  const std::string container = ReadFile("kernel_default.fatbin");
+  ImageKind kind;
+  EXPECT_TRUE(CheckImage(container.data(), container.size(), &kind).ok());
+  EXPECT_EQ(kind, ImageKind::kContainer);
+  EXPECT_FALSE(CheckImage(container.data(), container.size() - 1, &kind).ok());
+
+  std::vector<Entry> entries;
+  ASSERT_TRUE(ParseContainer(container.data(), container.size(), &entries).ok());
+  const Entry* sass = FindKind(entries, EntryKind::kElf);
+  ASSERT_NE(sass, nullptr);
+  const std::string& elf = sass->payload;
+  EXPECT_TRUE(CheckImage(elf.data(), elf.size(), &kind).ok());
+  EXPECT_EQ(kind, ImageKind::kElf);
+  // Cut short: the section header table (at the end of nvcc's cubins) lies outside.
+  Status s = CheckImage(elf.data(), elf.size() - 8, &kind);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("outside"), std::string::npos) << s.ToString();
+  // A section header table offset pointing far away.
+  std::string far = elf;
+  const uint64_t huge = ~uint64_t{0} - 16;
+  memcpy(far.data() + 0x28, &huge, sizeof huge);
+  EXPECT_FALSE(CheckImage(far.data(), far.size(), &kind).ok());
+  EXPECT_FALSE(CheckImage(elf.data(), 40, &kind).ok()) << "shorter than an ELF header";
+
+  // A wrapper points into its maker's memory.
+  struct {
+    uint32_t magic = kWrapperMagic;
+    uint32_t version = 1;
+    const void* data;
+    const void* unused = nullptr;
+  } wrapper{kWrapperMagic, 1, container.data(), nullptr};
+  EXPECT_FALSE(CheckImage(&wrapper, sizeof wrapper, &kind).ok());
+  EXPECT_EQ(kind, ImageKind::kWrapper);
+
+  const char ptx[] = ".version 9.0\n";
+  EXPECT_TRUE(CheckImage(ptx, sizeof ptx - 1, &kind).ok());
+  EXPECT_EQ(kind, ImageKind::kPtx);
+}
+
 TEST(FatbinTest, CopyStandaloneImage) {
   const std::string container = ReadFile("kernel_default.fatbin");
   std::string out;
