@@ -176,7 +176,9 @@ void RegistryAgent::Loop() {
     if (report) {
       next_report = now + std::chrono::milliseconds(options_.report_ms);
       AddRecords(std::move(records));
-      while (pending() > 0 && !stop_.load() && SendBatch()) {
+      // A long backlog (after the registry was away) goes in batches, with heartbeats between.
+      while (pending() > 0 && !stop_.load() && std::chrono::steady_clock::now() < next_heartbeat &&
+             SendBatch()) {
       }
     }
     std::unique_lock<std::mutex> lock(wake_mu_);
