@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   app.add_option("--registry-ca", options.registry_ca,
                  "CA certificate (PEM) to trust when the registry serves TLS");
   app.add_option("--advertise", options.advertise_url,
-                 "URL tenants reach this server at (default: the bound listen URL)");
+                 "URL tenants reach this server at (default: the bound listen URL, with this "
+                 "host's name for 0.0.0.0)");
   app.add_option("--interconnect-gbps", options.interconnect_gbps,
                  "host-to-GPU bandwidth to advertise to the registry, GB/s");
   app.add_option("--port-file", port_file,

@@ -27,6 +27,13 @@ Status Server::StartRegistryAgent() {
   agent_options.tls_ca = options_.registry_ca;
   agent_options.server_name = options_.name;
   agent_options.server_url = options_.advertise_url.empty() ? url_ : options_.advertise_url;
+  if (const auto any = agent_options.server_url.find("://0.0.0.0:"); any != std::string::npos) {
+    // Listening on every address: tenants elsewhere reach this host by its name.
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0 && host[0] != '\0') {
+      agent_options.server_url.replace(any + 3, 7, host);
+    }
+  }
   std::vector<registry::GpuSpec> gpus;
   for (size_t i = 0; i < devices_.devices().size(); ++i) {
     const wire::DeviceInfo& d = devices_.devices()[i];
