@@ -21,6 +21,8 @@
 
 #include <atomic>
 
+#include "interpose/common/private_runtime.h"
+
 #define RGPU_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
@@ -43,54 +45,10 @@ std::atomic<bool> g_reported[kEntryCount];
 pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
 void* g_runtime = nullptr;
 
-bool LoggingEnabled() {
-  const char* v = getenv("RGPU_LOG");
-  return v != nullptr && *v != '\0' && strcmp(v, "off") != 0 && strcmp(v, "0") != 0;
-}
-
-// Where librgpu-client.so is: RGPU_CLIENT_LIBRARY, else beside this library.
-void RuntimePath(char* out, size_t size) {
-  const char* override_path = getenv("RGPU_CLIENT_LIBRARY");
-  if (override_path != nullptr && *override_path != '\0') {
-    snprintf(out, size, "%s", override_path);
-    return;
-  }
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&RuntimePath), &info) != 0 && info.dli_fname != nullptr) {
-    snprintf(out, size, "%s", info.dli_fname);
-    char* slash = strrchr(out, '/');
-    if (slash != nullptr) {
-      snprintf(slash + 1, size - (slash + 1 - out), "librgpu-client.so");
-      return;
-    }
-  }
-  snprintf(out, size, "librgpu-client.so");
-}
-
-// Signals whose handlers UCX installs when it loads (its UCX_ERROR_SIGNALS default). They belong
-// to the program, so their dispositions are put back once the runtime is loaded.
-constexpr int kProgramSignals[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE};
-
 void LoadRuntime() {
-  char path[4096];
-  RuntimePath(path, sizeof path);
-  struct sigaction saved[sizeof kProgramSignals / sizeof kProgramSignals[0]];
-  for (size_t i = 0; i < sizeof kProgramSignals / sizeof kProgramSignals[0]; ++i) {
-    sigaction(kProgramSignals[i], nullptr, &saved[i]);
-  }
-  const char* plain = getenv("RGPU_NO_DLMOPEN");
-  if (plain != nullptr && *plain == '1') {
-    g_runtime = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  } else {
-    g_runtime = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
-  }
-  for (size_t i = 0; i < sizeof kProgramSignals / sizeof kProgramSignals[0]; ++i) {
-    sigaction(kProgramSignals[i], &saved[i], nullptr);
-  }
-  if (g_runtime == nullptr) {
-    // Said even when logging is off: without the runtime no driver call can work.
-    fprintf(stderr, "rgpu: cannot load the client runtime %s: %s\n", path, dlerror());
-  }
+  g_runtime =
+      rgpu::interpose::LoadPrivateRuntime("RGPU_CLIENT_LIBRARY", "librgpu-client.so",
+                                          reinterpret_cast<void*>(&LoadRuntime), "client runtime");
 }
 
 // The implementation of entry `index`, or `fallback` when the runtime has none.
@@ -108,7 +66,7 @@ void* Resolve(int index, void* fallback) {
 }
 
 CUresult Unsupported(int index) {
-  if (!g_reported[index].exchange(true) && LoggingEnabled()) {
+  if (!g_reported[index].exchange(true) && rgpu::interpose::LoggingEnabled()) {
     fprintf(stderr, "rgpu: %s is not supported; returning CUDA_ERROR_NOT_SUPPORTED\n",
             kEntryNames[index]);
   }

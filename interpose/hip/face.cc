@@ -19,6 +19,8 @@
 
 #include <atomic>
 
+#include "interpose/common/private_runtime.h"
+
 #if !defined(__x86_64__)
 #error "the HIP face's trampolines are written for x86-64 (HIP 5.2 ships for x86-64 only)"
 #endif
@@ -42,54 +44,14 @@ std::atomic<bool> g_reported[kEntryCount];
 pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
 void* g_runtime = nullptr;
 
-bool LoggingEnabled() {
-  const char* v = getenv("RGPU_LOG");
-  return v != nullptr && *v != '\0' && strcmp(v, "off") != 0 && strcmp(v, "0") != 0;
-}
-
-// Where librgpu-hip-runtime.so is: RGPU_HIP_RUNTIME_LIBRARY, else beside this library.
-void RuntimePath(char* out, size_t size) {
-  const char* override_path = getenv("RGPU_HIP_RUNTIME_LIBRARY");
-  if (override_path != nullptr && *override_path != '\0') {
-    snprintf(out, size, "%s", override_path);
-    return;
-  }
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&RuntimePath), &info) != 0 && info.dli_fname != nullptr) {
-    snprintf(out, size, "%s", info.dli_fname);
-    char* slash = strrchr(out, '/');
-    if (slash != nullptr) {
-      snprintf(slash + 1, size - (slash + 1 - out), "librgpu-hip-runtime.so");
-      return;
-    }
-  }
-  snprintf(out, size, "librgpu-hip-runtime.so");
-}
-
-// Signals whose handlers UCX installs when it loads; they belong to the program.
-constexpr int kProgramSignals[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE};
-constexpr size_t kSignalCount = sizeof kProgramSignals / sizeof kProgramSignals[0];
-
 void LoadRuntime() {
-  char path[4096];
-  RuntimePath(path, sizeof path);
-  struct sigaction saved[kSignalCount];
-  for (size_t i = 0; i < kSignalCount; ++i) sigaction(kProgramSignals[i], nullptr, &saved[i]);
-  const char* plain = getenv("RGPU_NO_DLMOPEN");
-  if (plain != nullptr && *plain == '1') {
-    g_runtime = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  } else {
-    g_runtime = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
-  }
-  for (size_t i = 0; i < kSignalCount; ++i) sigaction(kProgramSignals[i], &saved[i], nullptr);
-  if (g_runtime == nullptr) {
-    // Said even when logging is off: without the runtime no HIP call can work.
-    fprintf(stderr, "rgpu: cannot load the HIP runtime %s: %s\n", path, dlerror());
-  }
+  g_runtime =
+      rgpu::interpose::LoadPrivateRuntime("RGPU_HIP_RUNTIME_LIBRARY", "librgpu-hip-runtime.so",
+                                          reinterpret_cast<void*>(&LoadRuntime), "HIP runtime");
 }
 
 void Report(int index, const char* answer) {
-  if (!g_reported[index].exchange(true) && LoggingEnabled()) {
+  if (!g_reported[index].exchange(true) && rgpu::interpose::LoggingEnabled()) {
     fprintf(stderr, "rgpu: %s is not supported; returning %s\n", kEntryNames[index], answer);
   }
 }

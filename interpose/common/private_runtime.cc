@@ -1,0 +1,62 @@
+#include "interpose/common/private_runtime.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace rgpu::interpose {
+
+namespace {
+
+// Where the runtime is: $override_env, else `file_name` beside the library holding `anchor`.
+void RuntimePath(const char* override_env, const char* file_name, const void* anchor, char* out,
+                 size_t size) {
+  const char* override_path = getenv(override_env);
+  if (override_path != nullptr && *override_path != '\0') {
+    snprintf(out, size, "%s", override_path);
+    return;
+  }
+  Dl_info info;
+  if (dladdr(anchor, &info) != 0 && info.dli_fname != nullptr) {
+    snprintf(out, size, "%s", info.dli_fname);
+    char* slash = strrchr(out, '/');
+    if (slash != nullptr) {
+      snprintf(slash + 1, size - (slash + 1 - out), "%s", file_name);
+      return;
+    }
+  }
+  snprintf(out, size, "%s", file_name);
+}
+
+// Signals whose handlers UCX installs when it loads (its UCX_ERROR_SIGNALS default).
+constexpr int kProgramSignals[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE};
+constexpr size_t kSignalCount = sizeof kProgramSignals / sizeof kProgramSignals[0];
+
+}  // namespace
+
+bool LoggingEnabled() {
+  const char* v = getenv("RGPU_LOG");
+  return v != nullptr && *v != '\0' && strcmp(v, "off") != 0 && strcmp(v, "0") != 0;
+}
+
+void* LoadPrivateRuntime(const char* override_env, const char* file_name, const void* anchor,
+                         const char* what) {
+  char path[4096];
+  RuntimePath(override_env, file_name, anchor, path, sizeof path);
+  struct sigaction saved[kSignalCount];
+  for (size_t i = 0; i < kSignalCount; ++i) sigaction(kProgramSignals[i], nullptr, &saved[i]);
+  const char* plain = getenv("RGPU_NO_DLMOPEN");
+  void* runtime = plain != nullptr && *plain == '1'
+                      ? dlopen(path, RTLD_NOW | RTLD_LOCAL)
+                      : dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+  for (size_t i = 0; i < kSignalCount; ++i) sigaction(kProgramSignals[i], &saved[i], nullptr);
+  if (runtime == nullptr) {
+    // Said even when logging is off: without the runtime no GPU call can work.
+    fprintf(stderr, "rgpu: cannot load the %s %s: %s\n", what, path, dlerror());
+  }
+  return runtime;
+}
+
+}  // namespace rgpu::interpose

@@ -1,0 +1,20 @@
+// What the exported faces (librgpu-cuda.so, librgpu-hip.so) share: finding and loading their
+// runtime library into a private link namespace, and the quiet-by-default logging switch.
+// libc only: the faces must not bring any other dependency into the tenant's process.
+#pragma once
+
+namespace rgpu::interpose {
+
+// True when RGPU_LOG asks for messages (set, and not "off" or "0").
+bool LoggingEnabled();
+
+// Loads the runtime library `file_name` that lives beside the library containing `anchor` (or the
+// path in the environment variable `override_env`, when set) with dlmopen(LM_ID_NEWLM), so that
+// its dependencies (protobuf, UCX, libstdc++) stay out of the program's namespace
+// (RGPU_NO_DLMOPEN=1: plain dlopen, for debugging). The handlers of the signals UCX takes over
+// when it loads (SIGILL, SIGSEGV, SIGBUS, SIGFPE) are put back: they belong to the program.
+// Returns the handle, or nullptr after saying why on stderr (`what` names the runtime there).
+void* LoadPrivateRuntime(const char* override_env, const char* file_name, const void* anchor,
+                         const char* what);
+
+}  // namespace rgpu::interpose
