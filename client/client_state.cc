@@ -1,8 +1,20 @@
 #include "client/client_state.h"
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 
+#include "client/thread_setup.h"
 #include "common/log.h"
+
+extern "C" void rgpu_client_prepare_thread() {
+  thread_local bool ready = false;
+  if (ready) return;
+  ready = true;
+  using InitFn = void (*)();
+  static const InitFn init = reinterpret_cast<InitFn>(dlsym(RTLD_DEFAULT, "__ctype_init"));
+  if (init != nullptr) init();
+}
 
 namespace rgpu::client {
 
@@ -13,6 +25,7 @@ ClientState& ClientState::Get() {
 }
 
 CUresult ClientState::Initialize() {
+  rgpu_client_prepare_thread();
   std::lock_guard<std::mutex> lock(mu_);
   if (init_done_) return init_result_;
   init_done_ = true;

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "client/thread_setup.h"
 #include "interpose/hip/runtime.h"
 
 namespace rgpu::hip {
@@ -38,24 +39,10 @@ Error CheckDevice(int device) {
   return device >= 0 && device < count ? hipSuccess : hipErrorInvalidDevice;
 }
 
-// glibc sets up a thread's ctype tables (isspace, toupper, ...) only in the libc that started
-// the thread, and in the thread that loads a namespace. A thread the program started after the
-// runtime was loaded into its private namespace (hipcc programs load it at start-up, when they
-// register their code) has none in this namespace's libc, and the client's first connection
-// (UCX's configuration parser) crashed on it. So each thread sets them up on its first call.
-void PrepareThread() {
-  thread_local bool ready = false;
-  if (ready) return;
-  ready = true;
-  using InitFn = void (*)();
-  static const InitFn init = reinterpret_cast<InitFn>(dlsym(RTLD_DEFAULT, "__ctype_init"));
-  if (init != nullptr) init();
-}
-
 }  // namespace
 
 Error Initialize(int* count) {
-  PrepareThread();
+  rgpu_client_prepare_thread();  // every HIP call on a new thread passes here first
   std::call_once(g_init_once, [] {
     CUresult r = CU(cuInit)(0);
     if (r == CUDA_SUCCESS) r = CU(cuDeviceGetCount)(&g_device_count);
