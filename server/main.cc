@@ -63,6 +63,9 @@ int main(int argc, char** argv) {
   app.add_option("--advertise", options.advertise_url,
                  "URL tenants reach this server at (default: the bound listen URL, with this "
                  "host's name for 0.0.0.0)");
+  app.add_option("--metering-spool", options.metering_spool,
+                 "keep usage records the registry has not acknowledged in this file too, so that "
+                 "a restarted server still delivers them");
   app.add_option("--interconnect-gbps", options.interconnect_gbps,
                  "host-to-GPU bandwidth to advertise to the registry, GB/s");
   app.add_option("--port-file", port_file,

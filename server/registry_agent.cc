@@ -1,6 +1,9 @@
 #include "server/registry_agent.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 
 #include "common/log.h"
@@ -44,6 +47,11 @@ Status RegistryAgent::Start(const RegistryAgentOptions& options,
   if (!s.ok()) return s;
   stub_ = registry::Registry::NewStub(channel);
   meter_ = std::make_unique<registry::UsageMeter>(options.server_name, BootId());
+  if (!options.spool_path.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = LoadSpool();
+    if (!s.ok()) return s;
+  }
   s = Register(public_key_pem);
   if (!s.ok()) return s;
   thread_ = std::thread([this] { Loop(); });
@@ -97,12 +105,64 @@ void RegistryAgent::SessionEnded(const wire::SessionStats& last) {
 }
 
 void RegistryAgent::AddRecords(std::vector<registry::UsageRecord> records) {
+  if (records.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& r : records) pending_.push_back(std::move(r));
   while (pending_.size() > options_.max_pending) {
     RGPU_LOG_ERROR("registry unreachable too long: dropping usage record %s",
                    pending_.front().record_id().c_str());
     pending_.pop_front();
+  }
+  WriteSpool();
+}
+
+Status RegistryAgent::LoadSpool() {
+  FILE* f = fopen(options_.spool_path.c_str(), "rb");
+  if (f == nullptr) return Status::Ok();  // nothing left by an earlier run
+  size_t loaded = 0;
+  Status status;
+  for (;;) {
+    unsigned char prefix[4];
+    const size_t got = fread(prefix, 1, sizeof prefix, f);
+    if (got == 0) break;
+    const uint32_t size =
+        prefix[0] | (prefix[1] << 8) | (prefix[2] << 16) | (static_cast<uint32_t>(prefix[3]) << 24);
+    std::string bytes;
+    registry::UsageRecord record;
+    if (got == sizeof prefix && size <= (1u << 20)) bytes.resize(size);
+    if (got != sizeof prefix || size > (1u << 20) || fread(bytes.data(), 1, size, f) != size ||
+        !record.ParseFromString(bytes)) {
+      status = InvalidArgument("metering spool " + options_.spool_path + " is damaged after " +
+                               std::to_string(loaded) + " record(s)");
+      break;
+    }
+    pending_.push_back(std::move(record));
+    ++loaded;
+  }
+  fclose(f);
+  if (loaded > 0) {
+    RGPU_LOG_INFO("%zu usage record(s) from %s to deliver", loaded, options_.spool_path.c_str());
+  }
+  return status;
+}
+
+void RegistryAgent::WriteSpool() {
+  if (options_.spool_path.empty()) return;
+  const std::string tmp = options_.spool_path + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "wb");
+  bool ok = f != nullptr;
+  for (size_t i = 0; ok && i < pending_.size(); ++i) {
+    const std::string bytes = pending_[i].SerializeAsString();
+    const uint32_t size = static_cast<uint32_t>(bytes.size());
+    const unsigned char prefix[4] = {
+        static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
+        static_cast<unsigned char>(size >> 16), static_cast<unsigned char>(size >> 24)};
+    ok = fwrite(prefix, 1, 4, f) == 4 && fwrite(bytes.data(), 1, size, f) == size;
+  }
+  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  if (f != nullptr) ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp.c_str(), options_.spool_path.c_str()) != 0) {
+    RGPU_LOG_ERROR("cannot write the metering spool %s", options_.spool_path.c_str());
   }
 }
 
@@ -136,6 +196,7 @@ bool RegistryAgent::SendBatch() {
     }
     if (options_.on_acknowledged) options_.on_acknowledged(sent);
   }
+  WriteSpool();
   return true;
 }
 

@@ -32,6 +32,9 @@ struct RegistryAgentOptions {
   int report_ms = 1000;          // usage records are made and sent this often
   int observe_ms = 100;          // device memory is sampled this often (for GiB-seconds)
   size_t max_pending = 1000000;  // records kept while the registry is unreachable
+  // When set, unacknowledged records are also kept in this file (rewritten atomically as they
+  // come and go), and an agent started with it sends what an earlier run left there.
+  std::string spool_path;
   // Called with each record the registry acknowledged (for audits); must not call the agent.
   std::function<void(const registry::UsageRecord&)> on_acknowledged;
 };
@@ -60,6 +63,9 @@ class RegistryAgent {
   // Sends up to one batch of pending records; true when the registry acknowledged it.
   bool SendBatch();
   void AddRecords(std::vector<registry::UsageRecord> records);
+  // The spool file: pending_ as length-prefixed records. Under mu_.
+  Status LoadSpool();
+  void WriteSpool();
 
   RegistryAgentOptions options_;
   std::vector<registry::GpuSpec> gpus_;

@@ -25,6 +25,7 @@ Status Server::StartRegistryAgent() {
   agent_options.address = options_.registry;
   agent_options.provider_key = options_.provider_key;
   agent_options.tls_ca = options_.registry_ca;
+  agent_options.spool_path = options_.metering_spool;
   agent_options.server_name = options_.name;
   agent_options.server_url = options_.advertise_url.empty() ? url_ : options_.advertise_url;
   if (const auto any = agent_options.server_url.find("://0.0.0.0:"); any != std::string::npos) {

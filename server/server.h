@@ -46,6 +46,7 @@ struct ServerOptions {
   std::string registry_ca;       // CA certificate when the registry serves TLS
   std::string advertise_url;     // URL tenants reach this server at (default: the bound URL)
   double interconnect_gbps = 0;  // host-to-GPU bandwidth to advertise, GB/s (0: unknown)
+  std::string metering_spool;    // file keeping unacknowledged usage records across restarts
   // Per-session bound on requests received and not yet served; a client that sends past it
   // (a flood: rgpu's own client never does) has its session closed with the reason.
   int max_queued_calls = 4096;

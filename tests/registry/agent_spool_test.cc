@@ -1,0 +1,148 @@
+// RegistryAgent's metering spool (server/registry_agent.h): records the registry never
+// acknowledged survive the server process and are delivered, once, by the next one.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "proto/signed_token.h"
+#include "registry/service.h"
+#include "server/registry_agent.h"
+
+namespace rgpu::registry {
+namespace {
+
+class TestRegistry {
+ public:
+  // Starts the service on `port` (0: any) over the SQLite file in `dir`.
+  TestRegistry(const std::string& dir, int port) {
+    RegistryOptions options;
+    options.signing_key_path = dir + "/key.pem";
+    std::ifstream pub(dir + "/key.pub");
+    std::stringstream text;
+    text << pub.rdbuf();
+    options.public_key_pem = text.str();
+    std::unique_ptr<Db> db;
+    EXPECT_TRUE(OpenSqlite(dir + "/registry.db", &db).ok());
+    std::unique_ptr<Store> store;
+    EXPECT_TRUE(Store::Open(std::move(db), &store).ok());
+    EXPECT_TRUE(RegistryService::Create(std::move(store), options, &service_).ok());
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    stub_ = Stub();
+  }
+  ~TestRegistry() {
+    service_->Shutdown();
+    server_->Shutdown();
+  }
+  int port() const { return port_; }
+  std::unique_ptr<registry::Registry::Stub> Stub() {
+    return registry::Registry::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                                           grpc::InsecureChannelCredentials()));
+  }
+  std::unique_ptr<registry::Registry::Stub> stub_;
+
+ private:
+  std::unique_ptr<RegistryService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST(AgentSpool, UndeliveredRecordsOutliveTheServer) {
+  char dir[] = "/tmp/rgpu-spool-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  ASSERT_TRUE(GenerateTokenKeys(d + "/key.pem", d + "/key.pub").ok());
+  auto registry = std::make_unique<TestRegistry>(d, 0);
+  const int port = registry->port();
+  ASSERT_NE(port, 0);
+  std::string provider_key;
+  {
+    NameRequest req;
+    req.set_name("acme");
+    KeyReply reply;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(registry->stub_->CreateProvider(&ctx, req, &reply).ok());
+    provider_key = reply.key();
+  }
+  server::RegistryAgentOptions options;
+  options.address = "127.0.0.1:" + std::to_string(port);
+  options.provider_key = provider_key;
+  options.server_name = "host1";
+  options.server_url = "tcp://127.0.0.1:7000";
+  options.report_ms = 50;
+  options.observe_ms = 50;
+  options.spool_path = d + "/spool";
+  GpuSpec gpu;
+  gpu.set_model("GPU");
+  gpu.set_memory_bytes(1ull << 30);
+  auto no_sessions = [] { return wire::StatusReply(); };
+  wire::SessionStats session;
+  session.set_session_id(1);
+  session.set_tenant("alice");
+  session.set_calls(100);
+
+  // The first server process: registered, then the registry goes away, then the session ends
+  // and the server stops before the record could be delivered.
+  auto first = std::make_unique<server::RegistryAgent>();
+  ASSERT_TRUE(first->Start(options, {gpu}, no_sessions, nullptr).ok());
+  registry.reset();
+  first->SessionStarted(1);
+  first->SessionEnded(session);
+  ASSERT_EQ(first->pending(), 1u);
+  first->Stop(0);
+  EXPECT_EQ(first->pending(), 1u);
+  first.reset();
+
+  // The registry returns; the next server process delivers the record from the spool.
+  registry = std::make_unique<TestRegistry>(d, port);
+  ASSERT_EQ(registry->port(), port);
+  server::RegistryAgent second;
+  ASSERT_TRUE(second.Start(options, {gpu}, no_sessions, nullptr).ok());
+  while (second.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  second.Stop(0);
+  UsageReply usage;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(registry->stub_->Usage(&ctx, UsageQuery(), &usage).ok());
+  ASSERT_EQ(usage.sessions_size(), 1);
+  EXPECT_EQ(usage.sessions(0).calls(), 100u);
+  EXPECT_EQ(usage.sessions(0).records(), 1u);
+  // Nothing is left to send again.
+  server::RegistryAgent third;
+  ASSERT_TRUE(third.Start(options, {gpu}, no_sessions, nullptr).ok());
+  EXPECT_EQ(third.pending(), 0u);
+  third.Stop(0);
+  std::string command = "rm -rf " + d;
+  (void)!system(command.c_str());
+}
+
+TEST(AgentSpool, ADamagedSpoolIsAClearError) {
+  char dir[] = "/tmp/rgpu-spool-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  {
+    std::ofstream spool(d + "/spool");
+    spool << "garbage that is not a record";
+  }
+  server::RegistryAgentOptions options;
+  options.address = "127.0.0.1:1";
+  options.provider_key = "k";
+  options.server_name = "host1";
+  options.spool_path = d + "/spool";
+  server::RegistryAgent agent;
+  Status s = agent.Start(
+      options, {}, [] { return wire::StatusReply(); }, nullptr);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("is damaged"), std::string::npos) << s.message();
+  std::string command = "rm -rf " + d;
+  (void)!system(command.c_str());
+}
+
+}  // namespace
+}  // namespace rgpu::registry
