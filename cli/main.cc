@@ -55,6 +55,9 @@ int Run(const std::string& server, const std::string& token, std::vector<std::st
   char resolved[PATH_MAX];
   if (realpath(lib.c_str(), resolved) != nullptr) lib = resolved;
   std::string preload = lib;
+  // HIP programs get the HIP face beside it (it loads nothing in a process that never calls HIP).
+  const std::string hip = lib.substr(0, lib.rfind('/') + 1) + "librgpu-hip.so";
+  if (Exists(hip)) preload += ":" + hip;
   if (const char* existing = getenv("LD_PRELOAD"); existing && *existing) {
     preload += std::string(":") + existing;
   }
@@ -91,6 +94,9 @@ int main(int argc, char** argv) {
                   "when --server is not given)");
   run->add_option("--api-key", access.api_key, "the tenant's API key (default $RGPU_API_KEY)");
   run->add_option("--gpu-type", place.gpu_type, "GPU model to ask for (substring; default any)");
+  run->add_option("--backend", place.backend,
+                  "server backend to ask for: cuda, hip (HIP programs' kernels) or softgpu")
+      ->check(CLI::IsMember({"cuda", "hip", "softgpu"}));
   run->add_option("--memory", place.memory, "device memory to ask for (K/M/G suffixes)")
       ->capture_default_str();
   run->add_option("--share", place.compute_share, "percent of a GPU's compute to ask for")

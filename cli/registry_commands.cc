@@ -452,6 +452,7 @@ int Place(RegistryAccess access, const PlaceOptions& options, std::string* serve
     return 2;
   }
   request.set_gpu_type(options.gpu_type);
+  request.set_backend(options.backend);
   request.set_memory_bytes(memory);
   request.set_compute_share(static_cast<uint32_t>(options.compute_share));
   request.set_priority(options.priority);

@@ -40,6 +40,7 @@ int Earnings(RegistryAccess access, const std::string& provider, const std::stri
 
 struct PlaceOptions {
   std::string gpu_type;
+  std::string backend;  // "" = any
   std::string memory = "1G";
   int compute_share = 25;
   int priority = 0;

@@ -20,6 +20,7 @@ bool TypeMatches(const std::string& model, const std::string& type) {
 
 bool Fits(const GpuLoad& gpu, const PlacementAsk& ask) {
   if (!gpu.placeable || !TypeMatches(gpu.model, ask.gpu_type)) return false;
+  if (!ask.backend.empty() && gpu.backend != ask.backend) return false;
   const uint64_t free_memory =
       gpu.memory_total > gpu.memory_committed ? gpu.memory_total - gpu.memory_committed : 0;
   const uint32_t free_share =

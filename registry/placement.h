@@ -3,7 +3,8 @@
 //
 // Policy (fragmentation-aware best fit over two resources, memory and compute share):
 //   - a GPU is a candidate when it is placeable (online, its provider not revoked), its model
-//     contains the requested type (case-insensitive; "" matches any), and both its free memory
+//     contains the requested type (case-insensitive; "" matches any), its server's backend is the
+//     one asked for (a HIP program's kernels need "hip"; "" matches any), and both its free memory
 //     and its free compute share cover the request;
 //   - among candidates, the one with the lowest score wins, where with m and c the fractions of
 //     the GPU's memory and compute share that would be left free after placing,
@@ -25,6 +26,7 @@ constexpr uint32_t kSharePerGpu = 100;  // compute share units (percent) a GPU o
 struct GpuLoad {
   bool placeable = false;
   std::string model;
+  std::string backend;  // the serving backend's kind ("cuda", "hip", "softgpu")
   uint64_t memory_total = 0;
   uint64_t memory_committed = 0;
   uint32_t share_committed = 0;
@@ -35,6 +37,7 @@ struct PlacementAsk {
   std::string gpu_type;  // "" = any
   uint64_t memory = 0;
   uint32_t share = 25;  // 1..kSharePerGpu
+  std::string backend;  // "" = any
 };
 
 // True when the GPU could take the request now.

@@ -108,6 +108,7 @@ Status RegistryService::Load() {
     const size_t i = gpus_.size();
     GpuLoad load;
     load.model = g.spec.model();
+    load.backend = g.spec.backend();
     load.memory_total = g.spec.memory_bytes();
     ServerState& server = servers_[g.server_name];
     server.provider = g.provider;
@@ -252,6 +253,7 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
       gpus_[index].row = row;
     }
     loads_[index].model = spec.model();
+    loads_[index].backend = spec.backend();
     loads_[index].memory_total = spec.memory_bytes();
   }
   server.online = true;
@@ -403,6 +405,7 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
   auto w = std::make_shared<Waiter>();
   w->tenant = tenant;
   w->ask.gpu_type = req->gpu_type();
+  w->ask.backend = req->backend();
   w->ask.memory = req->memory_bytes() ? req->memory_bytes() : (1ull << 30);
   w->ask.share = req->compute_share() ? req->compute_share() : 25;
   w->priority = req->priority();

@@ -23,11 +23,14 @@ int main(int argc, char** argv) {
   CLI::App app{"rgpu-server: lends this machine's GPUs to remote tenants"};
   app.add_option("--listen", options.listen, "URL to listen on: tcp://HOST:PORT or shm://HOST:PORT")
       ->capture_default_str();
-  app.add_option("--backend", options.backend, "cuda (the real driver) or softgpu (CPU)")
-      ->check(CLI::IsMember({"cuda", "softgpu"}))
+  app.add_option("--backend", options.backend,
+                 "cuda (NVIDIA's driver), hip (AMD GPUs through ROCm's HIP runtime) or softgpu "
+                 "(the CPU)")
+      ->check(CLI::IsMember({"cuda", "hip", "softgpu"}))
       ->capture_default_str();
   app.add_option("--cuda-library", options.driver_library,
-                 "driver library to dlopen (default libcuda.so.1 or libsoftgpu-cuda.so)");
+                 "driver library to dlopen (default: libcuda.so.1, librgpu-backend-hip.so or "
+                 "libsoftgpu-cuda.so by backend)");
   app.add_option("--poll-us", options.poll_us, "microseconds a session busy-polls before it sleeps")
       ->capture_default_str();
   app.add_option(

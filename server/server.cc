@@ -87,10 +87,12 @@ Status Server::Start(const ServerOptions& options) {
   if (lib.empty()) {
     if (options.backend == "cuda") {
       lib = "libcuda.so.1";
+    } else if (options.backend == "hip") {
+      lib = "librgpu-backend-hip.so";
     } else if (options.backend == "softgpu") {
       lib = "libsoftgpu-cuda.so";
     } else {
-      return InvalidArgument("unknown backend '" + options.backend + "' (cuda or softgpu)");
+      return InvalidArgument("unknown backend '" + options.backend + "' (cuda, hip or softgpu)");
     }
   }
   Status s = CudaDriver::Load(lib, &driver_);

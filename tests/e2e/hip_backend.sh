@@ -10,8 +10,8 @@ backend=$lib/librgpu-backend-hip.so
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 start() {  # start [ENV=VALUE...]: runs the server to its exit; output in $work/log
-  env "$@" timeout 30 "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend cuda \
-    --cuda-library "$backend" --port-file "$work/url" >"$work/log" 2>&1
+  env "$@" timeout 30 "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend hip \
+    --port-file "$work/url" >"$work/log" 2>&1
 }
 start RGPU_HIP_LIBRARY=/nonexistent/libamdhip64.so.5
 rc=$?

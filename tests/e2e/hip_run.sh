@@ -17,9 +17,9 @@ shift 2
 lib=$bin/../lib
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-# `rgpu run` preloads the CUDA face; the HIP face is preloaded here as well (it carries the
-# SONAME libamdhip64.so.5, so hipcc programs bind to it).
-run() { LD_PRELOAD="$lib/librgpu-hip.so${LD_PRELOAD:+:$LD_PRELOAD}" "$bin/rgpu" run -- "$@"; }
+# `rgpu run` preloads the CUDA face and the HIP face (which carries the SONAME libamdhip64.so.5,
+# so hipcc programs bind to it).
+run() { "$bin/rgpu" run -- "$@"; }
 case $expect in
   pass)
     run "$@" >"$out" 2>&1; rc=$?

@@ -51,6 +51,17 @@ TEST(Placement, RespectsTypeStateAndCapacity) {
   EXPECT_EQ(ChooseGpu(gpus, {"", 1, 20}), -1);  // no memory left
 }
 
+TEST(Placement, RespectsTheBackendAskedFor) {
+  std::vector<GpuLoad> gpus = {Gpu("NVIDIA H100", 80 * G), Gpu("AMD Instinct MI210", 64 * G)};
+  gpus[0].backend = "cuda";
+  gpus[1].backend = "hip";
+  EXPECT_EQ(ChooseGpu(gpus, {"", 1 * G, 25, "hip"}), 1);  // a HIP program's kernels
+  EXPECT_EQ(ChooseGpu(gpus, {"", 1 * G, 25, "cuda"}), 0);
+  EXPECT_EQ(ChooseGpu(gpus, {"", 70 * G, 25, "hip"}), -1);  // the HIP GPU is too small
+  EXPECT_FALSE(EverFits(gpus, {"", 1 * G, 25, "softgpu"}));
+  EXPECT_EQ(ChooseGpu(gpus, {"", 1 * G, 25}), 1);  // any backend: the tighter fit
+}
+
 TEST(Placement, TiesGoToTheLessLoadedGpu) {
   std::vector<GpuLoad> gpus = {Gpu("A", 16 * G), Gpu("A", 16 * G)};
   gpus[0].leases = 3;
