@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <map>
 #include <memory>
 
 #include "registry/channel.h"
@@ -381,7 +382,7 @@ int Usage(RegistryAccess access, const std::string& tenant, const std::string& p
           "\"model\": %s, \"session\": %llu, \"start_ms\": %lld, \"end_ms\": %lld, \"gpu_ms\": %s, "
           "\"calls\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu, \"gpu_busy_ms\": %s, "
           "\"memory_gib_seconds\": %s, \"queue_ms\": %s, \"records\": %u, "
-          "\"placement_queue_s\": %s, \"priority\": %d}",
+          "\"placement_queue_s\": %s, \"priority\": %d, \"calls_by_kind\": {",
           i ? "," : "", Json(u.tenant()).c_str(), Json(u.provider()).c_str(),
           Json(u.server_name()).c_str(), u.gpu_index(), Json(u.model()).c_str(),
           (unsigned long long)u.session_id(), (long long)u.start_ms(), (long long)u.end_ms(),
@@ -389,6 +390,13 @@ int Usage(RegistryAccess access, const std::string& tenant, const std::string& p
           (unsigned long long)u.bytes_out(), Num(u.gpu_busy_ms()).c_str(),
           Num(u.memory_gib_seconds()).c_str(), Num(u.queue_ms()).c_str(), u.records(),
           Num(u.placement_queue_s()).c_str(), u.priority());
+      std::map<std::string, uint64_t> kinds(u.calls_by_kind().begin(), u.calls_by_kind().end());
+      const char* sep = "";
+      for (const auto& [kind, n] : kinds) {
+        printf("%s%s: %llu", sep, Json(kind).c_str(), (unsigned long long)n);
+        sep = ", ";
+      }
+      printf("}}");
     }
     printf("]\n");
     return 0;
@@ -401,6 +409,10 @@ int Usage(RegistryAccess access, const std::string& tenant, const std::string& p
            where.c_str(), u.gpu_ms(), (unsigned long long)u.calls(),
            (unsigned long long)u.bytes_in(), (unsigned long long)u.bytes_out(), u.gpu_busy_ms(),
            u.memory_gib_seconds());
+    std::map<std::string, uint64_t> kinds(u.calls_by_kind().begin(), u.calls_by_kind().end());
+    std::string line;
+    for (const auto& [kind, n] : kinds) line += " " + kind + "=" + std::to_string(n);
+    if (!line.empty()) printf("%-10s   calls:%s\n", "", line.c_str());
   }
   return 0;
 }

@@ -705,6 +705,7 @@ Status RegistryService::SessionsUsage(const UsageQuery& q, std::vector<SessionUs
     u.set_end_ms(std::max(u.end_ms(), r.end_ms()));
     u.set_gpu_ms(u.gpu_ms() + static_cast<double>(r.end_ms() - r.start_ms()));
     u.set_calls(u.calls() + r.calls());
+    for (const auto& [kind, n] : r.calls_by_kind()) (*u.mutable_calls_by_kind())[kind] += n;
     u.set_bytes_in(u.bytes_in() + r.bytes_in());
     u.set_bytes_out(u.bytes_out() + r.bytes_out());
     u.set_gpu_busy_ms(u.gpu_busy_ms() + r.gpu_busy_ms());

@@ -1,6 +1,7 @@
 #include "registry/store.h"
 
 #include <cstdio>
+#include <map>
 
 namespace rgpu::registry {
 namespace {
@@ -29,10 +30,34 @@ CREATE TABLE IF NOT EXISTS usage (
   end_ms BIGINT NOT NULL, calls BIGINT NOT NULL, bytes_in BIGINT NOT NULL,
   bytes_out BIGINT NOT NULL, gpu_busy_ms DOUBLE PRECISION NOT NULL,
   memory_gib_seconds DOUBLE PRECISION NOT NULL, queue_ms DOUBLE PRECISION NOT NULL,
-  session_ended INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL);
+  session_ended INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
+  calls_by_kind TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS usage_by_tenant ON usage (tenant, end_ms);
 CREATE INDEX IF NOT EXISTS usage_by_provider ON usage (provider, end_ms);
 )sql";
+
+// Calls by kind as stored: "Name=count,Name=count" (operation names are identifiers).
+std::string EncodeCalls(const google::protobuf::Map<std::string, uint64_t>& calls) {
+  std::map<std::string, uint64_t> sorted(calls.begin(), calls.end());
+  std::string out;
+  for (const auto& [kind, n] : sorted) {
+    if (!out.empty()) out += ',';
+    out += kind + "=" + std::to_string(n);
+  }
+  return out;
+}
+
+void DecodeCalls(const std::string& text, google::protobuf::Map<std::string, uint64_t>* calls) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) (*calls)[item.substr(0, eq)] = std::stoull(item.substr(eq + 1));
+    start = end + 1;
+  }
+}
 
 std::string Num(int64_t v) { return std::to_string(v); }
 std::string Num(uint64_t v) { return std::to_string(v); }
@@ -194,13 +219,13 @@ Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint
     statements.push_back(
         {"INSERT INTO usage (record_id, server_name, gpu_index, tenant, session_id, start_ms, "
          "end_ms, calls, bytes_in, bytes_out, gpu_busy_ms, memory_gib_seconds, queue_ms, "
-         "session_ended, provider, model) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-         "$12, $13, $14, $15, $16) ON CONFLICT (record_id) DO NOTHING",
+         "session_ended, provider, model, calls_by_kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
+         "$9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT (record_id) DO NOTHING",
          {r.record_id(), r.server_name(), Num(uint64_t{r.gpu_index()}), r.tenant(),
           Num(r.session_id()), Num(r.start_ms()), Num(r.end_ms()), Num(r.calls()),
           Num(r.bytes_in()), Num(r.bytes_out()), Real(r.gpu_busy_ms()),
           Real(r.memory_gib_seconds()), Real(r.queue_ms()), r.session_ended() ? "1" : "0",
-          row.provider, row.model}});
+          row.provider, row.model, EncodeCalls(r.calls_by_kind())}});
   }
   std::vector<int64_t> changed;
   Status s = db_->Transaction(statements, &changed);
@@ -269,7 +294,8 @@ Status Store::QueryUsage(const std::string& tenant, const std::string& provider,
   Status s = db_->Query(
       "SELECT record_id, server_name, gpu_index, tenant, session_id, start_ms, end_ms, calls, "
       "bytes_in, bytes_out, gpu_busy_ms, memory_gib_seconds, queue_ms, session_ended, provider, "
-      "model FROM usage WHERE end_ms >= $1 AND end_ms < $2 AND ($3 = '' OR tenant = $3) AND "
+      "model, calls_by_kind FROM usage WHERE end_ms >= $1 AND end_ms < $2 AND ($3 = '' OR tenant = "
+      "$3) AND "
       "($4 = '' OR provider = $4) ORDER BY server_name, session_id, end_ms",
       {Num(from_ms), Num(to_ms), tenant, provider}, &rows);
   for (const auto& r : rows) {
@@ -291,6 +317,7 @@ Status Store::QueryUsage(const std::string& tenant, const std::string& provider,
     rec.set_session_ended(I(r[13]) != 0);
     u.provider = r[14];
     u.model = r[15];
+    DecodeCalls(r[16], rec.mutable_calls_by_kind());
     out->push_back(std::move(u));
   }
   return s;

@@ -48,6 +48,13 @@ UsageRecord UsageMeter::Delta(const wire::SessionStats& now, Seen* seen, int64_t
   // Counters only grow; a smaller figure (never expected) counts as no change.
   auto grew = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
   r.set_calls(grew(now.calls(), before.calls()));
+  for (const auto& [kind, n] : now.calls_by_kind()) {
+    auto it = before.calls_by_kind().find(kind);
+    const uint64_t delta = grew(n, it == before.calls_by_kind().end() ? 0 : it->second);
+    if (delta > 0) (*r.mutable_calls_by_kind())[kind] = delta;
+  }
+  r.set_queue_ms(std::max(0.0, now.queue_seconds() - before.queue_seconds()) * 1000.0);
+  if (now.device() >= 0) r.set_gpu_index(static_cast<uint32_t>(now.device()));
   r.set_bytes_in(grew(now.bytes_in(), before.bytes_in()));
   r.set_bytes_out(grew(now.bytes_out(), before.bytes_out()));
   r.set_gpu_busy_ms(std::max(0.0, now.gpu_busy_seconds() - before.gpu_busy_seconds()) * 1000.0);

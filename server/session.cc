@@ -62,6 +62,13 @@ wire::SessionStats Session::Stats() const {
   st.set_memory_bytes(live_bytes_.load());
   st.set_gpu_busy_seconds(gpu_busy_seconds_.load());
   st.set_calls(calls_.load());
+  for (size_t op = 1; op < calls_by_op_.size(); ++op) {
+    const uint64_t n = calls_by_op_[op].load(std::memory_order_relaxed);
+    const OpInfo* info = FindOp(static_cast<uint32_t>(op));
+    if (n > 0 && info != nullptr) (*st.mutable_calls_by_kind())[info->name] = n;
+  }
+  st.set_queue_seconds(queue_seconds_.load());
+  st.set_device(device_.load());
   st.set_bytes_in(bytes_in_.load());
   st.set_bytes_out(bytes_out_.load());
   st.set_queue_depth(channel_->queued());
@@ -249,6 +256,9 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
   cs.reply = reply;
   CUresult result;
   const OpInfo* info = FindOp(call.op());
+  if (info != nullptr && call.op() < calls_by_op_.size()) {
+    calls_by_op_[call.op()].fetch_add(1, std::memory_order_relaxed);
+  }
   if (info == nullptr) {
     cs.detail = "unknown operation " + std::to_string(call.op());
     result = CUDA_ERROR_NOT_SUPPORTED;
@@ -393,6 +403,7 @@ CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
   rec.device = device;
   rec.primary = primary;
   *id = contexts_.Insert(rec);
+  if (device_.load() < 0) device_.store(device);
   return CUDA_SUCCESS;
 }
 
@@ -785,7 +796,11 @@ CUresult Session::HandleLaunchKernelOnStream(CallState& cs) {
     // Fair sharing: the kernel runs in its turn and alone, timed to its completion.
     CUresult r = AfterStreamWork(cs, stream_id);
     if (r != CUDA_SUCCESS) return r;
+    const auto queued = std::chrono::steady_clock::now();
     scheduler_->Acquire(account());
+    queue_seconds_.store(queue_seconds_.load() +
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - queued)
+                             .count());  // only this thread writes
     const auto start = std::chrono::steady_clock::now();
     r = drv_.cuLaunchKernel(f->function, static_cast<unsigned>(cs.arg(1)),
                             static_cast<unsigned>(cs.arg(2)), static_cast<unsigned>(cs.arg(3)),

@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <cstdint>
@@ -185,6 +186,11 @@ class Session {
   size_t output_capacity_ = 0;
   std::atomic<uint64_t> live_bytes_{0};
   std::atomic<uint64_t> calls_{0};
+  // Metering by operation (index: Op value), the time kernels waited for the GPU, and the device
+  // of the first context (-1 until there is one). Written by the session thread only.
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Op::kCount)> calls_by_op_{};
+  std::atomic<double> queue_seconds_{0};
+  std::atomic<int> device_{-1};
   // The first failure of a posted call not yet reported to the client.
   CUresult async_error_ = CUDA_SUCCESS;
   std::string async_error_detail_;

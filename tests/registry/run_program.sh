@@ -40,6 +40,12 @@ done
 calls=$(json 'sum(u["calls"] for u in d)' <"$work/usage.json")
 moved=$(json 'sum(u["bytes_in"] + u["bytes_out"] for u in d)' <"$work/usage.json")
 [ "$calls" -gt 0 ] && [ "$moved" -gt 0 ] || fail "no usage metered: $(cat "$work/usage.json")"
+# Calls are metered by kind too, and the kinds add up to the calls.
+by_kind=$(json 'sum(sum(u["calls_by_kind"].values()) for u in d)' <"$work/usage.json")
+launches=$(json 'sum(n for u in d for k, n in u["calls_by_kind"].items() if k.startswith("LaunchKernel"))' \
+  <"$work/usage.json")
+[ "$by_kind" = "$calls" ] && [ "$launches" -gt 0 ] ||
+  fail "calls by kind ($by_kind, $launches launches) do not add up to $calls calls"
 "$bin/rgpu" bill --tenant alice --json >"$work/bill.json" || fail "bill"
 python3 - "$work" <<'PY' || fail "bill does not price the usage"
 import json, sys

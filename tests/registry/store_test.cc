@@ -62,6 +62,8 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
     r.set_bytes_in(1ull << 40);  // beyond 32 bits
     r.set_gpu_busy_ms(12.5);
     r.set_memory_gib_seconds(0.125);
+    (*r.mutable_calls_by_kind())["LaunchKernelOnStream"] = calls - 1;
+    (*r.mutable_calls_by_kind())["MemAlloc"] = 1;
     return row;
   }
 
@@ -155,6 +157,10 @@ TEST_P(StoreTest, UsageRecordsAreStoredOnce) {
   EXPECT_EQ(rows[0].record.bytes_in(), 1ull << 40);
   EXPECT_DOUBLE_EQ(rows[0].record.gpu_busy_ms(), 12.5);
   EXPECT_EQ(rows[0].model, "rgpu softgpu");
+  EXPECT_EQ(rows[0].record.calls_by_kind().at("MemAlloc"), 1u);
+  EXPECT_EQ(rows[0].record.calls_by_kind().at("LaunchKernelOnStream") +
+                rows[1].record.calls_by_kind().at("LaunchKernelOnStream"),
+            28u);
   rows.clear();
   ASSERT_TRUE(store_->QueryUsage("", "acme", 5500, 7000, &rows).ok());  // end in [5500, 7000)
   ASSERT_EQ(rows.size(), 1u);

@@ -48,6 +48,34 @@ TEST(UsageMeter, RecordsDeltasOverIntervals) {
   EXPECT_EQ(out[0].record_id(), "host1:boot1:1");
 }
 
+TEST(UsageMeter, CallsByKindQueueTimeAndDevice) {
+  UsageMeter meter("host1", "boot1");
+  meter.Started(7, 1000);
+  std::vector<UsageRecord> out;
+  wire::StatusReply live;
+  wire::SessionStats s = Stats(7, 12, 0, 0);
+  (*s.mutable_calls_by_kind())["MemAlloc"] = 2;
+  (*s.mutable_calls_by_kind())["LaunchKernelOnStream"] = 10;
+  s.set_queue_seconds(0.5);
+  s.set_device(1);
+  *live.add_sessions() = s;
+  meter.Sample(live, 2000, &out);
+  (*s.mutable_calls_by_kind())["LaunchKernelOnStream"] = 15;
+  (*s.mutable_calls_by_kind())["MemFree"] = 2;
+  s.set_calls(19);
+  s.set_queue_seconds(0.75);
+  meter.Ended(s, 3000, &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].calls_by_kind().at("MemAlloc"), 2u);
+  EXPECT_EQ(out[0].calls_by_kind().at("LaunchKernelOnStream"), 10u);
+  EXPECT_DOUBLE_EQ(out[0].queue_ms(), 500.0);
+  EXPECT_EQ(out[0].gpu_index(), 1u);  // the session's device, not the meter's default
+  EXPECT_EQ(out[1].calls_by_kind().count("MemAlloc"), 0u);  // unchanged: not repeated
+  EXPECT_EQ(out[1].calls_by_kind().at("LaunchKernelOnStream"), 5u);
+  EXPECT_EQ(out[1].calls_by_kind().at("MemFree"), 2u);
+  EXPECT_DOUBLE_EQ(out[1].queue_ms(), 250.0);
+}
+
 TEST(UsageMeter, ObservationsBetweenSamplesRefineMemory) {
   UsageMeter meter("host1", "boot1");
   meter.Started(1, 1000);
