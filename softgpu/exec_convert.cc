@@ -114,8 +114,8 @@ D SaturateFromDouble(double v) {
   if (std::isnan(v)) return D(0);
   constexpr double lo = static_cast<double>(std::numeric_limits<D>::min());
   // 2^bits (unsigned) or 2^(bits-1) (signed): the first value past the range, exact in double.
-  constexpr double hi_excl = static_cast<double>(static_cast<unsigned __int128>(1)
-                                                 << (sizeof(D) * 8 - (std::is_signed_v<D> ? 1 : 0)));
+  constexpr double hi_excl = static_cast<double>(
+      static_cast<unsigned __int128>(1) << (sizeof(D) * 8 - (std::is_signed_v<D> ? 1 : 0)));
   if (v <= lo) return std::numeric_limits<D>::min();
   if (v >= hi_excl) return std::numeric_limits<D>::max();
   return static_cast<D>(v);
@@ -493,9 +493,10 @@ Handler SpecialHandler(Special reg) {
     SOFTGPU_CASE(kLanemaskLt)
     SOFTGPU_CASE(kLanemaskGe)
     SOFTGPU_CASE(kLanemaskGt)
-    SOFTGPU_CASE(kClock) SOFTGPU_CASE(kClock64) SOFTGPU_CASE(kGlobalTimer)
-        SOFTGPU_CASE(kGlobalTimerLo) SOFTGPU_CASE(kGlobalTimerHi) SOFTGPU_CASE(kDynamicSmemSize)
-            SOFTGPU_CASE(kTotalSmemSize) SOFTGPU_CASE(kZero)
+    SOFTGPU_CASE(kClock)
+    SOFTGPU_CASE(kClock64) SOFTGPU_CASE(kGlobalTimer) SOFTGPU_CASE(kGlobalTimerLo)
+        SOFTGPU_CASE(kGlobalTimerHi) SOFTGPU_CASE(kDynamicSmemSize) SOFTGPU_CASE(kTotalSmemSize)
+            SOFTGPU_CASE(kZero)
 #undef SOFTGPU_CASE
   }
   return nullptr;
