@@ -59,9 +59,7 @@ RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
       range->ctx != ctx) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  // Checked here against what this client allocated, so the free itself is posted: the server
-  // runs it after the work queued before it, and the next call that waits carries it along.
-  CUresult freed = Server().Post(Op::kMemFree, ctx->remote, {dptr});
+  CUresult freed = Server().Call(Op::kMemFree, ctx->remote, {dptr});
   if (freed == CUDA_SUCCESS) Memory().Erase(dptr);
   return freed;
 }
