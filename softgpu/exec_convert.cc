@@ -470,6 +470,7 @@ Handler SpecialHandler(Special reg) {
 #define SOFTGPU_CASE(X) \
   case Special::X:      \
     return &ReadSpecial<Special::X>;
+    // clang-format off
     SOFTGPU_CASE(kTidX)
     SOFTGPU_CASE(kTidY)
     SOFTGPU_CASE(kTidZ)
@@ -494,9 +495,14 @@ Handler SpecialHandler(Special reg) {
     SOFTGPU_CASE(kLanemaskGe)
     SOFTGPU_CASE(kLanemaskGt)
     SOFTGPU_CASE(kClock)
-    SOFTGPU_CASE(kClock64) SOFTGPU_CASE(kGlobalTimer) SOFTGPU_CASE(kGlobalTimerLo)
-        SOFTGPU_CASE(kGlobalTimerHi) SOFTGPU_CASE(kDynamicSmemSize) SOFTGPU_CASE(kTotalSmemSize)
-            SOFTGPU_CASE(kZero)
+    SOFTGPU_CASE(kClock64)
+    SOFTGPU_CASE(kGlobalTimer)
+    SOFTGPU_CASE(kGlobalTimerLo)
+    SOFTGPU_CASE(kGlobalTimerHi)
+    SOFTGPU_CASE(kDynamicSmemSize)
+    SOFTGPU_CASE(kTotalSmemSize)
+    SOFTGPU_CASE(kZero)
+    // clang-format on
 #undef SOFTGPU_CASE
   }
   return nullptr;
