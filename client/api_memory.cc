@@ -59,9 +59,11 @@ RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
       range->ctx != ctx) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  CUresult freed = Server().Call(Op::kMemFree, ctx->remote, {dptr});
-  if (freed == CUDA_SUCCESS) Memory().Erase(dptr);
-  return freed;
+  // Stream-ordered on the server after everything posted before it, as the driver's free waits
+  // for the work using the memory; the range is checked above, so the server's answer can only
+  // be a failure of earlier work, which the next synchronizing call reports.
+  Memory().Erase(dptr);
+  return Server().Post(Op::kMemFree, ctx->remote, {dptr});
 }
 
 RGPU_IMPL(cuMemGetInfo_v2)(size_t* free_bytes, size_t* total) {

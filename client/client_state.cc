@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
 
 #include "client/thread_setup.h"
@@ -17,11 +18,30 @@ extern "C" void rgpu_client_prepare_thread() {
 }
 
 namespace rgpu::client {
+namespace {
+std::atomic<ClientState*> created_state{nullptr};
+
+// Runs when the process exits (or the library is unloaded), before the transport libraries'
+// own destructors: a batch still waiting for its delay leaves now, from this thread, instead of
+// from the delay thread while UCX is being torn down.
+__attribute__((destructor)) void StopBatchingAtUnload() {
+  if (ClientState* state = created_state.load()) state->StopBatching();
+}
+}  // namespace
 
 ClientState& ClientState::Get() {
   // Never destroyed: the tenant's exit handlers may still call into the driver.
-  static ClientState* state = new ClientState();
+  static ClientState* state = [] {
+    auto* s = new ClientState();
+    created_state.store(s);
+    return s;
+  }();
   return *state;
+}
+
+void ClientState::StopBatching() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (connection_ != nullptr) connection_->StopBatching();
 }
 
 CUresult ClientState::Initialize() {

@@ -26,6 +26,9 @@ class ClientState {
   CUresult CheckInitialized() const;
 
   Connection& connection() { return *connection_; }
+  // Sends what the connection has batched and stops its batch-delay thread
+  // (Connection::StopBatching); for the library's unload path.
+  void StopBatching();
   int device_count() const { return static_cast<int>(devices_.size()); }
   // The device's description, or nullptr for an invalid ordinal.
   const wire::DeviceInfo* device(CUdevice d) const;

@@ -134,10 +134,17 @@ constexpr size_t kWindowCalls = 2048;
 constexpr size_t kWindowBytes = size_t{256} << 20;
 }  // namespace
 
-Connection::~Connection() {
+Connection::~Connection() { StopBatching(); }
+
+void Connection::StopBatching() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!lost_) {
+      Status s = SendBatch();
+      if (!s.ok()) Fail(s.ToString());
+    }
     closing_ = true;
+    batch_delay_us_ = 0;
   }
   flush_cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();

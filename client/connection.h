@@ -77,6 +77,11 @@ class Connection {
   Status RegisterHostMemory(void* address, size_t size);
   void UnregisterHostMemory(void* address);
 
+  // For the library's unload path: sends the batch being built and stops the batch-delay thread,
+  // so that no thread of the connection's own sends while the process tears the transport down.
+  // Posted calls made afterwards (from later exit handlers) leave at once. Idempotent.
+  void StopBatching();
+
   bool broken();
   // The transport lanes in use, for logs.
   std::string DescribeTransport();

@@ -330,8 +330,9 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
     if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
     if (dptr == 0) return CUDA_SUCCESS;
     if (ctx->memory().Find(dptr, 1) == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    // Like the real driver, freeing waits for work that may still use the memory.
-    ctx->WaitForDefaultOrder();
+    // Like the real driver, freeing waits for all work that may still use the memory, on every
+    // stream (non-blocking streams too: they only skip the legacy default stream's ordering).
+    ctx->WaitForAllStreams();
     if (ctx->memory().Free(dptr) != AddressSpace::Result::kOk) return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
   });

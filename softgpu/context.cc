@@ -63,7 +63,7 @@ void Context::WaitForDefaultOrder() {
   for (const Dependency& d : deps) d.stream->Wait(d.seq);
 }
 
-CUresult Context::Synchronize() {
+void Context::WaitForAllStreams() {
   std::vector<Dependency> deps;
   {
     std::lock_guard lock(mu_);
@@ -71,6 +71,10 @@ CUresult Context::Synchronize() {
     for (const auto& s : streams_) deps.push_back({s, s->last_enqueued()});
   }
   for (const Dependency& d : deps) d.stream->Wait(d.seq);
+}
+
+CUresult Context::Synchronize() {
+  WaitForAllStreams();
   FlushPrintf();
   return sticky_error();
 }

@@ -50,6 +50,8 @@ class Context : public PrintfSink {
   // Waits until everything a default-stream operation issued now would wait for has completed,
   // so that a synchronous operation can then run on the calling thread.
   void WaitForDefaultOrder();
+  // Waits for all work issued so far on every stream, non-blocking ones included.
+  void WaitForAllStreams();
   // Waits for all work of all streams; returns the sticky error. Flushes device printf output.
   CUresult Synchronize();
   // Waits for work and releases everything (memory, streams). Used by destroy and reset.
