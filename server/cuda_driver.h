@@ -15,6 +15,11 @@ namespace rgpu::server {
 using SoftgpuSetPrintfHandlerFn = CUresult (*)(CUcontext, void (*)(void*, const char*, size_t),
                                                void*);
 
+// softgpu's extension: waits until a copy on a stream could start and returns the host address
+// backing a device range (see softgpu/api_memory.cc), so that transfers move without a copy.
+using SoftgpuMemDirectAccessFn = CUresult (*)(void** host, CUdeviceptr dptr, size_t bytes,
+                                              CUstream stream);
+
 struct CudaDriver {
 #define DRIVER_FN(name) decltype(&::name) name = nullptr;
 #define DRIVER_FN_REQUIRED(name) DRIVER_FN(name)

@@ -87,6 +87,32 @@ int64_t LivenessService::SilentMs(uint64_t key) {
 void LivenessService::Forget(uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
   last_seen_.erase(key);
+  watches_.erase(key);
+}
+
+void LivenessService::Watch(uint64_t key, int64_t timeout_ms,
+                            std::function<void(int64_t)> on_silent) {
+  std::lock_guard<std::mutex> lock(mu_);
+  watches_[key] = WatchEntry{timeout_ms, std::move(on_silent)};
+}
+
+void LivenessService::CheckWatches() {
+  // Under mu_ throughout, so that Forget cannot return while a callback runs.
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    auto seen = last_seen_.find(it->first);
+    const int64_t silent =
+        seen == last_seen_.end()
+            ? -1
+            : std::chrono::duration_cast<std::chrono::milliseconds>(now - seen->second).count();
+    if (silent > it->second.timeout_ms) {
+      it->second.on_silent(silent);
+      it = watches_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void LivenessService::Loop() {
@@ -95,7 +121,14 @@ void LivenessService::Loop() {
   for (;;) {
     std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     for (const Peer& p : peers) fds.push_back({p.fd, POLLIN, 0});
-    if (poll(fds.data(), fds.size(), -1) < 0) {
+    bool watching;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watching = !watches_.empty();
+    }
+    const int ready = poll(fds.data(), fds.size(), watching ? 100 : -1);
+    if (watching) CheckWatches();
+    if (ready < 0) {
       if (errno == EINTR) continue;
       RGPU_LOG_ERROR("liveness port: poll: %s", strerror(errno));
       break;

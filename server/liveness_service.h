@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -37,11 +38,24 @@ class LivenessService {
   // Milliseconds since the client holding liveness `key` last sent a keepalive; -1 when it never
   // announced itself (an old client, or one with keepalives turned off). Any thread.
   int64_t SilentMs(uint64_t key);
-  // Forgets a key whose session ended. Any thread.
+  // Watches `key`: once its client has announced itself and then sent nothing for more than
+  // timeout_ms, calls on_silent(silent_ms) once, on the service's thread (which checks every
+  // 100 ms). For a session whose thread may be inside a long wait on its client (a transfer):
+  // on_silent abandons the session's channel, which ends every wait. Any thread.
+  void Watch(uint64_t key, int64_t timeout_ms, std::function<void(int64_t)> on_silent);
+  // Forgets a key whose session ended, and its watch: once this returns, its on_silent is not
+  // running and will not run. Any thread.
   void Forget(uint64_t key);
 
  private:
   void Loop();
+  // Calls the watches whose clients fell silent. Service thread.
+  void CheckWatches();
+
+  struct WatchEntry {
+    int64_t timeout_ms = 0;
+    std::function<void(int64_t)> on_silent;
+  };
 
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // eventfd that ends Loop()
@@ -49,6 +63,7 @@ class LivenessService {
   std::thread thread_;
   std::mutex mu_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> last_seen_;  // under mu_
+  std::map<uint64_t, WatchEntry> watches_;                               // under mu_
 };
 
 }  // namespace rgpu::server

@@ -182,6 +182,14 @@ bool Session::Handshake() {
       liveness_key_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
       w->set_liveness_port(liveness_->port());
       w->set_liveness_key(liveness_key_);
+      if (client_timeout_ms_ > 0) {
+        // Ends a wait on a client that stopped in the middle of a transfer (Run's own check
+        // only runs between messages). Forgotten in Run before the channel goes.
+        Channel* channel = channel_.get();
+        liveness_->Watch(liveness_key_, client_timeout_ms_, [channel](int64_t silent_ms) {
+          channel->Abandon("client sent no keepalive for " + std::to_string(silent_ms) + " ms");
+        });
+      }
     }
   }
   channel_->Send(out.SerializeAsString(), nullptr, 0);
@@ -211,8 +219,22 @@ bool Session::Serve(ReceivedMessage& m) {
     return false;
   }
   if (in.body_case() == wire::Envelope::kGoodbye) return false;
-  if (in.body_case() == wire::Envelope::kCall)
-    return ServeCall(in.call(), m.payload, m.payload_size);
+  if (m.payload_pending && !(in.body_case() == wire::Envelope::kCall &&
+                             in.call().op() == static_cast<uint32_t>(Op::kMemcpyHtoD))) {
+    // Only host-to-device copies take their payload straight into device memory.
+    Status s = channel_->FetchPayload(&m, nullptr);
+    if (!s.ok()) {
+      RGPU_LOG_INFO("session %llu: payload lost (%s)", (unsigned long long)id_,
+                    s.ToString().c_str());
+      return false;
+    }
+  }
+  if (in.body_case() == wire::Envelope::kCall) {
+    unfetched_ = m.payload_pending ? &m : nullptr;
+    const bool ok = ServeCall(in.call(), m.payload, m.payload_size);
+    unfetched_ = nullptr;
+    return ok;
+  }
   if (in.body_case() == wire::Envelope::kBatch) {
     const wire::Batch& b = in.batch();
     // Each non-empty payload starts at the next 16-byte boundary (rgpu.proto, Batch).
@@ -253,6 +275,7 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
   cs.call = &call;
   cs.payload = payload;
   cs.payload_size = payload_size;
+  cs.unfetched = unfetched_;
   cs.reply = reply;
   CUresult result;
   const OpInfo* info = FindOp(call.op());
@@ -339,6 +362,14 @@ void Session::OnDeviceOutput(void* session, const char* data, size_t size) {
   std::lock_guard<std::mutex> lock(self->output_mu_);
   self->device_output_.append(
       data, std::min(size, kMaxPending - std::min(kMaxPending, self->device_output_.size())));
+}
+
+void* Session::DirectAccess(CUdeviceptr dptr, size_t bytes, CUstream stream, CUresult* r) {
+  *r = CUDA_SUCCESS;
+  if (drv_.softgpuMemDirectAccess == nullptr || bytes < kDirectCopyBytes) return nullptr;
+  void* host = nullptr;
+  *r = drv_.softgpuMemDirectAccess(&host, dptr, bytes, stream);
+  return *r == CUDA_SUCCESS ? host : nullptr;
 }
 
 char* Session::OutputBuffer(size_t bytes) {
@@ -560,6 +591,20 @@ CUresult Session::HandleMemcpyHtoD(CallState& cs) {
   }
   CUstream stream = nullptr;
   if (!ResolveStream(cs, cs.arg(2), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (cs.unfetched != nullptr) {
+    // The payload is still with the sender: fetch it straight into device memory once the
+    // copy's turn has come, or else into a buffer and copy as usual.
+    CUresult r = CUDA_SUCCESS;
+    void* direct = DirectAccess(dst, bytes, stream, &r);
+    if (r != CUDA_SUCCESS) return r;
+    Status s = channel_->FetchPayload(cs.unfetched, direct);
+    if (!s.ok()) {
+      cs.detail = "payload lost: " + s.ToString();
+      return CUDA_ERROR_UNKNOWN;
+    }
+    if (direct != nullptr) return CUDA_SUCCESS;
+    cs.payload = cs.unfetched->payload;
+  }
   // The payload buffer is gone once this call returns, so the copy must have read it by then:
   // a synchronous copy ordered after the stream's earlier work.
   if (stream != nullptr) {
@@ -579,6 +624,14 @@ CUresult Session::HandleMemcpyDtoH(CallState& cs) {
   }
   CUstream stream = nullptr;
   if (!ResolveStream(cs, cs.arg(2), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult direct_result = CUDA_SUCCESS;
+  if (void* direct = DirectAccess(src, bytes, stream, &direct_result)) {
+    // Sent straight from device memory; the send completes before the next call runs.
+    cs.out_payload = static_cast<char*>(direct);
+    cs.out_size = bytes;
+    return CUDA_SUCCESS;
+  }
+  if (direct_result != CUDA_SUCCESS) return direct_result;
   cs.out_payload = OutputBuffer(bytes);
   if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r;

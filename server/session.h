@@ -37,6 +37,11 @@ struct SessionTotals {
   uint64_t live_bytes = 0;
 };
 
+// Transfers of at least this many bytes move straight between the network and device memory when
+// the backend allows it (softgpuMemDirectAccess): the channel defers fetching their payloads until
+// the session has ordered the copy.
+constexpr size_t kDirectCopyBytes = size_t{1} << 20;
+
 class Session {
  public:
   // `tenants`: when not null, a session must present one of its tokens. A non-empty `refusal`
@@ -115,6 +120,9 @@ class Session {
     char* out_payload = nullptr;  // the session's output buffer (OutputBuffer), or nullptr
     size_t out_size = 0;
     std::string detail;  // why a call failed, sent back in Reply.message
+    // The message, when its payload has not been fetched yet (payload is then null): the
+    // handler fetches it with Channel::FetchPayload.
+    ReceivedMessage* unfetched = nullptr;
     uint64_t arg(int i) const { return call->args(i); }
   };
 
@@ -131,6 +139,12 @@ class Session {
 #define RGPU_OP(name, nargs, args, nres, res, in, out, mode) CUresult Handle##name(CallState& cs);
 #include "proto/calls.def"
 #undef RGPU_OP
+
+  // Where a copy of `bytes` at device address `dptr` on `stream` can move its data directly, once
+  // the copy's place in stream order has come (softgpuMemDirectAccess); nullptr when the backend
+  // has no such access or the copy is small (the caller copies as usual). *r is the error that
+  // ends the copy, if any.
+  void* DirectAccess(CUdeviceptr dptr, size_t bytes, CUstream stream, CUresult* r);
 
   // A buffer of at least `bytes` for a reply's payload, reused across calls (fresh memory costs
   // a page fault per page); valid until the next call. nullptr when memory is exhausted.
@@ -154,6 +168,7 @@ class Session {
   const CudaDriver& drv_;
   const DeviceCatalog& devices_;
   std::unique_ptr<Channel> channel_;
+  ReceivedMessage* unfetched_ = nullptr;  // Serve's message while its payload is deferred
   TenantTable* tenants_;
   std::string refusal_;
   // With fair sharing: kernels wait their turn and are timed against this session's account

@@ -478,3 +478,35 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t
   return Guard(
       [&] { return Memset2D<uint32_t>(dstDevice, dstPitch, ui, Width, Height, hStream, true); });
 }
+
+// softgpu's own extension (not part of CUDA), for a caller in the same process that moves copy
+// data itself: rgpu-server receives a transfer straight into device memory and sends one
+// straight from it, as GPUDirect RDMA lets a network card do on a real GPU. Waits until a copy
+// issued now on `stream` could start (NULL, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD: the legacy
+// default stream's order, as cuMemcpyHtoD waits), then stores the host address backing
+// [dptr, dptr + bytes) of the current context in *host. The address stays valid while the
+// allocation lives; the caller's copy then counts as issued and finished at that point in the
+// stream's order. Errors: INVALID_VALUE for a range that is not inside one allocation of the
+// context, INVALID_HANDLE for a bad stream, and the context's sticky error.
+extern "C" SOFTGPU_EXPORT CUresult softgpuMemDirectAccess(void** host, CUdeviceptr dptr,
+                                                          size_t bytes, CUstream stream) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<Stream> s;
+    if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+    if (host == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Allocation> a = DeviceRange(*ctx, dptr, bytes);
+    if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (s == ctx->default_stream()) {
+      ctx->WaitForDefaultOrder();
+    } else {
+      s->Wait(s->last_enqueued());
+      // Work on a blocking stream also follows the legacy default stream's earlier work.
+      if (s->blocking()) ctx->default_stream()->Wait(ctx->default_stream()->last_enqueued());
+    }
+    if (CUresult r = ctx->sticky_error(); r != CUDA_SUCCESS) return r;
+    *host = HostOf(a, dptr);
+    return CUDA_SUCCESS;
+  });
+}

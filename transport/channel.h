@@ -32,15 +32,24 @@ struct ChannelOptions {
   size_t max_queued_messages = 0;
   size_t max_queued_bytes = 0;
   size_t max_message_bytes = 0;
+  // Rendezvous payloads of at least this many bytes (0: none) are not fetched when they arrive:
+  // Receive returns their message with payload_pending set, and the receiver fetches the payload
+  // with FetchPayload into a buffer of its choice (one that may only be written once earlier work
+  // is done, such as device memory).
+  size_t defer_payload_bytes = 0;
 };
 
 // A received message. The payload lies either in `owned` or in a buffer that the channel's
 // PayloadPlacer supplied.
+// With payload_pending, the payload (payload_size bytes) has not been fetched yet and `payload`
+// is null (ChannelOptions::defer_payload_bytes).
 struct ReceivedMessage {
   std::string header;
   PayloadBuffer owned;
   char* payload = nullptr;
   size_t payload_size = 0;
+  bool payload_pending = false;
+  void* pending = nullptr;  // the transport's handle of the pending payload
 };
 
 // Chooses where an arriving payload of `size` bytes is written, given the message header. Returns
@@ -70,6 +79,17 @@ class Channel {
   virtual Status Receive(int timeout_ms, ReceivedMessage* out) = 0;
 
   virtual void SetPayloadPlacer(PayloadPlacer placer) = 0;
+
+  // Fetches the pending payload of `m`, the message Receive returned last, into `destination`
+  // (at least m->payload_size bytes; nullptr: a buffer of the channel's, kept in m->owned) and
+  // waits until it has landed; m->payload then points at it. Does nothing for a message without
+  // a pending payload. A pending payload not fetched before the next Receive is dropped (the
+  // sender's send completes). Fails with kUnavailable when the peer is gone meanwhile.
+  virtual Status FetchPayload(ReceivedMessage* m, void* destination) {
+    (void)destination;
+    return m->payload_pending ? Internal("this channel cannot fetch deferred payloads")
+                              : Status::Ok();
+  }
 
   // Registers host memory that payloads will often come from or land in (pinned memory), so
   // that the transport can move it without copies or per-transfer registration where it can

@@ -202,6 +202,74 @@ TEST_P(TransportTest, OversizedMessageIsRefused) {
   EXPECT_NE(server_status.message().find("limit"), std::string::npos);
 }
 
+// With defer_payload_bytes, large payloads wait for FetchPayload: one lands in a buffer the
+// receiver chose after it saw the header, one in a buffer of the channel's, and one that is never
+// fetched is dropped by the next Receive while the sender's Flush still completes. Small
+// messages arrive as usual.
+TEST_P(TransportTest, DeferredPayloadsLandWhereTheReceiverSays) {
+  TransportUrl url = Listen();
+  constexpr size_t kLarge = size_t{4} << 20;
+  Status server_status;
+  std::vector<char> chosen(kLarge, 0);
+  std::string fetched_into_pool;
+  std::vector<std::string> headers;
+  bool small_was_deferred = true;
+  std::thread server([&] {
+    std::unique_ptr<PendingConnection> pending;
+    server_status = listener_->WaitConnection(10000, &pending);
+    if (!server_status.ok()) return;
+    ChannelOptions options;
+    options.defer_payload_bytes = 1 << 20;
+    std::unique_ptr<Channel> ch;
+    server_status = pending->Accept(options, &ch);
+    if (!server_status.ok()) return;
+    for (int i = 0; i < 4 && server_status.ok(); ++i) {
+      ReceivedMessage m;
+      server_status = ch->Receive(10000, &m);
+      if (!server_status.ok()) break;
+      headers.push_back(m.header);
+      if (m.header == "small") {
+        small_was_deferred = m.payload_pending;
+      } else if (m.header == "chosen") {
+        if (!m.payload_pending || m.payload != nullptr) server_status = Internal("not deferred");
+        if (server_status.ok()) server_status = ch->FetchPayload(&m, chosen.data());
+        if (server_status.ok() && m.payload != chosen.data()) server_status = Internal("moved");
+      } else if (m.header == "pool") {
+        server_status = ch->FetchPayload(&m, nullptr);
+        if (server_status.ok()) fetched_into_pool.assign(m.payload, m.payload_size);
+      }  // "dropped": never fetched
+    }
+    if (server_status.ok()) server_status = ch->Send("done", nullptr, 0);
+    ReceivedMessage bye;
+    ch->Receive(5000, &bye);  // until the client leaves
+  });
+  std::unique_ptr<Channel> ch;
+  ASSERT_TRUE(ConnectChannel(url, ChannelOptions(), &ch).ok());
+  std::vector<char> a(kLarge), b(kLarge), c(kLarge), small(1000, 's');
+  for (size_t i = 0; i < kLarge; ++i) {
+    a[i] = static_cast<char>(i * 7);
+    b[i] = static_cast<char>(i * 13 + 1);
+    c[i] = static_cast<char>(i);
+  }
+  ASSERT_TRUE(ch->Post("small", small.data(), small.size()).ok());
+  ASSERT_TRUE(ch->Post("chosen", a.data(), a.size()).ok());
+  ASSERT_TRUE(ch->Post("dropped", c.data(), c.size()).ok());
+  ASSERT_TRUE(ch->Post("pool", b.data(), b.size()).ok());
+  Status flushed = ch->Flush();
+  EXPECT_TRUE(flushed.ok()) << flushed.ToString();
+  ReceivedMessage done;
+  Status s = ch->Receive(10000, &done);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(done.header, "done");
+  ch.reset();
+  server.join();
+  ASSERT_TRUE(server_status.ok()) << server_status.ToString();
+  EXPECT_EQ(headers, (std::vector<std::string>{"small", "chosen", "dropped", "pool"}));
+  EXPECT_FALSE(small_was_deferred);
+  EXPECT_TRUE(chosen == a);
+  EXPECT_TRUE(fetched_into_pool == std::string(b.begin(), b.end()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Schemes, TransportTest, ::testing::Values("tcp", "shm"));
 
 TEST(TransportUrlTest, Parse) {

@@ -48,64 +48,113 @@ Status UcxChannel::Init(ucp_context_h context, const ucp_ep_params_t& ep_params_
   if (!s.ok()) return s;
   ucs_status_t st = ucp_worker_get_efd(worker_, &event_fd_);
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_efd");
+  s = SetHandler(worker_, kAmId, &UcxChannel::OnActiveMessage);
+  if (s.ok()) s = SetHandler(worker_, kControlAmId, &UcxChannel::OnControlMessage);
+  if (!s.ok()) return s;
+  return CreateEndpoint(worker_, ep_params_in, true, &ep_);
+}
 
+Status UcxChannel::SetHandler(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t callback) {
   ucp_am_handler_param_t handler = {};
   handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                        UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-  handler.id = kAmId;
-  handler.cb = &UcxChannel::OnActiveMessage;
+  handler.id = id;
+  handler.cb = callback;
   handler.arg = this;
   handler.flags = UCP_AM_FLAG_WHOLE_MSG;
-  st = ucp_worker_set_am_recv_handler(worker_, &handler);
+  ucs_status_t st = ucp_worker_set_am_recv_handler(worker, &handler);
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_set_am_recv_handler");
-
-  handler.id = kControlAmId;
-  handler.cb = &UcxChannel::OnControlMessage;
-  st = ucp_worker_set_am_recv_handler(worker_, &handler);
-  if (st != UCS_OK) return FromUcs(st, "ucp_worker_set_am_recv_handler");
-  return CreateEndpoint(ep_params_in, true, &ep_);
+  return Status::Ok();
 }
 
-Status UcxChannel::CreateEndpoint(const ucp_ep_params_t& params_in, bool peer_failure,
-                                  ucp_ep_h* ep) {
+void UcxChannel::ProgressBootstrap(Clock::time_point now) {
+  // The bootstrap socket only watches for the peer's failure (and carries UCX keepalives):
+  // polling it on every turn would cost a system call each, so it is polled once a millisecond.
+  if (bootstrap_worker_ == nullptr || now < next_bootstrap_progress_) return;
+  ucp_worker_progress(bootstrap_worker_);
+  next_bootstrap_progress_ = now + std::chrono::milliseconds(1);
+}
+
+bool UcxChannel::ProgressOnce() {
+  const bool progressed = ucp_worker_progress(worker_) != 0;
+  // Reading the clock costs more than a poll of shared memory (tens of nanoseconds in a VM), so
+  // only every 64th turn looks at it.
+  if (bootstrap_worker_ != nullptr && (++turns_ & 63) == 0) ProgressBootstrap(Clock::now());
+  return progressed;
+}
+
+Status UcxChannel::CreateEndpoint(ucp_worker_h worker, const ucp_ep_params_t& params_in,
+                                  bool peer_failure, ucp_ep_h* ep) {
   ucp_ep_params_t params = params_in;
   params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
   params.err_mode = peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   params.err_handler.cb = &UcxChannel::OnPeerError;
   params.err_handler.arg = this;
-  ucs_status_t st = ucp_ep_create(worker_, &params, ep);
+  ucs_status_t st = ucp_ep_create(worker, &params, ep);
   if (st != UCS_OK) return FromUcs(st, "ucp_ep_create");
   return Status::Ok();
 }
 
 Status UcxChannel::SwitchToDirectEndpoint(bool client) {
+  // Data moves to a worker of the shared-memory-only context, whose progress never polls a
+  // socket; the bootstrap endpoint stays on its own worker to detect the peer's failure.
+  ucp_context_h data_context = nullptr;
+  Status s = GetSharedMemoryDataContext(&data_context);
+  if (!s.ok()) return s;
+  ucp_worker_h data_worker = nullptr;
+  s = CreateWorker(data_context, &data_worker);
+  if (!s.ok()) return s;
+  ucp_ep_h direct = nullptr;
+  int data_event_fd = -1;
+  s = ConnectDataWorker(client, data_worker, &direct, &data_event_fd);
+  if (!s.ok()) {
+    if (direct != nullptr) {
+      ucp_request_param_t p = {};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t req = ucp_ep_close_nbx(direct, &p);
+      if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+    }
+    ucp_worker_destroy(data_worker);
+    return s;
+  }
+  bootstrap_worker_ = worker_;
+  bootstrap_event_fd_ = event_fd_;
+  bootstrap_ep_ = ep_;
+  worker_ = data_worker;
+  event_fd_ = data_event_fd;
+  ep_ = direct;
+  context_ = data_context;
+  return Status::Ok();
+}
+
+Status UcxChannel::ConnectDataWorker(bool client, ucp_worker_h data_worker, ucp_ep_h* direct,
+                                     int* data_event_fd) {
+  ucs_status_t st = ucp_worker_get_efd(data_worker, data_event_fd);
+  if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_efd");
+  Status s = SetHandler(data_worker, kAmId, &UcxChannel::OnActiveMessage);
+  if (!s.ok()) return s;
   ucp_address_t* address = nullptr;
   size_t length = 0;
-  ucs_status_t st = ucp_worker_get_address(worker_, &address, &length);
+  st = ucp_worker_get_address(data_worker, &address, &length);
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_address");
   std::string mine(reinterpret_cast<const char*>(address), length);
-  ucp_worker_release_address(worker_, address);
+  ucp_worker_release_address(data_worker, address);
   constexpr int kSetupTimeoutMs = 10000;
   if (client) {
-    Status s = SendOn(ep_, kControlAmId, "", mine.data(), mine.size());
+    s = SendOn(ep_, kControlAmId, "", mine.data(), mine.size());
     if (!s.ok()) return s;
   }
-  Status s = WaitUntil([this] { return !peer_worker_address_.empty(); }, kSetupTimeoutMs);
+  s = WaitUntil([this] { return !peer_worker_address_.empty(); }, kSetupTimeoutMs);
   if (!s.ok()) return s;
   ucp_ep_params_t params = {};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   params.address = reinterpret_cast<const ucp_address_t*>(peer_worker_address_.data());
   // UCX 1.13's shared-memory transports cannot report peer failure, so the direct endpoint does
   // not ask for it: the bootstrap endpoint, kept open, detects a peer that dies.
-  ucp_ep_h direct = nullptr;
-  s = CreateEndpoint(params, false, &direct);
+  s = CreateEndpoint(data_worker, params, false, direct);
   if (!s.ok()) return s;
-  if (!client) {
-    s = SendOn(ep_, kControlAmId, "", mine.data(), mine.size());
-    if (!s.ok()) return s;
-  }
-  bootstrap_ep_ = ep_;
-  ep_ = direct;
+  if (!client) return SendOn(ep_, kControlAmId, "", mine.data(), mine.size());
   return Status::Ok();
 }
 
@@ -139,7 +188,7 @@ Status UcxChannel::Accept(ucp_context_h context, ucp_conn_request_h request,
   return Status::Ok();
 }
 
-void UcxChannel::CloseEndpoint(ucp_ep_h ep) {
+void UcxChannel::CloseEndpoint(ucp_worker_h worker, ucp_ep_h ep) {
   if (ep == nullptr) return;
   ucp_request_param_t p = {};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -148,9 +197,9 @@ void UcxChannel::CloseEndpoint(ucp_ep_h ep) {
   if (UCS_PTR_IS_PTR(req)) {
     auto deadline = Clock::now() + std::chrono::seconds(1);
     while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < deadline) {
-      ucp_worker_progress(worker_);
+      ucp_worker_progress(worker);
     }
-    if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker_, req);
+    if (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_request_cancel(worker, req);
     ucp_request_free(req);
   }
 }
@@ -159,6 +208,10 @@ UcxChannel::~UcxChannel() {
   // From here on arriving messages are dropped, so no new rendezvous fetch starts while the
   // endpoint is being closed (an endpoint must have no requests left when it is destroyed).
   closing_ = true;
+  if (unfetched_ != nullptr) ucp_am_data_release(worker_, unfetched_);
+  for (auto& slot : arrived_) {
+    if (slot->message.payload_pending) ucp_am_data_release(worker_, slot->message.pending);
+  }
   if (!outgoing_.empty()) {
     if (!broken()) (void)Flush();
     for (auto& o : outgoing_) {
@@ -184,9 +237,10 @@ UcxChannel::~UcxChannel() {
                                                 [](const auto& s) { return !s->complete; })) {
     ucp_worker_progress(worker_);
   }
-  CloseEndpoint(ep_);
-  CloseEndpoint(bootstrap_ep_);
+  CloseEndpoint(worker_, ep_);
+  CloseEndpoint(bootstrap_worker_, bootstrap_ep_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (bootstrap_worker_ != nullptr) ucp_worker_destroy(bootstrap_worker_);
   for (auto& [base, r] : registered_) ucp_mem_unmap(context_, r.memh);
 }
 
@@ -194,11 +248,14 @@ template <typename Done>
 Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
   const auto start = Clock::now();
   auto spin_until = start + std::chrono::microseconds(options_.poll_us);
+  // The clock is read only every 64th idle turn (see ProgressOnce).
+  unsigned idle_turns = 0;
   for (;;) {
     if (done()) return Status::Ok();
     if (broken()) return Failure();
-    if (ucp_worker_progress(worker_) != 0) continue;
+    if (ucp_worker_progress(worker_) != 0 || (++idle_turns & 63) != 0) continue;
     auto now = Clock::now();
+    ProgressBootstrap(now);
     if (now < spin_until) continue;
     int wait_ms = 100;
     if (timeout_ms >= 0) {
@@ -208,11 +265,23 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
       if (left <= 0) return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
       wait_ms = static_cast<int>(std::min<long>(left, wait_ms));
     }
+    // Sleep until either worker has something (the bootstrap one: the peer's failure).
+    pollfd fds[2] = {{event_fd_, POLLIN, 0}, {bootstrap_event_fd_, POLLIN, 0}};
     ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) continue;
     if (st != UCS_OK) return FromUcs(st, "ucp_worker_arm");
-    pollfd pfd = {event_fd_, POLLIN, 0};
-    poll(&pfd, 1, wait_ms);
+    if (bootstrap_worker_ != nullptr) {
+      st = ucp_worker_arm(bootstrap_worker_);
+      if (st == UCS_ERR_BUSY) {
+        ucp_worker_progress(bootstrap_worker_);
+        continue;
+      }
+      if (st != UCS_OK) return FromUcs(st, "ucp_worker_arm");
+    }
+    poll(fds, bootstrap_worker_ != nullptr ? 2 : 1, wait_ms);
+    if (bootstrap_worker_ != nullptr && fds[1].revents != 0) {
+      ucp_worker_progress(bootstrap_worker_);
+    }
     spin_until = Clock::now() + std::chrono::microseconds(options_.poll_us);
   }
 }
@@ -305,13 +374,33 @@ Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
   return Status::Ok();
 }
 
+bool UcxChannel::GiveUpOnBrokenChannel(bool progressed) const {
+  // A shared-memory endpoint keeps "progressing" sends to a peer that is gone.
+  return broken() && (!progressed || bootstrap_worker_ != nullptr);
+}
+
+bool UcxChannel::CancelSend(void* request) {
+  if (bootstrap_worker_ != nullptr) {
+    // Shared-memory endpoints cannot tell that the peer is gone (the bootstrap one did), and UCX
+    // cannot cancel their sends: the endpoint is closed by force and its sends are given up.
+    if (ep_ != nullptr) {
+      ucp_ep_h ep = ep_;
+      ep_ = nullptr;
+      CloseEndpoint(worker_, ep);
+    }
+    return false;
+  }
+  ucp_request_cancel(worker_, request);
+  return true;
+}
+
 Status UcxChannel::Flush(size_t keep) {
   while (outgoing_.size() > keep) {
     Outgoing* o = outgoing_.front().get();
     while (!o->done) {
-      if (ucp_worker_progress(worker_) == 0 && broken()) {
-        if (abandoned_.load()) return Failure();  // left to UCX, as in SendOn
-        ucp_request_cancel(worker_, o->request);
+      if (GiveUpOnBrokenChannel(ProgressOnce()) && !o->done) {
+        // Left to UCX, as in SendOn; the Outgoing stays owned until the worker is gone.
+        if (abandoned_.load() || !CancelSend(o->request)) return Failure();
       }
     }
     ucp_request_free(o->request);
@@ -324,10 +413,10 @@ Status UcxChannel::Flush(size_t keep) {
 Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header,
                           const void* payload, size_t size) {
   if (broken()) return Failure();
-  struct SendState {
-    bool done = false;
-    ucs_status_t status = UCS_OK;
-  } state;
+  // A member, not a local: a send given up on may still complete (when the worker is destroyed)
+  // and write here.
+  SendState& state = send_state_;
+  state = SendState();
   ucp_request_param_t p = {};
   p.op_attr_mask =
       UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -350,12 +439,11 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
   // stopped, not gone) may never complete them: the request is then left to UCX, which is not
   // progressed again for this channel, so `payload` is not read after this returns.
   while (!state.done) {
-    if (ucp_worker_progress(worker_) == 0 && broken()) {
-      if (abandoned_.load()) {
+    if (GiveUpOnBrokenChannel(ProgressOnce()) && !state.done) {
+      if (abandoned_.load() || !CancelSend(req)) {
         orphaned_.push_back(req);
         return Failure();
       }
-      ucp_request_cancel(worker_, req);
     }
   }
   ucp_request_free(req);
@@ -367,6 +455,10 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
 }
 
 Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
+  if (unfetched_ != nullptr) {
+    ucp_am_data_release(worker_, unfetched_);  // the sender's send completes
+    unfetched_ = nullptr;
+  }
   if (!overflow_.ok()) return overflow_;
   Status s = WaitUntil(
       [this] { return !overflow_.ok() || (!arrived_.empty() && arrived_.front()->complete); },
@@ -379,6 +471,61 @@ Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
   queued_bytes_ -= slot->message.header.size() + slot->message.payload_size;
   if (slot->status != UCS_OK) return FromUcs(slot->status, "receive");
   *out = std::move(slot->message);
+  unfetched_ = out->pending;
+  return Status::Ok();
+}
+
+Status UcxChannel::FetchPayload(ReceivedMessage* m, void* destination) {
+  if (!m->payload_pending) return Status::Ok();
+  if (m->pending == nullptr || m->pending != unfetched_) {
+    return InvalidArgument("FetchPayload: not the pending payload of the last message received");
+  }
+  if (broken()) return Failure();
+  if (destination == nullptr) {
+    m->owned = pool_->Acquire(m->payload_size);
+    destination = m->owned.get();
+    if (destination == nullptr) {
+      return ResourceExhausted("no memory for a payload of " + std::to_string(m->payload_size) +
+                               " bytes from " + peer_);
+    }
+  }
+  // From here UCX owns the descriptor, whatever happens to the fetch.
+  void* descriptor = m->pending;
+  unfetched_ = nullptr;
+  m->pending = nullptr;
+  m->payload_pending = false;
+  fetch_state_ = FetchState();
+  ucp_request_param_t p = {};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.recv_am = [](void*, ucs_status_t status, size_t, void* user_data) {
+    auto* state = static_cast<FetchState*>(user_data);
+    state->status = status;
+    state->done = true;
+  };
+  p.user_data = &fetch_state_;
+  if (ucp_mem_h memh = FindRegistration(destination, m->payload_size)) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh;
+  }
+  ucs_status_ptr_t req =
+      ucp_am_recv_data_nbx(worker_, descriptor, destination, m->payload_size, &p);
+  if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "ucp_am_recv_data_nbx");
+  if (req != nullptr) {
+    Status s = WaitUntil([this] { return fetch_state_.done; }, -1);
+    if (!s.ok()) {
+      // The destination must not be written after this returns: cancel and wait it out.
+      ucp_request_cancel(worker_, req);
+      for (int i = 0; i < 1000000 && !fetch_state_.done; ++i) ucp_worker_progress(worker_);
+      if (!fetch_state_.done) {
+        orphaned_.push_back(req);
+        return s;
+      }
+    }
+    ucp_request_free(req);
+    if (!s.ok()) return s;
+  }
+  if (fetch_state_.status != UCS_OK) return FromUcs(fetch_state_.status, "fetch");
+  m->payload = static_cast<char*>(destination);
   return Status::Ok();
 }
 
@@ -412,6 +559,16 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
   ReceivedMessage& m = slot->message;
   m.header.assign(static_cast<const char*>(header), header_length);
   m.payload_size = length;
+  if (length > 0 && (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && o.defer_payload_bytes > 0 &&
+      length >= o.defer_payload_bytes) {
+    // Kept for FetchPayload: UCX holds the descriptor until it is fetched or released.
+    m.payload_pending = true;
+    m.pending = data;
+    slot->complete = true;
+    self->arrived_.push_back(std::move(slot));
+    self->queued_.store(self->arrived_.size());
+    return UCS_INPROGRESS;
+  }
   if (length > 0) {
     void* dest = self->placer_ ? self->placer_(m.header, length) : nullptr;
     if (dest == nullptr) {
@@ -473,6 +630,7 @@ void UcxChannel::OnDataFetched(void* request, ucs_status_t status, size_t, void*
 }
 
 std::string UcxChannel::Describe() {
+  if (ep_ == nullptr) return "";
   char* text = nullptr;
   size_t size = 0;
   FILE* f = open_memstream(&text, &size);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -35,6 +36,7 @@ class UcxChannel final : public Channel {
   Status Flush(size_t keep = 0) override;
   Status Receive(int timeout_ms, ReceivedMessage* out) override;
   void SetPayloadPlacer(PayloadPlacer placer) override { placer_ = std::move(placer); }
+  Status FetchPayload(ReceivedMessage* m, void* destination) override;
   Status RegisterMemory(void* address, size_t size) override;
   void UnregisterMemory(void* address) override;
   bool broken() const override { return !error_.ok() || abandoned_.load(); }
@@ -50,13 +52,32 @@ class UcxChannel final : public Channel {
   Status Init(ucp_context_h context, const ucp_ep_params_t& ep_params);
   // Moves traffic from the bootstrap endpoint to one created from the peer's worker address.
   // The client sends its address first; the server answers with its own.
+  // Data then goes through a worker of the shared-memory-only context (GetSharedMemoryDataContext).
   Status SwitchToDirectEndpoint(bool client);
+  // The address exchange and endpoint creation of SwitchToDirectEndpoint for `data_worker`.
+  Status ConnectDataWorker(bool client, ucp_worker_h data_worker, ucp_ep_h* direct,
+                           int* data_event_fd);
+  // Sets this channel's active-message handler `id` on `worker`.
+  Status SetHandler(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t callback);
   // With `peer_failure`, UCX reports the peer's failure (only transports that can detect it are
   // used); without, the endpoint may use any transport and relies on another for that.
-  Status CreateEndpoint(const ucp_ep_params_t& params, bool peer_failure, ucp_ep_h* ep);
+  Status CreateEndpoint(ucp_worker_h worker, const ucp_ep_params_t& params, bool peer_failure,
+                        ucp_ep_h* ep);
+  // Progresses the bootstrap worker (if data has a worker of its own) when a millisecond has
+  // passed since it last was.
+  void ProgressBootstrap(std::chrono::steady_clock::time_point now);
+  // Progresses the data worker once and, now and then, the bootstrap worker. True when the
+  // data worker made progress.
+  bool ProgressOnce();
   Status SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header, const void* payload,
                 size_t size);
-  void CloseEndpoint(ucp_ep_h ep);
+  void CloseEndpoint(ucp_worker_h worker, ucp_ep_h ep);
+  // Gives up a send on a broken channel: cancels it (true: it will complete) or, on a direct
+  // endpoint, closes the endpoint by force (false: its sends never complete).
+  bool CancelSend(void* request);
+  // True when a send still waiting after a progress turn (`progressed`: whether the turn did
+  // anything) should be given up: the channel is broken and nothing is left to finish it.
+  bool GiveUpOnBrokenChannel(bool progressed) const;
   // The registration covering [address, address + size), or nullptr.
   ucp_mem_h FindRegistration(const void* address, size_t size) const;
   // The reason the channel is broken: error_, after folding in an abandonment. Owner thread.
@@ -83,7 +104,11 @@ class UcxChannel final : public Channel {
   };
   std::map<uintptr_t, Registration> registered_;  // by base address
   ucp_ep_h ep_ = nullptr;
-  ucp_ep_h bootstrap_ep_ = nullptr;  // the socket-made endpoint, when traffic moved off it
+  ucp_ep_h bootstrap_ep_ = nullptr;          // the socket-made endpoint, when traffic moved off it
+  ucp_worker_h bootstrap_worker_ = nullptr;  // its worker, when data has a worker of its own
+  int bootstrap_event_fd_ = -1;
+  std::chrono::steady_clock::time_point next_bootstrap_progress_;
+  unsigned turns_ = 0;
   std::string peer_worker_address_;  // received in the set-up exchange
   int event_fd_ = -1;
   PayloadPlacer placer_;
@@ -98,6 +123,17 @@ class UcxChannel final : public Channel {
   Status error_;
   std::atomic<bool> abandoned_{false};
   std::vector<void*> orphaned_;  // sends left incomplete when the channel was abandoned
+  struct SendState {
+    bool done = false;
+    ucs_status_t status = UCS_OK;
+  };
+  SendState send_state_;  // the send SendOn waits for
+  struct FetchState {
+    bool done = false;
+    ucs_status_t status = UCS_OK;
+  };
+  FetchState fetch_state_;     // the fetch FetchPayload waits for
+  void* unfetched_ = nullptr;  // the pending payload of the message Receive returned last
   std::mutex abandon_mu_;
   std::string abandon_reason_;  // under abandon_mu_
 };

@@ -18,13 +18,18 @@ Status FromUcs(ucs_status_t status, const char* what) {
 
 namespace {
 
-Status CreateContext(TransportUrl::Scheme scheme, ucp_context_h* out) {
+// The kinds of context: the two schemes' (socket included) and shared-memory data only.
+enum class ContextKind { kTcp, kShmBootstrap, kShmData };
+
+Status CreateContext(ContextKind kind, ucp_context_h* out) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return FromUcs(st, "ucp_config_read");
-  const bool shm = scheme == TransportUrl::Scheme::kShm;
-  if (getenv("UCX_TLS") == nullptr)
-    ucp_config_modify(config, "TLS", shm ? "sysv,posix,tcp" : "tcp");
+  const bool shm = kind != ContextKind::kTcp;
+  const char* tls = kind == ContextKind::kTcp            ? "tcp"
+                    : kind == ContextKind::kShmBootstrap ? "sysv,posix,tcp"
+                                                         : "sysv,posix,self";
+  if (getenv("UCX_TLS") == nullptr) ucp_config_modify(config, "TLS", tls);
   // Rendezvous data over shared memory goes as active-message fragments, never over the
   // bootstrap socket's emulated RMA.
   if (shm && getenv("UCX_RNDV_SCHEME") == nullptr) ucp_config_modify(config, "RNDV_SCHEME", "am");
@@ -43,19 +48,28 @@ Status CreateContext(TransportUrl::Scheme scheme, ucp_context_h* out) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status GetContext(TransportUrl::Scheme scheme, ucp_context_h* out) {
+Status GetContextOfKind(ContextKind kind, ucp_context_h* out) {
   static std::mutex mu;
-  static ucp_context_h contexts[2] = {nullptr, nullptr};
+  static ucp_context_h contexts[3] = {nullptr, nullptr, nullptr};
   std::lock_guard<std::mutex> lock(mu);
-  ucp_context_h& slot = contexts[scheme == TransportUrl::Scheme::kShm ? 1 : 0];
+  ucp_context_h& slot = contexts[static_cast<int>(kind)];
   if (slot == nullptr) {
-    Status s = CreateContext(scheme, &slot);
+    Status s = CreateContext(kind, &slot);
     if (!s.ok()) return s;
   }
   *out = slot;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status GetContext(TransportUrl::Scheme scheme, ucp_context_h* out) {
+  return GetContextOfKind(
+      scheme == TransportUrl::Scheme::kShm ? ContextKind::kShmBootstrap : ContextKind::kTcp, out);
+}
+
+Status GetSharedMemoryDataContext(ucp_context_h* out) {
+  return GetContextOfKind(ContextKind::kShmData, out);
 }
 
 Status CreateWorker(ucp_context_h context, ucp_worker_h* out) {

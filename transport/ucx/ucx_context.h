@@ -18,6 +18,12 @@ namespace rgpu::ucx {
 // Keepalive is enabled so that a silent peer is detected (RGPU_KEEPALIVE_MS, default 2000).
 Status GetContext(TransportUrl::Scheme scheme, ucp_context_h* out);
 
+// The context for shared-memory data between peers on one host, after a shm-scheme connection
+// has bootstrapped over the socket: UCX_TLS=sysv,posix,self (what ucx_perftest's floor uses)
+// unless the environment sets UCX_TLS, and UCX_RNDV_SCHEME=am. It has no socket transport, so
+// progressing its workers never polls a socket. Thread-safe.
+Status GetSharedMemoryDataContext(ucp_context_h* out);
+
 // Creates a single-threaded worker with wake-up support on `context`.
 Status CreateWorker(ucp_context_h context, ucp_worker_h* out);
 

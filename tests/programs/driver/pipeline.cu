@@ -61,6 +61,47 @@ int main() {
     for (int i = 0; i < n; ++i) EXPECT_TRUE(pinned[r * n + i] == 1000 + r);
   }
 
+  // The same with copies large enough to move straight between the network and device memory
+  // (rgpu-server's direct path, >= 1 MiB): each round a kernel fills the buffer, a host-to-device
+  // copy on the same stream overwrites it, and a device-to-host copy reads it back; the copies
+  // must run after the kernel (the read sees the host's data, not the kernel's). Then the legacy
+  // default stream's order: a synchronous copy follows a kernel on a blocking stream.
+  const int big_n = 512 * 1024, big_rounds = 4;
+  const size_t big_bytes = big_n * sizeof(int);
+  CUdeviceptr big;
+  CHECK(cuMemAlloc(&big, big_bytes));
+  int *src = nullptr, *dst = nullptr;
+  CHECK(cuMemAllocHost(reinterpret_cast<void**>(&src), big_rounds * big_bytes));
+  CHECK(cuMemAllocHost(reinterpret_cast<void**>(&dst), big_rounds * big_bytes));
+  for (int r = 0; r < big_rounds; ++r) {
+    for (int i = 0; i < big_n; ++i) src[r * big_n + i] = 2000 + r + i;
+  }
+  for (int r = 0; r < big_rounds; ++r) {
+    int value = 1000 + r, count = big_n;
+    void* args[] = {&big, &value, &count};
+    CHECK(cuLaunchKernel(g_set, big_n / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr));
+    CHECK(cuMemcpyHtoDAsync(big, src + r * big_n, big_bytes, s));
+    CHECK(cuMemcpyDtoHAsync(dst + r * big_n, big, big_bytes, s));
+  }
+  CHECK(cuStreamSynchronize(s));
+  for (int r = 0; r < big_rounds; ++r) {
+    for (int i = 0; i < big_n; ++i) EXPECT_TRUE(dst[r * big_n + i] == 2000 + r + i);
+  }
+  {
+    int value = 7, count = big_n;
+    void* args[] = {&big, &value, &count};
+    CHECK(cuLaunchKernel(g_set, big_n / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr));
+    CHECK(cuMemcpyHtoD(big, src, big_bytes));
+    CHECK(cuMemcpyDtoH(dst, big, big_bytes));
+    for (int i = 0; i < big_n; ++i) EXPECT_TRUE(dst[i] == 2000 + i);
+    CHECK(cuLaunchKernel(g_set, big_n / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr));
+    CHECK(cuMemcpyDtoH(dst, big, big_bytes));
+    for (int i = 0; i < big_n; ++i) EXPECT_TRUE(dst[i] == 7);
+  }
+  CHECK(cuMemFreeHost(src));
+  CHECK(cuMemFreeHost(dst));
+  CHECK(cuMemFree(big));
+
   // A faulting kernel: its launch is posted and succeeds; the fault surfaces at the next
   // synchronizing call, and from then on every call on the context reports it.
   long long offset = 1ll << 32;
