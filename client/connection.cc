@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <google/protobuf/arena.h>
+
 #include "common/log.h"
 #include "proto/protocol_version.h"
 
@@ -246,8 +248,9 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::initializer_list<uint6
                                 size_t* reply_size, bool surface_async_error) {
   if (lost_) return kServerLost;
   if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
-  wire::Envelope env;
-  wire::Call* call = env.mutable_call();
+  // The envelope and its encoding are reused from call to call (no allocation once warm).
+  wire::Call* call = waited_.mutable_call();
+  call->Clear();
   const uint64_t seq = next_seq_++;
   call->set_seq(seq);
   call->set_op(static_cast<uint32_t>(op));
@@ -260,7 +263,10 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::initializer_list<uint6
     s = SendBatch();
   } else {
     s = SendBatch();
-    if (s.ok()) s = channel_->Send(env.SerializeAsString(), payload, payload_size);
+    if (s.ok()) {
+      waited_.SerializeToString(&waited_bytes_);
+      s = channel_->Send(waited_bytes_, payload, payload_size);
+    }
   }
   if (!s.ok()) return Fail(s.ToString());
   pending_reply_ = reply_buffer;
@@ -271,7 +277,13 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::initializer_list<uint6
       pending_reply_ = {};
       return Fail(s.ToString());
     }
-    wire::Envelope in;
+    // Decoded on an arena whose first block is on the stack: no allocation for a reply.
+    alignas(16) char block[2048];
+    google::protobuf::ArenaOptions arena_options;
+    arena_options.initial_block = block;
+    arena_options.initial_block_size = sizeof block;
+    google::protobuf::Arena arena(arena_options);
+    wire::Envelope& in = *google::protobuf::Arena::CreateMessage<wire::Envelope>(&arena);
     if (!in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
       pending_reply_ = {};
       return Fail("malformed message from server");

@@ -109,6 +109,8 @@ class Connection {
   wire::Welcome welcome_;
   uint64_t next_seq_ = 1;
   wire::Envelope posted_;  // reused for every posted call
+  wire::Envelope waited_;  // reused for every call that waits, and its encoding
+  std::string waited_bytes_;
   // A posted call's failure, reported by the server, not yet returned to the program.
   CUresult async_error_ = CUDA_SUCCESS;
   // Contexts (session ids) that hit an error CUDA makes sticky: every later call on them fails

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <random>
 
+#include <google/protobuf/arena.h>
+
 #include "common/fatbin.h"
 #include "common/log.h"
 #include "proto/protocol_version.h"
@@ -208,7 +210,13 @@ Status Session::Admit(const std::string& token) {
 }
 
 bool Session::Serve(ReceivedMessage& m) {
-  wire::Envelope in;
+  // Decoded on an arena whose first block is the session's own: a message of a few calls costs
+  // no allocation.
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.initial_block = arena_block_;
+  arena_options.initial_block_size = sizeof arena_block_;
+  google::protobuf::Arena arena(arena_options);
+  wire::Envelope& in = *google::protobuf::Arena::CreateMessage<wire::Envelope>(&arena);
   if (!in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
     RGPU_LOG_WARN("session %llu: malformed message (%zu bytes); closing session",
                   (unsigned long long)id_, m.header.size());
@@ -268,8 +276,9 @@ bool Session::Serve(ReceivedMessage& m) {
 bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size) {
   ++calls_;
   bytes_in_ += payload_size;
-  wire::Envelope out;
-  wire::Reply* reply = out.mutable_reply();
+  // One reply envelope, cleared and refilled for every call (no allocation once warm).
+  wire::Reply* reply = reply_envelope_.mutable_reply();
+  reply->Clear();
   reply->set_seq(call.seq());
   CallState cs;
   cs.call = &call;
@@ -340,7 +349,8 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
     async_error_detail_.clear();
   }
   bytes_out_ += cs.out_size;
-  Status s = channel_->Send(out.SerializeAsString(), cs.out_payload, cs.out_size);
+  reply_envelope_.SerializeToString(&reply_bytes_);
+  Status s = channel_->Send(reply_bytes_, cs.out_payload, cs.out_size);
   return s.ok();
 }
 

@@ -246,15 +246,21 @@ UcxChannel::~UcxChannel() {
 
 template <typename Done>
 Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
-  const auto start = Clock::now();
-  auto spin_until = start + std::chrono::microseconds(options_.poll_us);
-  // The clock is read only every 64th idle turn (see ProgressOnce).
+  // The clock is read only every 64th idle turn (see ProgressOnce), the first time included:
+  // most waits end before that, and the timeout and the spin are counted from then.
+  Clock::time_point start, spin_until;
+  bool started = false;
   unsigned idle_turns = 0;
   for (;;) {
     if (done()) return Status::Ok();
     if (broken()) return Failure();
     if (ucp_worker_progress(worker_) != 0 || (++idle_turns & 63) != 0) continue;
     auto now = Clock::now();
+    if (!started) {
+      started = true;
+      start = now;
+      spin_until = now + std::chrono::microseconds(options_.poll_us);
+    }
     ProgressBootstrap(now);
     if (now < spin_until) continue;
     int wait_ms = 100;
