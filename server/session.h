@@ -170,8 +170,8 @@ class Session {
   std::unique_ptr<Channel> channel_;
   ReceivedMessage* unfetched_ = nullptr;  // Serve's message while its payload is deferred
   alignas(16) char arena_block_[8192];    // first block of the arena Serve decodes on
-  wire::Envelope reply_envelope_;          // ServeCall's reply, reused
-  std::string reply_bytes_;                // its encoding, reused
+  wire::Envelope reply_envelope_;         // ServeCall's reply, reused
+  std::string reply_bytes_;               // its encoding, reused
   TenantTable* tenants_;
   std::string refusal_;
   // With fair sharing: kernels wait their turn and are timed against this session's account
