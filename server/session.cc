@@ -16,6 +16,12 @@
 namespace rgpu::server {
 namespace {
 
+// Adds to a counter that only the session's thread writes (status and metrics only read it):
+// a plain load and store instead of a locked read-modify-write on every call.
+void AddOwned(std::atomic<uint64_t>& counter, uint64_t n) {
+  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
 constexpr int kHandshakeTimeoutMs = 10000;
 // A driver call that the backend library does not provide.
 #define REQUIRE_FN(fn)                  \
@@ -88,8 +94,8 @@ void Session::Run(const std::atomic<bool>& stop) {
   }
   RGPU_LOG_INFO("session %llu: %s from %s connected", (unsigned long long)id_, client_name_.c_str(),
                 channel_->peer().c_str());
+  ReceivedMessage m;  // reused: Receive swaps header buffers with the channel
   while (!stop.load()) {
-    ReceivedMessage m;
     Status s = channel_->Receive(200, &m);
     if (s.code() == Status::Code::kTimeout) {
       const int64_t silent =
@@ -274,8 +280,8 @@ bool Session::Serve(ReceivedMessage& m) {
 }
 
 bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size) {
-  ++calls_;
-  bytes_in_ += payload_size;
+  AddOwned(calls_, 1);
+  AddOwned(bytes_in_, payload_size);
   // One reply envelope, cleared and refilled for every call (no allocation once warm).
   wire::Reply* reply = reply_envelope_.mutable_reply();
   reply->Clear();
@@ -289,7 +295,7 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
   CUresult result;
   const OpInfo* info = FindOp(call.op());
   if (info != nullptr && call.op() < calls_by_op_.size()) {
-    calls_by_op_[call.op()].fetch_add(1, std::memory_order_relaxed);
+    AddOwned(calls_by_op_[call.op()], 1);
   }
   if (info == nullptr) {
     cs.detail = "unknown operation " + std::to_string(call.op());
@@ -348,7 +354,7 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
     async_error_ = CUDA_SUCCESS;
     async_error_detail_.clear();
   }
-  bytes_out_ += cs.out_size;
+  AddOwned(bytes_out_, cs.out_size);
   reply_envelope_.SerializeToString(&reply_bytes_);
   Status s = channel_->Send(reply_bytes_, cs.out_payload, cs.out_size);
   return s.ok();

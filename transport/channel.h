@@ -75,7 +75,8 @@ class Channel {
   virtual Status Flush(size_t keep = 0) = 0;
 
   // Waits up to timeout_ms (-1: no limit) for the next message. kTimeout when none came,
-  // kUnavailable when the peer disconnected or died (detected, never a hang).
+  // kUnavailable when the peer disconnected or died (detected, never a hang). `out` may be a
+  // message received before: its payload is released first and its buffers reused.
   virtual Status Receive(int timeout_ms, ReceivedMessage* out) = 0;
 
   virtual void SetPayloadPlacer(PayloadPlacer placer) = 0;

@@ -461,6 +461,7 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
 }
 
 Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
+  out->owned.reset();  // a reused message's previous payload goes back before the wait
   if (unfetched_ != nullptr) {
     ucp_am_data_release(worker_, unfetched_);  // the sender's send completes
     unfetched_ = nullptr;
@@ -476,9 +477,44 @@ Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
   queued_.store(arrived_.size());
   queued_bytes_ -= slot->message.header.size() + slot->message.payload_size;
   if (slot->status != UCS_OK) return FromUcs(slot->status, "receive");
-  *out = std::move(slot->message);
+  ReceivedMessage& in = slot->message;
+  // The header's buffer is swapped, not moved: the slot keeps the caller's old one, so a caller
+  // that reuses its ReceivedMessage makes small messages cost no allocation.
+  out->header.swap(in.header);
+  out->owned = std::move(in.owned);
+  out->payload = in.payload;
+  out->payload_size = in.payload_size;
+  out->payload_pending = in.payload_pending;
+  out->pending = in.pending;
   unfetched_ = out->pending;
+  RecycleSlot(std::move(slot));
   return Status::Ok();
+}
+
+std::unique_ptr<UcxChannel::Slot> UcxChannel::NewSlot() {
+  if (spare_slots_.empty()) {
+    auto slot = std::make_unique<Slot>();
+    slot->channel = this;
+    return slot;
+  }
+  std::unique_ptr<Slot> slot = std::move(spare_slots_.back());
+  spare_slots_.pop_back();
+  return slot;
+}
+
+void UcxChannel::RecycleSlot(std::unique_ptr<Slot> slot) {
+  constexpr size_t kSpareSlots = 16;
+  if (spare_slots_.size() >= kSpareSlots) return;
+  slot->message.header.clear();
+  slot->message.owned.reset();
+  slot->message.payload = nullptr;
+  slot->message.payload_size = 0;
+  slot->message.payload_pending = false;
+  slot->message.pending = nullptr;
+  slot->complete = false;
+  slot->status = UCS_OK;
+  slot->request = nullptr;
+  spare_slots_.push_back(std::move(slot));
 }
 
 Status UcxChannel::FetchPayload(ReceivedMessage* m, void* destination) {
@@ -560,8 +596,7 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
     return UCS_OK;
   }
   self->queued_bytes_ += bytes;
-  auto slot = std::make_unique<Slot>();
-  slot->channel = self;
+  std::unique_ptr<Slot> slot = self->NewSlot();
   ReceivedMessage& m = slot->message;
   m.header.assign(static_cast<const char*>(header), header_length);
   m.payload_size = length;

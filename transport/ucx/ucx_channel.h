@@ -78,6 +78,10 @@ class UcxChannel final : public Channel {
   // True when a send still waiting after a progress turn (`progressed`: whether the turn did
   // anything) should be given up: the channel is broken and nothing is left to finish it.
   bool GiveUpOnBrokenChannel(bool progressed) const;
+  // A slot for an arriving message: a spare one, or a new one.
+  std::unique_ptr<Slot> NewSlot();
+  // Keeps a slot whose message was handed out for reuse (up to 16).
+  void RecycleSlot(std::unique_ptr<Slot> slot);
   // The registration covering [address, address + size), or nullptr.
   ucp_mem_h FindRegistration(const void* address, size_t size) const;
   // The reason the channel is broken: error_, after folding in an abandonment. Owner thread.
@@ -115,6 +119,7 @@ class UcxChannel final : public Channel {
   // Large received payloads, reused (the process-wide pool is shared by all channels).
   std::shared_ptr<BufferPool> pool_;
   std::deque<std::unique_ptr<Slot>> arrived_;       // in arrival order
+  std::vector<std::unique_ptr<Slot>> spare_slots_;  // handed-out slots kept for reuse
   std::atomic<size_t> queued_{0};                   // arrived_.size(), readable from any thread
   size_t queued_bytes_ = 0;                         // headers and payloads in arrived_
   Status overflow_;                                 // set when the peer passed a queue bound
