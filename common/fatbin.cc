@@ -32,11 +32,47 @@ bool Within(uint64_t offset, uint64_t size, uint64_t limit) {
   return offset <= limit && size <= limit - offset;
 }
 
-// The end of an ELF64 file: the furthest byte of its header, program and section header tables,
-// sections and segments. With a `limit` (the bytes actually held) nothing past it is read, and a
-// file whose tables or sections reach past it is an error; without one (UINT64_MAX) the file is
-// trusted, as CUDA trusts a program's own memory.
-Status ElfExtent(const uint8_t* elf, uint64_t limit, uint64_t* extent) {
+Status Decompress(uint64_t flags, const uint8_t* data, size_t size, uint64_t uncompressed_size,
+                  std::string* out) {
+  if (uncompressed_size == 0 || uncompressed_size > kMaxUncompressedSize) {
+    return InvalidArgument("fatbin: implausible uncompressed size " +
+                           std::to_string(uncompressed_size));
+  }
+  if (flags & kFlagZstd) {
+    // The frame header states the content size when the compressor knew it; trust neither
+    // number more than the other.
+    const unsigned long long frame = ZSTD_getFrameContentSize(data, size);
+    if (frame == ZSTD_CONTENTSIZE_ERROR) return InvalidArgument("fatbin: zstd: not a zstd frame");
+    if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != uncompressed_size) {
+      return InvalidArgument("fatbin: zstd frame size disagrees with the entry header");
+    }
+    out->resize(uncompressed_size);
+    size_t n = ZSTD_decompress(out->data(), out->size(), data, size);
+    if (ZSTD_isError(n)) {
+      return InvalidArgument(std::string("fatbin: zstd: ") + ZSTD_getErrorName(n));
+    }
+    out->resize(n);
+    return Status::Ok();
+  }
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return InvalidArgument("fatbin: lz4 entry too large");
+  }
+  // LZ4 cannot expand by more than 255x.
+  if (uncompressed_size > 255 * static_cast<uint64_t>(size) + 16) {
+    return InvalidArgument("fatbin: lz4 uncompressed size implausible");
+  }
+  out->resize(uncompressed_size);
+  int n = LZ4_decompress_safe(reinterpret_cast<const char*>(data), out->data(),
+                              static_cast<int>(size), static_cast<int>(out->size()));
+  if (n < 0) return InvalidArgument("fatbin: lz4: corrupt compressed entry");
+  out->resize(static_cast<size_t>(n));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ElfExtent(const void* image, uint64_t limit, uint64_t* extent) {
+  const auto* elf = static_cast<const uint8_t*>(image);
   if (limit < kElf64HeaderSize) return InvalidArgument("ELF: shorter than its header");
   if (elf[4] != 2) return InvalidArgument("ELF: not a 64-bit file");
   uint64_t end = kElf64HeaderSize;
@@ -80,45 +116,6 @@ Status ElfExtent(const uint8_t* elf, uint64_t limit, uint64_t* extent) {
   *extent = end;
   return Status::Ok();
 }
-
-Status Decompress(uint64_t flags, const uint8_t* data, size_t size, uint64_t uncompressed_size,
-                  std::string* out) {
-  if (uncompressed_size == 0 || uncompressed_size > kMaxUncompressedSize) {
-    return InvalidArgument("fatbin: implausible uncompressed size " +
-                           std::to_string(uncompressed_size));
-  }
-  if (flags & kFlagZstd) {
-    // The frame header states the content size when the compressor knew it; trust neither
-    // number more than the other.
-    const unsigned long long frame = ZSTD_getFrameContentSize(data, size);
-    if (frame == ZSTD_CONTENTSIZE_ERROR) return InvalidArgument("fatbin: zstd: not a zstd frame");
-    if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != uncompressed_size) {
-      return InvalidArgument("fatbin: zstd frame size disagrees with the entry header");
-    }
-    out->resize(uncompressed_size);
-    size_t n = ZSTD_decompress(out->data(), out->size(), data, size);
-    if (ZSTD_isError(n)) {
-      return InvalidArgument(std::string("fatbin: zstd: ") + ZSTD_getErrorName(n));
-    }
-    out->resize(n);
-    return Status::Ok();
-  }
-  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    return InvalidArgument("fatbin: lz4 entry too large");
-  }
-  // LZ4 cannot expand by more than 255x.
-  if (uncompressed_size > 255 * static_cast<uint64_t>(size) + 16) {
-    return InvalidArgument("fatbin: lz4 uncompressed size implausible");
-  }
-  out->resize(uncompressed_size);
-  int n = LZ4_decompress_safe(reinterpret_cast<const char*>(data), out->data(),
-                              static_cast<int>(size), static_cast<int>(out->size()));
-  if (n < 0) return InvalidArgument("fatbin: lz4: corrupt compressed entry");
-  out->resize(static_cast<size_t>(n));
-  return Status::Ok();
-}
-
-}  // namespace
 
 ImageKind Classify(const void* image) {
   uint32_t magic;

@@ -49,6 +49,12 @@ Status CopyStandaloneImage(const void* image, std::string* out);
 // *kind either way.
 Status CheckImage(const void* data, size_t size, ImageKind* kind);
 
+// The end of an ELF64 file: the furthest byte of its header, its program and section header
+// tables, and its sections and segments. With a `limit` (the bytes actually held) nothing past
+// it is read, and a file whose tables or sections reach past it is an error; without one
+// (UINT64_MAX) the file is trusted, as CUDA trusts a program's own memory.
+Status ElfExtent(const void* elf, uint64_t limit, uint64_t* extent);
+
 // Parses a container (not a wrapper) held in `size` bytes and returns its entries in order with
 // payloads decompressed (ZSTD and LZ4 entries). Malformed or truncated input is an error.
 Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries);

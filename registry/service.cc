@@ -768,54 +768,46 @@ grpc::Status RegistryService::BuildInvoice(const UsageQuery& query, const std::s
 
 grpc::Status RegistryService::Bill(grpc::ServerContext* ctx, const UsageQuery* req,
                                    Invoice* reply) {
-  UsageQuery query = *req;
-  query.set_provider("");
-  if (!AuthAdmin(ctx).ok()) {
-    std::string tenant;
-    grpc::Status auth = AuthTenant(ctx, &tenant);
-    if (!auth.ok()) return AuthAdmin(ctx);
-    if (!query.tenant().empty() && query.tenant() != tenant) {
-      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          "an API key shows only its own tenant's bill");
-    }
-    query.set_tenant(tenant);
-  }
-  if (query.tenant().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name the tenant to bill");
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!tenants_.count(query.tenant())) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no tenant named " + query.tenant());
-    }
-  }
-  return BuildInvoice(query, query.tenant(), false, reply);
+  return InvoiceFor(ctx, *req, /*earnings=*/false, reply);
 }
 
 grpc::Status RegistryService::Earnings(grpc::ServerContext* ctx, const UsageQuery* req,
                                        Invoice* reply) {
-  UsageQuery query = *req;
-  query.set_tenant("");
+  return InvoiceFor(ctx, *req, /*earnings=*/true, reply);
+}
+
+grpc::Status RegistryService::InvoiceFor(grpc::ServerContext* ctx, UsageQuery query, bool earnings,
+                                         Invoice* reply) {
+  // The invoice's subject: a tenant's bill or a provider's earnings; the other field is ignored.
+  std::string* subject = earnings ? query.mutable_provider() : query.mutable_tenant();
+  (earnings ? query.mutable_tenant() : query.mutable_provider())->clear();
   if (!AuthAdmin(ctx).ok()) {
-    std::string provider;
-    grpc::Status auth = AuthProvider(ctx, &provider, /*allow_revoked=*/true);
+    // A tenant's or provider's own key sees only its own invoice.
+    std::string self;
+    grpc::Status auth =
+        earnings ? AuthProvider(ctx, &self, /*allow_revoked=*/true) : AuthTenant(ctx, &self);
     if (!auth.ok()) return AuthAdmin(ctx);
-    if (!query.provider().empty() && query.provider() != provider) {
+    if (!subject->empty() && *subject != self) {
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          "a provider key shows only its own earnings");
+                          earnings ? "a provider key shows only its own earnings"
+                                   : "an API key shows only its own tenant's bill");
     }
-    query.set_provider(provider);
+    *subject = self;
   }
-  if (query.provider().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name the provider");
+  if (subject->empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        earnings ? "name the provider" : "name the tenant to bill");
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!providers_.count(query.provider())) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no provider named " + query.provider());
+    const bool known = earnings ? providers_.count(*subject) > 0 : tenants_.count(*subject) > 0;
+    if (!known) {
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          std::string(earnings ? "no provider named " : "no tenant named ") + *subject);
     }
   }
-  return BuildInvoice(query, query.provider(), true, reply);
+  return BuildInvoice(query, *subject, earnings, reply);
 }
 
 }  // namespace rgpu::registry

@@ -136,6 +136,11 @@ class RegistryService final : public Registry::Service {
   void PersistEnded(const std::vector<std::string>& lease_ids, int64_t now_ms);
   // Sums usage per session and attributes each to the lease it ran under.
   Status SessionsUsage(const UsageQuery& query, std::vector<SessionUsage>* out);
+  // Bill (earnings false: a tenant's) and Earnings (a provider's): checks that the caller may see
+  // the subject's invoice (the admin key any, a tenant's or provider's key only its own), then
+  // builds it.
+  grpc::Status InvoiceFor(grpc::ServerContext* ctx, UsageQuery query, bool earnings,
+                          Invoice* reply);
   grpc::Status BuildInvoice(const UsageQuery& query, const std::string& subject, bool earnings,
                             Invoice* out);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/fatbin.h"
 #include "server/backends/hip/msgpack.h"
 
 namespace rgpu::hipbackend {
@@ -80,37 +81,13 @@ bool IsAmdgpuElf(const uint8_t* data, size_t size) {
          data[4] == 2 && Read<uint16_t>(data + 18) == kEmAmdgpu;
 }
 
-size_t ElfExtent(const uint8_t* data, size_t limit) {
-  if (limit < 64 ||
-      memcmp(data,
-             "\x7f"
-             "ELF",
-             4) != 0 ||
-      data[4] != 2)
-    return 0;
-  const uint64_t shoff = Read<uint64_t>(data + 0x28), phoff = Read<uint64_t>(data + 0x20);
-  const uint16_t shentsize = Read<uint16_t>(data + 0x3a), shnum = Read<uint16_t>(data + 0x3c);
-  const uint16_t phentsize = Read<uint16_t>(data + 0x36), phnum = Read<uint16_t>(data + 0x38);
-  if (shentsize != 0 && shentsize < 64) return 0;
-  uint64_t extent = 64;
-  const uint64_t sh_end = shoff + uint64_t{shentsize} * shnum;
-  const uint64_t ph_end = phoff + uint64_t{phentsize} * phnum;
-  if (sh_end < shoff || sh_end > limit || ph_end < phoff || ph_end > limit) return 0;
-  extent = std::max({extent, sh_end, ph_end});
-  for (uint16_t i = 0; i < shnum; ++i) {
-    const uint8_t* sh = data + shoff + uint64_t{i} * shentsize;
-    if (Read<uint32_t>(sh + 4) == kShtNobits) continue;
-    const uint64_t offset = Read<uint64_t>(sh + 0x18), size = Read<uint64_t>(sh + 0x20);
-    if (offset > limit || size > limit - offset) return 0;
-    extent = std::max(extent, offset + size);
-  }
-  return extent;
-}
-
 bool ParseCodeObject(const uint8_t* data, size_t size, CodeObjectInfo* out, std::string* error) {
   *out = CodeObjectInfo();
   if (!IsAmdgpuElf(data, size)) return Fail(error, "not an AMDGPU ELF64 code object");
-  if (ElfExtent(data, size) == 0) return Fail(error, "code object headers lie outside it");
+  uint64_t extent = 0;
+  if (!rgpu::fatbin::ElfExtent(data, size, &extent).ok()) {
+    return Fail(error, "code object headers lie outside it");
+  }
   const uint64_t shoff = Read<uint64_t>(data + 0x28);
   const uint16_t shentsize = Read<uint16_t>(data + 0x3a), shnum = Read<uint16_t>(data + 0x3c);
   const uint8_t* desc = nullptr;

@@ -37,10 +37,6 @@ struct CodeObjectInfo {
 // True when `data` starts like an AMDGPU ELF64 code object.
 bool IsAmdgpuElf(const uint8_t* data, size_t size);
 
-// The bytes an ELF64 image spans by its headers (section headers, sections, program headers);
-// 0 when the headers are implausible.
-size_t ElfExtent(const uint8_t* data, size_t limit);
-
 // Reads the metadata of the code object `data[0, size)`. Fails with a message in `*error` when
 // it is not an AMDGPU ELF, has no metadata note, or the metadata is malformed.
 bool ParseCodeObject(const uint8_t* data, size_t size, CodeObjectInfo* out, std::string* error);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fatbin.h"
 #include "interpose/hip/offload_bundle.h"  // IsOffloadBundle
 #include "server/backends/hip/code_object.h"
 #include "server/backends/hip/hip_runtime.h"
@@ -372,8 +373,10 @@ BACKEND_EXPORT CUresult cuModuleLoadData(CUmodule* out, const void* image) {
     return CUDA_ERROR_INVALID_IMAGE;
   } else if (rgpu::hipbackend::IsAmdgpuElf(bytes, 64)) {
     elf = bytes;
-    elf_size = rgpu::hipbackend::ElfExtent(bytes, kMaxImage);
-    if (elf_size == 0) {
+    uint64_t extent = 0;
+    const bool plausible = rgpu::fatbin::ElfExtent(bytes, kMaxImage, &extent).ok();
+    elf_size = extent;
+    if (!plausible) {
       Say("refused a module: its ELF headers are implausible");
       return CUDA_ERROR_INVALID_IMAGE;
     }
