@@ -141,6 +141,46 @@ TEST_F(ServerProtocolTest, BadCallsGetErrorsAndTheSessionSurvives) {
   EXPECT_EQ(info.reply().values_size(), 2);
 }
 
+// Copies of 1 MiB or more move straight between the network and the software GPU's memory: a
+// refused one (a range the session does not own, a size that does not match) drops its payload
+// without harm, and a valid one round-trips exactly, as does a sub-range at an offset.
+TEST_F(ServerProtocolTest, DirectCopiesRoundTripAndRefusalsLoseNothing) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const size_t bytes = size_t{3} << 20;
+  wire::Envelope alloc = Exchange(ch.get(), Call(2, Op::kMemAlloc, ctx, {bytes}));
+  ASSERT_EQ(alloc.reply().result(), CUDA_SUCCESS);
+  const uint64_t ptr = alloc.reply().values(0);
+  std::string data(bytes, '\0');
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<char>(i * 131 + 7);
+  // Refused: past the allocation's end, and a payload that does not match the size.
+  EXPECT_EQ(Exchange(ch.get(), Call(3, Op::kMemcpyHtoD, ctx, {ptr + 4096, bytes, 0, 0}), data)
+                .reply()
+                .result(),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Exchange(ch.get(), Call(4, Op::kMemcpyHtoD, ctx, {ptr, bytes - 1, 0, 0}), data)
+                .reply()
+                .result(),
+            CUDA_ERROR_INVALID_VALUE);
+  // Accepted, then read back whole and from an offset.
+  EXPECT_EQ(
+      Exchange(ch.get(), Call(5, Op::kMemcpyHtoD, ctx, {ptr, bytes, 0, 0}), data).reply().result(),
+      CUDA_SUCCESS);
+  for (uint64_t offset : {uint64_t{0}, uint64_t{1} << 20}) {
+    const size_t n = bytes - offset;
+    EXPECT_TRUE(ch->Send(Call(6, Op::kMemcpyDtoH, ctx, {ptr + offset, n, 0, 0}).SerializeAsString(),
+                         nullptr, 0)
+                    .ok());
+    ReceivedMessage m;
+    ASSERT_TRUE(ch->Receive(10000, &m).ok());
+    wire::Envelope in;
+    ASSERT_TRUE(in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
+    EXPECT_EQ(in.reply().result(), CUDA_SUCCESS);
+    ASSERT_EQ(m.payload_size, n);
+    EXPECT_TRUE(std::string(m.payload, n) == data.substr(offset)) << "offset " << offset;
+  }
+}
+
 TEST_F(ServerProtocolTest, MalformedMessageClosesOnlyThatSession) {
   auto good = Connect();
   const uint64_t ctx = OpenSession(good.get());
