@@ -79,7 +79,10 @@ wire::SessionStats Session::Stats() const {
   st.set_device(device_.load());
   st.set_bytes_in(bytes_in_.load());
   st.set_bytes_out(bytes_out_.load());
-  st.set_queue_depth(channel_->queued());
+  {
+    std::lock_guard<std::mutex> lock(name_mu_);  // Run drops the channel under it
+    if (channel_ != nullptr) st.set_queue_depth(channel_->queued());
+  }
   return st;
 }
 
@@ -125,6 +128,15 @@ void Session::Run(const std::atomic<bool>& stop) {
   }
   const uint64_t allocs = allocations_.size(), bytes = live_bytes_.load();
   if (liveness_ != nullptr && liveness_key_ != 0) liveness_->Forget(liveness_key_);
+  {
+    // The transport goes before the memory: a transfer given up on half-way (a client that
+    // stopped) may still be reading or writing device memory until its worker is destroyed.
+    std::unique_ptr<Channel> closing;
+    {
+      std::lock_guard<std::mutex> lock(name_mu_);
+      closing = std::move(channel_);
+    }
+  }
   ReleaseAll();
   RGPU_LOG_INFO("session %llu: closed after %llu calls; released %llu allocations (%llu bytes)",
                 (unsigned long long)id_, (unsigned long long)calls_.load(),

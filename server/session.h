@@ -167,7 +167,7 @@ class Session {
   const uint64_t id_;
   const CudaDriver& drv_;
   const DeviceCatalog& devices_;
-  std::unique_ptr<Channel> channel_;
+  std::unique_ptr<Channel> channel_;  // null once Run has ended (before memory is released)
   ReceivedMessage* unfetched_ = nullptr;  // Serve's message while its payload is deferred
   alignas(16) char arena_block_[8192];    // first block of the arena Serve decodes on
   wire::Envelope reply_envelope_;         // ServeCall's reply, reused
@@ -187,7 +187,7 @@ class Session {
   // Sends Goodbye with `reason` (when the channel still works) and logs it.
   void CloseWithReason(const std::string& reason);
   std::atomic<bool> admitted_{false};
-  mutable std::mutex name_mu_;  // guards client_name_ for Stats()
+  mutable std::mutex name_mu_;  // guards client_name_ and the dropping of channel_ for Stats()
   ShareAccount* account();
   std::shared_ptr<Tenant> tenant_;  // the admitting tenant, when tokens are required
   std::string client_name_;
