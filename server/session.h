@@ -167,7 +167,7 @@ class Session {
   const uint64_t id_;
   const CudaDriver& drv_;
   const DeviceCatalog& devices_;
-  std::unique_ptr<Channel> channel_;  // null once Run has ended (before memory is released)
+  std::unique_ptr<Channel> channel_;      // null once Run has ended (before memory is released)
   ReceivedMessage* unfetched_ = nullptr;  // Serve's message while its payload is deferred
   alignas(16) char arena_block_[8192];    // first block of the arena Serve decodes on
   wire::Envelope reply_envelope_;         // ServeCall's reply, reused
