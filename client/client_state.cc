@@ -40,8 +40,11 @@ ClientState& ClientState::Get() {
 }
 
 void ClientState::StopBatching() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (connection_ != nullptr) connection_->StopBatching();
+  // A thread still connecting holds mu_; at exit that connection is not waited for.
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || connection_ == nullptr) return;
+  constexpr int kWaitMs = 100;
+  connection_->StopBatching(kWaitMs);
 }
 
 CUresult ClientState::Initialize() {

@@ -27,7 +27,8 @@ class ClientState {
 
   Connection& connection() { return *connection_; }
   // Sends what the connection has batched and stops its batch-delay thread
-  // (Connection::StopBatching); for the library's unload path.
+  // (Connection::StopBatching, waiting at most 100 ms for another thread's call in progress);
+  // for the library's unload path.
   void StopBatching();
   int device_count() const { return static_cast<int>(devices_.size()); }
   // The device's description, or nullptr for an invalid ordinal.

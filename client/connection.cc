@@ -136,11 +136,17 @@ constexpr size_t kWindowCalls = 2048;
 constexpr size_t kWindowBytes = size_t{256} << 20;
 }  // namespace
 
-Connection::~Connection() { StopBatching(); }
+Connection::~Connection() { StopBatching(-1); }
 
-void Connection::StopBatching() {
+void Connection::StopBatching(int wait_ms) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    // Another thread may be inside a call that waits for the server (a long synchronize) while
+    // the process exits: exit is not held up for it.
+    for (int waited = 0; !lock.try_lock(); ++waited) {
+      if (wait_ms >= 0 && waited >= wait_ms) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     if (!lost_) {
       Status s = SendBatch();
       if (!s.ok()) Fail(s.ToString());

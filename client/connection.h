@@ -79,8 +79,10 @@ class Connection {
 
   // For the library's unload path: sends the batch being built and stops the batch-delay thread,
   // so that no thread of the connection's own sends while the process tears the transport down.
-  // Posted calls made afterwards (from later exit handlers) leave at once. Idempotent.
-  void StopBatching();
+  // Posted calls made afterwards (from later exit handlers) leave at once. Idempotent. Waits up
+  // to wait_ms (-1: as long as it takes) for a call in progress on another thread; past that it
+  // does nothing.
+  void StopBatching(int wait_ms);
 
   bool broken();
   // The transport lanes in use, for logs.
