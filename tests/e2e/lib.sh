@@ -2,12 +2,14 @@
 # scratch folder).
 
 # start_server LOG [ARGS...]: starts rgpu-server on the software GPU on an ephemeral loopback port
-# with ARGS, appending its log to LOG; sets $server (its pid) and $url once it listens.
+# (over $scheme, tcp unless set) with ARGS, appending its log to LOG; sets $server (its pid) and
+# $url once it listens.
 start_server() {
   local log=$1
   shift
   rm -f "$work/url"
-  "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --port-file "$work/url" "$@" \
+  "$bin/rgpu-server" --listen "${scheme:-tcp}://127.0.0.1:0" --backend softgpu \
+    --port-file "$work/url" "$@" \
     2>>"$log" &
   server=$!
   for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
