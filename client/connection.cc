@@ -148,7 +148,10 @@ void Connection::StopBatching(int wait_ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (!lost_) {
+      // The process may exit right after this: what was sent must have left it.
+      constexpr int kDrainMs = 1000;
       Status s = SendBatch();
+      if (s.ok()) s = channel_->Drain(kDrainMs);
       if (!s.ok()) Fail(s.ToString());
     }
     closing_ = true;

@@ -74,6 +74,14 @@ class Channel {
   // payloads of the others may be reused. Flush() waits for all of them.
   virtual Status Flush(size_t keep = 0) = 0;
 
+  // Waits, at most timeout_ms (-1: no limit), until everything sent or posted so far has left
+  // this process (reached the peer's transport), not just the transport's own buffers: for a
+  // process about to exit, whose last messages would otherwise die with it.
+  virtual Status Drain(int timeout_ms) {
+    (void)timeout_ms;
+    return Flush();
+  }
+
   // Waits up to timeout_ms (-1: no limit) for the next message. kTimeout when none came,
   // kUnavailable when the peer disconnected or died (detected, never a hang). `out` may be a
   // message received before: its payload is released first and its buffers reused.

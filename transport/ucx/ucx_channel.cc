@@ -416,6 +416,32 @@ Status UcxChannel::Flush(size_t keep) {
   return Failure();
 }
 
+Status UcxChannel::Drain(int timeout_ms) {
+  Status s = Flush();
+  if (!s.ok() || ep_ == nullptr) return s.ok() ? Failure() : s;
+  // A send completes once its data is in the transport's buffers; an endpoint flush completes
+  // once the data has left them.
+  drain_state_ = SendState();
+  ucp_request_param_t p = {};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = [](void*, ucs_status_t status, void* user_data) {
+    auto* state = static_cast<SendState*>(user_data);
+    state->status = status;
+    state->done = true;
+  };
+  p.user_data = &drain_state_;
+  ucs_status_ptr_t req = ucp_ep_flush_nbx(ep_, &p);
+  if (req == nullptr) return Status::Ok();
+  if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "ucp_ep_flush_nbx");
+  s = WaitUntil([this] { return drain_state_.done; }, timeout_ms);
+  if (!s.ok()) {
+    orphaned_.push_back(req);  // completes (writing drain_state_) or dies with the worker
+    return s;
+  }
+  ucp_request_free(req);
+  return drain_state_.status == UCS_OK ? Status::Ok() : FromUcs(drain_state_.status, "flush");
+}
+
 Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header,
                           const void* payload, size_t size) {
   if (broken()) return Failure();

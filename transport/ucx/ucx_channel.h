@@ -34,6 +34,7 @@ class UcxChannel final : public Channel {
   Status Send(const std::string& header, const void* payload, size_t size) override;
   Status Post(std::string header, const void* payload, size_t size) override;
   Status Flush(size_t keep = 0) override;
+  Status Drain(int timeout_ms) override;
   Status Receive(int timeout_ms, ReceivedMessage* out) override;
   void SetPayloadPlacer(PayloadPlacer placer) override { placer_ = std::move(placer); }
   Status FetchPayload(ReceivedMessage* m, void* destination) override;
@@ -132,7 +133,8 @@ class UcxChannel final : public Channel {
     bool done = false;
     ucs_status_t status = UCS_OK;
   };
-  SendState send_state_;  // the send SendOn waits for
+  SendState send_state_;   // the send SendOn waits for
+  SendState drain_state_;  // the endpoint flush Drain waits for
   struct FetchState {
     bool done = false;
     ucs_status_t status = UCS_OK;
