@@ -1,6 +1,12 @@
 #include "transport/ucx/ucx_context.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -21,7 +27,7 @@ namespace {
 // The kinds of context: the two schemes' (socket included) and shared-memory data only.
 enum class ContextKind { kTcp, kShmBootstrap, kShmData };
 
-Status CreateContext(ContextKind kind, ucp_context_h* out) {
+Status CreateContext(ContextKind kind, const std::string& net_device, ucp_context_h* out) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return FromUcs(st, "ucp_config_read");
@@ -30,6 +36,10 @@ Status CreateContext(ContextKind kind, ucp_context_h* out) {
                     : kind == ContextKind::kShmBootstrap ? "sysv,posix,tcp"
                                                          : "sysv,posix,self";
   if (getenv("UCX_TLS") == nullptr) ucp_config_modify(config, "TLS", tls);
+  if (kind != ContextKind::kShmData && !net_device.empty() &&
+      getenv("UCX_NET_DEVICES") == nullptr) {
+    ucp_config_modify(config, "NET_DEVICES", net_device.c_str());
+  }
   // Rendezvous data over shared memory goes as active-message fragments, never over the
   // bootstrap socket's emulated RMA.
   if (shm && getenv("UCX_RNDV_SCHEME") == nullptr) ucp_config_modify(config, "RNDV_SCHEME", "am");
@@ -48,13 +58,13 @@ Status CreateContext(ContextKind kind, ucp_context_h* out) {
   return Status::Ok();
 }
 
-Status GetContextOfKind(ContextKind kind, ucp_context_h* out) {
+Status GetContextOfKind(ContextKind kind, const std::string& net_device, ucp_context_h* out) {
   static std::mutex mu;
   static ucp_context_h contexts[3] = {nullptr, nullptr, nullptr};
   std::lock_guard<std::mutex> lock(mu);
   ucp_context_h& slot = contexts[static_cast<int>(kind)];
   if (slot == nullptr) {
-    Status s = CreateContext(kind, &slot);
+    Status s = CreateContext(kind, net_device, &slot);
     if (!s.ok()) return s;
   }
   *out = slot;
@@ -63,13 +73,53 @@ Status GetContextOfKind(ContextKind kind, ucp_context_h* out) {
 
 }  // namespace
 
-Status GetContext(TransportUrl::Scheme scheme, ucp_context_h* out) {
+Status GetContext(TransportUrl::Scheme scheme, const std::string& net_device, ucp_context_h* out) {
   return GetContextOfKind(
-      scheme == TransportUrl::Scheme::kShm ? ContextKind::kShmBootstrap : ContextKind::kTcp, out);
+      scheme == TransportUrl::Scheme::kShm ? ContextKind::kShmBootstrap : ContextKind::kTcp,
+      net_device, out);
 }
 
 Status GetSharedMemoryDataContext(ucp_context_h* out) {
-  return GetContextOfKind(ContextKind::kShmData, out);
+  return GetContextOfKind(ContextKind::kShmData, "", out);
+}
+
+namespace {
+bool SameAddress(const sockaddr* a, const sockaddr* b) {
+  if (a == nullptr || b == nullptr || a->sa_family != b->sa_family) return false;
+  if (a->sa_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
+  }
+  if (a->sa_family == AF_INET6) {
+    return memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                  &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr, sizeof(in6_addr)) == 0;
+  }
+  return false;
+}
+}  // namespace
+
+std::string InterfaceFor(const sockaddr_storage& peer, socklen_t len, bool listening) {
+  sockaddr_storage local = {};
+  if (listening) {
+    local = peer;
+  } else {
+    // The address this host would send from: a connected UDP socket (no packet leaves).
+    int fd = socket(peer.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return "";
+    socklen_t local_len = sizeof local;
+    const bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&peer), len) == 0 &&
+                    getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0;
+    close(fd);
+    if (!ok) return "";
+  }
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = list; i != nullptr && name.empty(); i = i->ifa_next) {
+    if (SameAddress(i->ifa_addr, reinterpret_cast<const sockaddr*>(&local))) name = i->ifa_name;
+  }
+  freeifaddrs(list);
+  return name;  // "" for a wildcard listen address: no interface holds it
 }
 
 Status CreateWorker(ucp_context_h context, ucp_worker_h* out) {

@@ -72,16 +72,16 @@ class UcxListener final : public Listener {
 
   Status Init(const TransportUrl& url) {
     direct_ = url.scheme == TransportUrl::Scheme::kShm;
-    Status s = GetContext(url.scheme, &context_);
+    sockaddr_storage addr = {};
+    socklen_t len = 0;
+    Status s = Resolve(url, &addr, &len);
+    if (!s.ok()) return s;
+    s = GetContext(url.scheme, InterfaceFor(addr, len, true), &context_);
     if (!s.ok()) return s;
     s = CreateWorker(context_, &worker_);
     if (!s.ok()) return s;
     ucs_status_t st = ucp_worker_get_efd(worker_, &event_fd_);
     if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_efd");
-    sockaddr_storage addr = {};
-    socklen_t len = 0;
-    s = Resolve(url, &addr, &len);
-    if (!s.ok()) return s;
     ucp_listener_params_t p = {};
     p.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
     p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
@@ -142,12 +142,12 @@ class UcxListener final : public Listener {
 
 Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
                       std::unique_ptr<Channel>* out) {
-  ucp_context_h context = nullptr;
-  Status s = ucx::GetContext(url.scheme, &context);
-  if (!s.ok()) return s;
   sockaddr_storage addr = {};
   socklen_t len = 0;
-  s = ucx::Resolve(url, &addr, &len);
+  Status s = ucx::Resolve(url, &addr, &len);
+  if (!s.ok()) return s;
+  ucp_context_h context = nullptr;
+  s = ucx::GetContext(url.scheme, ucx::InterfaceFor(addr, len, false), &context);
   if (!s.ok()) return s;
   return ucx::UcxChannel::Connect(context, addr, len, url.ToString(), options,
                                   url.scheme == TransportUrl::Scheme::kShm, out);

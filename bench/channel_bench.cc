@@ -1,0 +1,121 @@
+// channel_bench: rgpu's transport layer alone (Channel over UCX, no protocol, no backend), so
+// that the cost of each layer above the floor can be told apart: the floor (ucx_perftest), this,
+// and `rgpu bench` (the whole stack). An echo server runs in a child process (two processes, as
+// the floor and rgpu have); the client sends a small message (the size of a call) and waits for
+// a small reply, and sends large payloads that the server takes as rendezvous data. Prints a
+// table and a JSON object of medians.
+//   channel_bench [--transport tcp|shm] [--quick]
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <csignal>
+#include <vector>
+
+#include "transport/channel.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The child: listens, tells the parent its port through `port_fd`, and echoes each message's
+// header (payloads are received and dropped) until the client leaves.
+int EchoServer(const std::string& transport, int port_fd) {
+  rgpu::TransportUrl url;
+  std::unique_ptr<rgpu::Listener> listener;
+  rgpu::Status s = rgpu::TransportUrl::Parse(transport + "://127.0.0.1:0", &url);
+  if (s.ok()) s = rgpu::CreateListener(url, &listener);
+  const uint16_t port = s.ok() ? listener->port() : 0;
+  if (write(port_fd, &port, sizeof port) != sizeof port || port == 0) return 1;
+  std::unique_ptr<rgpu::PendingConnection> pending;
+  if (!listener->WaitConnection(10000, &pending).ok()) return 1;
+  std::unique_ptr<rgpu::Channel> ch;
+  if (!pending->Accept(rgpu::ChannelOptions(), &ch).ok()) return 1;
+  rgpu::ReceivedMessage m;
+  const std::string reply = "reply-08";  // about the size of a Reply envelope
+  while (ch->Receive(10000, &m).ok()) {
+    if (!ch->Send(reply, nullptr, 0).ok()) break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rgpu's transport layer alone: round trip and bulk bandwidth"};
+  std::string transport = "shm";
+  bool quick = false;
+  app.add_option("--transport", transport, "tcp or shm")->check(CLI::IsMember({"tcp", "shm"}));
+  app.add_flag("--quick", quick, "fewer repetitions");
+  CLI11_PARSE(app, argc, argv);
+
+  // The server process is forked before this process starts UCX.
+  int fds[2];
+  if (pipe(fds) != 0) return 1;
+  const pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    _exit(EchoServer(transport, fds[1]));
+  }
+  close(fds[1]);
+  uint16_t port = 0;
+  if (child < 0 || read(fds[0], &port, sizeof port) != sizeof port || port == 0) {
+    fprintf(stderr, "channel_bench: the echo server did not start\n");
+    return 1;
+  }
+  close(fds[0]);
+  rgpu::TransportUrl url;
+  rgpu::Status s = rgpu::TransportUrl::Parse(transport + "://127.0.0.1:0", &url);
+  url.port = port;
+  std::unique_ptr<rgpu::Channel> ch;
+  if (s.ok()) s = rgpu::ConnectChannel(url, rgpu::ChannelOptions(), &ch);
+  if (!s.ok()) {
+    fprintf(stderr, "channel_bench: %s\n", s.ToString().c_str());
+    kill(child, SIGTERM);
+    waitpid(child, nullptr, 0);
+    return 1;
+  }
+  const std::string request(24, 'c');  // about the size of a Call envelope
+  rgpu::ReceivedMessage m;
+  auto round_trip = [&](const void* payload, size_t size) {
+    return ch->Send(request, payload, size).ok() && ch->Receive(10000, &m).ok();
+  };
+
+  const int reps = quick ? 3 : 5, n = quick ? 20000 : 200000;
+  std::vector<double> rtt;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      if (!round_trip(nullptr, 0)) return 1;
+    }
+    rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / n);
+  }
+  const size_t big = size_t{64} << 20;
+  std::vector<char> payload(big, 1);
+  std::vector<double> bw;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    if (!round_trip(payload.data(), big)) return 1;
+    bw.push_back((big / double(1 << 20)) /
+                 std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  ch.reset();
+  waitpid(child, nullptr, 0);
+
+  const double rtt_us = Median(rtt), bw_mibps = Median(bw);
+  printf("channel_bench over %s (medians of %d runs)\n", transport.c_str(), reps);
+  printf("  %-36s %10.2f\n", "small message round trip (us)", rtt_us);
+  printf("  %-36s %10.0f\n", "64 MiB payload, sent and answered (MiB/s)", bw_mibps);
+  printf("{\"transport\": \"%s\", \"channel_rtt_us\": %.4f, \"channel_64MiB_MiBps\": %.1f}\n",
+         transport.c_str(), rtt_us, bw_mibps);
+  return 0;
+}
