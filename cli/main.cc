@@ -167,7 +167,8 @@ int main(int argc, char** argv) {
   keygen->add_option("--private", private_key, "private key (PEM) to write")->required();
   keygen->add_option("--public", public_key, "public key (PEM) to write")->required();
   rgpu::wire::TokenClaims claims;
-  std::string memory = "1G", key_path, server_claim, gpu_claim, tenant_claim;
+  std::string memory = "1G", key_path, server_claim, tenant_claim;
+  std::vector<uint32_t> gpu_claims;
   double weight = 1.0;
   long ttl = 3600;
   CLI::App* sign = token_cmd->add_subcommand("sign", "print a token signed with a private key");
@@ -178,7 +179,9 @@ int main(int argc, char** argv) {
   sign->add_option("--weight", weight, "share weight")->capture_default_str();
   sign->add_option("--ttl", ttl, "seconds until the token expires")->capture_default_str();
   sign->add_option("--server", server_claim, "the server it is valid for (default: any)");
-  sign->add_option("--gpu", gpu_claim, "the GPU it is valid for (default: any)");
+  sign->add_option("--gpu", gpu_claims,
+                  "the GPUs (device indices) it grants, e.g. 0,2 (default: every GPU of the server)")
+      ->delimiter(',');
 
   std::string status_server;
   bool status_json = false;
@@ -211,7 +214,8 @@ int main(int argc, char** argv) {
     claims.set_weight(weight);
     claims.set_expires_unix(static_cast<int64_t>(time(nullptr)) + ttl);
     claims.set_server(server_claim);
-    claims.set_gpu(gpu_claim);
+    for (uint32_t g : gpu_claims) claims.add_gpus(g);
+    claims.set_all_gpus(gpu_claims.empty());
     std::string signed_token;
     rgpu::Status s = rgpu::SignToken(claims, key_path, &signed_token);
     if (!s.ok()) {

@@ -1,5 +1,7 @@
 #include "proto/signed_token.h"
 
+#include "proto/crypto.h"
+
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
@@ -18,32 +20,6 @@ struct MdCtxFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
 using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-
-std::string Base64Url(const std::string& in) {
-  std::string out((in.size() + 2) / 3 * 4 + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()),
-                          static_cast<int>(in.size()));
-  out.resize(n);
-  for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
-  while (!out.empty() && out.back() == '=') out.pop_back();
-  return out;
-}
-
-bool FromBase64Url(std::string in, std::string* out) {
-  for (char& c : in) c = c == '-' ? '+' : c == '_' ? '/' : c;
-  while (in.size() % 4 != 0) in.push_back('=');
-  std::string bytes(in.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()),
-                          static_cast<int>(in.size()));
-  if (n < 0) return false;
-  size_t pad = 0;
-  while (pad < 2 && pad < in.size() && in[in.size() - 1 - pad] == '=') ++pad;
-  bytes.resize(n - pad);
-  *out = bytes;
-  return true;
-}
 
 bool ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path);
@@ -92,7 +68,7 @@ Status SignToken(const wire::TokenClaims& claims, const std::string& private_pem
     return Internal("signing failed");
   }
   signature.resize(size);
-  *token = Base64Url(message) + "." + Base64Url(signature);
+  *token = Base64UrlEncode(message) + "." + Base64UrlEncode(signature);
   return Status::Ok();
 }
 
@@ -112,8 +88,8 @@ Status TokenVerifier::FromPublicKeyFile(const std::string& path, TokenVerifier* 
 Status TokenVerifier::Verify(const std::string& token, wire::TokenClaims* claims) const {
   const size_t dot = token.find('.');
   std::string message, signature;
-  if (dot == std::string::npos || !FromBase64Url(token.substr(0, dot), &message) ||
-      !FromBase64Url(token.substr(dot + 1), &signature)) {
+  if (dot == std::string::npos || !Base64UrlDecode(token.substr(0, dot), &message) ||
+      !Base64UrlDecode(token.substr(dot + 1), &signature)) {
     return PermissionDenied("malformed token");
   }
   BIO* bio = BIO_new_mem_buf(public_pem_.data(), static_cast<int>(public_pem_.size()));
@@ -129,6 +105,26 @@ Status TokenVerifier::Verify(const std::string& token, wire::TokenClaims* claims
   }
   if (!claims->ParseFromString(message)) return PermissionDenied("malformed token claims");
   return Status::Ok();
+}
+
+std::string MakeCredential(const std::string& token, const std::string& holder_private_raw) {
+  return token + "." + Base64UrlEncode(holder_private_raw);
+}
+
+bool SplitCredential(const std::string& credential, std::string* token,
+                     std::string* holder_private_raw) {
+  holder_private_raw->clear();
+  const size_t first = credential.find('.');
+  const size_t second = first == std::string::npos ? first : credential.find('.', first + 1);
+  if (second == std::string::npos) {
+    *token = credential;
+    return true;
+  }
+  *token = credential.substr(0, second);
+  std::string key;
+  if (!Base64UrlDecode(credential.substr(second + 1), &key) || key.size() != 32) return false;
+  *holder_private_raw = std::move(key);
+  return true;
 }
 
 }  // namespace rgpu

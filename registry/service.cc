@@ -374,7 +374,8 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   wire::TokenClaims& claims = w->claims;  // signed by the waiting Place call, outside mu_
   claims.set_tenant(w->tenant);
   claims.set_server(gpu.server_name);
-  claims.set_gpu(std::to_string(gpu.spec.index()));
+  claims.add_gpus(gpu.spec.index());
+  claims.set_lease_id(lease.lease_id);
   claims.set_memory_quota(w->ask.memory);
   claims.set_weight(w->ask.share / 25.0);
   claims.set_expires_unix(lease.expires_ms / 1000);

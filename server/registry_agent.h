@@ -29,6 +29,9 @@ struct RegistryAgentOptions {
   std::string tls_ca;            // CA certificate (PEM) when the registry serves TLS
   std::string server_name;       // as tokens name this server
   std::string server_url;        // where tenants reach this server
+  // Sent with the registration; the registry probes server_url and expects HMAC-SHA256 of its
+  // nonce under this secret (Session::SetReachabilitySecret).
+  std::string reachability_secret;
   int report_ms = 1000;          // usage records are made and sent this often
   int observe_ms = 100;          // device memory is sampled this often (for GiB-seconds)
   size_t max_pending = 1000000;  // records kept while the registry is unreachable

@@ -9,6 +9,7 @@
 #include <prometheus/exposer.h>
 
 #include "server/metrics.h"
+#include "proto/crypto.h"
 #include "server/registry_agent.h"
 #include "server/session.h"
 
@@ -25,6 +26,7 @@ Status Server::StartRegistryAgent() {
   agent_options.address = options_.registry;
   agent_options.provider_key = options_.provider_key;
   agent_options.tls_ca = options_.registry_ca;
+  agent_options.reachability_secret = reachability_secret_;
   agent_options.spool_path = options_.metering_spool;
   agent_options.server_name = options_.name;
   agent_options.server_url = options_.advertise_url.empty() ? url_ : options_.advertise_url;
@@ -83,6 +85,8 @@ Status Server::StartRegistryAgent() {
 
 Status Server::Start(const ServerOptions& options) {
   options_ = options;
+  reachability_secret_ = RandomBytes(32);
+  if (reachability_secret_.empty()) return Internal("no random bytes for the reachability secret");
   std::string lib = options.driver_library;
   if (lib.empty()) {
     if (options.backend == "cuda") {
@@ -209,6 +213,7 @@ void Server::Serve() {
         Session session(id, driver_, devices_, std::move(channel), tenants_.get(), refusal,
                         scheduler_.get());
         session.SetStatusProvider([this] { return SessionsStatus(); });
+        session.SetReachabilitySecret(&reachability_secret_);
         session.SetLiveness(liveness_.get(), options_.client_timeout_ms);
         {
           std::lock_guard<std::mutex> lock(mu_);

@@ -90,6 +90,9 @@ class Server {
   std::atomic<int> running_threads_{0};
   std::unique_ptr<RegistryAgent> agent_;  // when options_.registry is set
   std::string registry_key_path_;         // the registry's public key, written for TenantTable
+  // Random, made at Start: sent to the registry when registering, so that the registry can check
+  // this server answers at its URL (Session::SetReachabilitySecret).
+  std::string reachability_secret_;
   // Registers with the registry and admits the tokens it signs. Called by Start().
   Status StartRegistryAgent();
 };

@@ -8,6 +8,7 @@
 
 #include "common/fatbin.h"
 #include "common/log.h"
+#include "proto/crypto.h"
 #include "proto/protocol_version.h"
 #include "server/device_catalog.h"
 #include "server/liveness_service.h"
@@ -66,6 +67,7 @@ wire::SessionStats Session::Stats() const {
     std::lock_guard<std::mutex> lock(name_mu_);
     st.set_client(client_name_);
     if (tenant_ != nullptr) st.set_tenant(tenant_->name);
+    st.set_lease_id(lease_id_);
   }
   st.set_memory_bytes(live_bytes_.load());
   st.set_gpu_busy_seconds(gpu_busy_seconds_.load());
@@ -177,6 +179,17 @@ bool Session::Handshake() {
     channel_->Send(status.SerializeAsString(), nullptr, 0);
     return false;  // a status query is not a session
   }
+  if (parsed && in.body_case() == wire::Envelope::kReachabilityProbe &&
+      reachability_secret_ != nullptr && !reachability_secret_->empty()) {
+    constexpr size_t kMaxNonceBytes = 64;
+    wire::Envelope proof;
+    if (in.reachability_probe().nonce().size() <= kMaxNonceBytes) {
+      proof.mutable_reachability_proof()->set_mac(
+          HmacSha256(*reachability_secret_, in.reachability_probe().nonce()));
+    }
+    channel_->Send(proof.SerializeAsString(), nullptr, 0);
+    return false;  // a probe is not a session
+  }
   if (!parsed || in.body_case() != wire::Envelope::kHello) {
     w->set_status(CUDA_ERROR_INVALID_VALUE);
     w->set_error("malformed handshake: expected Hello");
@@ -224,7 +237,13 @@ bool Session::Handshake() {
 
 Status Session::Admit(const std::string& token) {
   if (tenants_ == nullptr) return Status::Ok();
-  return tenants_->Admit(token, &tenant_);
+  Admission admission;
+  Status s = tenants_->Admit(token, &admission);
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(name_mu_);
+  tenant_ = admission.tenant;
+  lease_id_ = admission.lease_id;
+  return Status::Ok();
 }
 
 bool Session::Serve(ReceivedMessage& m) {

@@ -63,6 +63,10 @@ class Session {
   // Answers a StatusRequest handshake (instead of Hello) with the server's live sessions.
   using StatusProvider = std::function<wire::StatusReply()>;
   void SetStatusProvider(StatusProvider provider) { status_provider_ = std::move(provider); }
+  // Answers a ReachabilityProbe handshake (the registry checking that this server answers at the
+  // URL it registered) with HMAC-SHA256(secret, nonce). `secret` must outlive the session; empty:
+  // probes are refused.
+  void SetReachabilitySecret(const std::string* secret) { reachability_secret_ = secret; }
   // Offers the client the server's keepalive port; with client_timeout_ms > 0 the session is
   // closed once its client (having announced itself there) sends no keepalive for that long.
   void SetLiveness(LivenessService* liveness, int client_timeout_ms) {
@@ -181,6 +185,7 @@ class Session {
   std::atomic<double> gpu_busy_seconds_{0};  // metering: measured GPU time of its kernels
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0};
   StatusProvider status_provider_;
+  const std::string* reachability_secret_ = nullptr;
   LivenessService* liveness_ = nullptr;
   int client_timeout_ms_ = 0;
   uint64_t liveness_key_ = 0;  // random; the client announces it on the keepalive port
@@ -190,6 +195,7 @@ class Session {
   mutable std::mutex name_mu_;  // guards client_name_ and the dropping of channel_ for Stats()
   ShareAccount* account();
   std::shared_ptr<Tenant> tenant_;  // the admitting tenant, when tokens are required
+  std::string lease_id_;            // its token's registry lease ("": none); under name_mu_
   std::string client_name_;
   CUcontext current_ = nullptr;
 

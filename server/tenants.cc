@@ -91,10 +91,11 @@ Status TenantTable::AcceptSigned(const std::string& public_key_path,
   return Status::Ok();
 }
 
-Status TenantTable::Admit(const std::string& token, std::shared_ptr<Tenant>* tenant) {
+Status TenantTable::Admit(const std::string& token, Admission* admission) {
+  *admission = Admission();
   if (token.empty()) return PermissionDenied("this server requires a token (RGPU_TOKEN)");
   if (auto it = by_token_.find(token); it != by_token_.end()) {
-    *tenant = it->second;
+    admission->tenant = it->second;
     return Status::Ok();
   }
   if (verifier_ == nullptr || token.find('.') == std::string::npos) {
@@ -109,8 +110,8 @@ Status TenantTable::Admit(const std::string& token, std::shared_ptr<Tenant>* ten
   if (!claims.server().empty() && claims.server() != server_name_) {
     return PermissionDenied("token is for server " + claims.server());
   }
-  if (!claims.gpu().empty() && claims.gpu() != "0") {
-    return PermissionDenied("token is for GPU " + claims.gpu() + ", not on this server");
+  if (!claims.all_gpus() && claims.gpus_size() == 0) {
+    return PermissionDenied("token grants no GPU");
   }
   if (claims.tenant().empty() || !(claims.weight() > 0)) {
     return PermissionDenied("token claims no tenant or no weight");
@@ -123,7 +124,10 @@ Status TenantTable::Admit(const std::string& token, std::shared_ptr<Tenant>* ten
   t->memory_quota = claims.memory_quota();
   t->weight = claims.weight();
   t->share.weight = claims.weight();
-  *tenant = t;
+  admission->tenant = t;
+  admission->lease_id = claims.lease_id();
+  admission->all_gpus = claims.all_gpus();
+  for (uint32_t g : claims.gpus()) admission->gpus.push_back(static_cast<int>(g));
   return Status::Ok();
 }
 

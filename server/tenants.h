@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "proto/signed_token.h"
@@ -29,6 +30,14 @@ struct Tenant {
   void Release(uint64_t bytes) { memory_used.fetch_sub(bytes); }
 };
 
+// What a token admits: its tenant, the registry lease it was issued for, and the GPUs it grants.
+struct Admission {
+  std::shared_ptr<Tenant> tenant;
+  std::string lease_id;     // "" for tokens from a file or signed by an operator
+  bool all_gpus = true;     // every device of the server
+  std::vector<int> gpus;    // otherwise these device indices, in the order the token names them
+};
+
 // Who may open sessions: tokens listed in a file, and/or tokens signed by a registry whose public
 // key the server holds (Ed25519, see proto/signed_token.h). Thread-safe.
 class TenantTable {
@@ -39,9 +48,9 @@ class TenantTable {
   // server (`server_name`; claims naming another server are refused).
   Status AcceptSigned(const std::string& public_key_path, const std::string& server_name);
 
-  // The tenant `token` admits, or the reason it is refused (missing, unknown, malformed, forged,
+  // What `token` admits, or the reason it is refused (missing, unknown, malformed, forged,
   // expired, for another server or GPU).
-  Status Admit(const std::string& token, std::shared_ptr<Tenant>* tenant);
+  Status Admit(const std::string& token, Admission* admission);
   size_t size() const { return by_token_.size(); }
 
  private:

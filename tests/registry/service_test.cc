@@ -217,7 +217,9 @@ TEST_F(ServiceTest, PlacementSignsATokenTheServerCanVerify) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(claims.tenant(), "alice");
   EXPECT_EQ(claims.server(), "host1");
-  EXPECT_EQ(claims.gpu(), "0");
+  ASSERT_EQ(claims.gpus_size(), 1);
+  EXPECT_EQ(claims.gpus(0), 0u);
+  EXPECT_EQ(claims.lease_id(), p.lease_id());
   EXPECT_EQ(claims.memory_quota(), 12 * G);
   EXPECT_EQ(claims.expires_unix(), now_.load() / 1000 + 3600);
   // The request is checked; a request nothing could ever satisfy is answered at once.

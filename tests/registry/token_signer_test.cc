@@ -19,7 +19,7 @@ TEST(TokenSigner, SignsWhatTheVerifierAccepts) {
   wire::TokenClaims claims;
   claims.set_tenant("alice");
   claims.set_server("host1");
-  claims.set_gpu("0");
+  claims.add_gpus(0);
   claims.set_memory_quota(1ull << 30);
   claims.set_weight(2);
   claims.set_expires_unix(1800000000);
