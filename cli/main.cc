@@ -179,8 +179,9 @@ int main(int argc, char** argv) {
   sign->add_option("--weight", weight, "share weight")->capture_default_str();
   sign->add_option("--ttl", ttl, "seconds until the token expires")->capture_default_str();
   sign->add_option("--server", server_claim, "the server it is valid for (default: any)");
-  sign->add_option("--gpu", gpu_claims,
-                  "the GPUs (device indices) it grants, e.g. 0,2 (default: every GPU of the server)")
+  sign->add_option(
+          "--gpu", gpu_claims,
+          "the GPUs (device indices) it grants, e.g. 0,2 (default: every GPU of the server)")
       ->delimiter(',');
 
   std::string status_server;

@@ -108,8 +108,8 @@ Status SignEd25519(std::string_view private_raw, std::string_view message, std::
 bool VerifyEd25519(std::string_view public_raw, std::string_view message,
                    std::string_view signature) {
   if (public_raw.size() != kEd25519KeyBytes) return false;
-  Pkey key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, Bytes(public_raw),
-                                       public_raw.size()));
+  Pkey key(
+      EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, Bytes(public_raw), public_raw.size()));
   MdCtx ctx(EVP_MD_CTX_new());
   if (key == nullptr || ctx == nullptr) return false;
   return EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) == 1 &&

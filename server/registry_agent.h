@@ -24,11 +24,11 @@
 namespace rgpu::server {
 
 struct RegistryAgentOptions {
-  std::string address;           // registry HOST:PORT
-  std::string provider_key;      // x-rgpu-provider-key
-  std::string tls_ca;            // CA certificate (PEM) when the registry serves TLS
-  std::string server_name;       // as tokens name this server
-  std::string server_url;        // where tenants reach this server
+  std::string address;       // registry HOST:PORT
+  std::string provider_key;  // x-rgpu-provider-key
+  std::string tls_ca;        // CA certificate (PEM) when the registry serves TLS
+  std::string server_name;   // as tokens name this server
+  std::string server_url;    // where tenants reach this server
   // Sent with the registration; the registry probes server_url and expects HMAC-SHA256 of its
   // nonce under this secret (Session::SetReachabilitySecret).
   std::string reachability_secret;

@@ -33,9 +33,9 @@ struct Tenant {
 // What a token admits: its tenant, the registry lease it was issued for, and the GPUs it grants.
 struct Admission {
   std::shared_ptr<Tenant> tenant;
-  std::string lease_id;     // "" for tokens from a file or signed by an operator
-  bool all_gpus = true;     // every device of the server
-  std::vector<int> gpus;    // otherwise these device indices, in the order the token names them
+  std::string lease_id;   // "" for tokens from a file or signed by an operator
+  bool all_gpus = true;   // every device of the server
+  std::vector<int> gpus;  // otherwise these device indices, in the order the token names them
 };
 
 // Who may open sessions: tokens listed in a file, and/or tokens signed by a registry whose public
