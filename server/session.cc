@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "proto/crypto.h"
 #include "proto/protocol_version.h"
+#include "server/checked_size.h"
 #include "server/device_catalog.h"
 #include "server/liveness_service.h"
 #include "server/tenants.h"
@@ -337,6 +338,9 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
     result = CUDA_ERROR_INVALID_VALUE;
   } else if (call.posted() && info->mode != CallMode::kAsync) {
     cs.detail = std::string(info->name) + " cannot be posted";
+    result = CUDA_ERROR_INVALID_VALUE;
+  } else if (info->payload_in == PayloadKind::kNone && payload_size != 0) {
+    cs.detail = std::string(info->name) + " takes no payload";
     result = CUDA_ERROR_INVALID_VALUE;
   } else {
     result = CUDA_SUCCESS;
@@ -714,13 +718,18 @@ CUresult Session::HandleMemset(CallState& cs) {
   const uint64_t value = cs.arg(1), element = cs.arg(2), count = cs.arg(3);
   if (element != 1 && element != 2 && element != 4) return CUDA_ERROR_INVALID_VALUE;
   if (count == 0) return CUDA_SUCCESS;
-  if (count > (~0ull) / element || !OwnsRange(cs.ctx_id, dst, count * element)) {
+  uint64_t bytes = 0;
+  if (!CheckedMul(count, element, &bytes) || !OwnsRange(cs.ctx_id, dst, bytes)) {
     cs.detail = "memset range is not memory of this session";
     return CUDA_ERROR_INVALID_VALUE;
   }
   CUstream stream = nullptr;
   if (!ResolveStream(cs, cs.arg(4), &stream)) return CUDA_ERROR_INVALID_HANDLE;
-  const bool async = cs.arg(5) != 0;
+  return MemsetElements(cs, dst, value, element, count, stream, cs.arg(5) != 0);
+}
+
+CUresult Session::MemsetElements(CallState& cs, CUdeviceptr dst, uint64_t value, uint64_t element,
+                                 uint64_t count, CUstream stream, bool async) {
   switch (element) {
     case 1:
       if (async) {
@@ -881,8 +890,10 @@ CUresult Session::HandleLaunchKernelOnStream(CallState& cs) {
   const uint64_t stream_id = cs.call->args_size() > 8 ? cs.arg(8) : 0;
   CUstream stream = nullptr;
   if (!ResolveStream(cs, stream_id, &stream)) return CUDA_ERROR_INVALID_HANDLE;
-  if (cs.payload_size < f->params_bytes) {
-    cs.detail = "kernel arguments are shorter than the kernel's parameter list";
+  if (cs.payload_size != f->params_bytes) {
+    cs.detail = "kernel arguments (" + std::to_string(cs.payload_size) +
+                " bytes) do not match the kernel's parameters (" + std::to_string(f->params_bytes) +
+                " bytes)";
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (int i = 1; i <= 7; ++i) {
@@ -1023,21 +1034,18 @@ CUresult Session::HandleEventDestroy(CallState& cs) {
 
 // ---- Pitched 2D copies, row by row on the backend ----
 
-namespace {
-// Bytes spanned by `height` rows of `width` bytes `pitch` apart; 0 when the shape is invalid.
-uint64_t PitchedExtent(uint64_t pitch, uint64_t width, uint64_t height) {
-  if (width == 0 || height == 0 || pitch < width || height > (1ull << 32) || pitch > (1ull << 40)) {
-    return 0;
-  }
-  return pitch * (height - 1) + width;
-}
-}  // namespace
-
 CUresult Session::HandleMemcpy2DHtoD(CallState& cs) {
   const CUdeviceptr dst = cs.arg(0);
   const uint64_t pitch = cs.arg(1), width = cs.arg(2), height = cs.arg(3);
-  const uint64_t extent = PitchedExtent(pitch, width, height);
-  if (extent == 0 || cs.payload_size != width * height) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t extent = 0, packed = 0;
+  if (!PitchedShape(pitch, width, height, &extent, &packed)) {
+    cs.detail = "invalid or overflowing copy shape";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (cs.payload_size != packed) {
+    cs.detail = "payload size does not match the copy's rows";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (!OwnsRange(cs.ctx_id, dst, extent)) {
     cs.detail = "destination range is not memory of this session";
     return CUDA_ERROR_INVALID_VALUE;
@@ -1053,30 +1061,36 @@ CUresult Session::HandleMemcpy2DHtoD(CallState& cs) {
 CUresult Session::HandleMemcpy2DDtoH(CallState& cs) {
   const CUdeviceptr src = cs.arg(0);
   const uint64_t pitch = cs.arg(1), width = cs.arg(2), height = cs.arg(3);
-  const uint64_t extent = PitchedExtent(pitch, width, height);
-  if (extent == 0) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t extent = 0, packed = 0;
+  if (!PitchedShape(pitch, width, height, &extent, &packed)) {
+    cs.detail = "invalid or overflowing copy shape";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // packed <= extent, and the extent lies in one allocation: the reply is bounded by it.
   if (!OwnsRange(cs.ctx_id, src, extent)) {
     cs.detail = "source range is not memory of this session";
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (CUresult r = AfterStreamWork(cs, cs.arg(4)); r != CUDA_SUCCESS) return r;
-  if (width * height > (uint64_t{1} << 36)) return CUDA_ERROR_INVALID_VALUE;
-  cs.out_payload = OutputBuffer(width * height);
+  cs.out_payload = OutputBuffer(packed);
   if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   for (uint64_t row = 0; row < height; ++row) {
     CUresult r = drv_.cuMemcpyDtoH(cs.out_payload + row * width, src + row * pitch, width);
     if (r != CUDA_SUCCESS) return r;
   }
-  cs.out_size = width * height;
+  cs.out_size = packed;
   return CUDA_SUCCESS;
 }
 
 CUresult Session::HandleMemcpy2DDtoD(CallState& cs) {
   const CUdeviceptr dst = cs.arg(0), src = cs.arg(2);
   const uint64_t dpitch = cs.arg(1), spitch = cs.arg(3), width = cs.arg(4), height = cs.arg(5);
-  const uint64_t dext = PitchedExtent(dpitch, width, height);
-  const uint64_t sext = PitchedExtent(spitch, width, height);
-  if (dext == 0 || sext == 0) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t dext = 0, sext = 0, packed = 0;
+  if (!PitchedShape(dpitch, width, height, &dext, &packed) ||
+      !PitchedShape(spitch, width, height, &sext, &packed)) {
+    cs.detail = "invalid or overflowing copy shape";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (!OwnsRange(cs.ctx_id, dst, dext) || !OwnsRange(cs.ctx_id, src, sext)) {
     cs.detail = "copy range is not memory of this session";
     return CUDA_ERROR_INVALID_VALUE;
@@ -1130,25 +1144,19 @@ CUresult Session::HandleMemset2D(CallState& cs) {
   const uint64_t pitch = cs.arg(1), value = cs.arg(2), element = cs.arg(3), width = cs.arg(4),
                  height = cs.arg(5);
   if (element != 1 && element != 2 && element != 4) return CUDA_ERROR_INVALID_VALUE;
-  if (width > (1ull << 40)) return CUDA_ERROR_INVALID_VALUE;
-  const uint64_t extent = PitchedExtent(pitch, width * element, height);
-  if (extent == 0 || !OwnsRange(cs.ctx_id, dst, extent)) {
+  uint64_t row_bytes = 0, extent = 0, packed = 0;
+  if (!CheckedMul(width, element, &row_bytes) ||
+      !PitchedShape(pitch, row_bytes, height, &extent, &packed) ||
+      !OwnsRange(cs.ctx_id, dst, extent)) {
     cs.detail = "memset range is not memory of this session";
     return CUDA_ERROR_INVALID_VALUE;
   }
-  // One row at a time, through the 1D memset handler.
-  wire::Call row;
-  row.set_op(static_cast<uint32_t>(Op::kMemset));
-  for (uint64_t a : {uint64_t{0}, value, element, width, cs.arg(6), cs.arg(7)}) row.add_args(a);
-  CallState rs;
-  rs.call = &row;
-  rs.ctx_id = cs.ctx_id;
-  rs.ctx = cs.ctx;
-  rs.reply = cs.reply;
-  for (uint64_t r = 0; r < height; ++r) {
-    row.set_args(0, dst + r * pitch);
-    CUresult result = HandleMemset(rs);
-    if (result != CUDA_SUCCESS) return result;
+  CUstream stream = nullptr;
+  if (!ResolveStream(cs, cs.arg(6), &stream)) return CUDA_ERROR_INVALID_HANDLE;
+  for (uint64_t row = 0; row < height; ++row) {
+    CUresult r =
+        MemsetElements(cs, dst + row * pitch, value, element, width, stream, cs.arg(7) != 0);
+    if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
 }

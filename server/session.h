@@ -154,6 +154,10 @@ class Session {
   // a page fault per page); valid until the next call. nullptr when memory is exhausted.
   char* OutputBuffer(size_t bytes);
 
+  // Sets `count` elements of `element` bytes (1, 2 or 4) at `dst` to `value`, on `stream` when
+  // `async`; the range has been checked.
+  CUresult MemsetElements(CallState& cs, CUdeviceptr dst, uint64_t value, uint64_t element,
+                          uint64_t count, CUstream stream, bool async);
   // Makes `ctx` current on this thread if it is not already.
   CUresult MakeCurrent(ContextRecord* ctx);
   // Checks that [ptr, ptr+bytes) lies in memory this session owns in context `ctx_id`.

@@ -5,79 +5,17 @@
 
 #include <thread>
 
-#include "proto/ops.h"
-#include "proto/protocol_version.h"
-#include "proto/rgpu.pb.h"
-#include "server/server.h"
-#include "transport/channel.h"
+#include "tests/unit/raw_peer.h"
 
 namespace rgpu {
 namespace {
 
-class ServerProtocolTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    server::ServerOptions o;
-    o.listen = "tcp://127.0.0.1:0";
-    o.backend = "softgpu";
-    o.driver_library = RGPU_SOFTGPU_LIBRARY;
-    Status s = server_.Start(o);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    thread_ = std::thread([this] { server_.Serve(); });
-  }
-  void TearDown() override {
-    server_.Stop();
-    thread_.join();
-  }
+using test::Call;
+using test::Exchange;
+using test::Hello;
+using test::OpenSession;
 
-  std::unique_ptr<Channel> Connect() {
-    TransportUrl url;
-    EXPECT_TRUE(TransportUrl::Parse(server_.url(), &url).ok());
-    std::unique_ptr<Channel> ch;
-    EXPECT_TRUE(ConnectChannel(url, ChannelOptions(), &ch).ok());
-    return ch;
-  }
-
-  static wire::Envelope Exchange(Channel* ch, const wire::Envelope& out,
-                                 const std::string& payload = "") {
-    EXPECT_TRUE(ch->Send(out.SerializeAsString(), payload.data(), payload.size()).ok());
-    ReceivedMessage m;
-    wire::Envelope in;
-    Status s = ch->Receive(10000, &m);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    EXPECT_TRUE(in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())));
-    return in;
-  }
-
-  static wire::Envelope Hello(uint32_t version = kProtocolVersion) {
-    wire::Envelope e;
-    e.mutable_hello()->set_protocol_version(version);
-    e.mutable_hello()->set_client_name("protocol-test");
-    return e;
-  }
-
-  static wire::Envelope Call(uint64_t seq, Op op, uint64_t ctx, std::vector<uint64_t> args) {
-    wire::Envelope e;
-    e.mutable_call()->set_seq(seq);
-    e.mutable_call()->set_op(static_cast<uint32_t>(op));
-    e.mutable_call()->set_ctx(ctx);
-    for (uint64_t a : args) e.mutable_call()->add_args(a);
-    return e;
-  }
-
-  // A session with a context; returns the context id.
-  uint64_t OpenSession(Channel* ch) {
-    wire::Envelope w = Exchange(ch, Hello());
-    EXPECT_EQ(w.welcome().status(), 0);
-    EXPECT_GE(w.welcome().devices_size(), 1);
-    wire::Envelope r = Exchange(ch, Call(1, Op::kCtxCreate, 0, {0, 0}));
-    EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
-    return r.reply().values(0);
-  }
-
-  server::Server server_;
-  std::thread thread_;
-};
+class ServerProtocolTest : public test::RawServerTest {};
 
 TEST_F(ServerProtocolTest, RefusesWrongProtocolVersion) {
   auto ch = Connect();

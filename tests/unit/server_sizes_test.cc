@@ -1,0 +1,152 @@
+// Hostile sizes against rgpu-server (issue 13, item 1): every size a handler derives from a
+// call's arguments is overflow-checked before any ownership check, buffer or backend call sees
+// it, and a payload whose size does not match what the call needs is refused. Each case was a
+// crash or a partial write before the checks existed.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "tests/unit/raw_peer.h"
+
+namespace rgpu {
+namespace {
+
+using test::Alloc;
+using test::BatchBuilder;
+using test::Call;
+using test::Exchange;
+using test::OpenSession;
+using test::Result;
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+class ServerSizesTest : public test::RawServerTest {
+ protected:
+  // Room for a 4 GiB allocation: the software GPU's memory is only touched where written.
+  ServerSizesTest() { setenv("RGPU_SOFTGPU_MEMORY_MB", "8192", 1); }
+
+  // Reads `bytes` at `ptr` (which must succeed).
+  static std::string Read(Channel* ch, uint64_t ctx, uint64_t ptr, uint64_t bytes) {
+    std::string data;
+    wire::Envelope r = Exchange(ch, Call(90, Op::kMemcpyDtoH, ctx, {ptr, bytes, 0, 0}), "", &data);
+    EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+    return data;
+  }
+  // The session still answers.
+  static void ExpectAlive(Channel* ch, uint64_t ctx) {
+    EXPECT_EQ(Result(ch, Call(91, Op::kMemGetInfo, ctx, {})), CUDA_SUCCESS);
+  }
+};
+
+// The audit's crash: pitch 2^32+1, width 2^32, height 2^32 wraps the extent to 2^32-1 (inside a
+// 4 GiB allocation) and width*height to 0, after which 4 GiB were copied into a 64-byte reply
+// buffer.
+TEST_F(ServerSizesTest, TwoDimensionalReadWhoseExtentWrapsIsRefused) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t big = Alloc(ch.get(), ctx, 4 * kGiB);
+  ASSERT_NE(big, 0u);
+  Read(ch.get(), ctx, big, 64);  // the reply buffer is now 64 bytes
+  const uint64_t w = uint64_t{1} << 32;
+  EXPECT_EQ(Result(ch.get(), Call(3, Op::kMemcpy2DDtoH, ctx, {big, w + 1, w, w, 0, 0})),
+            CUDA_ERROR_INVALID_VALUE);
+  ExpectAlive(ch.get(), ctx);
+}
+
+// The same shape as a posted host-to-device copy with an empty payload inside a batch (its
+// packed size wraps to 0, which the empty payload matched).
+TEST_F(ServerSizesTest, TwoDimensionalWriteWithWrappedSizeInABatchIsRefused) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t big = Alloc(ch.get(), ctx, 4 * kGiB);
+  ASSERT_NE(big, 0u);
+  const uint64_t w = uint64_t{1} << 32;
+  BatchBuilder batch;
+  // A call with a payload first, so that the empty one points into real memory.
+  batch.Add(Call(2, Op::kMemcpyHtoD, ctx, {big, 16, 0, 1}, true), std::string(16, 'x'));
+  batch.Add(Call(3, Op::kMemcpy2DHtoD, ctx, {big, w + 1, w, w, 0, 1}, true), "");
+  batch.Add(Call(4, Op::kMemGetInfo, ctx, {}), "");
+  wire::Envelope r = Exchange(ch.get(), batch.envelope, batch.payload);
+  ASSERT_EQ(r.body_case(), wire::Envelope::kReply);
+  EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+  EXPECT_EQ(r.reply().async_error(), CUDA_ERROR_INVALID_VALUE);
+  ExpectAlive(ch.get(), ctx);
+}
+
+// Height 2^24+1 rows 2^40 apart wrap the extent to the width alone: the ownership check passed
+// and the first row was written before the backend refused the second (on a real GPU only the
+// driver would have stood in the way). Now nothing is written.
+TEST_F(ServerSizesTest, RowsWhoseExtentWrapsWriteNothing) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t src = Alloc(ch.get(), ctx, 64), dst = Alloc(ch.get(), ctx, 64);
+  ASSERT_NE(src, 0u);
+  ASSERT_NE(dst, 0u);
+  ASSERT_EQ(Result(ch.get(), Call(3, Op::kMemset, ctx, {src, 0x41, 1, 64, 0, 0})), CUDA_SUCCESS);
+  ASSERT_EQ(Result(ch.get(), Call(4, Op::kMemset, ctx, {dst, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
+  const uint64_t pitch = uint64_t{1} << 40, height = (uint64_t{1} << 24) + 1;
+  EXPECT_EQ(
+      Result(ch.get(), Call(5, Op::kMemcpy2DDtoD, ctx, {dst, pitch, src, pitch, 16, height, 0, 0})),
+      CUDA_ERROR_INVALID_VALUE);
+  // A 2D memset of the same shape, in 4-byte elements.
+  EXPECT_EQ(Result(ch.get(), Call(6, Op::kMemset2D, ctx, {dst, pitch, 0x42, 4, 4, height, 0, 0})),
+            CUDA_ERROR_INVALID_VALUE);
+  // Host-to-device: the payload holds the first row only (the packed size does not wrap here, so
+  // it is refused as a mismatch either way); with rows that fit it would be accepted.
+  EXPECT_EQ(Result(ch.get(), Call(7, Op::kMemcpy2DHtoD, ctx, {dst, pitch, 16, height, 0, 0}),
+                   std::string(16, 'x')),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Read(ch.get(), ctx, dst, 64), std::string(64, '\0'));
+  ExpectAlive(ch.get(), ctx);
+}
+
+// A 2D memset whose element count times element size overflows.
+TEST_F(ServerSizesTest, MemsetWhoseByteWidthOverflowsIsRefused) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t dst = Alloc(ch.get(), ctx, 64);
+  ASSERT_NE(dst, 0u);
+  const uint64_t width = (uint64_t{1} << 62) + 4;  // * 4 wraps to 16
+  EXPECT_EQ(Result(ch.get(), Call(3, Op::kMemset2D, ctx, {dst, 64, 0x42, 4, width, 1, 0, 0})),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Result(ch.get(), Call(4, Op::kMemset, ctx, {dst, 0x42, 4, width, 0, 0})),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Read(ch.get(), ctx, dst, 64), std::string(64, '\0'));
+}
+
+// Payloads must be exactly what the call needs: none for calls that take none, exactly the
+// rows for a 2D copy, exactly the kernel's parameters for a launch.
+TEST_F(ServerSizesTest, PayloadsThatDoNotMatchTheCallAreRefused) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  EXPECT_EQ(Result(ch.get(), Call(3, Op::kMemAlloc, ctx, {64}), "unexpected"),
+            CUDA_ERROR_INVALID_VALUE);
+  const uint64_t dst = Alloc(ch.get(), ctx, 256);
+  ASSERT_NE(dst, 0u);
+  EXPECT_EQ(Result(ch.get(), Call(4, Op::kMemcpy2DHtoD, ctx, {dst, 32, 16, 4, 0, 0}),
+                   std::string(65, 'x')),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Result(ch.get(), Call(5, Op::kMemcpy2DHtoD, ctx, {dst, 32, 16, 4, 0, 0}),
+                   std::string(64, 'x')),
+            CUDA_SUCCESS);
+  const std::string ptx =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".visible .entry k(.param .u64 p)\n{\n  ret;\n}\n";
+  wire::Envelope load = Exchange(ch.get(), Call(6, Op::kModuleLoadData, ctx, {}), ptx);
+  ASSERT_EQ(load.reply().result(), CUDA_SUCCESS) << load.reply().message();
+  wire::Envelope fn =
+      Exchange(ch.get(), Call(7, Op::kModuleGetFunction, ctx, {load.reply().values(0)}), "k");
+  ASSERT_EQ(fn.reply().result(), CUDA_SUCCESS) << fn.reply().message();
+  const uint64_t f = fn.reply().values(0);
+  const std::vector<uint64_t> launch = {f, 1, 1, 1, 1, 1, 1, 0, 0};
+  EXPECT_EQ(Result(ch.get(), Call(8, Op::kLaunchKernelOnStream, ctx, launch), std::string(4, 'p')),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Result(ch.get(), Call(9, Op::kLaunchKernelOnStream, ctx, launch), std::string(9, 'p')),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(Result(ch.get(), Call(10, Op::kLaunchKernelOnStream, ctx, launch), std::string(8, 0)),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Result(ch.get(), Call(11, Op::kCtxSynchronize, ctx, {})), CUDA_SUCCESS);
+}
+
+}  // namespace
+}  // namespace rgpu
