@@ -1,5 +1,6 @@
 #include "common/fatbin.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -165,7 +166,7 @@ Status CopyStandaloneImage(const void* image, std::string* out) {
   return Internal("fatbin: unreachable image kind");
 }
 
-Status CheckImage(const void* data, size_t size, ImageKind* kind) {
+Status CheckImage(const void* data, size_t size, ImageKind* kind, uint64_t max_expanded_bytes) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   *kind = size >= 4 ? Classify(data) : ImageKind::kPtx;
   switch (*kind) {
@@ -175,7 +176,7 @@ Status CheckImage(const void* data, size_t size, ImageKind* kind) {
           "container");
     case ImageKind::kContainer: {
       std::vector<Entry> entries;
-      return ParseContainer(data, size, &entries);
+      return ParseContainer(data, size, &entries, max_expanded_bytes);
     }
     case ImageKind::kElf: {
       uint64_t extent = 0;
@@ -187,7 +188,8 @@ Status CheckImage(const void* data, size_t size, ImageKind* kind) {
   return InvalidArgument("fatbin: unknown image kind");
 }
 
-Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries) {
+Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries,
+                      uint64_t max_expanded_bytes) {
   entries->clear();
   const auto* bytes = static_cast<const uint8_t*>(data);
   if (data == nullptr || size < kContainerHeaderSize) {
@@ -205,6 +207,15 @@ Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries
     return InvalidArgument("fatbin: container truncated (" + std::to_string(size) +
                            " bytes, header says " + std::to_string(header_size + fat_size) + ")");
   }
+  // First every entry header is checked and the bytes the entries expand to are added up, so that
+  // a container declaring more than the limit is refused before anything is decompressed.
+  struct Span {
+    const uint8_t* header;
+    const uint8_t* payload;
+    uint64_t payload_size;
+  };
+  std::vector<Span> spans;
+  uint64_t expanded = 0;
   const uint8_t* p = bytes + header_size;
   uint64_t left = fat_size;
   while (left > 0) {
@@ -223,23 +234,36 @@ Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries
         kind != static_cast<uint16_t>(EntryKind::kElf)) {
       return InvalidArgument("fatbin: unknown entry kind " + std::to_string(kind));
     }
-    Entry entry;
-    entry.kind = static_cast<EntryKind>(kind);
-    entry.ptx_minor = ReadLe<uint16_t>(p + 24);
-    entry.ptx_major = ReadLe<uint16_t>(p + 26);
-    entry.sm_arch = ReadLe<uint32_t>(p + 28);
-    entry.flags = ReadLe<uint64_t>(p + 40);
-    const uint64_t uncompressed_size = ReadLe<uint64_t>(p + 56);
-    const uint8_t* payload = p + entry_header_size;
-    if (entry.flags & (kFlagLz4 | kFlagZstd)) {
+    const uint64_t flags = ReadLe<uint64_t>(p + 40);
+    uint64_t entry_bytes = payload_size;
+    if (flags & (kFlagLz4 | kFlagZstd)) {
       if (compressed_size == 0 || compressed_size > payload_size) {
         return InvalidArgument("fatbin: bad compressed size");
       }
-      Status s =
-          Decompress(entry.flags, payload, compressed_size, uncompressed_size, &entry.payload);
+      entry_bytes = ReadLe<uint64_t>(p + 56);
+    }
+    if (entry_bytes > max_expanded_bytes - std::min(expanded, max_expanded_bytes)) {
+      return ResourceExhausted("fatbin: the container's entries expand to more than " +
+                               std::to_string(max_expanded_bytes) + " bytes");
+    }
+    expanded += entry_bytes;
+    spans.push_back(Span{p, p + entry_header_size, payload_size});
+    p += entry_header_size + payload_size;
+    left -= entry_header_size + payload_size;
+  }
+  for (const Span& span : spans) {
+    Entry entry;
+    entry.kind = static_cast<EntryKind>(ReadLe<uint16_t>(span.header));
+    entry.ptx_minor = ReadLe<uint16_t>(span.header + 24);
+    entry.ptx_major = ReadLe<uint16_t>(span.header + 26);
+    entry.sm_arch = ReadLe<uint32_t>(span.header + 28);
+    entry.flags = ReadLe<uint64_t>(span.header + 40);
+    if (entry.flags & (kFlagLz4 | kFlagZstd)) {
+      Status s = Decompress(entry.flags, span.payload, ReadLe<uint32_t>(span.header + 16),
+                            ReadLe<uint64_t>(span.header + 56), &entry.payload);
       if (!s.ok()) return s;
     } else {
-      entry.payload.assign(reinterpret_cast<const char*>(payload), payload_size);
+      entry.payload.assign(reinterpret_cast<const char*>(span.payload), span.payload_size);
     }
     if (entry.kind == EntryKind::kPtx) {
       // PTX is NUL-terminated and padded; keep only the text.
@@ -247,8 +271,6 @@ Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries
       if (n != std::string::npos) entry.payload.resize(n);
     }
     entries->push_back(std::move(entry));
-    p += entry_header_size + payload_size;
-    left -= entry_header_size + payload_size;
   }
   return Status::Ok();
 }

@@ -46,8 +46,10 @@ Status CopyStandaloneImage(const void* image, std::string* out);
 // driver given only its address reads nothing outside it: a container must parse completely, an
 // ELF file's tables, sections and segments must lie inside, a wrapper (which points into another
 // process's memory) is refused. PTX is accepted as is (the caller NUL-terminates it). Sets
-// *kind either way.
-Status CheckImage(const void* data, size_t size, ImageKind* kind);
+// *kind either way. A container whose entries expand to more than `max_expanded_bytes` is
+// kResourceExhausted, found before anything is decompressed.
+Status CheckImage(const void* data, size_t size, ImageKind* kind,
+                  uint64_t max_expanded_bytes = UINT64_MAX);
 
 // The end of an ELF64 file: the furthest byte of its header, its program and section header
 // tables, and its sections and segments. With a `limit` (the bytes actually held) nothing past
@@ -56,7 +58,10 @@ Status CheckImage(const void* data, size_t size, ImageKind* kind);
 Status ElfExtent(const void* elf, uint64_t limit, uint64_t* extent);
 
 // Parses a container (not a wrapper) held in `size` bytes and returns its entries in order with
-// payloads decompressed (ZSTD and LZ4 entries). Malformed or truncated input is an error.
-Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries);
+// payloads decompressed (ZSTD and LZ4 entries). Malformed or truncated input is an error; entries
+// that expand to more than `max_expanded_bytes` together are kResourceExhausted, found from their
+// headers before anything is decompressed (each entry is also bounded by 1 GiB).
+Status ParseContainer(const void* data, size_t size, std::vector<Entry>* entries,
+                      uint64_t max_expanded_bytes = UINT64_MAX);
 
 }  // namespace rgpu::fatbin

@@ -20,6 +20,9 @@ using SoftgpuSetPrintfHandlerFn = CUresult (*)(CUcontext, void (*)(void*, const 
 using SoftgpuMemDirectAccessFn = CUresult (*)(void** host, CUdeviceptr dptr, size_t bytes,
                                               CUstream stream);
 
+// softgpu's extension: the bytes of device memory a module's global and constant variables hold.
+using SoftgpuModuleGetFootprintFn = CUresult (*)(CUmodule module, size_t* bytes);
+
 struct CudaDriver {
 #define DRIVER_FN(name) decltype(&::name) name = nullptr;
 #define DRIVER_FN_REQUIRED(name) DRIVER_FN(name)

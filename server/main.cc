@@ -71,9 +71,25 @@ int main(int argc, char** argv) {
                  "a restarted server still delivers them");
   app.add_option("--interconnect-gbps", options.interconnect_gbps,
                  "host-to-GPU bandwidth to advertise to the registry, GB/s");
+  uint64_t max_module_mib = options.session_limits.max_module_bytes >> 20;
+  app.add_option("--max-module-mib", max_module_mib,
+                 "per session: the largest module image, and what a fat binary may expand to")
+      ->capture_default_str();
+  app.add_option("--max-contexts", options.session_limits.max_contexts, "per session: contexts")
+      ->capture_default_str();
+  app.add_option("--max-modules", options.session_limits.max_modules, "per session: modules")
+      ->capture_default_str();
+  app.add_option("--max-streams", options.session_limits.max_streams, "per session: streams")
+      ->capture_default_str();
+  app.add_option("--max-events", options.session_limits.max_events, "per session: events")
+      ->capture_default_str();
+  app.add_option("--max-allocations", options.session_limits.max_allocations,
+                 "per session: device allocations")
+      ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "write the bound URL to this file once listening (for scripts and tests)");
   CLI11_PARSE(app, argc, argv);
+  options.session_limits.max_module_bytes = max_module_mib << 20;
   if (options.provider_key.empty() && getenv("RGPU_PROVIDER_KEY") != nullptr) {
     options.provider_key = getenv("RGPU_PROVIDER_KEY");
   }

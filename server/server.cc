@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "common/log.h"
 #include <prometheus/exposer.h>
@@ -88,6 +89,11 @@ Status Server::Start(const ServerOptions& options) {
   reachability_secret_ = RandomBytes(32);
   if (reachability_secret_.empty()) return Internal("no random bytes for the reachability secret");
   std::string lib = options.driver_library;
+  if (options.backend == "cuda") {
+    // Modules load whole at cuModuleLoadData, so that what they hold on the device is measured
+    // then and counted against their tenant's quota (Session::LoadModule), not at first launch.
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  }
   if (lib.empty()) {
     if (options.backend == "cuda") {
       lib = "libcuda.so.1";
@@ -215,6 +221,8 @@ void Server::Serve() {
         session.SetStatusProvider([this] { return SessionsStatus(); });
         session.SetReachabilitySecret(&reachability_secret_);
         session.SetLiveness(liveness_.get(), options_.client_timeout_ms);
+        session.SetLimits(options_.session_limits);
+        session.SetDeviceMemoryLock(&device_memory_mu_, options_.measure_module_memory);
         {
           std::lock_guard<std::mutex> lock(mu_);
           sessions_[id] = &session;

@@ -14,6 +14,7 @@
 #include "server/device_catalog.h"
 #include "server/fair_scheduler.h"
 #include "server/liveness_service.h"
+#include "server/session_limits.h"
 #include "server/tenants.h"
 #include "transport/channel.h"
 
@@ -53,6 +54,8 @@ struct ServerOptions {
   int max_queued_mib = 1024;
   bool keepalive = true;      // serve the keepalive echo port (LivenessService)
   int client_timeout_ms = 0;  // close sessions whose client sends no keepalive this long (0: never)
+  SessionLimits session_limits;        // module size and handle counts per session
+  bool measure_module_memory = false;  // measure modules' device memory even where softgpu says
 };
 
 class Server {
@@ -82,6 +85,7 @@ class Server {
   std::string url_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> next_session_id_{1};
+  std::mutex device_memory_mu_;  // Session::SetDeviceMemoryLock
   std::mutex mu_;
   std::set<uint64_t> live_;                // ids of sessions still running
   std::map<uint64_t, Session*> sessions_;  // sessions past construction, by id (under mu_)

@@ -484,6 +484,14 @@ CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
   rec.context = ctx;
   rec.device = device;
   rec.primary = primary;
+  if (drv_.cuCtxGetLimit != nullptr) {
+    const CUlimit limits[kChargedLimits] = {CU_LIMIT_MALLOC_HEAP_SIZE, CU_LIMIT_STACK_SIZE,
+                                            CU_LIMIT_PRINTF_FIFO_SIZE};
+    for (int i = 0; i < kChargedLimits; ++i) {
+      size_t value = 0;
+      if (drv_.cuCtxGetLimit(&value, limits[i]) == CUDA_SUCCESS) rec.limit_default[i] = value;
+    }
+  }
   *id = contexts_.Insert(rec);
   if (device_.load() < 0) device_.store(device);
   return CUDA_SUCCESS;
@@ -495,15 +503,16 @@ void Session::DestroyContext(uint64_t id) {
   // The backend frees everything that lived in the context; forget it here too.
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.ctx == id) {
-      if (it->second.freeable) {
-        live_bytes_ -= it->second.size;
-        if (tenant_ != nullptr) tenant_->Release(it->second.size);
-      }
+      if (it->second.freeable) Uncharge(it->second.size);
       it = allocations_.erase(it);
     } else {
       ++it;
     }
   }
+  for (const auto& [module_id, module] : modules_.records()) {
+    if (module.ctx == id) Uncharge(module.charged);
+  }
+  for (uint64_t charge : rec->limit_charge) Uncharge(charge);
   auto erase_in_ctx = [id](auto& table) {
     for (auto it = table.records().begin(); it != table.records().end();) {
       it = it->second.ctx == id ? table.records().erase(it) : std::next(it);
@@ -514,7 +523,10 @@ void Session::DestroyContext(uint64_t id) {
   erase_in_ctx(streams_);
   erase_in_ctx(events_);
   if (rec->primary) primary_by_device_.erase(rec->device);
-  drv_.cuCtxDestroy(rec->context);
+  {
+    auto change = DeviceMemoryChange();
+    drv_.cuCtxDestroy(rec->context);
+  }
   if (current_ == rec->context) current_ = nullptr;
   contexts_.Erase(id);
 }
@@ -530,6 +542,10 @@ void Session::ReleaseAll() {
 // ---- Contexts ----
 
 CUresult Session::HandleCtxCreate(CallState& cs) {
+  if (CUresult r = RoomFor(cs, contexts_.size(), limits_.max_contexts, "contexts");
+      r != CUDA_SUCCESS) {
+    return r;
+  }
   uint64_t id = 0;
   CUresult r = CreateContext(static_cast<int>(cs.arg(1)), false, &id);
   if (r == CUDA_SUCCESS) cs.reply->add_values(id);
@@ -555,6 +571,10 @@ CUresult Session::HandlePrimaryCtxRetain(CallState& cs) {
   if (it != primary_by_device_.end()) {
     id = it->second;
   } else {
+    if (CUresult r = RoomFor(cs, contexts_.size(), limits_.max_contexts, "contexts");
+        r != CUDA_SUCCESS) {
+      return r;
+    }
     CUresult r = CreateContext(device, true, &id);
     if (r != CUDA_SUCCESS) return r;
     primary_by_device_[device] = id;
@@ -583,18 +603,22 @@ CUresult Session::HandlePrimaryCtxReset(CallState& cs) {
 CUresult Session::HandleMemAlloc(CallState& cs) {
   const size_t bytes = cs.arg(0);
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (tenant_ != nullptr && !tenant_->Reserve(bytes)) {
-    cs.detail = "tenant " + tenant_->name + "'s memory quota is exhausted";
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (CUresult r = RoomFor(cs, allocations_.size(), limits_.max_allocations, "allocations");
+      r != CUDA_SUCCESS) {
+    return r;
   }
+  if (!Charge(cs, bytes, "the allocation")) return CUDA_ERROR_OUT_OF_MEMORY;
   CUdeviceptr p = 0;
-  CUresult r = drv_.cuMemAlloc(&p, bytes);
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuMemAlloc(&p, bytes);
+  }
   if (r != CUDA_SUCCESS) {
-    if (tenant_ != nullptr) tenant_->Release(bytes);
+    Uncharge(bytes);
     return r;
   }
   allocations_[p] = Allocation{bytes, cs.ctx_id, true, 0};
-  live_bytes_ += bytes;
   cs.reply->add_values(p);
   return CUDA_SUCCESS;
 }
@@ -605,10 +629,13 @@ CUresult Session::HandleMemFree(CallState& cs) {
     cs.detail = "not an allocation of this session";
     return CUDA_ERROR_INVALID_VALUE;
   }
-  CUresult r = drv_.cuMemFree(it->first);
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuMemFree(it->first);
+  }
   if (r != CUDA_SUCCESS) return r;
-  live_bytes_ -= it->second.size;
-  if (tenant_ != nullptr) tenant_->Release(it->second.size);
+  Uncharge(it->second.size);
   allocations_.erase(it);
   return CUDA_SUCCESS;
 }
@@ -759,21 +786,45 @@ CUresult Session::MemsetElements(CallState& cs, CUdeviceptr dst, uint64_t value,
 
 CUresult Session::HandleModuleLoadData(CallState& cs) {
   if (cs.payload_size == 0) return CUDA_ERROR_INVALID_IMAGE;
+  if (cs.payload_size > limits_.max_module_bytes) {
+    cs.detail = "module image of " + std::to_string(cs.payload_size) + " bytes is larger than " +
+                std::to_string(limits_.max_module_bytes) + " (the server's --max-module-mib)";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  if (CUresult r = RoomFor(cs, modules_.size(), limits_.max_modules, "modules"); r != CUDA_SUCCESS)
+    return r;
   // The backend gets only the image's address, so the image must be self-contained within the
-  // payload: checked here first. A PTX image is NUL-terminated after the payload.
+  // payload: checked here first, with what a fat binary's entries expand to bounded like the
+  // image. A PTX image is NUL-terminated after the payload.
   rgpu::fatbin::ImageKind kind;
-  Status checked = rgpu::fatbin::CheckImage(cs.payload, cs.payload_size, &kind);
+  Status checked =
+      rgpu::fatbin::CheckImage(cs.payload, cs.payload_size, &kind, limits_.max_module_bytes);
   if (!checked.ok()) {
     cs.detail = "malformed module image: " + checked.message();
     RGPU_LOG_WARN("session %llu: %s", (unsigned long long)id_, cs.detail.c_str());
     return CUDA_ERROR_INVALID_IMAGE;
   }
-  std::unique_ptr<char[]> image(new char[cs.payload_size + 1]);
+  // The image itself is held (by the backend, and on a GPU as loaded code) while the module lives.
+  if (!Charge(cs, cs.payload_size, "the module image")) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::unique_ptr<char[]> image(new (std::nothrow) char[cs.payload_size + 1]);
+  if (image == nullptr) {
+    Uncharge(cs.payload_size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   memcpy(image.get(), cs.payload, cs.payload_size);
   image[cs.payload_size] = '\0';
   CUmodule module = nullptr;
-  CUresult r = drv_.cuModuleLoadData(&module, image.get());
+  uint64_t footprint = 0;
+  CUresult r = LoadModule(image.get(), &module, &footprint);
+  if (r == CUDA_SUCCESS && !Charge(cs, footprint, "the module's variables")) {
+    RGPU_LOG_WARN("session %llu: module refused: %s", (unsigned long long)id_, cs.detail.c_str());
+    auto change = DeviceMemoryChange();
+    drv_.cuModuleUnload(module);
+    Uncharge(cs.payload_size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   if (r != CUDA_SUCCESS) {
+    Uncharge(cs.payload_size);
     uint16_t machine = 0;
     if (kind == rgpu::fatbin::ImageKind::kElf) memcpy(&machine, cs.payload + 18, sizeof machine);
     constexpr uint16_t kEmAmdgpu = 224;
@@ -784,14 +835,83 @@ CUresult Session::HandleModuleLoadData(CallState& cs) {
                   cs.detail.c_str());
     return r;
   }
-  cs.reply->add_values(modules_.Insert(ModuleRecord{module, cs.ctx_id}));
+  cs.reply->add_values(
+      modules_.Insert(ModuleRecord{module, cs.ctx_id, cs.payload_size + footprint}));
   return CUDA_SUCCESS;
+}
+
+CUresult Session::LoadModule(const char* image, CUmodule* module, uint64_t* footprint) {
+  *footprint = 0;
+  if (drv_.softgpuModuleGetFootprint != nullptr && !always_measure_) {
+    CUresult r = drv_.cuModuleLoadData(module, image);
+    if (r != CUDA_SUCCESS) return r;
+    size_t bytes = 0;
+    r = drv_.softgpuModuleGetFootprint(*module, &bytes);
+    if (r != CUDA_SUCCESS) {
+      drv_.cuModuleUnload(*module);
+      return r;
+    }
+    *footprint = bytes;
+    return CUDA_SUCCESS;
+  }
+  // Measured: no other session changes device memory meanwhile.
+  std::unique_lock<std::mutex> lock;
+  if (memory_lock_ != nullptr) lock = std::unique_lock<std::mutex>(*memory_lock_);
+  size_t free_before = 0, free_after = 0, total = 0;
+  CUresult r = drv_.cuMemGetInfo(&free_before, &total);
+  if (r != CUDA_SUCCESS) return r;
+  r = drv_.cuModuleLoadData(module, image);
+  if (r != CUDA_SUCCESS) return r;
+  r = drv_.cuMemGetInfo(&free_after, &total);
+  if (r != CUDA_SUCCESS) {
+    drv_.cuModuleUnload(*module);
+    return r;
+  }
+  *footprint = free_before > free_after ? free_before - free_after : 0;
+  return CUDA_SUCCESS;
+}
+
+std::unique_lock<std::mutex> Session::DeviceMemoryChange() {
+  const bool measured = drv_.softgpuModuleGetFootprint == nullptr || always_measure_;
+  if (!measured || memory_lock_ == nullptr) return std::unique_lock<std::mutex>();
+  return std::unique_lock<std::mutex>(*memory_lock_);
+}
+
+bool Session::Charge(CallState& cs, uint64_t bytes, const std::string& what) {
+  if (bytes == 0) return true;
+  if (tenant_ != nullptr && !tenant_->Reserve(bytes)) {
+    cs.detail = "tenant " + tenant_->name + "'s memory quota (" +
+                std::to_string(tenant_->memory_quota) + " bytes, " +
+                std::to_string(tenant_->memory_used.load()) + " in use) cannot hold " + what +
+                " (" + std::to_string(bytes) + " bytes)";
+    return false;
+  }
+  live_bytes_ += bytes;
+  return true;
+}
+
+void Session::Uncharge(uint64_t bytes) {
+  if (bytes == 0) return;
+  live_bytes_ -= bytes;
+  if (tenant_ != nullptr) tenant_->Release(bytes);
+}
+
+CUresult Session::RoomFor(CallState& cs, size_t count, uint32_t limit, const char* what) {
+  if (count < limit) return CUDA_SUCCESS;
+  cs.detail = std::string("this session holds ") + std::to_string(count) + " " + what +
+              ", the server's limit";
+  return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult Session::HandleModuleUnload(CallState& cs) {
   ModuleRecord* m = modules_.Find(cs.arg(0));
   if (m == nullptr || m->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
-  CUresult r = drv_.cuModuleUnload(m->module);
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuModuleUnload(m->module);
+  }
+  Uncharge(m->charged);
   const uint64_t module_id = cs.arg(0);
   for (auto it = functions_.records().begin(); it != functions_.records().end();) {
     it = it->second.module == module_id ? functions_.records().erase(it) : std::next(it);
@@ -808,6 +928,10 @@ CUresult Session::HandleModuleGetFunction(CallState& cs) {
   ModuleRecord* m = modules_.Find(cs.arg(0));
   if (m == nullptr || m->ctx != cs.ctx_id) return CUDA_ERROR_INVALID_HANDLE;
   if (cs.payload_size == 0 || cs.payload_size > 4096) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = RoomFor(cs, functions_.size(), limits_.max_functions, "functions");
+      r != CUDA_SUCCESS) {
+    return r;
+  }
   std::string name(cs.payload, cs.payload_size);
   if (name.find('\0') != std::string::npos) name.resize(name.find('\0'));
   FunctionRecord f;
@@ -935,6 +1059,10 @@ CUresult Session::HandleLaunchKernelOnStream(CallState& cs) {
 // ---- Streams and events ----
 
 CUresult Session::HandleStreamCreate(CallState& cs) {
+  if (CUresult r = RoomFor(cs, streams_.size(), limits_.max_streams, "streams");
+      r != CUDA_SUCCESS) {
+    return r;
+  }
   CUstream s = nullptr;
   CUresult r;
   const int priority = static_cast<int>(static_cast<int64_t>(cs.arg(1)));
@@ -979,6 +1107,9 @@ CUresult Session::HandleStreamWaitEvent(CallState& cs) {
 }
 
 CUresult Session::HandleEventCreate(CallState& cs) {
+  if (CUresult r = RoomFor(cs, events_.size(), limits_.max_events, "events"); r != CUDA_SUCCESS) {
+    return r;
+  }
   CUevent e = nullptr;
   CUresult r = drv_.cuEventCreate(&e, static_cast<unsigned>(cs.arg(0)));
   if (r != CUDA_SUCCESS) return r;
@@ -1126,7 +1257,56 @@ CUresult Session::HandleCtxGetLimit(CallState& cs) {
 
 CUresult Session::HandleCtxSetLimit(CallState& cs) {
   REQUIRE_FN(cuCtxSetLimit);
-  return drv_.cuCtxSetLimit(static_cast<CUlimit>(cs.arg(0)), cs.arg(1));
+  const CUlimit limit = static_cast<CUlimit>(cs.arg(0));
+  const uint64_t value = cs.arg(1);
+  int charged = -1;
+  uint64_t scale = 1;  // bytes of device memory per unit of the limit
+  switch (limit) {
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+      charged = kHeapLimit;
+      break;
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+      charged = kPrintfLimit;
+      break;
+    case CU_LIMIT_STACK_SIZE: {
+      // A GPU reserves the stack for every thread it can hold at once.
+      charged = kStackLimit;
+      const wire::DeviceInfo& info = devices_.devices()[cs.ctx->device];
+      auto attribute = [&](CUdevice_attribute a) -> uint64_t {
+        const int v = a < info.attributes_size() ? info.attributes(a) : 0;
+        return static_cast<uint64_t>(std::max(1, v));
+      };
+      scale = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *
+              attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+      break;
+    }
+    default:
+      return drv_.cuCtxSetLimit(limit, value);
+  }
+  // Charged beyond what the context held at creation, which no tenant pays for.
+  uint64_t bytes = 0, default_bytes = 0;
+  if (!CheckedMul(value, scale, &bytes) ||
+      !CheckedMul(cs.ctx->limit_default[charged], scale, &default_bytes)) {
+    cs.detail = "limit too large";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const uint64_t charge = bytes > default_bytes ? bytes - default_bytes : 0;
+  const uint64_t before = cs.ctx->limit_charge[charged];
+  if (charge > before && !Charge(cs, charge - before, "the context limit")) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuCtxSetLimit(limit, value);
+  }
+  if (r != CUDA_SUCCESS) {
+    if (charge > before) Uncharge(charge - before);
+    return r;
+  }
+  if (charge < before) Uncharge(before - charge);
+  cs.ctx->limit_charge[charged] = charge;
+  return CUDA_SUCCESS;
 }
 
 CUresult Session::HandleCtxGetStreamPriorityRange(CallState& cs) {

@@ -21,6 +21,7 @@
 #include "server/cuda_driver.h"
 #include "server/fair_scheduler.h"
 #include "server/handle_table.h"
+#include "server/session_limits.h"
 #include "transport/channel.h"
 
 namespace rgpu::server {
@@ -69,6 +70,16 @@ class Session {
   void SetReachabilitySecret(const std::string* secret) { reachability_secret_ = secret; }
   // Offers the client the server's keepalive port; with client_timeout_ms > 0 the session is
   // closed once its client (having announced itself there) sends no keepalive for that long.
+  // Bounds on module sizes and handle counts (default: SessionLimits' defaults).
+  void SetLimits(const SessionLimits& limits) { limits_ = limits; }
+  // Backends that cannot say what a module holds (softgpuModuleGetFootprint) have it measured
+  // as the drop in the device's free memory across the load, while every session's allocations,
+  // frees, loads and unloads are held off by `lock` (shared by all sessions of the server).
+  // `always_measure`: measure even where the backend could say (for tests of the measurement).
+  void SetDeviceMemoryLock(std::mutex* lock, bool always_measure) {
+    memory_lock_ = lock;
+    always_measure_ = always_measure;
+  }
   void SetLiveness(LivenessService* liveness, int client_timeout_ms) {
     liveness_ = liveness;
     client_timeout_ms_ = client_timeout_ms;
@@ -77,11 +88,16 @@ class Session {
   uint64_t live_bytes() const { return live_bytes_.load(); }
 
  private:
+  // Limits whose device memory is charged to the tenant: the malloc heap, the per-thread stack
+  // (reserved for every thread the device can hold at once) and the printf buffer.
+  enum ChargedLimit { kHeapLimit, kStackLimit, kPrintfLimit, kChargedLimits };
   struct ContextRecord {
     CUcontext context = nullptr;
     int device = 0;
     bool primary = false;
     int primary_refs = 0;
+    uint64_t limit_default[kChargedLimits] = {};  // the backend's values at creation
+    uint64_t limit_charge[kChargedLimits] = {};   // bytes charged for each
   };
   struct Allocation {
     size_t size = 0;
@@ -92,6 +108,7 @@ class Session {
   struct ModuleRecord {
     CUmodule module = nullptr;
     uint64_t ctx = 0;
+    uint64_t charged = 0;  // its image and the device memory its variables hold
   };
   struct ParamSlot {
     uint32_t offset = 0;
@@ -158,6 +175,18 @@ class Session {
   // `async`; the range has been checked.
   CUresult MemsetElements(CallState& cs, CUdeviceptr dst, uint64_t value, uint64_t element,
                           uint64_t count, CUstream stream, bool async);
+  // Counts `bytes` the session makes the device hold against its tenant's quota and in its
+  // metered memory; false (nothing counted, cs.detail set) when the quota cannot take them.
+  bool Charge(CallState& cs, uint64_t bytes, const std::string& what);
+  void Uncharge(uint64_t bytes);
+  // Loads `image` in the current context and stores in *footprint the device memory the module
+  // holds (softgpuModuleGetFootprint, or measured under memory_lock_).
+  CUresult LoadModule(const char* image, CUmodule* module, uint64_t* footprint);
+  // Holds memory_lock_ while device memory changes, on backends where modules are measured.
+  std::unique_lock<std::mutex> DeviceMemoryChange();
+  // CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY with cs.detail when a table holds `count` handles
+  // already and `limit` is its bound.
+  CUresult RoomFor(CallState& cs, size_t count, uint32_t limit, const char* what);
   // Makes `ctx` current on this thread if it is not already.
   CUresult MakeCurrent(ContextRecord* ctx);
   // Checks that [ptr, ptr+bytes) lies in memory this session owns in context `ctx_id`.
@@ -190,6 +219,9 @@ class Session {
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0};
   StatusProvider status_provider_;
   const std::string* reachability_secret_ = nullptr;
+  SessionLimits limits_;
+  std::mutex* memory_lock_ = nullptr;
+  bool always_measure_ = false;
   LivenessService* liveness_ = nullptr;
   int client_timeout_ms_ = 0;
   uint64_t liveness_key_ = 0;  // random; the client announces it on the keepalive port

@@ -357,3 +357,16 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfun
     return CUDA_SUCCESS;
   });
 }
+
+// softgpu's own extension (not part of CUDA): the bytes of device memory module `hmod` holds for
+// its global and constant variables, for a server that counts them against a tenant's quota.
+extern "C" SOFTGPU_EXPORT CUresult softgpuModuleGetFootprint(CUmodule hmod, size_t* bytes) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Module> m = GetDriver().modules.Find(hmod);
+    if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    *bytes = m->DeviceBytes();
+    return CUDA_SUCCESS;
+  });
+}

@@ -162,7 +162,7 @@ CUresult Module::Create(Context* context, std::shared_ptr<const Program> program
     }
     m->global_addresses_.push_back(address);
     uint8_t* host = memory.Translate(address, g.size);
-    memcpy(host, g.init.data(), g.size);
+    memcpy(host, g.init.data(), g.init.size());  // fresh allocations are zero-filled
   }
   for (size_t i = 0; i < p.globals.size(); ++i) {
     uint8_t* host = memory.Translate(m->global_addresses_[i], p.globals[i].size);
@@ -192,6 +192,14 @@ std::shared_ptr<FunctionHandle> Module::Function(const std::string& name) const 
   auto it = program_->function_index.find(name);
   if (it == program_->function_index.end()) return nullptr;
   return functions_[it->second];
+}
+
+uint64_t Module::DeviceBytes() const {
+  uint64_t bytes = 0;
+  for (const GlobalVariable& g : program_->globals) {
+    bytes += (g.size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
+  }
+  return bytes;
 }
 
 bool Module::Global(const std::string& name, uint64_t* address, uint64_t* size) const {

@@ -51,6 +51,8 @@ class Module {
   const std::vector<std::shared_ptr<FunctionHandle>>& functions() const { return functions_; }
   // Device address and size of global `name`; false if there is none.
   bool Global(const std::string& name, uint64_t* address, uint64_t* size) const;
+  // Bytes of device memory its global and constant variables hold.
+  uint64_t DeviceBytes() const;
   // Frees the global variables (module unload).
   void Release();
 

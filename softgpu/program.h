@@ -108,7 +108,7 @@ struct GlobalVariable {
   ptx::Space space = ptx::Space::kGlobal;
   uint64_t size = 0;
   uint32_t align = 1;
-  std::vector<uint8_t> init;  // initial bytes (size bytes, zero-filled when not initialised)
+  std::vector<uint8_t> init;  // initial bytes of its first init.size() bytes; the rest is zero
   struct PointerInit {        // init bytes at `offset` (8 bytes) = address of `target` + addend
     uint64_t offset;
     uint32_t target;

@@ -235,8 +235,10 @@ class ProgramDecoder {
       g.space = v.space;
       g.size = std::max<uint64_t>(v.size, 1);
       g.align = std::max<uint32_t>(v.align, 1);
-      g.init.assign(g.size, 0);
       const uint32_t elem = std::max<uint32_t>(ptx::TypeSize(v.type), 1);
+      // Only the initialised prefix is kept: the rest is zero, as fresh device memory is (a
+      // large zero-initialised variable costs no host memory until it is written).
+      g.init.assign(std::min<uint64_t>(g.size, uint64_t{v.init.size()} * elem), 0);
       for (size_t i = 0; i < v.init.size(); ++i) {
         const uint64_t offset = i * elem;
         if (offset + elem > g.size) break;

@@ -1,0 +1,22 @@
+// SessionLimits: bounds on what one session may make the server hold, beyond the device memory
+// its tenant's quota covers: the size of a module image (and of what a fat binary's entries
+// expand to), and the number of each kind of handle. A call past a bound fails with
+// CUDA_ERROR_OUT_OF_MEMORY (modules: CUDA_ERROR_INVALID_IMAGE for an image too large) and a
+// detail naming the bound; the session goes on.
+#pragma once
+
+#include <cstdint>
+
+namespace rgpu::server {
+
+struct SessionLimits {
+  uint64_t max_module_bytes = uint64_t{256} << 20;  // rgpu-server --max-module-mib
+  uint32_t max_contexts = 16;
+  uint32_t max_modules = 1024;
+  uint32_t max_functions = 1u << 16;
+  uint32_t max_streams = 4096;
+  uint32_t max_events = 1u << 16;
+  uint32_t max_allocations = 1u << 20;
+};
+
+}  // namespace rgpu::server
