@@ -22,6 +22,7 @@
 #include "cli/bench.h"
 #include "cli/registry_commands.h"
 #include "cli/status.h"
+#include "proto/crypto.h"
 #include "proto/signed_token.h"
 
 namespace {
@@ -113,6 +114,9 @@ int main(int argc, char** argv) {
   auto access_options = [&access](CLI::App* cmd) {
     cmd->add_option("--registry", access.address, "registry HOST:PORT (default $RGPU_REGISTRY)");
     cmd->add_option("--admin-key", access.admin_key, "operator key (default $RGPU_ADMIN_KEY)");
+    cmd->add_option("--admin-key-file", access.admin_key_file,
+                    "read the operator key from this file, the one rgpu-registry keeps it in "
+                    "(default $RGPU_ADMIN_KEY_FILE)");
     cmd->add_option("--api-key", access.api_key, "tenant API key (default $RGPU_API_KEY)");
     cmd->add_option("--provider-key", access.provider_key,
                     "provider key (default $RGPU_PROVIDER_KEY)");
@@ -171,7 +175,10 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> gpu_claims;
   double weight = 1.0;
   long ttl = 3600;
-  CLI::App* sign = token_cmd->add_subcommand("sign", "print a token signed with a private key");
+  CLI::App* sign = token_cmd->add_subcommand(
+      "sign",
+      "print a credential: a token signed with a private key, bound to a new holder key, and "
+      "that holder key's private half (keep it secret; give it as --token or RGPU_TOKEN)");
   sign->add_option("--key", key_path, "private key (PEM)")->required();
   sign->add_option("--tenant", tenant_claim, "tenant name")->required();
   sign->add_option("--memory", memory, "device memory quota (bytes, K/M/G suffixes)")
@@ -217,13 +224,18 @@ int main(int argc, char** argv) {
     claims.set_server(server_claim);
     for (uint32_t g : gpu_claims) claims.add_gpus(g);
     claims.set_all_gpus(gpu_claims.empty());
+    // The token binds a new holder key; the credential carries its private half, which the
+    // client uses to prove possession at the handshake and never sends.
+    std::string holder_private, holder_public;
+    rgpu::Status s = rgpu::GenerateEd25519(&holder_private, &holder_public);
+    claims.set_holder_key(holder_public);
     std::string signed_token;
-    rgpu::Status s = rgpu::SignToken(claims, key_path, &signed_token);
+    if (s.ok()) s = rgpu::SignToken(claims, key_path, &signed_token);
     if (!s.ok()) {
       fprintf(stderr, "rgpu token sign: %s\n", s.ToString().c_str());
       return 1;
     }
-    printf("%s\n", signed_token.c_str());
+    printf("%s\n", rgpu::MakeCredential(signed_token, holder_private).c_str());
     return 0;
   }
   if (tenant_create->parsed()) return rgpu::cli::TenantCreate(access, subject);

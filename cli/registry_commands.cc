@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 
+#include "proto/crypto.h"
+#include "proto/signed_token.h"
 #include "registry/channel.h"
 
 namespace rgpu::cli {
@@ -18,17 +20,49 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
-void Fill(RegistryAccess* a) {
+// The first line of a key file, without surrounding whitespace; "" when it cannot be read.
+std::string ReadKeyFile(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  char line[4096] = {};
+  const bool got = fgets(line, sizeof line, f) != nullptr;
+  fclose(f);
+  std::string key = got ? line : "";
+  const size_t end = key.find_last_not_of(" \t\r\n");
+  key.resize(end == std::string::npos ? 0 : end + 1);
+  const size_t start = key.find_first_not_of(" \t");
+  return start == std::string::npos ? "" : key.substr(start);
+}
+
+// False (with the reason printed) when a key file was named but holds no key.
+bool Fill(RegistryAccess* a) {
   if (a->address.empty()) a->address = Env("RGPU_REGISTRY");
-  if (a->admin_key.empty()) a->admin_key = Env("RGPU_ADMIN_KEY");
+  // The operator key: --admin-key, --admin-key-file, RGPU_ADMIN_KEY, RGPU_ADMIN_KEY_FILE.
+  if (a->tenant_only) {
+    a->admin_key.clear();
+    a->admin_key_file.clear();
+  } else if (a->admin_key.empty() && a->admin_key_file.empty()) {
+    a->admin_key = Env("RGPU_ADMIN_KEY");
+  }
+  if (!a->tenant_only && a->admin_key.empty() && a->admin_key_file.empty()) {
+    a->admin_key_file = Env("RGPU_ADMIN_KEY_FILE");
+  }
+  if (a->admin_key.empty() && !a->admin_key_file.empty()) {
+    a->admin_key = ReadKeyFile(a->admin_key_file);
+    if (a->admin_key.empty()) {
+      fprintf(stderr, "rgpu: cannot read an operator key from %s\n", a->admin_key_file.c_str());
+      return false;
+    }
+  }
   if (a->api_key.empty()) a->api_key = Env("RGPU_API_KEY");
   if (a->provider_key.empty()) a->provider_key = Env("RGPU_PROVIDER_KEY");
   if (a->tls_ca.empty()) a->tls_ca = Env("RGPU_TLS_CA");
+  return true;
 }
 
 // A stub, or an error printed with the command's name.
 std::unique_ptr<reg::Registry::Stub> Connect(RegistryAccess* access, const char* command) {
-  Fill(access);
+  if (!Fill(access)) return nullptr;
   if (access->address.empty()) {
     fprintf(stderr, "rgpu %s: no registry: pass --registry HOST:PORT or set RGPU_REGISTRY\n",
             command);
@@ -450,7 +484,7 @@ int Earnings(RegistryAccess access, const std::string& provider, const std::stri
 }
 
 int Place(RegistryAccess access, const PlaceOptions& options, std::string* server_url,
-          std::string* token) {
+          std::string* credential) {
   reg::PlaceRequest request;
   uint64_t memory = 0;
   if (!ParseSize(options.memory, &memory)) {
@@ -470,7 +504,15 @@ int Place(RegistryAccess access, const PlaceOptions& options, std::string* serve
   request.set_priority(options.priority);
   request.set_wait_seconds(static_cast<uint32_t>(options.wait_seconds));
   request.set_ttl_seconds(static_cast<uint32_t>(options.ttl_seconds));
-  access.admin_key.clear();  // placements are a tenant's, by its API key
+  // The token binds this key pair's public half; only the program that holds the private half
+  // (in its credential) can use it, so a token seen on the wire cannot be replayed.
+  std::string holder_private, holder_public;
+  if (Status k = GenerateEd25519(&holder_private, &holder_public); !k.ok()) {
+    fprintf(stderr, "rgpu run: cannot make a holder key: %s\n", k.message().c_str());
+    return 1;
+  }
+  request.set_holder_key(holder_public);
+  access.tenant_only = true;  // placements are a tenant's, by its API key
   auto stub = Connect(&access, "run");
   if (!stub) return 2;
   if (access.api_key.empty()) {
@@ -489,7 +531,7 @@ int Place(RegistryAccess access, const PlaceOptions& options, std::string* serve
     } else if (update.has_placement()) {
       const reg::Placement& p = update.placement();
       *server_url = p.server_url();
-      *token = p.token();
+      *credential = MakeCredential(p.token(), holder_private);
       placed = true;
       if (getenv("RGPU_LOG") != nullptr) {
         fprintf(stderr, "rgpu run: placed on %s (%s) at %s, lease %s\n", p.gpu_id().c_str(),

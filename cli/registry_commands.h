@@ -10,14 +10,18 @@
 namespace rgpu::cli {
 
 // How to reach the registry and who is asking. Empty fields fall back to RGPU_REGISTRY,
-// RGPU_ADMIN_KEY, RGPU_API_KEY, RGPU_PROVIDER_KEY and RGPU_TLS_CA.
+// RGPU_ADMIN_KEY, RGPU_API_KEY, RGPU_PROVIDER_KEY and RGPU_TLS_CA; without an admin key, the
+// operator key is read from admin_key_file (or RGPU_ADMIN_KEY_FILE), the file rgpu-registry keeps
+// it in (rgpu-registry --admin-key-file).
 struct RegistryAccess {
   std::string address;
   std::string admin_key;
+  std::string admin_key_file;
   std::string api_key;
   std::string provider_key;
   std::string tls_ca;
   bool json = false;
+  bool tenant_only = false;  // send no operator key, read no key file (placements)
 };
 
 // Parses a time for --from/--to: unix seconds, "now", or UTC "YYYY-MM-DD[THH:MM[:SS]][Z]".
@@ -48,9 +52,11 @@ struct PlaceOptions {
   int ttl_seconds = 3600;
 };
 
-// Asks the registry for a placement, printing queue positions to stderr while it waits. On
-// success returns 0 with the server URL and session token to run against.
+// Asks the registry for a placement, printing queue positions to stderr while it waits. A new
+// Ed25519 holder key pair is made for it: the registry binds its public half into the token, and
+// `credential` receives MakeCredential(token, private half) (proto/signed_token.h), what the
+// program gets as RGPU_TOKEN. On success returns 0 with the server URL and the credential.
 int Place(RegistryAccess access, const PlaceOptions& options, std::string* server_url,
-          std::string* token);
+          std::string* credential);
 
 }  // namespace rgpu::cli

@@ -36,9 +36,11 @@ Status PriceList::Parse(const std::string& text, PriceList* out) {
     double a = 0, b = 0;
     if (key == "currency") {
       if (!(in >> prices.currency)) return LineError(number, "currency needs a name");
-    } else if (key == "burst_premium_per_gb" || key == "priority_cap" || key == "provider_share") {
+    } else if (key == "burst_premium_per_gb" || key == "priority_cap" || key == "provider_share" ||
+               key == "hold_fraction") {
       if (!ReadNumber(in, &a) || a < 0) return LineError(number, key + " needs a number >= 0");
       if (key == "burst_premium_per_gb") prices.burst_premium_per_gb = a;
+      if (key == "hold_fraction") prices.hold_fraction = a;
       if (key == "priority_cap") {
         if (a < 1) return LineError(number, "priority_cap must be >= 1");
         prices.priority_cap = a;
@@ -113,6 +115,34 @@ double PriorityMultiplier(double coefficient, double queue_seconds, double cap) 
   return std::min(m, std::max(1.0, cap));
 }
 
+double HeldMs(int64_t granted_ms, int64_t claimed_ms, int64_t end_ms) {
+  const int64_t until = claimed_ms > 0 ? std::min(claimed_ms, end_ms) : end_ms;
+  return until > granted_ms ? static_cast<double>(until - granted_ms) : 0.0;
+}
+
+double HoldFee(double held_ms, double unit_price_per_ms, double hold_fraction) {
+  return std::max(0.0, held_ms) * unit_price_per_ms * hold_fraction;
+}
+
+InvoiceLine PriceHold(const std::string& lease_id, const std::string& tenant,
+                      const std::string& provider, const std::string& server,
+                      const std::string& model, double held_ms, const PriceList& prices) {
+  const GpuPrice& price = prices.PriceFor(model);
+  InvoiceLine line;
+  line.set_tenant(tenant);
+  line.set_provider(provider);
+  line.set_server_name(server);
+  line.set_model(model);
+  line.set_lease_id(lease_id);
+  line.set_held_ms(held_ms);
+  line.set_unit_price(price.unit_price_per_ms);
+  line.set_hold_price_per_ms(price.unit_price_per_ms * prices.hold_fraction);
+  line.set_hold_fee(HoldFee(held_ms, price.unit_price_per_ms, prices.hold_fraction));
+  line.set_priority_multiplier(1);
+  line.set_total(line.hold_fee());
+  return line;
+}
+
 InvoiceLine PriceSession(const SessionUsage& u, const PriceList& prices) {
   const GpuPrice& price = prices.PriceFor(u.model());
   InvoiceLine line;
@@ -141,17 +171,19 @@ InvoiceLine PriceSession(const SessionUsage& u, const PriceList& prices) {
 }
 
 void Total(const PriceList& prices, Invoice* invoice) {
-  double base = 0, burst = 0, surcharge = 0;
+  double base = 0, burst = 0, surcharge = 0, hold = 0;
   for (const auto& line : invoice->lines()) {
     base += line.base_fee();
     burst += line.burst_premium();
     surcharge += line.priority_surcharge();
+    hold += line.hold_fee();
   }
   invoice->set_currency(prices.currency);
   invoice->set_base_fee(base);
   invoice->set_burst_premium(burst);
   invoice->set_priority_surcharge(surcharge);
-  invoice->set_total(base + burst + surcharge);
+  invoice->set_hold_fee(hold);
+  invoice->set_total(base + burst + surcharge + hold);
   invoice->set_provider_share(prices.provider_share);
   invoice->set_earnings(invoice->total() * prices.provider_share);
 }

@@ -6,11 +6,15 @@
 //   priority multiplier = min(cap, (1 + coefficient[priority]) ^ (queue seconds / 3600))
 //   priority surcharge = base fee x (multiplier - 1)
 //   line total         = base fee + burst premium + priority surcharge
+//   hold fee           = held milliseconds x the GPU type's unit price x hold fraction
+//                        (a line of its own per lease: the time from the grant until the first
+//                        session under the lease started, or until the lease ended if none did)
 //   provider earnings  = sum of line totals on the provider's GPUs x provider share
 //
 // GB is 10^9 bytes. GPU milliseconds are the wall time a session held its GPU.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,9 +37,12 @@ struct GpuPrice {
 //   priority P COEFFICIENT          (P an integer; priorities not listed cost nothing extra)
 //   gpu UNIT_PRICE_PER_MS INCLUDED_GBPS MODEL...   (MODEL: the rest of the line, exact name)
 //   default_gpu UNIT_PRICE_PER_MS INCLUDED_GBPS    (models not listed)
+//   hold_fraction F                 (held time's price per ms as a fraction of the GPU type's
+//                                    unit price; default 1: holding a GPU costs what using it does)
 struct PriceList {
   std::string currency = "USD";
   double burst_premium_per_gb = 0;
+  double hold_fraction = 1;
   double priority_cap = 1;
   double provider_share = 1;
   std::map<int, double> priority_coefficient;
@@ -53,9 +60,17 @@ double BaseFee(double gpu_ms, double unit_price_per_ms);
 // `bytes` moved over `seconds`; 0 when the average stays within `included_gbps` (or seconds <= 0).
 double BurstPremium(double bytes, double seconds, double included_gbps, double premium_per_gb);
 double PriorityMultiplier(double coefficient, double queue_seconds, double cap);
+// The time a lease held its GPU unused: from `granted_ms` until `claimed_ms` (when a session
+// under it started; 0: none did) or `end_ms` (when it ended, or now), whichever came first.
+double HeldMs(int64_t granted_ms, int64_t claimed_ms, int64_t end_ms);
+double HoldFee(double held_ms, double unit_price_per_ms, double hold_fraction);
 
 // One invoice line for a session's usage under `prices`.
 InvoiceLine PriceSession(const SessionUsage& usage, const PriceList& prices);
+// The hold line of a lease (session_id 0) that held a GPU of `model` for `held_ms`.
+InvoiceLine PriceHold(const std::string& lease_id, const std::string& tenant,
+                      const std::string& provider, const std::string& server,
+                      const std::string& model, double held_ms, const PriceList& prices);
 
 // Sums lines into an invoice (totals filled in; earnings from provider_share).
 void Total(const PriceList& prices, Invoice* invoice);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -15,6 +16,8 @@
 
 #include "common/log.h"
 #include "proto/signed_token.h"
+#include "registry/listen_address.h"
+#include "registry/operator_key.h"
 #include "registry/service.h"
 
 namespace {
@@ -43,12 +46,19 @@ bool WriteFileAtomically(const std::string& path, const std::string& text) {
 
 int main(int argc, char** argv) {
   rgpu::InitLogging("rgpu-registry", rgpu::LogLevel::kInfo);
-  std::string listen = "0.0.0.0:7070", db_path = "registry.db", postgres, signing_key, public_key;
-  std::string prices_path, tls_cert, tls_key, port_file;
+  std::string listen = "127.0.0.1:7070", db_path = "registry.db", postgres, signing_key, public_key;
+  std::string prices_path, tls_cert, tls_key, port_file, admin_key_file;
+  bool insecure_plaintext = false;
+  int64_t claim_timeout_s = 90;
   rgpu::registry::RegistryOptions options;
   CLI::App app{"rgpu-registry: providers, GPUs, placement, session tokens, metering and billing"};
-  app.add_option("--listen", listen, "gRPC address to listen on (HOST:PORT; port 0 picks one)")
+  app.add_option("--listen", listen,
+                 "gRPC address to listen on (HOST:PORT; port 0 picks one); anything but loopback "
+                 "needs --tls-cert/--tls-key or --insecure-plaintext")
       ->capture_default_str();
+  app.add_flag("--insecure-plaintext", insecure_plaintext,
+               "serve plaintext on a non-loopback address: every key and token crosses the "
+               "network readable (only behind a network you trust, e.g. a TLS-terminating proxy)");
   app.add_option("--db", db_path, "SQLite database file (WAL; created when missing)")
       ->capture_default_str();
   app.add_option("--postgres", postgres,
@@ -59,7 +69,22 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--public-key", public_key, "its public half (default: SIGNING_KEY.pub)");
   app.add_option("--admin-key", options.admin_key,
-                 "operators' key for tenant/provider management and reports (default: open)");
+                 "operators' key for tenant/provider management and reports (default "
+                 "$RGPU_ADMIN_KEY, else the key in --admin-key-file)");
+  app.add_option("--admin-key-file", admin_key_file,
+                 "where the operators' key is kept when --admin-key is not given: read, or "
+                 "created (mode 0600) at first start (default: DB.admin-key beside the SQLite "
+                 "database, SIGNING_KEY.admin-key with --postgres)");
+  app.add_option("--claim-timeout-s", claim_timeout_s,
+                 "a placement under which no session has started after this many seconds ends "
+                 "(its hold until then is billed; 0: never)")
+      ->capture_default_str();
+  app.add_option("--usage-skew-ms", options.usage_limits.skew_ms,
+                 "how far a server's clock may be from the registry's in usage records")
+      ->capture_default_str();
+  app.add_option("--max-sessions-per-lease", options.usage_limits.max_sessions_per_lease,
+                 "client sessions one lease may be billed for")
+      ->capture_default_str();
   app.add_option("--heartbeat-ms", options.heartbeat_ms,
                  "servers heartbeat this often; three missed heartbeats mark a server offline")
       ->capture_default_str();
@@ -75,6 +100,22 @@ int main(int argc, char** argv) {
   app.add_option("--port-file", port_file, "write HOST:PORT here once listening");
   CLI11_PARSE(app, argc, argv);
 
+  if (tls_cert.empty() != tls_key.empty()) {
+    RGPU_LOG_ERROR("TLS needs both --tls-cert and --tls-key");
+    return 1;
+  }
+  if (tls_cert.empty() && !insecure_plaintext && !rgpu::registry::IsLoopbackListen(listen)) {
+    RGPU_LOG_ERROR(
+        "refusing to serve plaintext on %s, which is not a loopback address: keys and tokens "
+        "would cross the network readable. Give --tls-cert and --tls-key, listen on 127.0.0.1, "
+        "or pass --insecure-plaintext",
+        listen.c_str());
+    return 1;
+  }
+  if (claim_timeout_s < 0 || claim_timeout_s > 7 * 86400) {
+    RGPU_LOG_ERROR("--claim-timeout-s must be 0 (never) to 604800");
+    return 1;
+  }
   if (public_key.empty()) public_key = signing_key + ".pub";
   if (access(signing_key.c_str(), F_OK) != 0 && access(public_key.c_str(), F_OK) != 0) {
     rgpu::Status s = rgpu::GenerateTokenKeys(signing_key, public_key);
@@ -97,8 +138,27 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (tls_cert.empty() != tls_key.empty()) {
-    RGPU_LOG_ERROR("TLS needs both --tls-cert and --tls-key");
+  options.claim_timeout_ms = claim_timeout_s * 1000;
+  if (options.admin_key.empty() && getenv("RGPU_ADMIN_KEY") != nullptr) {
+    options.admin_key = getenv("RGPU_ADMIN_KEY");
+  }
+  if (options.admin_key.empty()) {
+    if (admin_key_file.empty()) {
+      admin_key_file = (postgres.empty() ? db_path : signing_key) + ".admin-key";
+    }
+    bool created = false;
+    rgpu::Status k =
+        rgpu::registry::LoadOrCreateOperatorKey(admin_key_file, &options.admin_key, &created);
+    if (!k.ok()) {
+      RGPU_LOG_ERROR("operator key: %s", k.message().c_str());
+      return 1;
+    }
+    RGPU_LOG_INFO(
+        "%s the operator key in %s (only its owner can read it); rgpu reads it with "
+        "--admin-key-file %s or RGPU_ADMIN_KEY",
+        created ? "created" : "using", admin_key_file.c_str(), admin_key_file.c_str());
+  } else if (options.admin_key.size() < 16) {
+    RGPU_LOG_ERROR("the operator key must have at least 16 characters");
     return 1;
   }
 
@@ -135,7 +195,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string bound = listen.substr(0, listen.rfind(':')) + ":" + std::to_string(port);
-  RGPU_LOG_INFO("listening on %s (%s)", bound.c_str(), tls_cert.empty() ? "plaintext" : "TLS");
+  RGPU_LOG_INFO("listening on %s (%s)", bound.c_str(),
+                !tls_cert.empty()                          ? "TLS"
+                : rgpu::registry::IsLoopbackListen(listen) ? "plaintext, loopback only"
+                                                           : "INSECURE plaintext");
   if (!port_file.empty() && !WriteFileAtomically(port_file, bound + "\n")) {
     RGPU_LOG_ERROR("cannot write %s", port_file.c_str());
     return 1;

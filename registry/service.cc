@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <set>
+#include <tuple>
 
 #include "common/log.h"
+#include "proto/crypto.h"
 #include "registry/keys.h"
+#include "transport/url.h"
 
 namespace rgpu::registry {
 namespace {
@@ -71,7 +76,16 @@ std::string GpuId(const std::string& server, uint32_t index) {
 Status RegistryService::Create(std::unique_ptr<Store> store, RegistryOptions options,
                                std::unique_ptr<RegistryService>* out) {
   if (!options.now_ms) options.now_ms = SystemNowMs;
+  if (!options.probe) {
+    options.probe = [](const std::string& url, const std::string& secret) {
+      return ProbeReachability(url, secret);
+    };
+  }
   if (options.heartbeat_ms == 0) return InvalidArgument("heartbeat interval must be positive");
+  if (options.admin_key.empty()) {
+    return InvalidArgument("the registry needs an operator key (--admin-key or its key file)");
+  }
+  if (options.claim_timeout_ms < 0) return InvalidArgument("claim timeout must not be negative");
   std::unique_ptr<RegistryService> service(new RegistryService(std::move(store), options));
   Status s = TokenSigner::Load(options.signing_key_path, &service->signer_);
   if (s.ok()) s = service->Load();
@@ -81,7 +95,12 @@ Status RegistryService::Create(std::unique_ptr<Store> store, RegistryOptions opt
 }
 
 RegistryService::RegistryService(std::unique_ptr<Store> store, RegistryOptions options)
-    : options_(std::move(options)), store_(std::move(store)) {}
+    : options_(std::move(options)), store_(std::move(store)), ended_(NewKey("epoch-")) {
+  probes_ = std::make_unique<ProbeQueue>(
+      options_.probe, [this](const std::string& server, uint64_t generation, const Status& result) {
+        OnProbed(server, generation, result);
+      });
+}
 
 RegistryService::~RegistryService() { Shutdown(); }
 
@@ -89,11 +108,15 @@ Status RegistryService::Load() {
   std::vector<ProviderRow> providers;
   std::vector<TenantRow> tenants;
   std::vector<GpuRow> gpus;
-  std::vector<LeaseRow> leases;
+  std::vector<LeaseRow> leases, ended;
+  std::vector<ServerRow> servers;
+  started_ms_ = Now();
   Status s = store_->LoadProviders(&providers);
   if (s.ok()) s = store_->LoadTenants(&tenants);
   if (s.ok()) s = store_->LoadGpus(&gpus);
-  if (s.ok()) s = store_->LoadActiveLeases(Now(), &leases);
+  if (s.ok()) s = store_->LoadActiveLeases(started_ms_, &leases);
+  if (s.ok()) s = store_->LoadEndedLeases(started_ms_, &ended);
+  if (s.ok()) s = store_->LoadServers(&servers);
   if (!s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& p : providers) {
@@ -127,6 +150,14 @@ Status RegistryService::Load() {
     load.leases++;
     leases_[l.lease_id] = l;
   }
+  for (const auto& l : ended) ended_.Add(l.server_name, l.lease_id, l.expires_ms);
+  for (const auto& row : servers) {
+    auto it = servers_.find(row.name);
+    // Proven for the URL its GPUs are registered with; anything else proves again.
+    if (it != servers_.end() && it->second.url == row.url && row.verified_ms > 0) {
+      it->second.reach = Reach::kVerified;
+    }
+  }
   RGPU_LOG_INFO("store (%s): %zu provider(s), %zu tenant(s), %zu GPU(s), %zu active lease(s)",
                 store_->engine().c_str(), providers_.size(), tenants_.size(), gpus_.size(),
                 leases_.size());
@@ -134,11 +165,13 @@ Status RegistryService::Load() {
 }
 
 grpc::Status RegistryService::AuthAdmin(grpc::ServerContext* ctx) {
-  if (options_.admin_key.empty() || Metadata(ctx, "x-rgpu-admin-key") == options_.admin_key) {
+  // Constant time: how long the comparison takes depends only on the lengths.
+  if (ConstantTimeEquals(Metadata(ctx, "x-rgpu-admin-key"), options_.admin_key)) {
     return grpc::Status::OK;
   }
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      "this needs the registry's admin key (--admin-key / RGPU_ADMIN_KEY)");
+                      "this needs the registry's operator key (--admin-key-file FILE, --admin-key, "
+                      "RGPU_ADMIN_KEY or RGPU_ADMIN_KEY_FILE)");
 }
 
 grpc::Status RegistryService::AuthProvider(grpc::ServerContext* ctx, std::string* provider,
@@ -176,7 +209,41 @@ void RegistryService::UpdatePlaceable(const std::string& server_name) {
   auto it = servers_.find(server_name);
   if (it == servers_.end()) return;
   const bool revoked = providers_[it->second.provider].row.revoked;
-  for (size_t i : it->second.gpus) loads_[i].placeable = it->second.online && !revoked;
+  const bool placeable = it->second.online && !revoked && it->second.reach == Reach::kVerified;
+  for (size_t i : it->second.gpus) loads_[i].placeable = placeable;
+}
+
+void RegistryService::WaitForProbes() { probes_->WaitIdle(); }
+
+void RegistryService::OnProbed(const std::string& server_name, uint64_t generation,
+                               const Status& result) {
+  ServerRow row;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = servers_.find(server_name);
+    if (it == servers_.end() || it->second.probe_generation != generation) return;  // stale
+    ServerState& server = it->second;
+    server.probe_pending = false;
+    if (result.ok()) {
+      server.reach = Reach::kVerified;
+      server.reach_reason.clear();
+      RGPU_LOG_INFO("server %s proved it answers at %s", server_name.c_str(), server.url.c_str());
+    } else {
+      server.reach = Reach::kUnreachable;
+      server.reach_reason = result.message();
+      RGPU_LOG_WARN("server %s (provider %s) refused: it did not prove it answers at %s: %s",
+                    server_name.c_str(), server.provider.c_str(), server.url.c_str(),
+                    result.message().c_str());
+    }
+    UpdatePlaceable(server_name);
+    if (result.ok()) Dispatch();
+    row = {server_name, server.provider, server.url, result.ok() ? Now() : 0};
+  }
+  Status s = store_->PutServer(row);
+  if (!s.ok()) {
+    RGPU_LOG_ERROR("cannot record server %s's reachability: %s", server_name.c_str(),
+                   s.ToString().c_str());
+  }
 }
 
 grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterRequest* req,
@@ -188,8 +255,16 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "server name must be 1-64 characters of [A-Za-z0-9._-]");
   }
-  if (req->server_url().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no server URL given");
+  TransportUrl url;
+  if (Status parsed = TransportUrl::Parse(req->server_url(), &url); !parsed.ok() || url.port == 0) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "server URL must be tcp://HOST:PORT or shm://HOST:PORT, not '" + req->server_url() + "'");
+  }
+  if (req->reachability_secret().size() < 16 || req->reachability_secret().size() > 64) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "no reachability secret (16-64 bytes) in the registration: the registry "
+                        "checks that a server answers at its URL (rgpu-server too old?)");
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto existing = servers_.find(req->server_name());
@@ -198,6 +273,18 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
                         "server " + req->server_name() + " belongs to another provider");
   }
   ServerState& server = servers_[req->server_name()];
+  // The server proves again that it answers at its URL (its secret is new with each process);
+  // one proven at the same URL before keeps its GPUs placeable meanwhile.
+  if (server.url != req->server_url() || server.reach != Reach::kVerified) {
+    server.reach = Reach::kUnverified;
+  }
+  if (!probes_->Submit(req->server_name(), req->server_url(), req->reachability_secret(),
+                       server.probe_generation + 1)) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "the registry is busy checking other servers' URLs; register again later");
+  }
+  server.probe_generation++;
+  server.probe_pending = true;
   server.provider = provider;
   server.url = req->server_url();
   std::vector<GpuRow> rows;  // the accepted GPUs, stored in one transaction
@@ -216,6 +303,12 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
       reason = buf;
     } else if (spec.memory_bytes() == 0) {
       reason = "no device memory reported";
+    } else if (!std::isfinite(spec.bandwidth_gbps()) || spec.bandwidth_gbps() < 0 ||
+               spec.bandwidth_gbps() > kMaxAdvertisedBandwidthGbps) {
+      char buf[160];
+      snprintf(buf, sizeof buf, "interconnect bandwidth %g GB/s is beyond any host link (max %g)",
+               spec.bandwidth_gbps(), kMaxAdvertisedBandwidthGbps);
+      reason = buf;
     }
     if (!reason.empty()) {
       admission->set_accepted(false);
@@ -259,8 +352,9 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
   server.online = true;
   server.last_heartbeat_ms = Now();
   UpdatePlaceable(req->server_name());
-  RGPU_LOG_INFO("provider %s registered server %s (%s) with %d GPU(s)", provider.c_str(),
-                req->server_name().c_str(), req->server_url().c_str(), req->gpus_size());
+  RGPU_LOG_INFO("provider %s registered server %s (%s) with %d GPU(s); checking its URL",
+                provider.c_str(), req->server_name().c_str(), req->server_url().c_str(),
+                req->gpus_size());
   reply->set_heartbeat_ms(options_.heartbeat_ms);
   reply->set_public_key_pem(options_.public_key_pem);
   Dispatch();
@@ -278,14 +372,34 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         "server " + req->server_name() + " is not registered; register again");
   }
-  it->second.last_heartbeat_ms = Now();
-  if (!it->second.online) {
-    it->second.online = true;
+  ServerState& server = it->second;
+  if (server.reach == Reach::kUnreachable) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "server " + req->server_name() + " takes no placements: the registry " +
+                            "could not check that it answers at " + server.url + ": " +
+                            server.reach_reason +
+                            " (fix --advertise or the firewall and restart rgpu-server)");
+  }
+  if (server.reach == Reach::kUnverified && !server.probe_pending) {
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        "server " + req->server_name() + " has not proved it answers at its URL; register again");
+  }
+  server.last_heartbeat_ms = Now();
+  if (!server.online) {
+    server.online = true;
     UpdatePlaceable(req->server_name());
     RGPU_LOG_INFO("server %s is back online", req->server_name().c_str());
     Dispatch();
   }
   reply->set_heartbeat_ms(options_.heartbeat_ms);
+  std::vector<std::string> ended;
+  uint64_t cursor = 0;
+  ended_.Since(req->server_name(), req->ended_epoch(), req->ended_cursor(), Now(), 10000, &ended,
+               &cursor);
+  for (auto& id : ended) reply->add_ended_leases(std::move(id));
+  reply->set_ended_cursor(cursor);
+  reply->set_ended_epoch(ended_.epoch());
   return grpc::Status::OK;
 }
 
@@ -300,11 +414,18 @@ void RegistryService::Sweep() {
       RGPU_LOG_WARN("server %s missed three heartbeats: its GPUs are offline", name.c_str());
     }
   }
-  std::vector<std::string> expired;
+  std::vector<std::string> expired, unclaimed;
   for (const auto& [id, lease] : leases_) {
-    if (lease.expires_ms <= now) expired.push_back(id);
+    if (lease.expires_ms <= now) {
+      expired.push_back(id);
+    } else if (lease.claimed_ms == 0 && options_.claim_timeout_ms > 0 &&
+               now - std::max(lease.granted_ms, started_ms_) >= options_.claim_timeout_ms) {
+      unclaimed.push_back(id);
+    }
   }
-  for (const auto& id : expired) EndLease(id);
+  for (const auto& id : expired) EndLease(id, "its lifetime is over");
+  for (const auto& id : unclaimed) EndLease(id, "no session started under it (claim timeout)");
+  expired.insert(expired.end(), unclaimed.begin(), unclaimed.end());
   Dispatch();
   lock.unlock();
   PersistEnded(expired, now);
@@ -325,9 +446,15 @@ void RegistryService::Shutdown() {
   changed_.notify_all();
 }
 
-void RegistryService::EndLease(const std::string& lease_id) {
+void RegistryService::EndLease(const std::string& lease_id, const char* why) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
+  RGPU_LOG_INFO("lease %s of tenant %s on %s ended: %s", lease_id.c_str(),
+                it->second.tenant.c_str(), it->second.gpu_id.c_str(), why);
+  // Its token stays valid until the lease's expiry: the server is told to refuse it.
+  if (it->second.expires_ms > Now()) {
+    ended_.Add(it->second.server_name, lease_id, it->second.expires_ms);
+  }
   auto gpu = gpu_by_id_.find(it->second.gpu_id);
   if (gpu != gpu_by_id_.end()) {
     GpuLoad& load = loads_[gpu->second];
@@ -379,6 +506,7 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   claims.set_memory_quota(w->ask.memory);
   claims.set_weight(w->ask.share / 25.0);
   claims.set_expires_unix(lease.expires_ms / 1000);
+  claims.set_holder_key(w->holder_key);
   w->done = true;
   w->lease = lease;  // stored by the waiting Place call, outside mu_
   GpuLoad& load = loads_[index];
@@ -396,14 +524,28 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   p.set_expires_unix(claims.expires_unix());
   p.set_decision_us(decision_us);
   p.set_queue_ms(lease.queue_ms);
+  if (options_.claim_timeout_ms > 0) {
+    p.set_claim_by_unix((lease.granted_ms + options_.claim_timeout_ms) / 1000);
+  }
 }
 
 grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest* req,
                                     grpc::ServerWriter<PlaceUpdate>* writer) {
+  return PlaceWith(ctx, req, [writer](const PlaceUpdate& update) { return writer->Write(update); });
+}
+
+grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceRequest* req,
+                                        const std::function<bool(const PlaceUpdate&)>& write) {
   std::string tenant;
   grpc::Status auth = AuthTenant(ctx, &tenant);
   if (!auth.ok()) return auth;
+  if (req->holder_key().size() != 32) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a placement needs its holder's Ed25519 public key (32 bytes), which its "
+                        "token binds (rgpu run makes one)");
+  }
   auto w = std::make_shared<Waiter>();
+  w->holder_key = req->holder_key();
   w->tenant = tenant;
   w->ask.gpu_type = req->gpu_type();
   w->ask.backend = req->backend();
@@ -449,7 +591,7 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
       update.mutable_queued()->set_position(position);
       update.mutable_queued()->set_length(static_cast<uint32_t>(queue_.size()));
       lock.unlock();
-      writer->Write(update);
+      write(update);
       lock.lock();
       continue;
     }
@@ -480,7 +622,7 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
   w->placement.set_token(token);
   if (!stored.ok()) {
     lock.lock();
-    EndLease(w->lease.lease_id);
+    EndLease(w->lease.lease_id, "it could not be stored");
     Dispatch();
     return ToGrpc(stored);
   }
@@ -489,12 +631,12 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
                 (long long)w->placement.queue_ms());
   PlaceUpdate update;
   *update.mutable_placement() = w->placement;
-  if (!writer->Write(update)) {
+  if (!write(update)) {
     // The caller went away before hearing of its placement: nobody will use the lease.
     RGPU_LOG_WARN("tenant %s left before its placement arrived; lease %s ended", tenant.c_str(),
                   w->lease.lease_id.c_str());
     lock.lock();
-    EndLease(w->lease.lease_id);
+    EndLease(w->lease.lease_id, "its caller left before the placement arrived");
     Dispatch();
     lock.unlock();
     PersistEnded({w->lease.lease_id}, Now());
@@ -508,53 +650,50 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
   std::string provider;
   grpc::Status auth = AuthProvider(ctx, &provider, /*allow_revoked=*/true);
   if (!auth.ok()) return auth;
-  std::vector<UsageRow> rows;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const UsageRecord& r : req->records()) {
-      if (r.record_id().empty() || r.record_id().size() > 200 || r.end_ms() < r.start_ms() ||
-          r.tenant().empty()) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "malformed usage record '" + r.record_id() +
-                                "' (needs an id, a tenant and end >= start)");
-      }
-      auto server = servers_.find(r.server_name());
-      if (server == servers_.end() || server->second.provider != provider) {
-        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                            "server " + r.server_name() + " is not registered to " + provider);
-      }
-      UsageRow row;
-      row.record = r;
-      row.provider = provider;
-      auto gpu = gpu_by_id_.find(GpuId(r.server_name(), r.gpu_index()));
-      if (gpu != gpu_by_id_.end()) row.model = gpus_[gpu->second].row.spec.model();
-      rows.push_back(std::move(row));
-    }
+  if (req->records_size() > 1000) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "at most 1000 usage records per report");
   }
-  uint32_t stored = 0, duplicates = 0;
+  std::lock_guard<std::mutex> usage_lock(usage_mu_);
+  std::vector<UsageRow> rows;
+  std::vector<std::pair<std::string, int64_t>> claims;
+  std::vector<RefusedRecord> refusals;
+  uint32_t duplicates = 0;
+  Status s = CheckUsage(provider, *req, &rows, &claims, &refusals, &duplicates);
+  if (!s.ok()) return ToGrpc(s);
+  uint32_t stored = 0, again = 0;
   std::vector<bool> fresh;
-  Status s = store_->AddUsage(rows, &stored, &duplicates, &fresh);
+  s = store_->AddUsage(rows, &stored, &again, &fresh, &claims);
   if (!s.ok()) return ToGrpc(s);
   reply->set_stored(stored);
-  reply->set_duplicates(duplicates);
-  // A session that ended frees the lease it ran under (its tenant's oldest on that GPU).
+  reply->set_duplicates(duplicates + again);
+  reply->set_refused(static_cast<uint32_t>(refusals.size()));
+  for (size_t i = 0; i < refusals.size(); ++i) {
+    if (i < 5) {
+      RGPU_LOG_WARN("provider %s: usage record '%s' refused: %s", provider.c_str(),
+                    refusals[i].record_id().c_str(), refusals[i].reason().c_str());
+    }
+    *reply->add_refusals() = std::move(refusals[i]);
+  }
+  if (refusals.size() > 5) {
+    RGPU_LOG_WARN("provider %s: %zu more usage records refused", provider.c_str(),
+                  refusals.size() - 5);
+  }
+  // A session that ended frees the lease it ran under; a session that started claims its lease.
   std::unique_lock<std::mutex> lock(mu_);
+  for (const auto& [lease_id, start_ms] : claims) {
+    auto it = leases_.find(lease_id);
+    if (it != leases_.end() && (it->second.claimed_ms == 0 || start_ms < it->second.claimed_ms)) {
+      it->second.claimed_ms = start_ms;
+    }
+  }
   std::vector<std::string> ended;
-  for (int i = 0; i < req->records_size(); ++i) {
-    const UsageRecord& r = req->records(i);
-    if (!r.session_ended() || !fresh[static_cast<size_t>(i)]) continue;  // a retry freed it
-    const std::string gpu_id = GpuId(r.server_name(), r.gpu_index());
-    const LeaseRow* oldest = nullptr;
-    for (const auto& [id, lease] : leases_) {
-      if (lease.tenant == r.tenant() && lease.gpu_id == gpu_id && lease.granted_ms <= r.end_ms() &&
-          (!oldest || lease.granted_ms < oldest->granted_ms)) {
-        oldest = &lease;
-      }
-    }
-    if (oldest != nullptr) {
-      ended.push_back(oldest->lease_id);
-      EndLease(ended.back());
-    }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const UsageRecord& r = rows[i].record;
+    if (!r.session_ended() || !fresh[i]) continue;  // a retry freed it already
+    if (leases_.count(r.lease_id()) == 0) continue;
+    ended.push_back(r.lease_id());
+    EndLease(r.lease_id(), "its session ended");
   }
   if (ended.empty()) return grpc::Status::OK;
   Dispatch();
@@ -562,6 +701,121 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
   lock.unlock();
   PersistEnded(ended, now);
   return grpc::Status::OK;
+}
+
+Status RegistryService::CheckUsage(const std::string& provider, const ReportUsageRequest& req,
+                                   std::vector<UsageRow>* rows,
+                                   std::vector<std::pair<std::string, int64_t>>* claims,
+                                   std::vector<RefusedRecord>* refusals, uint32_t* duplicates) {
+  auto refuse = [refusals](const UsageRecord& r, std::string why) {
+    RefusedRecord refused;
+    refused.set_record_id(r.record_id().substr(0, 200));
+    refused.set_reason(std::move(why));
+    refusals->push_back(std::move(refused));
+  };
+  // Well-formed records only, then those not stored already (a retry after a lost reply).
+  std::vector<const UsageRecord*> candidates;
+  std::vector<std::string> ids;
+  for (const UsageRecord& r : req.records()) {
+    const std::string why = CheckRecordShape(r);
+    if (!why.empty()) {
+      refuse(r, why);
+      continue;
+    }
+    candidates.push_back(&r);
+    ids.push_back(r.record_id());
+  }
+  std::vector<std::string> existing;
+  Status s = store_->ExistingUsageIds(ids, &existing);
+  if (!s.ok()) return s;
+  std::set<std::string> seen(existing.begin(), existing.end());
+  // The leases they name: active ones from memory, ended ones from the store.
+  std::set<std::string> wanted;
+  for (const UsageRecord* r : candidates) wanted.insert(r->lease_id());
+  std::map<std::string, LeaseRow> leases;
+  std::map<std::string, GpuSpec> lease_gpus;
+  std::vector<std::string> missing;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& id : wanted) {
+      auto it = leases_.find(id);
+      if (it != leases_.end()) {
+        leases[id] = it->second;
+      } else {
+        missing.push_back(id);
+      }
+    }
+  }
+  std::vector<LeaseRow> found;
+  s = store_->GetLeases(missing, &found);
+  if (!s.ok()) return s;
+  for (auto& l : found) leases[l.lease_id] = std::move(l);
+  // Per lease: the sessions stored so far (totals), to check amounts and continuity against.
+  std::map<std::string, std::map<std::pair<std::string, uint64_t>, SessionTotals>> sessions;
+  for (const auto& [id, lease] : leases) {
+    std::vector<SessionTotals> totals;
+    s = store_->LeaseSessionTotals(id, &totals);
+    if (!s.ok()) return s;
+    auto& by_session = sessions[id];
+    for (auto& t : totals) by_session[{t.server_name, t.session_id}] = std::move(t);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = Now();
+  for (const UsageRecord* rp : candidates) {
+    const UsageRecord& r = *rp;
+    if (seen.count(r.record_id())) {
+      ++*duplicates;
+      continue;
+    }
+    auto server = servers_.find(r.server_name());
+    if (server == servers_.end() || server->second.provider != provider) {
+      refuse(r, "server " + r.server_name() + " is not registered to provider " + provider);
+      continue;
+    }
+    if (tenants_.count(r.tenant()) == 0) {
+      refuse(r, "no tenant named " + r.tenant());
+      continue;
+    }
+    auto lease = leases.find(r.lease_id());
+    if (lease == leases.end()) {
+      refuse(r, "the registry granted no lease " + r.lease_id());
+      continue;
+    }
+    auto gpu = gpu_by_id_.find(lease->second.gpu_id);
+    if (gpu == gpu_by_id_.end()) {
+      refuse(r, "lease " + r.lease_id() + " is on a GPU no longer registered");
+      continue;
+    }
+    auto& by_session = sessions[r.lease_id()];
+    auto before = by_session.find({r.server_name(), r.session_id()});
+    UsageContext context;
+    context.lease = &lease->second;
+    context.gpu = &gpus_[gpu->second].row.spec;
+    context.before = before != by_session.end() ? &before->second : nullptr;
+    context.sessions_of_lease =
+        static_cast<uint32_t>(by_session.size() - (before != by_session.end() ? 1 : 0));
+    context.now_ms = now;
+    const std::string why = CheckRecordAgainstLease(r, context, options_.usage_limits);
+    if (!why.empty()) {
+      refuse(r, why);
+      continue;
+    }
+    AddToTotals(r, &by_session[{r.server_name(), r.session_id()}]);
+    seen.insert(r.record_id());
+    UsageRow row;
+    row.record = r;
+    row.provider = provider;
+    row.model = gpus_[gpu->second].row.spec.model();
+    rows->push_back(std::move(row));
+    auto claim = std::find_if(claims->begin(), claims->end(),
+                              [&r](const auto& c) { return c.first == r.lease_id(); });
+    if (claim == claims->end()) {
+      claims->emplace_back(r.lease_id(), r.start_ms());
+    } else {
+      claim->second = std::min(claim->second, r.start_ms());
+    }
+  }
+  return Status::Ok();
 }
 
 grpc::Status RegistryService::CreateTenant(grpc::ServerContext* ctx, const NameRequest* req,
@@ -670,7 +924,12 @@ grpc::Status RegistryService::ListGpus(grpc::ServerContext* ctx, const Empty*, G
     g->set_server_url(server.url);
     *g->mutable_spec() = row.spec;
     const bool revoked = providers_[row.provider].row.revoked;
-    g->set_state(revoked ? "revoked" : server.online ? "available" : "offline");
+    g->set_state(revoked                               ? "revoked"
+                 : server.reach == Reach::kUnreachable ? "unreachable"
+                 : server.reach == Reach::kUnverified  ? "unverified"
+                 : server.online                       ? "available"
+                                                       : "offline");
+    g->set_state_reason(server.reach_reason);
     g->set_memory_committed(loads_[i].memory_committed);
     g->set_share_committed(loads_[i].share_committed);
     g->set_leases(loads_[i].leases);
@@ -679,19 +938,37 @@ grpc::Status RegistryService::ListGpus(grpc::ServerContext* ctx, const Empty*, G
   return grpc::Status::OK;
 }
 
+// The query's period in unix ms; kInvalidArgument for times out of range or reversed.
+static Status Period(const UsageQuery& q, int64_t now_ms, int64_t* from_ms, int64_t* to_ms) {
+  constexpr int64_t kLatest = 100'000'000'000;  // unix seconds, the year 5138
+  if (q.from_unix() < 0 || q.from_unix() > kLatest || q.to_unix() < 0 || q.to_unix() > kLatest) {
+    return InvalidArgument("times must lie between 1970 and 5138");
+  }
+  *from_ms = q.from_unix() * 1000;
+  *to_ms = q.to_unix() > 0 ? q.to_unix() * 1000 : now_ms + 1;
+  if (*to_ms < *from_ms) return InvalidArgument("the period ends before it starts");
+  return Status::Ok();
+}
+
 Status RegistryService::SessionsUsage(const UsageQuery& q, std::vector<SessionUsage>* out) {
-  const int64_t to_ms = q.to_unix() > 0 ? q.to_unix() * 1000 : Now() + 1;
-  const int64_t from_ms = q.from_unix() * 1000;
+  int64_t from_ms = 0, to_ms = 0;
+  Status s = Period(q, Now(), &from_ms, &to_ms);
+  if (!s.ok()) return s;
   std::vector<UsageRow> rows;
-  Status s = store_->QueryUsage(q.tenant(), q.provider(), from_ms, to_ms, &rows);
+  s = store_->QueryUsage(q.tenant(), q.provider(), from_ms, to_ms, &rows);
   if (!s.ok()) return s;
   std::vector<LeaseRow> leases;
   s = store_->QueryLeases(q.tenant(), to_ms, &leases);
   if (!s.ok()) return s;
-  std::map<std::pair<std::string, uint64_t>, SessionUsage> sessions;
+  std::map<std::string, const LeaseRow*> lease_by_id;
+  for (const auto& l : leases) lease_by_id[l.lease_id] = &l;
+  // A session is its server, its id there and its lease (ids restart when a server restarts).
+  std::map<std::tuple<std::string, uint64_t, std::string>, SessionUsage> sessions;
+  std::map<std::tuple<std::string, uint64_t, std::string>, std::string> session_lease;
   for (const UsageRow& row : rows) {
     const UsageRecord& r = row.record;
-    auto [it, fresh] = sessions.try_emplace({r.server_name(), r.session_id()});
+    const auto key = std::make_tuple(r.server_name(), r.session_id(), r.lease_id());
+    auto [it, fresh] = sessions.try_emplace(key);
     SessionUsage& u = it->second;
     if (fresh) {
       u.set_tenant(r.tenant());
@@ -701,6 +978,7 @@ Status RegistryService::SessionsUsage(const UsageQuery& q, std::vector<SessionUs
       u.set_model(row.model);
       u.set_session_id(r.session_id());
       u.set_start_ms(r.start_ms());
+      session_lease[key] = r.lease_id();
     }
     u.set_start_ms(std::min(u.start_ms(), r.start_ms()));
     u.set_end_ms(std::max(u.end_ms(), r.end_ms()));
@@ -715,17 +993,50 @@ Status RegistryService::SessionsUsage(const UsageQuery& q, std::vector<SessionUs
     u.set_records(u.records() + 1);
   }
   for (auto& [key, u] : sessions) {
-    // The lease it ran under: the tenant's latest on that GPU granted before the session began.
-    const std::string gpu_id = GpuId(u.server_name(), u.gpu_index());
+    // The lease it ran under: the one its records name. Records stored before they named one:
+    // the tenant's latest lease on that GPU granted before the session began.
     const LeaseRow* lease = nullptr;
-    for (const auto& l : leases) {
-      if (l.tenant == u.tenant() && l.gpu_id == gpu_id && l.granted_ms <= u.start_ms()) lease = &l;
+    if (auto named = lease_by_id.find(session_lease[key]); named != lease_by_id.end()) {
+      lease = named->second;
+    } else if (session_lease[key].empty()) {
+      const std::string gpu_id = GpuId(u.server_name(), u.gpu_index());
+      for (const auto& l : leases) {
+        if (l.tenant == u.tenant() && l.gpu_id == gpu_id && l.granted_ms <= u.start_ms()) {
+          lease = &l;
+        }
+      }
     }
     if (lease != nullptr) {
       u.set_placement_queue_s(lease->queue_ms / 1000.0);
       u.set_priority(lease->priority);
     }
     out->push_back(u);
+  }
+  return Status::Ok();
+}
+
+Status RegistryService::HoldLines(const UsageQuery& q, bool earnings,
+                                  std::vector<InvoiceLine>* out) {
+  const int64_t now = Now();
+  int64_t from_ms = 0, to_ms = 0;
+  Status s = Period(q, now, &from_ms, &to_ms);
+  if (!s.ok()) return s;
+  std::vector<LeaseRow> leases;
+  s = store_->QueryLeases(earnings ? "" : q.tenant(), to_ms, &leases);
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const LeaseRow& l : leases) {
+    auto gpu = gpu_by_id_.find(l.gpu_id);
+    if (gpu == gpu_by_id_.end()) continue;
+    const GpuRow& row = gpus_[gpu->second].row;
+    if (earnings && row.provider != q.provider()) continue;
+    // A hold ends when a session under the lease starts, else when the lease ends (or now).
+    const int64_t end = l.released_ms > 0 ? LeaseEndMs(l) : std::min(l.expires_ms, now);
+    const int64_t until = l.claimed_ms > 0 ? std::min(l.claimed_ms, end) : end;
+    const double held = HeldMs(l.granted_ms, l.claimed_ms, end);
+    if (held <= 0 || until < from_ms || until >= to_ms) continue;
+    out->push_back(PriceHold(l.lease_id, l.tenant, row.provider, row.server_name, row.spec.model(),
+                             held, options_.prices));
   }
   return Status::Ok();
 }
@@ -754,11 +1065,14 @@ grpc::Status RegistryService::BuildInvoice(const UsageQuery& query, const std::s
                                            bool earnings, Invoice* out) {
   std::vector<SessionUsage> sessions;
   Status s = SessionsUsage(query, &sessions);
+  std::vector<InvoiceLine> holds;
+  if (s.ok()) s = HoldLines(query, earnings, &holds);
   if (!s.ok()) return ToGrpc(s);
   out->set_subject(subject);
   out->set_from_unix(query.from_unix());
   out->set_to_unix(query.to_unix() > 0 ? query.to_unix() : Now() / 1000);
   for (const auto& u : sessions) *out->add_lines() = PriceSession(u, options_.prices);
+  for (auto& line : holds) *out->add_lines() = std::move(line);
   Total(options_.prices, out);
   if (!earnings) {
     out->set_provider_share(0);

@@ -13,6 +13,23 @@
 // placements until it heartbeats again. After a registry restart every server is offline until
 // its first heartbeat. Revoking a provider makes its GPUs unplaceable at once.
 //
+// Reachability: a registered server's GPUs take placements only once the server has proved it
+// answers at its URL (registry/reachability.h). Register queues the probe and answers at once
+// (the server may not accept connections before its registration returns); the probe runs on
+// its own thread and the GPUs become placeable when it succeeds. A server that failed it is
+// told why in the reply to each of its heartbeats (kFailedPrecondition); one whose proof the
+// store does not hold (a store from before reachability proofs) is asked to register again.
+//
+// Leases: a lease ends when its session ends (a record naming it with session_ended), when its
+// lifetime runs out, or when no session under it has started within claim_timeout_ms of its
+// grant (a placement whose program never connects). Ended leases whose tokens are still valid
+// are handed to their server with its heartbeats (registry/ended_leases.h), which refuses them.
+//
+// Usage: ReportUsage stores a record only when registry/usage_check.h accepts it against the
+// lease it names; every record is answered (stored, duplicate or refused with the reason).
+// Records are checked and stored one request at a time (usage_mu_), so a session's totals seen
+// by the checks are those stored.
+//
 // Queue: a request no GPU can take now waits, ordered by priority (higher first), then arrival;
 // whenever capacity appears, waiting requests are placed in that order (a lower-priority request
 // that fits where the head does not is placed too). The caller sees its position while it waits
@@ -33,21 +50,32 @@
 #include "proto/registry.grpc.pb.h"
 #include "proto/token.pb.h"
 #include "registry/billing.h"
+#include "registry/ended_leases.h"
 #include "registry/placement.h"
+#include "registry/probe_queue.h"
+#include "registry/reachability.h"
 #include "registry/store.h"
 #include "registry/token_signer.h"
+#include "registry/usage_check.h"
 
 namespace rgpu::registry {
 
 struct RegistryOptions {
   std::string signing_key_path;  // Ed25519 private key (PEM) session tokens are signed with
   std::string public_key_pem;    // its public half (PEM text), handed to registering servers
-  std::string admin_key;         // when set, operator calls need it (x-rgpu-admin-key)
+  // Required: operator calls need it (x-rgpu-admin-key), compared in constant time.
+  std::string admin_key;
   uint32_t heartbeat_ms = 2000;
   int min_driver_version = 0;         // e.g. 12000; older drivers are refused
   double min_compute_capability = 0;  // e.g. 7.0; older GPUs are refused
+  // A lease under which no session has started this long after its grant ends (0: never).
+  int64_t claim_timeout_ms = 90000;
+  UsageLimits usage_limits;
   PriceList prices;
   std::function<int64_t()> now_ms;  // unix milliseconds (default: the system clock)
+  // How a server's reachability is proven (default: ProbeReachability over the transport). An
+  // in-process benchmark simulating a fleet of servers that do not exist passes its own.
+  ReachabilityProbe probe;
 };
 
 class RegistryService final : public Registry::Service {
@@ -62,6 +90,8 @@ class RegistryService final : public Registry::Service {
   void Sweep();
   // Ends every waiting Place call (kUnavailable), for shutdown.
   void Shutdown();
+  // Blocks until every reachability probe queued so far has run and its outcome is applied.
+  void WaitForProbes();
 
   grpc::Status Register(grpc::ServerContext* ctx, const RegisterRequest* req,
                         RegisterReply* reply) override;
@@ -71,6 +101,10 @@ class RegistryService final : public Registry::Service {
                            ReportUsageReply* reply) override;
   grpc::Status Place(grpc::ServerContext* ctx, const PlaceRequest* req,
                      grpc::ServerWriter<PlaceUpdate>* writer) override;
+  // Place, writing each update with `write` (false: the caller is gone). For callers without a
+  // gRPC stream (the fuzzer).
+  grpc::Status PlaceWith(grpc::ServerContext* ctx, const PlaceRequest* req,
+                         const std::function<bool(const PlaceUpdate&)>& write);
   grpc::Status CreateTenant(grpc::ServerContext* ctx, const NameRequest* req,
                             KeyReply* reply) override;
   grpc::Status ListTenants(grpc::ServerContext* ctx, const Empty* req, TenantList* reply) override;
@@ -89,12 +123,17 @@ class RegistryService final : public Registry::Service {
   struct GpuMeta {
     GpuRow row;
   };
+  enum class Reach { kUnverified, kVerified, kUnreachable };
   struct ServerState {
     std::string provider;
     std::string url;
     int64_t last_heartbeat_ms = 0;  // 0: not heard from since the registry started
     bool online = false;
     std::vector<size_t> gpus;  // indices into gpus_/loads_
+    Reach reach = Reach::kUnverified;
+    std::string reach_reason;       // why it is unreachable
+    uint64_t probe_generation = 0;  // of the latest probe queued; older outcomes are stale
+    bool probe_pending = false;
   };
   struct ProviderState {
     ProviderRow row;
@@ -105,6 +144,7 @@ class RegistryService final : public Registry::Service {
     int32_t priority = 0;
     uint64_t seq = 0;
     uint32_t ttl_seconds = 3600;
+    std::string holder_key;  // Ed25519 public key the token binds
     int64_t enqueued_ms = 0;
     bool done = false;
     grpc::Status error;
@@ -125,14 +165,27 @@ class RegistryService final : public Registry::Service {
   grpc::Status AuthTenant(grpc::ServerContext* ctx, std::string* tenant);
   // Recomputes the placeable flag of a server's GPUs. Under mu_.
   void UpdatePlaceable(const std::string& server);
+  // A probe's outcome (on the probe queue's thread).
+  void OnProbed(const std::string& server, uint64_t generation, const Status& result);
+  // ReportUsage's checks of one request's records against their leases; fills `rows` with the
+  // records to store, `claims` with the earliest session start per lease, `refusals`, and the
+  // count of duplicates. Under usage_mu_.
+  Status CheckUsage(const std::string& provider, const ReportUsageRequest& req,
+                    std::vector<UsageRow>* rows,
+                    std::vector<std::pair<std::string, int64_t>>* claims,
+                    std::vector<RefusedRecord>* refusals, uint32_t* duplicates);
+  // The hold lines of the leases in `query` (of the subject tenant, or on the subject provider's
+  // GPUs when `earnings`).
+  Status HoldLines(const UsageQuery& query, bool earnings, std::vector<InvoiceLine>* out);
   // Places waiting requests that fit, in queue order. Under mu_.
   void Dispatch();
   // Grants `w` the GPU at `index`: reserves it and fills the lease and token claims for the
   // waiting Place call to sign and store. Under mu_.
   void Grant(Waiter* w, size_t index, double decision_us);
-  // Ends an active lease and returns its resources to its GPU. Under mu_; the caller records
-  // the end in the store with PersistEnded once it has let go of mu_.
-  void EndLease(const std::string& lease_id);
+  // Ends an active lease, returns its resources to its GPU and logs it for its server (ended_).
+  // Under mu_; the caller records the end in the store with PersistEnded once it has let go of
+  // mu_.
+  void EndLease(const std::string& lease_id, const char* why);
   void PersistEnded(const std::vector<std::string>& lease_ids, int64_t now_ms);
   // Sums usage per session and attributes each to the lease it ran under.
   Status SessionsUsage(const UsageQuery& query, std::vector<SessionUsage>* out);
@@ -161,6 +214,11 @@ class RegistryService final : public Registry::Service {
   std::map<std::string, LeaseRow> leases_;     // active, by id
   std::deque<std::shared_ptr<Waiter>> queue_;  // ordered: priority desc, then seq
   uint64_t next_seq_ = 1;
+  int64_t started_ms_ = 0;  // claim timeouts count from here at the earliest (a restart)
+  EndedLeases ended_;
+  std::mutex usage_mu_;  // one ReportUsage at a time checks and stores
+  // Last: destroyed (its thread stopped) before what its callbacks touch.
+  std::unique_ptr<ProbeQueue> probes_;
 };
 
 }  // namespace rgpu::registry

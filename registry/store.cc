@@ -1,6 +1,10 @@
 #include "registry/store.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 namespace rgpu::registry {
@@ -23,7 +27,8 @@ CREATE TABLE IF NOT EXISTS leases (
   lease_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, gpu_id TEXT NOT NULL,
   server_name TEXT NOT NULL, memory_bytes BIGINT NOT NULL, share INTEGER NOT NULL,
   priority INTEGER NOT NULL, queue_ms BIGINT NOT NULL, granted_ms BIGINT NOT NULL,
-  expires_ms BIGINT NOT NULL, released_ms BIGINT NOT NULL DEFAULT 0);
+  expires_ms BIGINT NOT NULL, released_ms BIGINT NOT NULL DEFAULT 0,
+  claimed_ms BIGINT NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS usage (
   record_id TEXT PRIMARY KEY, server_name TEXT NOT NULL, gpu_index INTEGER NOT NULL,
   tenant TEXT NOT NULL, session_id BIGINT NOT NULL, start_ms BIGINT NOT NULL,
@@ -31,10 +36,57 @@ CREATE TABLE IF NOT EXISTS usage (
   bytes_out BIGINT NOT NULL, gpu_busy_ms DOUBLE PRECISION NOT NULL,
   memory_gib_seconds DOUBLE PRECISION NOT NULL, queue_ms DOUBLE PRECISION NOT NULL,
   session_ended INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
-  calls_by_kind TEXT NOT NULL DEFAULT '');
+  calls_by_kind TEXT NOT NULL DEFAULT '', lease_id TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS servers (
+  server_name TEXT PRIMARY KEY, provider TEXT NOT NULL, url TEXT NOT NULL,
+  verified_ms BIGINT NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS usage_by_tenant ON usage (tenant, end_ms);
 CREATE INDEX IF NOT EXISTS usage_by_provider ON usage (provider, end_ms);
 )sql";
+
+// Columns added since the first schema: added to stores created before them (the error of a
+// column that exists already is expected and ignored), then their indexes.
+const char* kAddedColumns[] = {
+    "ALTER TABLE leases ADD COLUMN claimed_ms BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE usage ADD COLUMN lease_id TEXT NOT NULL DEFAULT ''",
+};
+const char* kAddedIndexes = "CREATE INDEX IF NOT EXISTS usage_by_lease ON usage (lease_id)";
+
+std::string Num(int64_t v) { return std::to_string(v); }
+std::string Num(uint64_t v) { return std::to_string(v); }
+std::string Real(double v) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+// Column values as numbers; never throw (a value that does not parse reads as 0, one out of
+// range is clamped), since what a store holds is not trusted to be well formed.
+double D(const std::string& s) {
+  const double v = strtod(s.c_str(), nullptr);
+  return std::isfinite(v) ? v : 0.0;
+}
+int64_t I(const std::string& s) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = strtoll(s.c_str(), &end, 10);
+  if (errno == 0 && end != s.c_str() && *end == '\0') return v;
+  const double d = D(s);  // e.g. a sum PostgreSQL gives as numeric, or out of range
+  if (d >= 9.2e18) return INT64_MAX;
+  if (d <= -9.2e18) return INT64_MIN;
+  return static_cast<int64_t>(d);
+}
+uint64_t U(const std::string& s) {
+  errno = 0;
+  char* end = nullptr;
+  if (!s.empty() && s[0] != '-') {
+    const unsigned long long v = strtoull(s.c_str(), &end, 10);
+    if (errno == 0 && end != s.c_str() && *end == '\0') return v;
+  }
+  const double d = D(s);
+  if (d <= 0) return 0;
+  if (d >= 1.8e19) return UINT64_MAX;
+  return static_cast<uint64_t>(d);
+}
 
 // Calls by kind as stored: "Name=count,Name=count" (operation names are identifiers).
 std::string EncodeCalls(const google::protobuf::Map<std::string, uint64_t>& calls) {
@@ -54,21 +106,10 @@ void DecodeCalls(const std::string& text, google::protobuf::Map<std::string, uin
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(start, end - start);
     const size_t eq = item.find('=');
-    if (eq != std::string::npos) (*calls)[item.substr(0, eq)] = std::stoull(item.substr(eq + 1));
+    if (eq != std::string::npos) (*calls)[item.substr(0, eq)] = U(item.substr(eq + 1));
     start = end + 1;
   }
 }
-
-std::string Num(int64_t v) { return std::to_string(v); }
-std::string Num(uint64_t v) { return std::to_string(v); }
-std::string Real(double v) {
-  char buf[64];
-  snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-int64_t I(const std::string& s) { return s.empty() ? 0 : std::stoll(s); }
-uint64_t U(const std::string& s) { return s.empty() ? 0 : std::stoull(s); }
-double D(const std::string& s) { return s.empty() ? 0.0 : std::stod(s); }
 
 Status Taken(Status s, const std::string& what) {
   if (s.ok()) return s;
@@ -81,7 +122,17 @@ Status Taken(Status s, const std::string& what) {
 
 const char* kLeaseColumns =
     "lease_id, tenant, gpu_id, server_name, memory_bytes, share, priority, queue_ms, granted_ms, "
-    "expires_ms, released_ms";
+    "expires_ms, released_ms, claimed_ms";
+
+// "$FIRST, $FIRST+1, ..." for `n` parameters.
+std::string Placeholders(size_t n, size_t first = 1) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    if (i) out += ", ";
+    out += "$" + std::to_string(first + i);
+  }
+  return out;
+}
 
 LeaseRow ParseLease(const Row& r) {
   LeaseRow l;
@@ -96,6 +147,7 @@ LeaseRow ParseLease(const Row& r) {
   l.granted_ms = I(r[8]);
   l.expires_ms = I(r[9]);
   l.released_ms = I(r[10]);
+  l.claimed_ms = I(r[11]);
   return l;
 }
 
@@ -149,6 +201,15 @@ void Store::WriterLoop() {
 Status Store::Open(std::unique_ptr<Db> db, std::unique_ptr<Store>* out) {
   Status s = db->Exec(kSchema);
   if (!s.ok()) return s;
+  for (const char* alter : kAddedColumns) {
+    s = db->Exec(alter);
+    if (!s.ok() && s.message().find("duplicate column") == std::string::npos &&
+        s.message().find("already exists") == std::string::npos) {
+      return s;
+    }
+  }
+  s = db->Exec(kAddedIndexes);
+  if (!s.ok()) return s;
   out->reset(new Store(std::move(db)));
   return Status::Ok();
 }
@@ -199,10 +260,46 @@ Status Store::PutGpus(const std::vector<GpuRow>& rows) {
 
 Status Store::AddLease(const LeaseRow& l) {
   return Commit({std::string("INSERT INTO leases (") + kLeaseColumns +
-                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                  {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes),
                   Num(uint64_t{l.share}), Num(int64_t{l.priority}), Num(l.queue_ms),
-                  Num(l.granted_ms), Num(l.expires_ms), Num(l.released_ms)}});
+                  Num(l.granted_ms), Num(l.expires_ms), Num(l.released_ms), Num(l.claimed_ms)}});
+}
+
+Status Store::GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out) {
+  if (lease_ids.empty()) return Status::Ok();
+  std::vector<Row> rows;
+  Status s =
+      db_->Query(std::string("SELECT ") + kLeaseColumns + " FROM leases WHERE lease_id IN (" +
+                     Placeholders(lease_ids.size()) + ")",
+                 lease_ids, &rows);
+  for (const auto& r : rows) out->push_back(ParseLease(r));
+  return s;
+}
+
+Status Store::LoadEndedLeases(int64_t now_ms, std::vector<LeaseRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(std::string("SELECT ") + kLeaseColumns +
+                            " FROM leases WHERE released_ms > 0 AND expires_ms > $1 "
+                            "ORDER BY released_ms",
+                        {Num(now_ms)}, &rows);
+  for (const auto& r : rows) out->push_back(ParseLease(r));
+  return s;
+}
+
+Status Store::PutServer(const ServerRow& row) {
+  return db_->Exec(
+      "INSERT INTO servers (server_name, provider, url, verified_ms) VALUES ($1, $2, $3, $4) "
+      "ON CONFLICT (server_name) DO UPDATE SET provider = excluded.provider, url = excluded.url, "
+      "verified_ms = excluded.verified_ms",
+      {row.name, row.provider, row.url, Num(row.verified_ms)});
+}
+
+Status Store::LoadServers(std::vector<ServerRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query("SELECT server_name, provider, url, verified_ms FROM servers", {}, &rows);
+  for (const auto& r : rows) out->push_back({r[0], r[1], r[2], I(r[3])});
+  return s;
 }
 
 Status Store::ReleaseLease(const std::string& lease_id, int64_t released_ms) {
@@ -211,7 +308,10 @@ Status Store::ReleaseLease(const std::string& lease_id, int64_t released_ms) {
 }
 
 Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint32_t* duplicates,
-                       std::vector<bool>* fresh) {
+                       std::vector<bool>* fresh,
+                       const std::vector<std::pair<std::string, int64_t>>* claims) {
+  *stored = *duplicates = 0;
+  if (rows.empty()) return Status::Ok();
   std::vector<Statement> statements;
   statements.reserve(rows.size());
   for (const auto& row : rows) {
@@ -219,23 +319,67 @@ Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint
     statements.push_back(
         {"INSERT INTO usage (record_id, server_name, gpu_index, tenant, session_id, start_ms, "
          "end_ms, calls, bytes_in, bytes_out, gpu_busy_ms, memory_gib_seconds, queue_ms, "
-         "session_ended, provider, model, calls_by_kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-         "$9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT (record_id) DO NOTHING",
+         "session_ended, provider, model, calls_by_kind, lease_id) VALUES ($1, $2, $3, $4, $5, "
+         "$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) "
+         "ON CONFLICT (record_id) DO NOTHING",
          {r.record_id(), r.server_name(), Num(uint64_t{r.gpu_index()}), r.tenant(),
           Num(r.session_id()), Num(r.start_ms()), Num(r.end_ms()), Num(r.calls()),
           Num(r.bytes_in()), Num(r.bytes_out()), Real(r.gpu_busy_ms()),
           Real(r.memory_gib_seconds()), Real(r.queue_ms()), r.session_ended() ? "1" : "0",
-          row.provider, row.model, EncodeCalls(r.calls_by_kind())}});
+          row.provider, row.model, EncodeCalls(r.calls_by_kind()), r.lease_id()}});
+  }
+  if (claims != nullptr) {
+    for (const auto& [lease_id, start_ms] : *claims) {
+      statements.push_back(
+          {"UPDATE leases SET claimed_ms = $1 WHERE lease_id = $2 AND "
+           "(claimed_ms = 0 OR claimed_ms > $1)",
+           {Num(start_ms), lease_id}});
+    }
   }
   std::vector<int64_t> changed;
   Status s = db_->Transaction(statements, &changed);
   if (!s.ok()) return s;
-  *stored = *duplicates = 0;
-  for (int64_t n : changed) {
-    (n > 0 ? *stored : *duplicates) += 1;
-    if (fresh) fresh->push_back(n > 0);
+  for (size_t i = 0; i < rows.size() && i < changed.size(); ++i) {
+    (changed[i] > 0 ? *stored : *duplicates) += 1;
+    if (fresh) fresh->push_back(changed[i] > 0);
   }
   return Status::Ok();
+}
+
+Status Store::ExistingUsageIds(const std::vector<std::string>& record_ids,
+                               std::vector<std::string>* out) {
+  if (record_ids.empty()) return Status::Ok();
+  if (record_ids.size() > 1000) return InvalidArgument("at most 1000 record ids at a time");
+  std::vector<Row> rows;
+  Status s = db_->Query(
+      "SELECT record_id FROM usage WHERE record_id IN (" + Placeholders(record_ids.size()) + ")",
+      record_ids, &rows);
+  for (const auto& r : rows) out->push_back(r[0]);
+  return s;
+}
+
+Status Store::LeaseSessionTotals(const std::string& lease_id, std::vector<SessionTotals>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(
+      "SELECT server_name, session_id, MIN(start_ms), MAX(end_ms), SUM(end_ms - start_ms), "
+      "SUM(calls), SUM(bytes_in) + SUM(bytes_out), SUM(gpu_busy_ms), SUM(memory_gib_seconds), "
+      "SUM(queue_ms) FROM usage WHERE lease_id = $1 GROUP BY server_name, session_id",
+      {lease_id}, &rows);
+  for (const auto& r : rows) {
+    SessionTotals t;
+    t.server_name = r[0];
+    t.session_id = U(r[1]);
+    t.first_start_ms = I(r[2]);
+    t.last_end_ms = I(r[3]);
+    t.wall_ms = I(r[4]);
+    t.calls = U(r[5]);
+    t.bytes = U(r[6]);
+    t.gpu_busy_ms = D(r[7]);
+    t.memory_gib_seconds = D(r[8]);
+    t.queue_ms = D(r[9]);
+    out->push_back(std::move(t));
+  }
+  return s;
 }
 
 Status Store::LoadProviders(std::vector<ProviderRow>* out) {
@@ -294,7 +438,8 @@ Status Store::QueryUsage(const std::string& tenant, const std::string& provider,
   Status s = db_->Query(
       "SELECT record_id, server_name, gpu_index, tenant, session_id, start_ms, end_ms, calls, "
       "bytes_in, bytes_out, gpu_busy_ms, memory_gib_seconds, queue_ms, session_ended, provider, "
-      "model, calls_by_kind FROM usage WHERE end_ms >= $1 AND end_ms < $2 AND ($3 = '' OR tenant = "
+      "model, calls_by_kind, lease_id FROM usage WHERE end_ms >= $1 AND end_ms < $2 AND ($3 = '' "
+      "OR tenant = "
       "$3) AND "
       "($4 = '' OR provider = $4) ORDER BY server_name, session_id, end_ms",
       {Num(from_ms), Num(to_ms), tenant, provider}, &rows);
@@ -318,6 +463,7 @@ Status Store::QueryUsage(const std::string& tenant, const std::string& provider,
     u.provider = r[14];
     u.model = r[15];
     DecodeCalls(r[16], rec.mutable_calls_by_kind());
+    rec.set_lease_id(r[17]);
     out->push_back(std::move(u));
   }
   return s;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "proto/registry.pb.h"
@@ -50,6 +51,31 @@ struct LeaseRow {
   int64_t granted_ms = 0;
   int64_t expires_ms = 0;
   int64_t released_ms = 0;  // 0 while active
+  // Start of the earliest accepted usage record naming the lease: when a session under it began
+  // (0: none yet). The time before it is the lease's hold.
+  int64_t claimed_ms = 0;
+};
+
+// A registered server's URL and when the registry last saw it prove it answers there.
+struct ServerRow {
+  std::string name;
+  std::string provider;
+  std::string url;
+  int64_t verified_ms = 0;  // 0: not proven
+};
+
+// What the store holds of one session's records under one lease (Store::SessionTotals).
+struct SessionTotals {
+  std::string server_name;
+  uint64_t session_id = 0;
+  int64_t first_start_ms = 0;
+  int64_t last_end_ms = 0;
+  int64_t wall_ms = 0;  // sum of the records' end - start
+  uint64_t calls = 0;
+  uint64_t bytes = 0;  // in + out
+  double gpu_busy_ms = 0;
+  double memory_gib_seconds = 0;
+  double queue_ms = 0;
 };
 
 // A stored usage record with what the registry knew when it stored it.
@@ -75,11 +101,27 @@ class Store {
   // transaction (one sync to disk for all); each call returns once its write is durable.
   Status AddLease(const LeaseRow& row);
   Status ReleaseLease(const std::string& lease_id, int64_t released_ms);
+  // The leases with these ids (any state); ids not found are left out.
+  Status GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out);
+  // Leases released before their tokens expire (expires_ms > now_ms), oldest release first.
+  Status LoadEndedLeases(int64_t now_ms, std::vector<LeaseRow>* out);
+
+  // Servers: inserts or replaces one (its URL and verification time).
+  Status PutServer(const ServerRow& row);
+  Status LoadServers(std::vector<ServerRow>* out);
 
   // Stores the records in one transaction; ids already present are left alone and counted as
-  // duplicates. `fresh`, when given, says which rows were new. Returns once they are durable.
+  // duplicates. `fresh`, when given, says which rows were new. `claims` (lease id, session
+  // start), when given, lower those leases' claimed_ms in the same transaction. Returns once
+  // they are durable.
   Status AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint32_t* duplicates,
-                  std::vector<bool>* fresh = nullptr);
+                  std::vector<bool>* fresh = nullptr,
+                  const std::vector<std::pair<std::string, int64_t>>* claims = nullptr);
+  // Which of these record ids are stored already (at most 1000 ids).
+  Status ExistingUsageIds(const std::vector<std::string>& record_ids,
+                          std::vector<std::string>* out);
+  // Per session (server, session id), the totals of the records stored under `lease_id`.
+  Status LeaseSessionTotals(const std::string& lease_id, std::vector<SessionTotals>* out);
 
   // Everything, for the registry's start-up.
   Status LoadProviders(std::vector<ProviderRow>* out);

@@ -41,6 +41,7 @@ UsageRecord UsageMeter::Delta(const wire::SessionStats& now, Seen* seen, int64_t
   r.set_gpu_index(gpu_index_);
   r.set_tenant(now.tenant());
   r.set_session_id(now.session_id());
+  r.set_lease_id(now.lease_id());  // the registry stores records only under a lease it granted
   if (seen->last_ms == 0) seen->last_ms = now_ms;
   const int64_t end = std::max(now_ms, seen->last_ms);
   r.set_start_ms(seen->last_ms);

@@ -2,6 +2,9 @@
 // Server::SessionsStatus) into usage records for the registry, one per live session per sample,
 // each with an id unique forever: "SERVER:BOOT:SEQUENCE". The records carry what changed since
 // the session's previous record, so the registry sums them; an id sent twice is stored once.
+// Each record names the lease of the token that admitted its session (SessionStats.lease_id):
+// the registry refuses records that name none, and the first record naming a lease tells it a
+// session under the lease has started (its claim).
 // Not thread-safe: one owner (the registry agent) calls it.
 #pragma once
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "common/log.h"
 #include "registry/channel.h"
@@ -62,6 +63,7 @@ Status RegistryAgent::Register(std::string* public_key_pem) {
   registry::RegisterRequest request;
   request.set_server_name(options_.server_name);
   request.set_server_url(options_.server_url);
+  request.set_reachability_secret(options_.reachability_secret);
   for (const auto& gpu : gpus_) *request.add_gpus() = gpu;
   registry::RegisterReply reply;
   grpc::ClientContext ctx;
@@ -188,16 +190,66 @@ bool RegistryAgent::SendBatch() {
                   request.records_size(), g.error_message().c_str());
     return false;
   }
+  // Every sent record is answered: stored, stored already, or refused (never to be stored).
+  std::set<std::string> refused;
+  for (int i = 0; i < reply.refusals_size(); ++i) {
+    const auto& r = reply.refusals(i);
+    refused.insert(r.record_id());
+    if (i < 5) {
+      RGPU_LOG_ERROR("the registry refused usage record %s (dropped): %s", r.record_id().c_str(),
+                     r.reason().c_str());
+    }
+  }
+  if (reply.refusals_size() > 5) {
+    RGPU_LOG_ERROR("the registry refused %d more usage records (dropped)",
+                   reply.refusals_size() - 5);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   // The sent records are at the front, unless the oldest were dropped meanwhile.
   for (const auto& sent : request.records()) {
     if (!pending_.empty() && pending_.front().record_id() == sent.record_id()) {
       pending_.pop_front();
     }
-    if (options_.on_acknowledged) options_.on_acknowledged(sent);
+    if (options_.on_acknowledged && refused.count(sent.record_id()) == 0) {
+      options_.on_acknowledged(sent);
+    }
   }
   WriteSpool();
   return true;
+}
+
+void RegistryAgent::Heartbeat() {
+  registry::HeartbeatRequest request;
+  request.set_server_name(options_.server_name);
+  request.set_ended_cursor(ended_cursor_);
+  request.set_ended_epoch(ended_epoch_);
+  registry::HeartbeatReply reply;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(heartbeat_ms_));
+  grpc::Status g = stub_->Heartbeat(&ctx, request, &reply);
+  if (g.error_code() == grpc::StatusCode::NOT_FOUND) {
+    RGPU_LOG_INFO("registry: %s", g.error_message().c_str());
+    Status s = Register(nullptr);
+    RGPU_LOG_INFO("registered again: %s", s.ToString().c_str());
+    return;
+  }
+  if (!g.ok()) {
+    if (g.error_message() != last_heartbeat_error_) {
+      // Refusals (revoked, unreachable) are the operator's to fix: said once, clearly.
+      RGPU_LOG_ERROR("heartbeat failed: %s", g.error_message().c_str());
+      last_heartbeat_error_ = g.error_message();
+    }
+    return;
+  }
+  last_heartbeat_error_.clear();
+  if (reply.heartbeat_ms() > 0) heartbeat_ms_ = reply.heartbeat_ms();
+  if (reply.ended_leases_size() > 0 && options_.on_leases_ended) {
+    options_.on_leases_ended(
+        std::vector<std::string>(reply.ended_leases().begin(), reply.ended_leases().end()));
+  }
+  ended_cursor_ = reply.ended_cursor();
+  ended_epoch_ = reply.ended_epoch();
 }
 
 void RegistryAgent::Loop() {
@@ -206,19 +258,7 @@ void RegistryAgent::Loop() {
   while (!stop_.load()) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_heartbeat) {
-      registry::HeartbeatRequest request;
-      request.set_server_name(options_.server_name);
-      registry::HeartbeatReply reply;
-      grpc::ClientContext ctx;
-      ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(heartbeat_ms_));
-      grpc::Status g = stub_->Heartbeat(&ctx, request, &reply);
-      if (g.error_code() == grpc::StatusCode::NOT_FOUND) {
-        Status s = Register(nullptr);
-        RGPU_LOG_INFO("registered again: %s", s.ToString().c_str());
-      } else if (!g.ok()) {
-        RGPU_LOG_WARN("heartbeat failed: %s", g.error_message().c_str());
-      }
+      Heartbeat();
       next_heartbeat = now + std::chrono::milliseconds(heartbeat_ms_);
     }
     // Memory is observed every observe_ms; records are made and sent every report_ms, and

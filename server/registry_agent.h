@@ -3,7 +3,13 @@
 // every report interval it samples Server::SessionsStatus() through a registry::UsageMeter, adds
 // the records to a pending list, and sends the list; records leave the list only once the
 // registry has acknowledged them (stored durably), so a lost reply or a registry restart means
-// the same records, with the same ids, are sent again and the registry stores them once.
+// the same records, with the same ids, are sent again and the registry stores them once. Records
+// the registry refuses (docs/registry.md, "Usage the registry accepts") are logged with the
+// reason and dropped: they would be refused again.
+//
+// With each heartbeat the agent learns which leases on this server ended (session over, lifetime
+// or claim timeout), reading the registry's log of them from a cursor, and hands their ids to
+// on_leases_ended, so that the server refuses their tokens.
 #pragma once
 
 #include <atomic>
@@ -38,8 +44,13 @@ struct RegistryAgentOptions {
   // When set, unacknowledged records are also kept in this file (rewritten atomically as they
   // come and go), and an agent started with it sends what an earlier run left there.
   std::string spool_path;
-  // Called with each record the registry acknowledged (for audits); must not call the agent.
+  // Called with each record the registry acknowledged (stored, or stored already: for audits);
+  // must not call the agent.
   std::function<void(const registry::UsageRecord&)> on_acknowledged;
+  // Called from the agent's thread with the ids of leases on this server that ended while their
+  // tokens are still valid (an id may come again, e.g. after a registry restart); the server
+  // refuses those tokens from then on. Must not call the agent.
+  std::function<void(const std::vector<std::string>& lease_ids)> on_leases_ended;
 };
 
 class RegistryAgent {
@@ -62,6 +73,8 @@ class RegistryAgent {
 
  private:
   Status Register(std::string* public_key_pem);
+  // One heartbeat: liveness, registering again when asked, and the ended leases.
+  void Heartbeat();
   void Loop();
   // Sends up to one batch of pending records; true when the registry acknowledged it.
   bool SendBatch();
@@ -78,6 +91,10 @@ class RegistryAgent {
   std::mutex mu_;  // guards meter_ and pending_
   std::deque<registry::UsageRecord> pending_;
   uint32_t heartbeat_ms_ = 2000;
+  // Where this agent is in the registry's log of ended leases (agent thread only).
+  uint64_t ended_cursor_ = 0;
+  std::string ended_epoch_;
+  std::string last_heartbeat_error_;  // logged once until it changes
   std::atomic<bool> stop_{false};
   std::atomic<bool> report_now_{false};  // a session ended: report without waiting
   std::mutex wake_mu_;

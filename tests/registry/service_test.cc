@@ -1,173 +1,15 @@
 // RegistryService (registry/service.h) behind a real gRPC server on loopback, with a clock the
-// test moves by hand, so that liveness is tested without waiting or timing thresholds.
-#include "registry/service.h"
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <fstream>
-#include <sstream>
+// test moves by hand, so that liveness is tested without waiting or timing thresholds
+// (tests/registry/registry_fixture.h): registration, placement, liveness, revocation, the queue
+// and billing as honest servers and tenants use them.
 #include <thread>
 
-#include "proto/signed_token.h"
+#include "tests/registry/registry_fixture.h"
 
 namespace rgpu::registry {
 namespace {
 
-constexpr uint64_t G = 1ull << 30;
-
-class ServiceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char dir[] = "/tmp/rgpu-service-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    ASSERT_TRUE(GenerateTokenKeys(dir_ + "/key.pem", dir_ + "/key.pub").ok());
-    Start();
-  }
-  void TearDown() override {
-    Stop();
-    std::string command = "rm -rf " + dir_;
-    (void)!system(command.c_str());
-  }
-  void Start() {
-    RegistryOptions options;
-    options.signing_key_path = dir_ + "/key.pem";
-    std::ifstream pub(dir_ + "/key.pub");
-    std::stringstream text;
-    text << pub.rdbuf();
-    options.public_key_pem = text.str();
-    options.admin_key = "admin-secret";
-    options.heartbeat_ms = 1000;
-    options.min_driver_version = 12000;
-    options.min_compute_capability = 7.0;
-    ASSERT_TRUE(PriceList::Parse("default_gpu 0.001 1\n", &options.prices).ok());
-    options.now_ms = [this] { return now_.load(); };
-    std::unique_ptr<Db> db;
-    ASSERT_TRUE(OpenSqlite(dir_ + "/registry.db", &db).ok());
-    std::unique_ptr<Store> store;
-    ASSERT_TRUE(Store::Open(std::move(db), &store).ok());
-    Status s = RegistryService::Create(std::move(store), options, &service_);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(port, 0);
-    stub_ = Registry::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                  grpc::InsecureChannelCredentials()));
-  }
-  void Stop() {
-    if (service_) service_->Shutdown();
-    if (server_) server_->Shutdown();
-    server_.reset();
-    service_.reset();
-  }
-
-  // A context carrying one credential.
-  static void Key(grpc::ClientContext* ctx, const char* kind, const std::string& key) {
-    ctx->AddMetadata(kind, key);
-  }
-  std::string CreateKey(bool provider, const std::string& name) {
-    NameRequest req;
-    req.set_name(name);
-    KeyReply reply;
-    grpc::ClientContext ctx;
-    Key(&ctx, "x-rgpu-admin-key", "admin-secret");
-    grpc::Status g = provider ? stub_->CreateProvider(&ctx, req, &reply)
-                              : stub_->CreateTenant(&ctx, req, &reply);
-    EXPECT_TRUE(g.ok()) << g.error_message();
-    return reply.key();
-  }
-  static GpuSpec Spec(uint32_t index, uint64_t memory, int driver = 12040, uint32_t cc = 8) {
-    GpuSpec s;
-    s.set_index(index);
-    s.set_model("NVIDIA A100");
-    s.set_memory_bytes(memory);
-    s.set_cc_major(cc);
-    s.set_driver_version(driver);
-    s.set_backend("cuda");
-    return s;
-  }
-  grpc::Status Register(const std::string& key, const std::string& server,
-                        std::vector<GpuSpec> gpus, RegisterReply* reply) {
-    RegisterRequest req;
-    req.set_server_name(server);
-    req.set_server_url("tcp://127.0.0.1:9999");
-    for (auto& g : gpus) *req.add_gpus() = g;
-    grpc::ClientContext ctx;
-    Key(&ctx, "x-rgpu-provider-key", key);
-    return stub_->Register(&ctx, req, reply);
-  }
-  grpc::Status Heartbeat(const std::string& key, const std::string& server) {
-    HeartbeatRequest req;
-    req.set_server_name(server);
-    HeartbeatReply reply;
-    grpc::ClientContext ctx;
-    Key(&ctx, "x-rgpu-provider-key", key);
-    return stub_->Heartbeat(&ctx, req, &reply);
-  }
-  // Places and returns the final status; `placement` gets the placement, `queued` the positions.
-  grpc::Status Place(const std::string& api_key, uint64_t memory, uint32_t share, uint32_t wait,
-                     Placement* placement, std::vector<uint32_t>* queued = nullptr,
-                     int priority = 0, std::atomic<uint32_t>* position = nullptr) {
-    PlaceRequest req;
-    req.set_memory_bytes(memory);
-    req.set_compute_share(share);
-    req.set_wait_seconds(wait);
-    req.set_priority(priority);
-    grpc::ClientContext ctx;
-    Key(&ctx, "x-rgpu-api-key", api_key);
-    auto reader = stub_->Place(&ctx, req);
-    PlaceUpdate update;
-    while (reader->Read(&update)) {
-      if (update.has_queued() && queued) queued->push_back(update.queued().position());
-      if (update.has_queued() && position) position->store(update.queued().position());
-      if (update.has_placement()) *placement = update.placement();
-    }
-    return reader->Finish();
-  }
-  std::string GpuState(const std::string& gpu_id) {
-    GpuList list;
-    grpc::ClientContext ctx;
-    Key(&ctx, "x-rgpu-admin-key", "admin-secret");
-    EXPECT_TRUE(stub_->ListGpus(&ctx, Empty(), &list).ok());
-    for (const auto& g : list.gpus()) {
-      if (g.gpu_id() == gpu_id) return g.state();
-    }
-    return "missing";
-  }
-  static UsageRecord Usage(const std::string& id, const std::string& tenant, int64_t start,
-                           int64_t end, uint64_t calls, bool ended = false) {
-    UsageRecord r;
-    r.set_record_id(id);
-    r.set_server_name("host1");
-    r.set_tenant(tenant);
-    r.set_session_id(1);
-    r.set_start_ms(start);
-    r.set_end_ms(end);
-    r.set_calls(calls);
-    r.set_session_ended(ended);
-    return r;
-  }
-  grpc::Status Report(const std::string& key, std::vector<UsageRecord> records,
-                      ReportUsageReply* reply) {
-    ReportUsageRequest req;
-    for (auto& r : records) *req.add_records() = r;
-    grpc::ClientContext ctx;
-    Key(&ctx, "x-rgpu-provider-key", key);
-    return stub_->ReportUsage(&ctx, req, reply);
-  }
-
-  std::string dir_;
-  std::atomic<int64_t> now_{1'800'000'000'000};
-  std::unique_ptr<RegistryService> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<Registry::Stub> stub_;
-};
+using ServiceTest = RegistryTest;
 
 TEST_F(ServiceTest, RegistrationChecksCompatibility) {
   const std::string key = CreateKey(true, "acme");
@@ -209,7 +51,7 @@ TEST_F(ServiceTest, PlacementSignsATokenTheServerCanVerify) {
   grpc::Status g = Place(tenant, 12 * G, 50, 0, &p);
   ASSERT_TRUE(g.ok()) << g.error_message();
   EXPECT_EQ(p.gpu_id(), "host1/0");  // the tighter fit
-  EXPECT_EQ(p.server_url(), "tcp://127.0.0.1:9999");
+  EXPECT_EQ(p.server_url(), responder_.url());
   TokenVerifier verifier;
   ASSERT_TRUE(TokenVerifier::FromPublicKeyFile(dir_ + "/key.pub", &verifier).ok());
   wire::TokenClaims claims;
@@ -221,7 +63,9 @@ TEST_F(ServiceTest, PlacementSignsATokenTheServerCanVerify) {
   EXPECT_EQ(claims.gpus(0), 0u);
   EXPECT_EQ(claims.lease_id(), p.lease_id());
   EXPECT_EQ(claims.memory_quota(), 12 * G);
+  // The token dies with its lease: same lifetime (Place's ttl, default 3600 s).
   EXPECT_EQ(claims.expires_unix(), now_.load() / 1000 + 3600);
+  EXPECT_EQ(p.expires_unix(), claims.expires_unix());
   // The request is checked; a request nothing could ever satisfy is answered at once.
   EXPECT_EQ(Place("wrong", G, 25, 0, &p).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(Place(tenant, G, 101, 0, &p).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -260,6 +104,8 @@ TEST_F(ServiceTest, RevokingAProviderStopsPlacementsAtOnce) {
   const std::string tenant = CreateKey(false, "alice");
   RegisterReply reply;
   ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  Placement running;  // a session already running when the provider is revoked
+  ASSERT_TRUE(Place(tenant, G, 25, 0, &running).ok());
   NameRequest req;
   req.set_name("acme");
   Empty empty;
@@ -269,7 +115,7 @@ TEST_F(ServiceTest, RevokingAProviderStopsPlacementsAtOnce) {
               grpc::StatusCode::PERMISSION_DENIED);
   }
   grpc::ClientContext ctx;
-  Key(&ctx, "x-rgpu-admin-key", "admin-secret");
+  Key(&ctx, "x-rgpu-admin-key", kAdminKey);
   ASSERT_TRUE(stub_->RevokeProvider(&ctx, req, &empty).ok());
   EXPECT_EQ(GpuState("host1/0"), "revoked");
   Placement p;
@@ -279,8 +125,10 @@ TEST_F(ServiceTest, RevokingAProviderStopsPlacementsAtOnce) {
   EXPECT_NE(g.error_message().find("revoked"), std::string::npos);
   // Sessions already running are still metered and billed.
   ReportUsageReply ack;
-  ASSERT_TRUE(Report(provider, {Usage("late", "alice", now_ - 1000, now_, 3, true)}, &ack).ok());
-  EXPECT_EQ(ack.stored(), 1u);
+  now_ += 1000;
+  ASSERT_TRUE(
+      Report(provider, {Record("late", "alice", running, now_ - 1000, now_, 3, true)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 1u) << Reasons(ack);
   // Still revoked after a restart.
   Stop();
   Start();
@@ -303,7 +151,10 @@ TEST_F(ServiceTest, AFullGpuQueuesRequestsUntilASessionEnds) {
   // Once bob is queued, alice's session ends and frees the GPU.
   ReportUsageReply ack;
   while (was_queued.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_TRUE(Report(provider, {Usage("r1", "alice", now_ - 10, now_, 5, true)}, &ack).ok());
+  now_ += 10;
+  ASSERT_TRUE(
+      Report(provider, {Record("r1", "alice", first, now_ - 10, now_, 5, true)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 1u) << Reasons(ack);
   waiter.join();
   ASSERT_TRUE(waited.ok()) << waited.error_message();
   EXPECT_EQ(queued, std::vector<uint32_t>{1});
@@ -333,12 +184,17 @@ TEST_F(ServiceTest, HigherPriorityIsPlacedFirst) {
   }
   // Alice's session ends: carol, who came later at a higher priority, gets the GPU.
   ReportUsageReply ack;
-  ASSERT_TRUE(Report(provider, {Usage("r1", "alice", now_ - 10, now_, 5, true)}, &ack).ok());
+  now_ += 10;
+  ASSERT_TRUE(
+      Report(provider, {Record("r1", "alice", first, now_ - 10, now_, 5, true)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 1u) << Reasons(ack);
   high_waiter.join();
   ASSERT_TRUE(high_status.ok()) << high_status.error_message();
   EXPECT_EQ(high_positions, std::vector<uint32_t>{1});
   // Then carol's ends and bob, who was moved to second place, gets it.
-  ASSERT_TRUE(Report(provider, {Usage("r2", "carol", now_ - 10, now_, 5, true)}, &ack).ok());
+  now_ += 10;
+  ASSERT_TRUE(Report(provider, {Record("r2", "carol", high, now_ - 10, now_, 5, true)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 1u) << Reasons(ack);
   low_waiter.join();
   ASSERT_TRUE(low_status.ok()) << low_status.error_message();
   ASSERT_GE(low_positions.size(), 2u);
@@ -351,36 +207,44 @@ TEST_F(ServiceTest, UsageIsCountedOnceAndBilled) {
   const std::string alice = CreateKey(false, "alice");
   RegisterReply reply;
   ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  Placement p;
+  ASSERT_TRUE(Place(alice, G, 25, 0, &p).ok());
   const int64_t t = now_;
+  now_ += 4000;
   ReportUsageReply ack;
-  ASSERT_TRUE(
-      Report(provider,
-             {Usage("a", "alice", t, t + 1000, 10), Usage("b", "alice", t + 1000, t + 3000, 20)},
-             &ack)
-          .ok());
-  EXPECT_EQ(ack.stored(), 2u);
+  ASSERT_TRUE(Report(provider,
+                     {Record("a", "alice", p, t, t + 1000, 10),
+                      Record("b", "alice", p, t + 1000, t + 3000, 20)},
+                     &ack)
+                  .ok());
+  EXPECT_EQ(ack.stored(), 2u) << Reasons(ack);
   // The same batch again (a lost reply), then again after a restart: nothing is counted twice.
-  ASSERT_TRUE(
-      Report(provider,
-             {Usage("a", "alice", t, t + 1000, 10), Usage("b", "alice", t + 1000, t + 3000, 20)},
-             &ack)
-          .ok());
+  ASSERT_TRUE(Report(provider,
+                     {Record("a", "alice", p, t, t + 1000, 10),
+                      Record("b", "alice", p, t + 1000, t + 3000, 20)},
+                     &ack)
+                  .ok());
   EXPECT_EQ(ack.stored(), 0u);
   EXPECT_EQ(ack.duplicates(), 2u);
+  EXPECT_EQ(ack.refused(), 0u) << Reasons(ack);
   Stop();
   Start();
   ASSERT_TRUE(Report(provider,
-                     {Usage("b", "alice", t + 1000, t + 3000, 20),
-                      Usage("c", "alice", t + 3000, t + 4000, 5)},
+                     {Record("b", "alice", p, t + 1000, t + 3000, 20),
+                      Record("c", "alice", p, t + 3000, t + 4000, 5)},
                      &ack)
                   .ok());
-  EXPECT_EQ(ack.stored(), 1u);
-  // Records for a server of another provider are refused.
+  EXPECT_EQ(ack.stored(), 1u) << Reasons(ack);
+  EXPECT_EQ(ack.duplicates(), 1u);
+  // Records for a server of another provider, and malformed ones, are refused one by one.
   const std::string other = CreateKey(true, "other");
-  EXPECT_EQ(Report(other, {Usage("x", "alice", t, t, 1)}, &ack).error_code(),
-            grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(Report(provider, {Usage("", "alice", t, t, 1)}, &ack).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(Report(other, {Record("x", "alice", p, t, t, 1)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 0u);
+  ASSERT_EQ(ack.refused(), 1u);
+  EXPECT_NE(ack.refusals(0).reason().find("not registered to provider other"), std::string::npos)
+      << Reasons(ack);
+  ASSERT_TRUE(Report(provider, {Record("", "alice", p, t, t, 1)}, &ack).ok());
+  EXPECT_EQ(ack.refused(), 1u);
 
   now_ += 10000;
   UsageQuery q;
@@ -392,13 +256,13 @@ TEST_F(ServiceTest, UsageIsCountedOnceAndBilled) {
     grpc::Status g = stub_->Bill(&ctx, q, &invoice);
     ASSERT_TRUE(g.ok()) << g.error_message();
   }
-  ASSERT_EQ(invoice.lines_size(), 1);  // one session
+  ASSERT_EQ(invoice.lines_size(), 1);  // one session (its lease was never held unused)
   EXPECT_DOUBLE_EQ(invoice.lines(0).gpu_ms(), 4000);
   EXPECT_DOUBLE_EQ(invoice.total(), 4.0);  // 4000 GPU ms x 0.001
   UsageReply usage;
   {
     grpc::ClientContext ctx;
-    Key(&ctx, "x-rgpu-admin-key", "admin-secret");
+    Key(&ctx, "x-rgpu-admin-key", kAdminKey);
     ASSERT_TRUE(stub_->Usage(&ctx, q, &usage).ok());
   }
   ASSERT_EQ(usage.sessions_size(), 1);
