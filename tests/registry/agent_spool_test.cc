@@ -11,48 +11,11 @@
 #include "proto/signed_token.h"
 #include "registry/service.h"
 #include "server/registry_agent.h"
+#include "tests/registry/probe_responder.h"
+#include "tests/registry/test_registry.h"
 
 namespace rgpu::registry {
 namespace {
-
-class TestRegistry {
- public:
-  // Starts the service on `port` (0: any) over the SQLite file in `dir`.
-  TestRegistry(const std::string& dir, int port) {
-    RegistryOptions options;
-    options.signing_key_path = dir + "/key.pem";
-    std::ifstream pub(dir + "/key.pub");
-    std::stringstream text;
-    text << pub.rdbuf();
-    options.public_key_pem = text.str();
-    std::unique_ptr<Db> db;
-    EXPECT_TRUE(OpenSqlite(dir + "/registry.db", &db).ok());
-    std::unique_ptr<Store> store;
-    EXPECT_TRUE(Store::Open(std::move(db), &store).ok());
-    EXPECT_TRUE(RegistryService::Create(std::move(store), options, &service_).ok());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
-                             &port_);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    stub_ = Stub();
-  }
-  ~TestRegistry() {
-    service_->Shutdown();
-    server_->Shutdown();
-  }
-  int port() const { return port_; }
-  std::unique_ptr<registry::Registry::Stub> Stub() {
-    return registry::Registry::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
-                                                           grpc::InsecureChannelCredentials()));
-  }
-  std::unique_ptr<registry::Registry::Stub> stub_;
-
- private:
-  std::unique_ptr<RegistryService> service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-};
 
 TEST(AgentSpool, UndeliveredRecordsOutliveTheServer) {
   char dir[] = "/tmp/rgpu-spool-XXXXXX";
@@ -62,20 +25,15 @@ TEST(AgentSpool, UndeliveredRecordsOutliveTheServer) {
   auto registry = std::make_unique<TestRegistry>(d, 0);
   const int port = registry->port();
   ASSERT_NE(port, 0);
-  std::string provider_key;
-  {
-    NameRequest req;
-    req.set_name("acme");
-    KeyReply reply;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(registry->stub_->CreateProvider(&ctx, req, &reply).ok());
-    provider_key = reply.key();
-  }
+  const std::string provider_key = registry->CreateKey(true, "acme");
+  const std::string api_key = registry->CreateKey(false, "alice");
+  ProbeResponder responder;  // answers the registry's reachability probe, as rgpu-server does
   server::RegistryAgentOptions options;
   options.address = "127.0.0.1:" + std::to_string(port);
   options.provider_key = provider_key;
   options.server_name = "host1";
-  options.server_url = "tcp://127.0.0.1:7000";
+  options.server_url = responder.url();
+  options.reachability_secret = responder.secret();
   options.report_ms = 50;
   options.observe_ms = 50;
   options.spool_path = d + "/spool";
@@ -88,10 +46,14 @@ TEST(AgentSpool, UndeliveredRecordsOutliveTheServer) {
   session.set_tenant("alice");
   session.set_calls(100);
 
-  // The first server process: registered, then the registry goes away, then the session ends
-  // and the server stops before the record could be delivered.
+  // The first server process: registered, a session placed on it, then the registry goes away,
+  // then the session ends and the server stops before the record could be delivered.
   auto first = std::make_unique<server::RegistryAgent>();
   ASSERT_TRUE(first->Start(options, {gpu}, no_sessions, nullptr).ok());
+  registry->service()->WaitForProbes();
+  Placement placement;
+  ASSERT_TRUE(registry->Place(api_key, gpu.memory_bytes(), &placement).ok());
+  session.set_lease_id(placement.lease_id());
   registry.reset();
   first->SessionStarted(1);
   first->SessionEnded(session);
@@ -107,9 +69,7 @@ TEST(AgentSpool, UndeliveredRecordsOutliveTheServer) {
   ASSERT_TRUE(second.Start(options, {gpu}, no_sessions, nullptr).ok());
   while (second.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   second.Stop(0);
-  UsageReply usage;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(registry->stub_->Usage(&ctx, UsageQuery(), &usage).ok());
+  const UsageReply usage = registry->Usage();
   ASSERT_EQ(usage.sessions_size(), 1);
   EXPECT_EQ(usage.sessions(0).calls(), 100u);
   EXPECT_EQ(usage.sessions(0).records(), 1u);

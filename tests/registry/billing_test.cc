@@ -114,5 +114,47 @@ TEST(Billing, SessionLineItemizesEveryPart) {
   EXPECT_EQ(invoice.currency(), "EUR");
 }
 
+TEST(Billing, HeldTimeRunsFromTheGrantUntilTheFirstSessionOrTheEnd) {
+  EXPECT_DOUBLE_EQ(HeldMs(1000, 3500, 9000), 2500);     // a session started 2.5 s after the grant
+  EXPECT_DOUBLE_EQ(HeldMs(1000, 0, 61000), 60000);      // none started: held until it ended
+  EXPECT_DOUBLE_EQ(HeldMs(1000, 90000, 61000), 60000);  // claimed after it ended: until its end
+  EXPECT_DOUBLE_EQ(HeldMs(1000, 900, 5000), 0);  // a server clock behind: nothing, never negative
+  EXPECT_DOUBLE_EQ(HeldMs(1000, 0, 1000), 0);
+}
+
+TEST(Billing, HoldFeeIsHeldMillisecondsTimesTheUnitPriceTimesTheHoldFraction) {
+  EXPECT_DOUBLE_EQ(HoldFee(60000, 0.001, 0.5), 30.0);  // 60,000 ms x 0.001 x 0.5
+  EXPECT_DOUBLE_EQ(HoldFee(60000, 0.001, 1.0), 60.0);  // default: holding costs what using does
+  EXPECT_DOUBLE_EQ(HoldFee(60000, 0.001, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(HoldFee(-5, 0.001, 1.0), 0.0);
+  PriceList prices = Prices();
+  EXPECT_DOUBLE_EQ(prices.hold_fraction, 1.0);
+  ASSERT_TRUE(PriceList::Parse("hold_fraction 0.25\ngpu 0.002 1 NVIDIA H100\n", &prices).ok());
+  EXPECT_DOUBLE_EQ(prices.hold_fraction, 0.25);
+  EXPECT_EQ(PriceList::Parse("hold_fraction -1\n", &prices).code(), Status::Code::kInvalidArgument);
+  // A lease on an H100 held 90 s unused: 90,000 ms x 0.002 x 0.25 = 45.
+  InvoiceLine line = PriceHold("lease-1", "alice", "acme", "host1", "NVIDIA H100", 90000, prices);
+  EXPECT_EQ(line.lease_id(), "lease-1");
+  EXPECT_EQ(line.session_id(), 0u);
+  EXPECT_DOUBLE_EQ(line.held_ms(), 90000);
+  EXPECT_DOUBLE_EQ(line.hold_price_per_ms(), 0.0005);
+  EXPECT_DOUBLE_EQ(line.hold_fee(), 45.0);
+  EXPECT_DOUBLE_EQ(line.total(), 45.0);
+  EXPECT_DOUBLE_EQ(line.base_fee(), 0.0);
+  // Holds add to the invoice's total and to the provider's earnings.
+  Invoice invoice;
+  *invoice.add_lines() = line;
+  SessionUsage u;
+  u.set_model("NVIDIA H100");
+  u.set_gpu_ms(1000);
+  *invoice.add_lines() = PriceSession(u, prices);  // 1000 x 0.002 = 2
+  prices.provider_share = 0.8;
+  Total(prices, &invoice);
+  EXPECT_DOUBLE_EQ(invoice.hold_fee(), 45.0);
+  EXPECT_DOUBLE_EQ(invoice.base_fee(), 2.0);
+  EXPECT_DOUBLE_EQ(invoice.total(), 47.0);
+  EXPECT_DOUBLE_EQ(invoice.earnings(), 37.6);
+}
+
 }  // namespace
 }  // namespace rgpu::registry

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace rgpu::registry {
@@ -22,7 +23,8 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
       conninfo_ = conninfo;
       std::unique_ptr<Db> db;
       ASSERT_TRUE(OpenPostgres(conninfo_, &db).ok());
-      ASSERT_TRUE(db->Exec("DROP TABLE IF EXISTS providers, tenants, gpus, leases, usage").ok());
+      ASSERT_TRUE(
+          db->Exec("DROP TABLE IF EXISTS providers, tenants, gpus, leases, usage, servers").ok());
     } else {
       char dir[] = "/tmp/rgpu-store-XXXXXX";
       ASSERT_NE(mkdtemp(dir), nullptr);
@@ -165,6 +167,115 @@ TEST_P(StoreTest, UsageRecordsAreStoredOnce) {
   ASSERT_TRUE(store_->QueryUsage("", "acme", 5500, 7000, &rows).ok());  // end in [5500, 7000)
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].record.record_id(), "r2");
+}
+
+TEST_P(StoreTest, LeasesAreClaimedWithTheirFirstRecordsAndFoundById) {
+  ASSERT_TRUE(
+      store_->AddLease({"l1", "alice", "host1/0", "host1", 1ull << 30, 25, 0, 0, 1000, 900000, 0})
+          .ok());
+  ASSERT_TRUE(
+      store_->AddLease({"l2", "bob", "host1/0", "host1", 1ull << 30, 25, 0, 0, 2000, 900000, 0})
+          .ok());
+  UsageRow a = Record("a", "alice", 3, 5000);  // 4000..5000
+  a.record.set_lease_id("l1");
+  UsageRow b = Record("b", "alice", 4, 6000);  // 5000..6000
+  b.record.set_lease_id("l1");
+  uint32_t stored = 0, duplicates = 0;
+  std::vector<std::pair<std::string, int64_t>> claims = {{"l1", 4000}};
+  ASSERT_TRUE(store_->AddUsage({a, b}, &stored, &duplicates, nullptr, &claims).ok());
+  EXPECT_EQ(stored, 2u);
+  claims = {{"l1", 4500}};  // a later start never raises the claim
+  UsageRow c = Record("c", "alice", 1, 7000);
+  c.record.set_lease_id("l1");
+  c.record.set_session_id(2);
+  ASSERT_TRUE(store_->AddUsage({c}, &stored, &duplicates, nullptr, &claims).ok());
+  Reopen();
+  std::vector<LeaseRow> leases;
+  ASSERT_TRUE(store_->GetLeases({"l1", "l2", "nope"}, &leases).ok());
+  ASSERT_EQ(leases.size(), 2u);
+  for (const auto& l : leases) EXPECT_EQ(l.claimed_ms, l.lease_id == "l1" ? 4000 : 0);
+  std::vector<std::string> existing;
+  ASSERT_TRUE(store_->ExistingUsageIds({"a", "x", "c"}, &existing).ok());
+  std::sort(existing.begin(), existing.end());
+  EXPECT_EQ(existing, (std::vector<std::string>{"a", "c"}));
+  std::vector<SessionTotals> totals;
+  ASSERT_TRUE(store_->LeaseSessionTotals("l1", &totals).ok());
+  ASSERT_EQ(totals.size(), 2u);
+  const SessionTotals& one = totals[0].session_id == 1 ? totals[0] : totals[1];
+  EXPECT_EQ(one.server_name, "host1");
+  EXPECT_EQ(one.first_start_ms, 4000);
+  EXPECT_EQ(one.last_end_ms, 6000);
+  EXPECT_EQ(one.wall_ms, 2000);
+  EXPECT_EQ(one.calls, 7u);
+  EXPECT_EQ(one.bytes, 2ull << 40);
+  EXPECT_DOUBLE_EQ(one.gpu_busy_ms, 25);
+  EXPECT_DOUBLE_EQ(one.memory_gib_seconds, 0.25);
+  std::vector<UsageRow> rows;
+  ASSERT_TRUE(store_->QueryUsage("alice", "", 0, 100000, &rows).ok());
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].record.lease_id(), "l1");
+  // Ended leases whose tokens are still valid (expires_ms after now).
+  ASSERT_TRUE(store_->ReleaseLease("l2", 8000).ok());
+  leases.clear();
+  ASSERT_TRUE(store_->LoadEndedLeases(10000, &leases).ok());
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].lease_id, "l2");
+  leases.clear();
+  ASSERT_TRUE(store_->LoadEndedLeases(900000, &leases).ok());
+  EXPECT_TRUE(leases.empty());
+}
+
+TEST_P(StoreTest, ServersKeepTheirProofOfReachability) {
+  ASSERT_TRUE(store_->PutServer({"host1", "acme", "tcp://h:1", 0}).ok());
+  ASSERT_TRUE(store_->PutServer({"host1", "acme", "tcp://h:2", 1234}).ok());
+  Reopen();
+  std::vector<ServerRow> servers;
+  ASSERT_TRUE(store_->LoadServers(&servers).ok());
+  ASSERT_EQ(servers.size(), 1u);
+  EXPECT_EQ(servers[0].url, "tcp://h:2");
+  EXPECT_EQ(servers[0].verified_ms, 1234);
+}
+
+TEST_P(StoreTest, AStoreFromBeforeLeaseIdsIsUpgraded) {
+  // The schema as it was before usage records named leases and leases were claimed.
+  store_.reset();
+  {
+    std::unique_ptr<Db> db;
+    ASSERT_TRUE(
+        (conninfo_.empty() ? OpenSqlite(dir_ + "/registry.db", &db) : OpenPostgres(conninfo_, &db))
+            .ok());
+    ASSERT_TRUE(db->Exec("DROP TABLE IF EXISTS leases").ok());
+    ASSERT_TRUE(db->Exec("DROP TABLE IF EXISTS usage").ok());
+    ASSERT_TRUE(db->Exec("CREATE TABLE leases (lease_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
+                         "gpu_id TEXT NOT NULL, server_name TEXT NOT NULL, memory_bytes BIGINT "
+                         "NOT NULL, share INTEGER NOT NULL, priority INTEGER NOT NULL, queue_ms "
+                         "BIGINT NOT NULL, granted_ms BIGINT NOT NULL, expires_ms BIGINT NOT "
+                         "NULL, released_ms BIGINT NOT NULL DEFAULT 0)")
+                    .ok());
+    ASSERT_TRUE(db->Exec("INSERT INTO leases VALUES ('old', 'alice', 'host1/0', 'host1', 1, 25, "
+                         "0, 0, 1000, 900000, 0)")
+                    .ok());
+    ASSERT_TRUE(db->Exec("CREATE TABLE usage (record_id TEXT PRIMARY KEY, server_name TEXT NOT "
+                         "NULL, gpu_index INTEGER NOT NULL, tenant TEXT NOT NULL, session_id "
+                         "BIGINT NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL, "
+                         "calls BIGINT NOT NULL, bytes_in BIGINT NOT NULL, bytes_out BIGINT NOT "
+                         "NULL, gpu_busy_ms DOUBLE PRECISION NOT NULL, memory_gib_seconds DOUBLE "
+                         "PRECISION NOT NULL, queue_ms DOUBLE PRECISION NOT NULL, session_ended "
+                         "INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL, "
+                         "calls_by_kind TEXT NOT NULL DEFAULT '')")
+                    .ok());
+  }
+  Reopen();
+  Reopen();  // and opening it again finds the columns there
+  std::vector<LeaseRow> leases;
+  ASSERT_TRUE(store_->LoadActiveLeases(2000, &leases).ok());
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].claimed_ms, 0);
+  UsageRow a = Record("a", "alice", 3, 5000);
+  a.record.set_lease_id("old");
+  uint32_t stored = 0, duplicates = 0;
+  ASSERT_TRUE(store_->AddUsage({a}, &stored, &duplicates).ok());
+  EXPECT_EQ(stored, 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, StoreTest, ::testing::Values("sqlite", "postgresql"),

@@ -109,5 +109,22 @@ TEST(UsageMeter, EndedSessionsAreNotCountedAgain) {
   EXPECT_EQ(out.size(), 1u);
 }
 
+TEST(UsageMeter, RecordsNameTheLeaseOfTheirSession) {
+  UsageMeter meter("host1", "boot1");
+  meter.Started(7, 1000);
+  wire::StatusReply live;
+  *live.add_sessions() = Stats(7, 10, 100, 0);
+  live.mutable_sessions(0)->set_lease_id("lease-7");
+  std::vector<UsageRecord> out;
+  meter.Sample(live, 2000, &out);
+  wire::SessionStats last = Stats(7, 12, 100, 0);
+  last.set_lease_id("lease-7");
+  meter.Ended(last, 2500, &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].lease_id(), "lease-7");
+  EXPECT_EQ(out[1].lease_id(), "lease-7");
+  EXPECT_TRUE(out[1].session_ended());
+}
+
 }  // namespace
 }  // namespace rgpu::registry

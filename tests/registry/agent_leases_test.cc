@@ -1,0 +1,137 @@
+// rgpu-server's registry agent (server/registry_agent.h) against a real registry on the real
+// clock: it sends its reachability secret (the registry's probe succeeds), its records name
+// their leases, the leases that end reach the server through on_leases_ended, and records the
+// registry refuses are dropped instead of being sent for ever.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "proto/signed_token.h"
+#include "server/registry_agent.h"
+#include "tests/registry/probe_responder.h"
+#include "tests/registry/test_registry.h"
+
+namespace rgpu::registry {
+namespace {
+
+class AgentLeasesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/rgpu-agent-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    ASSERT_TRUE(GenerateTokenKeys(dir_ + "/key.pem", dir_ + "/key.pub").ok());
+    registry_ = std::make_unique<TestRegistry>(dir_, 0, /*heartbeat_ms=*/100);
+    ASSERT_FALSE(responder_.url().empty());
+    options_.address = registry_->address();
+    options_.provider_key = registry_->CreateKey(true, "acme");
+    options_.server_name = "host1";
+    options_.server_url = responder_.url();
+    options_.reachability_secret = responder_.secret();
+    options_.report_ms = 50;
+    options_.observe_ms = 50;
+    options_.on_leases_ended = [this](const std::vector<std::string>& ids) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ended_.insert(ids.begin(), ids.end());
+      ++calls_;
+    };
+    api_key_ = registry_->CreateKey(false, "alice");
+    gpu_.set_model("GPU");
+    gpu_.set_memory_bytes(4ull << 30);
+  }
+  void TearDown() override {
+    agent_.Stop(0);
+    registry_.reset();
+    std::string command = "rm -rf " + dir_;
+    (void)!system(command.c_str());
+  }
+  bool Ended(const std::string& lease_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ended_.count(lease_id) > 0;
+  }
+  // Waits (bounded by the test's timeout) for `done`.
+  template <typename F>
+  static void WaitFor(F done) {
+    while (!done()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
+  std::string dir_;
+  ProbeResponder responder_;
+  std::unique_ptr<TestRegistry> registry_;
+  server::RegistryAgentOptions options_;
+  std::string api_key_;
+  GpuSpec gpu_;
+  server::RegistryAgent agent_;
+  std::mutex mu_;
+  std::set<std::string> ended_;
+  int calls_ = 0;
+};
+
+TEST_F(AgentLeasesTest, TheServerLearnsThatALeaseEnded) {
+  ASSERT_TRUE(agent_
+                  .Start(
+                      options_, {gpu_}, [] { return wire::StatusReply(); }, nullptr)
+                  .ok());
+  registry_->service()->WaitForProbes();
+  EXPECT_GE(responder_.answered(), 1);  // the registry checked the agent's URL and secret
+  Placement first, second;
+  ASSERT_TRUE(registry_->Place(api_key_, 1ull << 30, &first).ok());
+  ASSERT_TRUE(registry_->Place(api_key_, 1ull << 30, &second).ok());
+  ASSERT_EQ(first.server_name(), "host1");
+  // A session under the first lease runs and ends; its last record ends the lease.
+  wire::SessionStats stats;
+  stats.set_session_id(1);
+  stats.set_tenant("alice");
+  stats.set_lease_id(first.lease_id());
+  stats.set_calls(42);
+  agent_.SessionStarted(1);
+  agent_.SessionEnded(stats);
+  WaitFor([&] { return Ended(first.lease_id()); });
+  EXPECT_FALSE(Ended(second.lease_id()));
+  const UsageReply usage = registry_->Usage();
+  ASSERT_EQ(usage.sessions_size(), 1);
+  EXPECT_EQ(usage.sessions(0).calls(), 42u);
+  // Later heartbeats read on from the cursor: the ended lease is not handed over again.
+  int calls;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls = calls_;
+  }
+  Placement third;
+  ASSERT_TRUE(registry_->Place(api_key_, 1ull << 30, &third).ok());
+  stats.set_session_id(2);
+  stats.set_lease_id(third.lease_id());
+  agent_.SessionStarted(2);
+  agent_.SessionEnded(stats);
+  WaitFor([&] { return Ended(third.lease_id()); });
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(calls_, calls + 1);
+}
+
+TEST_F(AgentLeasesTest, RecordsTheRegistryRefusesAreDropped) {
+  std::atomic<int> acknowledged{0};
+  options_.on_acknowledged = [&](const UsageRecord&) { acknowledged++; };
+  ASSERT_TRUE(agent_
+                  .Start(
+                      options_, {gpu_}, [] { return wire::StatusReply(); }, nullptr)
+                  .ok());
+  // A session whose token named no lease the registry granted: its record is refused.
+  wire::SessionStats stats;
+  stats.set_session_id(1);
+  stats.set_tenant("alice");
+  stats.set_lease_id("lease-not-granted");
+  stats.set_calls(5);
+  agent_.SessionStarted(1);
+  agent_.SessionEnded(stats);
+  WaitFor([&] { return agent_.pending() == 0; });
+  EXPECT_EQ(acknowledged.load(), 0);
+  EXPECT_EQ(registry_->Usage().sessions_size(), 0);
+}
+
+}  // namespace
+}  // namespace rgpu::registry

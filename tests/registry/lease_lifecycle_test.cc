@@ -1,0 +1,185 @@
+// Leases from grant to end (issue 13, items 4 and 9): a placement needs a holder key its token
+// binds; a placement under which no session starts ends after the claim timeout, and the time
+// it held its GPU unused is billed; servers learn of ended leases from their heartbeats, so that
+// their tokens die with them.
+#include "tests/registry/registry_fixture.h"
+
+namespace rgpu::registry {
+namespace {
+
+constexpr int64_t kClaimMs = 60'000;
+constexpr double kUnitPrice = 0.001;  // per GPU ms (default_gpu)
+constexpr double kHoldFraction = 0.5;
+
+class LeaseTest : public RegistryTest {
+ protected:
+  void SetUp() override {
+    configure_ = [](RegistryOptions* o) {
+      o->claim_timeout_ms = kClaimMs;
+      ASSERT_TRUE(PriceList::Parse("default_gpu 0.001 1\nhold_fraction 0.5\n", &o->prices).ok());
+    };
+    RegistryTest::SetUp();
+    provider_ = CreateKey(true, "acme");
+    alice_ = CreateKey(false, "alice");
+    RegisterReply reply;
+    ASSERT_TRUE(Register(provider_, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  }
+  std::vector<std::string> EndedLeases(uint64_t* cursor = nullptr, std::string* epoch = nullptr,
+                                       const std::string& server = "host1") {
+    HeartbeatReply reply;
+    grpc::Status g =
+        Heartbeat(provider_, server, &reply, cursor ? *cursor : 0, epoch ? *epoch : "");
+    EXPECT_TRUE(g.ok()) << g.error_message();
+    if (cursor) *cursor = reply.ended_cursor();
+    if (epoch) *epoch = reply.ended_epoch();
+    return {reply.ended_leases().begin(), reply.ended_leases().end()};
+  }
+  std::string provider_, alice_;
+};
+
+TEST_F(LeaseTest, AnUnusedPlacementEndsAfterTheClaimTimeoutAndItsHoldIsBilled) {
+  const int64_t granted = now_;
+  Placement p;
+  ASSERT_TRUE(Place(alice_, G, 100, 0, &p).ok());  // the whole GPU, program never connects
+  EXPECT_EQ(p.claim_by_unix(), (granted + kClaimMs) / 1000);
+  now_ += kClaimMs - 1;
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host1/0").leases(), 1u);
+  now_ += 1;
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host1/0").leases(), 0u);           // not held until its one-hour lifetime
+  ASSERT_TRUE(Heartbeat(provider_, "host1").ok());  // still online after the minute
+  Placement next;                                   // the GPU is free again
+  grpc::Status g = Place(alice_, G, 100, 0, &next);
+  EXPECT_TRUE(g.ok()) << g.error_message();
+  // The hold: 60,000 ms x 0.001 x 0.5 = 30.
+  now_ += 1000;
+  const Invoice bill = Bill("alice");
+  const InvoiceLine* hold = nullptr;
+  for (const auto& line : bill.lines()) {
+    if (line.lease_id() == p.lease_id()) hold = &line;
+  }
+  ASSERT_NE(hold, nullptr);
+  EXPECT_DOUBLE_EQ(hold->held_ms(), 60'000);
+  EXPECT_DOUBLE_EQ(hold->hold_price_per_ms(), kUnitPrice * kHoldFraction);
+  EXPECT_DOUBLE_EQ(hold->hold_fee(), 30.0);
+  EXPECT_DOUBLE_EQ(hold->total(), 30.0);
+  EXPECT_EQ(hold->session_id(), 0u);
+  // The next lease has held its GPU for 1,000 ms so far: 0.5 more.
+  EXPECT_DOUBLE_EQ(bill.hold_fee(), 30.5);
+  EXPECT_DOUBLE_EQ(bill.total(), 30.5);
+  // The provider earns from holds too (provider_share defaults to 1).
+  UsageQuery q;
+  Invoice earnings;
+  grpc::ClientContext ctx;
+  Key(&ctx, "x-rgpu-provider-key", provider_);
+  ASSERT_TRUE(stub_->Earnings(&ctx, q, &earnings).ok());
+  EXPECT_DOUBLE_EQ(earnings.earnings(), 30.5);
+}
+
+TEST_F(LeaseTest, AStartedSessionClaimsItsLeaseAndOnlyTheTimeBeforeItIsHeld) {
+  const int64_t granted = now_;
+  Placement p;
+  ASSERT_TRUE(Place(alice_, G, 25, 0, &p).ok());
+  now_ += 3000;
+  ReportUsageReply ack;
+  // The session started 2 s after the grant; its first record reaches the registry.
+  ASSERT_TRUE(
+      Report(provider_, {Record("r1", "alice", p, granted + 2000, granted + 3000)}, &ack).ok());
+  ASSERT_EQ(ack.stored(), 1u) << Reasons(ack);
+  now_ += 10 * kClaimMs;
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host1/0").leases(), 1u);  // claimed: it lives to its lifetime
+  // Claimed survives a restart.
+  Stop();
+  Start();
+  now_ += 10 * kClaimMs;
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host1/0").leases(), 1u);
+  const Invoice bill = Bill("alice");
+  ASSERT_EQ(bill.lines_size(), 2);
+  EXPECT_DOUBLE_EQ(bill.base_fee(), 1000 * kUnitPrice);
+  EXPECT_DOUBLE_EQ(bill.hold_fee(), 2000 * kUnitPrice * kHoldFraction);
+  EXPECT_DOUBLE_EQ(bill.total(), 1.0 + 1.0);
+}
+
+TEST_F(LeaseTest, TheClaimTimeoutCountsFromARestartAtTheEarliest) {
+  Placement p;
+  ASSERT_TRUE(Place(alice_, G, 25, 0, &p).ok());
+  now_ += kClaimMs / 2;
+  Stop();
+  now_ += kClaimMs;  // the registry was down longer than the claim timeout
+  Start();
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host1/0").leases(), 1u);  // the server had no chance to report a session yet
+  now_ += kClaimMs;
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host1/0").leases(), 0u);
+}
+
+TEST_F(LeaseTest, ServersLearnOfEndedLeasesFromTheirHeartbeats) {
+  Placement used, unused, alive;
+  ASSERT_TRUE(Place(alice_, G, 25, 0, &used).ok());
+  ASSERT_TRUE(Place(alice_, G, 25, 0, &unused).ok());
+  now_ += 1000;
+  ASSERT_TRUE(Place(alice_, G, 25, 0, &alive).ok());
+  ReportUsageReply ack;
+  ASSERT_TRUE(Report(provider_,
+                     {Record("r1", "alice", used, now_ - 1000, now_, 1, true),
+                      Record("r2", "alice", alive, now_, now_)},
+                     &ack)
+                  .ok());
+  ASSERT_EQ(ack.stored(), 2u) << Reasons(ack);
+  now_ += kClaimMs;
+  service_->Sweep();  // `unused` ends unclaimed
+  uint64_t cursor = 0;
+  std::string epoch;
+  std::vector<std::string> ended = EndedLeases(&cursor, &epoch);
+  std::sort(ended.begin(), ended.end());
+  std::vector<std::string> expected = {used.lease_id(), unused.lease_id()};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(ended, expected);
+  // Read from its cursor, nothing is new; another server never sees them.
+  EXPECT_TRUE(EndedLeases(&cursor, &epoch).empty());
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider_, "host2", {Spec(0, 16 * G)}, &reply).ok());
+  EXPECT_TRUE(EndedLeases(nullptr, nullptr, "host2").empty());
+  // A restarted registry starts a new log: the server hears of them again.
+  Stop();
+  Start();
+  ended = EndedLeases(&cursor, &epoch);
+  std::sort(ended.begin(), ended.end());
+  EXPECT_EQ(ended, expected);
+  // Once their tokens have expired (an hour), the server needs no telling.
+  now_ += 3'600'000;
+  service_->Sweep();  // `alive` expires now too, and with it its token
+  EXPECT_TRUE(EndedLeases().empty());
+}
+
+TEST_F(LeaseTest, APlacementNeedsAHolderKeyAndItsTokenBindsIt) {
+  PlaceRequest req;
+  req.set_memory_bytes(G);
+  Placement p;
+  grpc::Status g = PlaceRequestAs(alice_, req, &p);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(g.error_message().find("holder"), std::string::npos) << g.error_message();
+  req.set_holder_key(std::string(31, 'k'));
+  EXPECT_EQ(PlaceRequestAs(alice_, req, &p).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  std::string holder_private, holder_public;
+  ASSERT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
+  req.set_holder_key(holder_public);
+  req.set_ttl_seconds(600);
+  ASSERT_TRUE(PlaceRequestAs(alice_, req, &p).ok());
+  TokenVerifier verifier;
+  ASSERT_TRUE(TokenVerifier::FromPublicKeyFile(dir_ + "/key.pub", &verifier).ok());
+  wire::TokenClaims claims;
+  ASSERT_TRUE(verifier.Verify(p.token(), &claims).ok());
+  EXPECT_EQ(claims.holder_key(), holder_public);
+  EXPECT_EQ(claims.lease_id(), p.lease_id());
+  // The token's default lifetime is its lease's: Place's ttl sets both.
+  EXPECT_EQ(claims.expires_unix(), now_.load() / 1000 + 600);
+  EXPECT_EQ(p.expires_unix(), claims.expires_unix());
+}
+
+}  // namespace
+}  // namespace rgpu::registry

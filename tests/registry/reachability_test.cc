@@ -1,0 +1,111 @@
+// A registered server must prove it answers at its URL (issue 13, item 2;
+// registry/reachability.h): the registry probes the URL over rgpu's transport and expects the
+// HMAC of its nonce under the secret the server registered with. Until then, or when it fails,
+// the server's GPUs take no placements.
+#include "tests/registry/registry_fixture.h"
+
+namespace rgpu::registry {
+namespace {
+
+class ReachabilityTest : public RegistryTest {
+ protected:
+  void SetUp() override {
+    configure_ = [](RegistryOptions* o) {
+      // One attempt each, so that a URL where nothing listens fails at once.
+      o->probe = [](const std::string& url, const std::string& secret) {
+        return ProbeReachability(url, secret, /*window_ms=*/0, /*attempt_ms=*/3000);
+      };
+    };
+    RegistryTest::SetUp();
+    provider_ = CreateKey(true, "acme");
+    tenant_ = CreateKey(false, "alice");
+  }
+  std::string provider_, tenant_;
+};
+
+TEST_F(ReachabilityTest, AServerWhereNothingListensTakesNoPlacements) {
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider_, "fake", {Spec(0, 80 * G)}, &reply, "tcp://127.0.0.1:1").ok());
+  const GpuStatus gpu = Gpu("fake/0");
+  EXPECT_EQ(gpu.state(), "unreachable");
+  EXPECT_NE(gpu.state_reason().find("connect"), std::string::npos) << gpu.state_reason();
+  Placement p;
+  grpc::Status g = Place(tenant_, G, 25, 0, &p);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << g.error_message();
+  // Its heartbeats say why, so that its operator can fix it.
+  g = Heartbeat(provider_, "fake");
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(g.error_message().find("tcp://127.0.0.1:1"), std::string::npos) << g.error_message();
+}
+
+TEST_F(ReachabilityTest, AServerAnsweringWithTheWrongProofTakesNoPlacements) {
+  // Something answers at the URL, but not the server that registered (it lacks the secret).
+  responder_.set_lie(true);
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider_, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  EXPECT_EQ(GpuState("host1/0"), "unreachable");
+  EXPECT_NE(Gpu("host1/0").state_reason().find("wrong reachability proof"), std::string::npos);
+  Placement p;
+  EXPECT_EQ(Place(tenant_, G, 25, 0, &p).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Registering again once it answers correctly makes it placeable.
+  responder_.set_lie(false);
+  ASSERT_TRUE(Register(provider_, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  EXPECT_EQ(GpuState("host1/0"), "available");
+  EXPECT_TRUE(Place(tenant_, G, 25, 0, &p).ok());
+}
+
+TEST_F(ReachabilityTest, ARegistrationWithoutAUrlOrSecretIsRefusedAtOnce) {
+  RegisterReply reply;
+  grpc::Status g = Register(provider_, "host1", {Spec(0, G)}, &reply, "http://example.com/");
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(g.error_message().find("tcp://HOST:PORT"), std::string::npos);
+  g = Register(provider_, "host1", {Spec(0, G)}, &reply, "tcp://127.0.0.1:0");
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  g = Register(provider_, "host1", {Spec(0, G)}, &reply, "", "short");
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(g.error_message().find("reachability secret"), std::string::npos);
+  EXPECT_EQ(GpuState("host1/0"), "missing");
+  // A GPU advertising a host link faster than any that exists is refused (its bandwidth bounds
+  // the bytes its usage records may claim).
+  GpuSpec fast = Spec(0, G);
+  fast.set_bandwidth_gbps(1e12);
+  ASSERT_TRUE(Register(provider_, "host1", {fast, Spec(1, G)}, &reply).ok());
+  ASSERT_EQ(reply.gpus_size(), 2);
+  EXPECT_FALSE(reply.gpus(0).accepted());
+  EXPECT_NE(reply.gpus(0).reason().find("beyond any host link"), std::string::npos);
+  EXPECT_TRUE(reply.gpus(1).accepted());
+}
+
+TEST_F(ReachabilityTest, AProofOutlivesARegistryRestart) {
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider_, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  const int answered = responder_.answered();
+  ASSERT_GE(answered, 1);
+  Stop();
+  Start();
+  EXPECT_EQ(GpuState("host1/0"), "offline");  // until its first heartbeat
+  ASSERT_TRUE(Heartbeat(provider_, "host1").ok());
+  EXPECT_EQ(GpuState("host1/0"), "available");
+  EXPECT_EQ(responder_.answered(), answered);  // not probed again
+}
+
+TEST_F(ReachabilityTest, AStoreWithoutTheProofAsksTheServerToRegisterAgain) {
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider_, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  Stop();
+  {
+    // As a store written before servers proved their URLs.
+    std::unique_ptr<Db> db;
+    ASSERT_TRUE(OpenSqlite(dir_ + "/registry.db", &db).ok());
+    ASSERT_TRUE(db->Exec("DELETE FROM servers").ok());
+  }
+  Start();
+  grpc::Status g = Heartbeat(provider_, "host1");
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(g.error_message().find("register again"), std::string::npos);
+  ASSERT_TRUE(Register(provider_, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  EXPECT_EQ(GpuState("host1/0"), "available");
+}
+
+}  // namespace
+}  // namespace rgpu::registry
