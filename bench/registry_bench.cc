@@ -21,6 +21,7 @@
 
 #include "common/log.h"
 #include "proto/signed_token.h"
+#include "registry/keys.h"
 #include "registry/service.h"
 
 namespace reg = rgpu::registry;
@@ -64,6 +65,10 @@ int main(int argc, char** argv) {
   reg::RegistryOptions options;
   options.signing_key_path = work + "/key.pem";
   options.heartbeat_ms = 2000;
+  options.admin_key = rgpu::registry::NewKey("bench-operator-");
+  // The fleet is simulated: its servers do not exist, so their reachability is taken as proven
+  // (an in-process option; rgpu-registry always probes).
+  options.probe = [](const std::string&, const std::string&) { return rgpu::Status::Ok(); };
   std::unique_ptr<reg::Db> db;
   std::unique_ptr<reg::Store> store;
   std::unique_ptr<reg::RegistryService> service;
@@ -88,6 +93,7 @@ int main(int argc, char** argv) {
     req.set_name(name);
     reg::KeyReply reply;
     grpc::ClientContext ctx;
+    ctx.AddMetadata("x-rgpu-admin-key", options.admin_key);
     grpc::Status g =
         provider ? stub->CreateProvider(&ctx, req, &reply) : stub->CreateTenant(&ctx, req, &reply);
     if (!g.ok()) fprintf(stderr, "registry_bench: %s\n", g.error_message().c_str());
@@ -111,6 +117,7 @@ int main(int argc, char** argv) {
     req.set_server_name("srv-" + std::to_string(i));
     req.set_server_url("tcp://10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250) +
                        ":7000");
+    req.set_reachability_secret(std::string(32, 's'));
     for (int j = 0; j < 8 && i * 8 + j < gpus; ++j) {
       reg::GpuSpec* g = req.add_gpus();
       g->set_index(static_cast<uint32_t>(j));
@@ -129,6 +136,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  service->WaitForProbes();
   const double register_s = std::chrono::duration<double>(Clock::now() - register_start).count();
 
   std::atomic<bool> stop{false};
@@ -201,6 +209,7 @@ int main(int argc, char** argv) {
       req.set_memory_bytes(mem);
       req.set_compute_share(share);
       req.set_wait_seconds(10);
+      req.set_holder_key(std::string(32, 'h'));  // a token holder's public key (not used here)
       grpc::ClientContext ctx;
       ctx.AddMetadata("x-rgpu-api-key", tenant_keys[t]);
       const auto sent = Clock::now();
@@ -226,6 +235,7 @@ int main(int argc, char** argv) {
       end.set_server_name(placement.server_name());
       end.set_gpu_index(placement.gpu_index());
       end.set_tenant(tenant_names[t]);
+      end.set_lease_id(placement.lease_id());
       end.set_session_id(static_cast<uint64_t>(k));
       end.set_start_ms(NowMs());
       end.set_end_ms(NowMs());

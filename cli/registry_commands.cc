@@ -176,18 +176,22 @@ void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
         "%s, "
         "\"gpu_ms\": %s, \"unit_price_per_ms\": %s, \"base_fee\": %s, \"bandwidth_gbps\": %s, "
         "\"included_gbps\": %s, \"burst_premium\": %s, \"queue_seconds\": %s, \"priority\": %d, "
-        "\"priority_multiplier\": %s, \"priority_surcharge\": %s, \"total\": %s}",
+        "\"priority_multiplier\": %s, \"priority_surcharge\": %s, \"lease\": %s, "
+        "\"held_ms\": %s, \"hold_price_per_ms\": %s, \"hold_fee\": %s, \"total\": %s}",
         i ? "," : "", Json(l.tenant()).c_str(), Json(l.provider()).c_str(),
         Json(l.server_name()).c_str(), (unsigned long long)l.session_id(), Json(l.model()).c_str(),
         Num(l.gpu_ms()).c_str(), Num(l.unit_price()).c_str(), Num(l.base_fee()).c_str(),
         Num(l.bandwidth_gbps()).c_str(), Num(l.included_gbps()).c_str(),
         Num(l.burst_premium()).c_str(), Num(l.queue_seconds()).c_str(), l.priority(),
         Num(l.priority_multiplier()).c_str(), Num(l.priority_surcharge()).c_str(),
-        Num(l.total()).c_str());
+        Json(l.lease_id()).c_str(), Num(l.held_ms()).c_str(), Num(l.hold_price_per_ms()).c_str(),
+        Num(l.hold_fee()).c_str(), Num(l.total()).c_str());
   }
-  printf("],\n \"base_fee\": %s, \"burst_premium\": %s, \"priority_surcharge\": %s, \"total\": %s",
-         Num(inv.base_fee()).c_str(), Num(inv.burst_premium()).c_str(),
-         Num(inv.priority_surcharge()).c_str(), Num(inv.total()).c_str());
+  printf(
+      "],\n \"base_fee\": %s, \"burst_premium\": %s, \"priority_surcharge\": %s, "
+      "\"hold_fee\": %s, \"total\": %s",
+      Num(inv.base_fee()).c_str(), Num(inv.burst_premium()).c_str(),
+      Num(inv.priority_surcharge()).c_str(), Num(inv.hold_fee()).c_str(), Num(inv.total()).c_str());
   if (earnings) {
     printf(", \"provider_share\": %s, \"earnings\": %s", Num(inv.provider_share()).c_str(),
            Num(inv.earnings()).c_str());
@@ -203,6 +207,14 @@ void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
   printf("%-24s %8s %-22s %12s %12s %12s %12s %12s\n", "server/session", "tenant", "model",
          "GPU ms", "base fee", "burst", "priority", "total");
   for (const auto& l : inv.lines()) {
+    if (!l.lease_id().empty()) {  // a hold: the time a lease held its GPU unused
+      const std::string where = l.server_name() + " (held)";
+      printf("%-24s %8s %-22.22s %12.1f %12s %12s %12s %12.6f\n", where.c_str(), l.tenant().c_str(),
+             l.model().c_str(), l.held_ms(), "", "", "", l.total());
+      printf("%24s   lease %s held its GPU %.1f s before a session started, at %.3g/ms\n", "",
+             l.lease_id().c_str(), l.held_ms() / 1000, l.hold_price_per_ms());
+      continue;
+    }
     const std::string where = l.server_name() + "/" + std::to_string(l.session_id());
     printf("%-24s %8s %-22.22s %12.1f %12.6f %12.6f %12.6f %12.6f\n", where.c_str(),
            l.tenant().c_str(), l.model().c_str(), l.gpu_ms(), l.base_fee(), l.burst_premium(),
@@ -213,6 +225,7 @@ void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
         "", l.unit_price(), l.bandwidth_gbps(), l.included_gbps(), l.queue_seconds(), l.priority(),
         l.priority_multiplier());
   }
+  if (inv.hold_fee() > 0) printf("held (unused) placements: %.6f\n", inv.hold_fee());
   printf("%-24s %8s %-22s %12s %12.6f %12.6f %12.6f %12.6f\n", "TOTAL", "", "", "", inv.base_fee(),
          inv.burst_premium(), inv.priority_surcharge(), inv.total());
   if (earnings) {
@@ -370,13 +383,15 @@ int Gpus(RegistryAccess access) {
           "%s\n {\"gpu\": %s, \"provider\": %s, \"server\": %s, \"url\": %s, \"model\": %s, "
           "\"memory_bytes\": %llu, \"compute_capability\": \"%u.%u\", \"bandwidth_gbps\": %s, "
           "\"driver_version\": %d, \"backend\": %s, \"state\": %s, \"memory_committed\": %llu, "
-          "\"share_committed\": %u, \"leases\": %u, \"last_heartbeat_ms\": %lld}",
+          "\"share_committed\": %u, \"leases\": %u, \"last_heartbeat_ms\": %lld, "
+          "\"state_reason\": %s}",
           i ? "," : "", Json(gpu.gpu_id()).c_str(), Json(gpu.provider()).c_str(),
           Json(gpu.server_name()).c_str(), Json(gpu.server_url()).c_str(), Json(s.model()).c_str(),
           (unsigned long long)s.memory_bytes(), s.cc_major(), s.cc_minor(),
           Num(s.bandwidth_gbps()).c_str(), s.driver_version(), Json(s.backend()).c_str(),
           Json(gpu.state()).c_str(), (unsigned long long)gpu.memory_committed(),
-          gpu.share_committed(), gpu.leases(), (long long)gpu.last_heartbeat_ms());
+          gpu.share_committed(), gpu.leases(), (long long)gpu.last_heartbeat_ms(),
+          Json(gpu.state_reason()).c_str());
     }
     printf("]\n");
     return 0;
@@ -390,6 +405,7 @@ int Gpus(RegistryAccess access) {
     printf("%-20s %-12s %-22.22s %-9s %10s %5u%% %6u %s\n", gpu.gpu_id().c_str(),
            gpu.provider().c_str(), gpu.spec().model().c_str(), gpu.state().c_str(), mem,
            gpu.share_committed(), gpu.leases(), Clock(gpu.last_heartbeat_ms()).c_str());
+    if (!gpu.state_reason().empty()) printf("%20s   %s\n", "", gpu.state_reason().c_str());
   }
   return 0;
 }

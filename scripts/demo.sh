@@ -23,7 +23,9 @@ PRICES
 registry=$!
 for _ in $(seq 200); do [ -s "$work/registry-port" ] && break; sleep 0.05; done
 export RGPU_REGISTRY=$(cat "$work/registry-port")
-echo "   registry at $RGPU_REGISTRY"
+# The operator's key: made by the registry at first start, readable by its owner only.
+export RGPU_ADMIN_KEY_FILE=$work/registry.db.admin-key
+echo "   registry at $RGPU_REGISTRY (operator key in $RGPU_ADMIN_KEY_FILE)"
 
 echo "== rgpu provider create demo-provider; rgpu-server (software GPU) registers with the registry"
 provider_key=$("$bin/rgpu" provider create demo-provider --json | key provider_key)

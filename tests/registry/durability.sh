@@ -15,7 +15,9 @@ if [ "$engine" = postgres ]; then
   [ -n "${RGPU_TEST_POSTGRES:-}" ] || fail "RGPU_TEST_POSTGRES not set (run under with_postgres.sh)"
   store=(--postgres "$RGPU_TEST_POSTGRES")
 fi
-printf 'default_gpu 0.001 1\n' >"$work/prices"
+# Holds (placement to first record) are left out of the bill here: it compares the bill with
+# the GPU time the servers measured.
+printf 'default_gpu 0.001 1\nhold_fraction 0\n' >"$work/prices"
 start_registry() {  # LISTEN
   "$bin/rgpu-registry" --listen "$1" "${store[@]}" --signing-key "$work/key.pem" \
     --prices "$work/prices" --port-file "$work/port" --heartbeat-ms 200 2>>"$work/registry.log" &
@@ -26,11 +28,19 @@ start_registry() {  # LISTEN
 start_registry 127.0.0.1:0
 addr=$(cat "$work/port")
 export RGPU_REGISTRY=$addr
-key=$("$bin/rgpu" provider create loadco --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["provider_key"])') ||
-  fail "provider create"
-"$bin/rgpu" tenant create tenant-0 >/dev/null && "$bin/rgpu" tenant create tenant-1 >/dev/null ||
-  fail "tenant create"
-"$bin/meter_load" --registry "$addr" --provider-key "$key" --servers 4 --sessions 3 --seconds 8 \
+# The operator's key: the file the registry created beside its database (SQLite) or its signing
+# key (PostgreSQL) at first start.
+if [ "$engine" = postgres ]; then
+  export RGPU_ADMIN_KEY_FILE=$work/key.pem.admin-key
+else
+  export RGPU_ADMIN_KEY_FILE=$work/registry.db.admin-key
+fi
+json_key() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+key=$("$bin/rgpu" provider create loadco --json | json_key provider_key) || fail "provider create"
+t0=$("$bin/rgpu" tenant create tenant-0 --json | json_key api_key) &&
+  t1=$("$bin/rgpu" tenant create tenant-1 --json | json_key api_key) || fail "tenant create"
+"$bin/meter_load" --registry "$addr" --provider-key "$key" --api-key "tenant-0=$t0" \
+  --api-key "tenant-1=$t1" --servers 4 --sessions 3 --seconds 8 \
   --out "$work/measured.json" 2>"$work/load.log" &
 load=$!
 for round in 1 2 3; do

@@ -4,8 +4,8 @@
 # the token offline, the program runs; the server's metering reaches the registry, the session's
 # end frees its lease, and the bill prices what was measured. The registry is SIGKILLed in the
 # middle of a streaming session and counts exactly the server's calls. Then: a full GPU answers with a
-# queue position, a waiting request is placed once a lease expires, and revocation stops
-# placements.
+# queue position, a waiting request is placed once a lease expires, the time the unused lease
+# held the GPU is billed, and revocation stops placements.
 #   run_program.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
@@ -21,6 +21,7 @@ printf 'gpu 0.002 1 rgpu softgpu\nburst_premium_per_gb 0.5\n' >"$work/prices"
 registry=$!
 for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
 export RGPU_REGISTRY=$(cat "$work/port")
+export RGPU_ADMIN_KEY_FILE=$work/registry.db.admin-key  # made by the registry at first start
 pkey=$("$bin/rgpu" provider create acme --json | json 'd["provider_key"]') || fail "provider create"
 export RGPU_API_KEY=$("$bin/rgpu" tenant create alice --json | json 'd["api_key"]') || fail "tenant create"
 "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --registry "$RGPU_REGISTRY" \
@@ -56,7 +57,11 @@ gpu_ms = sum(u["gpu_ms"] for u in usage)
 assert gpu_ms > 0, usage
 base = gpu_ms * 0.002
 assert abs(bill["base_fee"] - base) < 1e-9 * max(1, base), (bill["base_fee"], base)
-assert abs(bill["total"] - (bill["base_fee"] + bill["burst_premium"] + bill["priority_surcharge"])) < 1e-9
+assert abs(bill["total"] - (bill["base_fee"] + bill["burst_premium"] + bill["priority_surcharge"] +
+                           bill["hold_fee"])) < 1e-9
+# The lease was held (placement to session start) for far less than the session ran.
+holds = [l for l in bill["lines"] if l["lease"]]
+assert len(holds) <= 1 and all(0 <= l["held_ms"] < gpu_ms for l in holds), holds
 print("run_program: %d session(s), %.0f GPU ms, billed %.6f %s" % (len(usage), gpu_ms, bill["total"], bill["currency"]))
 PY
 "$bin/rgpu" bill --tenant alice | grep -q "^TOTAL" || fail "bill table"
@@ -105,6 +110,16 @@ out=$("$bin/rgpu" run --share 50 --wait 120 -- sh -c 'echo "placed on $RGPU_SERV
   fail "waiting request not placed: $out"
 echo "$out" | grep -q "queue position 1 of 1" || fail "no queue position while waiting: $out"
 echo "$out" | grep -q "placed on $(cat "$work/url")" || fail "not run against the server: $out"
+# The whole-GPU lease was never used: its 15 s hold is billed (hold_fraction 1: 15,000 ms x 0.002).
+"$bin/rgpu" bill --tenant alice --json >"$work/bill2.json" || fail "bill"
+python3 - "$work/bill2.json" <<'PY' || fail "the unused lease's hold is not billed"
+import json, sys
+bill = json.load(open(sys.argv[1]))
+held = [l for l in bill["lines"] if l["lease"] and l["held_ms"] == 15000]
+assert len(held) == 1, bill["lines"]
+assert abs(held[0]["hold_fee"] - 30.0) < 1e-9 and abs(held[0]["total"] - 30.0) < 1e-9, held
+print("run_program: the unused lease's 15 s hold billed %.2f" % held[0]["hold_fee"])
+PY
 
 # Revoked: no new placements.
 "$bin/rgpu" provider revoke acme >/dev/null || fail "revoke"
