@@ -14,16 +14,20 @@
 
 namespace rgpu::client {
 
-Status LivenessMonitor::Start(const std::string& host, uint16_t port, uint64_t key, int timeout_ms,
-                              SilentCallback on_silent, std::unique_ptr<LivenessMonitor>* out) {
+namespace {
+
+// A connection to host:port that has announced `key`; -1 when it cannot be made.
+int ConnectAndAnnounce(const std::string& host, uint16_t port, uint64_t key, std::string* error) {
   addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
   int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
-  if (rc != 0)
-    return Unavailable("liveness port: cannot resolve " + host + ": " + gai_strerror(rc));
+  if (rc != 0) {
+    *error = "liveness port: cannot resolve " + host + ": " + gai_strerror(rc);
+    return -1;
+  }
   int fd = -1;
   for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
     fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -33,17 +37,34 @@ Status LivenessMonitor::Start(const std::string& host, uint16_t port, uint64_t k
     }
   }
   freeaddrinfo(found);
-  if (fd < 0) return Unavailable("liveness port " + host + ":" + service + " unreachable");
+  if (fd < 0) {
+    *error = "liveness port " + host + ":" + service + " unreachable";
+    return -1;
+  }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   uint8_t announce[8];
   for (int i = 0; i < 8; ++i) announce[i] = static_cast<uint8_t>(key >> (8 * i));
   if (write(fd, announce, sizeof announce) != sizeof announce) {
     close(fd);
-    return Unavailable("liveness port: cannot announce the session");
+    *error = "liveness port: cannot announce the session";
+    return -1;
   }
+  return fd;
+}
+
+}  // namespace
+
+Status LivenessMonitor::Start(const std::string& host, uint16_t port, uint64_t key, int timeout_ms,
+                              SilentCallback on_silent, std::unique_ptr<LivenessMonitor>* out) {
+  std::string error;
+  const int fd = ConnectAndAnnounce(host, port, key, &error);
+  if (fd < 0) return Unavailable(error);
   std::unique_ptr<LivenessMonitor> m(new LivenessMonitor());
   m->fd_ = fd;
+  m->host_ = host;
+  m->port_ = port;
+  m->key_ = key;
   m->wake_fd_ = eventfd(0, EFD_CLOEXEC);
   m->timeout_ms_ = timeout_ms;
   m->on_silent_ = std::move(on_silent);
@@ -69,6 +90,8 @@ void LivenessMonitor::Loop() {
   const int interval_ms = std::max(10, timeout_ms_ / 5);
   auto last_echo = Clock::now();
   auto next_ping = Clock::now();
+  bool confirmed = false;  // an echo came back: the server took this connection
+  int reconnects = 0;
   for (;;) {
     const auto now = Clock::now();
     if (now >= next_ping) {
@@ -96,9 +119,28 @@ void LivenessMonitor::Loop() {
       ssize_t got = read(fd_, buf, sizeof buf);
       if (got > 0) {
         last_echo = Clock::now();
+        confirmed = true;
       } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-        on_silent_("the server closed its keepalive connection");
-        return;
+        if (confirmed) {
+          on_silent_("the server closed its keepalive connection");
+          return;
+        }
+        // Closed before the server took it (its table of connections not yet announced was
+        // full, or this source had too many): that is no sign of the server's death. Try
+        // again a few times, then go on without keepalives (calls still fail when the
+        // session's own connection breaks).
+        close(fd_);
+        fd_ = -1;
+        std::string error;
+        while (fd_ < 0 && reconnects < kMaxReconnects) {
+          ++reconnects;
+          pollfd wake = {wake_fd_, POLLIN, 0};
+          if (poll(&wake, 1, 50 * reconnects) > 0) return;
+          fd_ = ConnectAndAnnounce(host_, port_, key_, &error);
+        }
+        if (fd_ < 0) return;
+        last_echo = Clock::now();
+        next_ping = last_echo;
       }
     }
   }

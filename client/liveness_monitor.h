@@ -3,7 +3,10 @@
 // liveness key and sends one byte every interval; the server echoes each at once. When no echo
 // has come for `timeout_ms` (the server is stopped, wedged as a whole, or its host is gone) it
 // calls `on_silent` once, which abandons the connection so that every waiting and later call
-// fails instead of hanging. The server in turn sees the client's keepalives.
+// fails instead of hanging. The server in turn sees the client's keepalives. A connection the
+// server closes before it ever echoed (its table of unannounced connections was full) is tried
+// again a few times and then given up on without calling on_silent: only a server that took the
+// connection and then stopped answering or closed it is reported.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,11 @@ class LivenessMonitor {
   LivenessMonitor() = default;
   void Loop();
 
+  static constexpr int kMaxReconnects = 5;
   int fd_ = -1;
+  std::string host_;
+  uint16_t port_ = 0;
+  uint64_t key_ = 0;
   int wake_fd_ = -1;  // eventfd that ends Loop()
   int timeout_ms_ = 0;
   SilentCallback on_silent_;

@@ -23,6 +23,10 @@ using SoftgpuMemDirectAccessFn = CUresult (*)(void** host, CUdeviceptr dptr, siz
 // softgpu's extension: the bytes of device memory a module's global and constant variables hold.
 using SoftgpuModuleGetFootprintFn = CUresult (*)(CUmodule module, size_t* bytes);
 
+// softgpu's extensions: softgpuCtxAbort and softgpuCtxSetKernelTimeout (softgpu/api_context.cc).
+using SoftgpuCtxAbortFn = CUresult (*)(CUcontext ctx);
+using SoftgpuCtxSetKernelTimeoutFn = CUresult (*)(CUcontext ctx, unsigned long long ms);
+
 struct CudaDriver {
 #define DRIVER_FN(name) decltype(&::name) name = nullptr;
 #define DRIVER_FN_REQUIRED(name) DRIVER_FN(name)

@@ -17,12 +17,25 @@
 namespace rgpu::server {
 
 namespace {
-// One client connection: the announced session id arrives first, then keepalive bytes.
+// One client connection: the announced session key arrives first, then keepalive bytes.
 struct Peer {
   int fd = -1;
   uint64_t key = 0;
   size_t id_bytes = 0;  // bytes of the key received so far
+  bool announced = false;
+  std::string source;  // the peer's address, without its port
+  std::chrono::steady_clock::time_point accepted;
 };
+
+std::string SourceAddress(const sockaddr_storage& a) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof text);
+  } else if (a.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, text, sizeof text);
+  }
+  return text;
+}
 }  // namespace
 
 LivenessService::~LivenessService() { Stop(); }
@@ -39,11 +52,11 @@ Status LivenessService::Start(const std::string& host) {
     return Unavailable("liveness port: cannot resolve " + host + ": " + gai_strerror(rc));
   Status result = Unavailable("liveness port: cannot listen on " + host);
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (fd < 0) continue;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
       close(fd);
       continue;
     }
@@ -75,6 +88,11 @@ void LivenessService::Stop() {
   listen_fd_ = wake_fd_ = -1;
 }
 
+void LivenessService::Admit(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  admitted_.insert(key);
+}
+
 int64_t LivenessService::SilentMs(uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = last_seen_.find(key);
@@ -86,14 +104,24 @@ int64_t LivenessService::SilentMs(uint64_t key) {
 
 void LivenessService::Forget(uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
+  admitted_.erase(key);
   last_seen_.erase(key);
   watches_.erase(key);
+  lost_.erase(key);
+  // Its connection, if any, is closed by the service thread when it next looks (not admitted).
 }
 
-void LivenessService::Watch(uint64_t key, int64_t timeout_ms,
-                            std::function<void(int64_t)> on_silent) {
+size_t LivenessService::connected() {
   std::lock_guard<std::mutex> lock(mu_);
-  watches_[key] = WatchEntry{timeout_ms, std::move(on_silent)};
+  return connected_keys_.size();
+}
+
+size_t LivenessService::pending() { return pending_.load(); }
+
+void LivenessService::Watch(uint64_t key, int64_t silent_timeout_ms,
+                            std::function<void(std::string)> on_lost) {
+  std::lock_guard<std::mutex> lock(mu_);
+  watches_[key] = WatchEntry{silent_timeout_ms, std::move(on_lost)};
 }
 
 void LivenessService::CheckWatches() {
@@ -101,13 +129,21 @@ void LivenessService::CheckWatches() {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = std::chrono::steady_clock::now();
   for (auto it = watches_.begin(); it != watches_.end();) {
-    auto seen = last_seen_.find(it->first);
-    const int64_t silent =
-        seen == last_seen_.end()
-            ? -1
-            : std::chrono::duration_cast<std::chrono::milliseconds>(now - seen->second).count();
-    if (silent > it->second.timeout_ms) {
-      it->second.on_silent(silent);
+    std::string reason;
+    if (lost_.count(it->first) != 0) {
+      reason = "client closed its keepalive connection (the process is gone)";
+    } else if (it->second.silent_timeout_ms > 0) {
+      auto seen = last_seen_.find(it->first);
+      const int64_t silent =
+          seen == last_seen_.end()
+              ? -1
+              : std::chrono::duration_cast<std::chrono::milliseconds>(now - seen->second).count();
+      if (silent > it->second.silent_timeout_ms) {
+        reason = "client sent no keepalive for " + std::to_string(silent) + " ms";
+      }
+    }
+    if (!reason.empty()) {
+      it->second.on_lost(reason);
       it = watches_.erase(it);
     } else {
       ++it;
@@ -116,8 +152,16 @@ void LivenessService::CheckWatches() {
 }
 
 void LivenessService::Loop() {
-  constexpr size_t kMaxPeers = 4096;
+  using Clock = std::chrono::steady_clock;
   std::vector<Peer> peers;
+  auto close_peer = [&](Peer& p, bool lost) {
+    close(p.fd);
+    p.fd = -1;
+    if (!p.announced) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    connected_keys_.erase(p.key);
+    if (lost && admitted_.count(p.key) != 0) lost_.insert(p.key);
+  };
   for (;;) {
     std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     for (const Peer& p : peers) fds.push_back({p.fd, POLLIN, 0});
@@ -126,7 +170,8 @@ void LivenessService::Loop() {
       std::lock_guard<std::mutex> lock(mu_);
       watching = !watches_.empty();
     }
-    const int ready = poll(fds.data(), fds.size(), watching ? 100 : -1);
+    const bool any_pending = pending_.load() > 0;
+    const int ready = poll(fds.data(), fds.size(), watching || any_pending ? 100 : -1);
     if (watching) CheckWatches();
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -134,25 +179,15 @@ void LivenessService::Loop() {
       break;
     }
     if (fds[0].revents != 0) break;
-    if (fds[1].revents & POLLIN) {
-      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd >= 0 && peers.size() >= kMaxPeers) {
-        close(fd);
-      } else if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        peers.push_back({fd, 0, 0});
-      }
-    }
+    const auto now = Clock::now();
     for (size_t i = 2; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
       Peer& p = peers[i - 2];
+      if (fds[i].revents == 0 || p.fd < 0) continue;
       char buf[64];
       ssize_t n = read(p.fd, buf, sizeof buf);
       if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        close(p.fd);
-        p.fd = -1;
+        close_peer(p, /*lost=*/true);
         continue;
       }
       size_t used = 0;
@@ -160,14 +195,78 @@ void LivenessService::Loop() {
         p.key |= uint64_t{static_cast<uint8_t>(buf[used++])} << (8 * p.id_bytes++);
       }
       if (p.id_bytes < 8) continue;
+      if (!p.announced) {
+        // Only a live session's key, and only once at a time.
+        std::lock_guard<std::mutex> lock(mu_);
+        if (admitted_.count(p.key) == 0 || connected_keys_.count(p.key) != 0) {
+          close(p.fd);
+          p.fd = -1;
+          continue;
+        }
+        connected_keys_.insert(p.key);
+        p.announced = true;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
-        last_seen_[p.key] = std::chrono::steady_clock::now();
+        last_seen_[p.key] = now;
       }
       // Echo the keepalive bytes; a client that does not read them only fills its own buffer.
       if (used < static_cast<size_t>(n)) (void)!write(p.fd, buf + used, n - used);
     }
+    // Pending connections that took too long, and connections of sessions that ended.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Peer& p : peers) {
+        if (p.fd < 0) continue;
+        const bool late = !p.announced && now - p.accepted > std::chrono::milliseconds(kAnnounceMs);
+        const bool ended = p.announced && admitted_.count(p.key) == 0;
+        if (late || ended) {
+          close(p.fd);
+          p.fd = -1;
+          if (p.announced) connected_keys_.erase(p.key);
+        }
+      }
+    }
     std::erase_if(peers, [](const Peer& p) { return p.fd < 0; });
+    if (fds[1].revents & POLLIN) {
+      for (;;) {
+        sockaddr_storage from = {};
+        socklen_t from_len = sizeof from;
+        int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;  // EAGAIN: none left
+        Peer p;
+        p.fd = fd;
+        p.source = SourceAddress(from);
+        p.accepted = now;
+        // When the source, or the table, has no room, the oldest pending connection (of the
+        // source, or of all) makes room: a tenant's fresh connection announces itself at once,
+        // so it is not the one to go, and one source cannot crowd out the others.
+        size_t from_source = 0, waiting = 0;
+        for (const Peer& q : peers) {
+          if (q.announced) continue;
+          ++waiting;
+          if (q.source == p.source) ++from_source;
+        }
+        const bool source_full = from_source >= kMaxPendingPerSource;
+        if (source_full || waiting >= kMaxPending) {
+          for (Peer& q : peers) {
+            if (!q.announced && (!source_full || q.source == p.source)) {
+              close(q.fd);
+              q.fd = -1;
+              break;
+            }
+          }
+          std::erase_if(peers, [](const Peer& q) { return q.fd < 0; });
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        peers.push_back(std::move(p));
+      }
+    }
+    size_t waiting = 0;
+    for (const Peer& p : peers) waiting += p.announced ? 0 : 1;
+    pending_.store(waiting);
   }
   for (const Peer& p : peers) close(p.fd);
 }

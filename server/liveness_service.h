@@ -1,12 +1,19 @@
 // LivenessService: a TCP echo port that tells clients this server process is still running, and
 // tells the server which clients still are.
 //
-// A client connects, announces its session's liveness key (8 bytes, little-endian; a random number
-// the Welcome gave it, so a client cannot speak for another session) and then sends one byte
+// A session admits its liveness key (a random 64-bit number its Welcome gives the client) with
+// Admit. The client connects, announces the key (8 bytes, little-endian) and then sends one byte
 // every interval, which the service echoes at once. The service runs on a thread of its own, so a
 // session busy with a long call keeps answering; a server that is stopped (SIGSTOP) or gone stops
 // answering as a whole, and its clients give up on it within their deadline. In the other
-// direction the service records when each session's client last sent a keepalive.
+// direction the service records when each session's client last sent a keepalive, and tells the
+// session when its client went away (the connection closed: the process died) or fell silent.
+//
+// The port is open to anyone, so it admits only peers that prove they hold a live session: a
+// connection must announce an admitted key within kAnnounceMs, one connection per key; until then
+// it is pending, and pending connections are bounded per source address and in all (the oldest
+// pending one, of the source or of all, makes room for a new one), so idle connections cannot
+// lock out a tenant: a tenant's fresh connection announces itself at once.
 #pragma once
 
 #include <atomic>
@@ -15,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -24,6 +32,12 @@ namespace rgpu::server {
 
 class LivenessService {
  public:
+  // A pending connection has this long to announce an admitted key.
+  static constexpr int kAnnounceMs = 2000;
+  // Pending connections at once, from one source address and in all.
+  static constexpr size_t kMaxPendingPerSource = 8;
+  static constexpr size_t kMaxPending = 256;
+
   LivenessService() = default;
   ~LivenessService();
   LivenessService(const LivenessService&) = delete;
@@ -35,26 +49,32 @@ class LivenessService {
   uint16_t port() const { return port_; }
   // Stops the thread and closes every connection. Idempotent.
   void Stop();
+  // Lets a client announce `key` (a live session's). Any thread.
+  void Admit(uint64_t key);
   // Milliseconds since the client holding liveness `key` last sent a keepalive; -1 when it never
   // announced itself (an old client, or one with keepalives turned off). Any thread.
   int64_t SilentMs(uint64_t key);
-  // Watches `key`: once its client has announced itself and then sent nothing for more than
-  // timeout_ms, calls on_silent(silent_ms) once, on the service's thread (which checks every
-  // 100 ms). For a session whose thread may be inside a long wait on its client (a transfer):
-  // on_silent abandons the session's channel, which ends every wait. Any thread.
-  void Watch(uint64_t key, int64_t timeout_ms, std::function<void(int64_t)> on_silent);
-  // Forgets a key whose session ended, and its watch: once this returns, its on_silent is not
-  // running and will not run. Any thread.
+  // Watches admitted `key`: once its client has announced itself and then closed its connection,
+  // or (with silent_timeout_ms > 0) sent nothing for longer than that, calls on_lost(reason)
+  // once, on the service's thread (which checks every 100 ms while anything is watched). For a
+  // session whose thread may be inside a long wait: on_lost abandons the session's channel and
+  // stops its work. on_lost must not call the service. Any thread.
+  void Watch(uint64_t key, int64_t silent_timeout_ms, std::function<void(std::string)> on_lost);
+  // Forgets a key whose session ended, its watch and its connection: once this returns, its
+  // on_lost is not running and will not run. Any thread.
   void Forget(uint64_t key);
+  // Connections that announced an admitted key, and pending ones (for tests and status).
+  size_t connected();
+  size_t pending();
 
  private:
   void Loop();
-  // Calls the watches whose clients fell silent. Service thread.
+  // Calls the watches whose clients went away or fell silent. Service thread.
   void CheckWatches();
 
   struct WatchEntry {
-    int64_t timeout_ms = 0;
-    std::function<void(int64_t)> on_silent;
+    int64_t silent_timeout_ms = 0;
+    std::function<void(std::string)> on_lost;
   };
 
   int listen_fd_ = -1;
@@ -62,8 +82,12 @@ class LivenessService {
   uint16_t port_ = 0;
   std::thread thread_;
   std::mutex mu_;
+  std::set<uint64_t> admitted_;                                          // under mu_
+  std::set<uint64_t> connected_keys_;                                    // under mu_
+  std::set<uint64_t> lost_;                                              // closed; under mu_
   std::map<uint64_t, std::chrono::steady_clock::time_point> last_seen_;  // under mu_
   std::map<uint64_t, WatchEntry> watches_;                               // under mu_
+  std::atomic<size_t> pending_{0};
 };
 
 }  // namespace rgpu::server

@@ -71,6 +71,11 @@ int main(int argc, char** argv) {
                  "a restarted server still delivers them");
   app.add_option("--interconnect-gbps", options.interconnect_gbps,
                  "host-to-GPU bandwidth to advertise to the registry, GB/s");
+  app.add_option("--max-kernel-ms", options.max_kernel_ms,
+                 "the longest one kernel may run before it is ended with a launch timeout (the "
+                 "softgpu backend, and every backend's kernels in their --fair-share turn; 0: no "
+                 "bound)")
+      ->capture_default_str();
   uint64_t max_module_mib = options.session_limits.max_module_bytes >> 20;
   app.add_option("--max-module-mib", max_module_mib,
                  "per session: the largest module image, and what a fat binary may expand to")

@@ -106,6 +106,15 @@ Status Server::Start(const ServerOptions& options) {
     }
   }
   Status s = CudaDriver::Load(lib, &driver_);
+  if (s.ok() && !options.backend_extensions) {
+#define DRIVER_FN(name)
+#define DRIVER_FN_REQUIRED(name)
+#define DRIVER_EXT(name, type) driver_.name = nullptr;
+#include "server/driver_api.def"
+#undef DRIVER_FN
+#undef DRIVER_FN_REQUIRED
+#undef DRIVER_EXT
+  }
   if (!s.ok()) return s;
   CUresult r = driver_.cuInit(0);
   if (r != CUDA_SUCCESS) return Internal("backend cuInit failed with " + std::to_string(r));
@@ -222,7 +231,8 @@ void Server::Serve() {
         session.SetReachabilitySecret(&reachability_secret_);
         session.SetLiveness(liveness_.get(), options_.client_timeout_ms);
         session.SetLimits(options_.session_limits);
-        session.SetDeviceMemoryLock(&device_memory_mu_, options_.measure_module_memory);
+        session.SetKernelBound(options_.max_kernel_ms);
+        session.SetDeviceMemoryLock(&device_memory_mu_);
         {
           std::lock_guard<std::mutex> lock(mu_);
           sessions_[id] = &session;

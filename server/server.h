@@ -54,8 +54,14 @@ struct ServerOptions {
   int max_queued_mib = 1024;
   bool keepalive = true;      // serve the keepalive echo port (LivenessService)
   int client_timeout_ms = 0;  // close sessions whose client sends no keepalive this long (0: never)
-  SessionLimits session_limits;        // module size and handle counts per session
-  bool measure_module_memory = false;  // measure modules' device memory even where softgpu says
+  SessionLimits session_limits;  // module size and handle counts per session
+  // The longest a kernel may run (0: no bound): past it softgpu ends it with
+  // CUDA_ERROR_LAUNCH_TIMEOUT, and on other backends a kernel in its --fair-share turn is ended
+  // by destroying its context (Session::SetKernelBound).
+  uint64_t max_kernel_ms = 60000;
+  // Use softgpu's extensions where the backend has them; false serves as for a backend without
+  // them (NVIDIA's driver), so that tests on the software GPU exercise the CUDA backend's ways.
+  bool backend_extensions = true;
 };
 
 class Server {

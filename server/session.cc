@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include <google/protobuf/arena.h>
 
@@ -110,6 +111,7 @@ void Session::Run(const std::atomic<bool>& stop) {
         CloseWithReason("client sent no keepalive for " + std::to_string(silent) + " ms");
         break;
       }
+      if (aborted_.load()) break;
       continue;
     }
     if (s.code() == Status::Code::kResourceExhausted) {
@@ -132,6 +134,10 @@ void Session::Run(const std::atomic<bool>& stop) {
   const uint64_t allocs = allocations_.size(), bytes = live_bytes_.load();
   if (liveness_ != nullptr && liveness_key_ != 0) liveness_->Forget(liveness_key_);
   {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    abort_channel_ = nullptr;
+  }
+  {
     // The transport goes before the memory: a transfer given up on half-way (a client that
     // stopped) may still be reading or writing device memory until its worker is destroyed.
     std::unique_ptr<Channel> closing;
@@ -149,6 +155,18 @@ void Session::Run(const std::atomic<bool>& stop) {
     RGPU_LOG_INFO("session %llu: tenant %s gpu_busy_ms %.3f", (unsigned long long)id_,
                   tenant_ != nullptr ? tenant_->name.c_str() : "-", gpu_busy_seconds_.load() * 1e3);
   }
+}
+
+void Session::Abort(const std::string& reason) {
+  if (aborted_.exchange(true)) return;
+  RGPU_LOG_WARN("session %llu: stopping its work: %s", (unsigned long long)id_, reason.c_str());
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  if (abort_channel_ != nullptr) abort_channel_->Abandon(reason);
+  if (drv_.softgpuCtxAbort != nullptr) {
+    for (CUcontext ctx : live_contexts_) drv_.softgpuCtxAbort(ctx);
+  }
+  // Other backends: a kernel waited for in its turn (--fair-share) is given up on by the session's
+  // own thread, which sees aborted_ (WaitForKernel) and destroys the context.
 }
 
 void Session::CloseWithReason(const std::string& reason) {
@@ -211,20 +229,31 @@ bool Session::Handshake() {
     if (tenant_ != nullptr) client_name_ += " of tenant " + tenant_->name;
     w->set_driver_version(devices_.driver_version());
     w->set_backend(devices_.backend());
-    for (const auto& d : devices_.devices()) *w->add_devices() = d;
-    if (liveness_ != nullptr) {
-      liveness_key_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-      w->set_liveness_port(liveness_->port());
-      w->set_liveness_key(liveness_key_);
-      if (client_timeout_ms_ > 0) {
-        // Ends a wait on a client that stopped in the middle of a transfer (Run's own check
-        // only runs between messages). Forgotten in Run before the channel goes.
-        Channel* channel = channel_.get();
-        liveness_->Watch(liveness_key_, client_timeout_ms_, [channel](int64_t silent_ms) {
-          channel->Abandon("client sent no keepalive for " + std::to_string(silent_ms) + " ms");
-        });
+    for (const auto& d : devices_.devices()) {
+      wire::DeviceInfo* info = w->add_devices();
+      *info = d;
+      // Kernels have a run time limit (a watchdog), as CUDA reports for a display GPU.
+      if (max_kernel_ms_ > 0 && CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT < info->attributes_size()) {
+        info->set_attributes(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 1);
       }
     }
+    if (liveness_ != nullptr) {
+      const std::string key = RandomBytes(sizeof liveness_key_);
+      if (key.size() == sizeof liveness_key_) memcpy(&liveness_key_, key.data(), key.size());
+      liveness_->Admit(liveness_key_);
+      w->set_liveness_port(liveness_->port());
+      w->set_liveness_key(liveness_key_);
+      // A client that is gone (its keepalive connection closed) or, with a client timeout,
+      // silent has its session's waits ended and its kernels stopped, even while the session's
+      // thread is inside a long wait (Run's own check only runs between messages). Forgotten in
+      // Run before the channel goes.
+      liveness_->Watch(liveness_key_, client_timeout_ms_,
+                       [this](const std::string& reason) { Abort(reason); });
+    }
+  }
+  if (w->status() == 0) {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    abort_channel_ = channel_.get();
   }
   channel_->Send(out.SerializeAsString(), nullptr, 0);
   if (w->status() != 0) {
@@ -351,6 +380,9 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
       if (cs.ctx == nullptr) {
         cs.detail = "no such context";
         result = CUDA_ERROR_INVALID_CONTEXT;
+      } else if (cs.ctx->destroyed) {
+        cs.detail = "the context was destroyed when its kernel was stopped";
+        result = stopped_error_;
       } else {
         result = MakeCurrent(cs.ctx);
       }
@@ -477,6 +509,13 @@ CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
   r = drv_.cuCtxCreate(&ctx, nullptr, 0, dev);
   if (r != CUDA_SUCCESS) return r;
   current_ = ctx;  // cuCtxCreate makes the new context current
+  if (max_kernel_ms_ > 0 && drv_.softgpuCtxSetKernelTimeout != nullptr) {
+    drv_.softgpuCtxSetKernelTimeout(ctx, max_kernel_ms_);
+  }
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    live_contexts_.push_back(ctx);
+  }
   if (drv_.softgpuCtxSetPrintfHandler != nullptr) {
     drv_.softgpuCtxSetPrintfHandler(ctx, &Session::OnDeviceOutput, this);
   }
@@ -524,6 +563,10 @@ void Session::DestroyContext(uint64_t id) {
   erase_in_ctx(events_);
   if (rec->primary) primary_by_device_.erase(rec->device);
   {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    std::erase(live_contexts_, rec->context);
+  }
+  if (!rec->destroyed) {
     auto change = DeviceMemoryChange();
     drv_.cuCtxDestroy(rec->context);
   }
@@ -842,7 +885,7 @@ CUresult Session::HandleModuleLoadData(CallState& cs) {
 
 CUresult Session::LoadModule(const char* image, CUmodule* module, uint64_t* footprint) {
   *footprint = 0;
-  if (drv_.softgpuModuleGetFootprint != nullptr && !always_measure_) {
+  if (drv_.softgpuModuleGetFootprint != nullptr) {
     CUresult r = drv_.cuModuleLoadData(module, image);
     if (r != CUDA_SUCCESS) return r;
     size_t bytes = 0;
@@ -872,7 +915,7 @@ CUresult Session::LoadModule(const char* image, CUmodule* module, uint64_t* foot
 }
 
 std::unique_lock<std::mutex> Session::DeviceMemoryChange() {
-  const bool measured = drv_.softgpuModuleGetFootprint == nullptr || always_measure_;
+  const bool measured = drv_.softgpuModuleGetFootprint == nullptr;
   if (!measured || memory_lock_ == nullptr) return std::unique_lock<std::mutex>();
   return std::unique_lock<std::mutex>(*memory_lock_);
 }
@@ -1042,7 +1085,7 @@ CUresult Session::HandleLaunchKernelOnStream(CallState& cs) {
                             static_cast<unsigned>(cs.arg(4)), static_cast<unsigned>(cs.arg(5)),
                             static_cast<unsigned>(cs.arg(6)), static_cast<unsigned>(cs.arg(7)),
                             stream, params.empty() ? nullptr : params.data(), nullptr);
-    if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(stream);
+    if (r == CUDA_SUCCESS) r = WaitForKernel(stream);
     const double busy =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     gpu_busy_seconds_.store(gpu_busy_seconds_.load() + busy);  // only this thread writes
@@ -1057,6 +1100,46 @@ CUresult Session::HandleLaunchKernelOnStream(CallState& cs) {
 }
 
 // ---- Streams and events ----
+
+CUresult Session::WaitForKernel(CUstream stream) {
+  // softgpu bounds each kernel itself (softgpuCtxSetKernelTimeout) and stops it when the session
+  // is aborted (softgpuCtxAbort).
+  if (drv_.softgpuCtxAbort != nullptr || drv_.cuStreamQuery == nullptr) {
+    return drv_.cuStreamSynchronize(stream);
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  for (unsigned polls = 0;; ++polls) {
+    const CUresult r = drv_.cuStreamQuery(stream);
+    if (r != CUDA_ERROR_NOT_READY) return r;
+    const bool late =
+        max_kernel_ms_ > 0 && Clock::now() - start > std::chrono::milliseconds(max_kernel_ms_);
+    if (late || aborted_.load()) {
+      // No GPU can take a running kernel off its SMs on request: destroying its context is the
+      // one way to end it (and everything else the context held).
+      stopped_error_ = late ? CUDA_ERROR_LAUNCH_TIMEOUT : CUDA_ERROR_LAUNCH_FAILED;
+      RGPU_LOG_WARN("session %llu: %s; destroying its contexts", (unsigned long long)id_,
+                    late ? "a kernel ran past --max-kernel-ms" : "its client is gone");
+      for (auto& [id, rec] : contexts_.records()) {
+        if (rec.destroyed) continue;
+        {
+          std::lock_guard<std::mutex> lock(abort_mu_);
+          std::erase(live_contexts_, rec.context);
+        }
+        auto change = DeviceMemoryChange();
+        drv_.cuCtxDestroy(rec.context);
+        rec.destroyed = true;
+      }
+      current_ = nullptr;
+      return stopped_error_;
+    }
+    if (polls < 200) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
 
 CUresult Session::HandleStreamCreate(CallState& cs) {
   if (CUresult r = RoomFor(cs, streams_.size(), limits_.max_streams, "streams");

@@ -75,15 +75,19 @@ class Session {
   // Backends that cannot say what a module holds (softgpuModuleGetFootprint) have it measured
   // as the drop in the device's free memory across the load, while every session's allocations,
   // frees, loads and unloads are held off by `lock` (shared by all sessions of the server).
-  // `always_measure`: measure even where the backend could say (for tests of the measurement).
-  void SetDeviceMemoryLock(std::mutex* lock, bool always_measure) {
-    memory_lock_ = lock;
-    always_measure_ = always_measure;
-  }
+  void SetDeviceMemoryLock(std::mutex* lock) { memory_lock_ = lock; }
   void SetLiveness(LivenessService* liveness, int client_timeout_ms) {
     liveness_ = liveness;
     client_timeout_ms_ = client_timeout_ms;
   }
+  // Bounds how long one kernel may run (0: no bound): softgpu ends it with
+  // CUDA_ERROR_LAUNCH_TIMEOUT; on other backends a kernel waited for in its --fair-share turn is
+  // ended by destroying its context. Devices then report CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT.
+  void SetKernelBound(uint64_t max_kernel_ms) { max_kernel_ms_ = max_kernel_ms; }
+  // Stops the session from any thread (its client is gone, or its lease ended): its channel is
+  // abandoned, which ends every wait on the client and the session, and its running kernels are
+  // stopped. Idempotent.
+  void Abort(const std::string& reason);
   // Bytes of device memory this session holds right now.
   uint64_t live_bytes() const { return live_bytes_.load(); }
 
@@ -96,6 +100,7 @@ class Session {
     int device = 0;
     bool primary = false;
     int primary_refs = 0;
+    bool destroyed = false;  // by WaitForKernel, to stop a kernel: calls fail with stopped_error_
     uint64_t limit_default[kChargedLimits] = {};  // the backend's values at creation
     uint64_t limit_charge[kChargedLimits] = {};   // bytes charged for each
   };
@@ -175,6 +180,9 @@ class Session {
   // `async`; the range has been checked.
   CUresult MemsetElements(CallState& cs, CUdeviceptr dst, uint64_t value, uint64_t element,
                           uint64_t count, CUstream stream, bool async);
+  // Waits for the kernel just launched on `stream` in its fair-share turn, ending it when it runs
+  // past max_kernel_ms_ or the session is aborted.
+  CUresult WaitForKernel(CUstream stream);
   // Counts `bytes` the session makes the device hold against its tenant's quota and in its
   // metered memory; false (nothing counted, cs.detail set) when the quota cannot take them.
   bool Charge(CallState& cs, uint64_t bytes, const std::string& what);
@@ -220,8 +228,13 @@ class Session {
   StatusProvider status_provider_;
   const std::string* reachability_secret_ = nullptr;
   SessionLimits limits_;
+  uint64_t max_kernel_ms_ = 0;
+  std::atomic<bool> aborted_{false};
+  CUresult stopped_error_ = CUDA_SUCCESS;  // what calls on a destroyed context fail with
+  std::mutex abort_mu_;                    // guards abort_channel_ and live_contexts_
+  Channel* abort_channel_ = nullptr;       // channel_ while the session runs
+  std::vector<CUcontext> live_contexts_;   // the backend contexts Abort stops
   std::mutex* memory_lock_ = nullptr;
-  bool always_measure_ = false;
   LivenessService* liveness_ = nullptr;
   int client_timeout_ms_ = 0;
   uint64_t liveness_key_ = 0;  // random; the client announces it on the keepalive port

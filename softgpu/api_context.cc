@@ -257,6 +257,33 @@ softgpuCtxSetPrintfHandler(CUcontext ctx, void (*handler)(void*, const char*, si
   });
 }
 
+// softgpu's own extensions (not part of CUDA) for a server that shares the device between tenants:
+// softgpuCtxAbort stops a context's work from any thread (running kernels end at their next
+// check, queued work is dropped, later calls see CUDA_ERROR_LAUNCH_FAILED as the sticky error),
+// for a tenant that is gone; softgpuCtxSetKernelTimeout bounds how long each kernel launched in
+// the context from now on may run (0: no bound) before it fails with CUDA_ERROR_LAUNCH_TIMEOUT,
+// as a GPU's watchdog ends a kernel.
+extern "C" SOFTGPU_EXPORT CUresult softgpuCtxAbort(CUcontext ctx) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<Context> c;
+    if (CUresult r = FindContext(ctx, &c); r != CUDA_SUCCESS) return r;
+    c->Abort(CUDA_ERROR_LAUNCH_FAILED);
+    return CUDA_SUCCESS;
+  });
+}
+
+extern "C" SOFTGPU_EXPORT CUresult softgpuCtxSetKernelTimeout(CUcontext ctx,
+                                                              unsigned long long ms) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<Context> c;
+    if (CUresult r = FindContext(ctx, &c); r != CUDA_SUCCESS) return r;
+    c->kernel_timeout_ms.store(ms);
+    return CUDA_SUCCESS;
+  });
+}
+
 // softgpu's own extension: lane-instructions executed by every kernel so far (each instruction
 // counted once per active lane), for benchmarks.
 extern "C" SOFTGPU_EXPORT CUresult softgpuGetLaneInstructions(unsigned long long* count) {

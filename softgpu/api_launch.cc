@@ -133,7 +133,7 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   lp.printf_sink = ctx.get();
   lp.heap = &ctx->heap();
   lp.cancel = &ctx->cancelled();
-  const uint64_t timeout_ms = ctx->device()->kernel_timeout_ms();
+  const uint64_t timeout_ms = ctx->kernel_timeout_ms.load();
   Context* c = ctx.get();
   RGPU_LOG_DEBUG("softgpu: launch %s grid (%u,%u,%u) block (%u,%u,%u) shared %u stream %p",
                  fn.name.c_str(), grid[0], grid[1], grid[2], block[0], block[1], block[2],

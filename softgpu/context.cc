@@ -7,6 +7,7 @@ namespace softgpu {
 Context::Context(Device* device, unsigned flags, bool primary)
     : device_(device), flags_(flags), primary_(primary), memory_(&device->budget()) {
   default_stream_ = std::make_shared<Stream>(this, 0, 0, /*is_default=*/true);
+  kernel_timeout_ms.store(device->kernel_timeout_ms());
 }
 
 Context::~Context() { Teardown(); }
@@ -77,6 +78,12 @@ CUresult Context::Synchronize() {
   WaitForAllStreams();
   FlushPrintf();
   return sticky_error();
+}
+
+void Context::Abort(CUresult error) {
+  CUresult expected = CUDA_SUCCESS;
+  sticky_.compare_exchange_strong(expected, error);
+  cancelled_.store(true);
 }
 
 void Context::Teardown() {

@@ -73,8 +73,15 @@ class Context : public PrintfSink {
   // Reactivates a released/reset primary context.
   void Revive();
   bool alive() const { return alive_.load(); }
-  // Set while the context is torn down: running kernels stop, queued work is dropped.
+  // Set while the context is torn down, or once it is aborted: running kernels stop, queued work
+  // is dropped.
   const std::atomic<bool>& cancelled() const { return cancelled_; }
+  // Stops the context's work from any thread (softgpuCtxAbort): running kernels end at their
+  // next check, queued work is dropped, and `error` becomes the sticky error.
+  void Abort(CUresult error);
+  // Kernels launched from now on fail with CUDA_ERROR_LAUNCH_TIMEOUT once they have run this
+  // long (0: no bound). Starts as the device's RGPU_SOFTGPU_KERNEL_TIMEOUT_MS.
+  std::atomic<uint64_t> kernel_timeout_ms{0};
 
  private:
   Device* const device_;

@@ -1,0 +1,271 @@
+// The server's side ports and its hold on the GPU against hostile tenants (issue 13, items 6 and
+// 7): a gone client's endless kernel is stopped, a kernel cannot keep its --fair-share turn past
+// --max-kernel-ms, and the keepalive port admits only peers that hold a live session, with
+// per-source bounds, so idle connections cannot lock tenants out.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/unit/raw_peer.h"
+
+namespace rgpu {
+namespace {
+
+using test::Call;
+using test::Exchange;
+using test::Hello;
+using test::Next;
+using test::Result;
+
+const char kSpinPtx[] =
+    ".version 7.0\n.target sm_75\n.address_size 64\n"
+    ".visible .entry spin()\n{\n$L_top:\n  bra.uni $L_top;\n}\n"
+    ".visible .entry quick()\n{\n  ret;\n}\n";
+
+// A TCP connection to 127.0.0.1:port from local address `source` (any 127.x.y.z); -1 on failure.
+int ConnectFrom(const char* source, uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in local = {};
+  local.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &local.sin_addr);
+  sockaddr_in server = {};
+  server.sin_family = AF_INET;
+  server.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &server.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&server), sizeof server) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool Announce(int fd, uint64_t key) {
+  uint8_t bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(key >> (8 * i));
+  return write(fd, bytes, 8) == 8;
+}
+
+// Sends a keepalive byte and waits up to `ms` for its echo: 1 echoed, 0 closed, -1 no answer.
+int Ping(int fd, int ms = 5000) {
+  const char k = 'k';
+  if (write(fd, &k, 1) != 1) return 0;
+  pollfd p = {fd, POLLIN, 0};
+  if (poll(&p, 1, ms) <= 0) return -1;
+  char c;
+  return read(fd, &c, 1) == 1 ? 1 : 0;
+}
+
+// True once the server has closed `fd` (read returns 0 or an error), within `ms`.
+bool ClosedWithin(int fd, int ms) {
+  pollfd p = {fd, POLLIN, 0};
+  if (poll(&p, 1, ms) <= 0) return false;
+  char c;
+  return read(fd, &c, 1) <= 0;
+}
+
+class ServerLivenessTest : public test::RawServerTest {
+ protected:
+  // A session: its channel, its context, and its Welcome's liveness port and key.
+  struct Tenant {
+    std::unique_ptr<Channel> ch;
+    uint64_t ctx = 0;
+    uint16_t port = 0;
+    uint64_t key = 0;
+    int keepalive = -1;
+    ~Tenant() {
+      if (keepalive >= 0) close(keepalive);
+    }
+  };
+  std::unique_ptr<Tenant> Open() {
+    auto t = std::make_unique<Tenant>();
+    t->ch = Connect();
+    wire::Envelope w = Exchange(t->ch.get(), Hello());
+    EXPECT_EQ(w.welcome().status(), 0);
+    t->port = static_cast<uint16_t>(w.welcome().liveness_port());
+    t->key = w.welcome().liveness_key();
+    wire::Envelope r = Exchange(t->ch.get(), Call(1, Op::kCtxCreate, 0, {0, 0}));
+    t->ctx = r.reply().values(0);
+    return t;
+  }
+  // Loads kSpinPtx and returns the function id of `name`.
+  static uint64_t Kernel(Tenant& t, const char* name) {
+    wire::Envelope m = Exchange(t.ch.get(), Call(2, Op::kModuleLoadData, t.ctx, {}), kSpinPtx);
+    EXPECT_EQ(m.reply().result(), CUDA_SUCCESS) << m.reply().message();
+    wire::Envelope f =
+        Exchange(t.ch.get(), Call(3, Op::kModuleGetFunction, t.ctx, {m.reply().values(0)}), name);
+    EXPECT_EQ(f.reply().result(), CUDA_SUCCESS) << f.reply().message();
+    return f.reply().values(0);
+  }
+  static wire::Envelope Launch(uint64_t seq, Tenant& t, uint64_t fn) {
+    return Call(seq, Op::kLaunchKernelOnStream, t.ctx, {fn, 1, 1, 1, 32, 1, 1, 0, 0}, true);
+  }
+};
+
+class ServerFairShareTest : public ServerLivenessTest {
+ protected:
+  ServerFairShareTest() {
+    options_.fair_share = true;
+    options_.max_kernel_ms = 0;  // no turn bound: only the client's departure ends the kernel
+  }
+};
+
+// The audit: a killed client's endless kernel kept the GPU for 90 s, and under --fair-share it
+// blocked every tenant. Once its keepalive connection closes (the process is gone), its kernel is
+// stopped and the next tenant's kernel runs.
+TEST_F(ServerFairShareTest, GoneClientsEndlessKernelIsStopped) {
+  auto hostile = Open();
+  hostile->keepalive = ConnectFrom("127.0.0.1", hostile->port);
+  ASSERT_TRUE(Announce(hostile->keepalive, hostile->key));
+  ASSERT_EQ(Ping(hostile->keepalive), 1);
+  const uint64_t spin = Kernel(*hostile, "spin");
+  ASSERT_TRUE(hostile->ch->Send(Launch(4, *hostile, spin).SerializeAsString(), nullptr, 0).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the kernel has its turn
+  close(hostile->keepalive);  // the process dies: the kernel closes its sockets
+  hostile->keepalive = -1;
+  hostile.reset();
+
+  auto other = Open();
+  const uint64_t quick = Kernel(*other, "quick");
+  test::BatchBuilder b;
+  b.Add(Launch(4, *other, quick), "");
+  b.Add(Call(5, Op::kCtxSynchronize, other->ctx, {}), "");
+  wire::Envelope r = Exchange(other->ch.get(), b.envelope, b.payload);
+  ASSERT_EQ(r.body_case(), wire::Envelope::kReply) << "the other tenant's kernel never ran";
+  EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+  EXPECT_EQ(r.reply().async_error(), CUDA_SUCCESS);
+}
+
+// The same where the backend cannot stop a kernel itself (NVIDIA's driver): the session's own
+// thread gives up on the kernel and destroys its context.
+class ServerFairShareNoExtensionsTest : public ServerFairShareTest {
+ protected:
+  ServerFairShareNoExtensionsTest() { options_.backend_extensions = false; }
+};
+
+TEST_F(ServerFairShareNoExtensionsTest, GoneClientsEndlessKernelIsStopped) {
+  auto hostile = Open();
+  hostile->keepalive = ConnectFrom("127.0.0.1", hostile->port);
+  ASSERT_TRUE(Announce(hostile->keepalive, hostile->key));
+  ASSERT_EQ(Ping(hostile->keepalive), 1);
+  const uint64_t spin = Kernel(*hostile, "spin");
+  ASSERT_TRUE(hostile->ch->Send(Launch(4, *hostile, spin).SerializeAsString(), nullptr, 0).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  close(hostile->keepalive);
+  hostile->keepalive = -1;
+  hostile.reset();
+  auto other = Open();
+  const uint64_t quick = Kernel(*other, "quick");
+  test::BatchBuilder b;
+  b.Add(Launch(4, *other, quick), "");
+  b.Add(Call(5, Op::kCtxSynchronize, other->ctx, {}), "");
+  wire::Envelope r = Exchange(other->ch.get(), b.envelope, b.payload);
+  ASSERT_EQ(r.body_case(), wire::Envelope::kReply) << "the other tenant's kernel never ran";
+  EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+}
+
+// A kernel that runs past --max-kernel-ms loses its turn with CUDA_ERROR_LAUNCH_TIMEOUT, as a
+// GPU watchdog ends it; its context keeps the error (as CUDA's does), other tenants go on, and
+// devices report the run-time limit.
+class ServerKernelBoundTest : public ServerLivenessTest {
+ protected:
+  ServerKernelBoundTest() {
+    options_.fair_share = true;
+    options_.max_kernel_ms = 300;
+  }
+  void Check() {
+    auto t = Connect();
+    wire::Envelope w = Exchange(t.get(), Hello());
+    ASSERT_GT(w.welcome().devices_size(), 0);
+    EXPECT_EQ(w.welcome().devices(0).attributes(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT), 1);
+    auto hostile = Open();
+    const uint64_t spin = Kernel(*hostile, "spin");
+    test::BatchBuilder b;
+    b.Add(Launch(4, *hostile, spin), "");
+    b.Add(Call(5, Op::kCtxSynchronize, hostile->ctx, {}), "");
+    wire::Envelope r = Exchange(hostile->ch.get(), b.envelope, b.payload);
+    ASSERT_EQ(r.body_case(), wire::Envelope::kReply);
+    const int seen = r.reply().async_error() != 0 ? r.reply().async_error() : r.reply().result();
+    EXPECT_EQ(seen, CUDA_ERROR_LAUNCH_TIMEOUT);
+    EXPECT_EQ(Result(hostile->ch.get(), Call(6, Op::kCtxSynchronize, hostile->ctx, {})),
+              CUDA_ERROR_LAUNCH_TIMEOUT);
+    auto other = Open();
+    const uint64_t quick = Kernel(*other, "quick");
+    test::BatchBuilder q;
+    q.Add(Launch(4, *other, quick), "");
+    q.Add(Call(5, Op::kCtxSynchronize, other->ctx, {}), "");
+    wire::Envelope done = Exchange(other->ch.get(), q.envelope, q.payload);
+    EXPECT_EQ(done.reply().result(), CUDA_SUCCESS);
+    EXPECT_EQ(done.reply().async_error(), CUDA_SUCCESS);
+  }
+};
+
+TEST_F(ServerKernelBoundTest, EndlessKernelLosesItsTurn) { Check(); }
+
+class ServerKernelBoundNoExtensionsTest : public ServerKernelBoundTest {
+ protected:
+  ServerKernelBoundNoExtensionsTest() { options_.backend_extensions = false; }
+};
+
+TEST_F(ServerKernelBoundNoExtensionsTest, EndlessKernelLosesItsTurn) { Check(); }
+
+// The keepalive port admits a connection only once it announces a live session's key, one
+// connection per key.
+TEST_F(ServerLivenessTest, KeepalivePortAdmitsOnlyLiveSessions) {
+  auto t = Open();
+  const int stranger = ConnectFrom("127.0.0.1", t->port);
+  ASSERT_GE(stranger, 0);
+  ASSERT_TRUE(Announce(stranger, t->key ^ 0x5a5a5a5a5a5a5a5aull));
+  EXPECT_TRUE(ClosedWithin(stranger, 5000)) << "an unknown key was kept";
+  close(stranger);
+  t->keepalive = ConnectFrom("127.0.0.1", t->port);
+  ASSERT_TRUE(Announce(t->keepalive, t->key));
+  EXPECT_EQ(Ping(t->keepalive), 1);
+  const int twin = ConnectFrom("127.0.0.1", t->port);
+  ASSERT_TRUE(Announce(twin, t->key));
+  EXPECT_TRUE(ClosedWithin(twin, 5000)) << "a second connection for one key was kept";
+  close(twin);
+  EXPECT_EQ(Ping(t->keepalive), 1);
+  // A connection that never announces anything is closed too.
+  const int silent = ConnectFrom("127.0.0.1", t->port);
+  EXPECT_TRUE(ClosedWithin(silent, server::LivenessService::kAnnounceMs + 3000));
+  close(silent);
+}
+
+// The audit: 4,096 idle connections made the next tenant's keepalives fail as if the server had
+// died. Idle connections from many sources fill the table of pending connections; a tenant's
+// connection still gets in, and its keepalives are answered.
+TEST_F(ServerLivenessTest, IdleConnectionsDoNotLockOutATenant) {
+  auto t = Open();
+  std::vector<int> idle;
+  for (int host = 2; host < 80; ++host) {
+    const std::string source = "127.0.0." + std::to_string(host);
+    for (int i = 0; i < 12; ++i) {
+      const int fd = ConnectFrom(source.c_str(), t->port);
+      if (fd >= 0) idle.push_back(fd);
+    }
+  }
+  // Also the old table's size from one source.
+  for (int i = 0; i < 4200; ++i) {
+    const int fd = ConnectFrom("127.0.0.1", t->port);
+    if (fd >= 0) idle.push_back(fd);
+  }
+  ASSERT_GT(idle.size(), 4096u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  t->keepalive = ConnectFrom("127.0.0.1", t->port);
+  ASSERT_GE(t->keepalive, 0);
+  ASSERT_TRUE(Announce(t->keepalive, t->key));
+  EXPECT_EQ(Ping(t->keepalive), 1) << "the tenant's keepalive was not answered";
+  for (int fd : idle) close(fd);
+  EXPECT_EQ(Result(t->ch.get(), Call(9, Op::kMemGetInfo, t->ctx, {})), CUDA_SUCCESS);
+}
+
+}  // namespace
+}  // namespace rgpu
