@@ -14,6 +14,7 @@
 #include <ctime>
 #include <cstring>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "cli/bench.h"
 #include "cli/registry_commands.h"
 #include "cli/status.h"
+#include "common/state_dir.h"
 #include "proto/crypto.h"
 #include "proto/signed_token.h"
 
@@ -196,13 +198,41 @@ int main(int argc, char** argv) {
   CLI::App* status = app.add_subcommand("status", "a server's live sessions");
   status->add_option("--server", status_server, "server URL (default $RGPU_SERVER)");
   status->add_flag("--json", status_json, "print JSON");
+  std::string status_token, status_key_file;
+  status->add_option("--token", status_token,
+                     "a tenant's credential: only its sessions (default $RGPU_TOKEN)");
+  status->add_option("--operator-key-file", status_key_file,
+                     "the server's operator key: every session (default: "
+                     "$RGPU_STATE_DIR or ~/.rgpu, server-operator.key, when there is no token)");
 
   CLI11_PARSE(app, argc, argv);
   if (status->parsed()) {
     if (status_server.empty() && getenv("RGPU_SERVER") != nullptr) {
       status_server = getenv("RGPU_SERVER");
     }
-    return rgpu::cli::RunStatus(status_server, status_json);
+    std::string credential = status_token;
+    if (credential.empty() && status_key_file.empty() && getenv("RGPU_TOKEN") != nullptr) {
+      credential = getenv("RGPU_TOKEN");
+    }
+    if (credential.empty()) {
+      std::string dir;
+      if (status_key_file.empty() && rgpu::UserStateDir(&dir).ok()) {
+        status_key_file = dir + "/server-operator.key";
+      }
+      std::ifstream in(status_key_file);
+      std::getline(in, credential);
+      while (!credential.empty() && isspace(static_cast<unsigned char>(credential.back()))) {
+        credential.pop_back();
+      }
+      if (credential.empty()) {
+        fprintf(stderr,
+                "rgpu status: no credential: give --token, or --operator-key-file (%s "
+                "holds no key)\n",
+                status_key_file.c_str());
+        return 1;
+      }
+    }
+    return rgpu::cli::RunStatus(status_server, credential, status_json);
   }
   if (keygen->parsed()) {
     rgpu::Status s = rgpu::GenerateTokenKeys(private_key, public_key);

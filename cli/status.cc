@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "proto/rgpu.pb.h"
+#include "proto/session_proof.h"
 #include "transport/channel.h"
 
 namespace rgpu::cli {
@@ -19,20 +20,28 @@ std::string JsonString(const std::string& s) {
 
 }  // namespace
 
-int RunStatus(const std::string& server_url, bool json) {
+int RunStatus(const std::string& server_url, const std::string& credential, bool json) {
   TransportUrl url;
   Status s = TransportUrl::Parse(server_url, &url);
+  CredentialProver prover;
+  if (s.ok()) s = CredentialProver::Parse(credential, &prover);
   std::unique_ptr<Channel> ch;
   if (s.ok()) s = ConnectChannel(url, ChannelOptions(), &ch);
   wire::Envelope request;
-  request.mutable_status_request();
+  *request.mutable_status_request()->mutable_credential() = prover.presented();
   if (s.ok()) s = ch->Send(request.SerializeAsString(), nullptr, 0);
   ReceivedMessage m;
   if (s.ok()) s = ch->Receive(10000, &m);
   wire::Envelope reply;
-  if (s.ok() && (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
-                 reply.body_case() != wire::Envelope::kStatusReply)) {
+  if (s.ok() && !reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
     s = ProtocolError("the server did not answer with its status");
+  }
+  if (s.ok()) s = AnswerChallenge(ch.get(), prover, 10000, &reply);
+  if (s.ok() && reply.body_case() != wire::Envelope::kStatusReply) {
+    s = ProtocolError("the server did not answer with its status");
+  }
+  if (s.ok() && !reply.status_reply().error().empty()) {
+    s = PermissionDenied("the server refused: " + reply.status_reply().error());
   }
   if (!s.ok()) {
     fprintf(stderr, "rgpu status: %s\n", s.ToString().c_str());

@@ -1,5 +1,6 @@
-// `rgpu status --server URL [--json]`: the server's live sessions (tenant, memory in use, GPU
-// time, calls, bytes each way, queue depth).
+// `rgpu status --server URL [--token CREDENTIAL | --operator-key-file FILE] [--json]`: the
+// server's live sessions (tenant, memory in use, GPU time, calls, bytes each way, queue depth).
+// The operator's key shows every session; a tenant's credential (RGPU_TOKEN) only its own.
 #pragma once
 
 #include <string>
@@ -7,6 +8,7 @@
 namespace rgpu::cli {
 
 // Returns the process exit code.
-int RunStatus(const std::string& server_url, bool json);
+// `credential`: a tenant's credential or the operator's key, proven at the handshake.
+int RunStatus(const std::string& server_url, const std::string& credential, bool json);
 
 }  // namespace rgpu::cli

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "proto/protocol_version.h"
+#include "proto/session_proof.h"
 
 namespace rgpu::client {
 
@@ -39,15 +40,29 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   h->set_hostname(host);
-  h->set_token(token);
+  // The credential is presented, never sent: the server challenges and the client proves it
+  // holds it (proto/session_proof.h).
+  CredentialProver prover;
+  if (!token.empty()) {
+    s = CredentialProver::Parse(token, &prover);
+    if (!s.ok()) return PermissionDenied("RGPU_TOKEN: " + s.message());
+    *h->mutable_credential() = prover.presented();
+  }
   s = c->channel_->Send(hello.SerializeAsString(), nullptr, 0);
   if (!s.ok()) return s;
   ReceivedMessage m;
   s = c->channel_->Receive(timeout_ms, &m);
   if (!s.ok()) return Unavailable("no answer from " + url_text + ": " + s.message());
   wire::Envelope reply;
-  if (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
-      reply.body_case() != wire::Envelope::kWelcome) {
+  if (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
+    return ProtocolError("server at " + url_text + " did not answer the handshake");
+  }
+  if (reply.body_case() == wire::Envelope::kChallenge) {
+    if (token.empty()) return PermissionDenied("the server requires a token (RGPU_TOKEN)");
+    s = AnswerChallenge(c->channel_.get(), prover, timeout_ms, &reply);
+    if (!s.ok()) return Unavailable("handshake with " + url_text + ": " + s.message());
+  }
+  if (reply.body_case() != wire::Envelope::kWelcome) {
     return ProtocolError("server at " + url_text + " did not answer the handshake");
   }
   if (reply.welcome().status() == CUDA_ERROR_DEVICE_UNAVAILABLE) {

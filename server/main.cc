@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/log.h"
+#include "common/state_dir.h"
 #include "server/server.h"
 
 namespace {
@@ -38,8 +39,14 @@ int main(int argc, char** argv) {
       "require a session token from this file (lines: TOKEN TENANT MEMORY_QUOTA WEIGHT)");
   app.add_option("--token-public-key", options.token_public_key,
                  "accept session tokens signed with the Ed25519 key whose public half is here");
+  app.add_option("--operator-key-file", options.operator_key_file,
+                 "the operator's key for `rgpu status`: read from this file, or created in it "
+                 "(mode 0600) when missing (default: $RGPU_STATE_DIR or ~/.rgpu, "
+                 "server-operator.key; \"none\": no operator key)");
   app.add_option("--name", options.name, "this server's name, as signed tokens name it")
       ->capture_default_str();
+  app.add_option("--metrics-host", options.metrics_host,
+                 "address to serve metrics on (default: the --listen host; metrics name tenants)");
   app.add_option("--metrics-port", options.metrics_port,
                  "serve Prometheus metrics on this port (0: off)");
   app.add_flag("--fair-share", options.fair_share,
@@ -94,6 +101,17 @@ int main(int argc, char** argv) {
   app.add_option("--port-file", port_file,
                  "write the bound URL to this file once listening (for scripts and tests)");
   CLI11_PARSE(app, argc, argv);
+  if (options.operator_key_file.empty()) {
+    std::string dir;
+    rgpu::Status d = rgpu::UserStateDir(&dir);
+    if (!d.ok()) {
+      RGPU_LOG_ERROR("cannot keep the operator key: %s (--operator-key-file)", d.message().c_str());
+      return 1;
+    }
+    options.operator_key_file = dir + "/server-operator.key";
+  } else if (options.operator_key_file == "none") {
+    options.operator_key_file.clear();
+  }
   options.session_limits.max_module_bytes = max_module_mib << 20;
   if (options.provider_key.empty() && getenv("RGPU_PROVIDER_KEY") != nullptr) {
     options.provider_key = getenv("RGPU_PROVIDER_KEY");

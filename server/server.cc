@@ -11,6 +11,7 @@
 
 #include "server/metrics.h"
 #include "proto/crypto.h"
+#include "registry/operator_key.h"
 #include "server/registry_agent.h"
 #include "server/session.h"
 
@@ -28,6 +29,8 @@ Status Server::StartRegistryAgent() {
   agent_options.provider_key = options_.provider_key;
   agent_options.tls_ca = options_.registry_ca;
   agent_options.reachability_secret = reachability_secret_;
+  // A token dies with its lease: refused from now on, and its sessions are stopped.
+  agent_options.on_leases_ended = [this](const std::vector<std::string>& ids) { EndLeases(ids); };
   agent_options.spool_path = options_.metering_spool;
   agent_options.server_name = options_.name;
   agent_options.server_url = options_.advertise_url.empty() ? url_ : options_.advertise_url;
@@ -78,7 +81,6 @@ Status Server::StartRegistryAgent() {
                        static_cast<ssize_t>(public_key_pem.size());
   close(fd);
   if (!written) return Internal("cannot write the registry's public key to " + registry_key_path_);
-  if (!tenants_) tenants_ = std::make_unique<TenantTable>();
   s = tenants_->AcceptSigned(registry_key_path_, options_.name);
   if (s.ok()) RGPU_LOG_INFO("sessions need a token signed by the registry");
   return s;
@@ -120,8 +122,18 @@ Status Server::Start(const ServerOptions& options) {
   if (r != CUDA_SUCCESS) return Internal("backend cuInit failed with " + std::to_string(r));
   s = devices_.Load(driver_, options.backend);
   if (!s.ok()) return s;
+  tenants_ = std::make_unique<TenantTable>();
+  if (!options.operator_key_file.empty()) {
+    // The operator's credential for `rgpu status` (every session's figures).
+    std::string key;
+    bool created = false;
+    s = registry::LoadOrCreateOperatorKey(options.operator_key_file, &key, &created);
+    if (!s.ok()) return s;
+    tenants_->SetOperatorKey(key);
+    RGPU_LOG_INFO("operator key %s %s", created ? "created in" : "read from",
+                  options.operator_key_file.c_str());
+  }
   if (!options.tokens_path.empty() || !options.token_public_key.empty()) {
-    tenants_ = std::make_unique<TenantTable>();
     if (!options.tokens_path.empty()) {
       s = tenants_->Load(options.tokens_path);
       if (!s.ok()) return s;
@@ -153,16 +165,20 @@ Status Server::Start(const ServerOptions& options) {
                   (unsigned long long)(devices_.devices()[i].total_mem() >> 20));
   }
   if (options.metrics_port > 0) {
+    // Metrics name tenants: served on the listen address's host (loopback stays loopback) unless
+    // the operator says otherwise.
+    const std::string host = options.metrics_host.empty() ? url.host : options.metrics_host;
+    const std::string where = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                              ":" + std::to_string(options.metrics_port);
     try {
-      exposer_ =
-          std::make_unique<prometheus::Exposer>("0.0.0.0:" + std::to_string(options.metrics_port));
+      exposer_ = std::make_unique<prometheus::Exposer>(where);
     } catch (const std::exception& e) {
       return Unavailable("cannot serve metrics on port " + std::to_string(options.metrics_port) +
                          ": " + e.what());
     }
     metrics_ = MakeSessionMetrics([this] { return SessionsStatus(); });
     exposer_->RegisterCollectable(metrics_);
-    RGPU_LOG_INFO("metrics on http://0.0.0.0:%d/metrics", options.metrics_port);
+    RGPU_LOG_INFO("metrics on http://%s/metrics", where.c_str());
   }
   if (!options.registry.empty()) {
     s = StartRegistryAgent();
@@ -170,6 +186,17 @@ Status Server::Start(const ServerOptions& options) {
   }
   RGPU_LOG_INFO("listening on %s", url_.c_str());
   return Status::Ok();
+}
+
+void Server::EndLeases(const std::vector<std::string>& lease_ids) {
+  tenants_->EndLeases(lease_ids);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, session] : sessions_) {
+    const std::string lease = session->lease_id();
+    if (!lease.empty() && std::find(lease_ids.begin(), lease_ids.end(), lease) != lease_ids.end()) {
+      session->Abort("its lease " + lease + " ended");
+    }
+  }
 }
 
 wire::StatusReply Server::SessionsStatus() {

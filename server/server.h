@@ -36,9 +36,13 @@ struct ServerOptions {
   std::string tokens_path;           // when set, sessions need a token from this file
   std::string token_public_key;      // when set, sessions may present tokens signed for it
   std::string name = "rgpu-server";  // this server's name in signed tokens' claims
-  int metrics_port = 0;              // serve Prometheus metrics here (0: off)
-  int max_sessions = 0;              // sessions at once (0: no limit)
-  bool fair_share = false;           // kernels take turns by weight (FairScheduler)
+  // The operator's key for `rgpu status` (read, or created mode 0600 when missing; "": none, and
+  // only tenants may read the status of their own sessions).
+  std::string operator_key_file;
+  int metrics_port = 0;      // serve Prometheus metrics here (0: off)
+  std::string metrics_host;  // ... on this address ("": the listen URL's host)
+  int max_sessions = 0;      // sessions at once (0: no limit)
+  bool fair_share = false;   // kernels take turns by weight (FairScheduler)
   // The registry (rgpu-server --registry HOST:PORT): register the GPUs, heartbeat, report usage,
   // and admit tokens the registry signs (its key comes with the registration unless
   // token_public_key is given).
@@ -79,6 +83,9 @@ class Server {
   size_t active_sessions();
   // Every live session's figures, for `rgpu status` and the metrics endpoint. Any thread.
   wire::StatusReply SessionsStatus();
+  // The registry ended these leases: their tokens are refused from now on and the sessions
+  // they admitted are stopped (Session::Abort). Any thread.
+  void EndLeases(const std::vector<std::string>& lease_ids);
 
  private:
   ServerOptions options_;

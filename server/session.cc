@@ -1,5 +1,6 @@
 #include "server/session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -11,6 +12,7 @@
 #include "common/log.h"
 #include "proto/crypto.h"
 #include "proto/protocol_version.h"
+#include "proto/session_proof.h"
 #include "server/checked_size.h"
 #include "server/device_catalog.h"
 #include "server/liveness_service.h"
@@ -193,8 +195,30 @@ bool Session::Handshake() {
   w->set_session_id(id_);
   const bool parsed = in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()));
   if (parsed && in.body_case() == wire::Envelope::kStatusRequest && status_provider_) {
+    // Only to the operator (every session) or a tenant (its own sessions).
     wire::Envelope status;
-    *status.mutable_status_reply() = status_provider_();
+    wire::StatusReply* reply = status.mutable_status_reply();
+    Admission admission;
+    Status s = tenants_ == nullptr ? PermissionDenied("this server has no operator key")
+                                   : Challenge(in.status_request().credential(), &admission);
+    if (s.ok() && !admission.operator_access && admission.tenant == nullptr) {
+      s = PermissionDenied("status needs the operator's key or a tenant's token");
+    }
+    if (!s.ok()) {
+      reply->set_error(s.message());
+      RGPU_LOG_WARN("session %llu: status refused to %s: %s", (unsigned long long)id_,
+                    channel_->peer().c_str(), s.message().c_str());
+    } else {
+      *reply = status_provider_();
+      if (!admission.operator_access) {
+        auto& sessions = *reply->mutable_sessions();
+        const std::string& name = admission.tenant->name;
+        sessions.erase(
+            std::remove_if(sessions.begin(), sessions.end(),
+                           [&](const wire::SessionStats& x) { return x.tenant() != name; }),
+            sessions.end());
+      }
+    }
     channel_->Send(status.SerializeAsString(), nullptr, 0);
     return false;  // a status query is not a session
   }
@@ -219,7 +243,7 @@ bool Session::Handshake() {
   } else if (!refusal_.empty()) {
     w->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
     w->set_error(refusal_);
-  } else if (Status admit = Admit(in.hello().token()); !admit.ok()) {
+  } else if (Status admit = Admit(in.hello().credential()); !admit.ok()) {
     // Refused before anything is created for it.
     w->set_status(CUDA_ERROR_NOT_PERMITTED);
     w->set_error(admit.message());
@@ -229,9 +253,9 @@ bool Session::Handshake() {
     if (tenant_ != nullptr) client_name_ += " of tenant " + tenant_->name;
     w->set_driver_version(devices_.driver_version());
     w->set_backend(devices_.backend());
-    for (const auto& d : devices_.devices()) {
+    for (int index : visible_) {
       wire::DeviceInfo* info = w->add_devices();
-      *info = d;
+      *info = devices_.devices()[index];
       // Kernels have a run time limit (a watchdog), as CUDA reports for a display GPU.
       if (max_kernel_ms_ > 0 && CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT < info->attributes_size()) {
         info->set_attributes(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 1);
@@ -265,15 +289,57 @@ bool Session::Handshake() {
   return true;
 }
 
-Status Session::Admit(const std::string& token) {
-  if (tenants_ == nullptr) return Status::Ok();
-  Admission admission;
-  Status s = tenants_->Admit(token, &admission);
+Status Session::Challenge(const wire::Credential& presented, Admission* admission) {
+  wire::Envelope challenge;
+  const std::string nonce = RandomBytes(kChallengeNonceBytes);
+  if (nonce.size() != kChallengeNonceBytes) return Internal("no random bytes for the challenge");
+  challenge.mutable_challenge()->set_nonce(nonce);
+  Status s = channel_->Send(challenge.SerializeAsString(), nullptr, 0);
   if (!s.ok()) return s;
+  ReceivedMessage m;
+  s = channel_->Receive(kHandshakeTimeoutMs, &m);
+  if (!s.ok()) return s;
+  wire::Envelope answer;
+  if (!answer.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+      answer.body_case() != wire::Envelope::kChallengeResponse) {
+    return PermissionDenied("expected the proof of the credential");
+  }
+  return tenants_->Admit(presented, nonce, answer.challenge_response().proof(), admission);
+}
+
+Status Session::Admit(const wire::Credential& presented) {
+  const int device_count = static_cast<int>(devices_.devices().size());
+  std::vector<int> visible;
+  for (int i = 0; i < device_count; ++i) visible.push_back(i);
+  Admission admission;
+  if (tenants_ != nullptr && tenants_->requires_tokens()) {
+    Status s = Challenge(presented, &admission);
+    if (!s.ok()) return s;
+    if (admission.tenant == nullptr)
+      return PermissionDenied("the operator's key opens no sessions");
+    if (!admission.all_gpus) {
+      // The token grants these devices, and the tenant sees only them, in this order.
+      visible.clear();
+      for (int g : admission.gpus) {
+        if (g < 0 || g >= device_count) {
+          return PermissionDenied("token grants GPU " + std::to_string(g) +
+                                  ", which this server does not have");
+        }
+        if (std::find(visible.begin(), visible.end(), g) == visible.end()) visible.push_back(g);
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(name_mu_);
   tenant_ = admission.tenant;
   lease_id_ = admission.lease_id;
+  visible_ = std::move(visible);
   return Status::Ok();
+}
+
+bool Session::ServerDevice(uint64_t ordinal, int* index) const {
+  if (ordinal >= visible_.size()) return false;
+  *index = visible_[ordinal];
+  return true;
 }
 
 bool Session::Serve(ReceivedMessage& m) {
@@ -590,7 +656,9 @@ CUresult Session::HandleCtxCreate(CallState& cs) {
     return r;
   }
   uint64_t id = 0;
-  CUresult r = CreateContext(static_cast<int>(cs.arg(1)), false, &id);
+  int device = 0;
+  if (!ServerDevice(cs.arg(1), &device)) return CUDA_ERROR_INVALID_DEVICE;
+  CUresult r = CreateContext(device, false, &id);
   if (r == CUDA_SUCCESS) cs.reply->add_values(id);
   return r;
 }
@@ -608,7 +676,8 @@ CUresult Session::HandleCtxSynchronize(CallState& cs) { return drv_.cuCtxSynchro
 CUresult Session::HandleBarrier(CallState& cs) { return CUDA_SUCCESS; }
 
 CUresult Session::HandlePrimaryCtxRetain(CallState& cs) {
-  const int device = static_cast<int>(cs.arg(0));
+  int device = 0;
+  if (!ServerDevice(cs.arg(0), &device)) return CUDA_ERROR_INVALID_DEVICE;
   auto it = primary_by_device_.find(device);
   uint64_t id = 0;
   if (it != primary_by_device_.end()) {
@@ -628,7 +697,9 @@ CUresult Session::HandlePrimaryCtxRetain(CallState& cs) {
 }
 
 CUresult Session::HandlePrimaryCtxRelease(CallState& cs) {
-  auto it = primary_by_device_.find(static_cast<int>(cs.arg(0)));
+  int device = 0;
+  if (!ServerDevice(cs.arg(0), &device)) return CUDA_ERROR_INVALID_DEVICE;
+  auto it = primary_by_device_.find(device);
   if (it == primary_by_device_.end()) return CUDA_ERROR_INVALID_CONTEXT;
   ContextRecord* rec = contexts_.Find(it->second);
   if (--rec->primary_refs <= 0) DestroyContext(it->second);
@@ -636,7 +707,9 @@ CUresult Session::HandlePrimaryCtxRelease(CallState& cs) {
 }
 
 CUresult Session::HandlePrimaryCtxReset(CallState& cs) {
-  auto it = primary_by_device_.find(static_cast<int>(cs.arg(0)));
+  int device = 0;
+  if (!ServerDevice(cs.arg(0), &device)) return CUDA_ERROR_INVALID_DEVICE;
+  auto it = primary_by_device_.find(device);
   if (it != primary_by_device_.end()) DestroyContext(it->second);
   return CUDA_SUCCESS;
 }

@@ -29,6 +29,7 @@ namespace rgpu::server {
 class DeviceCatalog;
 class LivenessService;
 class TenantTable;
+struct Admission;
 struct Tenant;
 
 // What a finished session leaves behind, for the server's accounting.
@@ -88,6 +89,11 @@ class Session {
   // abandoned, which ends every wait on the client and the session, and its running kernels are
   // stopped. Idempotent.
   void Abort(const std::string& reason);
+  // The registry lease of the token that admitted it ("": none). Any thread.
+  std::string lease_id() const {
+    std::lock_guard<std::mutex> lock(name_mu_);
+    return lease_id_;
+  }
   // Bytes of device memory this session holds right now.
   uint64_t live_bytes() const { return live_bytes_.load(); }
 
@@ -153,8 +159,14 @@ class Session {
   };
 
   bool Handshake();
-  // Checks a Hello's token when the server requires one, and sets tenant_.
-  Status Admit(const std::string& token);
+  // Checks a Hello's credential when the server requires one (Challenge), and sets tenant_,
+  // lease_id_ and the devices the session sees (visible_).
+  Status Admit(const wire::Credential& presented);
+  // Sends a Challenge, waits for its proof and checks `presented` with it (TenantTable::Admit).
+  Status Challenge(const wire::Credential& presented, Admission* admission);
+  // The server's device index of the session's device `ordinal` (the i-th its token grants);
+  // false when it sees no such device.
+  bool ServerDevice(uint64_t ordinal, int* index) const;
   // Decodes, validates and executes one message; false ends the session.
   bool Serve(ReceivedMessage& message);
   // Validates and executes one call whose payload is payload[0, payload_size) and sends its
@@ -245,6 +257,7 @@ class Session {
   ShareAccount* account();
   std::shared_ptr<Tenant> tenant_;  // the admitting tenant, when tokens are required
   std::string lease_id_;            // its token's registry lease ("": none); under name_mu_
+  std::vector<int> visible_;        // server device indices the session sees, by its ordinals
   std::string client_name_;
   CUcontext current_ = nullptr;
 

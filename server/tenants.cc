@@ -6,6 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "proto/crypto.h"
+#include "proto/session_proof.h"
+
 namespace rgpu::server {
 namespace {
 
@@ -77,6 +80,7 @@ Status TenantTable::Load(const std::string& path) {
       if (other->name == name) t = other;
     }
     by_token_[token] = t;
+    by_digest_[Sha256(token)] = FileToken{token, t};
   }
   return Status::Ok();
 }
@@ -91,16 +95,30 @@ Status TenantTable::AcceptSigned(const std::string& public_key_path,
   return Status::Ok();
 }
 
-Status TenantTable::Admit(const std::string& token, Admission* admission) {
+Status TenantTable::Admit(const wire::Credential& presented, const std::string& nonce,
+                          const std::string& proof, Admission* admission) {
   *admission = Admission();
-  if (token.empty()) return PermissionDenied("this server requires a token (RGPU_TOKEN)");
-  if (auto it = by_token_.find(token); it != by_token_.end()) {
-    admission->tenant = it->second;
+  if (!presented.token_digest().empty()) {
+    // A secret the server holds: the operator's key or a file token.
+    const std::string& digest = presented.token_digest();
+    if (!operator_key_.empty() && ConstantTimeEquals(digest, Sha256(operator_key_))) {
+      if (!VerifySecretProof(operator_key_, nonce, presented, proof)) {
+        return PermissionDenied("the proof of the operator key is wrong");
+      }
+      admission->operator_access = true;
+      return Status::Ok();
+    }
+    auto it = by_digest_.find(digest);
+    if (it == by_digest_.end()) return PermissionDenied("unknown token");
+    if (!VerifySecretProof(it->second.token, nonce, presented, proof)) {
+      return PermissionDenied("the proof of the token is wrong");
+    }
+    admission->tenant = it->second.tenant;
     return Status::Ok();
   }
-  if (verifier_ == nullptr || token.find('.') == std::string::npos) {
-    return PermissionDenied("unknown token");
-  }
+  const std::string& token = presented.token();
+  if (token.empty()) return PermissionDenied("this server requires a token (RGPU_TOKEN)");
+  if (verifier_ == nullptr) return PermissionDenied("this server accepts no signed tokens");
   wire::TokenClaims claims;
   Status s = verifier_->Verify(token, &claims);
   if (!s.ok()) return s;
@@ -116,7 +134,16 @@ Status TenantTable::Admit(const std::string& token, Admission* admission) {
   if (claims.tenant().empty() || !(claims.weight() > 0)) {
     return PermissionDenied("token claims no tenant or no weight");
   }
+  if (claims.holder_key().size() != 32) {
+    return PermissionDenied("token names no holder key (sign it anew: rgpu token sign)");
+  }
+  if (!VerifyHolderProof(claims.holder_key(), nonce, presented, proof)) {
+    return PermissionDenied("the holder's proof of the token is wrong");
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  if (!claims.lease_id().empty() && ended_leases_.count(claims.lease_id()) != 0) {
+    return PermissionDenied("the token's lease " + claims.lease_id() + " has ended");
+  }
   std::shared_ptr<Tenant>& t = signed_tenants_[claims.tenant()];
   if (t == nullptr) t = std::make_shared<Tenant>();
   // The latest token's claims set the tenant's quota and weight.
@@ -129,6 +156,11 @@ Status TenantTable::Admit(const std::string& token, Admission* admission) {
   admission->all_gpus = claims.all_gpus();
   for (uint32_t g : claims.gpus()) admission->gpus.push_back(static_cast<int>(g));
   return Status::Ok();
+}
+
+void TenantTable::EndLeases(const std::vector<std::string>& lease_ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ended_leases_.insert(lease_ids.begin(), lease_ids.end());
 }
 
 }  // namespace rgpu::server

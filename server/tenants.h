@@ -9,10 +9,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "proto/rgpu.pb.h"
 #include "proto/signed_token.h"
 #include "server/fair_scheduler.h"
 
@@ -30,8 +32,10 @@ struct Tenant {
   void Release(uint64_t bytes) { memory_used.fetch_sub(bytes); }
 };
 
-// What a token admits: its tenant, the registry lease it was issued for, and the GPUs it grants.
+// What a credential admits: a tenant (with the registry lease its token was issued for and the
+// GPUs it grants), or the server's operator.
 struct Admission {
+  bool operator_access = false;  // the operator's key: status of every session, no GPU work
   std::shared_ptr<Tenant> tenant;
   std::string lease_id;   // "" for tokens from a file or signed by an operator
   bool all_gpus = true;   // every device of the server
@@ -39,7 +43,10 @@ struct Admission {
 };
 
 // Who may open sessions: tokens listed in a file, and/or tokens signed by a registry whose public
-// key the server holds (Ed25519, see proto/signed_token.h). Thread-safe.
+// key the server holds (Ed25519, see proto/signed_token.h); and who may read the server's status
+// (the operator's key, or a tenant about itself). Credentials are checked by proof of possession
+// (proto/session_proof.h): a file token's or the operator key's HMAC over the server's nonce, a
+// signed token's holder signature over it. Thread-safe.
 class TenantTable {
  public:
   // Parses a token file; a malformed line is an error naming the line.
@@ -48,17 +55,33 @@ class TenantTable {
   // server (`server_name`; claims naming another server are refused).
   Status AcceptSigned(const std::string& public_key_path, const std::string& server_name);
 
-  // What `token` admits, or the reason it is refused (missing, unknown, malformed, forged,
-  // expired, for another server or GPU).
-  Status Admit(const std::string& token, Admission* admission);
+  // The operator's key (rgpu-server --operator-key-file).
+  void SetOperatorKey(const std::string& key) { operator_key_ = key; }
+  // True when sessions must present a tenant's credential (a token file or a signing key).
+  bool requires_tokens() const { return !by_token_.empty() || verifier_ != nullptr; }
+
+  // What `presented` admits, given the client's `proof` over the server's `nonce`, or the reason
+  // it is refused (missing, unknown, malformed, forged, unproven, expired, for another server,
+  // granting no GPU, or of a lease that ended).
+  Status Admit(const wire::Credential& presented, const std::string& nonce,
+               const std::string& proof, Admission* admission);
+  // Tokens of these registry leases are refused from now on (the registry ended the leases).
+  void EndLeases(const std::vector<std::string>& lease_ids);
   size_t size() const { return by_token_.size(); }
 
  private:
+  struct FileToken {
+    std::string token;
+    std::shared_ptr<Tenant> tenant;
+  };
   std::map<std::string, std::shared_ptr<Tenant>> by_token_;
+  std::map<std::string, FileToken> by_digest_;  // SHA-256 of each file token
+  std::string operator_key_;
   std::unique_ptr<TokenVerifier> verifier_;
   std::string server_name_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Tenant>> signed_tenants_;  // by tenant name
+  std::map<std::string, std::shared_ptr<Tenant>> signed_tenants_;  // by tenant name; under mu_
+  std::set<std::string> ended_leases_;                             // under mu_
 };
 
 }  // namespace rgpu::server

@@ -13,16 +13,16 @@
 #include "proto/ops.h"
 #include "proto/protocol_version.h"
 #include "proto/rgpu.pb.h"
+#include "proto/session_proof.h"
 #include "server/server.h"
 #include "transport/channel.h"
 
 namespace rgpu::test {
 
-inline wire::Envelope Hello(uint32_t version = kProtocolVersion, const std::string& token = "") {
+inline wire::Envelope Hello(uint32_t version = kProtocolVersion) {
   wire::Envelope e;
   e.mutable_hello()->set_protocol_version(version);
   e.mutable_hello()->set_client_name("protocol-test");
-  e.mutable_hello()->set_token(token);
   return e;
 }
 
@@ -73,9 +73,23 @@ inline int Result(Channel* ch, const wire::Envelope& call, const std::string& pa
   return in.body_case() == wire::Envelope::kReply ? in.reply().result() : -1;
 }
 
+// The handshake with `credential` (none: ""), answering the server's challenge as the client
+// library does; returns the Welcome (or whatever the server answered).
+inline wire::Envelope Handshake(Channel* ch, const std::string& credential) {
+  wire::Envelope hello = Hello();
+  CredentialProver prover;
+  if (!credential.empty()) {
+    EXPECT_TRUE(CredentialProver::Parse(credential, &prover).ok());
+    *hello.mutable_hello()->mutable_credential() = prover.presented();
+  }
+  wire::Envelope w = Exchange(ch, hello);
+  EXPECT_TRUE(AnswerChallenge(ch, prover, 10000, &w).ok());
+  return w;
+}
+
 // Handshake and a context on device 0; returns the context id.
-inline uint64_t OpenSession(Channel* ch, const std::string& token = "") {
-  wire::Envelope w = Exchange(ch, Hello(kProtocolVersion, token));
+inline uint64_t OpenSession(Channel* ch, const std::string& credential = "") {
+  wire::Envelope w = Handshake(ch, credential);
   EXPECT_EQ(w.welcome().status(), 0) << w.welcome().error();
   EXPECT_GE(w.welcome().devices_size(), 1);
   wire::Envelope r = Exchange(ch, Call(1, Op::kCtxCreate, 0, {0, 0}));
