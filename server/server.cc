@@ -259,6 +259,7 @@ void Server::Serve() {
         session.SetLiveness(liveness_.get(), options_.client_timeout_ms);
         session.SetLimits(options_.session_limits);
         session.SetKernelBound(options_.max_kernel_ms);
+        session.SetScrubAllocations(options_.backend != "softgpu" || !options_.backend_extensions);
         session.SetDeviceMemoryLock(&device_memory_mu_);
         {
           std::lock_guard<std::mutex> lock(mu_);

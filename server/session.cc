@@ -730,6 +730,16 @@ CUresult Session::HandleMemAlloc(CallState& cs) {
     auto change = DeviceMemoryChange();
     r = drv_.cuMemAlloc(&p, bytes);
   }
+  if (r == CUDA_SUCCESS && scrub_allocations_) {
+    // Device memory holds what its last user left there: zeroed before the tenant sees it, and
+    // before any of its streams can (the legacy default stream orders the blocking ones).
+    r = drv_.cuMemsetD8 != nullptr ? drv_.cuMemsetD8(p, 0, bytes) : CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(nullptr);
+    if (r != CUDA_SUCCESS) {
+      auto change = DeviceMemoryChange();
+      drv_.cuMemFree(p);
+    }
+  }
   if (r != CUDA_SUCCESS) {
     Uncharge(bytes);
     return r;

@@ -81,6 +81,9 @@ class Session {
     liveness_ = liveness;
     client_timeout_ms_ = client_timeout_ms;
   }
+  // Zero every allocation before the tenant gets it: for backends whose fresh memory may hold
+  // another tenant's data (every GPU; softgpu zero-fills its own).
+  void SetScrubAllocations(bool scrub) { scrub_allocations_ = scrub; }
   // Bounds how long one kernel may run (0: no bound): softgpu ends it with
   // CUDA_ERROR_LAUNCH_TIMEOUT; on other backends a kernel waited for in its --fair-share turn is
   // ended by destroying its context. Devices then report CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT.
@@ -241,6 +244,7 @@ class Session {
   const std::string* reachability_secret_ = nullptr;
   SessionLimits limits_;
   uint64_t max_kernel_ms_ = 0;
+  bool scrub_allocations_ = true;
   std::atomic<bool> aborted_{false};
   CUresult stopped_error_ = CUDA_SUCCESS;  // what calls on a destroyed context fail with
   std::mutex abort_mu_;                    // guards abort_channel_ and live_contexts_

@@ -1,6 +1,7 @@
 #include "softgpu/memory.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace softgpu {
@@ -43,6 +44,14 @@ AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address) {
     budget_->Release(reserved);
     return Result::kOutOfMemory;
   }
+  // RGPU_SOFTGPU_STALE_MEMORY=1: fresh memory holds stale bytes, as a real GPU's holds what its
+  // last user left there (for tests of a server that must scrub it).
+  static const bool stale = [] {
+    const char* v = getenv("RGPU_SOFTGPU_STALE_MEMORY");
+    return v != nullptr && v[0] == '1';
+  }();
+  if (stale) memset(a->host, 0xA5, reserved);
+  a->zeroed = !stale;
   a->size = size;
   a->reserved = reserved;
   a->base = g_next_address.fetch_add(reserved + kGuardGap, std::memory_order_relaxed);

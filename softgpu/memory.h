@@ -16,12 +16,14 @@ constexpr uint64_t kAllocationAlignment = 256;
 // Device addresses start here; generic-address windows for shared and local memory lie below.
 constexpr uint64_t kGlobalAddressBase = 0x0000500000000000ull;
 
-// One device allocation and its host backing store (zero-filled).
+// One device allocation and its host backing store (zero-filled, or stale bytes under
+// RGPU_SOFTGPU_STALE_MEMORY=1).
 struct Allocation {
   uint64_t base = 0;
   uint64_t size = 0;      // bytes requested
   uint64_t reserved = 0;  // bytes counted against the device (size rounded up to the alignment)
   uint8_t* host = nullptr;
+  bool zeroed = true;  // false under RGPU_SOFTGPU_STALE_MEMORY
   Allocation() = default;
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;

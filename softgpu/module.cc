@@ -162,7 +162,10 @@ CUresult Module::Create(Context* context, std::shared_ptr<const Program> program
     }
     m->global_addresses_.push_back(address);
     uint8_t* host = memory.Translate(address, g.size);
-    memcpy(host, g.init.data(), g.init.size());  // fresh allocations are zero-filled
+    memcpy(host, g.init.data(), g.init.size());
+    // The rest is zero, as a loader makes it (fresh allocations usually are already).
+    std::shared_ptr<Allocation> a = memory.Find(address, g.size);
+    if (a != nullptr && !a->zeroed) memset(host + g.init.size(), 0, g.size - g.init.size());
   }
   for (size_t i = 0; i < p.globals.size(); ++i) {
     uint8_t* host = memory.Translate(m->global_addresses_[i], p.globals[i].size);
