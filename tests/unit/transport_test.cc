@@ -2,8 +2,14 @@
 // and detection of a peer that goes away.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -97,6 +103,49 @@ TEST_P(TransportTest, EchoSmallAndLarge) {
   }  // client disconnects
   server.join();
   EXPECT_EQ(server_status.code(), Status::Code::kUnavailable) << server_status.ToString();
+}
+
+// Shared memory that carries a session's data can be mapped by no other local user (issue 13):
+// no SysV segment this process made is open to its group or others, and every POSIX segment is
+// either private to its owner or reachable only through /proc/PID/fd (which needs the right to
+// ptrace the owner).
+TEST_P(TransportTest, SharedMemoryIsPrivateToItsUser) {
+  if (std::string(GetParam()) != "shm") GTEST_SKIP() << "shared memory only";
+  TransportUrl url = Listen();
+  Status server_status;
+  std::thread server(EchoServer, listener_.get(), &server_status);
+  {
+    std::unique_ptr<Channel> ch;
+    ASSERT_TRUE(ConnectChannel(url, ChannelOptions(), &ch).ok());
+    std::vector<char> data(size_t{4} << 20, 'x');
+    ASSERT_TRUE(ch->Send("big", data.data(), data.size()).ok());
+    ReceivedMessage m;
+    ASSERT_TRUE(ch->Receive(10000, &m).ok());
+    // SysV: /proc/sysvipc/shm lists key shmid perms size cpid ...
+    std::ifstream sysv("/proc/sysvipc/shm");
+    std::string line;
+    std::getline(sysv, line);  // header
+    while (std::getline(sysv, line)) {
+      std::istringstream fields(line);
+      long long key = 0, id = 0, size = 0, cpid = 0;
+      unsigned perms = 0;
+      fields >> key >> id >> std::oct >> perms >> std::dec >> size >> cpid;
+      if (cpid == getpid()) {
+        EXPECT_EQ(perms & 077, 0u) << "SysV segment " << id << " has mode " << std::oct << perms;
+      }
+    }
+    // POSIX: the files behind this process's descriptors in /dev/shm.
+    for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+      if (ec || target.rfind("/dev/shm/", 0) != 0) continue;
+      if (target.find("(deleted)") != std::string::npos) continue;  // only via /proc/PID/fd
+      struct stat st = {};
+      ASSERT_EQ(stat(target.c_str(), &st), 0);
+      EXPECT_EQ(st.st_mode & 077, 0u) << target << " is open to other users";
+    }
+  }
+  server.join();
 }
 
 TEST_P(TransportTest, ReceiveTimesOut) {

@@ -32,9 +32,13 @@ Status CreateContext(ContextKind kind, const std::string& net_device, ucp_contex
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return FromUcs(st, "ucp_config_read");
   const bool shm = kind != ContextKind::kTcp;
+  // Shared memory through POSIX segments, which UCX shares as /proc/PID/fd links of unlinked
+  // files (UCX_POSIX_USE_PROC_LINK, y by default): another process can map one only if it may
+  // ptrace its owner (the same user, or root). SysV segments (mode 0660: any process of the
+  // group could attach) are not used.
   const char* tls = kind == ContextKind::kTcp            ? "tcp"
-                    : kind == ContextKind::kShmBootstrap ? "sysv,posix,tcp"
-                                                         : "sysv,posix,self";
+                    : kind == ContextKind::kShmBootstrap ? "posix,tcp"
+                                                         : "posix,self";
   if (getenv("UCX_TLS") == nullptr) ucp_config_modify(config, "TLS", tls);
   if (kind != ContextKind::kShmData && !net_device.empty() &&
       getenv("UCX_NET_DEVICES") == nullptr) {
