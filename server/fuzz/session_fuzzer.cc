@@ -1,10 +1,15 @@
-// libFuzzer target: a server session fed with arbitrary messages, on the software GPU.
+// libFuzzer target: server sessions fed with arbitrary messages, on the software GPU.
 //
-// Each input drives one session. After a valid Hello and a context, the input is read as a
-// sequence of messages: either raw bytes as the message header (garbage, truncated or oversized
-// envelopes), or a well-formed Call whose operation, context, arguments and payload are all taken
-// from the input (so the fuzzer reaches every handler's validation). When the session ends, all
-// device memory must be back: anything else is a leak and aborts.
+// The first byte of an input picks how the session starts: an open server (Hello, context), a
+// server that requires tokens (a Hello whose credential is taken from the input, answered with
+// the right proof of a known token, a proof taken from the input, or nothing), a status request
+// or a reachability probe with fuzzed credentials and nonces. The rest is read as a sequence of
+// messages: raw bytes as the message header (garbage, truncated or oversized envelopes), a
+// well-formed Call, or a Batch of calls with fuzzed payload sizes, whose operations, contexts,
+// arguments (small, full 64-bit, or near a power of two or 2^64, where size arithmetic overflows)
+// and payloads all come from the input, so the fuzzer reaches every handler's validation. Some
+// inputs run two sessions at once on halves of the script. When the sessions end, all device
+// memory must be back: anything else is a leak and aborts.
 #include <cuda.h>
 
 #include <atomic>
@@ -13,31 +18,55 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
+
+#include <unistd.h>
 
 #include "proto/ops.h"
 #include "proto/protocol_version.h"
 #include "proto/rgpu.pb.h"
+#include "proto/session_proof.h"
 #include "server/cuda_driver.h"
 #include "server/device_catalog.h"
 #include "server/session.h"
+#include "server/tenants.h"
 #include "transport/channel.h"
 
 namespace {
 
 using namespace rgpu;
 
-// Delivers a fixed list of messages, then reports the peer gone; replies are discarded.
+// A script entry whose header is this marker is replaced, when the session reads it, by the
+// right proof of kKnownToken for the last challenge the session sent.
+const char kProveMarker[] = "\x01prove";
+const char kKnownToken[] = "fuzz-token-secret";
+
+// Delivers a fixed list of messages, then reports the peer gone; replies are discarded except
+// the nonce of the last Challenge (for kProveMarker).
 class ScriptedChannel final : public Channel {
  public:
   explicit ScriptedChannel(std::deque<std::pair<std::string, std::string>> messages)
       : messages_(std::move(messages)) {}
-  Status Send(const std::string&, const void*, size_t) override { return Status::Ok(); }
+  Status Send(const std::string& header, const void*, size_t) override {
+    wire::Envelope e;
+    if (e.ParseFromString(header) && e.body_case() == wire::Envelope::kChallenge) {
+      nonce_ = e.challenge().nonce();
+    }
+    return Status::Ok();
+  }
   Status Post(std::string, const void*, size_t) override { return Status::Ok(); }
   Status Flush(size_t) override { return Status::Ok(); }
   Status Receive(int, ReceivedMessage* out) override {
     if (messages_.empty()) return Unavailable("script ended");
     auto [header, payload] = std::move(messages_.front());
     messages_.pop_front();
+    if (header == kProveMarker) {
+      CredentialProver prover;
+      CredentialProver::Parse(kKnownToken, &prover);
+      wire::Envelope answer;
+      prover.Prove(nonce_, answer.mutable_challenge_response()->mutable_proof());
+      header = answer.SerializeAsString();
+    }
     out->header = std::move(header);
     out->payload_size = payload.size();
     out->owned = PayloadBuffer(new char[payload.size() + 1], [](char* p) { delete[] p; });
@@ -56,10 +85,13 @@ class ScriptedChannel final : public Channel {
 
  private:
   std::deque<std::pair<std::string, std::string>> messages_;
+  std::string nonce_;
 };
 
 server::CudaDriver g_driver;
 server::DeviceCatalog g_devices;
+server::TenantTable* g_tenants =
+    nullptr;  // kKnownToken (tenant "fuzz", 64 MiB) and an operator key
 
 // Reads little pieces of the input in order.
 struct Input {
@@ -81,6 +113,75 @@ struct Input {
 
 std::string Envelope(const wire::Envelope& e) { return e.SerializeAsString(); }
 
+// An argument: small, whole 64-bit, or near a power of two or the top of the range.
+uint64_t Argument(Input& in) {
+  switch (in.Take(1) % 4) {
+    case 0:
+      return in.Take(2);
+    case 1:
+      return in.Take(8);
+    case 2:
+      return (uint64_t{1} << (in.Take(1) % 64)) + (in.Take(1) % 5) - 2;
+    default:
+      return ~uint64_t{0} - in.Take(1);
+  }
+}
+
+wire::Call FuzzedCall(Input& in, uint64_t seq, bool posted) {
+  wire::Call c;
+  c.set_seq(seq);
+  c.set_op(static_cast<uint32_t>(in.Take(1)) % (static_cast<uint32_t>(Op::kCount) + 2));
+  c.set_ctx(in.Take(1) % 3);  // 1 is the context made first
+  c.set_posted(posted);
+  const int args = static_cast<int>(in.Take(1) % 10);
+  for (int i = 0; i < args; ++i) c.add_args(Argument(in));
+  return c;
+}
+
+// The start of a session: how it begins, from the input's first byte.
+void Start(Input& in, std::deque<std::pair<std::string, std::string>>* script, bool* tokens) {
+  const uint8_t mode = static_cast<uint8_t>(in.Take(1)) % 5;
+  *tokens = mode != 0;
+  wire::Envelope hello;
+  hello.mutable_hello()->set_protocol_version(kProtocolVersion);
+  if (mode == 3) {  // status, with a fuzzed credential and proof
+    wire::Envelope status;
+    wire::Credential* c = status.mutable_status_request()->mutable_credential();
+    if (in.Take(1) & 1) c->set_token_digest(in.Bytes(in.Take(1) % 40));
+    if (in.Take(1) & 1) c->set_token(in.Bytes(in.Take(1)));
+    script->emplace_back(Envelope(status), "");
+    script->emplace_back(in.Bytes(in.Take(1)), "");
+    return;
+  }
+  if (mode == 4) {  // a reachability probe
+    wire::Envelope probe;
+    probe.mutable_reachability_probe()->set_nonce(in.Bytes(in.Take(1)));
+    script->emplace_back(Envelope(probe), "");
+    return;
+  }
+  if (mode == 1) {  // the known token, proven
+    CredentialProver prover;
+    CredentialProver::Parse(kKnownToken, &prover);
+    *hello.mutable_hello()->mutable_credential() = prover.presented();
+    script->emplace_back(Envelope(hello), "");
+    script->emplace_back(kProveMarker, "");
+  } else if (mode == 2) {  // a fuzzed credential and proof
+    wire::Credential* c = hello.mutable_hello()->mutable_credential();
+    if (in.Take(1) & 1) c->set_token_digest(in.Bytes(in.Take(1) % 40));
+    if (in.Take(1) & 1) c->set_token(in.Bytes(in.Take(1)));
+    script->emplace_back(Envelope(hello), "");
+    script->emplace_back(in.Bytes(in.Take(1)), "");
+  } else {
+    script->emplace_back(Envelope(hello), "");
+  }
+  wire::Envelope ctx;
+  ctx.mutable_call()->set_seq(1);
+  ctx.mutable_call()->set_op(static_cast<uint32_t>(Op::kCtxCreate));
+  ctx.mutable_call()->add_args(0);
+  ctx.mutable_call()->add_args(0);
+  script->emplace_back(Envelope(ctx), "");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -89,21 +190,36 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     fprintf(stderr, "fuzzer: cannot start the software GPU: %s\n", s.ToString().c_str());
     abort();
   }
+  char path[] = "/tmp/rgpu-session-fuzzer-XXXXXX";
+  const int fd = mkstemp(path);
+  const std::string line = std::string(kKnownToken) + " fuzz 64M 1\n";
+  if (fd < 0 || write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) abort();
+  close(fd);
+  g_tenants = new server::TenantTable();
+  if (!g_tenants->Load(path).ok()) abort();
+  unlink(path);
+  g_tenants->SetOperatorKey("fuzz-operator-key-0123456789");
   return 0;
+}
+
+// Runs one session on `script` to its end.
+void RunSession(std::deque<std::pair<std::string, std::string>> script, bool tokens) {
+  std::atomic<bool> stop{false};
+  server::Session session(1, g_driver, g_devices,
+                          std::make_unique<ScriptedChannel>(std::move(script)),
+                          tokens ? g_tenants : nullptr);
+  session.SetStatusProvider([] { return wire::StatusReply(); });
+  static const std::string secret = "fuzz-reachability-secret";
+  session.SetReachabilitySecret(&secret);
+  session.Run(stop);
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in{data, size};
   std::deque<std::pair<std::string, std::string>> script;
-  wire::Envelope hello;
-  hello.mutable_hello()->set_protocol_version(kProtocolVersion);
-  script.emplace_back(Envelope(hello), "");
-  wire::Envelope ctx;
-  ctx.mutable_call()->set_seq(1);
-  ctx.mutable_call()->set_op(static_cast<uint32_t>(Op::kCtxCreate));
-  ctx.mutable_call()->add_args(0);
-  ctx.mutable_call()->add_args(0);
-  script.emplace_back(Envelope(ctx), "");
+  bool tokens = false;
+  Start(in, &script, &tokens);
+  const bool concurrent = in.Take(1) % 4 == 0;
   while (in.left > 0 && script.size() < 64) {
     const uint8_t kind = static_cast<uint8_t>(in.Take(1));
     if (kind < 16) {  // raw header bytes
@@ -111,31 +227,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       script.emplace_back(std::move(header), in.Bytes(in.Take(1)));
       continue;
     }
-    wire::Envelope call;
-    wire::Call* c = call.mutable_call();
-    c->set_seq(script.size());
-    c->set_op(static_cast<uint32_t>(in.Take(1)) % (static_cast<uint32_t>(Op::kCount) + 2));
-    c->set_ctx(in.Take(1) % 3);  // 1 is the context made above
-    c->set_posted(kind & 1);
-    const int args = static_cast<int>(in.Take(1) % 10);
-    for (int i = 0; i < args; ++i) {
-      // Small values (sizes, ids) or whole 64-bit ones (addresses), as the input decides.
-      c->add_args(in.Take(1) & 1 ? in.Take(8) : in.Take(2));
+    if (kind < 48) {  // a batch of calls with fuzzed payload sizes
+      wire::Envelope batch;
+      wire::Batch* b = batch.mutable_batch();
+      const int calls = 1 + static_cast<int>(in.Take(1) % 6);
+      for (int i = 0; i < calls; ++i) {
+        *b->add_calls() = FuzzedCall(in, script.size() * 8 + i, i + 1 < calls || (kind & 1));
+        b->add_payload_sizes(in.Take(1) & 1 ? Argument(in) : in.Take(1) % 64);
+      }
+      script.emplace_back(Envelope(batch), in.Bytes(in.Take(2) % 4096));
+      continue;
     }
+    wire::Envelope call;
+    *call.mutable_call() = FuzzedCall(in, script.size(), kind & 1);
     script.emplace_back(Envelope(call), in.Bytes(in.Take(2) % 4096));
   }
   size_t free_before = 0, total = 0;
   g_driver.cuMemGetInfo(&free_before, &total);
-  {
-    std::atomic<bool> stop{false};
-    server::Session session(1, g_driver, g_devices,
-                            std::make_unique<ScriptedChannel>(std::move(script)));
-    session.Run(stop);
+  if (concurrent && script.size() > 4) {
+    // Two sessions at once: the second half of the script as a session of its own.
+    std::deque<std::pair<std::string, std::string>> second(script.begin() + script.size() / 2,
+                                                           script.end());
+    script.resize(script.size() / 2);
+    std::deque<std::pair<std::string, std::string>> start;
+    Input none{nullptr, 0};
+    bool unused = false;
+    Start(none, &start, &unused);
+    second.insert(second.begin(), start.begin(), start.end());
+    std::thread other(RunSession, std::move(second), false);
+    RunSession(std::move(script), tokens);
+    other.join();
+  } else {
+    RunSession(std::move(script), tokens);
   }
-  // Everything the session made is gone with it.
-  CUcontext current = nullptr;
+  // Everything the sessions made is gone with them.
   g_driver.cuCtxSetCurrent(nullptr);
-  (void)current;
   size_t free_after = 0;
   CUdevice dev;
   CUcontext probe;
