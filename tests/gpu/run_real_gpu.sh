@@ -14,5 +14,11 @@ mkdir -p "$out"
 cd "$root/build"
 RGPU_BACKEND=cuda ctest -L 'e2e|runtime' -j 4 --output-on-failure >"$out/ctest.log" 2>&1
 rc=$?
+# Isolation on the real driver: fresh allocations hold no other tenant's data, hostile sizes are
+# refused (raw protocol peers against rgpu-server --backend cuda).
+for t in server_scrub_test server_sizes_test; do
+  RGPU_TEST_BACKEND=cuda "$root/build/bin/$t" >"$out/$t.log" 2>&1 || rc=1
+  tail -3 "$out/$t.log"
+done
 tail -40 "$out/ctest.log"
 exit $rc

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -103,14 +104,20 @@ inline uint64_t Alloc(Channel* ch, uint64_t ctx, uint64_t bytes) {
   return r.reply().result() == CUDA_SUCCESS ? r.reply().values(0) : 0;
 }
 
-// A software-GPU server on loopback for the duration of a test. A derived fixture sets options_
-// in its constructor, before SetUp starts the server.
+// A software-GPU server on loopback for the duration of a test (RGPU_TEST_BACKEND=cuda: on
+// NVIDIA's driver, for the real-GPU script). A derived fixture sets options_ in its
+// constructor, before SetUp starts the server.
 class RawServerTest : public ::testing::Test {
  protected:
   RawServerTest() {
     options_.listen = "tcp://127.0.0.1:0";
-    options_.backend = "softgpu";
-    options_.driver_library = RGPU_SOFTGPU_LIBRARY;
+    const char* backend = getenv("RGPU_TEST_BACKEND");
+    if (backend != nullptr && std::string(backend) == "cuda") {
+      options_.backend = "cuda";
+    } else {
+      options_.backend = "softgpu";
+      options_.driver_library = RGPU_SOFTGPU_LIBRARY;
+    }
   }
   void SetUp() override {
     Status s = server_.Start(options_);
