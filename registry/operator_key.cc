@@ -20,16 +20,27 @@ std::string Trimmed(std::string s) {
   return start == std::string::npos ? "" : s.substr(start);
 }
 
-Status Create(const std::string& path, std::string* key) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Unavailable("cannot create " + path + ": " + strerror(errno));
+// Writes a new key to a temporary file beside `path` and links it into place, so that a reader
+// never sees a half-written key; EEXIST when another process linked its key first.
+Status Create(const std::string& path, std::string* key, bool* lost_race) {
+  *lost_race = false;
+  std::string tmp = path + ".XXXXXX";
+  const int fd = mkstemp(tmp.data());  // mode 0600
+  if (fd < 0) return Unavailable("cannot create a file beside " + path + ": " + strerror(errno));
   const std::string text = NewKey("rgpu-a-") + "\n";
   const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                        fchmod(fd, 0600) == 0 && fsync(fd) == 0;
   const bool closed = close(fd) == 0;
   if (!written || !closed) {
-    unlink(path.c_str());
-    return Unavailable("cannot write " + path);
+    unlink(tmp.c_str());
+    return Unavailable("cannot write " + tmp);
+  }
+  const int linked = link(tmp.c_str(), path.c_str());
+  const int link_errno = errno;
+  unlink(tmp.c_str());
+  if (linked != 0) {
+    *lost_race = link_errno == EEXIST;
+    return Unavailable("cannot create " + path + ": " + strerror(link_errno));
   }
   *key = Trimmed(text);
   return Status::Ok();
@@ -39,11 +50,13 @@ Status Create(const std::string& path, std::string* key) {
 
 Status LoadOrCreateOperatorKey(const std::string& path, std::string* key, bool* created) {
   *created = false;
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) {
-    Status s = Create(path, key);
+    bool lost_race = false;
+    Status s = Create(path, key, &lost_race);
     *created = s.ok();
-    return s;
+    if (!lost_race) return s;
+    fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);  // another process's key
   }
   if (fd < 0) return Unavailable("cannot open " + path + ": " + strerror(errno));
   struct stat st;
