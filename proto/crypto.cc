@@ -8,17 +8,10 @@
 
 #include <memory>
 
+#include "proto/openssl_handles.h"
+
 namespace rgpu {
 namespace {
-
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
 
 constexpr size_t kEd25519KeyBytes = 32;
 

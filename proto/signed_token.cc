@@ -1,6 +1,7 @@
 #include "proto/signed_token.h"
 
 #include "proto/crypto.h"
+#include "proto/openssl_handles.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -12,14 +13,6 @@
 
 namespace rgpu {
 namespace {
-
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
 
 bool ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path);
@@ -55,7 +48,7 @@ Status SignToken(const wire::TokenClaims& claims, const std::string& private_pem
   fclose(f);
   if (!key) return InvalidArgument(private_pem_path + " holds no private key");
   const std::string message = claims.SerializeAsString();
-  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
+  MdCtx ctx(EVP_MD_CTX_new());
   size_t size = 0;
   if (EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1 ||
       EVP_DigestSign(ctx.get(), nullptr, &size,
@@ -96,7 +89,7 @@ Status TokenVerifier::Verify(const std::string& token, wire::TokenClaims* claims
   Pkey key(PEM_read_bio_PUBKEY(bio, nullptr, nullptr, nullptr));
   BIO_free(bio);
   if (!key) return Internal("public key unusable");
-  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
+  MdCtx ctx(EVP_MD_CTX_new());
   if (EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1 ||
       EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
                        signature.size(), reinterpret_cast<const unsigned char*>(message.data()),

@@ -21,11 +21,7 @@
 namespace rgpu {
 namespace {
 
-using test::Call;
-using test::Exchange;
-using test::Handshake;
-using test::Hello;
-using test::Result;
+using namespace test;  // the raw protocol peer (raw_peer.h)
 
 class ServerAuthTest : public test::RawServerTest {
  protected:

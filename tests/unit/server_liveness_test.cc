@@ -17,11 +17,7 @@
 namespace rgpu {
 namespace {
 
-using test::Call;
-using test::Exchange;
-using test::Hello;
-using test::Next;
-using test::Result;
+using namespace test;  // the raw protocol peer (raw_peer.h)
 
 const char kSpinPtx[] =
     ".version 7.0\n.target sm_75\n.address_size 64\n"
@@ -115,33 +111,36 @@ class ServerFairShareTest : public ServerLivenessTest {
     options_.fair_share = true;
     options_.max_kernel_ms = 0;  // no turn bound: only the client's departure ends the kernel
   }
+  // A tenant announces itself on the keepalive port, launches an endless kernel (which gets its
+  // turn) and dies; then another tenant's kernel must run.
+  void Check() {
+    auto hostile = Open();
+    hostile->keepalive = ConnectFrom("127.0.0.1", hostile->port);
+    ASSERT_TRUE(Announce(hostile->keepalive, hostile->key));
+    ASSERT_EQ(Ping(hostile->keepalive), 1);
+    const uint64_t spin = Kernel(*hostile, "spin");
+    ASSERT_TRUE(hostile->ch->Send(Launch(4, *hostile, spin).SerializeAsString(), nullptr, 0).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the kernel has its turn
+    close(hostile->keepalive);  // the process dies: the kernel closes its sockets
+    hostile->keepalive = -1;
+    hostile.reset();
+
+    auto other = Open();
+    const uint64_t quick = Kernel(*other, "quick");
+    test::BatchBuilder b;
+    b.Add(Launch(4, *other, quick), "");
+    b.Add(Call(5, Op::kCtxSynchronize, other->ctx, {}), "");
+    wire::Envelope r = Exchange(other->ch.get(), b.envelope, b.payload);
+    ASSERT_EQ(r.body_case(), wire::Envelope::kReply) << "the other tenant's kernel never ran";
+    EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+    EXPECT_EQ(r.reply().async_error(), CUDA_SUCCESS);
+  }
 };
 
 // The audit: a killed client's endless kernel kept the GPU for 90 s, and under --fair-share it
 // blocked every tenant. Once its keepalive connection closes (the process is gone), its kernel is
-// stopped and the next tenant's kernel runs.
-TEST_F(ServerFairShareTest, GoneClientsEndlessKernelIsStopped) {
-  auto hostile = Open();
-  hostile->keepalive = ConnectFrom("127.0.0.1", hostile->port);
-  ASSERT_TRUE(Announce(hostile->keepalive, hostile->key));
-  ASSERT_EQ(Ping(hostile->keepalive), 1);
-  const uint64_t spin = Kernel(*hostile, "spin");
-  ASSERT_TRUE(hostile->ch->Send(Launch(4, *hostile, spin).SerializeAsString(), nullptr, 0).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the kernel has its turn
-  close(hostile->keepalive);  // the process dies: the kernel closes its sockets
-  hostile->keepalive = -1;
-  hostile.reset();
-
-  auto other = Open();
-  const uint64_t quick = Kernel(*other, "quick");
-  test::BatchBuilder b;
-  b.Add(Launch(4, *other, quick), "");
-  b.Add(Call(5, Op::kCtxSynchronize, other->ctx, {}), "");
-  wire::Envelope r = Exchange(other->ch.get(), b.envelope, b.payload);
-  ASSERT_EQ(r.body_case(), wire::Envelope::kReply) << "the other tenant's kernel never ran";
-  EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
-  EXPECT_EQ(r.reply().async_error(), CUDA_SUCCESS);
-}
+// stopped (softgpu ends the grid) and the next tenant's kernel runs.
+TEST_F(ServerFairShareTest, GoneClientsEndlessKernelIsStopped) { Check(); }
 
 // The same where the backend cannot stop a kernel itself (NVIDIA's driver): the session's own
 // thread gives up on the kernel and destroys its context.
@@ -150,26 +149,7 @@ class ServerFairShareNoExtensionsTest : public ServerFairShareTest {
   ServerFairShareNoExtensionsTest() { options_.backend_extensions = false; }
 };
 
-TEST_F(ServerFairShareNoExtensionsTest, GoneClientsEndlessKernelIsStopped) {
-  auto hostile = Open();
-  hostile->keepalive = ConnectFrom("127.0.0.1", hostile->port);
-  ASSERT_TRUE(Announce(hostile->keepalive, hostile->key));
-  ASSERT_EQ(Ping(hostile->keepalive), 1);
-  const uint64_t spin = Kernel(*hostile, "spin");
-  ASSERT_TRUE(hostile->ch->Send(Launch(4, *hostile, spin).SerializeAsString(), nullptr, 0).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  close(hostile->keepalive);
-  hostile->keepalive = -1;
-  hostile.reset();
-  auto other = Open();
-  const uint64_t quick = Kernel(*other, "quick");
-  test::BatchBuilder b;
-  b.Add(Launch(4, *other, quick), "");
-  b.Add(Call(5, Op::kCtxSynchronize, other->ctx, {}), "");
-  wire::Envelope r = Exchange(other->ch.get(), b.envelope, b.payload);
-  ASSERT_EQ(r.body_case(), wire::Envelope::kReply) << "the other tenant's kernel never ran";
-  EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
-}
+TEST_F(ServerFairShareNoExtensionsTest, GoneClientsEndlessKernelIsStopped) { Check(); }
 
 // A kernel that runs past --max-kernel-ms loses its turn with CUDA_ERROR_LAUNCH_TIMEOUT, as a
 // GPU watchdog ends it; its context keeps the error (as CUDA's does), other tenants go on, and

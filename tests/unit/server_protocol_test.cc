@@ -10,10 +10,7 @@
 namespace rgpu {
 namespace {
 
-using test::Call;
-using test::Exchange;
-using test::Hello;
-using test::OpenSession;
+using namespace test;  // the raw protocol peer (raw_peer.h)
 
 class ServerProtocolTest : public test::RawServerTest {};
 

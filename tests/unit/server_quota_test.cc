@@ -17,11 +17,7 @@
 namespace rgpu {
 namespace {
 
-using test::Alloc;
-using test::Call;
-using test::Exchange;
-using test::OpenSession;
-using test::Result;
+using namespace test;  // the raw protocol peer (raw_peer.h)
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 

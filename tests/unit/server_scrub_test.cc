@@ -11,11 +11,7 @@
 namespace rgpu {
 namespace {
 
-using test::Alloc;
-using test::Call;
-using test::Exchange;
-using test::OpenSession;
-using test::Result;
+using namespace test;  // the raw protocol peer (raw_peer.h)
 
 class ServerScrubTest : public test::RawServerTest {
  protected:
