@@ -103,6 +103,22 @@ class ServerLivenessTest : public test::RawServerTest {
   static wire::Envelope Launch(uint64_t seq, Tenant& t, uint64_t fn) {
     return Call(seq, Op::kLaunchKernelOnStream, t.ctx, {fn, 1, 1, 1, 32, 1, 1, 0, 0}, true);
   }
+  // Launches `name` on `t` and synchronizes, in one batch; returns the answer.
+  static wire::Envelope LaunchAndSync(Tenant& t, const char* name) {
+    const uint64_t fn = Kernel(t, name);
+    test::BatchBuilder b;
+    b.Add(Launch(4, t, fn), "");
+    b.Add(Call(5, Op::kCtxSynchronize, t.ctx, {}), "");
+    return Exchange(t.ch.get(), b.envelope, b.payload);
+  }
+  // Another tenant's kernel runs to its end.
+  void ExpectAnotherTenantsKernelRuns() {
+    auto other = Open();
+    const wire::Envelope r = LaunchAndSync(*other, "quick");
+    ASSERT_EQ(r.body_case(), wire::Envelope::kReply) << "the other tenant's kernel never ran";
+    EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+    EXPECT_EQ(r.reply().async_error(), CUDA_SUCCESS);
+  }
 };
 
 class ServerFairShareTest : public ServerLivenessTest {
@@ -124,16 +140,7 @@ class ServerFairShareTest : public ServerLivenessTest {
     close(hostile->keepalive);  // the process dies: the kernel closes its sockets
     hostile->keepalive = -1;
     hostile.reset();
-
-    auto other = Open();
-    const uint64_t quick = Kernel(*other, "quick");
-    test::BatchBuilder b;
-    b.Add(Launch(4, *other, quick), "");
-    b.Add(Call(5, Op::kCtxSynchronize, other->ctx, {}), "");
-    wire::Envelope r = Exchange(other->ch.get(), b.envelope, b.payload);
-    ASSERT_EQ(r.body_case(), wire::Envelope::kReply) << "the other tenant's kernel never ran";
-    EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
-    EXPECT_EQ(r.reply().async_error(), CUDA_SUCCESS);
+    ExpectAnotherTenantsKernelRuns();
   }
 };
 
@@ -166,24 +173,13 @@ class ServerKernelBoundTest : public ServerLivenessTest {
     ASSERT_GT(w.welcome().devices_size(), 0);
     EXPECT_EQ(w.welcome().devices(0).attributes(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT), 1);
     auto hostile = Open();
-    const uint64_t spin = Kernel(*hostile, "spin");
-    test::BatchBuilder b;
-    b.Add(Launch(4, *hostile, spin), "");
-    b.Add(Call(5, Op::kCtxSynchronize, hostile->ctx, {}), "");
-    wire::Envelope r = Exchange(hostile->ch.get(), b.envelope, b.payload);
+    const wire::Envelope r = LaunchAndSync(*hostile, "spin");
     ASSERT_EQ(r.body_case(), wire::Envelope::kReply);
     const int seen = r.reply().async_error() != 0 ? r.reply().async_error() : r.reply().result();
     EXPECT_EQ(seen, CUDA_ERROR_LAUNCH_TIMEOUT);
     EXPECT_EQ(Result(hostile->ch.get(), Call(6, Op::kCtxSynchronize, hostile->ctx, {})),
               CUDA_ERROR_LAUNCH_TIMEOUT);
-    auto other = Open();
-    const uint64_t quick = Kernel(*other, "quick");
-    test::BatchBuilder q;
-    q.Add(Launch(4, *other, quick), "");
-    q.Add(Call(5, Op::kCtxSynchronize, other->ctx, {}), "");
-    wire::Envelope done = Exchange(other->ch.get(), q.envelope, q.payload);
-    EXPECT_EQ(done.reply().result(), CUDA_SUCCESS);
-    EXPECT_EQ(done.reply().async_error(), CUDA_SUCCESS);
+    ExpectAnotherTenantsKernelRuns();
   }
 };
 
