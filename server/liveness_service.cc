@@ -130,8 +130,11 @@ void LivenessService::CheckWatches() {
   const auto now = std::chrono::steady_clock::now();
   for (auto it = watches_.begin(); it != watches_.end();) {
     std::string reason;
-    if (lost_.count(it->first) != 0) {
-      reason = "client closed its keepalive connection (the process is gone)";
+    auto lost = lost_.find(it->first);
+    if (lost != lost_.end()) {
+      if (now - lost->second >= std::chrono::milliseconds(kGoneGraceMs)) {
+        reason = "client closed its keepalive connection (the process is gone)";
+      }
     } else if (it->second.silent_timeout_ms > 0) {
       auto seen = last_seen_.find(it->first);
       const int64_t silent =
@@ -160,7 +163,7 @@ void LivenessService::Loop() {
     if (!p.announced) return;
     std::lock_guard<std::mutex> lock(mu_);
     connected_keys_.erase(p.key);
-    if (lost && admitted_.count(p.key) != 0) lost_.insert(p.key);
+    if (lost && admitted_.count(p.key) != 0) lost_.emplace(p.key, std::chrono::steady_clock::now());
   };
   for (;;) {
     std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};

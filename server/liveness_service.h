@@ -37,6 +37,9 @@ class LivenessService {
   // Pending connections at once, from one source address and in all.
   static constexpr size_t kMaxPendingPerSource = 8;
   static constexpr size_t kMaxPending = 256;
+  // A session's client is reported gone this long after its connection closed: what the client
+  // sent just before it exited (work posted without waiting) is still being served meanwhile.
+  static constexpr int kGoneGraceMs = 1000;
 
   LivenessService() = default;
   ~LivenessService();
@@ -54,8 +57,9 @@ class LivenessService {
   // Milliseconds since the client holding liveness `key` last sent a keepalive; -1 when it never
   // announced itself (an old client, or one with keepalives turned off). Any thread.
   int64_t SilentMs(uint64_t key);
-  // Watches admitted `key`: once its client has announced itself and then closed its connection,
-  // or (with silent_timeout_ms > 0) sent nothing for longer than that, calls on_lost(reason)
+  // Watches admitted `key`: once its client has announced itself and then closed its connection
+  // (kGoneGraceMs ago), or (with silent_timeout_ms > 0) sent nothing for longer than that, calls
+  // on_lost(reason)
   // once, on the service's thread (which checks every 100 ms while anything is watched). For a
   // session whose thread may be inside a long wait: on_lost abandons the session's channel and
   // stops its work. on_lost must not call the service. Any thread.
@@ -84,7 +88,7 @@ class LivenessService {
   std::mutex mu_;
   std::set<uint64_t> admitted_;                                          // under mu_
   std::set<uint64_t> connected_keys_;                                    // under mu_
-  std::set<uint64_t> lost_;                                              // closed; under mu_
+  std::map<uint64_t, std::chrono::steady_clock::time_point> lost_;       // closed when; under mu_
   std::map<uint64_t, std::chrono::steady_clock::time_point> last_seen_;  // under mu_
   std::map<uint64_t, WatchEntry> watches_;                               // under mu_
   std::atomic<size_t> pending_{0};
