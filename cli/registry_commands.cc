@@ -211,8 +211,8 @@ void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
       const std::string where = l.server_name() + " (held)";
       printf("%-24s %8s %-22.22s %12.1f %12s %12s %12s %12.6f\n", where.c_str(), l.tenant().c_str(),
              l.model().c_str(), l.held_ms(), "", "", "", l.total());
-      printf("%24s   lease %s held its GPU %.1f s before a session started, at %.3g/ms\n", "",
-             l.lease_id().c_str(), l.held_ms() / 1000, l.hold_price_per_ms());
+      printf("%24s   lease %s held its GPU %.0f ms before a session started, at %.3g/ms\n", "",
+             l.lease_id().c_str(), l.held_ms(), l.hold_price_per_ms());
       continue;
     }
     const std::string where = l.server_name() + "/" + std::to_string(l.session_id());
