@@ -656,14 +656,14 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
   }
   std::lock_guard<std::mutex> usage_lock(usage_mu_);
   std::vector<UsageRow> rows;
-  std::vector<std::pair<std::string, int64_t>> claims;
+  UsageEffects effects;
   std::vector<RefusedRecord> refusals;
   uint32_t duplicates = 0;
-  Status s = CheckUsage(provider, *req, &rows, &claims, &refusals, &duplicates);
+  Status s = CheckUsage(provider, *req, &rows, &effects, &refusals, &duplicates);
   if (!s.ok()) return ToGrpc(s);
   uint32_t stored = 0, again = 0;
   std::vector<bool> fresh;
-  s = store_->AddUsage(rows, &stored, &again, &fresh, &claims);
+  s = store_->AddUsage(rows, &stored, &again, &fresh, &effects);
   if (!s.ok()) return ToGrpc(s);
   reply->set_stored(stored);
   reply->set_duplicates(duplicates + again);
@@ -681,7 +681,7 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
   }
   // A session that ended frees the lease it ran under; a session that started claims its lease.
   std::unique_lock<std::mutex> lock(mu_);
-  for (const auto& [lease_id, start_ms] : claims) {
+  for (const auto& [lease_id, start_ms] : effects.claims) {
     auto it = leases_.find(lease_id);
     if (it != leases_.end() && (it->second.claimed_ms == 0 || start_ms < it->second.claimed_ms)) {
       it->second.claimed_ms = start_ms;
@@ -704,9 +704,10 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
 }
 
 Status RegistryService::CheckUsage(const std::string& provider, const ReportUsageRequest& req,
-                                   std::vector<UsageRow>* rows,
-                                   std::vector<std::pair<std::string, int64_t>>* claims,
+                                   std::vector<UsageRow>* rows, UsageEffects* effects,
                                    std::vector<RefusedRecord>* refusals, uint32_t* duplicates) {
+  auto* claims = &effects->claims;
+  std::set<std::tuple<std::string, std::string, uint64_t>> touched;  // lease, server, session
   auto refuse = [refusals](const UsageRecord& r, std::string why) {
     RefusedRecord refused;
     refused.set_record_id(r.record_id().substr(0, 200));
@@ -801,6 +802,7 @@ Status RegistryService::CheckUsage(const std::string& provider, const ReportUsag
       continue;
     }
     AddToTotals(r, &by_session[{r.server_name(), r.session_id()}]);
+    touched.insert({r.lease_id(), r.server_name(), r.session_id()});
     seen.insert(r.record_id());
     UsageRow row;
     row.record = r;
@@ -814,6 +816,9 @@ Status RegistryService::CheckUsage(const std::string& provider, const ReportUsag
     } else {
       claim->second = std::min(claim->second, r.start_ms());
     }
+  }
+  for (const auto& [lease_id, server, session] : touched) {
+    effects->sessions.emplace_back(lease_id, sessions[lease_id][{server, session}]);
   }
   return Status::Ok();
 }

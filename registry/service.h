@@ -168,11 +168,10 @@ class RegistryService final : public Registry::Service {
   // A probe's outcome (on the probe queue's thread).
   void OnProbed(const std::string& server, uint64_t generation, const Status& result);
   // ReportUsage's checks of one request's records against their leases; fills `rows` with the
-  // records to store, `claims` with the earliest session start per lease, `refusals`, and the
-  // count of duplicates. Under usage_mu_.
+  // records to store, `effects` with the leases they claim and their sessions' new totals,
+  // `refusals`, and the count of duplicates. Under usage_mu_.
   Status CheckUsage(const std::string& provider, const ReportUsageRequest& req,
-                    std::vector<UsageRow>* rows,
-                    std::vector<std::pair<std::string, int64_t>>* claims,
+                    std::vector<UsageRow>* rows, UsageEffects* effects,
                     std::vector<RefusedRecord>* refusals, uint32_t* duplicates);
   // The hold lines of the leases in `query` (of the subject tenant, or on the subject provider's
   // GPUs when `earnings`).

@@ -1,5 +1,6 @@
 #include "registry/store.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -37,6 +38,12 @@ CREATE TABLE IF NOT EXISTS usage (
   memory_gib_seconds DOUBLE PRECISION NOT NULL, queue_ms DOUBLE PRECISION NOT NULL,
   session_ended INTEGER NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
   calls_by_kind TEXT NOT NULL DEFAULT '', lease_id TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS usage_sessions (
+  lease_id TEXT NOT NULL, server_name TEXT NOT NULL, session_id BIGINT NOT NULL,
+  first_start_ms BIGINT NOT NULL, last_end_ms BIGINT NOT NULL, wall_ms BIGINT NOT NULL,
+  calls TEXT NOT NULL, bytes TEXT NOT NULL, gpu_busy_ms DOUBLE PRECISION NOT NULL,
+  memory_gib_seconds DOUBLE PRECISION NOT NULL, queue_ms DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY (lease_id, server_name, session_id));
 CREATE TABLE IF NOT EXISTS servers (
   server_name TEXT PRIMARY KEY, provider TEXT NOT NULL, url TEXT NOT NULL,
   verified_ms BIGINT NOT NULL DEFAULT 0);
@@ -267,14 +274,20 @@ Status Store::AddLease(const LeaseRow& l) {
 }
 
 Status Store::GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out) {
-  if (lease_ids.empty()) return Status::Ok();
-  std::vector<Row> rows;
-  Status s =
-      db_->Query(std::string("SELECT ") + kLeaseColumns + " FROM leases WHERE lease_id IN (" +
-                     Placeholders(lease_ids.size()) + ")",
-                 lease_ids, &rows);
-  for (const auto& r : rows) out->push_back(ParseLease(r));
-  return s;
+  constexpr size_t kSlice = 50;  // as ExistingUsageIds
+  for (size_t first = 0; first < lease_ids.size(); first += kSlice) {
+    const std::vector<std::string> slice(
+        lease_ids.begin() + static_cast<std::ptrdiff_t>(first),
+        lease_ids.begin() +
+            static_cast<std::ptrdiff_t>(std::min(lease_ids.size(), first + kSlice)));
+    std::vector<Row> rows;
+    Status s = db_->Query(std::string("SELECT ") + kLeaseColumns +
+                              " FROM leases WHERE lease_id IN (" + Placeholders(slice.size()) + ")",
+                          slice, &rows);
+    if (!s.ok()) return s;
+    for (const auto& r : rows) out->push_back(ParseLease(r));
+  }
+  return Status::Ok();
 }
 
 Status Store::LoadEndedLeases(int64_t now_ms, std::vector<LeaseRow>* out) {
@@ -308,8 +321,7 @@ Status Store::ReleaseLease(const std::string& lease_id, int64_t released_ms) {
 }
 
 Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint32_t* duplicates,
-                       std::vector<bool>* fresh,
-                       const std::vector<std::pair<std::string, int64_t>>* claims) {
+                       std::vector<bool>* fresh, const UsageEffects* effects) {
   *stored = *duplicates = 0;
   if (rows.empty()) return Status::Ok();
   std::vector<Statement> statements;
@@ -328,12 +340,26 @@ Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint
           Real(r.memory_gib_seconds()), Real(r.queue_ms()), r.session_ended() ? "1" : "0",
           row.provider, row.model, EncodeCalls(r.calls_by_kind()), r.lease_id()}});
   }
-  if (claims != nullptr) {
-    for (const auto& [lease_id, start_ms] : *claims) {
+  if (effects != nullptr) {
+    for (const auto& [lease_id, start_ms] : effects->claims) {
       statements.push_back(
           {"UPDATE leases SET claimed_ms = $1 WHERE lease_id = $2 AND "
            "(claimed_ms = 0 OR claimed_ms > $1)",
            {Num(start_ms), lease_id}});
+    }
+    // 64-bit unsigned sums are kept as text: both engines' BIGINT is signed.
+    for (const auto& [lease_id, t] : effects->sessions) {
+      statements.push_back(
+          {"INSERT INTO usage_sessions (lease_id, server_name, session_id, first_start_ms, "
+           "last_end_ms, wall_ms, calls, bytes, gpu_busy_ms, memory_gib_seconds, queue_ms) "
+           "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (lease_id, "
+           "server_name, session_id) DO UPDATE SET first_start_ms = excluded.first_start_ms, "
+           "last_end_ms = excluded.last_end_ms, wall_ms = excluded.wall_ms, "
+           "calls = excluded.calls, bytes = excluded.bytes, gpu_busy_ms = excluded.gpu_busy_ms, "
+           "memory_gib_seconds = excluded.memory_gib_seconds, queue_ms = excluded.queue_ms",
+           {lease_id, t.server_name, Num(t.session_id), Num(t.first_start_ms), Num(t.last_end_ms),
+            Num(t.wall_ms), Num(t.calls), Num(t.bytes), Real(t.gpu_busy_ms),
+            Real(t.memory_gib_seconds), Real(t.queue_ms)}});
     }
   }
   std::vector<int64_t> changed;
@@ -348,22 +374,30 @@ Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint
 
 Status Store::ExistingUsageIds(const std::vector<std::string>& record_ids,
                                std::vector<std::string>* out) {
-  if (record_ids.empty()) return Status::Ok();
   if (record_ids.size() > 1000) return InvalidArgument("at most 1000 record ids at a time");
-  std::vector<Row> rows;
-  Status s = db_->Query(
-      "SELECT record_id FROM usage WHERE record_id IN (" + Placeholders(record_ids.size()) + ")",
-      record_ids, &rows);
-  for (const auto& r : rows) out->push_back(r[0]);
-  return s;
+  // In slices: SQLite finds a named parameter by a linear search, so one statement with
+  // hundreds of them costs their square.
+  constexpr size_t kSlice = 50;
+  for (size_t first = 0; first < record_ids.size(); first += kSlice) {
+    const std::vector<std::string> slice(
+        record_ids.begin() + static_cast<std::ptrdiff_t>(first),
+        record_ids.begin() +
+            static_cast<std::ptrdiff_t>(std::min(record_ids.size(), first + kSlice)));
+    std::vector<Row> rows;
+    Status s = db_->Query(
+        "SELECT record_id FROM usage WHERE record_id IN (" + Placeholders(slice.size()) + ")",
+        slice, &rows);
+    if (!s.ok()) return s;
+    for (const auto& r : rows) out->push_back(r[0]);
+  }
+  return Status::Ok();
 }
 
 Status Store::LeaseSessionTotals(const std::string& lease_id, std::vector<SessionTotals>* out) {
   std::vector<Row> rows;
   Status s = db_->Query(
-      "SELECT server_name, session_id, MIN(start_ms), MAX(end_ms), SUM(end_ms - start_ms), "
-      "SUM(calls), SUM(bytes_in) + SUM(bytes_out), SUM(gpu_busy_ms), SUM(memory_gib_seconds), "
-      "SUM(queue_ms) FROM usage WHERE lease_id = $1 GROUP BY server_name, session_id",
+      "SELECT server_name, session_id, first_start_ms, last_end_ms, wall_ms, calls, bytes, "
+      "gpu_busy_ms, memory_gib_seconds, queue_ms FROM usage_sessions WHERE lease_id = $1",
       {lease_id}, &rows);
   for (const auto& r : rows) {
     SessionTotals t;

@@ -64,7 +64,9 @@ struct ServerRow {
   int64_t verified_ms = 0;  // 0: not proven
 };
 
-// What the store holds of one session's records under one lease (Store::SessionTotals).
+// What the store holds of one session's records under one lease (Store::LeaseSessionTotals),
+// kept beside the records (table usage_sessions) so that checking a record costs one lookup,
+// however long its session has run.
 struct SessionTotals {
   std::string server_name;
   uint64_t session_id = 0;
@@ -76,6 +78,15 @@ struct SessionTotals {
   double gpu_busy_ms = 0;
   double memory_gib_seconds = 0;
   double queue_ms = 0;
+};
+
+// What a batch of usage records changes besides storing them (Store::AddUsage).
+struct UsageEffects {
+  // Leases claimed: (lease id, the earliest session start among the records); a lease's
+  // claimed_ms is lowered to it (set when 0).
+  std::vector<std::pair<std::string, int64_t>> claims;
+  // The totals of the sessions the records belong to, records included: (lease id, totals).
+  std::vector<std::pair<std::string, SessionTotals>> sessions;
 };
 
 // A stored usage record with what the registry knew when it stored it.
@@ -111,16 +122,15 @@ class Store {
   Status LoadServers(std::vector<ServerRow>* out);
 
   // Stores the records in one transaction; ids already present are left alone and counted as
-  // duplicates. `fresh`, when given, says which rows were new. `claims` (lease id, session
-  // start), when given, lower those leases' claimed_ms in the same transaction. Returns once
-  // they are durable.
+  // duplicates. `fresh`, when given, says which rows were new. `effects`, when given, are
+  // applied in the same transaction. Returns once they are durable.
   Status AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint32_t* duplicates,
-                  std::vector<bool>* fresh = nullptr,
-                  const std::vector<std::pair<std::string, int64_t>>* claims = nullptr);
+                  std::vector<bool>* fresh = nullptr, const UsageEffects* effects = nullptr);
   // Which of these record ids are stored already (at most 1000 ids).
   Status ExistingUsageIds(const std::vector<std::string>& record_ids,
                           std::vector<std::string>* out);
-  // Per session (server, session id), the totals of the records stored under `lease_id`.
+  // Per session (server, session id), the totals of the records stored under `lease_id` (as
+  // AddUsage's effects last wrote them).
   Status LeaseSessionTotals(const std::string& lease_id, std::vector<SessionTotals>* out);
 
   // Everything, for the registry's start-up.

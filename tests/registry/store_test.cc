@@ -23,8 +23,9 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
       conninfo_ = conninfo;
       std::unique_ptr<Db> db;
       ASSERT_TRUE(OpenPostgres(conninfo_, &db).ok());
-      ASSERT_TRUE(
-          db->Exec("DROP TABLE IF EXISTS providers, tenants, gpus, leases, usage, servers").ok());
+      ASSERT_TRUE(db->Exec("DROP TABLE IF EXISTS providers, tenants, gpus, leases, usage, servers, "
+                           "usage_sessions")
+                      .ok());
     } else {
       char dir[] = "/tmp/rgpu-store-XXXXXX";
       ASSERT_NE(mkdtemp(dir), nullptr);
@@ -180,15 +181,38 @@ TEST_P(StoreTest, LeasesAreClaimedWithTheirFirstRecordsAndFoundById) {
   a.record.set_lease_id("l1");
   UsageRow b = Record("b", "alice", 4, 6000);  // 5000..6000
   b.record.set_lease_id("l1");
+  // The session's totals as the service computes them, written with the records.
+  SessionTotals one;
+  one.server_name = "host1";
+  one.session_id = 1;
+  one.first_start_ms = 4000;
+  one.last_end_ms = 6000;
+  one.wall_ms = 2000;
+  one.calls = 7;
+  one.bytes = UINT64_MAX - 1;  // beyond what a signed BIGINT holds
+  one.gpu_busy_ms = 25;
+  one.memory_gib_seconds = 0.25;
+  UsageEffects effects;
+  effects.claims = {{"l1", 4000}};
+  effects.sessions = {{"l1", one}};
   uint32_t stored = 0, duplicates = 0;
-  std::vector<std::pair<std::string, int64_t>> claims = {{"l1", 4000}};
-  ASSERT_TRUE(store_->AddUsage({a, b}, &stored, &duplicates, nullptr, &claims).ok());
+  ASSERT_TRUE(store_->AddUsage({a, b}, &stored, &duplicates, nullptr, &effects).ok());
   EXPECT_EQ(stored, 2u);
-  claims = {{"l1", 4500}};  // a later start never raises the claim
   UsageRow c = Record("c", "alice", 1, 7000);
   c.record.set_lease_id("l1");
   c.record.set_session_id(2);
-  ASSERT_TRUE(store_->AddUsage({c}, &stored, &duplicates, nullptr, &claims).ok());
+  SessionTotals two = one;
+  two.session_id = 2;
+  two.calls = 1;
+  effects.claims = {{"l1", 4500}};  // a later start never raises the claim
+  effects.sessions = {{"l1", two}};
+  ASSERT_TRUE(store_->AddUsage({c}, &stored, &duplicates, nullptr, &effects).ok());
+  one.calls = 9;  // the first session's totals, rewritten
+  effects.claims.clear();
+  effects.sessions = {{"l1", one}};
+  UsageRow d = Record("d", "alice", 2, 8000);
+  d.record.set_lease_id("l1");
+  ASSERT_TRUE(store_->AddUsage({d}, &stored, &duplicates, nullptr, &effects).ok());
   Reopen();
   std::vector<LeaseRow> leases;
   ASSERT_TRUE(store_->GetLeases({"l1", "l2", "nope"}, &leases).ok());
@@ -201,18 +225,21 @@ TEST_P(StoreTest, LeasesAreClaimedWithTheirFirstRecordsAndFoundById) {
   std::vector<SessionTotals> totals;
   ASSERT_TRUE(store_->LeaseSessionTotals("l1", &totals).ok());
   ASSERT_EQ(totals.size(), 2u);
-  const SessionTotals& one = totals[0].session_id == 1 ? totals[0] : totals[1];
-  EXPECT_EQ(one.server_name, "host1");
-  EXPECT_EQ(one.first_start_ms, 4000);
-  EXPECT_EQ(one.last_end_ms, 6000);
-  EXPECT_EQ(one.wall_ms, 2000);
-  EXPECT_EQ(one.calls, 7u);
-  EXPECT_EQ(one.bytes, 2ull << 40);
-  EXPECT_DOUBLE_EQ(one.gpu_busy_ms, 25);
-  EXPECT_DOUBLE_EQ(one.memory_gib_seconds, 0.25);
+  const SessionTotals& first = totals[0].session_id == 1 ? totals[0] : totals[1];
+  EXPECT_EQ(first.server_name, "host1");
+  EXPECT_EQ(first.first_start_ms, 4000);
+  EXPECT_EQ(first.last_end_ms, 6000);
+  EXPECT_EQ(first.wall_ms, 2000);
+  EXPECT_EQ(first.calls, 9u);
+  EXPECT_EQ(first.bytes, UINT64_MAX - 1);
+  EXPECT_DOUBLE_EQ(first.gpu_busy_ms, 25);
+  EXPECT_DOUBLE_EQ(first.memory_gib_seconds, 0.25);
+  totals.clear();
+  ASSERT_TRUE(store_->LeaseSessionTotals("l2", &totals).ok());
+  EXPECT_TRUE(totals.empty());
   std::vector<UsageRow> rows;
   ASSERT_TRUE(store_->QueryUsage("alice", "", 0, 100000, &rows).ok());
-  ASSERT_EQ(rows.size(), 3u);
+  ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0].record.lease_id(), "l1");
   // Ended leases whose tokens are still valid (expires_ms after now).
   ASSERT_TRUE(store_->ReleaseLease("l2", 8000).ok());
