@@ -272,6 +272,17 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "server " + req->server_name() + " belongs to another provider");
   }
+  // One provider cannot keep the probe thread to itself (each probe may wait seconds).
+  constexpr int kMaxPendingProbesPerProvider = 16;
+  int pending = 0;
+  for (const auto& [name, other] : servers_) {
+    pending += other.provider == provider && other.probe_pending && name != req->server_name();
+  }
+  if (pending >= kMaxPendingProbesPerProvider) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "provider " + provider + " has " + std::to_string(pending) +
+                            " servers whose URLs are being checked; register again later");
+  }
   ServerState& server = servers_[req->server_name()];
   // The server proves again that it answers at its URL (its secret is new with each process);
   // one proven at the same URL before keeps its GPUs placeable meanwhile.

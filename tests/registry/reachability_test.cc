@@ -2,6 +2,10 @@
 // registry/reachability.h): the registry probes the URL over rgpu's transport and expects the
 // HMAC of its nonce under the secret the server registered with. Until then, or when it fails,
 // the server's GPUs take no placements.
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
 #include "tests/registry/registry_fixture.h"
 
 namespace rgpu::registry {
@@ -105,6 +109,56 @@ TEST_F(ReachabilityTest, AStoreWithoutTheProofAsksTheServerToRegisterAgain) {
   EXPECT_NE(g.error_message().find("register again"), std::string::npos);
   ASSERT_TRUE(Register(provider_, "host1", {Spec(0, 16 * G)}, &reply).ok());
   EXPECT_EQ(GpuState("host1/0"), "available");
+}
+
+TEST_F(ReachabilityTest, OneProviderCannotHoldTheProbeThread) {
+  // Probes that do not finish until the test says so (a URL that answers slowly).
+  auto gate = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
+  auto open = std::make_shared<bool>(false);
+  configure_ = [gate, open](RegistryOptions* o) {
+    o->probe = [gate, open](const std::string&, const std::string&) {
+      std::unique_lock<std::mutex> lock(gate->first);
+      gate->second.wait(lock, [&] { return *open; });
+      return Status::Ok();
+    };
+  };
+  Stop();
+  Start();
+  auto register_async = [this](const std::string& name) {
+    RegisterRequest req;
+    req.set_server_name(name);
+    req.set_server_url(responder_.url());
+    req.set_reachability_secret(responder_.secret());
+    *req.add_gpus() = Spec(0, 16 * G);
+    RegisterReply reply;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-provider-key", provider_);
+    return stub_->Register(&ctx, req, &reply);
+  };
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(register_async("slow" + std::to_string(i)).ok());
+  grpc::Status g = register_async("slow16");
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(g.error_message().find("being checked"), std::string::npos) << g.error_message();
+  // Another provider's server is still taken.
+  const std::string other = CreateKey(true, "other");
+  RegisterRequest req;
+  req.set_server_name("elsewhere");
+  req.set_server_url(responder_.url());
+  req.set_reachability_secret(responder_.secret());
+  *req.add_gpus() = Spec(0, 16 * G);
+  RegisterReply reply;
+  grpc::ClientContext ctx;
+  Key(&ctx, "x-rgpu-provider-key", other);
+  EXPECT_TRUE(stub_->Register(&ctx, req, &reply).ok());
+  {
+    std::lock_guard<std::mutex> lock(gate->first);
+    *open = true;
+  }
+  gate->second.notify_all();
+  service_->WaitForProbes();
+  EXPECT_EQ(GpuState("slow0/0"), "available");
+  EXPECT_EQ(GpuState("elsewhere/0"), "available");
+  EXPECT_TRUE(register_async("slow16").ok());
 }
 
 }  // namespace
