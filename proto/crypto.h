@@ -1,6 +1,9 @@
-// Small cryptographic primitives shared by the server, the client and the registry, all from
-// OpenSSL: random bytes, HMAC-SHA256, constant-time comparison and raw Ed25519 keys (the proofs
-// of possession of proto/token.proto's holder_key, and the registry's reachability probe).
+// Small cryptographic primitives shared by the server, the client and the registry: random
+// bytes, HMAC-SHA256, constant-time comparison and raw Ed25519 keys (the proofs of possession
+// of proto/token.proto's holder_key, and the registry's reachability probe).
+// Two implementations compute the same functions: crypto.cc on OpenSSL (library rgpu_crypto: the
+// server, the CLI, the registry) and crypto_nettle.cc on Nettle (rgpu_crypto_nettle: the client
+// library, which must not pay OpenSSL's start-up in the tenant's process). Link exactly one.
 // Thread-safe; no state.
 #pragma once
 
@@ -11,8 +14,9 @@
 
 namespace rgpu {
 
-// `n` bytes from OpenSSL's CSPRNG. Aborts never; on the (practically impossible) failure of the
-// generator it returns an empty string, which every caller treats as an error.
+// `n` bytes from the system's CSPRNG (OpenSSL's, or getrandom(2) with Nettle). Aborts never; on the
+// (practically impossible) failure of the generator it returns an empty string, which every caller
+// treats as an error.
 std::string RandomBytes(size_t n);
 
 // HMAC-SHA256 of `data` under `key` (32 bytes).

@@ -1,7 +1,7 @@
 #include "proto/session_proof.h"
 
 #include "proto/crypto.h"
-#include "proto/signed_token.h"
+#include "proto/credential.h"
 #include "transport/channel.h"
 
 namespace rgpu {
