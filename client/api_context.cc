@@ -4,7 +4,7 @@
 #include "client/impl.h"
 #include "client/memory_map.h"
 
-using rgpu::Op;
+namespace calls = rgpu::calls;
 using rgpu::client::CheckContext;
 using rgpu::client::ClientState;
 using rgpu::client::ContextStack;
@@ -31,10 +31,10 @@ RGPU_IMPL(cuDevicePrimaryCtxRetain)(CUcontext* pctx, CUdevice dev) {
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard<std::mutex> lock(st.objects_mutex());
   if (ctx->remote == 0) {
-    std::vector<uint64_t> v;
-    r = Server().Call(Op::kPrimaryCtxRetain, 0, {static_cast<uint64_t>(dev)}, nullptr, 0, &v);
+    calls::PrimaryCtxRetain::Results retained;
+    r = Server().Call<calls::PrimaryCtxRetain>(0, {.device = dev}, &retained);
     if (r != CUDA_SUCCESS) return r;
-    ctx->remote = v[0];
+    ctx->remote = retained.ctx;
     ctx->generation++;
     ctx->primary_refs = 0;
   }
@@ -45,8 +45,10 @@ RGPU_IMPL(cuDevicePrimaryCtxRetain)(CUcontext* pctx, CUdevice dev) {
 
 namespace {
 // Deactivates a primary context on the server; its handle stays valid.
-CUresult DeactivatePrimary(CUctx_st* ctx, Op op) {
-  CUresult r = Server().Call(op, 0, {static_cast<uint64_t>(ctx->device)});
+// Release (reset = false) or reset the primary context on the server.
+CUresult DeactivatePrimary(CUctx_st* ctx, bool reset) {
+  CUresult r = reset ? Server().Call<calls::PrimaryCtxReset>(0, {.device = ctx->device})
+                     : Server().Call<calls::PrimaryCtxRelease>(0, {.device = ctx->device});
   rgpu::client::Memory().EraseContext(ctx);
   ctx->remote = 0;
   ctx->primary_refs = 0;
@@ -69,7 +71,7 @@ RGPU_IMPL(cuDevicePrimaryCtxRelease_v2)(CUdevice dev) {
   }
   rgpu::client::ContextStorageRunDestructors(ctx);
   std::lock_guard<std::mutex> lock(st.objects_mutex());
-  return DeactivatePrimary(ctx, Op::kPrimaryCtxRelease);
+  return DeactivatePrimary(ctx, /*reset=*/false);
 }
 
 RGPU_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev) {
@@ -81,7 +83,7 @@ RGPU_IMPL(cuDevicePrimaryCtxReset_v2)(CUdevice dev) {
   rgpu::client::ContextStorageRunDestructors(ctx);
   std::lock_guard<std::mutex> lock(st.objects_mutex());
   if (ctx->remote == 0) return CUDA_SUCCESS;
-  return DeactivatePrimary(ctx, Op::kPrimaryCtxReset);
+  return DeactivatePrimary(ctx, /*reset=*/true);
 }
 
 RGPU_IMPL(cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int* flags, int* active) {
@@ -119,11 +121,11 @@ RGPU_IMPL(cuCtxCreate_v4)
     RGPU_LOG_WARN("cuCtxCreate: execution affinity and CIG parameters are not supported");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  std::vector<uint64_t> v;
-  r = Server().Call(Op::kCtxCreate, 0, {flags, static_cast<uint64_t>(dev)}, nullptr, 0, &v);
+  calls::CtxCreate::Results created;
+  r = Server().Call<calls::CtxCreate>(0, {.flags = flags, .device = dev}, &created);
   if (r != CUDA_SUCCESS) return r;
   auto* ctx = new CUctx_st();
-  ctx->remote = v[0];
+  ctx->remote = created.ctx;
   ctx->device = dev;
   ctx->flags = flags;
   st.Register(ctx);
@@ -136,7 +138,7 @@ RGPU_IMPL(cuCtxDestroy_v2)(CUcontext ctx) {
   ClientState& st = ClientState::Get();
   if (ctx == nullptr || !st.IsLive(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   rgpu::client::ContextStorageRunDestructors(ctx);
-  CUresult r = Server().Call(Op::kCtxDestroy, 0, {ctx->remote});
+  CUresult r = Server().Call<calls::CtxDestroy>(0, {.ctx = ctx->remote});
   rgpu::client::Memory().EraseContext(ctx);
   st.Unregister(ctx);
   auto& stack = ContextStack();
@@ -219,7 +221,7 @@ RGPU_IMPL(cuCtxGetApiVersion)(CUcontext ctx, unsigned int* version) {
 namespace {
 CUresult SynchronizeContext(CUctx_st* ctx) {
   CUresult held = rgpu::client::WaitContextDrained(ctx);
-  CUresult r = Server().Call(Op::kCtxSynchronize, ctx->remote, {});
+  CUresult r = Server().Call<calls::CtxSynchronize>(ctx->remote, {});
   return r != CUDA_SUCCESS ? r : held;
 }
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include "client/impl.h"
 
-using rgpu::Op;
+namespace calls = rgpu::calls;
 using rgpu::client::ClientState;
 using rgpu::client::RequireContext;
 using rgpu::client::ResolveFunction;
@@ -22,11 +22,11 @@ CUresult FunctionAttribute(CUfunc_st* f, CUfunction_attribute attrib, int* value
       return CUDA_SUCCESS;
     }
   }
-  std::vector<uint64_t> v;
-  CUresult r = Server().Call(Op::kFuncGetAttribute, f->ctx->remote,
-                             {f->remote, static_cast<uint64_t>(attrib)}, nullptr, 0, &v);
+  calls::FuncGetAttribute::Results got;
+  CUresult r = Server().Call<calls::FuncGetAttribute>(
+      f->ctx->remote, {.function = f->remote, .attribute = static_cast<uint32_t>(attrib)}, &got);
   if (r != CUDA_SUCCESS) return r;
-  *value = static_cast<int>(static_cast<int64_t>(v[0]));
+  *value = got.value;
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   f->attributes[attrib] = *value;
   return CUDA_SUCCESS;
@@ -91,9 +91,9 @@ RGPU_IMPL(cuFuncSetAttribute)(CUfunction f, CUfunction_attribute attrib, int val
   CUfunc_st* fn;
   CUresult r = ResolveFunction(f, &fn);
   if (r != CUDA_SUCCESS) return r;
-  r = Server().Call(Op::kFuncSetAttribute, fn->ctx->remote,
-                    {fn->remote, static_cast<uint64_t>(attrib),
-                     static_cast<uint64_t>(static_cast<int64_t>(value))});
+  r = Server().Call<calls::FuncSetAttribute>(
+      fn->ctx->remote,
+      {.function = fn->remote, .attribute = static_cast<uint32_t>(attrib), .value = value});
   if (r == CUDA_SUCCESS) {
     // Setting one attribute can change others (e.g. the shared-memory carveout): refetch later.
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
@@ -198,9 +198,9 @@ RGPU_IMPL(cuCtxGetLimit)(size_t* value, CUlimit limit) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  std::vector<uint64_t> v;
-  r = Server().Call(Op::kCtxGetLimit, ctx->remote, {static_cast<uint64_t>(limit)}, nullptr, 0, &v);
-  if (r == CUDA_SUCCESS) *value = v[0];
+  calls::CtxGetLimit::Results got;
+  r = Server().Call<calls::CtxGetLimit>(ctx->remote, {.limit = static_cast<uint32_t>(limit)}, &got);
+  if (r == CUDA_SUCCESS) *value = got.value;
   return r;
 }
 
@@ -208,17 +208,18 @@ RGPU_IMPL(cuCtxSetLimit)(CUlimit limit, size_t value) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Call(Op::kCtxSetLimit, ctx->remote, {static_cast<uint64_t>(limit), value});
+  return Server().Call<calls::CtxSetLimit>(ctx->remote,
+                                           {.limit = static_cast<uint32_t>(limit), .value = value});
 }
 
 RGPU_IMPL(cuCtxGetStreamPriorityRange)(int* least, int* greatest) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  std::vector<uint64_t> v;
-  r = Server().Call(Op::kCtxGetStreamPriorityRange, ctx->remote, {}, nullptr, 0, &v);
+  calls::CtxGetStreamPriorityRange::Results range;
+  r = Server().Call<calls::CtxGetStreamPriorityRange>(ctx->remote, {}, &range);
   if (r != CUDA_SUCCESS) return r;
-  if (least != nullptr) *least = static_cast<int>(static_cast<int64_t>(v[0]));
-  if (greatest != nullptr) *greatest = static_cast<int>(static_cast<int64_t>(v[1]));
+  if (least != nullptr) *least = range.least;
+  if (greatest != nullptr) *greatest = range.greatest;
   return CUDA_SUCCESS;
 }

@@ -7,7 +7,7 @@
 #include "client/impl.h"
 #include "client/memory_map.h"
 
-using rgpu::Op;
+namespace calls = rgpu::calls;
 using rgpu::client::LocalTransport;
 using rgpu::client::Memory;
 using rgpu::client::MemoryRange;
@@ -286,18 +286,29 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
     for (size_t row = 0; row < height; ++row) {
       memcpy(packed.data() + row * width, src.host + row * spitch, width);
     }
-    return Server().Post(Op::kMemcpy2DHtoD, ctx->remote,
-                         {dst.device, dpitch, width, height, remote_stream, async}, packed.data(),
-                         packed.size());
+    return Server().Post<calls::Memcpy2DHtoD>(ctx->remote,
+                                              {.dst = dst.device,
+                                               .dst_pitch = dpitch,
+                                               .width = width,
+                                               .height = height,
+                                               .stream = remote_stream,
+                                               .async = async},
+                                              packed.data(), packed.size());
   }
   if (dst.type == CU_MEMORYTYPE_HOST) {
     const bool direct = dpitch == width;
     std::vector<char> packed(direct ? 0 : width * height);
     char* landing = direct ? dst_host : packed.data();
     size_t got = 0;
-    r = Server().Call(Op::kMemcpy2DDtoH, ctx->remote,
-                      {src.device, spitch, width, height, remote_stream, async}, nullptr, 0,
-                      nullptr, rgpu::client::ReplyBuffer{landing, width * height}, &got);
+    r = Server().Call<calls::Memcpy2DDtoH>(
+        ctx->remote,
+        {.src = src.device,
+         .src_pitch = spitch,
+         .width = width,
+         .height = height,
+         .stream = remote_stream,
+         .async = async},
+        nullptr, nullptr, 0, rgpu::client::ReplyBuffer{landing, width * height}, &got);
     if (r != CUDA_SUCCESS) return r;
     if (got != width * height) return CUDA_ERROR_UNKNOWN;
     if (!direct) {
@@ -307,9 +318,14 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
     }
     return CUDA_SUCCESS;
   }
-  return Server().Post(
-      Op::kMemcpy2DDtoD, ctx->remote,
-      {dst.device, dpitch, src.device, spitch, width, height, remote_stream, async});
+  return Server().Post<calls::Memcpy2DDtoD>(ctx->remote, {.dst = dst.device,
+                                                          .dst_pitch = dpitch,
+                                                          .src = src.device,
+                                                          .src_pitch = spitch,
+                                                          .width = width,
+                                                          .height = height,
+                                                          .stream = remote_stream,
+                                                          .async = async});
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include "client/impl.h"
 #include "client/memory_map.h"
 
-using rgpu::Op;
+namespace calls = rgpu::calls;
 using rgpu::client::Memory;
 using rgpu::client::RequireContext;
 using rgpu::client::ResolveStream;
@@ -18,12 +18,12 @@ RGPU_IMPL(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  std::vector<uint64_t> v;
-  r = Server().Call(Op::kMemAlloc, ctx->remote, {bytesize}, nullptr, 0, &v);
+  calls::MemAlloc::Results allocated;
+  r = Server().Call<calls::MemAlloc>(ctx->remote, {.bytesize = bytesize}, &allocated);
   if (r != CUDA_SUCCESS) return r;
-  *dptr = v[0];
+  *dptr = allocated.dptr;
   rgpu::client::MemoryRange range;
-  range.base = v[0];
+  range.base = allocated.dptr;
   range.size = bytesize;
   range.type = CU_MEMORYTYPE_DEVICE;
   range.ctx = ctx;
@@ -63,7 +63,7 @@ RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
   // for the work using the memory; the range is checked above, so the server's answer can only
   // be a failure of earlier work, which the next synchronizing call reports.
   Memory().Erase(dptr);
-  return Server().Post(Op::kMemFree, ctx->remote, {dptr});
+  return Server().Post<calls::MemFree>(ctx->remote, {.dptr = dptr});
 }
 
 RGPU_IMPL(cuMemGetInfo_v2)(size_t* free_bytes, size_t* total) {
@@ -71,11 +71,11 @@ RGPU_IMPL(cuMemGetInfo_v2)(size_t* free_bytes, size_t* total) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  std::vector<uint64_t> v;
-  r = Server().Call(Op::kMemGetInfo, ctx->remote, {}, nullptr, 0, &v);
+  calls::MemGetInfo::Results info;
+  r = Server().Call<calls::MemGetInfo>(ctx->remote, {}, &info);
   if (r == CUDA_SUCCESS) {
-    *free_bytes = v[0];
-    *total = v[1];
+    *free_bytes = info.free;
+    *total = info.total;
   }
   return r;
 }
@@ -120,15 +120,17 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
     const char* from = static_cast<const char*>(src);
     for (size_t done = 0; done < bytes; done += kPageableChunk) {
       const size_t n = std::min(kPageableChunk, bytes - done);
-      r = Server().Post(Op::kMemcpyHtoD, ctx->remote, {dst + done, n, remote_stream, async},
-                        from + done, n, true);
+      r = Server().Post<calls::MemcpyHtoD>(
+          ctx->remote, {.dst = dst + done, .bytes = n, .stream = remote_stream, .async = async},
+          from + done, n, true);
       if (r == CUDA_SUCCESS) r = Server().WaitSent(1);
       if (r != CUDA_SUCCESS) return r;
     }
     return Server().WaitSent();
   }
-  return Server().Post(Op::kMemcpyHtoD, ctx->remote, {dst, bytes, remote_stream, async}, src, bytes,
-                       async && from_pinned);
+  return Server().Post<calls::MemcpyHtoD>(
+      ctx->remote, {.dst = dst, .bytes = bytes, .stream = remote_stream, .async = async}, src,
+      bytes, async && from_pinned);
 }
 
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
@@ -146,8 +148,9 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
   size_t got = 0;
-  r = Server().Call(Op::kMemcpyDtoH, ctx->remote, {src, bytes, remote_stream, async}, nullptr, 0,
-                    nullptr, rgpu::client::ReplyBuffer{dst, bytes}, &got);
+  r = Server().Call<calls::MemcpyDtoH>(
+      ctx->remote, {.src = src, .bytes = bytes, .stream = remote_stream, .async = async}, nullptr,
+      nullptr, 0, rgpu::client::ReplyBuffer{dst, bytes}, &got);
   if (r == CUDA_SUCCESS && got != bytes) return CUDA_ERROR_UNKNOWN;
   return r;
 }
@@ -165,7 +168,9 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream strea
       (r = CheckDeviceRange(ctx, src, bytes)) != CUDA_SUCCESS) {
     return r;
   }
-  return Server().Post(Op::kMemcpyDtoD, ctx->remote, {dst, src, bytes, remote_stream, async});
+  return Server().Post<calls::MemcpyDtoD>(
+      ctx->remote,
+      {.dst = dst, .src = src, .bytes = bytes, .stream = remote_stream, .async = async});
 }
 
 bool IsDeviceAddress(uint64_t address) {
@@ -215,8 +220,12 @@ CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count,
   if (count > (~0ull) / element) return CUDA_ERROR_INVALID_VALUE;
   r = rgpu::client::CheckDeviceRange(ctx, dst, count * element);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Post(Op::kMemset, ctx->remote,
-                       {dst, value, element, count, remote_stream, async});
+  return Server().Post<calls::Memset>(ctx->remote, {.dst = dst,
+                                                    .value = static_cast<uint32_t>(value),
+                                                    .element_size = static_cast<uint32_t>(element),
+                                                    .count = count,
+                                                    .stream = remote_stream,
+                                                    .async = async});
 }
 
 }  // namespace
@@ -275,8 +284,15 @@ CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint64_t value, uint64_t elemen
   if (r != CUDA_SUCCESS) return r;
   r = rgpu::client::CheckDeviceRange(ctx, dst, pitch * (height - 1) + width * element);
   if (r != CUDA_SUCCESS) return r;
-  return Server().Post(Op::kMemset2D, ctx->remote,
-                       {dst, pitch, value, element, width, height, remote_stream, async});
+  return Server().Post<calls::Memset2D>(ctx->remote,
+                                        {.dst = dst,
+                                         .pitch = pitch,
+                                         .value = static_cast<uint32_t>(value),
+                                         .element_size = static_cast<uint32_t>(element),
+                                         .width = width,
+                                         .height = height,
+                                         .stream = remote_stream,
+                                         .async = async});
 }
 
 }  // namespace

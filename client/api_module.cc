@@ -9,7 +9,7 @@
 #include "client/memory_map.h"
 #include "common/fatbin.h"
 
-using rgpu::Op;
+namespace calls = rgpu::calls;
 using rgpu::client::ClientState;
 using rgpu::client::ObjectKind;
 using rgpu::client::RequireContext;
@@ -18,11 +18,12 @@ using rgpu::client::Server;
 namespace {
 
 CUresult LoadImage(const std::string& image, CUctx_st* ctx, CUmod_st** out) {
-  std::vector<uint64_t> v;
-  CUresult r = Server().Call(Op::kModuleLoadData, ctx->remote, {}, image.data(), image.size(), &v);
+  calls::ModuleLoadData::Results loaded;
+  CUresult r =
+      Server().Call<calls::ModuleLoadData>(ctx->remote, {}, &loaded, image.data(), image.size());
   if (r != CUDA_SUCCESS) return r;
   auto* m = new CUmod_st();
-  m->remote = v[0];
+  m->remote = loaded.module;
   m->ctx = ctx;
   m->generation = ctx->generation;
   ClientState::Get().Register(m);
@@ -64,24 +65,25 @@ CUresult GetFunction(CUmod_st* m, const char* name, CUfunc_st** out) {
     *out = it->second;
     return CUDA_SUCCESS;
   }
-  std::vector<uint64_t> v;
-  CUresult r = Server().Call(Op::kModuleGetFunction, m->ctx->remote, {m->remote}, name,
-                             strlen(name) + 1, &v);
+  calls::ModuleGetFunction::Results got;
+  CUresult r = Server().Call<calls::ModuleGetFunction>(m->ctx->remote, {.module = m->remote}, &got,
+                                                       name, strlen(name) + 1);
   if (r != CUDA_SUCCESS) return r;
-  // function, max threads, static shared, max dynamic shared, count, then (offset, size)s
-  const uint64_t count = v[4];
-  if (v.size() != 5 + 2 * count) return CUDA_ERROR_UNKNOWN;
+  // param_count (offset, size) pairs
+  const uint64_t count = got.param_count;
+  const std::vector<uint64_t>& slots = got.param_offsets_and_sizes;
+  if (slots.size() != 2 * count) return CUDA_ERROR_UNKNOWN;
   auto* f = new CUfunc_st();
-  f->remote = v[0];
-  f->max_threads = static_cast<uint32_t>(v[1]);
-  f->static_shared = static_cast<uint32_t>(v[2]);
-  f->max_dynamic_shared = static_cast<uint32_t>(v[3]);
+  f->remote = got.function;
+  f->max_threads = got.max_threads_per_block;
+  f->static_shared = got.static_shared_bytes;
+  f->max_dynamic_shared = got.max_dynamic_shared_bytes;
   f->ctx = m->ctx;
   f->module = m;
   f->name = name;
   for (uint64_t i = 0; i < count; ++i) {
-    rgpu::client::ParamSlot p{static_cast<uint32_t>(v[5 + 2 * i]),
-                              static_cast<uint32_t>(v[6 + 2 * i])};
+    rgpu::client::ParamSlot p{static_cast<uint32_t>(slots[2 * i]),
+                              static_cast<uint32_t>(slots[2 * i + 1])};
     f->params.push_back(p);
     f->params_bytes = std::max(f->params_bytes, p.offset + p.size);
   }
@@ -189,7 +191,7 @@ RGPU_IMPL(cuModuleLoad)(CUmodule* out, const char* path) {
 RGPU_IMPL(cuModuleUnload)(CUmodule m) {
   CUresult r = CheckModule(m);
   if (r != CUDA_SUCCESS) return r;
-  r = Server().Call(Op::kModuleUnload, m->ctx->remote, {m->remote});
+  r = Server().Call<calls::ModuleUnload>(m->ctx->remote, {.module = m->remote});
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   ForgetModule(m);
   return r;
@@ -206,23 +208,24 @@ RGPU_IMPL(cuModuleGetGlobal_v2)(CUdeviceptr* dptr, size_t* bytes, CUmodule m, co
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CheckModule(m);
   if (r != CUDA_SUCCESS) return r;
-  std::vector<uint64_t> v;
-  r = Server().Call(Op::kModuleGetGlobal, m->ctx->remote, {m->remote}, name, strlen(name) + 1, &v);
+  calls::ModuleGetGlobal::Results global;
+  r = Server().Call<calls::ModuleGetGlobal>(m->ctx->remote, {.module = m->remote}, &global, name,
+                                            strlen(name) + 1);
   if (r != CUDA_SUCCESS) return r;
   // The global is device memory of the module's context: copies may name it.
-  if (v[1] > 0 && !rgpu::client::Memory().Find(v[0])) {
+  if (global.bytes > 0 && !rgpu::client::Memory().Find(global.dptr)) {
     rgpu::client::MemoryRange range;
-    range.base = v[0];
-    range.size = v[1];
+    range.base = global.dptr;
+    range.size = global.bytes;
     range.type = CU_MEMORYTYPE_DEVICE;
     range.ctx = m->ctx;
     range.freeable = false;
     rgpu::client::Memory().Insert(range);
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-    m->globals.push_back(v[0]);
+    m->globals.push_back(global.dptr);
   }
-  if (dptr != nullptr) *dptr = v[0];
-  if (bytes != nullptr) *bytes = v[1];
+  if (dptr != nullptr) *dptr = global.dptr;
+  if (bytes != nullptr) *bytes = global.bytes;
   return CUDA_SUCCESS;
 }
 
@@ -391,9 +394,17 @@ RGPU_IMPL(cuLaunchKernel)
     CUresult lr = rgpu::client::ResolveStream(s, &launch_ctx, &launch_stream);
     if (lr != CUDA_SUCCESS) return lr;
     if (launch_ctx != fn->ctx) return CUDA_ERROR_INVALID_HANDLE;
-    return Server().Post(Op::kLaunchKernelOnStream, launch_ctx->remote,
-                         {fn->remote, gx, gy, gz, bx, by, bz, shmem, launch_stream}, args.data(),
-                         args.size());
+    return Server().Post<calls::LaunchKernel>(launch_ctx->remote,
+                                              {.function = fn->remote,
+                                               .grid_x = gx,
+                                               .grid_y = gy,
+                                               .grid_z = gz,
+                                               .block_x = bx,
+                                               .block_y = by,
+                                               .block_z = bz,
+                                               .shared_bytes = shmem,
+                                               .stream = launch_stream},
+                                              args.data(), args.size());
   };
   if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_KERNEL, launch)) {
     return CUDA_SUCCESS;

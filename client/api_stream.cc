@@ -3,7 +3,7 @@
 
 #include "client/impl.h"
 
-using rgpu::Op;
+namespace calls = rgpu::calls;
 using rgpu::client::ClientState;
 using rgpu::client::ObjectKind;
 using rgpu::client::RequireContext;
@@ -46,12 +46,12 @@ RGPU_IMPL(cuStreamCreateWithPriority)(CUstream* out, unsigned int flags, int pri
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  std::vector<uint64_t> v;
-  r = Server().Call(Op::kStreamCreate, ctx->remote,
-                    {flags, static_cast<uint64_t>(static_cast<int64_t>(priority))}, nullptr, 0, &v);
+  calls::StreamCreate::Results created;
+  r = Server().Call<calls::StreamCreate>(ctx->remote, {.flags = flags, .priority = priority},
+                                         &created);
   if (r != CUDA_SUCCESS) return r;
   auto* s = new CUstream_st();
-  s->remote = v[0];
+  s->remote = created.stream;
   s->ctx = ctx;
   s->flags = flags;
   s->priority = priority;
@@ -72,7 +72,7 @@ RGPU_IMPL(cuStreamDestroy_v2)(CUstream s) {
   }
   CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
-  r = Server().Call(Op::kStreamDestroy, ctx->remote, {remote});
+  r = Server().Call<calls::StreamDestroy>(ctx->remote, {.stream = remote});
   ClientState::Get().Unregister(s);
   delete s;
   return r;
@@ -84,7 +84,7 @@ RGPU_IMPL(cuStreamSynchronize)(CUstream s) {
   CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
   CUresult held = rgpu::client::WaitStreamDrained(s);
-  r = Server().Call(Op::kStreamSynchronize, ctx->remote, {remote});
+  r = Server().Call<calls::StreamSynchronize>(ctx->remote, {.stream = remote});
   return r != CUDA_SUCCESS ? r : held;
 }
 
@@ -94,7 +94,7 @@ RGPU_IMPL(cuStreamQuery)(CUstream s) {
   CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
   if (rgpu::client::StreamHeld(s)) return CUDA_ERROR_NOT_READY;  // a host function is pending
-  return Server().Call(Op::kStreamQuery, ctx->remote, {remote});
+  return Server().Call<calls::StreamQuery>(ctx->remote, {.stream = remote});
 }
 
 RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
@@ -114,7 +114,8 @@ RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
       })) {
     return CUDA_SUCCESS;
   }
-  return Server().Post(Op::kStreamWaitEvent, ctx->remote, {remote, e->remote, flags});
+  return Server().Post<calls::StreamWaitEvent>(
+      ctx->remote, {.stream = remote, .event = e->remote, .flags = flags});
 }
 
 RGPU_IMPL(cuStreamGetFlags)(CUstream s, unsigned int* flags) {
@@ -142,11 +143,11 @@ RGPU_IMPL(cuEventCreate)(CUevent* out, unsigned int flags) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  std::vector<uint64_t> v;
-  r = Server().Call(Op::kEventCreate, ctx->remote, {flags}, nullptr, 0, &v);
+  calls::EventCreate::Results created;
+  r = Server().Call<calls::EventCreate>(ctx->remote, {.flags = flags}, &created);
   if (r != CUDA_SUCCESS) return r;
   auto* e = new CUevent_st();
-  e->remote = v[0];
+  e->remote = created.event;
   e->ctx = ctx;
   e->flags = flags;
   ClientState::Get().Register(e);
@@ -167,7 +168,7 @@ RGPU_IMPL(cuEventRecord)(CUevent e, CUstream s) {
                           [e](CUstream stream) { return rgpu_impl_cuEventRecord(e, stream); })) {
     return CUDA_SUCCESS;
   }
-  return Server().Post(Op::kEventRecord, ctx->remote, {e->remote, remote});
+  return Server().Post<calls::EventRecord>(ctx->remote, {.event = e->remote, .stream = remote});
 }
 
 RGPU_IMPL(cuEventRecordWithFlags)(CUevent e, CUstream s, unsigned int flags) {
@@ -181,7 +182,7 @@ RGPU_IMPL(cuEventSynchronize)(CUevent e) {
   if (r != CUDA_SUCCESS) return r;
   // The record may be held behind a host function of any stream of the context.
   CUresult held = rgpu::client::WaitContextDrained(e->ctx);
-  r = Server().Call(Op::kEventSynchronize, e->ctx->remote, {e->remote});
+  r = Server().Call<calls::EventSynchronize>(e->ctx->remote, {.event = e->remote});
   return r != CUDA_SUCCESS ? r : held;
 }
 
@@ -192,7 +193,7 @@ RGPU_IMPL(cuEventQuery)(CUevent e) {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     if (e->ctx->host_work > 0) return CUDA_ERROR_NOT_READY;
   }
-  return Server().Call(Op::kEventQuery, e->ctx->remote, {e->remote});
+  return Server().Call<calls::EventQuery>(e->ctx->remote, {.event = e->remote});
 }
 
 RGPU_IMPL(cuEventElapsedTime_v2)(float* ms, CUevent start, CUevent end) {
@@ -201,20 +202,17 @@ RGPU_IMPL(cuEventElapsedTime_v2)(float* ms, CUevent start, CUevent end) {
   if (r == CUDA_SUCCESS) r = CheckEvent(end);
   if (r != CUDA_SUCCESS) return r;
   if (start->ctx != end->ctx) return CUDA_ERROR_INVALID_HANDLE;
-  std::vector<uint64_t> v;
-  r = Server().Call(Op::kEventElapsedTime, start->ctx->remote, {start->remote, end->remote},
-                    nullptr, 0, &v);
-  if (r == CUDA_SUCCESS) {
-    uint32_t bits = static_cast<uint32_t>(v[0]);
-    memcpy(ms, &bits, sizeof *ms);
-  }
+  calls::EventElapsedTime::Results elapsed;
+  r = Server().Call<calls::EventElapsedTime>(
+      start->ctx->remote, {.start = start->remote, .end = end->remote}, &elapsed);
+  if (r == CUDA_SUCCESS) memcpy(ms, &elapsed.milliseconds_float_bits, sizeof *ms);
   return r;
 }
 
 RGPU_IMPL(cuEventDestroy_v2)(CUevent e) {
   CUresult r = CheckEvent(e);
   if (r != CUDA_SUCCESS) return r;
-  r = Server().Call(Op::kEventDestroy, e->ctx->remote, {e->remote});
+  r = Server().Call<calls::EventDestroy>(e->ctx->remote, {.event = e->remote});
   ClientState::Get().Unregister(e);
   delete e;
   return r;

@@ -224,8 +224,14 @@ CUresult Connection::ThrottleLocked(size_t payload_size) {
   return CallLocked(Op::kBarrier, 0, {}, nullptr, 0, nullptr, {}, nullptr, false);
 }
 
-CUresult Connection::Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
-                          const void* payload, size_t payload_size, bool payload_stays_valid) {
+CUresult Connection::MalformedReply(Op op) {
+  const OpInfo* info = FindOp(static_cast<uint32_t>(op));
+  RGPU_LOG_WARN("the server's reply to %s does not hold its results", info ? info->name : "?");
+  return CUDA_ERROR_UNKNOWN;
+}
+
+CUresult Connection::PostRaw(Op op, uint64_t ctx, std::span<const uint64_t> args,
+                             const void* payload, size_t payload_size, bool payload_stays_valid) {
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) return kServerLost;
   if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
@@ -259,14 +265,15 @@ CUresult Connection::Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> a
   return CUDA_SUCCESS;
 }
 
-CUresult Connection::Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
-                          const void* payload, size_t payload_size, std::vector<uint64_t>* values,
-                          ReplyBuffer reply_buffer, size_t* reply_size) {
+CUresult Connection::CallRaw(Op op, uint64_t ctx, std::span<const uint64_t> args,
+                             const void* payload, size_t payload_size,
+                             std::vector<uint64_t>* values, ReplyBuffer reply_buffer,
+                             size_t* reply_size) {
   std::lock_guard<std::mutex> lock(mu_);
   return CallLocked(op, ctx, args, payload, payload_size, values, reply_buffer, reply_size, true);
 }
 
-CUresult Connection::CallLocked(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
+CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> args,
                                 const void* payload, size_t payload_size,
                                 std::vector<uint64_t>* values, ReplyBuffer reply_buffer,
                                 size_t* reply_size, bool surface_async_error) {

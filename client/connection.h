@@ -15,16 +15,17 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "client/liveness_monitor.h"
 #include "common/status.h"
+#include "proto/calls.h"
 #include "proto/ops.h"
 #include "proto/rgpu.pb.h"
 #include "transport/channel.h"
@@ -53,21 +54,40 @@ class Connection {
 
   const wire::Welcome& welcome() const { return welcome_; }
 
-  // Runs `op` on the server in session context `ctx` with `args` and an optional payload, and
-  // waits for the reply. Result values go to `values` (may be null); a reply payload is written
-  // into `reply` (its size to *reply_size) and must fit its capacity. Returns the call's CUresult.
-  CUresult Call(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
-                const void* payload = nullptr, size_t payload_size = 0,
-                std::vector<uint64_t>* values = nullptr, ReplyBuffer reply = {},
-                size_t* reply_size = nullptr);
+  // Runs operation C (a struct of proto/calls.h) on the server in session context `ctx` with
+  // `args` and an optional payload, and waits for the reply. Its results go to `results` (may be
+  // null); a reply payload is written into `reply` (its size to *reply_size) and must fit its
+  // capacity. Returns the call's CUresult (CUDA_ERROR_UNKNOWN for a reply whose results are not
+  // the operation's).
+  template <typename C>
+  CUresult Call(uint64_t ctx, const typename C::Args& args, typename C::Results* results = nullptr,
+                const void* payload = nullptr, size_t payload_size = 0, ReplyBuffer reply = {},
+                size_t* reply_size = nullptr) {
+    uint64_t raw[kMaxArgs];
+    const size_t n = calls::EncodeArgs(args, raw);
+    std::vector<uint64_t> values;
+    CUresult r = CallRaw(C::kOp, ctx, std::span<const uint64_t>(raw, n), payload, payload_size,
+                         results != nullptr ? &values : nullptr, reply, reply_size);
+    if (r == CUDA_SUCCESS && results != nullptr &&
+        !calls::DecodeResults(values.data(), values.size(), results)) {
+      return MalformedReply(C::kOp);
+    }
+    return r;
+  }
 
-  // Sends a stream-ordered (kAsync) call without waiting for its reply. With
+  // Sends operation C, a stream-ordered (kAsync) one, without waiting for its reply. With
   // `payload_stays_valid` (pinned memory the program may not touch until it synchronizes) the
   // payload may still be read after this returns, until the next Call; otherwise it has been
   // sent or copied when this returns. A failure on the server surfaces at the next Call.
-  CUresult Post(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
-                const void* payload = nullptr, size_t payload_size = 0,
-                bool payload_stays_valid = false);
+  template <typename C>
+  CUresult Post(uint64_t ctx, const typename C::Args& args, const void* payload = nullptr,
+                size_t payload_size = 0, bool payload_stays_valid = false) {
+    static_assert(C::kMode == CallMode::kAsync, "only kAsync operations may be posted");
+    uint64_t raw[kMaxArgs];
+    const size_t n = calls::EncodeArgs(args, raw);
+    return PostRaw(C::kOp, ctx, std::span<const uint64_t>(raw, n), payload, payload_size,
+                   payload_stays_valid);
+  }
 
   // Waits until at most `keep` of the latest posted payloads have not left yet (the others may be
   // reused), without waiting for replies.
@@ -89,13 +109,22 @@ class Connection {
   std::string DescribeTransport();
 
  private:
+  static constexpr size_t kMaxArgs = 16;  // more than any operation of calls.def has
   Connection() = default;
   CUresult Fail(const std::string& why);
+  // Logs a reply whose results do not decode as `op`'s and returns CUDA_ERROR_UNKNOWN.
+  CUresult MalformedReply(Op op);
+  // The untyped forms of Call and Post, over encoded arguments.
+  CUresult CallRaw(Op op, uint64_t ctx, std::span<const uint64_t> args, const void* payload,
+                   size_t payload_size, std::vector<uint64_t>* values, ReplyBuffer reply,
+                   size_t* reply_size);
+  CUresult PostRaw(Op op, uint64_t ctx, std::span<const uint64_t> args, const void* payload,
+                   size_t payload_size, bool payload_stays_valid);
   // The parts of Call and Post that run with mu_ held. `surface_async_error`: an earlier posted
   // call's failure may be returned by this call (false for the connection's own barriers).
-  CUresult CallLocked(Op op, uint64_t ctx, std::initializer_list<uint64_t> args,
-                      const void* payload, size_t payload_size, std::vector<uint64_t>* values,
-                      ReplyBuffer reply, size_t* reply_size, bool surface_async_error);
+  CUresult CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> args, const void* payload,
+                      size_t payload_size, std::vector<uint64_t>* values, ReplyBuffer reply,
+                      size_t* reply_size, bool surface_async_error);
   // Appends a call to the batch being built (its payload is copied).
   void AddToBatch(const wire::Call& call, const void* payload, size_t size);
   // Sends the batch as one message, if it holds any call.

@@ -1,5 +1,6 @@
 // Op: the numeric id of each forwarded operation, and its static description, generated from
 // proto/calls.def. Ids are positions in calls.def starting at 1; appending keeps old ids stable.
+// The typed form of each operation is in proto/calls.h.
 #pragma once
 
 #include <cstddef>
@@ -9,24 +10,27 @@ namespace rgpu {
 
 enum class Op : uint32_t {
   kInvalid = 0,
-#define RGPU_OP(name, nargs, args, nres, res, in, out, mode) k##name,
+#define RGPU_CALL(name, mode, context, in, out, args, results, checks) k##name,
 #include "proto/calls.def"
-#undef RGPU_OP
+#undef RGPU_CALL
   kCount
 };
 
 enum class PayloadKind { kNone, kData, kImage, kName, kParams };
 enum class CallMode { kSync, kAsync };
+enum class ContextUse { kInContext, kNoContext };
 
 struct OpInfo {
   const char* name;
   int arg_count;
-  const char* arg_names;
-  int result_count;  // minimum number of Reply.values on success
+  const char* arg_names;  // "name (Kind), ..."
+  int result_count;       // Reply.values on success (at least, with has_result_list)
+  bool has_result_list;
   const char* result_names;
   PayloadKind payload_in;
   PayloadKind payload_out;
   CallMode mode;
+  ContextUse context;
 };
 
 // The description of `op`, or nullptr if `op` is not a known operation.

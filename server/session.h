@@ -16,11 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "proto/calls.h"
 #include "proto/ops.h"
 #include "proto/rgpu.pb.h"
 #include "server/cuda_driver.h"
 #include "server/fair_scheduler.h"
 #include "server/handle_table.h"
+#include "server/session_records.h"
 #include "server/session_limits.h"
 #include "transport/channel.h"
 
@@ -101,49 +103,6 @@ class Session {
   uint64_t live_bytes() const { return live_bytes_.load(); }
 
  private:
-  // Limits whose device memory is charged to the tenant: the malloc heap, the per-thread stack
-  // (reserved for every thread the device can hold at once) and the printf buffer.
-  enum ChargedLimit { kHeapLimit, kStackLimit, kPrintfLimit, kChargedLimits };
-  struct ContextRecord {
-    CUcontext context = nullptr;
-    int device = 0;
-    bool primary = false;
-    int primary_refs = 0;
-    bool destroyed = false;  // by WaitForKernel, to stop a kernel: calls fail with stopped_error_
-    uint64_t limit_default[kChargedLimits] = {};  // the backend's values at creation
-    uint64_t limit_charge[kChargedLimits] = {};   // bytes charged for each
-  };
-  struct Allocation {
-    size_t size = 0;
-    uint64_t ctx = 0;
-    bool freeable = true;  // false for module globals
-    uint64_t module = 0;   // the module a global belongs to
-  };
-  struct ModuleRecord {
-    CUmodule module = nullptr;
-    uint64_t ctx = 0;
-    uint64_t charged = 0;  // its image and the device memory its variables hold
-  };
-  struct ParamSlot {
-    uint32_t offset = 0;
-    uint32_t size = 0;
-  };
-  struct FunctionRecord {
-    CUfunction function = nullptr;
-    uint64_t module = 0;
-    uint64_t ctx = 0;
-    std::vector<ParamSlot> params;
-    uint32_t params_bytes = 0;
-  };
-  struct StreamRecord {
-    CUstream stream = nullptr;
-    uint64_t ctx = 0;
-  };
-  struct EventRecord {
-    CUevent event = nullptr;
-    uint64_t ctx = 0;
-  };
-
   // Everything a handler needs about the call it serves.
   struct CallState {
     const wire::Call* call = nullptr;
@@ -158,7 +117,6 @@ class Session {
     // The message, when its payload has not been fetched yet (payload is then null): the
     // handler fetches it with Channel::FetchPayload.
     ReceivedMessage* unfetched = nullptr;
-    uint64_t arg(int i) const { return call->args(i); }
   };
 
   bool Handshake();
@@ -175,11 +133,50 @@ class Session {
   // Validates and executes one call whose payload is payload[0, payload_size) and sends its
   // reply unless it was posted; false ends the session.
   bool ServeCall(const wire::Call& call, char* payload, size_t payload_size);
+  // Runs the operation of cs.call: decodes and checks its arguments, resolves its handles, makes
+  // the checks calls.def gives it, runs its handler and encodes its results
+  // (server/call_dispatch.cc, generated from proto/calls.def).
   CUresult Dispatch(Op op, CallState& cs);
 
-#define RGPU_OP(name, nargs, args, nres, res, in, out, mode) CUresult Handle##name(CallState& cs);
+  // Per operation of proto/calls.def: `NameIn`, its arguments resolved (Resolved<Kind>), and
+  // the handler, which may assume every check calls.def lists has passed and fills *out on
+  // success (server/session_*.cc, by family).
+#define RGPU_ARG(kind, name) Resolved<calls::Kind##kind>::Type name{};
+#define RGPU_CALL(Name, mode, context, payload_in, payload_out, args, results, checks) \
+  struct Name##In {                                                                    \
+    args                                                                               \
+  };                                                                                   \
+  CUresult Serve##Name(CallState& cs);                                                 \
+  CUresult Handle##Name(CallState& cs, const Name##In& in, calls::Name::Results* out);
 #include "proto/calls.def"
-#undef RGPU_OP
+#undef RGPU_CALL
+#undef RGPU_ARG
+
+  // The field resolvers the generated dispatch uses: a raw wire value to its resolved form,
+  // checked to be the session's (handles of the call's context, devices the session sees).
+  // CUDA_ERROR_INVALID_HANDLE (INVALID_DEVICE, INVALID_CONTEXT) and cs.detail otherwise.
+  template <typename K>
+  CUresult Resolve(CallState&, K, const typename K::Wire& raw, typename K::Wire* out) {
+    *out = raw;
+    return CUDA_SUCCESS;
+  }
+  CUresult Resolve(CallState& cs, calls::KindDevice, int raw, int* out);
+  CUresult Resolve(CallState& cs, calls::KindCtx, uint64_t raw, Handle<ContextRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindModule, uint64_t raw, Handle<ModuleRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindFunction, uint64_t raw, Handle<FunctionRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindEvent, uint64_t raw, Handle<EventRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindOwnStream, uint64_t raw, Handle<StreamRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindStream, uint64_t raw, StreamRef* out);
+  // The checks of calls.def: false (with cs.detail) when they fail.
+  bool CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what);
+  bool CheckElements(CallState& cs, CUdeviceptr ptr, uint64_t count, uint64_t size,
+                     const char* what);
+  bool CheckPitched(CallState& cs, CUdeviceptr ptr, uint64_t pitch, uint64_t width, uint64_t height,
+                    const char* what);
+  bool CheckPitchedElements(CallState& cs, CUdeviceptr ptr, uint64_t pitch, uint64_t width,
+                            uint64_t size, uint64_t height, const char* what);
+  bool CheckPayload(CallState& cs, uint64_t bytes);
+  bool CheckPayloadRows(CallState& cs, uint64_t width, uint64_t height);
 
   // Where a copy of `bytes` at device address `dptr` on `stream` can move its data directly, once
   // the copy's place in stream order has come (softgpuMemDirectAccess); nullptr when the backend
@@ -214,11 +211,9 @@ class Session {
   CUresult MakeCurrent(ContextRecord* ctx);
   // Checks that [ptr, ptr+bytes) lies in memory this session owns in context `ctx_id`.
   bool OwnsRange(uint64_t ctx_id, CUdeviceptr ptr, size_t bytes) const;
-  // Looks up a stream id (0 = the context's default stream) in the call's context.
-  bool ResolveStream(const CallState& cs, uint64_t id, CUstream* out);
-  // Waits for the work already issued on stream `stream_id` (none for the default stream, whose
+  // Waits for the work already issued on `stream` (none for the default stream, whose
   // synchronous copies are ordered by the backend), so a synchronous copy can follow it.
-  CUresult AfterStreamWork(const CallState& cs, uint64_t stream_id);
+  CUresult AfterStreamWork(CUstream stream);
   CUresult CreateContext(int device, bool primary, uint64_t* id);
   // Destroys a context and forgets every resource that lived in it.
   void DestroyContext(uint64_t id);

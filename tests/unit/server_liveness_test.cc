@@ -101,7 +101,7 @@ class ServerLivenessTest : public test::RawServerTest {
     return f.reply().values(0);
   }
   static wire::Envelope Launch(uint64_t seq, Tenant& t, uint64_t fn) {
-    return Call(seq, Op::kLaunchKernelOnStream, t.ctx, {fn, 1, 1, 1, 32, 1, 1, 0, 0}, true);
+    return Call(seq, Op::kLaunchKernel, t.ctx, {fn, 1, 1, 1, 32, 1, 1, 0, 0}, true);
   }
   // Launches `name` on `t` and synchronizes, in one batch; returns the answer.
   static wire::Envelope LaunchAndSync(Tenant& t, const char* name) {

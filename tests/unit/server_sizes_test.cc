@@ -134,11 +134,11 @@ TEST_F(ServerSizesTest, PayloadsThatDoNotMatchTheCallAreRefused) {
   ASSERT_EQ(fn.reply().result(), CUDA_SUCCESS) << fn.reply().message();
   const uint64_t f = fn.reply().values(0);
   const std::vector<uint64_t> launch = {f, 1, 1, 1, 1, 1, 1, 0, 0};
-  EXPECT_EQ(Result(ch.get(), Call(8, Op::kLaunchKernelOnStream, ctx, launch), std::string(4, 'p')),
+  EXPECT_EQ(Result(ch.get(), Call(8, Op::kLaunchKernel, ctx, launch), std::string(4, 'p')),
             CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(Result(ch.get(), Call(9, Op::kLaunchKernelOnStream, ctx, launch), std::string(9, 'p')),
+  EXPECT_EQ(Result(ch.get(), Call(9, Op::kLaunchKernel, ctx, launch), std::string(9, 'p')),
             CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(Result(ch.get(), Call(10, Op::kLaunchKernelOnStream, ctx, launch), std::string(8, 0)),
+  EXPECT_EQ(Result(ch.get(), Call(10, Op::kLaunchKernel, ctx, launch), std::string(8, 0)),
             CUDA_SUCCESS);
   EXPECT_EQ(Result(ch.get(), Call(11, Op::kCtxSynchronize, ctx, {})), CUDA_SUCCESS);
 }

@@ -1,0 +1,77 @@
+// The kinds of field a forwarded call's arguments and results have (proto/calls.def), and how
+// each travels on the wire: every field is one uint64 of Call.args or Reply.values. `Wire` is the
+// field's type in the typed structs of proto/calls.h; Encode gives its uint64, and Decode checks
+// that a received uint64 is one (a U32 fits 32 bits, a Bool is 0 or 1, ...) before anything uses
+// it. Handle kinds (Ctx, Module, ...) travel as the session-local ids the server chose; the
+// server resolves them (server/call_dispatch.h).
+#pragma once
+
+#include <cstdint>
+
+namespace rgpu::calls {
+
+// 64-bit values: device addresses, sizes, limits.
+struct KindU64 {
+  using Wire = uint64_t;
+  static uint64_t Encode(uint64_t v) { return v; }
+  static bool Decode(uint64_t raw, uint64_t* v) {
+    *v = raw;
+    return true;
+  }
+};
+struct KindDevPtr : KindU64 {};
+struct KindBytes : KindU64 {};
+
+struct KindU32 {
+  using Wire = uint32_t;
+  static uint64_t Encode(uint32_t v) { return v; }
+  static bool Decode(uint64_t raw, uint32_t* v) {
+    if (raw > 0xffffffffull) return false;
+    *v = static_cast<uint32_t>(raw);
+    return true;
+  }
+};
+
+// Signed 32-bit values, sign-extended to 64 bits.
+struct KindI32 {
+  using Wire = int32_t;
+  static uint64_t Encode(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+  static bool Decode(uint64_t raw, int32_t* v) {
+    const int64_t s = static_cast<int64_t>(raw);
+    if (s < INT32_MIN || s > INT32_MAX) return false;
+    *v = static_cast<int32_t>(s);
+    return true;
+  }
+};
+
+struct KindBool {
+  using Wire = bool;
+  static uint64_t Encode(bool v) { return v ? 1 : 0; }
+  static bool Decode(uint64_t raw, bool* v) {
+    if (raw > 1) return false;
+    *v = raw != 0;
+    return true;
+  }
+};
+
+// A device ordinal of the session.
+struct KindDevice {
+  using Wire = int;
+  static uint64_t Encode(int v) { return static_cast<uint64_t>(v); }
+  static bool Decode(uint64_t raw, int* v) {
+    if (raw > 0x7fffffffull) return false;
+    *v = static_cast<int>(raw);
+    return true;
+  }
+};
+
+// Session-local handle ids (0 is no handle; for Stream, the default stream).
+struct KindHandle : KindU64 {};
+struct KindCtx : KindHandle {};
+struct KindModule : KindHandle {};
+struct KindFunction : KindHandle {};
+struct KindEvent : KindHandle {};
+struct KindStream : KindHandle {};
+struct KindOwnStream : KindHandle {};
+
+}  // namespace rgpu::calls

@@ -1,0 +1,188 @@
+// The server's side of proto/calls.def, generated: for each operation, Serve<Name> decodes its
+// arguments (each checked to be of its kind), resolves its handles to the session's records
+// (each checked to belong to the call's context), makes the checks the row lists (ranges of the
+// session's memory, payload sizes, all overflow-checked), runs Handle<Name> and encodes its
+// results. No handler sees a value the table did not vouch for.
+#include <cstring>
+
+#include "common/log.h"
+#include "server/checked_size.h"
+#include "server/session.h"
+
+namespace rgpu::server {
+
+#define RGPU_ARG(kind, name)                                                       \
+  if (CUresult r = Resolve(cs, calls::Kind##kind{}, raw.name, &in.name); r != 0) { \
+    if (cs.detail.empty()) cs.detail = "argument " #name " is not the session's";  \
+    return r;                                                                      \
+  }
+#define RGPU_RANGE(ptr, bytes) \
+  if (!CheckRange(cs, in.ptr, in.bytes, #ptr)) return CUDA_ERROR_INVALID_VALUE;
+#define RGPU_ELEMENTS(ptr, count, size) \
+  if (!CheckElements(cs, in.ptr, in.count, in.size, #ptr)) return CUDA_ERROR_INVALID_VALUE;
+#define RGPU_PITCHED(ptr, pitch, width, height)                         \
+  if (!CheckPitched(cs, in.ptr, in.pitch, in.width, in.height, #ptr)) { \
+    return CUDA_ERROR_INVALID_VALUE;                                    \
+  }
+#define RGPU_PITCHED_ELEMENTS(ptr, pitch, width, size, height)                           \
+  if (!CheckPitchedElements(cs, in.ptr, in.pitch, in.width, in.size, in.height, #ptr)) { \
+    return CUDA_ERROR_INVALID_VALUE;                                                     \
+  }
+#define RGPU_PAYLOAD(bytes) \
+  if (!CheckPayload(cs, in.bytes)) return CUDA_ERROR_INVALID_VALUE;
+#define RGPU_PAYLOAD_ROWS(width, height) \
+  if (!CheckPayloadRows(cs, in.width, in.height)) return CUDA_ERROR_INVALID_VALUE;
+#define RGPU_CALL(Name, mode, context, payload_in, payload_out, arg_list, result_list, checks) \
+  CUresult Session::Serve##Name(CallState& cs) {                                               \
+    calls::Name::Args raw;                                                                     \
+    if (!calls::DecodeArgs(cs.call->args().data(), &raw)) {                                    \
+      cs.detail = "an argument of " #Name " is out of its range";                              \
+      return CUDA_ERROR_INVALID_VALUE;                                                         \
+    }                                                                                          \
+    Name##In in;                                                                               \
+    arg_list checks calls::Name::Results out;                                                  \
+    const CUresult r = Handle##Name(cs, in, &out);                                             \
+    if (r == CUDA_SUCCESS) calls::EncodeResults(out, cs.reply);                                \
+    return r;                                                                                  \
+  }
+#include "proto/calls.def"
+#undef RGPU_CALL
+#undef RGPU_PAYLOAD_ROWS
+#undef RGPU_PAYLOAD
+#undef RGPU_PITCHED_ELEMENTS
+#undef RGPU_PITCHED
+#undef RGPU_ELEMENTS
+#undef RGPU_RANGE
+#undef RGPU_ARG
+
+CUresult Session::Dispatch(Op op, CallState& cs) {
+  switch (op) {
+#define RGPU_CALL(Name, mode, context, in, out, args, results, checks) \
+  case Op::k##Name:                                                    \
+    return Serve##Name(cs);
+#include "proto/calls.def"
+#undef RGPU_CALL
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+// ---- Resolvers ----
+
+CUresult Session::Resolve(CallState& cs, calls::KindDevice, int raw, int* out) {
+  if (!ServerDevice(static_cast<uint64_t>(raw), out)) {
+    cs.detail = "no device " + std::to_string(raw) + " in this session";
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::Resolve(CallState& cs, calls::KindCtx, uint64_t raw, Handle<ContextRecord>* out) {
+  out->id = raw;
+  out->record = contexts_.Find(raw);
+  if (out->record == nullptr) {
+    cs.detail = "no such context";
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return CUDA_SUCCESS;
+}
+
+namespace {
+// A record of `table` with id `raw` that lives in context `ctx`, or null.
+template <typename Table>
+auto* InContext(Table& table, uint64_t raw, uint64_t ctx) {
+  auto* record = table.Find(raw);
+  return record != nullptr && record->ctx == ctx ? record : nullptr;
+}
+}  // namespace
+
+CUresult Session::Resolve(CallState& cs, calls::KindModule, uint64_t raw,
+                          Handle<ModuleRecord>* out) {
+  *out = {raw, InContext(modules_, raw, cs.ctx_id)};
+  return out->record != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult Session::Resolve(CallState& cs, calls::KindFunction, uint64_t raw,
+                          Handle<FunctionRecord>* out) {
+  *out = {raw, InContext(functions_, raw, cs.ctx_id)};
+  return out->record != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult Session::Resolve(CallState& cs, calls::KindEvent, uint64_t raw, Handle<EventRecord>* out) {
+  *out = {raw, InContext(events_, raw, cs.ctx_id)};
+  return out->record != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult Session::Resolve(CallState& cs, calls::KindOwnStream, uint64_t raw,
+                          Handle<StreamRecord>* out) {
+  *out = {raw, InContext(streams_, raw, cs.ctx_id)};
+  return out->record != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult Session::Resolve(CallState& cs, calls::KindStream, uint64_t raw, StreamRef* out) {
+  out->id = raw;
+  out->stream = nullptr;
+  if (raw == 0) return CUDA_SUCCESS;  // the context's default stream
+  StreamRecord* s = InContext(streams_, raw, cs.ctx_id);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  out->stream = s->stream;
+  return CUDA_SUCCESS;
+}
+
+// ---- Checks ----
+
+bool Session::CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what) {
+  if (bytes == 0 || OwnsRange(cs.ctx_id, ptr, bytes)) return true;
+  cs.detail = std::string(what) + " range is not memory of this session";
+  return false;
+}
+
+bool Session::CheckElements(CallState& cs, CUdeviceptr ptr, uint64_t count, uint64_t size,
+                            const char* what) {
+  uint64_t bytes = 0;
+  if ((size != 1 && size != 2 && size != 4) || !CheckedMul(count, size, &bytes)) {
+    cs.detail = "invalid element size or count";
+    return false;
+  }
+  return CheckRange(cs, ptr, bytes, what);
+}
+
+bool Session::CheckPitched(CallState& cs, CUdeviceptr ptr, uint64_t pitch, uint64_t width,
+                           uint64_t height, const char* what) {
+  uint64_t extent = 0, packed = 0;
+  if (!PitchedShape(pitch, width, height, &extent, &packed)) {
+    cs.detail = "invalid or overflowing 2D shape";
+    return false;
+  }
+  if (OwnsRange(cs.ctx_id, ptr, extent)) return true;
+  cs.detail = std::string(what) + " rows are not memory of this session";
+  return false;
+}
+
+bool Session::CheckPitchedElements(CallState& cs, CUdeviceptr ptr, uint64_t pitch, uint64_t width,
+                                   uint64_t size, uint64_t height, const char* what) {
+  uint64_t row_bytes = 0;
+  if ((size != 1 && size != 2 && size != 4) || !CheckedMul(width, size, &row_bytes)) {
+    cs.detail = "invalid element size or row width";
+    return false;
+  }
+  return CheckPitched(cs, ptr, pitch, row_bytes, height, what);
+}
+
+bool Session::CheckPayload(CallState& cs, uint64_t bytes) {
+  if (cs.payload_size == bytes) return true;
+  cs.detail = "payload of " + std::to_string(cs.payload_size) + " bytes, the call needs " +
+              std::to_string(bytes);
+  return false;
+}
+
+bool Session::CheckPayloadRows(CallState& cs, uint64_t width, uint64_t height) {
+  uint64_t bytes = 0;
+  if (!CheckedMul(width, height, &bytes)) {
+    cs.detail = "overflowing row count";
+    return false;
+  }
+  return CheckPayload(cs, bytes);
+}
+
+}  // namespace rgpu::server

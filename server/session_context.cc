@@ -1,0 +1,146 @@
+// Session's handlers for contexts and their limits (proto/calls.def: Contexts, context limits).
+#include <algorithm>
+
+#include "server/checked_size.h"
+#include "server/device_catalog.h"
+#include "server/require_fn.h"
+#include "server/session.h"
+
+namespace rgpu::server {
+
+CUresult Session::HandleCtxCreate(CallState& cs, const CtxCreateIn& in,
+                                  calls::CtxCreate::Results* out) {
+  if (CUresult r = RoomFor(cs, contexts_.size(), limits_.max_contexts, "contexts");
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  return CreateContext(in.device, false, &out->ctx);
+}
+
+CUresult Session::HandleCtxDestroy(CallState& cs, const CtxDestroyIn& in,
+                                   calls::CtxDestroy::Results*) {
+  if (in.ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  DestroyContext(in.ctx.id);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleCtxSynchronize(CallState&, const CtxSynchronizeIn&,
+                                       calls::CtxSynchronize::Results*) {
+  return drv_.cuCtxSynchronize();
+}
+
+// Every earlier call of this session has been served once this runs: nothing else to do.
+CUresult Session::HandleBarrier(CallState&, const BarrierIn&, calls::Barrier::Results*) {
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandlePrimaryCtxRetain(CallState& cs, const PrimaryCtxRetainIn& in,
+                                         calls::PrimaryCtxRetain::Results* out) {
+  auto it = primary_by_device_.find(in.device);
+  uint64_t id = 0;
+  if (it != primary_by_device_.end()) {
+    id = it->second;
+  } else {
+    if (CUresult r = RoomFor(cs, contexts_.size(), limits_.max_contexts, "contexts");
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    CUresult r = CreateContext(in.device, true, &id);
+    if (r != CUDA_SUCCESS) return r;
+    primary_by_device_[in.device] = id;
+  }
+  contexts_.Find(id)->primary_refs++;
+  out->ctx = id;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandlePrimaryCtxRelease(CallState&, const PrimaryCtxReleaseIn& in,
+                                          calls::PrimaryCtxRelease::Results*) {
+  auto it = primary_by_device_.find(in.device);
+  if (it == primary_by_device_.end()) return CUDA_ERROR_INVALID_CONTEXT;
+  ContextRecord* rec = contexts_.Find(it->second);
+  if (--rec->primary_refs <= 0) DestroyContext(it->second);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandlePrimaryCtxReset(CallState&, const PrimaryCtxResetIn& in,
+                                        calls::PrimaryCtxReset::Results*) {
+  auto it = primary_by_device_.find(in.device);
+  if (it != primary_by_device_.end()) DestroyContext(it->second);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleCtxGetLimit(CallState& cs, const CtxGetLimitIn& in,
+                                    calls::CtxGetLimit::Results* out) {
+  REQUIRE_FN(cuCtxGetLimit);
+  size_t value = 0;
+  CUresult r = drv_.cuCtxGetLimit(&value, static_cast<CUlimit>(in.limit));
+  out->value = value;
+  return r;
+}
+
+CUresult Session::HandleCtxSetLimit(CallState& cs, const CtxSetLimitIn& in,
+                                    calls::CtxSetLimit::Results*) {
+  REQUIRE_FN(cuCtxSetLimit);
+  const CUlimit limit = static_cast<CUlimit>(in.limit);
+  int charged = -1;
+  uint64_t scale = 1;  // bytes of device memory per unit of the limit
+  switch (limit) {
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+      charged = kHeapLimit;
+      break;
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+      charged = kPrintfLimit;
+      break;
+    case CU_LIMIT_STACK_SIZE: {
+      // A GPU reserves the stack for every thread it can hold at once.
+      charged = kStackLimit;
+      const wire::DeviceInfo& info = devices_.devices()[cs.ctx->device];
+      auto attribute = [&](CUdevice_attribute a) -> uint64_t {
+        const int v = a < info.attributes_size() ? info.attributes(a) : 0;
+        return static_cast<uint64_t>(std::max(1, v));
+      };
+      scale = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *
+              attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+      break;
+    }
+    default:
+      return drv_.cuCtxSetLimit(limit, in.value);
+  }
+  // Charged beyond what the context held at creation, which no tenant pays for.
+  uint64_t bytes = 0, default_bytes = 0;
+  if (!CheckedMul(in.value, scale, &bytes) ||
+      !CheckedMul(cs.ctx->limit_default[charged], scale, &default_bytes)) {
+    cs.detail = "limit too large";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const uint64_t charge = bytes > default_bytes ? bytes - default_bytes : 0;
+  const uint64_t before = cs.ctx->limit_charge[charged];
+  if (charge > before && !Charge(cs, charge - before, "the context limit")) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuCtxSetLimit(limit, in.value);
+  }
+  if (r != CUDA_SUCCESS) {
+    if (charge > before) Uncharge(charge - before);
+    return r;
+  }
+  if (charge < before) Uncharge(before - charge);
+  cs.ctx->limit_charge[charged] = charge;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleCtxGetStreamPriorityRange(CallState& cs, const CtxGetStreamPriorityRangeIn&,
+                                                  calls::CtxGetStreamPriorityRange::Results* out) {
+  REQUIRE_FN(cuCtxGetStreamPriorityRange);
+  int least = 0, greatest = 0;
+  CUresult r = drv_.cuCtxGetStreamPriorityRange(&least, &greatest);
+  out->least = least;
+  out->greatest = greatest;
+  return r;
+}
+
+}  // namespace rgpu::server

@@ -1,0 +1,257 @@
+// Session's handlers for device memory: allocation, copies (1D and pitched 2D) and memsets
+// (proto/calls.def: Memory, Pitched 2D copies). calls.def's checks have made sure every range
+// lies in memory of the call's context and every size fits before these run.
+#include <algorithm>
+
+#include "server/require_fn.h"
+#include "server/session.h"
+#include "server/tenants.h"
+
+namespace rgpu::server {
+
+CUresult Session::HandleMemAlloc(CallState& cs, const MemAllocIn& in,
+                                 calls::MemAlloc::Results* out) {
+  const uint64_t bytes = in.bytesize;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = RoomFor(cs, allocations_.size(), limits_.max_allocations, "allocations");
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (!Charge(cs, bytes, "the allocation")) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUdeviceptr p = 0;
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuMemAlloc(&p, bytes);
+  }
+  if (r == CUDA_SUCCESS && scrub_allocations_) {
+    // Device memory holds what its last user left there: zeroed before the tenant sees it, and
+    // before any of its streams can (the legacy default stream orders the blocking ones).
+    r = drv_.cuMemsetD8 != nullptr ? drv_.cuMemsetD8(p, 0, bytes) : CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(nullptr);
+    if (r != CUDA_SUCCESS) {
+      auto change = DeviceMemoryChange();
+      drv_.cuMemFree(p);
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    Uncharge(bytes);
+    return r;
+  }
+  allocations_[p] = Allocation{bytes, cs.ctx_id, true, 0};
+  out->dptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemFree(CallState& cs, const MemFreeIn& in, calls::MemFree::Results*) {
+  auto it = allocations_.find(in.dptr);
+  if (it == allocations_.end() || !it->second.freeable || it->second.ctx != cs.ctx_id) {
+    cs.detail = "not an allocation of this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuMemFree(it->first);
+  }
+  if (r != CUDA_SUCCESS) return r;
+  Uncharge(it->second.size);
+  allocations_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemGetInfo(CallState&, const MemGetInfoIn&,
+                                   calls::MemGetInfo::Results* out) {
+  size_t free_bytes = 0, total = 0;
+  CUresult r = drv_.cuMemGetInfo(&free_bytes, &total);
+  if (r != CUDA_SUCCESS) return r;
+  if (tenant_ != nullptr) {
+    // A tenant sees its quota as the device's memory.
+    const uint64_t used = tenant_->memory_used.load();
+    total = tenant_->memory_quota;
+    free_bytes = std::min<uint64_t>(free_bytes, used < total ? total - used : 0);
+  }
+  out->free = free_bytes;
+  out->total = total;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemcpyHtoD(CallState& cs, const MemcpyHtoDIn& in,
+                                   calls::MemcpyHtoD::Results*) {
+  if (in.bytes == 0) return CUDA_SUCCESS;
+  if (cs.unfetched != nullptr) {
+    // The payload is still with the sender: fetch it straight into device memory once the
+    // copy's turn has come, or else into a buffer and copy as usual.
+    CUresult r = CUDA_SUCCESS;
+    void* direct = DirectAccess(in.dst, in.bytes, in.stream.stream, &r);
+    if (r != CUDA_SUCCESS) return r;
+    Status s = channel_->FetchPayload(cs.unfetched, direct);
+    if (!s.ok()) {
+      cs.detail = "payload lost: " + s.ToString();
+      return CUDA_ERROR_UNKNOWN;
+    }
+    if (direct != nullptr) return CUDA_SUCCESS;
+    cs.payload = cs.unfetched->payload;
+  }
+  // The payload buffer is gone once this call returns, so the copy must have read it by then:
+  // a synchronous copy ordered after the stream's earlier work.
+  if (in.stream.stream != nullptr) {
+    CUresult r = drv_.cuStreamSynchronize(in.stream.stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return drv_.cuMemcpyHtoD(in.dst, cs.payload, in.bytes);
+}
+
+CUresult Session::HandleMemcpyDtoH(CallState& cs, const MemcpyDtoHIn& in,
+                                   calls::MemcpyDtoH::Results*) {
+  if (in.bytes == 0) return CUDA_SUCCESS;
+  CUstream stream = in.stream.stream;
+  CUresult direct_result = CUDA_SUCCESS;
+  if (void* direct = DirectAccess(in.src, in.bytes, stream, &direct_result)) {
+    // Sent straight from device memory; the send completes before the next call runs.
+    cs.out_payload = static_cast<char*>(direct);
+    cs.out_size = in.bytes;
+    return CUDA_SUCCESS;
+  }
+  if (direct_result != CUDA_SUCCESS) return direct_result;
+  cs.out_payload = OutputBuffer(in.bytes);
+  if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r;
+  if (stream != nullptr && drv_.cuMemcpyDtoHAsync != nullptr) {
+    r = drv_.cuMemcpyDtoHAsync(cs.out_payload, in.src, in.bytes, stream);
+    if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(stream);
+  } else {
+    r = drv_.cuMemcpyDtoH(cs.out_payload, in.src, in.bytes);
+  }
+  if (r == CUDA_SUCCESS) cs.out_size = in.bytes;
+  return r;
+}
+
+CUresult Session::HandleMemcpyDtoD(CallState& cs, const MemcpyDtoDIn& in,
+                                   calls::MemcpyDtoD::Results*) {
+  if (in.bytes == 0) return CUDA_SUCCESS;
+  if (in.async) {
+    REQUIRE_FN(cuMemcpyDtoDAsync);
+    return drv_.cuMemcpyDtoDAsync(in.dst, in.src, in.bytes, in.stream.stream);
+  }
+  return drv_.cuMemcpyDtoD(in.dst, in.src, in.bytes);
+}
+
+CUresult Session::HandleMemset(CallState& cs, const MemsetIn& in, calls::Memset::Results*) {
+  if (in.count == 0) return CUDA_SUCCESS;
+  return MemsetElements(cs, in.dst, in.value, in.element_size, in.count, in.stream.stream,
+                        in.async);
+}
+
+CUresult Session::MemsetElements(CallState& cs, CUdeviceptr dst, uint64_t value, uint64_t element,
+                                 uint64_t count, CUstream stream, bool async) {
+  switch (element) {
+    case 1:
+      if (async) {
+        REQUIRE_FN(cuMemsetD8Async);
+        return drv_.cuMemsetD8Async(dst, static_cast<unsigned char>(value), count, stream);
+      }
+      REQUIRE_FN(cuMemsetD8);
+      return drv_.cuMemsetD8(dst, static_cast<unsigned char>(value), count);
+    case 2:
+      if (async) {
+        REQUIRE_FN(cuMemsetD16Async);
+        return drv_.cuMemsetD16Async(dst, static_cast<unsigned short>(value), count, stream);
+      }
+      REQUIRE_FN(cuMemsetD16);
+      return drv_.cuMemsetD16(dst, static_cast<unsigned short>(value), count);
+    default:
+      if (async) {
+        REQUIRE_FN(cuMemsetD32Async);
+        return drv_.cuMemsetD32Async(dst, static_cast<unsigned int>(value), count, stream);
+      }
+      REQUIRE_FN(cuMemsetD32);
+      return drv_.cuMemsetD32(dst, static_cast<unsigned int>(value), count);
+  }
+}
+
+// ---- Pitched 2D copies and memsets, row by row on the backend ----
+
+CUresult Session::HandleMemcpy2DHtoD(CallState& cs, const Memcpy2DHtoDIn& in,
+                                     calls::Memcpy2DHtoD::Results*) {
+  if (CUresult r = AfterStreamWork(in.stream.stream); r != CUDA_SUCCESS) return r;
+  for (uint64_t row = 0; row < in.height; ++row) {
+    CUresult r =
+        drv_.cuMemcpyHtoD(in.dst + row * in.dst_pitch, cs.payload + row * in.width, in.width);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemcpy2DDtoH(CallState& cs, const Memcpy2DDtoHIn& in,
+                                     calls::Memcpy2DDtoH::Results*) {
+  if (CUresult r = AfterStreamWork(in.stream.stream); r != CUDA_SUCCESS) return r;
+  // At most the rows' extent, which lies in one allocation of the session (calls.def's check).
+  const uint64_t packed = in.width * in.height;
+  cs.out_payload = OutputBuffer(packed);
+  if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  for (uint64_t row = 0; row < in.height; ++row) {
+    CUresult r =
+        drv_.cuMemcpyDtoH(cs.out_payload + row * in.width, in.src + row * in.src_pitch, in.width);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  cs.out_size = packed;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemcpy2DDtoD(CallState&, const Memcpy2DDtoDIn& in,
+                                     calls::Memcpy2DDtoD::Results*) {
+  CUstream stream = in.stream.stream;
+  for (uint64_t row = 0; row < in.height; ++row) {
+    const CUdeviceptr dst = in.dst + row * in.dst_pitch, src = in.src + row * in.src_pitch;
+    CUresult r = stream != nullptr && drv_.cuMemcpyDtoDAsync != nullptr
+                     ? drv_.cuMemcpyDtoDAsync(dst, src, in.width, stream)
+                     : drv_.cuMemcpyDtoD(dst, src, in.width);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMemset2D(CallState& cs, const Memset2DIn& in, calls::Memset2D::Results*) {
+  for (uint64_t row = 0; row < in.height; ++row) {
+    CUresult r = MemsetElements(cs, in.dst + row * in.pitch, in.value, in.element_size, in.width,
+                                in.stream.stream, in.async);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- Helpers ----
+
+void* Session::DirectAccess(CUdeviceptr dptr, size_t bytes, CUstream stream, CUresult* r) {
+  *r = CUDA_SUCCESS;
+  if (drv_.softgpuMemDirectAccess == nullptr || bytes < kDirectCopyBytes) return nullptr;
+  void* host = nullptr;
+  *r = drv_.softgpuMemDirectAccess(&host, dptr, bytes, stream);
+  return *r == CUDA_SUCCESS ? host : nullptr;
+}
+
+char* Session::OutputBuffer(size_t bytes) {
+  if (bytes > output_capacity_) {
+    output_.reset(new (std::nothrow) char[bytes]);
+    output_capacity_ = output_ ? bytes : 0;
+  }
+  return output_.get();
+}
+
+bool Session::OwnsRange(uint64_t ctx_id, CUdeviceptr ptr, size_t bytes) const {
+  auto it = allocations_.upper_bound(ptr);
+  if (it == allocations_.begin()) return false;
+  --it;
+  const CUdeviceptr base = it->first;
+  const Allocation& a = it->second;
+  if (a.ctx != ctx_id) return false;
+  if (ptr < base || ptr - base > a.size) return false;
+  return bytes <= a.size - (ptr - base);
+}
+
+CUresult Session::AfterStreamWork(CUstream stream) {
+  return stream != nullptr ? drv_.cuStreamSynchronize(stream) : CUDA_SUCCESS;
+}
+
+}  // namespace rgpu::server

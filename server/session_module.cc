@@ -1,0 +1,290 @@
+// Session's handlers for modules and kernels: loading (checked, bounded, charged to the quota),
+// functions and their parameter layouts, globals, attributes and launches (with --fair-share
+// turns and --max-kernel-ms) (proto/calls.def: Modules and kernels, function attributes).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/fatbin.h"
+#include "common/log.h"
+#include "server/require_fn.h"
+#include "server/session.h"
+
+namespace rgpu::server {
+
+CUresult Session::HandleModuleLoadData(CallState& cs, const ModuleLoadDataIn&,
+                                       calls::ModuleLoadData::Results* out) {
+  if (cs.payload_size == 0) return CUDA_ERROR_INVALID_IMAGE;
+  if (cs.payload_size > limits_.max_module_bytes) {
+    cs.detail = "module image of " + std::to_string(cs.payload_size) + " bytes is larger than " +
+                std::to_string(limits_.max_module_bytes) + " (the server's --max-module-mib)";
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  if (CUresult r = RoomFor(cs, modules_.size(), limits_.max_modules, "modules");
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  // The backend gets only the image's address, so the image must be self-contained within the
+  // payload: checked here first, with what a fat binary's entries expand to bounded like the
+  // image. A PTX image is NUL-terminated after the payload.
+  rgpu::fatbin::ImageKind kind;
+  Status checked =
+      rgpu::fatbin::CheckImage(cs.payload, cs.payload_size, &kind, limits_.max_module_bytes);
+  if (!checked.ok()) {
+    cs.detail = "malformed module image: " + checked.message();
+    RGPU_LOG_WARN("session %llu: %s", (unsigned long long)id_, cs.detail.c_str());
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  // The image itself is held (by the backend, and on a GPU as loaded code) while the module lives.
+  if (!Charge(cs, cs.payload_size, "the module image")) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::unique_ptr<char[]> image(new (std::nothrow) char[cs.payload_size + 1]);
+  if (image == nullptr) {
+    Uncharge(cs.payload_size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  memcpy(image.get(), cs.payload, cs.payload_size);
+  image[cs.payload_size] = '\0';
+  CUmodule module = nullptr;
+  uint64_t footprint = 0;
+  CUresult r = LoadModule(image.get(), &module, &footprint);
+  if (r == CUDA_SUCCESS && !Charge(cs, footprint, "the module's variables")) {
+    RGPU_LOG_WARN("session %llu: module refused: %s", (unsigned long long)id_, cs.detail.c_str());
+    auto change = DeviceMemoryChange();
+    drv_.cuModuleUnload(module);
+    Uncharge(cs.payload_size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (r != CUDA_SUCCESS) {
+    Uncharge(cs.payload_size);
+    uint16_t machine = 0;
+    if (kind == rgpu::fatbin::ImageKind::kElf) memcpy(&machine, cs.payload + 18, sizeof machine);
+    constexpr uint16_t kEmAmdgpu = 224;
+    cs.detail = machine == kEmAmdgpu
+                    ? "the backend cannot run this AMDGPU code object (a HIP program's kernels)"
+                    : "the backend could not load the module image";
+    RGPU_LOG_WARN("session %llu: module refused (%d): %s", (unsigned long long)id_, r,
+                  cs.detail.c_str());
+    return r;
+  }
+  out->module = modules_.Insert(ModuleRecord{module, cs.ctx_id, cs.payload_size + footprint});
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::LoadModule(const char* image, CUmodule* module, uint64_t* footprint) {
+  *footprint = 0;
+  if (drv_.softgpuModuleGetFootprint != nullptr) {
+    CUresult r = drv_.cuModuleLoadData(module, image);
+    if (r != CUDA_SUCCESS) return r;
+    size_t bytes = 0;
+    r = drv_.softgpuModuleGetFootprint(*module, &bytes);
+    if (r != CUDA_SUCCESS) {
+      drv_.cuModuleUnload(*module);
+      return r;
+    }
+    *footprint = bytes;
+    return CUDA_SUCCESS;
+  }
+  // Measured: no other session changes device memory meanwhile.
+  std::unique_lock<std::mutex> lock;
+  if (memory_lock_ != nullptr) lock = std::unique_lock<std::mutex>(*memory_lock_);
+  size_t free_before = 0, free_after = 0, total = 0;
+  CUresult r = drv_.cuMemGetInfo(&free_before, &total);
+  if (r != CUDA_SUCCESS) return r;
+  r = drv_.cuModuleLoadData(module, image);
+  if (r != CUDA_SUCCESS) return r;
+  r = drv_.cuMemGetInfo(&free_after, &total);
+  if (r != CUDA_SUCCESS) {
+    drv_.cuModuleUnload(*module);
+    return r;
+  }
+  *footprint = free_before > free_after ? free_before - free_after : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleModuleUnload(CallState&, const ModuleUnloadIn& in,
+                                     calls::ModuleUnload::Results*) {
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuModuleUnload(in.module->module);
+  }
+  Uncharge(in.module->charged);
+  const uint64_t module_id = in.module.id;
+  for (auto it = functions_.records().begin(); it != functions_.records().end();) {
+    it = it->second.module == module_id ? functions_.records().erase(it) : std::next(it);
+  }
+  // The module's globals go with it.
+  for (auto it = allocations_.begin(); it != allocations_.end();) {
+    it = it->second.module == module_id ? allocations_.erase(it) : std::next(it);
+  }
+  modules_.Erase(module_id);
+  return r;
+}
+
+namespace {
+// The name in a kName payload (checked to be 1..4096 bytes), up to its NUL.
+std::string PayloadName(const char* payload, size_t size) {
+  std::string name(payload, size);
+  if (size_t nul = name.find('\0'); nul != std::string::npos) name.resize(nul);
+  return name;
+}
+}  // namespace
+
+CUresult Session::HandleModuleGetFunction(CallState& cs, const ModuleGetFunctionIn& in,
+                                          calls::ModuleGetFunction::Results* out) {
+  if (CUresult r = RoomFor(cs, functions_.size(), limits_.max_functions, "functions");
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  const std::string name = PayloadName(cs.payload, cs.payload_size);
+  FunctionRecord f;
+  f.module = in.module.id;
+  f.ctx = cs.ctx_id;
+  CUresult r = drv_.cuModuleGetFunction(&f.function, in.module->module, name.c_str());
+  if (r != CUDA_SUCCESS) {
+    cs.detail = "no kernel named " + name;
+    return r;
+  }
+  REQUIRE_FN(cuFuncGetParamInfo);
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    if (drv_.cuFuncGetParamInfo(f.function, i, &offset, &size) != CUDA_SUCCESS) break;
+    f.params.push_back(ParamSlot{static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
+    f.params_bytes = std::max<uint32_t>(f.params_bytes, offset + size);
+  }
+  // Limits the client checks launches against, so that bad configurations fail at the launch
+  // as CUDA's do, even when the launch itself is posted.
+  auto attribute = [&](CUfunction_attribute a) -> uint32_t {
+    int v = 0;
+    if (drv_.cuFuncGetAttribute == nullptr ||
+        drv_.cuFuncGetAttribute(&v, a, f.function) != CUDA_SUCCESS) {
+      return 0;
+    }
+    return static_cast<uint32_t>(std::max(v, 0));
+  };
+  out->max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  out->static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+  out->max_dynamic_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  out->param_count = static_cast<uint32_t>(f.params.size());
+  for (const ParamSlot& p : f.params) {
+    out->param_offsets_and_sizes.push_back(p.offset);
+    out->param_offsets_and_sizes.push_back(p.size);
+  }
+  out->function = functions_.Insert(std::move(f));
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleModuleGetGlobal(CallState& cs, const ModuleGetGlobalIn& in,
+                                        calls::ModuleGetGlobal::Results* out) {
+  REQUIRE_FN(cuModuleGetGlobal);
+  const std::string name = PayloadName(cs.payload, cs.payload_size);
+  CUdeviceptr p = 0;
+  size_t bytes = 0;
+  CUresult r = drv_.cuModuleGetGlobal(&p, &bytes, in.module->module, name.c_str());
+  if (r != CUDA_SUCCESS) return r;
+  // The global is memory of this session: copies to and from it are allowed, freeing is not.
+  if (bytes > 0 && allocations_.find(p) == allocations_.end()) {
+    allocations_[p] = Allocation{bytes, cs.ctx_id, false, in.module.id};
+  }
+  out->dptr = p;
+  out->bytes = bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleFuncGetAttribute(CallState& cs, const FuncGetAttributeIn& in,
+                                         calls::FuncGetAttribute::Results* out) {
+  REQUIRE_FN(cuFuncGetAttribute);
+  int value = 0;
+  CUresult r = drv_.cuFuncGetAttribute(&value, static_cast<CUfunction_attribute>(in.attribute),
+                                       in.function->function);
+  out->value = value;
+  return r;
+}
+
+CUresult Session::HandleFuncSetAttribute(CallState& cs, const FuncSetAttributeIn& in,
+                                         calls::FuncSetAttribute::Results*) {
+  REQUIRE_FN(cuFuncSetAttribute);
+  return drv_.cuFuncSetAttribute(in.function->function,
+                                 static_cast<CUfunction_attribute>(in.attribute), in.value);
+}
+
+CUresult Session::HandleLaunchKernel(CallState& cs, const LaunchKernelIn& in,
+                                     calls::LaunchKernel::Results*) {
+  const FunctionRecord& f = *in.function.record;
+  if (cs.payload_size != f.params_bytes) {
+    cs.detail = "kernel arguments (" + std::to_string(cs.payload_size) +
+                " bytes) do not match the kernel's parameters (" + std::to_string(f.params_bytes) +
+                " bytes)";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // The packed parameters go to the backend as they arrived: no unpacking, no copy.
+  size_t params_size = cs.payload_size;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<char*>(cs.payload),
+                   CU_LAUNCH_PARAM_BUFFER_SIZE, &params_size, CU_LAUNCH_PARAM_END};
+  CUstream stream = in.stream.stream;
+  auto launch = [&] {
+    return drv_.cuLaunchKernel(f.function, in.grid_x, in.grid_y, in.grid_z, in.block_x, in.block_y,
+                               in.block_z, in.shared_bytes, stream, nullptr,
+                               params_size > 0 ? extra : nullptr);
+  };
+  if (scheduler_ == nullptr) return launch();
+  // Fair sharing: the kernel runs in its turn and alone, timed to its completion.
+  CUresult r = AfterStreamWork(stream);
+  if (r != CUDA_SUCCESS) return r;
+  const auto queued = std::chrono::steady_clock::now();
+  scheduler_->Acquire(account());
+  queue_seconds_.store(
+      queue_seconds_.load() +
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - queued).count());
+  const auto start = std::chrono::steady_clock::now();
+  r = launch();
+  if (r == CUDA_SUCCESS) r = WaitForKernel(stream);
+  const double busy =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  gpu_busy_seconds_.store(gpu_busy_seconds_.load() + busy);  // only this thread writes
+  scheduler_->Release(account(), busy);
+  return r;
+}
+
+CUresult Session::WaitForKernel(CUstream stream) {
+  // softgpu bounds each kernel itself (softgpuCtxSetKernelTimeout) and stops it when the session
+  // is aborted (softgpuCtxAbort).
+  if (drv_.softgpuCtxAbort != nullptr || drv_.cuStreamQuery == nullptr) {
+    return drv_.cuStreamSynchronize(stream);
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  for (unsigned polls = 0;; ++polls) {
+    const CUresult r = drv_.cuStreamQuery(stream);
+    if (r != CUDA_ERROR_NOT_READY) return r;
+    const bool late =
+        max_kernel_ms_ > 0 && Clock::now() - start > std::chrono::milliseconds(max_kernel_ms_);
+    if (late || aborted_.load()) {
+      // No GPU can take a running kernel off its SMs on request: destroying its context is the
+      // one way to end it (and everything else the context held).
+      stopped_error_ = late ? CUDA_ERROR_LAUNCH_TIMEOUT : CUDA_ERROR_LAUNCH_FAILED;
+      RGPU_LOG_WARN("session %llu: %s; destroying its contexts", (unsigned long long)id_,
+                    late ? "a kernel ran past --max-kernel-ms" : "its client is gone");
+      for (auto& [id, rec] : contexts_.records()) {
+        if (rec.destroyed) continue;
+        {
+          std::lock_guard<std::mutex> lock(abort_mu_);
+          std::erase(live_contexts_, rec.context);
+        }
+        auto change = DeviceMemoryChange();
+        drv_.cuCtxDestroy(rec.context);
+        rec.destroyed = true;
+      }
+      current_ = nullptr;
+      return stopped_error_;
+    }
+    if (polls < 200) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
+
+}  // namespace rgpu::server
