@@ -593,6 +593,11 @@ bool FunctionDecoder::Src(const ptx::Instruction& src, const Operand& op, Type t
       return true;
     }
     case Operand::Kind::kSymbol:
+      // WARP_SZ: PTX's predefined identifier for the warp size, a constant where it is used.
+      if (op.name == "WARP_SZ") {
+        *slot = pd_.Const(kWarpSize + static_cast<uint64_t>(op.offset));
+        return true;
+      }
       return SymbolAddress(src, op, slot);
     case Operand::Kind::kSink:
       *slot = Scratch();

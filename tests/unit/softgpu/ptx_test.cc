@@ -281,5 +281,42 @@ TEST(PtxInstructionTest, HandWrittenSemantics) {
   CU_ASSERT_OK(cuCtxDestroy(ctx));
 }
 
+// WARP_SZ, PTX's predefined warp-size identifier (nvcc emits it for warpSize), is 32 wherever an
+// operand may name it.
+TEST(PtxInstructionTest, WarpSizeIdentifier) {
+  const std::string ptx = std::string(kHeader) + R"(
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, WARP_SZ;
+  add.s32 %r2, %r1, WARP_SZ;
+  rem.u32 %r3, 70, WARP_SZ;
+  st.global.u32 [%rd1], %r1;
+  st.global.u32 [%rd1+4], %r2;
+  st.global.u32 [%rd1+8], %r3;
+  ret;
+}
+)";
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, ptx.c_str()));
+  CUfunction f;
+  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "k"));
+  CUdeviceptr out;
+  CU_ASSERT_OK(cuMemAlloc(&out, 12));
+  void* args[] = {&out};
+  CU_ASSERT_OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+  uint32_t w[3] = {};
+  CU_ASSERT_OK(cuMemcpyDtoH(w, out, sizeof w));
+  EXPECT_EQ(w[0], 32u);
+  EXPECT_EQ(w[1], 64u);
+  EXPECT_EQ(w[2], 6u);
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
 }  // namespace
 }  // namespace softgpu
