@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstring>
 #include <ctime>
@@ -19,12 +20,15 @@ namespace {
 
 using Slot = const void*;
 
-// An unknown slot of a table: logs itself and refuses.
+// An unknown slot of a table: refuses, and names itself at warn level the first time.
 template <int kTable, int kIndex>
 CUresult UnknownSlot() {
   static const char* const kNames[] = {"CUDART_INTERFACE", "TOOLS_RUNTIME_CALLBACK_HOOKS",
                                        "TOOLS_TLS", "CONTEXT_CHECKS", "INTEGRITY_CHECK"};
-  RGPU_LOG_WARN("export table %s slot %d called; not implemented", kNames[kTable], kIndex);
+  static std::atomic<bool> reported{false};
+  if (!reported.exchange(true, std::memory_order_relaxed)) {
+    RGPU_LOG_WARN("export table %s slot %d called; not implemented", kNames[kTable], kIndex);
+  }
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 #define UNKNOWN(table, index) reinterpret_cast<Slot>(&UnknownSlot<table, index>)
@@ -78,7 +82,11 @@ Slot kRuntimeCallbackHooks[7] = {reinterpret_cast<Slot>(7 * sizeof(void*)),
                                  reinterpret_cast<Slot>(&HookBuffer6)};
 
 // ---- TOOLS_TLS ----
-Slot kToolsTls[4] = {reinterpret_cast<Slot>(4 * sizeof(void*)), nullptr, nullptr, nullptr};
+// cudart never calls these. cuBLASLt calls [2](void** out) during cublasLtMatmulAlgoGetHeuristic
+// and, when it fails, goes on without what it would have looked up (observed: a non-zero result
+// makes the caller return at once; what [2] hands out on a GPU is not known yet, so it refuses).
+Slot kToolsTls[4] = {reinterpret_cast<Slot>(4 * sizeof(void*)), UNKNOWN(2, 1), UNKNOWN(2, 2),
+                     UNKNOWN(2, 3)};
 
 // ---- context local storage (no size word) ----
 CUresult ClsPut(CUcontext ctx, void* key, void* value, void (*dtor)(CUcontext, void*, void*)) {

@@ -437,9 +437,16 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
     }
     if (result == CUDA_SUCCESS) result = Dispatch(op, cs);
   }
-  if (result != CUDA_SUCCESS) {
-    RGPU_LOG_DEBUG("session %llu: %s -> %d %s", (unsigned long long)id_, info ? info->name : "?",
-                   result, cs.detail.c_str());
+  if (result != CUDA_SUCCESS && LogEnabled(LogLevel::kDebug)) {
+    std::string args;
+    for (int i = 0; i < call.args_size() && i < 8; ++i) {
+      char word[24];
+      snprintf(word, sizeof word, "%s%#llx", i == 0 ? "" : ", ",
+               static_cast<unsigned long long>(call.args(i)));
+      args += word;
+    }
+    RGPU_LOG_DEBUG("session %llu: %s(%s) -> %d %s", (unsigned long long)id_,
+                   info ? info->name : "?", args.c_str(), result, cs.detail.c_str());
   }
   if (call.posted()) {
     // No reply: the failure waits for the next one.

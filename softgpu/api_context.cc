@@ -179,6 +179,9 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
       case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
         *pvalue = 0;
         break;
+      case CU_LIMIT_CIG_ENABLED:
+        *pvalue = 0;  // no context of softgpu's is a CUDA-in-graphics context (cuBLAS asks)
+        break;
       default:
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
     }

@@ -219,6 +219,23 @@ TEST(SoftgpuApiTest, PrimaryContext) {
   CU_ASSERT_OK(cuCtxSetCurrent(nullptr));
 }
 
+// Every limit a driver answers for an ordinary context (NVIDIA's libraries query them all; cuBLAS
+// stops on CU_LIMIT_CIG_ENABLED).
+TEST(SoftgpuApiTest, ContextLimits) {
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  size_t v = 1;
+  CU_ASSERT_OK(cuCtxGetLimit(&v, CU_LIMIT_CIG_ENABLED));
+  EXPECT_EQ(v, 0u);
+  CU_ASSERT_OK(cuCtxGetLimit(&v, CU_LIMIT_PERSISTING_L2_CACHE_SIZE));
+  CU_ASSERT_OK(cuCtxGetLimit(&v, CU_LIMIT_MAX_L2_FETCH_GRANULARITY));
+  CU_ASSERT_OK(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE));
+  EXPECT_GT(v, 0u);
+  CU_EXPECT_EQ(cuCtxGetLimit(&v, CU_LIMIT_MAX), CUDA_ERROR_UNSUPPORTED_LIMIT);
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
 TEST(SoftgpuApiTest, MemoryAccounting) {
   CU_ASSERT_OK(cuInit(0));
   CUcontext ctx;
