@@ -2,7 +2,7 @@
 // say so: the profiler calls behave as on a driver with no profiler attached, the pre-3.2 ABI
 // names resolve, and a pointer cuGetProcAddress hands out for an entry point rgpu does not
 // implement returns CUDA_ERROR_NOT_SUPPORTED (naming itself once at RGPU_LOG=warn; the e2e test
-// checks stderr) while a name no driver has stays NOT_FOUND.
+// checks stderr) while a name no driver has stays NOT_FOUND; export tables have no null slots.
 #include <cudaProfiler.h>
 #include <dlfcn.h>
 
@@ -50,6 +50,20 @@ int main() {
   EXPECT_TRUE(cuGetProcAddress("cuNoSuchEntryPoint", &none, 12000, CU_GET_PROC_ADDRESS_DEFAULT,
                                &found) == CUDA_ERROR_NOT_FOUND);
   EXPECT_TRUE(none == nullptr && found == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+
+  // Every slot of an export table NVIDIA's libraries use points to a function: TOOLS_TLS's
+  // (cuBLASLt calls slot 2) refuse rather than being null.
+  const CUuuid tools_tls = {{0x42, (char)0xd8, 0x5a, (char)0x81, 0x23, (char)0xf6,
+                             (char)0xcb, 0x47, (char)0x82, (char)0x98, (char)0xf6, (char)0xe7,
+                             (char)0x8a, 0x3a, (char)0xec, (char)0xdc}};
+  const void* table = nullptr;
+  CHECK(cuGetExportTable(&table, &tools_tls));
+  const void* const* slots = static_cast<const void* const*>(table);
+  EXPECT_TRUE(reinterpret_cast<size_t>(slots[0]) == 4 * sizeof(void*));
+  for (int i = 1; i < 4; ++i) EXPECT_TRUE(slots[i] != nullptr);
+  void* out = nullptr;
+  EXPECT_TRUE(reinterpret_cast<CUresult (*)(void**)>(const_cast<void*>(slots[2]))(&out) !=
+              CUDA_SUCCESS);
 
   CHECK(cuCtxDestroy(ctx));
   printf("entry_points: OK\n");
