@@ -1,9 +1,11 @@
 // Modules, libraries, kernels and launches. Images are copied whole to the server, which loads
 // them on its backend; each kernel's argument layout comes back with its handle and is cached,
 // so a launch packs its arguments and sends them in one message.
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "client/impl.h"
 #include "client/memory_map.h"
@@ -426,3 +428,89 @@ RGPU_IMPL(cuFuncGetParamInfo)(CUfunction f, size_t index, size_t* offset, size_t
 RGPU_IMPL(cuKernelGetParamInfo)(CUkernel k, size_t index, size_t* offset, size_t* size) {
   return rgpu_impl_cuFuncGetParamInfo(reinterpret_cast<CUfunction>(k), index, offset, size);
 }
+
+namespace {
+
+// Names a launch attribute rgpu refuses, once per attribute, at warn level.
+CUresult RefuseAttribute(CUlaunchAttributeID id, const char* why) {
+  static std::atomic<uint32_t> reported{0};
+  const uint32_t bit = 1u << (static_cast<uint32_t>(id) & 31);
+  if ((reported.fetch_or(bit, std::memory_order_relaxed) & bit) == 0) {
+    RGPU_LOG_WARN("cuLaunchKernelEx: launch attribute %d refused: %s", static_cast<int>(id), why);
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+}  // namespace
+
+// cuLaunchKernelEx: a launch with attributes. Each attribute is honoured or refused:
+// - hints that promise nothing observable are honoured by launching as usual: the access policy
+//   window and shared-memory carveout (cache hints), priority (the GPU runs this session's work in
+//   stream order either way), memory synchronization domains, NVLink scheduling, and
+//   programmatic stream serialization (which allows, never requires, overlap with the previous
+//   kernel);
+// - the programmatic and launch-completion events are recorded on the stream after the kernel:
+//   all its blocks have then started, triggered and finished, so the event never fires early;
+// - cooperative launches, clusters larger than one block and graph-only attributes are refused
+//   with CUDA_ERROR_NOT_SUPPORTED, naming the attribute at warn level.
+RGPU_IMPL(cuLaunchKernelEx)
+(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct EventAfter {
+    CUevent event;
+    unsigned flags;
+  };
+  std::vector<EventAfter> events;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    switch (a.id) {
+      case CU_LAUNCH_ATTRIBUTE_IGNORE:
+      case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+      case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+      case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+      case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        break;
+      case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+        if (a.value.cooperative != 0) {
+          return RefuseAttribute(a.id, "cooperative launches are not supported yet");
+        }
+        break;
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+      case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+        if (a.value.clusterDim.x * uint64_t{a.value.clusterDim.y} * a.value.clusterDim.z > 1) {
+          return RefuseAttribute(a.id, "thread-block clusters are not supported");
+        }
+        break;
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+        if (a.value.programmaticEvent.event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+        events.push_back({a.value.programmaticEvent.event,
+                          static_cast<unsigned>(a.value.programmaticEvent.flags)});
+        break;
+      case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+        if (a.value.launchCompletionEvent.event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+        events.push_back({a.value.launchCompletionEvent.event,
+                          static_cast<unsigned>(a.value.launchCompletionEvent.flags)});
+        break;
+      default:
+        return RefuseAttribute(a.id, "not supported");
+    }
+  }
+  for (const EventAfter& e : events) {
+    if (e.flags & CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUresult r = rgpu_impl_cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ,
+                                        config->blockDimX, config->blockDimY, config->blockDimZ,
+                                        config->sharedMemBytes, config->hStream, params, extra);
+  for (const EventAfter& e : events) {
+    if (r != CUDA_SUCCESS) break;
+    r = rgpu_impl_cuEventRecordWithFlags(e.event, config->hStream, e.flags);
+  }
+  return r;
+}
+RGPU_SAME_AS(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)

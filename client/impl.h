@@ -27,6 +27,11 @@ extern "C" CUresult rgpu_impl_cuStreamSynchronize(CUstream stream);
 extern "C" CUresult rgpu_impl_cuDeviceGetAttribute(int* value, CUdevice_attribute attrib,
                                                    CUdevice dev);
 extern "C" CUresult rgpu_impl_cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize);
+extern "C" CUresult rgpu_impl_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                             unsigned int gz, unsigned int bx, unsigned int by,
+                                             unsigned int bz, unsigned int shmem, CUstream stream,
+                                             void** params, void** extra);
+extern "C" CUresult rgpu_impl_cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags);
 
 namespace rgpu::client {
 
