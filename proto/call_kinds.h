@@ -73,5 +73,6 @@ struct KindFunction : KindHandle {};
 struct KindEvent : KindHandle {};
 struct KindStream : KindHandle {};
 struct KindOwnStream : KindHandle {};
+struct KindPool : KindHandle {};
 
 }  // namespace rgpu::calls

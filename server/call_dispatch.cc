@@ -129,6 +129,15 @@ CUresult Session::Resolve(CallState& cs, calls::KindStream, uint64_t raw, Stream
   return CUDA_SUCCESS;
 }
 
+CUresult Session::Resolve(CallState& cs, calls::KindPool, uint64_t raw, Handle<PoolRecord>* out) {
+  *out = {raw, pools_.Find(raw)};
+  if (out->record == nullptr || out->record->destroyed) {
+    cs.detail = "no such memory pool in this session";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
 // ---- Checks ----
 
 bool Session::CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what) {

@@ -35,6 +35,10 @@ Status DeviceCatalog::Load(const CudaDriver& drv, const std::string& backend) {
                         CUDA_SUCCESS) {
         value = 0;
       }
+      // Stream-ordered allocation is the server's own (session_pool.cc), on every backend;
+      // its pools have no shareable handles.
+      if (a == CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) value = 1;
+      if (a == CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) value = 0;
       info.add_attributes(value);
     }
     devices_.push_back(std::move(info));

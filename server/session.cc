@@ -539,6 +539,7 @@ void Session::DestroyContext(uint64_t id) {
   ContextRecord* rec = contexts_.Find(id);
   if (rec == nullptr) return;
   // The backend frees everything that lived in the context; forget it here too.
+  ForgetPoolBlocks(id);
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.ctx == id) {
       if (it->second.freeable) Uncharge(it->second.size);

@@ -167,6 +167,7 @@ class Session {
   CUresult Resolve(CallState& cs, calls::KindEvent, uint64_t raw, Handle<EventRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindOwnStream, uint64_t raw, Handle<StreamRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindStream, uint64_t raw, StreamRef* out);
+  CUresult Resolve(CallState& cs, calls::KindPool, uint64_t raw, Handle<PoolRecord>* out);
   // The checks of calls.def: false (with cs.detail) when they fail.
   bool CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what);
   bool CheckElements(CallState& cs, CUdeviceptr ptr, uint64_t count, uint64_t size,
@@ -217,6 +218,19 @@ class Session {
   CUresult CreateContext(int device, bool primary, uint64_t* id);
   // Destroys a context and forgets every resource that lived in it.
   void DestroyContext(uint64_t id);
+  // Memory pools (session_pool.cc). The device's default pool, made on first use.
+  uint64_t DefaultPool(int device);
+  // Releases free blocks of `pool` whose frees have completed, largest first, until it reserves
+  // at most `keep` bytes.
+  void TrimPool(PoolRecord& pool, uint64_t keep);
+  // After a synchronization: every pool keeps at most its release threshold.
+  void TrimPoolsAfterSync();
+  // Forgets the pools' free blocks of context `ctx_id` (its memory goes with the context).
+  void ForgetPoolBlocks(uint64_t ctx_id);
+  // Erases a destroyed pool once nothing of it is in use any more.
+  void ErasePoolIfDone(uint64_t pool_id);
+  // True when `event` has completed (false when the backend cannot tell).
+  bool EventDone(CUevent event);
   void ReleaseAll();
 
   const uint64_t id_;
@@ -267,6 +281,8 @@ class Session {
   HandleTable<FunctionRecord> functions_;
   HandleTable<StreamRecord> streams_;
   HandleTable<EventRecord> events_;
+  HandleTable<PoolRecord> pools_;
+  std::map<int, uint64_t> default_pool_by_device_;
   std::unique_ptr<char[]> output_;
   size_t output_capacity_ = 0;
   std::atomic<uint64_t> live_bytes_{0};

@@ -26,7 +26,9 @@ CUresult Session::HandleCtxDestroy(CallState& cs, const CtxDestroyIn& in,
 
 CUresult Session::HandleCtxSynchronize(CallState&, const CtxSynchronizeIn&,
                                        calls::CtxSynchronize::Results*) {
-  return drv_.cuCtxSynchronize();
+  const CUresult r = drv_.cuCtxSynchronize();
+  if (r == CUDA_SUCCESS) TrimPoolsAfterSync();
+  return r;
 }
 
 // Every earlier call of this session has been served once this runs: nothing else to do.

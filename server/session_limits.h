@@ -16,7 +16,8 @@ struct SessionLimits {
   uint32_t max_functions = 1u << 16;
   uint32_t max_streams = 4096;
   uint32_t max_events = 1u << 16;
-  uint32_t max_allocations = 1u << 20;
+  uint32_t max_allocations = 1u << 20;  // pool allocations and their free blocks included
+  uint32_t max_pools = 256;
 };
 
 }  // namespace rgpu::server

@@ -49,6 +49,19 @@ CUresult Session::HandleMemFree(CallState& cs, const MemFreeIn& in, calls::MemFr
     cs.detail = "not an allocation of this session";
     return CUDA_ERROR_INVALID_VALUE;
   }
+  if (it->second.pool != 0) {
+    // A stream-ordered allocation freed with cuMemFree: once the context's work is done, its
+    // memory returns to its pool.
+    PoolRecord* pool = pools_.Find(it->second.pool);
+    if (CUresult r = drv_.cuCtxSynchronize(); r != CUDA_SUCCESS) return r;
+    if (pool != nullptr) {
+      pool->free.push_back(PoolBlock{it->first, it->second.size, cs.ctx_id, 0, nullptr});
+      pool->used -= it->second.size;
+    }
+    allocations_.erase(it);
+    TrimPoolsAfterSync();
+    return CUDA_SUCCESS;
+  }
   CUresult r;
   {
     auto change = DeviceMemoryChange();

@@ -32,6 +32,32 @@ struct Allocation {
   uint64_t ctx = 0;
   bool freeable = true;  // false for module globals
   uint64_t module = 0;   // the module a global belongs to
+  uint64_t pool = 0;     // the memory pool it came from (cuMemAllocAsync), 0: none
+};
+
+// Memory a pool holds that no allocation uses: free again once `ready` (recorded on the freeing
+// stream) has completed, or at once for work on that same stream.
+struct PoolBlock {
+  CUdeviceptr ptr = 0;
+  uint64_t size = 0;
+  uint64_t ctx = 0;         // the context it was allocated in
+  uint64_t stream = 0;      // the stream of the free (session id; 0: the default stream)
+  CUevent ready = nullptr;  // null: free since a synchronization
+};
+
+// A stream-ordered memory pool (cuMemPoolCreate, or a device's default pool). Everything it
+// reserves is charged to the tenant's quota until released.
+struct PoolRecord {
+  int device = 0;  // the server's device index
+  bool is_default = false;
+  bool destroyed = false;  // destroyed while allocations were outstanding: released with them
+  uint64_t max_size = 0;   // 0: no bound but the quota
+  uint64_t release_threshold = 0;
+  bool reuse_follow_event_dependencies = true;
+  bool reuse_allow_opportunistic = true;
+  bool reuse_allow_internal_dependencies = true;
+  uint64_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
+  std::vector<PoolBlock> free;
 };
 
 struct ModuleRecord {
@@ -105,6 +131,10 @@ struct Resolved<calls::KindOwnStream> {
 template <>
 struct Resolved<calls::KindStream> {
   using Type = StreamRef;
+};
+template <>
+struct Resolved<calls::KindPool> {
+  using Type = Handle<PoolRecord>;
 };
 
 }  // namespace rgpu::server

@@ -34,7 +34,9 @@ CUresult Session::HandleStreamDestroy(CallState&, const StreamDestroyIn& in,
 
 CUresult Session::HandleStreamSynchronize(CallState&, const StreamSynchronizeIn& in,
                                           calls::StreamSynchronize::Results*) {
-  return drv_.cuStreamSynchronize(in.stream.stream);
+  const CUresult r = drv_.cuStreamSynchronize(in.stream.stream);
+  if (r == CUDA_SUCCESS) TrimPoolsAfterSync();
+  return r;
 }
 
 CUresult Session::HandleStreamQuery(CallState& cs, const StreamQueryIn& in,
@@ -69,7 +71,9 @@ CUresult Session::HandleEventRecord(CallState&, const EventRecordIn& in,
 CUresult Session::HandleEventSynchronize(CallState& cs, const EventSynchronizeIn& in,
                                          calls::EventSynchronize::Results*) {
   REQUIRE_FN(cuEventSynchronize);
-  return drv_.cuEventSynchronize(in.event->event);
+  const CUresult r = drv_.cuEventSynchronize(in.event->event);
+  if (r == CUDA_SUCCESS) TrimPoolsAfterSync();
+  return r;
 }
 
 CUresult Session::HandleEventQuery(CallState& cs, const EventQueryIn& in,
