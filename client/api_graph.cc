@@ -4,7 +4,10 @@
 // order on the launch stream.
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <queue>
 
+#include "client/graph_order.h"
 #include "client/impl.h"
 
 using rgpu::client::ClientState;
@@ -117,6 +120,7 @@ RGPU_IMPL(cuGraphDestroy)(CUgraph graph) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   ClientState::Get().Unregister(graph);
+  for (const GraphNode& node : graph->nodes) ClientState::Get().Unregister(&node);
   delete graph;
   return CUDA_SUCCESS;
 }
@@ -129,7 +133,11 @@ RGPU_IMPL(cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph graph, unsigne
   auto* e = new CUgraphExec_st();
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-    e->nodes.assign(graph->nodes.begin(), graph->nodes.end());
+    CUresult r = rgpu::client::OrderGraph(*graph, &e->nodes);
+    if (r != CUDA_SUCCESS) {
+      delete e;
+      return r;
+    }
   }
   ClientState::Get().Register(e);
   *exec = e;
@@ -180,17 +188,19 @@ RGPU_IMPL(cuGraphGetNodes)(CUgraph graph, CUgraphNode* nodes, size_t* count) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-  if (nodes != nullptr) {
-    const size_t n = std::min(*count, graph->nodes.size());
-    for (size_t i = 0; i < n; ++i) nodes[i] = &graph->nodes[i];
-    for (size_t i = n; i < *count; ++i) nodes[i] = nullptr;
+  std::vector<CUgraphNode> live;
+  for (GraphNode& node : graph->nodes) {
+    if (!node.destroyed) live.push_back(&node);
   }
-  *count = graph->nodes.size();
+  if (nodes != nullptr) {
+    for (size_t i = 0; i < *count; ++i) nodes[i] = i < live.size() ? live[i] : nullptr;
+  }
+  *count = live.size();
   return CUDA_SUCCESS;
 }
 
 RGPU_IMPL(cuGraphNodeGetType)(CUgraphNode node, CUgraphNodeType* type) {
-  if (node == nullptr || type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (type == nullptr || !ClientState::Get().IsLive(node)) return CUDA_ERROR_INVALID_VALUE;
   *type = node->type;
   return CUDA_SUCCESS;
 }
@@ -222,3 +232,50 @@ extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuGraphInst
   return rgpu_impl_cuGraphInstantiateWithFlags(exec, graph, 0);
 }
 RGPU_SAME_AS(cuGraphInstantiate, cuGraphInstantiate_v2)
+
+namespace rgpu::client {
+
+CUresult OrderGraph(const CUgraph_st& graph, std::vector<GraphNode>* order) {
+  // Kahn's algorithm, always taking the earliest-added node whose dependencies have all run.
+  std::map<const GraphNode*, size_t> index;
+  std::vector<const GraphNode*> nodes;
+  for (const GraphNode& n : graph.nodes) {
+    if (n.destroyed) continue;
+    index[&n] = nodes.size();
+    nodes.push_back(&n);
+  }
+  std::vector<size_t> waiting(nodes.size(), 0);
+  std::vector<std::vector<size_t>> dependents(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (const GraphNode* d : nodes[i]->deps) {
+      auto it = index.find(d);
+      if (it == index.end()) continue;  // a destroyed node
+      ++waiting[i];
+      dependents[it->second].push_back(i);
+    }
+  }
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (waiting[i] == 0) ready.push(i);
+  }
+  order->clear();
+  while (!ready.empty()) {
+    const size_t i = ready.top();
+    ready.pop();
+    GraphNode copy = *nodes[i];
+    copy.origin = nodes[i];
+    copy.graph = nullptr;
+    copy.deps.clear();
+    order->push_back(std::move(copy));
+    for (size_t j : dependents[i]) {
+      if (--waiting[j] == 0) ready.push(j);
+    }
+  }
+  if (order->size() != nodes.size()) {
+    order->clear();
+    return CUDA_ERROR_INVALID_VALUE;  // a cycle
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace rgpu::client

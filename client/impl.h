@@ -34,6 +34,17 @@ extern "C" CUresult rgpu_impl_cuLaunchKernel(CUfunction f, unsigned int gx, unsi
 extern "C" CUresult rgpu_impl_cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags);
 extern "C" CUresult rgpu_impl_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status);
 extern "C" CUresult rgpu_impl_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);
+extern "C" CUresult rgpu_impl_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* copy, CUstream s);
+extern "C" CUresult rgpu_impl_cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char value,
+                                                size_t width, size_t height, CUstream s);
+extern "C" CUresult rgpu_impl_cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch,
+                                                 unsigned short value, size_t width, size_t height,
+                                                 CUstream s);
+extern "C" CUresult rgpu_impl_cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int value,
+                                                 size_t width, size_t height, CUstream s);
+extern "C" CUresult rgpu_impl_cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* data);
+extern "C" CUresult rgpu_impl_cuEventRecord(CUevent e, CUstream s);
+extern "C" CUresult rgpu_impl_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags);
 
 namespace rgpu::client {
 

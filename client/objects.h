@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -119,10 +120,29 @@ struct CUstream_st {
   rgpu::client::StreamHold hold;  // guarded by objects_mutex()
 };
 
-// One operation of a captured graph: replays it on the stream the graph is launched on.
+namespace rgpu::client {
+// A kernel node's launch, as cuGraphAddKernelNode took it: the function, its shape and its
+// arguments packed by value (kernelParams points into them for cuGraphKernelNodeGetParams).
+// Immutable once made; setting new parameters makes a new one.
+struct GraphKernel {
+  CUDA_KERNEL_NODE_PARAMS params = {};  // kernelParams and extra rewritten to the copies below
+  std::string args;                     // packed as the function's parameter layout
+  std::vector<void*> arg_ptrs;          // each parameter's place in `args`
+};
+}  // namespace rgpu::client
+
+// One operation of a graph: replays it on the stream the graph is launched on, after the nodes
+// it depends on. A captured node depends on the one captured before it; nodes added one by one
+// name their dependencies. Nodes live in their graph's deque until it is destroyed; a destroyed
+// node stays there as a tombstone so that no handle dangles.
 struct CUgraphNode_st {
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
   std::function<CUresult(CUstream)> replay;
+  std::vector<CUgraphNode_st*> deps;  // nodes of the same graph
+  CUgraph_st* graph = nullptr;        // the graph it belongs to (null in an executable graph)
+  bool destroyed = false;
+  std::shared_ptr<const rgpu::client::GraphKernel> kernel;  // kernel nodes added as nodes
+  const CUgraphNode_st* origin = nullptr;  // in an executable graph: the node it came from
 };
 
 namespace rgpu::client {

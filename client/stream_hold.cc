@@ -6,6 +6,7 @@
 // here in order, then sent. The caller never blocks on it, as with CUDA.
 #include <condition_variable>
 #include <deque>
+#include <atomic>
 #include <thread>
 
 #include "client/impl.h"
@@ -38,6 +39,11 @@ HostWork& W() {
   return *w;
 }
 thread_local bool t_on_host_worker = false;
+
+// Starts a detached thread of the program's C library (set by the interposer when it loads this
+// runtime; null when loaded otherwise).
+using ProgramThreadStarter = int (*)(void* (*)(void*), void*);
+std::atomic<ProgramThreadStarter> g_program_thread_starter{nullptr};
 
 bool IsDefaultStream(CUstream s) {
   return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
@@ -118,7 +124,18 @@ CUresult EnqueueHostWork(CUstream stream, std::function<void(CUresult)> work) {
   }
   std::lock_guard<std::mutex> lock(W().jobs_mu);
   if (!W().worker_started) {
-    std::thread(HostWorker).detach();
+    // The program's host functions run on this thread, so it must be a thread of the program's
+    // own C library (the one this runtime's namespace has is another copy, whose threads lack
+    // the program's thread-local state: printf("%f") crashed in one).
+    auto start = g_program_thread_starter.load();
+    if (start == nullptr || start(
+                                [](void*) -> void* {
+                                  HostWorker();
+                                  return nullptr;
+                                },
+                                nullptr) != 0) {
+      std::thread(HostWorker).detach();
+    }
     W().worker_started = true;
   }
   W().jobs.push_back(HostJob{stream, ctx, std::move(work)});
@@ -140,7 +157,18 @@ bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstrea
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   if (!IsDefaultStream(stream) && ClientState::Get().IsLive(stream) &&
       stream->kind == ObjectKind::kStream && stream->capture != nullptr) {
-    stream->capture->nodes.push_back(GraphNode{type, std::move(replay)});
+    CUgraph_st* g = stream->capture;
+    GraphNode node{type, std::move(replay)};
+    node.graph = g;
+    // Captured work is replayed in capture order: each node follows the one before it.
+    for (auto it = g->nodes.rbegin(); it != g->nodes.rend(); ++it) {
+      if (!it->destroyed) {
+        node.deps.push_back(&*it);
+        break;
+      }
+    }
+    g->nodes.push_back(std::move(node));
+    ClientState::Get().Register(&g->nodes.back());
     return true;
   }
   CUctx_st* ctx = nullptr;
@@ -226,3 +254,10 @@ RGPU_IMPL(cuStreamAddCallback)
   return EnqueueHostWork(stream, [stream, cb, data](CUresult status) { cb(stream, status, data); });
 }
 RGPU_SAME_AS(cuStreamAddCallback_ptsz, cuStreamAddCallback)
+
+// Called by the interposer (interpose/common/private_runtime.cc) right after loading this
+// runtime into its private namespace.
+extern "C" __attribute__((visibility("default"))) void rgpu_client_set_thread_starter(
+    int (*start)(void* (*)(void*), void*)) {
+  g_program_thread_starter.store(start);
+}

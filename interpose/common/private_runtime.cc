@@ -1,6 +1,7 @@
 #include "interpose/common/private_runtime.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,18 @@ bool LoggingEnabled() {
   return v != nullptr && *v != '\0' && strcmp(v, "off") != 0 && strcmp(v, "0") != 0;
 }
 
+namespace {
+
+// A detached thread of the program's C library running fn(arg); pthread_create's result.
+int StartProgramThread(void* (*fn)(void*), void* arg) {
+  pthread_t thread;
+  const int r = pthread_create(&thread, nullptr, fn, arg);
+  if (r == 0) pthread_detach(thread);
+  return r;
+}
+
+}  // namespace
+
 void* LoadPrivateRuntime(const char* override_env, const char* file_name, const void* anchor,
                          const char* what) {
   char path[4096];
@@ -55,6 +68,13 @@ void* LoadPrivateRuntime(const char* override_env, const char* file_name, const 
   if (runtime == nullptr) {
     // Said even when logging is off: without the runtime no GPU call can work.
     fprintf(stderr, "rgpu: cannot load the %s %s: %s\n", what, path, dlerror());
+    return nullptr;
+  }
+  // Threads on which the runtime runs the program's code (host functions) must be the
+  // program's: the runtime starts them through this process's C library, not its own copy.
+  using Setter = void (*)(int (*)(void* (*)(void*), void*));
+  if (auto set = reinterpret_cast<Setter>(dlsym(runtime, "rgpu_client_set_thread_starter"))) {
+    set(&StartProgramThread);
   }
   return runtime;
 }

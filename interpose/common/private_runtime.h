@@ -13,6 +13,8 @@ bool LoggingEnabled();
 // its dependencies (protobuf, UCX, libstdc++) stay out of the program's namespace
 // (RGPU_NO_DLMOPEN=1: plain dlopen, for debugging). The handlers of the signals UCX takes over
 // when it loads (SIGILL, SIGSEGV, SIGBUS, SIGFPE) are put back: they belong to the program.
+// A runtime exporting rgpu_client_set_thread_starter is given a way to start threads of the
+// program's own C library (for running the program's callbacks).
 // Returns the handle, or nullptr after saying why on stderr (`what` names the runtime there).
 void* LoadPrivateRuntime(const char* override_env, const char* file_name, const void* anchor,
                          const char* what);

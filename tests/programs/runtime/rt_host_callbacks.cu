@@ -4,10 +4,12 @@
 // after a host function by an event runs after it, and callbacks on the legacy stream run before
 // cudaDeviceSynchronize returns; and cudaLaunchHostFunc is asynchronous: it returns before its
 // function runs when earlier work in the stream (here a host function that waits for the main
-// thread) is still pending.
+// thread) is still pending. Host functions run on a thread of the program's own C library:
+// formatting a double there works (it crashed when the thread was the runtime's).
 #include "rt_check.h"
 
 #include <atomic>
+#include <cstring>
 #include <chrono>
 #include <thread>
 
@@ -67,6 +69,10 @@ static void CUDART_CB Legacy(cudaStream_t, cudaError_t, void* arg) {
 }
 
 static void CUDART_CB LegacyFn(void* arg) { ++static_cast<State*>(arg)->legacy_calls; }
+
+static void CUDART_CB FormatDouble(void* arg) {
+  snprintf(static_cast<char*>(arg), 64, "%.3f %lf", 0.996214, 1e300);
+}
 
 // A gate: waits (at most 10 s) until the main thread opens it. Enqueued work behind it stays
 // pending meanwhile, so enqueueing more work must not wait for it.
@@ -180,6 +186,11 @@ int main() {
   CHECK(cudaFreeHost(st.h_in));
   CHECK(cudaFreeHost(st.h_mid));
   CHECK(cudaFreeHost(st.h_out));
+
+  char formatted[64] = {};
+  CHECK(cudaLaunchHostFunc(nullptr, FormatDouble, formatted));
+  CHECK(cudaDeviceSynchronize());
+  EXPECT(strncmp(formatted, "0.996 1", 7) == 0, "host function formatted '%s'", formatted);
   printf("rt_host_callbacks: OK\n");
   return 0;
 }

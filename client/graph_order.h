@@ -1,0 +1,18 @@
+// The order an executable graph runs its nodes in (client/api_graph.cc, api_graph_nodes.cc).
+#pragma once
+
+#include <cuda.h>
+
+#include <vector>
+
+#include "client/objects.h"
+
+namespace rgpu::client {
+
+// Copies the live nodes of `graph` into *order so that every node comes after the nodes it
+// depends on, and otherwise in the order they were added (captured work stays in capture order);
+// each copy's `origin` is its node in `graph` and its dependencies are cleared. Caller holds
+// objects_mutex. CUDA_ERROR_INVALID_VALUE when the dependencies form a cycle.
+CUresult OrderGraph(const CUgraph_st& graph, std::vector<GraphNode>* order);
+
+}  // namespace rgpu::client
