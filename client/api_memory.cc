@@ -22,12 +22,7 @@ RGPU_IMPL(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
   r = Server().Call<calls::MemAlloc>(ctx->remote, {.bytesize = bytesize}, &allocated);
   if (r != CUDA_SUCCESS) return r;
   *dptr = allocated.dptr;
-  rgpu::client::MemoryRange range;
-  range.base = allocated.dptr;
-  range.size = bytesize;
-  range.type = CU_MEMORYTYPE_DEVICE;
-  range.ctx = ctx;
-  Memory().Insert(range);
+  Memory().InsertDevice(allocated.dptr, bytesize, ctx);
   return CUDA_SUCCESS;
 }
 

@@ -99,24 +99,26 @@ CUresult LocationDevice(const CUmemLocation* location, CUmemAllocationType type,
   return CheckDevice(*dev);
 }
 
-bool Capturing(CUstream stream) {
+// Resolves the stream of a stream-ordered allocation or free; refuses one that is capturing
+// (graph memory nodes are not supported yet), naming `what`.
+CUresult StreamOfPoolCall(CUstream stream, const char* what, CUctx_st** ctx, uint64_t* remote) {
+  CUresult r = rgpu::client::ResolveStream(stream, ctx, remote);
+  if (r != CUDA_SUCCESS) return r;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return rgpu_impl_cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
-         status != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (rgpu_impl_cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+      status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    RGPU_LOG_WARN("%s in a capturing stream (graph memory nodes) is not supported yet", what);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return CUDA_SUCCESS;
 }
 
 CUresult AllocFrom(CUdeviceptr* dptr, size_t bytes, CUmemPoolHandle_st* pool, CUstream stream) {
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
-  CUresult r = rgpu::client::ResolveStream(stream, &ctx, &remote_stream);
+  CUresult r = StreamOfPoolCall(stream, "stream-ordered allocation", &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
-  if (Capturing(stream)) {
-    RGPU_LOG_WARN(
-        "stream-ordered allocation in a capturing stream (graph memory nodes) is not "
-        "supported yet");
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
   if (pool == nullptr) {
     r = CurrentPool(ctx->device, &pool);
     if (r != CUDA_SUCCESS) return r;
@@ -132,12 +134,7 @@ CUresult AllocFrom(CUdeviceptr* dptr, size_t bytes, CUmemPoolHandle_st* pool, CU
       ctx->remote, {.pool = pool->remote, .bytesize = bytes, .stream = remote_stream}, &got);
   if (r != CUDA_SUCCESS) return r;
   *dptr = got.dptr;
-  rgpu::client::MemoryRange range;
-  range.base = got.dptr;
-  range.size = bytes;
-  range.type = CU_MEMORYTYPE_DEVICE;
-  range.ctx = ctx;
-  Memory().Insert(range);
+  Memory().InsertDevice(got.dptr, bytes, ctx);
   return CUDA_SUCCESS;
 }
 
@@ -287,14 +284,8 @@ RGPU_SAME_AS(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)
 RGPU_IMPL(cuMemFreeAsync)(CUdeviceptr dptr, CUstream stream) {
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
-  CUresult r = rgpu::client::ResolveStream(stream, &ctx, &remote_stream);
+  CUresult r = StreamOfPoolCall(stream, "stream-ordered free", &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
-  if (Capturing(stream)) {
-    RGPU_LOG_WARN(
-        "stream-ordered free in a capturing stream (graph memory nodes) is not "
-        "supported yet");
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
   auto range = Memory().Find(dptr);
   if (!range || range->base != dptr || range->type != CU_MEMORYTYPE_DEVICE || range->ctx != ctx) {
     return CUDA_ERROR_INVALID_VALUE;

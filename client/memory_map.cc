@@ -2,6 +2,15 @@
 
 namespace rgpu::client {
 
+void MemoryMap::InsertDevice(uint64_t base, uint64_t size, CUctx_st* ctx) {
+  MemoryRange range;
+  range.base = base;
+  range.size = size;
+  range.type = CU_MEMORYTYPE_DEVICE;
+  range.ctx = ctx;
+  Insert(range);
+}
+
 void MemoryMap::Insert(MemoryRange range) {
   std::lock_guard<std::mutex> lock(mu_);
   range.buffer_id = next_buffer_id_++;

@@ -26,6 +26,8 @@ class MemoryMap {
  public:
   // Records [base, base+size). Ranges never overlap.
   void Insert(MemoryRange range);
+  // Records freeable device memory of `ctx` at [base, base+size).
+  void InsertDevice(uint64_t base, uint64_t size, CUctx_st* ctx);
   // Forgets the range starting at `base`; returns it if there was one.
   std::optional<MemoryRange> Erase(uint64_t base);
   // The range containing `address`, if any.

@@ -19,6 +19,36 @@ namespace {
 // Blocks are used again for requests of at least half their size, not to waste much of them.
 bool Fits(uint64_t block, uint64_t request) { return block >= request && block / 2 <= request; }
 
+// The pool's reuse switches and its sizes, by attribute (null: not one of them).
+bool* PoolSwitch(PoolRecord& p, CUmemPool_attribute attr) {
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      return &p.reuse_follow_event_dependencies;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+      return &p.reuse_allow_opportunistic;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+      return &p.reuse_allow_internal_dependencies;
+    default:
+      return nullptr;
+  }
+}
+uint64_t* PoolSize(PoolRecord& p, CUmemPool_attribute attr) {
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      return &p.release_threshold;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+      return &p.reserved;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      return &p.reserved_high;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      return &p.used;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      return &p.used_high;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
 bool Session::EventDone(CUevent event) {
@@ -71,30 +101,23 @@ CUresult Session::HandleMemPoolDestroy(CallState& cs, const MemPoolDestroyIn& in
 CUresult Session::HandleMemPoolSetAttribute(CallState& cs, const MemPoolSetAttributeIn& in,
                                             calls::MemPoolSetAttribute::Results*) {
   PoolRecord& p = *in.pool.record;
-  const bool flag = in.value != 0;
-  switch (static_cast<CUmemPool_attribute>(in.attribute)) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      p.reuse_follow_event_dependencies = flag;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      p.reuse_allow_opportunistic = flag;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      p.reuse_allow_internal_dependencies = flag;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-      p.release_threshold = in.value;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-      if (in.value != 0) break;  // may only be reset
-      p.reserved_high = p.reserved;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      if (in.value != 0) break;
-      p.used_high = p.used;
-      return CUDA_SUCCESS;
-    default:
-      break;
+  const auto attr = static_cast<CUmemPool_attribute>(in.attribute);
+  if (bool* on = PoolSwitch(p, attr)) {
+    *on = in.value != 0;
+    return CUDA_SUCCESS;
+  }
+  if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+    p.release_threshold = in.value;
+    return CUDA_SUCCESS;
+  }
+  // The high-water marks may only be reset (to the current value).
+  if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && in.value == 0) {
+    p.reserved_high = p.reserved;
+    return CUDA_SUCCESS;
+  }
+  if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH && in.value == 0) {
+    p.used_high = p.used;
+    return CUDA_SUCCESS;
   }
   cs.detail = "memory pool attribute " + std::to_string(in.attribute) + " cannot be set so";
   return CUDA_ERROR_INVALID_VALUE;
@@ -102,36 +125,18 @@ CUresult Session::HandleMemPoolSetAttribute(CallState& cs, const MemPoolSetAttri
 
 CUresult Session::HandleMemPoolGetAttribute(CallState& cs, const MemPoolGetAttributeIn& in,
                                             calls::MemPoolGetAttribute::Results* out) {
-  const PoolRecord& p = *in.pool.record;
-  switch (static_cast<CUmemPool_attribute>(in.attribute)) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      out->value = p.reuse_follow_event_dependencies;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      out->value = p.reuse_allow_opportunistic;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      out->value = p.reuse_allow_internal_dependencies;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-      out->value = p.release_threshold;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-      out->value = p.reserved;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-      out->value = p.reserved_high;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-      out->value = p.used;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      out->value = p.used_high;
-      return CUDA_SUCCESS;
-    default:
-      cs.detail = "memory pool attribute " + std::to_string(in.attribute) + " is not supported";
-      return CUDA_ERROR_INVALID_VALUE;
+  PoolRecord& p = *in.pool.record;
+  const auto attr = static_cast<CUmemPool_attribute>(in.attribute);
+  if (const bool* on = PoolSwitch(p, attr)) {
+    out->value = *on;
+    return CUDA_SUCCESS;
   }
+  if (const uint64_t* size = PoolSize(p, attr)) {
+    out->value = *size;
+    return CUDA_SUCCESS;
+  }
+  cs.detail = "memory pool attribute " + std::to_string(in.attribute) + " is not supported";
+  return CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult Session::HandleMemPoolTrimTo(CallState&, const MemPoolTrimToIn& in,
