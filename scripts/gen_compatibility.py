@@ -107,6 +107,7 @@ def main():
         for path, what in programs:
             f.write("| `%s` | %s |\n" % (path, what.replace("|", "\\|")))
         f.write("\n## Not supported\n\n%s\n" % ", ".join("`%s`" % e for e in unsupported))
+        write_samples_section(root, f)
         write_hip_section(root, f)
 
 
@@ -121,6 +122,45 @@ def first_comment(path):
         comment.append(line[2:].strip())
     text = " ".join(comment)
     return re.split(r"(?<=[a-z0-9)])\.\s", text + " ")[0].strip().rstrip(".")
+
+
+def write_samples_section(root, f):
+    """NVIDIA's CUDA samples (tests/corpus/corpus_results.tsv, the corpus's classification of a
+    run through rgpu) and those the suite runs (tests/corpus/samples.txt)."""
+    results = os.path.join(root, "tests", "corpus", "corpus_results.tsv")
+    if not os.path.exists(results):
+        return
+    rows = []
+    for line in open(results):
+        if line.startswith("#") or line.startswith("name\t") or not line.strip():
+            continue
+        name, cls, reason = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+        rows.append((name, cls, reason))
+    suite = [l.strip() for l in open(os.path.join(root, "tests", "corpus", "samples.txt"))
+             if l.strip() and not l.startswith("#")]
+    passed = [n for n, c, _ in rows if c == "PASS"]
+    # Samples that cannot run on a software GPU whatever rgpu does: kernels only as SASS, or
+    # compute capability 8.0 required (they waive themselves saying so).
+    impossible = [n for n, c, r in rows
+                  if c in ("NO-PTX", "BUILD-FAILED") or (c == "WAIVED" and "SM 8.0" in r)]
+    eligible = len(rows) - len(impossible)
+    f.write("\n## NVIDIA's CUDA samples\n\n")
+    f.write("The public CUDA samples of `../shared/corpus` (folders 0 to 4, built with plain `nvcc` "
+            "defaults), run through rgpu on the software GPU and classified by the corpus's "
+            "`run.sh` (`tests/corpus/README.md`). Of %d samples, %d pass; %d cannot pass on a software "
+            "GPU (kernels only as SASS, or compute capability 8.0 required), so %d of the %d that "
+            "can (%.0f%%) pass. The suite runs %d of them over TCP and shared memory "
+            "(`ctest -L corpus`): %s.\n\n"
+            % (len(rows), len(passed), len(impossible), len(passed), eligible,
+               100.0 * len(passed) / max(eligible, 1), len(suite),
+               ", ".join("`%s`" % n for n in suite)))
+    f.write("Passing but not in the suite (each takes longer than a few seconds on the software GPU): "
+            "%s.\n\n" % ", ".join("`%s`" % n for n in passed if n not in suite))
+    f.write("| sample | class | why |\n| --- | --- | --- |\n")
+    for name, cls, reason in rows:
+        if cls == "PASS":
+            continue
+        f.write("| `%s` | %s | %s |\n" % (name, cls, reason.replace("|", "/")))
 
 
 def write_hip_section(root, f):
