@@ -259,3 +259,48 @@ RGPU_IMPL(cuCtxGetId)(CUcontext ctx, unsigned long long* id) {
   *id = ctx->remote;
   return CUDA_SUCCESS;
 }
+
+// Cache and shared-memory configuration of the current context. The cache split is a preference
+// (CUDA: "the driver ... is free to choose a different configuration"), kept per context and
+// reported back. Every device rgpu serves (compute capability 7.5 and up) has a fixed shared
+// memory bank size of four bytes, where setting the bank size "will do nothing".
+RGPU_IMPL(cuCtxGetCacheConfig)(CUfunc_cache* config) {
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  *config = ctx->cache_config;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxSetCacheConfig)(CUfunc_cache config) {
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (config < CU_FUNC_CACHE_PREFER_NONE || config > CU_FUNC_CACHE_PREFER_EQUAL) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  ctx->cache_config = config;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxGetSharedMemConfig)(CUsharedconfig* config) {
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  *config = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuCtxSetSharedMemConfig)(CUsharedconfig config) {
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  return config >= CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE &&
+                 config <= CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_VALUE;
+}

@@ -122,6 +122,18 @@ RGPU_IMPL(cuKernelSetCacheConfig)(CUkernel kernel, CUfunc_cache config, CUdevice
   return rgpu_impl_cuFuncSetCacheConfig(reinterpret_cast<CUfunction>(kernel), config);
 }
 
+// Every device rgpu serves has a fixed four-byte shared memory bank size, where the setting
+// does nothing (as cuda.h documents); validated only.
+RGPU_IMPL(cuFuncSetSharedMemConfig)(CUfunction f, CUsharedconfig config) {
+  CUfunc_st* fn;
+  CUresult r = ResolveFunction(f, &fn);
+  if (r != CUDA_SUCCESS) return r;
+  return config >= CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE &&
+                 config <= CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_VALUE;
+}
+
 RGPU_IMPL(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 (int* blocks, CUfunction f, int block_size, size_t dynamic_smem) {
   if (blocks == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -69,6 +69,9 @@ struct CUctx_st {
   // not finished (both guarded by objects_mutex()).
   rgpu::client::StreamHold default_hold;
   int host_work = 0;
+  // The preferred split of L1 and shared memory (cuCtxSetCacheConfig), a preference the driver
+  // may ignore; kept here and not forwarded, like functions' (guarded by objects_mutex()).
+  CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
 };
 
 struct CUmod_st {
