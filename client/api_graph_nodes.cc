@@ -221,14 +221,21 @@ CUresult ChildNode(CUgraph child, GraphNode* node) {
   return CUDA_SUCCESS;
 }
 
+// Makes a node with `make(args..., &node)` and adds it to `graph` after `deps`.
+template <typename Make, typename... Args>
+CUresult MakeAndAdd(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n, Make make,
+                    Args... args) {
+  GraphNode node;
+  CUresult r = make(args..., &node);
+  return r != CUDA_SUCCESS ? r : AddNode(out, graph, deps, n, std::move(node));
+}
+
 }  // namespace
 
 RGPU_IMPL(cuGraphAddKernelNode_v2)
 (CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n,
  const CUDA_KERNEL_NODE_PARAMS* params) {
-  GraphNode node;
-  CUresult r = KernelNode(params, &node);
-  return r != CUDA_SUCCESS ? r : AddNode(out, graph, deps, n, std::move(node));
+  return MakeAndAdd(out, graph, deps, n, KernelNode, params);
 }
 
 RGPU_REVISION_IMPL(cuGraphAddKernelNode)
@@ -242,25 +249,19 @@ RGPU_REVISION_IMPL(cuGraphAddKernelNode)
 RGPU_IMPL(cuGraphAddMemcpyNode)
 (CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n, const CUDA_MEMCPY3D* copy,
  CUcontext) {
-  GraphNode node;
-  CUresult r = MemcpyNode(copy, &node);
-  return r != CUDA_SUCCESS ? r : AddNode(out, graph, deps, n, std::move(node));
+  return MakeAndAdd(out, graph, deps, n, MemcpyNode, copy);
 }
 
 RGPU_IMPL(cuGraphAddMemsetNode)
 (CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n,
  const CUDA_MEMSET_NODE_PARAMS* params, CUcontext) {
-  GraphNode node;
-  CUresult r = MemsetNode(params, &node);
-  return r != CUDA_SUCCESS ? r : AddNode(out, graph, deps, n, std::move(node));
+  return MakeAndAdd(out, graph, deps, n, MemsetNode, params);
 }
 
 RGPU_IMPL(cuGraphAddHostNode)
 (CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n,
  const CUDA_HOST_NODE_PARAMS* params) {
-  GraphNode node;
-  CUresult r = HostNode(params, &node);
-  return r != CUDA_SUCCESS ? r : AddNode(out, graph, deps, n, std::move(node));
+  return MakeAndAdd(out, graph, deps, n, HostNode, params);
 }
 
 RGPU_IMPL(cuGraphAddEmptyNode)
@@ -273,24 +274,18 @@ RGPU_IMPL(cuGraphAddEmptyNode)
 
 RGPU_IMPL(cuGraphAddEventRecordNode)
 (CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n, CUevent event) {
-  GraphNode node;
-  CUresult r = EventNode(CU_GRAPH_NODE_TYPE_EVENT_RECORD, event, &node);
-  return r != CUDA_SUCCESS ? r : AddNode(out, graph, deps, n, std::move(node));
+  return MakeAndAdd(out, graph, deps, n, EventNode, CU_GRAPH_NODE_TYPE_EVENT_RECORD, event);
 }
 
 RGPU_IMPL(cuGraphAddEventWaitNode)
 (CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n, CUevent event) {
-  GraphNode node;
-  CUresult r = EventNode(CU_GRAPH_NODE_TYPE_WAIT_EVENT, event, &node);
-  return r != CUDA_SUCCESS ? r : AddNode(out, graph, deps, n, std::move(node));
+  return MakeAndAdd(out, graph, deps, n, EventNode, CU_GRAPH_NODE_TYPE_WAIT_EVENT, event);
 }
 
 RGPU_IMPL(cuGraphAddChildGraphNode)
 (CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n, CUgraph child) {
   if (child == graph) return CUDA_ERROR_INVALID_VALUE;
-  GraphNode node;
-  CUresult r = ChildNode(child, &node);
-  return r != CUDA_SUCCESS ? r : AddNode(out, graph, deps, n, std::move(node));
+  return MakeAndAdd(out, graph, deps, n, ChildNode, child);
 }
 
 // The generic form: the node types above by their parameters; others are not supported.
