@@ -50,6 +50,7 @@ CUresult DeactivatePrimary(CUctx_st* ctx, bool reset) {
   CUresult r = reset ? Server().Call<calls::PrimaryCtxReset>(0, {.device = ctx->device})
                      : Server().Call<calls::PrimaryCtxRelease>(0, {.device = ctx->device});
   rgpu::client::Memory().EraseContext(ctx);
+  rgpu::client::ForgetPerThreadStreams(ctx);
   ctx->remote = 0;
   ctx->primary_refs = 0;
   return r;
@@ -140,6 +141,10 @@ RGPU_IMPL(cuCtxDestroy_v2)(CUcontext ctx) {
   rgpu::client::ContextStorageRunDestructors(ctx);
   CUresult r = Server().Call<calls::CtxDestroy>(0, {.ctx = ctx->remote});
   rgpu::client::Memory().EraseContext(ctx);
+  {
+    std::lock_guard<std::mutex> lock(st.objects_mutex());
+    rgpu::client::ForgetPerThreadStreams(ctx);
+  }
   st.Unregister(ctx);
   auto& stack = ContextStack();
   for (auto it = stack.begin(); it != stack.end();) it = *it == ctx ? stack.erase(it) : it + 1;

@@ -1,5 +1,6 @@
 // Streams and events: shadow handles naming server-side streams and events of one context.
 #include <cstring>
+#include <thread>
 
 #include "client/impl.h"
 
@@ -11,10 +12,52 @@ using rgpu::client::Server;
 
 namespace rgpu::client {
 
+CUresult PerThreadStream(CUctx_st* ctx, CUstream* out) {
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    if ((*out = ExistingPerThreadStream(ctx)) != nullptr) return CUDA_SUCCESS;
+  }
+  // Blocking, as CUDA's per-thread stream is: it synchronizes with the legacy default stream.
+  calls::StreamCreate::Results created;
+  CUresult r =
+      Server().Call<calls::StreamCreate>(ctx->remote, {.flags = 0, .priority = 0}, &created);
+  if (r != CUDA_SUCCESS) return r;
+  auto* s = new CUstream_st();
+  s->remote = created.stream;
+  s->ctx = ctx;
+  ClientState::Get().Register(s);
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  ctx->per_thread_streams[std::this_thread::get_id()] = s;
+  *out = s;
+  return CUDA_SUCCESS;
+}
+
+CUstream ExistingPerThreadStream(CUctx_st* ctx) {
+  auto it = ctx->per_thread_streams.find(std::this_thread::get_id());
+  return it == ctx->per_thread_streams.end() ? nullptr : it->second;
+}
+
+void ForgetPerThreadStreams(CUctx_st* ctx) {
+  for (auto& [thread, s] : ctx->per_thread_streams) {
+    ClientState::Get().Unregister(s);
+    delete s;
+  }
+  ctx->per_thread_streams.clear();
+}
+
 CUresult ResolveStream(CUstream stream, CUctx_st** ctx, uint64_t* remote) {
-  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY) {
     *remote = 0;
     return RequireContext(ctx);
+  }
+  if (stream == CU_STREAM_PER_THREAD) {
+    CUresult r = RequireContext(ctx);
+    if (r != CUDA_SUCCESS) return r;
+    CUstream own;
+    r = PerThreadStream(*ctx, &own);
+    if (r != CUDA_SUCCESS) return r;
+    *remote = own->remote;
+    return CUDA_SUCCESS;
   }
   CUresult r = ClientState::Get().CheckInitialized();
   if (r != CUDA_SUCCESS) return r;
@@ -124,7 +167,7 @@ RGPU_IMPL(cuStreamGetFlags)(CUstream s, unsigned int* flags) {
   uint64_t remote;
   CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
-  *flags = remote == 0 ? 0 : s->flags;
+  *flags = rgpu::client::IsSpecialStream(s) ? 0 : s->flags;
   return CUDA_SUCCESS;
 }
 
@@ -134,7 +177,7 @@ RGPU_IMPL(cuStreamGetPriority)(CUstream s, int* priority) {
   uint64_t remote;
   CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
-  *priority = remote == 0 ? 0 : s->priority;
+  *priority = rgpu::client::IsSpecialStream(s) ? 0 : s->priority;
   return CUDA_SUCCESS;
 }
 

@@ -55,8 +55,20 @@ inline Connection& Server() { return ClientState::Get().connection(); }
 inline Connection& LocalTransport() { return ClientState::Get().connection(); }
 
 // Maps the stream handle a program passes (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
-// stream) to the context the work runs in and the stream's session id (0 = default stream).
+// stream) to the context the work runs in and the stream's session id (0 = the context's
+// default stream; CU_STREAM_PER_THREAD: the calling thread's per-thread stream).
 CUresult ResolveStream(CUstream stream, CUctx_st** ctx, uint64_t* remote);
+// True for the handles that name no stream object: NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD.
+inline bool IsSpecialStream(CUstream s) {
+  return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+// The calling thread's per-thread default stream in `ctx`, made on the server on first use.
+CUresult PerThreadStream(CUctx_st* ctx, CUstream* out);
+// The calling thread's per-thread stream in `ctx` if it has made one, else nullptr
+// (objects_mutex held).
+CUstream ExistingPerThreadStream(CUctx_st* ctx);
+// Forgets the per-thread streams of `ctx` (its server context is gone; objects_mutex held).
+void ForgetPerThreadStreams(CUctx_st* ctx);
 
 // Copies between host and device memory, ordered on `stream` (nullptr: the default stream).
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace rgpu::client {
@@ -72,6 +73,9 @@ struct CUctx_st {
   // The preferred split of L1 and shared memory (cuCtxSetCacheConfig), a preference the driver
   // may ignore; kept here and not forwarded, like functions' (guarded by objects_mutex()).
   CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  // Each thread's per-thread default stream (CU_STREAM_PER_THREAD) in this context, a blocking
+  // stream on the server made on the thread's first use (guarded by objects_mutex()).
+  std::map<std::thread::id, CUstream_st*> per_thread_streams;
 };
 
 struct CUmod_st {

@@ -19,7 +19,8 @@ using rgpu::client::StreamHold;
 namespace {
 
 struct HostJob {
-  CUstream stream;  // as the program named it
+  CUstream stream;       // as the program named it (its hold)
+  CUstream sync_stream;  // the stream whose work it follows (the caller's own per-thread one)
   CUctx_st* ctx;
   std::function<void(CUresult)> work;  // gets the stream's status
 };
@@ -91,7 +92,7 @@ void HostWorker() {
     rgpu::client::ContextStack().assign(1, job.ctx);
     // Everything issued on the stream before the host function has been sent (later work is
     // held), so synchronizing it waits for exactly that work.
-    CUresult status = rgpu_impl_cuStreamSynchronize(job.stream);
+    CUresult status = rgpu_impl_cuStreamSynchronize(job.sync_stream);
     job.work(status);
     CUctx_st* ctx = nullptr;
     StreamHold* hold;
@@ -114,6 +115,7 @@ CUresult EnqueueHostWork(CUstream stream, std::function<void(CUresult)> work) {
   uint64_t remote;
   CUresult r = rgpu::client::ResolveStream(stream, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
+  CUstream sync_stream = stream;  // resolved above, so a per-thread one exists
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     CUctx_st* owner = nullptr;
@@ -121,6 +123,7 @@ CUresult EnqueueHostWork(CUstream stream, std::function<void(CUresult)> work) {
     if (hold == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     hold->blocked = true;
     ctx->host_work++;
+    if (stream == CU_STREAM_PER_THREAD) sync_stream = rgpu::client::ExistingPerThreadStream(ctx);
   }
   std::lock_guard<std::mutex> lock(W().jobs_mu);
   if (!W().worker_started) {
@@ -138,7 +141,7 @@ CUresult EnqueueHostWork(CUstream stream, std::function<void(CUresult)> work) {
     }
     W().worker_started = true;
   }
-  W().jobs.push_back(HostJob{stream, ctx, std::move(work)});
+  W().jobs.push_back(HostJob{stream, sync_stream, ctx, std::move(work)});
   W().jobs_cv.notify_one();
   return CUDA_SUCCESS;
 }
@@ -174,7 +177,10 @@ bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstrea
   CUctx_st* ctx = nullptr;
   StreamHold* hold = HoldOf(stream, &ctx);
   if (hold == nullptr || !hold->blocked) return false;
-  hold->held.emplace_back(stream, std::move(replay));
+  // Held work runs on the host worker's thread later: a per-thread stream handle is kept as the
+  // caller's own per-thread stream, not the worker's.
+  CUstream own = stream == CU_STREAM_PER_THREAD ? ExistingPerThreadStream(ctx) : nullptr;
+  hold->held.emplace_back(own != nullptr ? own : stream, std::move(replay));
   return true;
 }
 

@@ -1,7 +1,9 @@
 // Per-thread default stream (built with --default-stream per-thread): each of several host threads
 // launches kernels and async copies on its default stream (0, i.e. cudaStreamPerThread), which
 // keep their order within the thread; cudaStreamSynchronize(0 / cudaStreamPerThread), events on
-// the per-thread stream, and the legacy stream used explicitly (cudaStreamLegacy) all work.
+// the per-thread stream, and the legacy stream used explicitly (cudaStreamLegacy) all work. Each
+// thread's per-thread stream is its own: one thread's idle stream is ready while another's runs a
+// long kernel.
 #include "rt_check.h"
 
 #include <atomic>
@@ -26,6 +28,12 @@
 __global__ void Step(int* p, int n, int mul, int add) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) p[i] = p[i] * mul + add;
+}
+
+__global__ void Spin(long long iterations, int* out) {
+  int acc = 0;
+  for (long long i = 0; i < iterations; ++i) acc += static_cast<int>(i & 3);
+  *out = acc;
 }
 
 static std::atomic<int> g_failures{0};
@@ -72,6 +80,31 @@ int main() {
   for (int id = 0; id < 4; ++id) threads.emplace_back(Worker, id);
   for (auto& t : threads) t.join();
   EXPECT(g_failures == 0, "%d thread(s) saw wrong results", g_failures.load());
+
+  // One thread's per-thread stream runs a long kernel; another thread's, idle, is ready.
+  {
+    int* sink = nullptr;
+    CHECK(cudaMalloc(&sink, sizeof(int)));
+    std::atomic<bool> launched{false};
+    cudaError_t busy_query = cudaSuccess, idle_query = cudaErrorUnknown;
+    std::thread busy([&] {
+      Spin<<<1, 1, 0, cudaStreamPerThread>>>(20000000, sink);
+      launched = true;
+      while (launched.load()) std::this_thread::yield();  // until the idle thread has asked
+      busy_query = cudaStreamSynchronize(cudaStreamPerThread);
+    });
+    std::thread idle([&] {
+      while (!launched.load()) std::this_thread::yield();
+      idle_query = cudaStreamQuery(cudaStreamPerThread);
+      launched = false;
+    });
+    idle.join();
+    busy.join();
+    EXPECT(idle_query == cudaSuccess, "an idle per-thread stream answered %s",
+           cudaGetErrorName(idle_query));
+    EXPECT(busy_query == cudaSuccess, "the busy stream: %s", cudaGetErrorName(busy_query));
+    CHECK(cudaFree(sink));
+  }
 
   // The legacy default stream, named explicitly.
   const int n = 1024;
