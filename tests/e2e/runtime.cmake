@@ -33,3 +33,10 @@ foreach(name vector_add graph_capture symbols)
     set_tests_properties(${test} PROPERTIES TIMEOUT 120 LABELS runtime)
   endforeach()
 endforeach()
+
+# Peer queries on a server with two software GPUs.
+add_test(NAME rt_static_peer_access_2gpu
+         COMMAND ${with_server} ${bin} tcp -- ${bin}/rgpu run --
+                 ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_peer_access_static)
+set_tests_properties(rt_static_peer_access_2gpu PROPERTIES TIMEOUT 120 LABELS runtime
+                     ENVIRONMENT RGPU_SOFTGPU_DEVICES=2)
