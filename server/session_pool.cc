@@ -194,6 +194,7 @@ CUresult Session::HandleMemAllocFromPool(CallState& cs, const MemAllocFromPoolIn
   }
   if (pool.max_size != 0 && (bytes > pool.max_size || pool.reserved > pool.max_size - bytes)) {
     TrimPool(pool, pool.max_size - std::min(pool.max_size, bytes));
+    if (CUresult r = MakeCurrent(cs.ctx); r != CUDA_SUCCESS) return r;  // trimming may switch
     if (bytes > pool.max_size || pool.reserved > pool.max_size - bytes) {
       cs.detail = "the pool's maximum size (" + std::to_string(pool.max_size) + " bytes)";
       return CUDA_ERROR_OUT_OF_MEMORY;
@@ -207,6 +208,7 @@ CUresult Session::HandleMemAllocFromPool(CallState& cs, const MemAllocFromPoolIn
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     // What the pools hold unused goes back first, as the driver does before failing.
     for (auto& [id, other] : pools_.records()) TrimPool(other, 0);
+    if (CUresult made = MakeCurrent(cs.ctx); made != CUDA_SUCCESS) return made;
     cs.detail.clear();
     r = HandleMemAlloc(cs, alloc, &got);
   }
@@ -248,6 +250,8 @@ CUresult Session::HandleMemFreeAsync(CallState& cs, const MemFreeAsyncIn& in,
   return CUDA_SUCCESS;
 }
 
+// Frees each block in the context it was allocated in, so the current context may change: callers
+// that go on in the call's context make it current again.
 void Session::TrimPool(PoolRecord& pool, uint64_t keep) {
   if (pool.reserved <= keep) return;
   std::sort(pool.free.begin(), pool.free.end(),

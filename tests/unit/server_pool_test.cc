@@ -1,7 +1,8 @@
 // Stream-ordered allocation on the server (server/session_pool.cc), spoken raw: what a pool
 // reserves counts against the tenant's quota until it is released; freed memory is no longer the
 // session's; a pool id another session made is refused; sizes near 2^64 are refused; the
-// default pool cannot be destroyed; a pool's maximum size holds.
+// default pool cannot be destroyed; a pool's maximum size holds; memory released to make room in
+// one context leaves the allocation in its own.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -164,6 +165,39 @@ TEST_F(ServerPoolTest, SizesNearTwoToThe64AndBoundsAreRefused) {
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(Result(alice.get(), Call(54, Op::kMemPoolGetAttribute, 0, {pool, 999})),
             CUDA_ERROR_INVALID_VALUE);
+}
+
+}  // namespace
+}  // namespace rgpu
+
+namespace rgpu {
+namespace {
+
+// Releasing a pool's memory to make room happens in the context each block came from; the
+// allocation that needed the room is still made in its own context (it outlives the other).
+TEST_F(ServerPoolTest, RoomMadeInAnotherContextLeavesTheAllocationInItsOwn) {
+  auto alice = Connect();
+  OpenSession(alice.get(), "tok-alice");
+  wire::Envelope made_a = Exchange(alice.get(), Call(60, Op::kCtxCreate, 0, {0, 0}));
+  wire::Envelope made_b = Exchange(alice.get(), Call(61, Op::kCtxCreate, 0, {0, 0}));
+  ASSERT_EQ(made_a.reply().result(), CUDA_SUCCESS);
+  ASSERT_EQ(made_b.reply().result(), CUDA_SUCCESS);
+  const uint64_t a = made_a.reply().values(0), b = made_b.reply().values(0);
+  const uint64_t pool = DefaultPool(alice.get());
+  ASSERT_EQ(Result(alice.get(), Call(62, Op::kMemPoolSetAttribute, 0,
+                                     {pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 256 * kMiB})),
+            CUDA_SUCCESS);
+  const uint64_t in_a = AllocFrom(alice.get(), a, pool, 200 * kMiB);
+  ASSERT_NE(in_a, 0u);
+  ASSERT_EQ(FreeAsync(alice.get(), a, in_a), CUDA_SUCCESS);
+  ASSERT_EQ(Result(alice.get(), Call(63, Op::kCtxSynchronize, a, {})), CUDA_SUCCESS);
+  // Context b needs 200 MiB: the quota has room only once a's block is released.
+  const uint64_t in_b = AllocFrom(alice.get(), b, pool, 200 * kMiB);
+  ASSERT_NE(in_b, 0u);
+  ASSERT_EQ(Result(alice.get(), Call(64, Op::kCtxDestroy, 0, {a})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(alice.get(), Call(65, Op::kMemset, b, {in_b, 0, 1, 200 * kMiB, 0, 0})),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Result(alice.get(), Call(66, Op::kCtxSynchronize, b, {})), CUDA_SUCCESS);
 }
 
 }  // namespace
