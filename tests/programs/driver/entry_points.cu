@@ -6,6 +6,8 @@
 #include <cudaProfiler.h>
 #include <dlfcn.h>
 
+#include <cstring>
+
 #include "check.h"
 
 int main() {
@@ -53,9 +55,10 @@ int main() {
 
   // Every slot of an export table NVIDIA's libraries use points to a function: TOOLS_TLS's
   // (cuBLASLt calls slot 2) refuse rather than being null.
-  const CUuuid tools_tls = {{0x42, (char)0xd8, 0x5a, (char)0x81, 0x23, (char)0xf6,
-                             (char)0xcb, 0x47, (char)0x82, (char)0x98, (char)0xf6, (char)0xe7,
-                             (char)0x8a, 0x3a, (char)0xec, (char)0xdc}};
+  const unsigned char tools_tls_bytes[16] = {0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47,
+                                             0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc};
+  CUuuid tools_tls;
+  memcpy(tools_tls.bytes, tools_tls_bytes, sizeof tools_tls.bytes);
   const void* table = nullptr;
   CHECK(cuGetExportTable(&table, &tools_tls));
   const void* const* slots = static_cast<const void* const*>(table);
