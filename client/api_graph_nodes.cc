@@ -85,24 +85,8 @@ CUresult MakeKernel(const CUDA_KERNEL_NODE_PARAMS& p, std::shared_ptr<const Grap
   k->params = p;
   k->params.func = f;
   k->params.kern = nullptr;
-  k->args.assign(fn->params_bytes, '\0');
-  if (p.kernelParams != nullptr) {
-    for (size_t i = 0; i < fn->params.size(); ++i) {
-      if (p.kernelParams[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
-      memcpy(&k->args[fn->params[i].offset], p.kernelParams[i], fn->params[i].size);
-    }
-  } else if (p.extra != nullptr) {
-    const void* buffer = nullptr;
-    size_t size = 0;
-    for (size_t i = 0; p.extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-      if (p.extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = p.extra[i + 1];
-      if (p.extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<size_t*>(p.extra[i + 1]);
-    }
-    if (buffer == nullptr || size < fn->params_bytes) return CUDA_ERROR_INVALID_VALUE;
-    memcpy(k->args.data(), buffer, fn->params_bytes);
-  } else if (!fn->params.empty()) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  r = rgpu::client::PackArguments(fn, p.kernelParams, p.extra, &k->args);
+  if (r != CUDA_SUCCESS) return r;
   for (const auto& slot : fn->params) k->arg_ptrs.push_back(&k->args[slot.offset]);
   k->params.kernelParams = k->arg_ptrs.empty() ? nullptr : k->arg_ptrs.data();
   k->params.extra = nullptr;

@@ -358,6 +358,32 @@ CUresult CheckLaunch(CUfunc_st* fn, const unsigned grid[3], const unsigned block
 
 }  // namespace
 
+namespace rgpu::client {
+
+CUresult PackArguments(CUfunc_st* fn, void** params, void** extra, std::string* args) {
+  args->assign(fn->params_bytes, '\0');
+  if (params != nullptr) {
+    for (size_t i = 0; i < fn->params.size(); ++i) {
+      if (params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      memcpy(&(*args)[fn->params[i].offset], params[i], fn->params[i].size);
+    }
+  } else if (extra != nullptr) {
+    const void* buffer = nullptr;
+    size_t size = 0;
+    for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = extra[i + 1];
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<size_t*>(extra[i + 1]);
+    }
+    if (buffer == nullptr || size < fn->params_bytes) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(args->data(), buffer, fn->params_bytes);
+  } else if (!fn->params.empty()) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace rgpu::client
+
 RGPU_IMPL(cuLaunchKernel)
 (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
  unsigned int bz, unsigned int shmem, CUstream stream, void** params, void** extra) {
@@ -372,24 +398,9 @@ RGPU_IMPL(cuLaunchKernel)
   const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
   r = CheckLaunch(fn, grid, block, shmem);
   if (r != CUDA_SUCCESS) return r;
-  std::string args(fn->params_bytes, '\0');
-  if (params != nullptr) {
-    for (size_t i = 0; i < fn->params.size(); ++i) {
-      if (params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
-      memcpy(&args[fn->params[i].offset], params[i], fn->params[i].size);
-    }
-  } else if (extra != nullptr) {
-    const void* buffer = nullptr;
-    size_t size = 0;
-    for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = extra[i + 1];
-      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<size_t*>(extra[i + 1]);
-    }
-    if (buffer == nullptr || size < fn->params_bytes) return CUDA_ERROR_INVALID_VALUE;
-    memcpy(args.data(), buffer, fn->params_bytes);
-  } else if (!fn->params.empty()) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  std::string args;
+  r = rgpu::client::PackArguments(fn, params, extra, &args);
+  if (r != CUDA_SUCCESS) return r;
   auto launch = [=, args = std::move(args)](CUstream s) {
     CUctx_st* launch_ctx;
     uint64_t launch_stream = 0;

@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <functional>
+#include <string>
 #include <type_traits>
 
 #include "client/client_state.h"
@@ -77,6 +78,9 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream strea
 // The function a launch or attribute query names: a CUfunction, or a CUkernel resolved in the
 // current context.
 CUresult ResolveFunction(CUfunction f, CUfunc_st** out);
+// Packs a launch's arguments (kernelParams, or the extra buffer) by `fn`'s parameter layout;
+// CUDA_ERROR_INVALID_VALUE when they do not give every parameter.
+CUresult PackArguments(CUfunc_st* fn, void** params, void** extra, std::string* args);
 
 // Stream-ordered work that cannot run now: when `stream` is capturing into a graph, `replay`
 // becomes a node of the graph; when the stream waits for a host function, `replay` waits in the
