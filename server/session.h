@@ -227,6 +227,10 @@ class Session {
   void TrimPoolsAfterSync();
   // Forgets the pools' free blocks of context `ctx_id` (its memory goes with the context).
   void ForgetPoolBlocks(uint64_t ctx_id);
+  // Gives the pool allocation `it` back to its pool as a free block, usable again once `ready`
+  // (recorded on session stream `stream`; null: at once) has completed; the range is no longer
+  // the session's. A destroyed pool goes once nothing of it is left.
+  void ReturnToPool(std::map<CUdeviceptr, Allocation>::iterator it, uint64_t stream, CUevent ready);
   // Erases a destroyed pool once nothing of it is in use any more.
   void ErasePoolIfDone(uint64_t pool_id);
   // True when `event` has completed (false when the backend cannot tell).

@@ -52,13 +52,8 @@ CUresult Session::HandleMemFree(CallState& cs, const MemFreeIn& in, calls::MemFr
   if (it->second.pool != 0) {
     // A stream-ordered allocation freed with cuMemFree: once the context's work is done, its
     // memory returns to its pool.
-    PoolRecord* pool = pools_.Find(it->second.pool);
     if (CUresult r = drv_.cuCtxSynchronize(); r != CUDA_SUCCESS) return r;
-    if (pool != nullptr) {
-      pool->free.push_back(PoolBlock{it->first, it->second.size, cs.ctx_id, 0, nullptr});
-      pool->used -= it->second.size;
-    }
-    allocations_.erase(it);
+    ReturnToPool(it, 0, nullptr);
     TrimPoolsAfterSync();
     return CUDA_SUCCESS;
   }

@@ -239,15 +239,23 @@ CUresult Session::HandleMemFreeAsync(CallState& cs, const MemFreeAsyncIn& in,
     if (ready != nullptr) drv_.cuEventDestroy(ready);
     return r;
   }
-  pool->free.push_back(PoolBlock{it->first, it->second.size, cs.ctx_id, in.stream.id, ready});
-  pool->used -= it->second.size;
+  ReturnToPool(it, in.stream.id, ready);
+  return CUDA_SUCCESS;
+}
+
+void Session::ReturnToPool(std::map<CUdeviceptr, Allocation>::iterator it, uint64_t stream,
+                           CUevent ready) {
   const uint64_t pool_id = it->second.pool;
+  PoolRecord* pool = pools_.Find(pool_id);
+  if (pool != nullptr) {
+    pool->free.push_back(PoolBlock{it->first, it->second.size, it->second.ctx, stream, ready});
+    pool->used -= it->second.size;
+  }
   allocations_.erase(it);
-  if (pool->destroyed) {
+  if (pool != nullptr && pool->destroyed) {
     TrimPool(*pool, 0);
     ErasePoolIfDone(pool_id);
   }
-  return CUDA_SUCCESS;
 }
 
 // Frees each block in the context it was allocated in, so the current context may change: callers
