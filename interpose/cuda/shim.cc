@@ -6,7 +6,8 @@
 // namespace with dlmopen(LM_ID_NEWLM), so that a program carrying its own protobuf, UCX or
 // libstdc++ never sees rgpu's. Each entry point forwards to the runtime's `rgpu_impl_<name>`; an
 // entry point the runtime does not implement returns CUDA_ERROR_NOT_SUPPORTED and logs its name
-// once (when RGPU_LOG enables logging).
+// once (when RGPU_LOG enables logging); the runtime's cuGetProcAddress hands these same entry
+// points out for the ones it lacks (rgpu_client_set_face_entries).
 //
 // A process that never calls the driver (LD_PRELOAD is inherited by every child) pays nothing.
 #include <cuda.h>
@@ -45,10 +46,21 @@ std::atomic<bool> g_reported[kEntryCount];
 pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
 void* g_runtime = nullptr;
 
+// This library's exported entry points, by EntryIndex (defined at the end of the file).
+extern void* const kFaceEntries[];
+
 void LoadRuntime() {
   g_runtime =
       rgpu::interpose::LoadPrivateRuntime("RGPU_CLIENT_LIBRARY", "librgpu-client.so",
                                           reinterpret_cast<void*>(&LoadRuntime), "client runtime");
+  // cuGetProcAddress hands out these for the entry points the runtime lacks, so a program that
+  // finds them that way is answered (and told) exactly as one that calls them by name.
+  using Setter = void (*)(void* const*, size_t);
+  if (g_runtime != nullptr) {
+    if (auto set = reinterpret_cast<Setter>(dlsym(g_runtime, "rgpu_client_set_face_entries"))) {
+      set(kFaceEntries, kEntryCount);
+    }
+  }
 }
 
 // The implementation of entry `index`, or `fallback` when the runtime has none.
@@ -86,3 +98,15 @@ CUresult Unsupported(int index) {
   }
 #include "abi/entry_points.inc"
 #undef RGPU_ENTRY
+
+namespace {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored \
+    "-Wdeprecated-declarations"  // deprecated entry points are exported too
+void* const kFaceEntries[] = {
+#define RGPU_ENTRY(name, params, args) reinterpret_cast<void*>(&name),
+#include "abi/entry_points.inc"
+#undef RGPU_ENTRY
+};
+#pragma GCC diagnostic pop
+}  // namespace
