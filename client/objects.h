@@ -44,6 +44,7 @@ namespace rgpu::client {
 struct StreamHold {
   bool blocked = false;
   std::deque<std::pair<CUstream, std::function<CUresult(CUstream)>>> held;
+  int replaying = 0;  // held work taken from `held` and being sent right now
 };
 
 // A context-local-storage value and the destructor to run when the context goes away.

@@ -71,9 +71,11 @@ void Release(StreamHold* hold) {
   while (!hold->blocked && !hold->held.empty()) {
     auto [stream, replay] = std::move(hold->held.front());
     hold->held.pop_front();
+    hold->replaying++;  // not drained until it has been sent
     lock.unlock();
     CUresult r = replay(stream);
     lock.lock();
+    hold->replaying--;
     if (r != CUDA_SUCCESS && W().held_error == CUDA_SUCCESS) W().held_error = r;
   }
 }
@@ -211,7 +213,7 @@ bool StreamHeld(CUstream stream) {
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   CUctx_st* ctx = nullptr;
   StreamHold* hold = HoldOf(stream, &ctx);
-  return hold != nullptr && (hold->blocked || !hold->held.empty());
+  return hold != nullptr && (hold->blocked || !hold->held.empty() || hold->replaying > 0);
 }
 
 CUresult WaitStreamDrained(CUstream stream) {
@@ -224,7 +226,8 @@ CUresult WaitStreamDrained(CUstream stream) {
     // The legacy default stream waits for the whole context.
     W().drained_cv.wait(lock, [ctx] { return ctx->host_work == 0; });
   } else {
-    W().drained_cv.wait(lock, [hold] { return !hold->blocked && hold->held.empty(); });
+    W().drained_cv.wait(
+        lock, [hold] { return !hold->blocked && hold->held.empty() && hold->replaying == 0; });
   }
   return TakeHeldError();
 }
