@@ -1,5 +1,6 @@
-// Device memory: allocation, copies and memsets. Device ranges are validated synchronously
-// (CUDA_ERROR_INVALID_VALUE for memory the current context does not own).
+// Device memory: allocation, copies (arrays included: an array side is its storage in device
+// memory with the array's pitches) and memsets. Device ranges are validated synchronously
+// (CUDA_ERROR_INVALID_VALUE for memory the current context does not own, or outside an array).
 #include <cuda.h>
 
 #include <cstring>
@@ -115,17 +116,42 @@ struct Extent {
 };
 
 CUresult ResolveSide(Context& ctx, CUmemorytype type, const void* host, CUdeviceptr device,
-                     size_t x, size_t y, size_t z, size_t pitch, size_t rows_per_slice,
-                     const Extent& e, Side* out) {
+                     CUarray array, size_t x, size_t y, size_t z, size_t pitch,
+                     size_t rows_per_slice, const Extent& e, Side* out) {
+  if (type == CU_MEMORYTYPE_ARRAY) {
+    // An array is device memory with the array's own pitches; the box must lie inside it, on
+    // whole elements.
+    std::shared_ptr<Array> a;
+    if (ResolveArray(&ctx, array, &a) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+    if (x % a->element_bytes != 0 || e.width % a->element_bytes != 0 || x > a->row_bytes ||
+        e.width > a->row_bytes - x || y > a->rows || e.height > a->rows - y || z > a->slices ||
+        e.depth > a->slices - z) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    type = CU_MEMORYTYPE_DEVICE;
+    device = a->address;
+    pitch = a->row_bytes;
+    rows_per_slice = a->rows;
+  }
   if (type == CU_MEMORYTYPE_UNIFIED) {
     type = ctx.memory().Find(device, 1) != nullptr ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     host = reinterpret_cast<const void*>(device);
   }
   if (e.height > 1 && pitch < e.width) return CUDA_ERROR_INVALID_VALUE;
   if (e.depth > 1 && rows_per_slice < e.height) return CUDA_ERROR_INVALID_VALUE;
-  const size_t slice_pitch = pitch * rows_per_slice;
-  const size_t offset = z * slice_pitch + y * pitch + x;
-  const size_t extent = (e.depth - 1) * slice_pitch + (e.height - 1) * pitch + e.width;
+  // offset and extent in 128 bits: pitches and coordinates near 2^64 must not wrap.
+  const unsigned __int128 slice_pitch128 = static_cast<unsigned __int128>(pitch) * rows_per_slice;
+  const unsigned __int128 offset128 =
+      z * slice_pitch128 + static_cast<unsigned __int128>(y) * pitch + x;
+  const unsigned __int128 extent128 = (e.depth - 1) * slice_pitch128 +
+                                      static_cast<unsigned __int128>(e.height - 1) * pitch +
+                                      e.width;
+  if (offset128 + extent128 > (static_cast<unsigned __int128>(1) << 63)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const size_t slice_pitch = static_cast<size_t>(slice_pitch128);
+  const size_t offset = static_cast<size_t>(offset128);
+  const size_t extent = static_cast<size_t>(extent128);
   out->pitch = pitch;
   out->slice_pitch = slice_pitch;
   if (type == CU_MEMORYTYPE_HOST) {
@@ -133,7 +159,7 @@ CUresult ResolveSide(Context& ctx, CUmemorytype type, const void* host, CUdevice
     out->base = const_cast<uint8_t*>(static_cast<const uint8_t*>(host)) + offset;
     return CUDA_SUCCESS;
   }
-  if (type != CU_MEMORYTYPE_DEVICE) return CUDA_ERROR_NOT_SUPPORTED;  // arrays
+  if (type != CU_MEMORYTYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
   out->device = true;
   out->allocation = ctx.memory().Find(device + offset, extent);
   if (out->allocation == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -185,13 +211,13 @@ CUresult Copy2D(const CUDA_MEMCPY2D* p, CUstream stream, bool async) {
   const Extent e{p->WidthInBytes, p->Height, 1};
   if (e.width == 0 || e.height == 0) return CUDA_SUCCESS;
   Side src, dst;
-  if (CUresult r = ResolveSide(*ctx, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
-                               p->srcY, 0, p->srcPitch, e.height, e, &src);
+  if (CUresult r = ResolveSide(*ctx, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
+                               p->srcXInBytes, p->srcY, 0, p->srcPitch, e.height, e, &src);
       r != CUDA_SUCCESS) {
     return r;
   }
-  if (CUresult r = ResolveSide(*ctx, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes,
-                               p->dstY, 0, p->dstPitch, e.height, e, &dst);
+  if (CUresult r = ResolveSide(*ctx, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+                               p->dstXInBytes, p->dstY, 0, p->dstPitch, e.height, e, &dst);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -207,13 +233,15 @@ CUresult Copy3D(const CUDA_MEMCPY3D* p, CUstream stream, bool async) {
   const Extent e{p->WidthInBytes, p->Height, p->Depth};
   if (e.width == 0 || e.height == 0 || e.depth == 0) return CUDA_SUCCESS;
   Side src, dst;
-  if (CUresult r = ResolveSide(*ctx, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
-                               p->srcY, p->srcZ, p->srcPitch, p->srcHeight, e, &src);
+  if (CUresult r =
+          ResolveSide(*ctx, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
+                      p->srcY, p->srcZ, p->srcPitch, p->srcHeight, e, &src);
       r != CUDA_SUCCESS) {
     return r;
   }
-  if (CUresult r = ResolveSide(*ctx, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes,
-                               p->dstY, p->dstZ, p->dstPitch, p->dstHeight, e, &dst);
+  if (CUresult r =
+          ResolveSide(*ctx, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
+                      p->dstY, p->dstZ, p->dstPitch, p->dstHeight, e, &dst);
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -267,7 +295,91 @@ CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream
   return CUDA_SUCCESS;
 }
 
+// The device address of bytes [offset, offset + n) of an array of the current context, seen as
+// one linear range (arrays are stored linearly), or 0 with *error set.
+CUdeviceptr ArrayBytes(CUarray array, size_t offset, size_t n, CUresult* error) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) {
+    *error = r;
+    return 0;
+  }
+  std::shared_ptr<Array> a;
+  if (ResolveArray(ctx.get(), array, &a) != CUDA_SUCCESS || offset > a->bytes ||
+      n > a->bytes - offset) {
+    *error = CUDA_ERROR_INVALID_VALUE;
+    return 0;
+  }
+  *error = CUDA_SUCCESS;
+  return a->address + offset;
+}
+
 }  // namespace
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyHtoA(CUarray dstArray, size_t dstOffset,
+                                             const void* srcHost, size_t ByteCount) {
+  return Guard([&] {
+    CUresult r;
+    const CUdeviceptr d = ArrayBytes(dstArray, dstOffset, ByteCount, &r);
+    return r != CUDA_SUCCESS ? r : CopyHtoD(d, srcHost, ByteCount, nullptr, false);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyAtoH(void* dstHost, CUarray srcArray, size_t srcOffset,
+                                             size_t ByteCount) {
+  return Guard([&] {
+    CUresult r;
+    const CUdeviceptr s = ArrayBytes(srcArray, srcOffset, ByteCount, &r);
+    return r != CUDA_SUCCESS ? r : CopyDtoH(dstHost, s, ByteCount, nullptr, false);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyHtoAAsync(CUarray dstArray, size_t dstOffset,
+                                                  const void* srcHost, size_t ByteCount,
+                                                  CUstream hStream) {
+  return Guard([&] {
+    CUresult r;
+    const CUdeviceptr d = ArrayBytes(dstArray, dstOffset, ByteCount, &r);
+    return r != CUDA_SUCCESS ? r : CopyHtoD(d, srcHost, ByteCount, hStream, true);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyAtoHAsync(void* dstHost, CUarray srcArray, size_t srcOffset,
+                                                  size_t ByteCount, CUstream hStream) {
+  return Guard([&] {
+    CUresult r;
+    const CUdeviceptr s = ArrayBytes(srcArray, srcOffset, ByteCount, &r);
+    return r != CUDA_SUCCESS ? r : CopyDtoH(dstHost, s, ByteCount, hStream, true);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyAtoD(CUdeviceptr dstDevice, CUarray srcArray,
+                                             size_t srcOffset, size_t ByteCount) {
+  return Guard([&] {
+    CUresult r;
+    const CUdeviceptr s = ArrayBytes(srcArray, srcOffset, ByteCount, &r);
+    return r != CUDA_SUCCESS ? r : CopyDtoD(dstDevice, s, ByteCount, nullptr, false);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyDtoA(CUarray dstArray, size_t dstOffset,
+                                             CUdeviceptr srcDevice, size_t ByteCount) {
+  return Guard([&] {
+    CUresult r;
+    const CUdeviceptr d = ArrayBytes(dstArray, dstOffset, ByteCount, &r);
+    return r != CUDA_SUCCESS ? r : CopyDtoD(d, srcDevice, ByteCount, nullptr, false);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpyAtoA(CUarray dstArray, size_t dstOffset, CUarray srcArray,
+                                             size_t srcOffset, size_t ByteCount) {
+  return Guard([&] {
+    CUresult r;
+    const CUdeviceptr d = ArrayBytes(dstArray, dstOffset, ByteCount, &r);
+    if (r != CUDA_SUCCESS) return r;
+    const CUdeviceptr s = ArrayBytes(srcArray, srcOffset, ByteCount, &r);
+    return r != CUDA_SUCCESS ? r : CopyDtoD(d, s, ByteCount, nullptr, false);
+  });
+}
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
   return Guard([&] { return CopyUnified(dst, src, ByteCount, nullptr, false); });

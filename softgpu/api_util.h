@@ -50,4 +50,8 @@ CUresult ResolveStream(const std::shared_ptr<Context>& ctx, CUstream handle,
 CUresult ResolveFunction(CUfunction handle, std::shared_ptr<FunctionHandle>* function,
                          std::shared_ptr<Module>* module);
 
+// Resolves a CUarray for `ctx`: CUDA_ERROR_INVALID_HANDLE for a handle that is not a live array
+// or names an array of another context.
+CUresult ResolveArray(const Context* ctx, CUarray handle, std::shared_ptr<Array>* out);
+
 }  // namespace softgpu

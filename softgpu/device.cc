@@ -100,7 +100,7 @@ bool Device::Attribute(int attribute, int* value) const {
       v = 1500000;
       break;  // kHz
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
-      v = 512;
+      v = static_cast<int>(kTextureAlignment);
       break;
     case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
       v = 1;
@@ -112,34 +112,34 @@ bool Device::Attribute(int attribute, int* value) const {
       v = CU_COMPUTEMODE_DEFAULT;
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH:
-      v = 131072;
+      v = static_cast<int>(kMaxTexture1DWidth);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH:
-      v = 131072;
+      v = static_cast<int>(kMaxTexture2D[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT:
-      v = 65536;
+      v = static_cast<int>(kMaxTexture2D[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH:
-      v = 16384;
+      v = static_cast<int>(kMaxTexture3D[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT:
-      v = 16384;
+      v = static_cast<int>(kMaxTexture3D[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH:
-      v = 16384;
+      v = static_cast<int>(kMaxTexture3D[2]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxTexture2DLayered[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT:
-      v = 32768;
+      v = static_cast<int>(kMaxTexture2DLayered[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS:
-      v = 2048;
+      v = static_cast<int>(kMaxTexture2DLayered[2]);
       break;
     case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT:
-      v = 512;
+      v = static_cast<int>(kTextureAlignment);
       break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
       v = 1;
@@ -172,91 +172,91 @@ bool Device::Attribute(int attribute, int* value) const {
       v = 1;
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxTexture1DLayered[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS:
-      v = 2048;
+      v = static_cast<int>(kMaxTexture1DLayered[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxTexture2DGather[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT:
-      v = 32768;
+      v = static_cast<int>(kMaxTexture2DGather[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE:
-      v = 8192;
+      v = static_cast<int>(kMaxTexture3DAlternate[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE:
-      v = 8192;
+      v = static_cast<int>(kMaxTexture3DAlternate[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE:
-      v = 32768;
+      v = static_cast<int>(kMaxTexture3DAlternate[2]);
       break;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
-      v = 32;
+      v = static_cast<int>(kTexturePitchAlignment);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxTextureCubemapWidth);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxTextureCubemapLayered[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS:
-      v = 2046;
+      v = static_cast<int>(kMaxTextureCubemapLayered[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxSurface1DWidth);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH:
-      v = 131072;
+      v = static_cast<int>(kMaxSurface2D[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT:
-      v = 65536;
+      v = static_cast<int>(kMaxSurface2D[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH:
-      v = 16384;
+      v = static_cast<int>(kMaxSurface3D[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT:
-      v = 16384;
+      v = static_cast<int>(kMaxSurface3D[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH:
-      v = 16384;
+      v = static_cast<int>(kMaxSurface3D[2]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxSurface1DLayered[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS:
-      v = 2048;
+      v = static_cast<int>(kMaxSurface1DLayered[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxSurface2DLayered[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT:
-      v = 32768;
+      v = static_cast<int>(kMaxSurface2DLayered[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS:
-      v = 2048;
+      v = static_cast<int>(kMaxSurface2DLayered[2]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxSurfaceCubemapWidth);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxSurfaceCubemapLayered[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS:
-      v = 2046;
+      v = static_cast<int>(kMaxSurfaceCubemapLayered[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH:
-      v = 268435456;
+      v = static_cast<int>(kMaxTexture1DLinearWidth);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH:
-      v = 131072;
+      v = static_cast<int>(kMaxTexture2DLinear[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT:
-      v = 65000;
+      v = static_cast<int>(kMaxTexture2DLinear[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH:
-      v = 2097120;
+      v = static_cast<int>(kMaxTexture2DLinear[2]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH:
       v = 32768;

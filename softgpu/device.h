@@ -35,6 +35,29 @@ constexpr uint32_t kRegistersPerBlock = 65536;
 constexpr uint32_t kMaxThreadsPerMultiprocessor = 1024;
 constexpr uint32_t kMaxBlocksPerMultiprocessor = 16;
 
+// Texture and surface limits (compute capability 7.5): reported as device attributes and
+// enforced by cuArray3DCreate, cuTexObjectCreate and cuSurfObjectCreate.
+constexpr uint64_t kMaxTexture1DWidth = 131072;
+constexpr uint64_t kMaxTexture2D[2] = {131072, 65536};
+constexpr uint64_t kMaxTexture3D[3] = {16384, 16384, 16384};
+constexpr uint64_t kMaxTexture3DAlternate[3] = {8192, 8192, 32768};
+constexpr uint64_t kMaxTexture1DLayered[2] = {32768, 2048};         // width, layers
+constexpr uint64_t kMaxTexture2DLayered[3] = {32768, 32768, 2048};  // width, height, layers
+constexpr uint64_t kMaxTexture2DGather[2] = {32768, 32768};
+constexpr uint64_t kMaxTextureCubemapWidth = 32768;
+constexpr uint64_t kMaxTextureCubemapLayered[2] = {32768, 2046};       // width, layers
+constexpr uint64_t kMaxTexture1DLinearWidth = 1ull << 28;              // elements
+constexpr uint64_t kMaxTexture2DLinear[3] = {131072, 65000, 2097120};  // width, height, pitch
+constexpr uint64_t kMaxSurface1DWidth = 32768;
+constexpr uint64_t kMaxSurface2D[2] = {131072, 65536};
+constexpr uint64_t kMaxSurface3D[3] = {16384, 16384, 16384};
+constexpr uint64_t kMaxSurface1DLayered[2] = {32768, 2048};
+constexpr uint64_t kMaxSurface2DLayered[3] = {32768, 32768, 2048};
+constexpr uint64_t kMaxSurfaceCubemapWidth = 32768;
+constexpr uint64_t kMaxSurfaceCubemapLayered[2] = {32768, 2046};
+constexpr uint64_t kTextureAlignment = 512;      // LINEAR/PITCH2D devPtr alignment
+constexpr uint64_t kTexturePitchAlignment = 32;  // PITCH2D pitch alignment
+
 class Device {
  public:
   Device(int ordinal, const DeviceConfig& config);

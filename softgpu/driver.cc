@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "softgpu/texture.h"
 
 namespace softgpu {
 
@@ -76,6 +77,8 @@ void DestroyContextResources(const std::shared_ptr<Context>& context) {
   context->Teardown();
   d.streams.RemoveIf([c](const Stream& s) { return s.context() == c; });
   d.events.RemoveIf([c](const Event& e) { return e.context() == c; });
+  d.arrays.RemoveIf([c](const Array& a) { return a.owner == c; });
+  RemoveTextureObjectsOf(c);
   d.libraries.ForEach([c](const std::shared_ptr<Library>& lib) { lib->DropInstance(c); });
   for (const auto& m : d.modules.RemoveIf([c](const Module& m) { return m.context() == c; })) {
     for (const auto& f : m->functions()) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "softgpu/array.h"
 #include "softgpu/context.h"
 #include "softgpu/device.h"
 #include "softgpu/module.h"
@@ -25,6 +26,7 @@ struct Driver {
   Registry<FunctionHandle> functions;
   Registry<Library> libraries;
   Registry<KernelHandle> kernels;
+  Registry<Array> arrays;
 };
 
 Driver& GetDriver();
@@ -40,7 +42,8 @@ void RegisterModule(const std::shared_ptr<Module>& module);
 // Unregisters a module instance and its function handles and frees its globals.
 void UnregisterModule(const std::shared_ptr<Module>& module);
 
-// Destroys a context's resources and unregisters every handle that belongs to it.
+// Destroys a context's resources and unregisters every handle that belongs to it (arrays,
+// texture and surface objects included).
 void DestroyContextResources(const std::shared_ptr<Context>& context);
 
 }  // namespace softgpu

@@ -49,6 +49,16 @@ class PrintfSink {
   virtual void Write(std::string text) = 0;
 };
 
+struct TextureObject;
+
+// A texture or surface object a block has looked up, with the storage it reads pinned.
+struct BoundTexture {
+  uint64_t handle = 0;
+  std::shared_ptr<const TextureObject> object;
+  std::shared_ptr<Allocation> storage;
+  uint8_t* data = nullptr;  // host bytes of the object's texel (0, 0, 0)
+};
+
 // Everything the warps of one block share.
 struct Block {
   const Program* program = nullptr;
@@ -80,6 +90,10 @@ struct Block {
   // Cache of the last global allocation hit (the common case is a few large arrays).
   std::shared_ptr<Allocation> cached[4];
   uint32_t cache_next = 0;
+  // The launching context (identity only): texture and surface objects must belong to it.
+  const void* owner = nullptr;
+  BoundTexture textures[2];  // the objects used last
+  uint32_t texture_next = 0;
 };
 
 // One warp's state inside the current function activation.

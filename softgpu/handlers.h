@@ -235,6 +235,17 @@ Handler NopHandler();
 // (bytes actually read; the rest is zero-filled) or kNoOperand; Insn::aux = copy size (4/8/16).
 Handler CpAsyncHandler();
 
+// ---- textures and surfaces (exec_texture.cc) ----
+// Insn::aux indexes Program::texture_sites. A handle that is not a live object of the launching
+// context, storage that was freed, or an out-of-range .trap surface access faults with an
+// illegal address.
+Handler TextureHandler();       // tex, tex.level, tex.grad (level 0)
+Handler GatherHandler();        // tld4
+Handler TextureQueryHandler();  // txq
+Handler SurfaceQueryHandler();  // suq
+Handler SurfaceLoadHandler();   // suld.b
+Handler SurfaceStoreHandler();  // sust.b, sust.p
+
 // ---- warp-level (exec_warp.cc) ----
 enum class ShflMode : uint8_t { kUp, kDown, kBfly, kIdx };
 // shfl.sync: a0 = d, a1 = a, a2 = b (lane/offset), a3 = c (clamp/segment mask), a5 = pred out.

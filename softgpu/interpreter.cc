@@ -167,6 +167,7 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   block_.kernel = &fn;
   block_.consts = launch.consts;
   block_.memory = launch.memory;
+  block_.owner = launch.owner;
   block_.shared = shared_.data();
   block_.shared_size = fn.shared_bytes + launch.dynamic_shared;
   block_.dynamic_shared_size = launch.dynamic_shared;

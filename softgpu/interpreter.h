@@ -24,6 +24,7 @@ struct LaunchParams {
   const uint8_t* params = nullptr;  // parameter buffer of Function::param_bytes
   uint32_t param_size = 0;
   const AddressSpace* memory = nullptr;
+  const void* owner = nullptr;  // the launching context, for texture and surface objects
   uint32_t sm_count = 1;
   uint32_t stack_bytes = 1024;  // per-thread stack for .func activations
   PrintfSink* printf_sink = nullptr;

@@ -12,6 +12,7 @@ namespace {
 // the same for small overruns.
 std::atomic<uint64_t> g_next_address{kGlobalAddressBase};
 constexpr uint64_t kGuardGap = 4096;
+constexpr uint64_t kBaseAlignment = 512;
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -54,7 +55,10 @@ AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address) {
   a->zeroed = !stale;
   a->size = size;
   a->reserved = reserved;
-  a->base = g_next_address.fetch_add(reserved + kGuardGap, std::memory_order_relaxed);
+  // Bases are kBaseAlignment-aligned (as the real driver's are), so that any allocation can back
+  // a linear or pitched texture (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT).
+  a->base = g_next_address.fetch_add(RoundUp(reserved + kGuardGap, kBaseAlignment),
+                                     std::memory_order_relaxed);
   *address = a->base;
   std::unique_lock lock(mu_);
   allocations_.emplace(a->base, std::move(a));

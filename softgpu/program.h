@@ -125,9 +125,45 @@ struct Relocation {
   int64_t addend;
 };
 
+// Texture and surface instructions (tex, tld4, txq, suld, sust, suq) name more operands than an
+// Insn holds; their Insn::aux indexes one of these in Program::texture_sites.
+enum class TexGeometry : uint8_t { k1D, k2D, k3D, kA1D, kA2D, kCube, kACube };
+// Out-of-range behaviour of surface accesses (.trap, .clamp, .zero).
+enum class SurfaceClamp : uint8_t { kTrap, kClamp, kZero };
+// txq/suq attributes.
+enum class TexQuery : uint8_t {
+  kWidth,
+  kHeight,
+  kDepth,
+  kArraySize,
+  kMipmapLevels,
+  kNormalizedCoords,
+  kFilterMode,
+  kAddrMode0,
+  kAddrMode1,
+  kAddrMode2,
+};
+struct TextureSite {
+  TexGeometry geometry = TexGeometry::k1D;
+  bool integer_coords = false;  // tex with .s32 coordinates (texel indices, tex1Dfetch)
+  uint8_t component = 0;        // tld4: 0 r, 1 g, 2 b, 3 a
+  TexQuery query = TexQuery::kWidth;
+  SurfaceClamp clamp = SurfaceClamp::kTrap;
+  bool formatted = false;        // sust.p: values are converted to the surface's format
+  uint8_t access_bytes = 4;      // suld/sust.b: bytes of one vector element (1, 2, 4, 8)
+  uint8_t count = 4;             // values read or written
+  uint32_t handle = kNoOperand;  // register/constant holding the texture or surface object
+  // Coordinates as the instruction lists them (layer first for a1d/a2d/acube); kNoOperand
+  // where absent.
+  uint32_t coords[4] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand};
+  // tex/tld4/suld/txq destinations or sust sources; kNoOperand for "_".
+  uint32_t values[4] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand};
+};
+
 struct Program {
   std::string target;  // e.g. "sm_75"
   std::vector<Function> functions;
+  std::vector<TextureSite> texture_sites;
   std::unordered_map<std::string, uint32_t> function_index;
   std::vector<GlobalVariable> globals;
   std::unordered_map<std::string, uint32_t> global_index;

@@ -127,6 +127,8 @@ class FunctionDecoder {
   bool DecodeCompare(const ptx::Instruction& src, const Mods& m);
   bool DecodeCvt(const ptx::Instruction& src, const Mods& m);
   bool DecodeCpAsync(const ptx::Instruction& src, const Mods& m);
+  // tex, tld4, txq, suld, sust, suq (texture and surface objects; Program::texture_sites).
+  bool DecodeTexture(const ptx::Instruction& src, const Mods& m);
   // A register holding base + offset of an address operand (emitting an add when needed).
   bool AddressRegister(const ptx::Instruction& src, const Operand& op, MemSpace space,
                        uint32_t* reg);
@@ -866,7 +868,181 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
     in.a[1] = a;
     return true;
   }
+  if (b == "tex" || b == "tld4" || b == "txq" || b == "suld" || b == "sust" || b == "suq") {
+    return DecodeTexture(src, m);
+  }
   return DecodeArith(src, m);
+}
+
+bool FunctionDecoder::DecodeTexture(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  const std::string& b = m.base;
+  const bool surface = b == "suld" || b == "sust" || b == "suq";
+  TextureSite site;
+  static const std::pair<const char*, TexGeometry> kGeometries[] = {
+      {"1d", TexGeometry::k1D},      {"2d", TexGeometry::k2D},   {"3d", TexGeometry::k3D},
+      {"a1d", TexGeometry::kA1D},    {"a2d", TexGeometry::kA2D}, {"cube", TexGeometry::kCube},
+      {"acube", TexGeometry::kACube}};
+  bool has_geometry = false;
+  for (const auto& [name, g] : kGeometries) {
+    if (m.Has(name)) {
+      site.geometry = g;
+      has_geometry = true;
+    }
+  }
+  const bool layer_first = site.geometry == TexGeometry::kA1D ||
+                           site.geometry == TexGeometry::kA2D ||
+                           site.geometry == TexGeometry::kACube;
+  // [handle] or [handle, {coordinates}]; the handle is a register (texture/surface objects).
+  auto handle_and_coords = [&](const Operand& op, bool coords, Type ctype) -> bool {
+    if (op.kind != Operand::Kind::kAddress || op.base_kind != Operand::BaseKind::kRegister ||
+        op.offset != 0) {
+      why_ = "texture or surface references (only objects are supported)";
+      return false;
+    }
+    site.handle = op.reg;
+    if (!coords) return op.elems.empty();
+    if (op.elems.size() != 1 || op.elems[0].kind != Operand::Kind::kVector) {
+      why_ = op.elems.size() > 1 ? "independent texture mode (separate sampler)"
+                                 : "missing coordinates";
+      return false;
+    }
+    const auto& v = op.elems[0].elems;
+    if (v.empty() || v.size() > 4) return false;
+    for (size_t k = 0; k < v.size(); ++k) {
+      const Type t = (k == 0 && layer_first) ? Type::kS32 : ctype;
+      if (!Src(src, v[k], t, &site.coords[k])) return false;
+    }
+    return true;
+  };
+  // Destinations: a vector of `count` registers ("_" allowed) or one register.
+  auto destinations = [&](const Operand& op, uint32_t count) -> bool {
+    if (op.kind != Operand::Kind::kVector) {
+      if (count != 1 || op.pred_out >= 0) return false;
+      return Dst(src, op, &site.values[0]);
+    }
+    if (op.elems.size() != count || op.pred_out >= 0) {
+      why_ = "result operand";
+      return false;
+    }
+    for (uint32_t k = 0; k < count; ++k) {
+      if (op.elems[k].kind == Operand::Kind::kSink) continue;
+      if (!Dst(src, op.elems[k], &site.values[k])) return false;
+    }
+    return true;
+  };
+  auto emit = [&](Handler h) {
+    Program& p = pd_.program();
+    p.texture_sites.push_back(site);
+    Insn& in = Emit(src, h);
+    in.aux = static_cast<uint32_t>(p.texture_sites.size() - 1);
+    return true;
+  };
+  if (b == "txq" || b == "suq") {
+    static const std::pair<const char*, TexQuery> kQueries[] = {
+        {"width", TexQuery::kWidth},
+        {"height", TexQuery::kHeight},
+        {"depth", TexQuery::kDepth},
+        {"array_size", TexQuery::kArraySize},
+        {"num_mipmap_levels", TexQuery::kMipmapLevels},
+        {"normalized_coords", TexQuery::kNormalizedCoords},
+        {"filter_mode", TexQuery::kFilterMode},
+        {"addr_mode_0", TexQuery::kAddrMode0},
+        {"addr_mode_1", TexQuery::kAddrMode1},
+        {"addr_mode_2", TexQuery::kAddrMode2}};
+    bool found = false;
+    for (const auto& [name, q] : kQueries) {
+      if (m.Has(name)) {
+        site.query = q;
+        found = true;
+      }
+    }
+    const bool level = m.Has("level");
+    if (!found || (surface && site.query > TexQuery::kArraySize) ||
+        ops.size() != (level ? 3u : 2u)) {
+      why_ = "query attribute";
+      return false;
+    }
+    if (!Dst(src, ops[0], &site.values[0])) return false;
+    if (!handle_and_coords(ops[1], false, Type::kNone)) return false;
+    return emit(surface ? SurfaceQueryHandler() : TextureQueryHandler());
+  }
+  if (!has_geometry) {
+    why_ = "geometry";
+    return false;
+  }
+  if (b == "tex" || b == "tld4") {
+    const Type dtype = m.type(0), ctype = m.type(1);
+    if ((dtype != Type::kF32 && dtype != Type::kS32 && dtype != Type::kU32) ||
+        (ctype != Type::kF32 && ctype != Type::kS32) || m.Vector() != 4) {
+      why_ = "result or coordinate type";
+      return false;
+    }
+    site.integer_coords = ctype == Type::kS32;
+    size_t expected = 2;
+    if (b == "tld4") {
+      if ((site.geometry != TexGeometry::k2D && site.geometry != TexGeometry::kA2D) ||
+          site.integer_coords) {
+        why_ = "gather geometry";
+        return false;
+      }
+      site.component = m.Has("g") ? 1 : m.Has("b") ? 2 : m.Has("a") ? 3 : 0;
+    } else {
+      // Resources have one level: tex.level and tex.grad read level 0 (the LOD or gradient
+      // operands are not needed).
+      if (m.Has("level")) expected = 3;
+      if (m.Has("grad")) expected = 4;
+      if ((site.geometry == TexGeometry::kCube || site.geometry == TexGeometry::kACube) &&
+          site.integer_coords) {
+        why_ = "integer cubemap coordinates";
+        return false;
+      }
+    }
+    if (ops.size() != expected) {
+      why_ = "texture offsets or depth compare";
+      return false;
+    }
+    if (!destinations(ops[0], 4) || !handle_and_coords(ops[1], true, ctype)) return false;
+    return emit(b == "tld4" ? GatherHandler() : TextureHandler());
+  }
+  // suld.b / sust.b / sust.p
+  if (site.geometry == TexGeometry::kCube || site.geometry == TexGeometry::kACube) {
+    why_ = "surface geometry";
+    return false;
+  }
+  const Type t = m.type(0);
+  const bool formatted = m.Has("p");
+  if ((!m.Has("b") && !(formatted && b == "sust")) ||
+      (t != Type::kB8 && t != Type::kB16 && t != Type::kB32 && t != Type::kB64) ||
+      (formatted && t != Type::kB32)) {
+    why_ = "surface access type";
+    return false;
+  }
+  site.formatted = formatted;
+  site.access_bytes = static_cast<uint8_t>(ptx::TypeSize(t));
+  site.count = static_cast<uint8_t>(m.Vector());
+  if (site.count > 4) return false;
+  site.clamp = m.Has("clamp")  ? SurfaceClamp::kClamp
+               : m.Has("zero") ? SurfaceClamp::kZero
+                               : SurfaceClamp::kTrap;
+  if (ops.size() != 2) return false;
+  if (b == "suld") {
+    if (!destinations(ops[0], site.count) || !handle_and_coords(ops[1], true, Type::kS32)) {
+      return false;
+    }
+    return emit(SurfaceLoadHandler());
+  }
+  if (!handle_and_coords(ops[0], true, Type::kS32)) return false;
+  const Operand& v = ops[1];
+  if (v.kind == Operand::Kind::kVector) {
+    if (v.elems.size() != site.count) return false;
+    for (uint32_t k = 0; k < site.count; ++k) {
+      if (!Src(src, v.elems[k], t, &site.values[k])) return false;
+    }
+  } else if (site.count != 1 || !Src(src, v, t, &site.values[0])) {
+    return false;
+  }
+  return emit(SurfaceStoreHandler());
 }
 
 bool FunctionDecoder::DecodeMov(const ptx::Instruction& src, const Mods& m) {

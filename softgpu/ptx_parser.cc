@@ -620,6 +620,12 @@ class Parser {
         if (abs.imm_kind != TokenKind::kInteger) return Error("bad absolute address");
         op->offset = static_cast<int64_t>(abs.imm_bits);
       }
+      // Texture and surface operands: [handle, {coordinates}] (or [tex, sampler, {...}]).
+      while (Accept(',')) {
+        Operand e;
+        if (Status s = ParseOperand(&e); !s.ok()) return s;
+        op->elems.push_back(std::move(e));
+      }
       return Expect(']');
     }
     if (t.Is('!')) {
