@@ -112,7 +112,9 @@ class TextureTest : public ::testing::Test {
   }
   void TearDown() override {
     for (CUdeviceptr p : allocations_) cuMemFree(p);
-    if (ctx_ != nullptr) EXPECT_EQ(cuCtxDestroy(ctx_), CUDA_SUCCESS);
+    if (ctx_ != nullptr) {
+      EXPECT_EQ(cuCtxDestroy(ctx_), CUDA_SUCCESS);
+    }
   }
 
   CUfunction Function(const char* name) {
@@ -124,8 +126,9 @@ class TextureTest : public ::testing::Test {
   CUdeviceptr Upload(const std::vector<T>& host) {
     CUdeviceptr d = 0;
     EXPECT_EQ(cuMemAlloc(&d, std::max<size_t>(host.size(), 1) * sizeof(T)), CUDA_SUCCESS);
-    if (!host.empty())
+    if (!host.empty()) {
       EXPECT_EQ(cuMemcpyHtoD(d, host.data(), host.size() * sizeof(T)), CUDA_SUCCESS);
+    }
     allocations_.push_back(d);
     return d;
   }
@@ -279,7 +282,9 @@ TEST_F(TextureTest, ArrayCreationIsValidated) {
     x.Flags = flags;
     CUarray arr = nullptr;
     CUresult r = cuArray3DCreate(&arr, &x);
-    if (r == CUDA_SUCCESS) EXPECT_EQ(cuArrayDestroy(arr), CUDA_SUCCESS);
+    if (r == CUDA_SUCCESS) {
+      EXPECT_EQ(cuArrayDestroy(arr), CUDA_SUCCESS);
+    }
     return r;
   };
   CU_EXPECT_EQ(try_create(w1, 0, 0, 0), CUDA_SUCCESS);
