@@ -1332,3 +1332,78 @@ TEST_F(TextureTest, Tex1DOnArraysAndHandlesAreUnique) {
 }
 
 }  // namespace
+
+namespace {
+
+// Texture instructions softgpu does not implement load fine and fail at launch, naming the
+// instruction; the implemented form next to them runs.
+TEST(TextureUnsupportedTest, UnsupportedVariantsFailAtLaunch) {
+  CU_ASSERT_OK(cuInit(0));
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  const char* ptx = R"(
+.version 8.0
+.target sm_75
+.address_size 64
+.visible .entry channel_query(.param .u64 t, .param .u64 out) {
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [t];
+  ld.param.u64 %rd2, [out];
+  txq.channel_order.b32 %r1, [%rd1];
+  st.global.u32 [%rd2], %r1;
+  ret;
+}
+.visible .entry cube_gather(.param .u64 t, .param .u64 out) {
+  .reg .f32 %f<8>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [t];
+  ld.param.u64 %rd2, [out];
+  tld4.r.cube.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6, %f7, %f7}];
+  st.global.f32 [%rd2], %f1;
+  ret;
+}
+.visible .entry width(.param .u64 t, .param .u64 out) {
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [t];
+  ld.param.u64 %rd2, [out];
+  txq.width.b32 %r1, [%rd1];
+  st.global.u32 [%rd2], %r1;
+  ret;
+}
+)";
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, ptx));
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = 6;
+  d.Height = 2;
+  d.Format = CU_AD_FORMAT_FLOAT;
+  d.NumChannels = 1;
+  CUarray a;
+  CU_ASSERT_OK(cuArray3DCreate(&a, &d));
+  CUDA_RESOURCE_DESC res{};
+  res.resType = CU_RESOURCE_TYPE_ARRAY;
+  res.res.array.hArray = a;
+  CUDA_TEXTURE_DESC td{};
+  CUtexObject t;
+  CU_ASSERT_OK(cuTexObjectCreate(&t, &res, &td, nullptr));
+  CUdeviceptr out;
+  CU_ASSERT_OK(cuMemAlloc(&out, 16));
+  void* args[] = {&t, &out};
+  for (const char* name : {"channel_query", "cube_gather"}) {
+    CUfunction f;
+    CU_ASSERT_OK(cuModuleGetFunction(&f, m, name));
+    CU_EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr),
+                 CUDA_ERROR_NOT_SUPPORTED);
+  }
+  CUfunction f;
+  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "width"));
+  CU_ASSERT_OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+  unsigned w = 0;
+  CU_ASSERT_OK(cuMemcpyDtoH(&w, out, 4));
+  EXPECT_EQ(w, 6u);
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
+}  // namespace
