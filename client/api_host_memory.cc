@@ -221,15 +221,11 @@ struct Side {
   size_t pitch;
 };
 
-CUresult Classify(CUmemorytype type, const void* host, CUdeviceptr device, CUarray array, size_t x,
-                  size_t y, size_t pitch, Side* out) {
+CUresult Classify(CUmemorytype type, const void* host, CUdeviceptr device, size_t x, size_t y,
+                  size_t pitch, Side* out) {
   if (type == CU_MEMORYTYPE_UNIFIED) {
     type = rgpu::client::IsDeviceAddress(device) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     host = reinterpret_cast<const void*>(device);
-  }
-  if (type == CU_MEMORYTYPE_ARRAY || array != nullptr) {
-    RGPU_LOG_WARN("cuMemcpy2D: CUDA arrays are not supported");
-    return CUDA_ERROR_NOT_SUPPORTED;
   }
   out->type = type;
   out->pitch = pitch;
@@ -246,6 +242,29 @@ CUresult Classify(CUmemorytype type, const void* host, CUdeviceptr device, CUarr
 
 CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
   if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+    CUDA_MEMCPY3D box = {};
+    box.srcXInBytes = c->srcXInBytes;
+    box.srcY = c->srcY;
+    box.srcMemoryType = c->srcMemoryType;
+    box.srcHost = c->srcHost;
+    box.srcDevice = c->srcDevice;
+    box.srcArray = c->srcArray;
+    box.srcPitch = c->srcPitch;
+    box.srcHeight = c->Height;
+    box.dstXInBytes = c->dstXInBytes;
+    box.dstY = c->dstY;
+    box.dstMemoryType = c->dstMemoryType;
+    box.dstHost = c->dstHost;
+    box.dstDevice = c->dstDevice;
+    box.dstArray = c->dstArray;
+    box.dstPitch = c->dstPitch;
+    box.dstHeight = c->Height;
+    box.WidthInBytes = c->WidthInBytes;
+    box.Height = c->Height;
+    box.Depth = 1;
+    return rgpu::client::CopyArray3D(box, stream, async);
+  }
   if (!async) {
     CUresult r = rgpu::client::WaitStreamDrained(stream);
     if (r != CUDA_SUCCESS) return r;
@@ -258,11 +277,11 @@ CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
   const size_t width = c->WidthInBytes, height = c->Height;
   if (width == 0 || height == 0) return CUDA_SUCCESS;
   Side src = {}, dst = {};
-  CUresult r = Classify(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
-                        c->srcY, c->srcPitch, &src);
+  CUresult r = Classify(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
+                        c->srcPitch, &src);
   if (r == CUDA_SUCCESS) {
-    r = Classify(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY,
-                 c->dstPitch, &dst);
+    r = Classify(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstPitch,
+                 &dst);
   }
   if (r != CUDA_SUCCESS) return r;
   if ((src.pitch < width && height > 1) || (dst.pitch < width && height > 1)) {
@@ -339,6 +358,9 @@ CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream stream, bool async) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (c->srcLOD != 0 || c->dstLOD != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (rgpu::client::CopyNamesArray(*c)) {
+    return rgpu::client::CopyArray3D(*c, stream, async);
+  }
   if (c->Depth > 1 && (c->srcHeight < c->Height || c->dstHeight < c->Height)) {
     return CUDA_ERROR_INVALID_VALUE;
   }

@@ -109,7 +109,7 @@ class Connection {
   std::string DescribeTransport();
 
  private:
-  static constexpr size_t kMaxArgs = 16;  // more than any operation of calls.def has
+  static constexpr size_t kMaxArgs = calls::kMaxArgCount;
   Connection() = default;
   CUresult Fail(const std::string& why);
   // Logs a reply whose results do not decode as `op`'s and returns CUDA_ERROR_UNKNOWN.

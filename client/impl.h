@@ -102,6 +102,13 @@ CUresult WaitContextDrained(CUctx_st* ctx);
 // True while `stream` has a host function that has not run yet.
 bool StreamHeld(CUstream stream);
 
+// Copies with a CUDA array on either side (client/api_array.cc): CopyNamesArray says whether `c`
+// has one; CopyArray3D runs it on `stream` (a box with no width, height or depth copies nothing).
+bool CopyNamesArray(const CUDA_MEMCPY3D& c);
+CUresult CopyArray3D(const CUDA_MEMCPY3D& c, CUstream stream, bool async);
+// The server's id of a live array of a live context; CUDA_ERROR_INVALID_HANDLE otherwise.
+CUresult ArrayRemote(CUarray array, uint64_t* remote);
+
 // True when `address` lies in device memory this client allocated or looked up.
 bool IsDeviceAddress(uint64_t address);
 

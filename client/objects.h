@@ -28,6 +28,7 @@ enum class ObjectKind : uint32_t {
   kEvent,
   kGraph,
   kGraphExec,
+  kArray,
 };
 
 struct ParamSlot {

@@ -74,5 +74,10 @@ struct KindEvent : KindHandle {};
 struct KindStream : KindHandle {};
 struct KindOwnStream : KindHandle {};
 struct KindPool : KindHandle {};
+struct KindArray : KindHandle {};
+struct KindOptArray : KindHandle {};
+// Texture and surface objects travel as the backend's own values (kernels receive them).
+struct KindTexture : KindHandle {};
+struct KindSurface : KindHandle {};
 
 }  // namespace rgpu::calls

@@ -11,6 +11,7 @@
 // Handle fields stay session-local ids here; the server resolves them (server/call_dispatch.h).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -50,6 +51,14 @@ namespace rgpu::calls {
 #include "proto/calls.def"
 #undef RGPU_CALL
 #undef RGPU_ARG
+
+// The most arguments any operation has.
+#define RGPU_CALL(Name, mode, context, in, out, args, results, checks) \
+  , ArgCount(static_cast<const Name::Args*>(nullptr))
+inline constexpr size_t kMaxArgCount = std::max({size_t{0}
+#include "proto/calls.def"
+});
+#undef RGPU_CALL
 
 // Arguments to and from Call.args.
 #define RGPU_ARG(kind, name) out[n++] = Kind##kind::Encode(a.name);

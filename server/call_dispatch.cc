@@ -32,6 +32,17 @@ namespace rgpu::server {
   if (!CheckPayload(cs, in.bytes)) return CUDA_ERROR_INVALID_VALUE;
 #define RGPU_PAYLOAD_ROWS(width, height) \
   if (!CheckPayloadRows(cs, in.width, in.height)) return CUDA_ERROR_INVALID_VALUE;
+#define RGPU_PAYLOAD_BOX(width, height, depth) \
+  if (!CheckPayloadBox(cs, in.width, in.height, in.depth)) return CUDA_ERROR_INVALID_VALUE;
+#define RGPU_ARRAY_BOX(array, x, y, z, width, height, depth)                                \
+  if (!CheckArrayBox(cs, *in.array.record, in.x, in.y, in.z, in.width, in.height, in.depth, \
+                     #array)) {                                                             \
+    return CUDA_ERROR_INVALID_VALUE;                                                        \
+  }
+#define RGPU_PITCHED_BOX(ptr, pitch, rows, width, height, depth)                              \
+  if (!CheckPitchedBox(cs, in.ptr, in.pitch, in.rows, in.width, in.height, in.depth, #ptr)) { \
+    return CUDA_ERROR_INVALID_VALUE;                                                          \
+  }
 #define RGPU_CALL(Name, mode, context, payload_in, payload_out, arg_list, result_list, checks) \
   CUresult Session::Serve##Name(CallState& cs) {                                               \
     calls::Name::Args raw;                                                                     \
@@ -47,6 +58,9 @@ namespace rgpu::server {
   }
 #include "proto/calls.def"
 #undef RGPU_CALL
+#undef RGPU_PITCHED_BOX
+#undef RGPU_ARRAY_BOX
+#undef RGPU_PAYLOAD_BOX
 #undef RGPU_PAYLOAD_ROWS
 #undef RGPU_PAYLOAD
 #undef RGPU_PITCHED_ELEMENTS
@@ -138,6 +152,48 @@ CUresult Session::Resolve(CallState& cs, calls::KindPool, uint64_t raw, Handle<P
   return CUDA_SUCCESS;
 }
 
+CUresult Session::Resolve(CallState& cs, calls::KindArray, uint64_t raw, Handle<ArrayRecord>* out) {
+  *out = {raw, InContext(arrays_, raw, cs.ctx_id)};
+  if (out->record != nullptr) return CUDA_SUCCESS;
+  cs.detail = "no such array in this context";
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult Session::Resolve(CallState& cs, calls::KindOptArray, uint64_t raw,
+                          Handle<ArrayRecord>* out) {
+  if (raw == 0) {
+    *out = {};
+    return CUDA_SUCCESS;
+  }
+  return Resolve(cs, calls::KindArray{}, raw, out);
+}
+
+namespace {
+// The texture or surface object `raw` of `table` in context `ctx`.
+Handle<SamplerRecord> Sampler(std::map<uint64_t, SamplerRecord>& table, uint64_t raw,
+                              uint64_t ctx) {
+  auto it = table.find(raw);
+  if (it == table.end() || it->second.ctx != ctx) return {raw, nullptr};
+  return {raw, &it->second};
+}
+}  // namespace
+
+CUresult Session::Resolve(CallState& cs, calls::KindTexture, uint64_t raw,
+                          Handle<SamplerRecord>* out) {
+  *out = Sampler(textures_, raw, cs.ctx_id);
+  if (out->record != nullptr) return CUDA_SUCCESS;
+  cs.detail = "no such texture object in this context";
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult Session::Resolve(CallState& cs, calls::KindSurface, uint64_t raw,
+                          Handle<SamplerRecord>* out) {
+  *out = Sampler(surfaces_, raw, cs.ctx_id);
+  if (out->record != nullptr) return CUDA_SUCCESS;
+  cs.detail = "no such surface object in this context";
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
 // ---- Checks ----
 
 bool Session::CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what) {
@@ -192,6 +248,44 @@ bool Session::CheckPayloadRows(CallState& cs, uint64_t width, uint64_t height) {
     return false;
   }
   return CheckPayload(cs, bytes);
+}
+
+bool Session::CheckPayloadBox(CallState& cs, uint64_t width, uint64_t height, uint64_t depth) {
+  uint64_t rows = 0, bytes = 0;
+  if (!CheckedMul(height, depth, &rows) || !CheckedMul(width, rows, &bytes)) {
+    cs.detail = "overflowing box";
+    return false;
+  }
+  return CheckPayload(cs, bytes);
+}
+
+bool Session::CheckArrayBox(CallState& cs, const ArrayRecord& array, uint64_t x, uint64_t y,
+                            uint64_t z, uint64_t width, uint64_t height, uint64_t depth,
+                            const char* what) {
+  uint64_t row_bytes = 0, x_end = 0, y_end = 0, z_end = 0;
+  const bool inside = CheckedMul(array.width, array.element_bytes, &row_bytes) &&
+                      CheckedAdd(x, width, &x_end) && CheckedAdd(y, height, &y_end) &&
+                      CheckedAdd(z, depth, &z_end) && x_end <= row_bytes && y_end <= array.height &&
+                      z_end <= array.depth;
+  if (inside) return true;
+  cs.detail = std::string(what) + " box is not inside the array";
+  return false;
+}
+
+bool Session::CheckPitchedBox(CallState& cs, CUdeviceptr ptr, uint64_t pitch, uint64_t rows,
+                              uint64_t width, uint64_t height, uint64_t depth, const char* what) {
+  // The extent: depth-1 whole slices, then height-1 rows, then one row of width bytes.
+  uint64_t slice = 0, extent = 0, last = 0, packed = 0;
+  const bool fits = depth > 0 && height > 0 && height <= rows && CheckedMul(pitch, rows, &slice) &&
+                    PitchedShape(pitch, width, height, &last, &packed) &&
+                    CheckedMul(slice, depth - 1, &extent) && CheckedAdd(extent, last, &extent);
+  if (!fits) {
+    cs.detail = "invalid or overflowing 3D shape";
+    return false;
+  }
+  if (OwnsRange(cs.ctx_id, ptr, extent)) return true;
+  cs.detail = std::string(what) + " slices are not memory of this session";
+  return false;
 }
 
 }  // namespace rgpu::server

@@ -168,6 +168,10 @@ class Session {
   CUresult Resolve(CallState& cs, calls::KindOwnStream, uint64_t raw, Handle<StreamRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindStream, uint64_t raw, StreamRef* out);
   CUresult Resolve(CallState& cs, calls::KindPool, uint64_t raw, Handle<PoolRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindArray, uint64_t raw, Handle<ArrayRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindOptArray, uint64_t raw, Handle<ArrayRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindTexture, uint64_t raw, Handle<SamplerRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindSurface, uint64_t raw, Handle<SamplerRecord>* out);
   // The checks of calls.def: false (with cs.detail) when they fail.
   bool CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what);
   bool CheckElements(CallState& cs, CUdeviceptr ptr, uint64_t count, uint64_t size,
@@ -178,6 +182,11 @@ class Session {
                             uint64_t size, uint64_t height, const char* what);
   bool CheckPayload(CallState& cs, uint64_t bytes);
   bool CheckPayloadRows(CallState& cs, uint64_t width, uint64_t height);
+  bool CheckPayloadBox(CallState& cs, uint64_t width, uint64_t height, uint64_t depth);
+  bool CheckArrayBox(CallState& cs, const ArrayRecord& array, uint64_t x, uint64_t y, uint64_t z,
+                     uint64_t width, uint64_t height, uint64_t depth, const char* what);
+  bool CheckPitchedBox(CallState& cs, CUdeviceptr ptr, uint64_t pitch, uint64_t rows,
+                       uint64_t width, uint64_t height, uint64_t depth, const char* what);
 
   // Where a copy of `bytes` at device address `dptr` on `stream` can move its data directly, once
   // the copy's place in stream order has come (softgpuMemDirectAccess); nullptr when the backend
@@ -225,6 +234,8 @@ class Session {
   void TrimPool(PoolRecord& pool, uint64_t keep);
   // After a synchronization: every pool keeps at most its release threshold.
   void TrimPoolsAfterSync();
+  // Forgets the arrays, textures and surfaces of context `ctx_id` (they go with the context).
+  void ForgetArrays(uint64_t ctx_id);
   // Forgets the pools' free blocks of context `ctx_id` (its memory goes with the context).
   void ForgetPoolBlocks(uint64_t ctx_id);
   // Gives the pool allocation `it` back to its pool as a free block, usable again once `ready`
@@ -286,6 +297,9 @@ class Session {
   HandleTable<StreamRecord> streams_;
   HandleTable<EventRecord> events_;
   HandleTable<PoolRecord> pools_;
+  HandleTable<ArrayRecord> arrays_;
+  std::map<uint64_t, SamplerRecord> textures_;  // by CUtexObject value
+  std::map<uint64_t, SamplerRecord> surfaces_;  // by CUsurfObject value
   std::map<int, uint64_t> default_pool_by_device_;
   std::unique_ptr<char[]> output_;
   size_t output_capacity_ = 0;

@@ -18,6 +18,8 @@ struct SessionLimits {
   uint32_t max_events = 1u << 16;
   uint32_t max_allocations = 1u << 20;  // pool allocations and their free blocks included
   uint32_t max_pools = 256;
+  uint32_t max_arrays = 1u << 16;
+  uint32_t max_samplers = 1u << 16;  // texture and surface objects together
 };
 
 }  // namespace rgpu::server

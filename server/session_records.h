@@ -89,6 +89,23 @@ struct EventRecord {
   uint64_t ctx = 0;
 };
 
+// A CUDA array (cuArray3DCreate) and the shape the session checks copies against: `width` in
+// elements, `height` rows (1 for a 1D array) and `depth` slices (layers, cube faces; 1 for 2D).
+struct ArrayRecord {
+  CUarray array = nullptr;
+  uint64_t ctx = 0;
+  uint64_t width = 0, height = 0, depth = 0;
+  uint32_t element_bytes = 0;  // channels x the format's size
+  uint32_t flags = 0;
+  uint64_t charged = 0;
+};
+
+// A texture or surface object; the session names it by the backend's value.
+struct SamplerRecord {
+  uint64_t ctx = 0;
+  uint64_t array = 0;  // the array it reads (0: device memory)
+};
+
 // A resolved handle: the id the client named and the session's record of it.
 template <typename Record>
 struct Handle {
@@ -135,6 +152,23 @@ struct Resolved<calls::KindStream> {
 template <>
 struct Resolved<calls::KindPool> {
   using Type = Handle<PoolRecord>;
+};
+
+template <>
+struct Resolved<calls::KindArray> {
+  using Type = Handle<ArrayRecord>;
+};
+template <>
+struct Resolved<calls::KindOptArray> {
+  using Type = Handle<ArrayRecord>;  // record null for 0
+};
+template <>
+struct Resolved<calls::KindTexture> {
+  using Type = Handle<SamplerRecord>;
+};
+template <>
+struct Resolved<calls::KindSurface> {
+  using Type = Handle<SamplerRecord>;
 };
 
 }  // namespace rgpu::server
