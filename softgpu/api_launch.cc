@@ -44,6 +44,26 @@ uint32_t MaxDynamicShared(const Function& fn, const FunctionHandle& h) {
   return std::max<uint32_t>(by_default, static_cast<uint32_t>(h.max_dynamic_shared));
 }
 
+// Blocks of `block_size` threads that fit on one multiprocessor.
+int ActiveBlocks(const Function& fn, int block_size, size_t dynamic_shared) {
+  if (block_size <= 0 || static_cast<uint32_t>(block_size) > kMaxThreadsPerBlock) return 0;
+  if (fn.max_threads != 0 && static_cast<uint32_t>(block_size) > fn.max_threads) return 0;
+  const int warps = (block_size + 31) / 32;
+  int by_threads = static_cast<int>(kMaxThreadsPerMultiprocessor / 32) / warps;
+  const uint64_t shared = fn.shared_bytes + dynamic_shared;
+  int by_shared = shared == 0 ? 1 << 30 : static_cast<int>(kSharedPerMultiprocessor / shared);
+  // Registers: the decoder's register count (capped like hardware at 255 per thread).
+  const uint64_t regs_per_block =
+      std::max<uint64_t>(std::min<uint32_t>(fn.num_regs, 255), 1) * 32 * warps;
+  // The decoder counts virtual registers, more than a compiler would allocate; a block the
+  // function may launch with (up to its MAX_THREADS_PER_BLOCK) always fits once, as it would on a
+  // GPU once the compiler has fitted its registers.
+  const int by_regs = std::max(static_cast<int>(kRegistersPerBlock / regs_per_block), 1);
+  const int n =
+      std::min({by_threads, by_shared, by_regs, static_cast<int>(kMaxBlocksPerMultiprocessor)});
+  return std::max(n, 0);
+}
+
 // Builds the parameter buffer from kernelParams or the `extra` array.
 CUresult PackParams(const Function& fn, void** kernel_params, void** extra,
                     std::vector<uint8_t>* out) {
@@ -78,8 +98,14 @@ CUresult PackParams(const Function& fn, void** kernel_params, void** extra,
   return CUDA_SUCCESS;
 }
 
+// Size of cooperative_groups' grid_workspace (a 32-bit size, then the 32-bit barrier word).
+constexpr uint32_t kGridWorkspaceBytes = 8;
+
+// Validates and enqueues a launch. A cooperative launch must fit on the device at once (the
+// occupancy calculation times the multiprocessors) and gets a fresh grid workspace.
 CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
-                unsigned shared_bytes, CUstream stream, void** kernel_params, void** extra) {
+                unsigned shared_bytes, CUstream stream, void** kernel_params, void** extra,
+                bool cooperative) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
   std::shared_ptr<FunctionHandle> fh;
@@ -109,6 +135,13 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   if (register_bytes > kMaxBlockStateBytes || local_bytes > kMaxBlockStateBytes) {
     return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   }
+  if (cooperative) {
+    const uint64_t blocks = uint64_t{grid[0]} * grid[1] * grid[2];
+    const uint64_t resident =
+        static_cast<uint64_t>(ActiveBlocks(fn, static_cast<int>(threads), shared_bytes)) *
+        ctx->device()->sm_count();
+    if (blocks > resident) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  }
   const std::string unsupported = FindUnsupported(module->program(), fh->index);
   if (!unsupported.empty()) {
     fprintf(stderr, "softgpu: kernel %s cannot run: unsupported instruction %s\n", fn.name.c_str(),
@@ -134,6 +167,18 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   lp.printf_sink = ctx.get();
   lp.heap = &ctx->heap();
   lp.cancel = &ctx->cancelled();
+  lp.cooperative = cooperative;
+  if (cooperative) {
+    // The workspace lives in the context's memory (the kernel reaches it like any global
+    // memory) until the launch has run; a launch dropped unrun leaves it to cuCtxDestroy.
+    if (ctx->memory().Allocate(kGridWorkspaceBytes, &lp.grid_workspace) !=
+        AddressSpace::Result::kOk) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uint8_t* ws = ctx->memory().Translate(lp.grid_workspace, kGridWorkspaceBytes);
+    const uint32_t header[2] = {kGridWorkspaceBytes, 0};  // wsSize, barrier
+    memcpy(ws, header, sizeof header);
+  }
   const uint64_t timeout_ms = ctx->kernel_timeout_ms.load();
   Context* c = ctx.get();
   RGPU_LOG_DEBUG("softgpu: launch %s grid (%u,%u,%u) block (%u,%u,%u) shared %u stream %p",
@@ -144,6 +189,7 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
     if (timeout_ms != 0)
       lp.deadline_ns = SteadyNowNs() + static_cast<int64_t>(timeout_ms) * 1000000;
     Fault fault = RunGrid(lp);
+    if (lp.grid_workspace != 0) c->memory().Free(lp.grid_workspace);
     if (fault.kind != FaultKind::kNone && fault.kind != FaultKind::kCancelled) {
       c->Fail(FaultToResult(fault.kind),
               "kernel " + module->program().functions[lp.function].name + ": " + fault.message);
@@ -163,7 +209,18 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDi
   return Guard([&] {
     const uint32_t grid[3] = {gridDimX, gridDimY, gridDimZ};
     const uint32_t block[3] = {blockDimX, blockDimY, blockDimZ};
-    return Launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra);
+    return Launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra, false);
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(
+    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+    unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+    unsigned int sharedMemBytes, CUstream hStream, void** kernelParams) {
+  return Guard([&] {
+    const uint32_t grid[3] = {gridDimX, gridDimY, gridDimZ};
+    const uint32_t block[3] = {blockDimX, blockDimY, blockDimZ};
+    return Launch(f, grid, block, sharedMemBytes, hStream, kernelParams, nullptr, true);
   });
 }
 
@@ -172,6 +229,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, C
   return Guard([&] {
     if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (config->numAttrs != 0 && config->attrs == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    bool cooperative = false;
     for (unsigned i = 0; i < config->numAttrs; ++i) {
       const CUlaunchAttribute& a = config->attrs[i];
       switch (a.id) {
@@ -181,8 +239,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, C
           }
           break;
         case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-          // Blocks are not all resident at once, so a grid-wide barrier could deadlock.
-          if (a.value.cooperative != 0) return CUDA_ERROR_NOT_SUPPORTED;
+          cooperative = a.value.cooperative != 0;
           break;
         case CU_LAUNCH_ATTRIBUTE_IGNORE:
         case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
@@ -200,7 +257,8 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, C
     }
     const uint32_t grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
     const uint32_t block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
-    return Launch(f, grid, block, config->sharedMemBytes, config->hStream, kernelParams, extra);
+    return Launch(f, grid, block, config->sharedMemBytes, config->hStream, kernelParams, extra,
+                  cooperative);
   });
 }
 
@@ -298,27 +356,6 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_ca
     return CUDA_SUCCESS;
   });
 }
-
-namespace {
-
-// Blocks of `block_size` threads that fit on one multiprocessor.
-int ActiveBlocks(const Function& fn, int block_size, size_t dynamic_shared) {
-  if (block_size <= 0 || static_cast<uint32_t>(block_size) > kMaxThreadsPerBlock) return 0;
-  if (fn.max_threads != 0 && static_cast<uint32_t>(block_size) > fn.max_threads) return 0;
-  const int warps = (block_size + 31) / 32;
-  int by_threads = static_cast<int>(kMaxThreadsPerMultiprocessor / 32) / warps;
-  const uint64_t shared = fn.shared_bytes + dynamic_shared;
-  int by_shared = shared == 0 ? 1 << 30 : static_cast<int>(kSharedPerMultiprocessor / shared);
-  // Registers: the decoder's register count (capped like hardware at 255 per thread).
-  const uint64_t regs_per_block =
-      std::max<uint64_t>(std::min<uint32_t>(fn.num_regs, 255), 1) * 32 * warps;
-  const int by_regs = static_cast<int>(kRegistersPerBlock / regs_per_block);
-  const int n =
-      std::min({by_threads, by_shared, by_regs, static_cast<int>(kMaxBlocksPerMultiprocessor)});
-  return std::max(n, 0);
-}
-
-}  // namespace
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(
     int* numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize) {

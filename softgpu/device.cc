@@ -297,6 +297,9 @@ bool Device::Attribute(int attribute, int* value) const {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
       v = 1;
       break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+      v = 1;  // cuLaunchCooperativeKernel; multi-device cooperative launches stay 0
+      break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
       v = kSharedPerBlockOptin;
       break;

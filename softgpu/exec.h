@@ -86,6 +86,10 @@ struct Block {
   bool bar_red_and = true;
   bool bar_red_or = false;
   uint32_t watch_countdown = 1;    // backward branches until the next cancellation check
+  uint32_t yield_countdown = 1;    // backward branches until the running warp lets others run
+  uint32_t block_countdown = 1;    // cooperative: warp yields until the block lets others run
+  bool cooperative = false;        // launched with cuLaunchCooperativeKernel (or the attribute)
+  uint64_t grid_workspace = 0;     // device address read through %envreg1:%envreg2, or 0
   uint64_t lane_instructions = 0;  // instructions executed, times the lanes active (statistics)
   // Cache of the last global allocation hit (the common case is a few large arrays).
   std::shared_ptr<Allocation> cached[4];

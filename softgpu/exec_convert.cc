@@ -350,6 +350,12 @@ void ReadSpecial(Warp& w, const Insn& in, uint32_t mask) {
     case Special::kTotalSmemSize:
       uniform = b.shared_size;
       break;
+    case Special::kEnvReg1:
+      uniform = b.grid_workspace >> 32;
+      break;
+    case Special::kEnvReg2:
+      uniform = static_cast<uint32_t>(b.grid_workspace);
+      break;
     default:
       break;
   }
@@ -501,6 +507,8 @@ Handler SpecialHandler(Special reg) {
     SOFTGPU_CASE(kGlobalTimerHi)
     SOFTGPU_CASE(kDynamicSmemSize)
     SOFTGPU_CASE(kTotalSmemSize)
+    SOFTGPU_CASE(kEnvReg1)
+    SOFTGPU_CASE(kEnvReg2)
     SOFTGPU_CASE(kZero)
     // clang-format on
 #undef SOFTGPU_CASE

@@ -200,6 +200,11 @@ enum class Special : uint8_t {
   kGlobalTimerHi,
   kDynamicSmemSize,
   kTotalSmemSize,
+  // %envreg1 / %envreg2: high and low halves of the grid workspace address a cooperative launch
+  // provides (cooperative_groups' grid barrier lives there); 0 in other launches. Other
+  // %envreg<n> read kZero.
+  kEnvReg1,
+  kEnvReg2,
   kZero,
 };
 Handler SpecialHandler(Special reg);
@@ -262,6 +267,23 @@ Handler ActivemaskHandler();
 // bar.red.<op> before the barrier: a1 = pred a (aux2 = negated); aux = 0 popc, 1 and, 2 or.
 // The scheduler writes the block-wide result to a0 after the barrier.
 Handler BarRedHandler();
-// nanosleep: no-op that yields nothing.
+
+// ---- mbarrier objects (exec_mbarrier.cc) ----
+// A 64-bit mbarrier object in memory: bits 0-19 the arrivals still pending in the current phase,
+// bits 20-39 the arrivals expected per phase, bits 40-63 the phase number. The opaque state an
+// arrive returns holds the phase it arrived in, the expected count and the pending count after
+// the arrival.
+enum class MbarrierOp : uint8_t {
+  kInit,            // mbarrier.init [a], a1 = count
+  kInval,           // mbarrier.inval [a]
+  kArrive,          // a0 = state (d), [a], a1 = count (or kNoOperand: 1)
+  kArriveDrop,      // the same, and the expected count of later phases drops by count
+  kTestWait,        // a0 = pred d, [a], a1 = state: d = the state's phase has completed
+  kTestWaitParity,  // a0 = pred d, [a], a1 = parity: d = the phase of that parity has completed
+  kPendingCount,    // a0 = d, a1 = state: d = the pending count the state records
+};
+// mbarrier.*: address in a4 (register or kNoOperand) plus Insn::imm, in `space` (shared or
+// generic); misaligned or unowned addresses fault like any access.
+Handler MbarrierHandler(MbarrierOp op, MemSpace space);
 
 }  // namespace softgpu

@@ -4,8 +4,11 @@
 #include <bit>
 #include <chrono>
 #include <cinttypes>
+#include <condition_variable>
+#include <deque>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -18,6 +21,11 @@ namespace {
 constexpr uint32_t kMaxCallDepth = 1024;
 // Backward branches between checks for cancellation and the deadline.
 constexpr uint32_t kWatchInterval = 4096;
+// Backward branches a warp runs before the block's other warps get a turn (so that a warp
+// spinning on memory another warp will write cannot starve it).
+constexpr uint32_t kWarpQuantum = 256;
+// Cooperative launches: warp turns a block runs before other blocks get the host thread.
+constexpr uint32_t kBlockQuantum = 16;
 
 int64_t SteadyClockNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -100,19 +108,30 @@ struct WarpSlot {
   bool done = false;
 };
 
-enum class RunResult { kFinished, kBarrier, kFault, kCalled, kReturned };
+enum class RunResult { kFinished, kBarrier, kFault, kCalled, kReturned, kYield };
 
-// Per-host-thread executor of blocks; buffers are reused across blocks and launches.
+// What Resume left the block as.
+enum class BlockState { kFinished, kFault, kYielded };
+
+// Executor of blocks; buffers are reused across blocks and launches. Non-cooperative launches
+// use one per host thread; cooperative launches one per block (a block can be resumed on any
+// thread).
 class BlockRunner {
  public:
   Fault RunBlock(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3]);
-  // Lane-instructions the last RunBlock executed.
+  // Sets up block `ctaid` of the launch (fresh registers and memory).
+  void Start(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3]);
+  // Runs the started block until it finishes, faults (fault() says why) or, in a cooperative
+  // launch, has used its turn (kYielded: call again to continue).
+  BlockState Resume();
+  const Fault& fault() const { return fault_; }
+  // Lane-instructions executed since Start.
   uint64_t lane_instructions() const { return block_.lane_instructions; }
 
  private:
-  // Runs warp `s` until it finishes, waits at a barrier or faults.
+  // Runs warp `s` until it finishes, waits at a barrier, faults or yields.
   RunResult RunWarp(WarpSlot& s);
-  // Runs the top activation until it finishes, waits at a barrier, faults or calls.
+  // Runs the top activation until it finishes, waits at a barrier, faults, calls or yields.
   RunResult RunActivation(WarpSlot& s);
   // Starts the next callee of the call pending in activation s.depth (pushes an activation).
   bool PushCallee(WarpSlot& s);
@@ -136,6 +155,7 @@ class BlockRunner {
   std::vector<uint8_t> shared_;
   std::vector<uint8_t> local_;
   std::vector<WarpSlot> warps_;
+  uint32_t cursor_ = 0;  // the warp a pass starts at (the one after the last to yield)
   std::string printf_out_;
   std::vector<CallSite::Copy> call_args_;  // scratch for PushCallee
 };
@@ -185,13 +205,23 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   block_.printf_sink = launch.printf_sink;
   block_.heap = launch.heap;
   block_.watch_countdown = kWatchInterval;
+  block_.cooperative = launch.cooperative;
+  block_.grid_workspace = launch.grid_workspace;
 }
 
 Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
                             const uint32_t ctaid[3]) {
+  Start(launch, launch_id, ctaid);
+  Resume();
+  return fault_;
+}
+
+void BlockRunner::Start(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3]) {
   Prepare(launch, launch_id);
   const Function& fn = launch.program->functions[launch.function];
   fault_ = Fault();
+  cursor_ = 0;
+  block_.block_countdown = kBlockQuantum;
   block_.fault = &fault_;
   for (int i = 0; i < 3; ++i) block_.ctaid[i] = ctaid[i];
   block_.bar_red_count = 0;
@@ -223,6 +253,10 @@ Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
     w.live = remaining >= kWarpSize ? kFullMask : ((1u << remaining) - 1);
     a.groups.Add(0, w.live);
   }
+}
+
+BlockState BlockRunner::Resume() {
+  const uint32_t nwarps = block_.num_warps;
   auto flush_printf = [&] {
     if (!printf_out_.empty() && block_.printf_sink != nullptr) {
       block_.printf_sink->Write(std::move(printf_out_));
@@ -230,19 +264,35 @@ Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
     printf_out_.clear();
   };
   for (;;) {
+    // One pass gives every unfinished warp a turn, starting after the last one to yield. Only a
+    // pass in which no warp yielded (all are done or wait at a barrier) releases the barrier.
     bool waiting = false;
-    for (uint32_t i = 0; i < nwarps; ++i) {
+    bool yielded = false;
+    for (uint32_t k = 0; k < nwarps && !yielded; ++k) {
+      const uint32_t i = cursor_ + k < nwarps ? cursor_ + k : cursor_ + k - nwarps;
       WarpSlot& s = warps_[i];
       if (s.done) continue;
       const RunResult r = RunWarp(s);
       if (r == RunResult::kFault) {
         flush_printf();
-        return fault_;
+        return BlockState::kFault;
       }
-      if (r == RunResult::kFinished)
+      if (r == RunResult::kFinished) {
         s.done = true;
-      else
+      } else if (r == RunResult::kYield) {
+        yielded = true;
+        cursor_ = i + 1 < nwarps ? i + 1 : 0;
+      } else {
         waiting = true;
+      }
+    }
+    if (yielded) {
+      if (block_.cooperative && --block_.block_countdown == 0) {
+        block_.block_countdown = kBlockQuantum;
+        flush_printf();
+        return BlockState::kYielded;
+      }
+      continue;
     }
     if (!waiting) break;
     // Every live warp reached a barrier: deliver bar.red results and release.
@@ -277,16 +327,19 @@ Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
     block_.bar_red_or = false;
   }
   flush_printf();
-  return fault_;
+  return BlockState::kFinished;
 }
 
 RunResult BlockRunner::RunWarp(WarpSlot& s) {
+  block_.yield_countdown = kWarpQuantum;
   for (;;) {
     switch (RunActivation(s)) {
       case RunResult::kFault:
         return RunResult::kFault;
       case RunResult::kBarrier:
         return RunResult::kBarrier;
+      case RunResult::kYield:
+        return RunResult::kYield;
       case RunResult::kCalled:
         if (!PushCallee(s)) return RunResult::kFault;
         break;
@@ -351,9 +404,11 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
     switch (in.control) {
       case Control::kNone:
         break;
-      case Control::kBranch:
-        // Loops always branch backwards: that is where a runaway kernel can be stopped.
-        if (in.target <= pc && em != 0 && --block_.watch_countdown == 0 && !Watch(w)) {
+      case Control::kBranch: {
+        // Loops always branch backwards: that is where a runaway kernel can be stopped, and
+        // where a warp that has looped a while lets the others run.
+        const bool backward = in.target <= pc && em != 0;
+        if (backward && --block_.watch_countdown == 0 && !Watch(w)) {
           return RunResult::kFault;
         }
         if (em == mask) {
@@ -368,6 +423,17 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
           gs.MergeFrom(gi);
           gs.Add(in.target, em);
         }
+        if (backward && --block_.yield_countdown == 0) return RunResult::kYield;
+        break;
+      }
+      case Control::kYield:
+        if (in.exec != nullptr && em != 0) {
+          in.exec(w, in, em);
+          if (w.faulted) return RunResult::kFault;
+        }
+        ++g.pc;
+        gs.MergeFrom(gi);
+        if (em != 0) return RunResult::kYield;
         break;
       case Control::kExit:
         if (em == 0) {
@@ -753,7 +819,92 @@ std::string FindUnsupported(const Program& program, uint32_t function) {
 
 uint64_t LaneInstructionsExecuted() { return g_lane_instructions.load(); }
 
+namespace {
+
+// Runs a cooperative grid: every block has its own runner and all are resident at once. Host
+// threads (the caller plus whichever pool workers join) take blocks from a queue in turn, run
+// each until it finishes or has used its turn, and queue it again, so that blocks spinning at
+// a grid barrier let the others reach it. The caller alone can run the whole grid, so the
+// launch cannot deadlock however busy the pool is.
+Fault RunCooperativeGrid(const LaunchParams& launch, uint64_t launch_id) {
+  const uint64_t gx = launch.grid[0], gy = launch.grid[1];
+  const uint32_t blocks = launch.grid[0] * launch.grid[1] * launch.grid[2];
+  std::vector<std::unique_ptr<BlockRunner>> runners(blocks);
+  std::vector<bool> started(blocks, false);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<uint32_t> ready;
+  for (uint32_t i = 0; i < blocks; ++i) ready.push_back(i);
+  uint32_t finished = 0;
+  bool failed = false;
+  Fault first;
+  auto fail = [&](Fault f) {  // under mu
+    if (first.kind == FaultKind::kNone) first = std::move(f);
+    failed = true;
+    cv.notify_all();
+  };
+  std::function<void(uint64_t)> body = [&](uint64_t) {
+    std::unique_lock lock(mu);
+    for (;;) {
+      // With the queue empty, the unfinished blocks are running on other threads, which queue
+      // them again after their turn.
+      cv.wait(lock, [&] { return failed || finished == blocks || !ready.empty(); });
+      if (failed || finished == blocks) return;
+      if (launch.cancel != nullptr && launch.cancel->load(std::memory_order_relaxed)) {
+        fail(Fault{FaultKind::kCancelled, "cancelled"});
+        return;
+      }
+      const uint32_t b = ready.front();
+      ready.pop_front();
+      const bool start = !started[b];
+      started[b] = true;
+      lock.unlock();
+      BlockState state;
+      Fault f;
+      try {
+        if (runners[b] == nullptr) runners[b] = std::make_unique<BlockRunner>();
+        BlockRunner& runner = *runners[b];
+        if (start) {
+          const uint32_t ctaid[3] = {static_cast<uint32_t>(b % gx),
+                                     static_cast<uint32_t>((b / gx) % gy),
+                                     static_cast<uint32_t>(b / (gx * gy))};
+          runner.Start(launch, launch_id, ctaid);
+        }
+        state = runner.Resume();
+        if (state == BlockState::kFault) f = runner.fault();
+        if (state == BlockState::kFinished || state == BlockState::kFault) {
+          g_lane_instructions.fetch_add(runner.lane_instructions(), std::memory_order_relaxed);
+          runners[b].reset();  // its memory is not needed any more
+        }
+      } catch (const std::bad_alloc&) {
+        state = BlockState::kFault;
+        f = Fault{FaultKind::kOutOfResources, "out of host memory for the block's state"};
+      } catch (...) {
+        state = BlockState::kFault;
+        f = Fault{FaultKind::kOutOfResources, "internal error while running the block"};
+      }
+      lock.lock();
+      if (state == BlockState::kFault) {
+        fail(std::move(f));
+        return;
+      }
+      if (state == BlockState::kFinished) {
+        if (++finished == blocks) cv.notify_all();
+      } else {
+        ready.push_back(b);
+        cv.notify_one();
+      }
+    }
+  };
+  ThreadPool& pool = ThreadPool::Global();
+  ThreadPool::Global().ParallelFor(std::min<uint64_t>(blocks, pool.workers() + 1ull), body);
+  return first;
+}
+
+}  // namespace
+
 Fault RunGrid(const LaunchParams& launch) {
+  if (launch.cooperative) return RunCooperativeGrid(launch, g_launch_ids.fetch_add(1));
   const uint64_t gx = launch.grid[0], gy = launch.grid[1], gz = launch.grid[2];
   const uint64_t blocks = gx * gy * gz;
   const uint64_t launch_id = g_launch_ids.fetch_add(1);

@@ -1,5 +1,6 @@
 // Runs a decoded kernel over a grid: blocks in parallel on the thread pool, warps of 32 lanes
-// SIMT-style inside a block (interleaved at barriers), lanes of a warp in lock step with an
+// SIMT-style inside a block (interleaved at barriers, and a warp that loops long or waits with
+// nanosleep/mbarrier.try_wait lets the others run), lanes of a warp in lock step with an
 // active mask. Divergence is handled by splitting a warp into groups of lanes that share a
 // program counter and always stepping the group with the lowest one, which reconverges
 // structured control flow at its join points.
@@ -33,6 +34,14 @@ struct LaunchParams {
   const std::atomic<bool>* cancel = nullptr;
   // steady_clock nanoseconds after which the launch fails with kTimeout; 0 for none.
   int64_t deadline_ns = 0;
+  // A cooperative launch: all blocks are resident together and take turns on the host threads
+  // (each runs until its warps have yielded a while, e.g. spinning at a grid barrier), so that
+  // blocks can wait for each other. The caller checks that the grid fits on the device.
+  bool cooperative = false;
+  // Device address of the launch's grid workspace (cooperative_groups' grid_workspace: a 32-bit
+  // size, then the grid barrier word), read through %envreg1 (high) and %envreg2 (low); 0 when
+  // the launch is not cooperative, which cooperative_groups reports as an invalid grid group.
+  uint64_t grid_workspace = 0;
 };
 
 // Names the first unsupported instruction reachable from `function` (through calls), or returns
@@ -40,7 +49,7 @@ struct LaunchParams {
 std::string FindUnsupported(const Program& program, uint32_t function);
 
 // Runs the whole grid and returns the first fault (kind kNone on success). Blocks after a fault
-// are skipped.
+// are skipped (in a cooperative launch, the other blocks stop at their next turn).
 Fault RunGrid(const LaunchParams& launch);
 
 // Instructions executed by all kernels so far, each counted once per active lane (statistics for

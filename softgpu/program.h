@@ -38,6 +38,7 @@ enum class Control : uint8_t {
   kBarrier,  // bar.sync: the warp waits for the rest of the block (handler runs first if any)
   kCall,     // call of function `target`; operands in Function::call_sites[aux]
   kTrap,     // trap/brkpt: the kernel fails
+  kYield,    // nanosleep, mbarrier.try_wait: the handler runs, then the warp lets others run
 };
 
 struct Insn {

@@ -127,6 +127,9 @@ class FunctionDecoder {
   bool DecodeCompare(const ptx::Instruction& src, const Mods& m);
   bool DecodeCvt(const ptx::Instruction& src, const Mods& m);
   bool DecodeCpAsync(const ptx::Instruction& src, const Mods& m);
+  // mbarrier.{init,inval,arrive,arrive_drop,test_wait,try_wait,pending_count} (no transaction
+  // counts, no cluster scope).
+  bool DecodeMbarrier(const ptx::Instruction& src, const Mods& m);
   // tex, tld4, txq, suld, sust, suq (texture and surface objects; Program::texture_sites).
   bool DecodeTexture(const ptx::Instruction& src, const Mods& m);
   // A register holding base + offset of an address operand (emitting an add when needed).
@@ -507,6 +510,19 @@ bool FunctionDecoder::SpecialRegister(const std::string& name, Special* reg) con
       return true;
     }
   }
+  // %envreg0..%envreg31: the driver's per-launch environment. Only the grid workspace address
+  // (1: high half, 2: low half) is provided; the rest read zero, as on a GPU.
+  constexpr std::string_view kEnv = "%envreg";
+  if (name.starts_with(kEnv) && name.size() > kEnv.size() && name.size() <= kEnv.size() + 2) {
+    int n = 0;
+    for (size_t i = kEnv.size(); i < name.size(); ++i) {
+      if (name[i] < '0' || name[i] > '9') return false;
+      n = n * 10 + (name[i] - '0');
+    }
+    if (n > 31) return false;
+    *reg = n == 1 ? Special::kEnvReg1 : n == 2 ? Special::kEnvReg2 : Special::kZero;
+    return true;
+  }
   return false;
 }
 
@@ -810,9 +826,16 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
     in.control = Control::kBarrier;
     return true;
   }
-  if (b == "membar" || b == "fence" || b == "prefetch" || b == "prefetchu" || b == "nanosleep" ||
-      b == "pmevent" || b == "griddepcontrol" || b == "discard" || b == "applypriority" ||
-      b == "createpolicy") {
+  if (b == "nanosleep") {
+    // The thread may sleep up to about the given time: the warp lets the block's other warps
+    // (and, in a cooperative launch, other blocks) run instead.
+    Insn& in = Emit(src, nullptr);
+    in.control = Control::kYield;
+    return true;
+  }
+  if (b == "mbarrier") return DecodeMbarrier(src, m);
+  if (b == "membar" || b == "fence" || b == "prefetch" || b == "prefetchu" || b == "pmevent" ||
+      b == "griddepcontrol" || b == "discard" || b == "applypriority" || b == "createpolicy") {
     if (b == "createpolicy") {
       why_ = "createpolicy";
       return false;
@@ -1261,6 +1284,79 @@ bool FunctionDecoder::DecodeAtom(const ptx::Instruction& src, const Mods& m) {
   in.a[4] = base;
   in.imm = imm;
   return true;
+}
+
+bool FunctionDecoder::DecodeMbarrier(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  if (m.Has("expect_tx") || m.Has("complete_tx") || m.Has("shared::cluster") || m.Has("cluster")) {
+    why_ = "mbarrier transaction counts or cluster scope";
+    return false;
+  }
+  const MemSpace space = m.Has("shared") ? MemSpace::kShared : MemSpace::kGeneric;
+  // Operands are resolved before the instruction is emitted (resolving may emit helpers).
+  uint32_t base = kNoOperand;
+  int64_t imm = 0;
+  auto address = [&](const Operand& op) {
+    MemSpace resolved = space;
+    if (!Address(src, op, &resolved, &base, &imm)) return false;
+    if (resolved != space) {
+      why_ = "mbarrier address space";
+      return false;
+    }
+    return true;
+  };
+  auto emit = [&](MbarrierOp op, uint32_t a0, uint32_t a1) -> Insn& {
+    Insn& in = Emit(src, MbarrierHandler(op, space));
+    in.a[0] = a0;
+    in.a[1] = a1;
+    in.a[4] = base;
+    in.imm = imm;
+    return in;
+  };
+  const std::string what = m.flags.empty() ? std::string() : m.flags.front();
+  if (what == "init") {
+    uint32_t count;
+    if (ops.size() != 2 || !address(ops[0]) || !Src(src, ops[1], Type::kU32, &count)) return false;
+    emit(MbarrierOp::kInit, kNoOperand, count);
+    return true;
+  }
+  if (what == "inval") {
+    if (ops.size() != 1 || !address(ops[0])) return false;
+    emit(MbarrierOp::kInval, kNoOperand, kNoOperand);
+    return true;
+  }
+  if (what == "arrive" || what == "arrive_drop") {
+    // mbarrier.arrive{_drop}{.noComplete}... state, [addr]{, count}
+    if (ops.size() != 2 && ops.size() != 3) return false;
+    if (m.Has("noComplete") && ops.size() != 3) return false;
+    uint32_t d, count = kNoOperand;
+    if (!Dst(src, ops[0], &d) || !address(ops[1])) return false;
+    if (ops.size() == 3 && !Src(src, ops[2], Type::kU32, &count)) return false;
+    emit(what == "arrive" ? MbarrierOp::kArrive : MbarrierOp::kArriveDrop, d, count);
+    return true;
+  }
+  if (what == "test_wait" || what == "try_wait") {
+    // waitComplete, [addr], state|phaseParity{, suspendTimeHint}
+    if (ops.size() != 3 && !(what == "try_wait" && ops.size() == 4)) return false;
+    const bool parity = m.Has("parity");
+    uint32_t p, state;
+    if (!Pred(src, ops[0], &p, nullptr) || !address(ops[1])) return false;
+    if (!Src(src, ops[2], parity ? Type::kU32 : Type::kB64, &state)) return false;
+    Insn& in = emit(parity ? MbarrierOp::kTestWaitParity : MbarrierOp::kTestWait, p, state);
+    // try_wait may suspend the thread until the phase completes: the warp lets others run.
+    if (what == "try_wait") in.control = Control::kYield;
+    return true;
+  }
+  if (what == "pending_count") {
+    uint32_t d, state;
+    if (ops.size() != 2 || !Dst(src, ops[0], &d) || !Src(src, ops[1], Type::kB64, &state)) {
+      return false;
+    }
+    emit(MbarrierOp::kPendingCount, d, state);
+    return true;
+  }
+  why_ = "mbarrier operation";
+  return false;
 }
 
 bool FunctionDecoder::AddressRegister(const ptx::Instruction& src, const Operand& op,

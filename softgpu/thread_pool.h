@@ -25,6 +25,9 @@ class ThreadPool {
   // The process-wide pool, created on first use with (host cores - 1) workers.
   static ThreadPool& Global();
 
+  // Helper threads (the caller of ParallelFor makes one more).
+  uint32_t workers() const { return static_cast<uint32_t>(threads_.size()); }
+
   // Calls fn(i) for every i in [0, n), spread over the workers and the caller, and returns when
   // all calls have finished. fn must not throw.
   void ParallelFor(uint64_t n, const std::function<void(uint64_t)>& fn);
