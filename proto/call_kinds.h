@@ -79,5 +79,6 @@ struct KindOptArray : KindHandle {};
 // Texture and surface objects travel as the backend's own values (kernels receive them).
 struct KindTexture : KindHandle {};
 struct KindSurface : KindHandle {};
+struct KindLink : KindHandle {};
 
 }  // namespace rgpu::calls

@@ -194,6 +194,13 @@ CUresult Session::Resolve(CallState& cs, calls::KindSurface, uint64_t raw,
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult Session::Resolve(CallState& cs, calls::KindLink, uint64_t raw, Handle<LinkRecord>* out) {
+  *out = {raw, InContext(links_, raw, cs.ctx_id)};
+  if (out->record != nullptr) return CUDA_SUCCESS;
+  cs.detail = "no such link state in this context";
+  return CUDA_ERROR_INVALID_HANDLE;
+}
+
 // ---- Checks ----
 
 bool Session::CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what) {

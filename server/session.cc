@@ -540,6 +540,7 @@ void Session::DestroyContext(uint64_t id) {
   if (rec == nullptr) return;
   // The backend frees everything that lived in the context; forget it here too.
   ForgetPoolBlocks(id);
+  DestroyLinks(id);
   ForgetArrays(id);
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.ctx == id) {

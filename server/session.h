@@ -172,6 +172,7 @@ class Session {
   CUresult Resolve(CallState& cs, calls::KindOptArray, uint64_t raw, Handle<ArrayRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindTexture, uint64_t raw, Handle<SamplerRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindSurface, uint64_t raw, Handle<SamplerRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindLink, uint64_t raw, Handle<LinkRecord>* out);
   // The checks of calls.def: false (with cs.detail) when they fail.
   bool CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what);
   bool CheckElements(CallState& cs, CUdeviceptr ptr, uint64_t count, uint64_t size,
@@ -234,6 +235,8 @@ class Session {
   void TrimPool(PoolRecord& pool, uint64_t keep);
   // After a synchronization: every pool keeps at most its release threshold.
   void TrimPoolsAfterSync();
+  // Destroys the link states of context `ctx_id` (all of them for 0).
+  void DestroyLinks(uint64_t ctx_id);
   // Forgets the arrays, textures and surfaces of context `ctx_id` (they go with the context).
   void ForgetArrays(uint64_t ctx_id);
   // Forgets the pools' free blocks of context `ctx_id` (its memory goes with the context).
@@ -300,6 +303,7 @@ class Session {
   HandleTable<ArrayRecord> arrays_;
   std::map<uint64_t, SamplerRecord> textures_;  // by CUtexObject value
   std::map<uint64_t, SamplerRecord> surfaces_;  // by CUsurfObject value
+  HandleTable<LinkRecord> links_;
   std::map<int, uint64_t> default_pool_by_device_;
   std::unique_ptr<char[]> output_;
   size_t output_capacity_ = 0;

@@ -20,6 +20,7 @@ struct SessionLimits {
   uint32_t max_pools = 256;
   uint32_t max_arrays = 1u << 16;
   uint32_t max_samplers = 1u << 16;  // texture and surface objects together
+  uint32_t max_links = 64;           // JIT link states
 };
 
 }  // namespace rgpu::server

@@ -106,6 +106,19 @@ struct SamplerRecord {
   uint64_t array = 0;  // the array it reads (0: device memory)
 };
 
+// A JIT link state (cuLinkCreate) and what the backend's linker writes into: the option arrays
+// and log buffers it was given, which must live as long as the state.
+struct LinkRecord {
+  CUlinkState state = nullptr;
+  uint64_t ctx = 0;
+  std::vector<CUjit_option> options;
+  std::vector<void*> values;
+  std::vector<char> info_log, error_log;
+  uint64_t input_bytes = 0;
+  const void* image = nullptr;  // after LinkComplete: the backend's, valid until destroyed
+  size_t image_bytes = 0;
+};
+
 // A resolved handle: the id the client named and the session's record of it.
 template <typename Record>
 struct Handle {
@@ -161,6 +174,10 @@ struct Resolved<calls::KindArray> {
 template <>
 struct Resolved<calls::KindOptArray> {
   using Type = Handle<ArrayRecord>;  // record null for 0
+};
+template <>
+struct Resolved<calls::KindLink> {
+  using Type = Handle<LinkRecord>;
 };
 template <>
 struct Resolved<calls::KindTexture> {

@@ -60,8 +60,7 @@ CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* ou
   return CUDA_SUCCESS;
 }
 
-CUresult LoadContainer(const void* container, std::shared_ptr<const Program>* out,
-                       std::string* error) {
+CUresult ContainerPtx(const void* container, std::string* ptx, std::string* error) {
   uint16_t header_size;
   uint64_t fat_size;
   memcpy(&header_size, static_cast<const uint8_t*>(container) + 6, 2);
@@ -103,7 +102,8 @@ CUresult LoadContainer(const void* container, std::shared_ptr<const Program>* ou
                       " SASS); rebuild with PTX, e.g. -gencode arch=compute_75,code=compute_75",
                   error);
   }
-  return CompileText(best->payload, out, error);
+  *ptx = best->payload;
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -111,6 +111,13 @@ CUresult LoadContainer(const void* container, std::shared_ptr<const Program>* ou
 CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program,
                      std::string* error) {
   if (image == nullptr || program == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::string ptx;
+  if (CUresult r = ImagePtx(image, &ptx, error); r != CUDA_SUCCESS) return r;
+  return CompileText(ptx, program, error);
+}
+
+CUresult ImagePtx(const void* image, std::string* ptx, std::string* error) {
+  if (image == nullptr || ptx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (rgpu::fatbin::Classify(image)) {
     case rgpu::fatbin::ImageKind::kWrapper: {
       const void* container = nullptr;
@@ -119,10 +126,10 @@ CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program,
           rgpu::fatbin::Classify(container) != rgpu::fatbin::ImageKind::kContainer) {
         return CUDA_ERROR_INVALID_IMAGE;
       }
-      return LoadContainer(container, program, error);
+      return ContainerPtx(container, ptx, error);
     }
     case rgpu::fatbin::ImageKind::kContainer:
-      return LoadContainer(image, program, error);
+      return ContainerPtx(image, ptx, error);
     case rgpu::fatbin::ImageKind::kElf: {
       uint16_t machine = 0;
       memcpy(&machine, static_cast<const uint8_t*>(image) + 18, sizeof machine);
@@ -142,7 +149,8 @@ CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program,
                     error);
     }
     case rgpu::fatbin::ImageKind::kPtx:
-      return CompileText(std::string(static_cast<const char*>(image)), program, error);
+      *ptx = static_cast<const char*>(image);
+      return CUDA_SUCCESS;
   }
   return CUDA_ERROR_INVALID_IMAGE;
 }

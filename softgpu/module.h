@@ -26,6 +26,10 @@ class Module;
 CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program,
                      std::string* error = nullptr);
 
+// The PTX text an image carries (the one LoadProgram would decode): PTX text itself, or the
+// best PTX entry of a fat binary. Same errors as LoadProgram, short of decoding.
+CUresult ImagePtx(const void* image, std::string* ptx, std::string* error = nullptr);
+
 // CUfunction: a function of a module instance.
 struct FunctionHandle {
   Module* module = nullptr;
