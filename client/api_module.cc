@@ -384,9 +384,14 @@ CUresult PackArguments(CUfunc_st* fn, void** params, void** extra, std::string* 
 
 }  // namespace rgpu::client
 
-RGPU_IMPL(cuLaunchKernel)
-(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
- unsigned int bz, unsigned int shmem, CUstream stream, void** params, void** extra) {
+namespace {
+
+// A launch: packs the arguments by the function's layout and sends them on the stream (or makes
+// a graph node of it, or holds it behind a host function). A cooperative launch is called, so
+// that a grid too large to be co-resident fails here, as it does on the driver.
+CUresult Launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,
+                void** params, void** extra, bool cooperative) {
   CUfunc_st* fn;
   CUresult r = ResolveFunction(f, &fn);
   if (r != CUDA_SUCCESS) return r;
@@ -407,6 +412,19 @@ RGPU_IMPL(cuLaunchKernel)
     CUresult lr = rgpu::client::ResolveStream(s, &launch_ctx, &launch_stream);
     if (lr != CUDA_SUCCESS) return lr;
     if (launch_ctx != fn->ctx) return CUDA_ERROR_INVALID_HANDLE;
+    if (cooperative) {
+      return Server().Call<calls::LaunchCooperativeKernel>(launch_ctx->remote,
+                                                           {.function = fn->remote,
+                                                            .grid_x = gx,
+                                                            .grid_y = gy,
+                                                            .grid_z = gz,
+                                                            .block_x = bx,
+                                                            .block_y = by,
+                                                            .block_z = bz,
+                                                            .shared_bytes = shmem,
+                                                            .stream = launch_stream},
+                                                           nullptr, args.data(), args.size());
+    }
     return Server().Post<calls::LaunchKernel>(launch_ctx->remote,
                                               {.function = fn->remote,
                                                .grid_x = gx,
@@ -424,7 +442,22 @@ RGPU_IMPL(cuLaunchKernel)
   }
   return launch(stream);
 }
+
+}  // namespace
+
+RGPU_IMPL(cuLaunchKernel)
+(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+ unsigned int bz, unsigned int shmem, CUstream stream, void** params, void** extra) {
+  return Launch(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra, false);
+}
 RGPU_SAME_AS(cuLaunchKernel_ptsz, cuLaunchKernel)
+
+RGPU_IMPL(cuLaunchCooperativeKernel)
+(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+ unsigned int bz, unsigned int shmem, CUstream stream, void** params) {
+  return Launch(f, gx, gy, gz, bx, by, bz, shmem, stream, params, nullptr, true);
+}
+RGPU_SAME_AS(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel)
 
 RGPU_IMPL(cuFuncGetParamInfo)(CUfunction f, size_t index, size_t* offset, size_t* size) {
   CUfunc_st* fn;
@@ -462,8 +495,9 @@ CUresult RefuseAttribute(CUlaunchAttributeID id, const char* why) {
 //   kernel);
 // - the programmatic and launch-completion events are recorded on the stream after the kernel:
 //   all its blocks have then started, triggered and finished, so the event never fires early;
-// - cooperative launches, clusters larger than one block and graph-only attributes are refused
-//   with CUDA_ERROR_NOT_SUPPORTED, naming the attribute at warn level.
+// - a cooperative launch is one (its blocks all resident, grid-wide synchronization);
+// - clusters larger than one block and graph-only attributes are refused with
+//   CUDA_ERROR_NOT_SUPPORTED, naming the attribute at warn level.
 RGPU_IMPL(cuLaunchKernelEx)
 (const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
@@ -474,6 +508,7 @@ RGPU_IMPL(cuLaunchKernelEx)
     unsigned flags;
   };
   std::vector<EventAfter> events;
+  bool cooperative = false;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
     switch (a.id) {
@@ -488,9 +523,7 @@ RGPU_IMPL(cuLaunchKernelEx)
       case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
         break;
       case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-        if (a.value.cooperative != 0) {
-          return RefuseAttribute(a.id, "cooperative launches are not supported yet");
-        }
+        cooperative = a.value.cooperative != 0;
         break;
       case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
       case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
@@ -515,9 +548,9 @@ RGPU_IMPL(cuLaunchKernelEx)
   for (const EventAfter& e : events) {
     if (e.flags & CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
   }
-  CUresult r = rgpu_impl_cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ,
-                                        config->blockDimX, config->blockDimY, config->blockDimZ,
-                                        config->sharedMemBytes, config->hStream, params, extra);
+  CUresult r = Launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                      config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream,
+                      params, extra, cooperative);
   for (const EventAfter& e : events) {
     if (r != CUDA_SUCCESS) break;
     r = rgpu_impl_cuEventRecordWithFlags(e.event, config->hStream, e.flags);

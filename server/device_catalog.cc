@@ -39,6 +39,9 @@ Status DeviceCatalog::Load(const CudaDriver& drv, const std::string& backend) {
       // its pools have no shareable handles.
       if (a == CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) value = 1;
       if (a == CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) value = 0;
+      // Cooperative launches go through the backend's cuLaunchKernelEx.
+      if (a == CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH && drv.cuLaunchKernelEx == nullptr) value = 0;
+      if (a == CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH) value = 0;
       info.add_attributes(value);
     }
     devices_.push_back(std::move(info));

@@ -203,6 +203,14 @@ class Session {
   // `async`; the range has been checked.
   CUresult MemsetElements(CallState& cs, CUdeviceptr dst, uint64_t value, uint64_t element,
                           uint64_t count, CUstream stream, bool async);
+  // A launch's grid, block and dynamic shared memory.
+  struct LaunchShape {
+    uint32_t grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  };
+  // Launches `f` with the packed arguments of cs.payload (checked against its parameters) on
+  // `stream`, cooperatively when asked, in its fair-share turn when sharing is on.
+  CUresult Launch(CallState& cs, const FunctionRecord& f, const LaunchShape& shape, CUstream stream,
+                  bool cooperative);
   // Waits for the kernel just launched on `stream` in its fair-share turn, ending it when it runs
   // past max_kernel_ms_ or the session is aborted.
   CUresult WaitForKernel(CUstream stream);

@@ -211,7 +211,21 @@ CUresult Session::HandleFuncSetAttribute(CallState& cs, const FuncSetAttributeIn
 
 CUresult Session::HandleLaunchKernel(CallState& cs, const LaunchKernelIn& in,
                                      calls::LaunchKernel::Results*) {
-  const FunctionRecord& f = *in.function.record;
+  const LaunchShape shape = {in.grid_x,  in.grid_y,  in.grid_z,      in.block_x,
+                             in.block_y, in.block_z, in.shared_bytes};
+  return Launch(cs, *in.function.record, shape, in.stream.stream, false);
+}
+
+CUresult Session::HandleLaunchCooperativeKernel(CallState& cs, const LaunchCooperativeKernelIn& in,
+                                                calls::LaunchCooperativeKernel::Results*) {
+  REQUIRE_FN(cuLaunchKernelEx);
+  const LaunchShape shape = {in.grid_x,  in.grid_y,  in.grid_z,      in.block_x,
+                             in.block_y, in.block_z, in.shared_bytes};
+  return Launch(cs, *in.function.record, shape, in.stream.stream, true);
+}
+
+CUresult Session::Launch(CallState& cs, const FunctionRecord& f, const LaunchShape& in,
+                         CUstream stream, bool cooperative) {
   if (cs.payload_size != f.params_bytes) {
     cs.detail = "kernel arguments (" + std::to_string(cs.payload_size) +
                 " bytes) do not match the kernel's parameters (" + std::to_string(f.params_bytes) +
@@ -222,11 +236,28 @@ CUresult Session::HandleLaunchKernel(CallState& cs, const LaunchKernelIn& in,
   size_t params_size = cs.payload_size;
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<char*>(cs.payload),
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &params_size, CU_LAUNCH_PARAM_END};
-  CUstream stream = in.stream.stream;
   auto launch = [&] {
-    return drv_.cuLaunchKernel(f.function, in.grid_x, in.grid_y, in.grid_z, in.block_x, in.block_y,
-                               in.block_z, in.shared_bytes, stream, nullptr,
-                               params_size > 0 ? extra : nullptr);
+    if (!cooperative) {
+      return drv_.cuLaunchKernel(f.function, in.grid_x, in.grid_y, in.grid_z, in.block_x,
+                                 in.block_y, in.block_z, in.shared_bytes, stream, nullptr,
+                                 params_size > 0 ? extra : nullptr);
+    }
+    // cuLaunchCooperativeKernel takes no packed buffer; cuLaunchKernelEx does.
+    CUlaunchAttribute attribute = {};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attribute.value.cooperative = 1;
+    CUlaunchConfig config = {};
+    config.gridDimX = in.grid_x;
+    config.gridDimY = in.grid_y;
+    config.gridDimZ = in.grid_z;
+    config.blockDimX = in.block_x;
+    config.blockDimY = in.block_y;
+    config.blockDimZ = in.block_z;
+    config.sharedMemBytes = in.shared_bytes;
+    config.hStream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    return drv_.cuLaunchKernelEx(&config, f.function, nullptr, params_size > 0 ? extra : nullptr);
   };
   if (scheduler_ == nullptr) return launch();
   // Fair sharing: the kernel runs in its turn and alone, timed to its completion.

@@ -1,7 +1,9 @@
 // cuLaunchKernelEx honours or refuses each launch attribute: hints (priority, access policy
 // window, programmatic serialization) launch as usual and compute the right answer; the launch
-// completion event fires only after the kernel's work is done; a cooperative launch and clusters
-// on a device without them are refused with CUDA_ERROR_NOT_SUPPORTED; a bad config is refused.
+// completion event fires only after the kernel's work is done; a cooperative launch runs (and one
+// whose grid cannot be co-resident is refused with CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+// clusters on a device without them are refused with CUDA_ERROR_NOT_SUPPORTED; a bad config is
+// refused.
 #include "check.h"
 
 int main() {
@@ -43,13 +45,34 @@ int main() {
   CHECK(cuMemcpyDtoH(host.data(), p, n * sizeof(int)));
   for (int i = 0; i < n; ++i) EXPECT_TRUE(host[i] == 7);
 
-  // Refused: a cooperative launch, a cluster of two blocks, an unknown attribute, no config.
+  // A cooperative launch of a grid that fits, by both entry points; one that cannot be
+  // co-resident is refused at the launch.
+  int coop = 0;
+  CHECK(cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 0));
+  EXPECT_TRUE(coop == 1);
   CUlaunchAttribute refused = {};
   config.attrs = &refused;
   config.numAttrs = 1;
   refused.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
   refused.value.cooperative = 1;
-  EXPECT_TRUE(cuLaunchKernelEx(&config, set_all, params, nullptr) == CUDA_ERROR_NOT_SUPPORTED);
+  const unsigned grid_x = config.gridDimX;
+  config.gridDimX = 1u << 20;
+  EXPECT_TRUE(cuLaunchKernelEx(&config, set_all, params, nullptr) ==
+              CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+  config.gridDimX = 1;
+  value = 8;
+  CHECK(cuLaunchKernelEx(&config, set_all, params, nullptr));
+  CHECK(cuStreamSynchronize(stream));
+  CHECK(cuMemcpyDtoH(host.data(), p, n * sizeof(int)));
+  for (int i = 0; i < n; ++i) EXPECT_TRUE(host[i] == (i < (int)config.blockDimX ? 8 : 7));
+  value = 7;
+  CHECK(cuLaunchCooperativeKernel(set_all, 1, 1, 1, config.blockDimX, 1, 1, 0, stream, params));
+  CHECK(cuStreamSynchronize(stream));
+  CHECK(cuMemcpyDtoH(host.data(), p, n * sizeof(int)));
+  for (int i = 0; i < n; ++i) EXPECT_TRUE(host[i] == 7);
+  config.gridDimX = grid_x;
+
+  // Refused: a cluster of two blocks, an unknown attribute, no config.
   refused = {};
   refused.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
   refused.value.clusterDim.x = 2;
