@@ -44,10 +44,16 @@ void MemoryMap::EraseContext(CUctx_st* ctx) {
 }
 
 CUresult CheckDeviceRange(CUctx_st* ctx, uint64_t address, uint64_t bytes) {
-  if (bytes == 0) return CUDA_SUCCESS;
-  auto r = Memory().Find(address);
-  if (!r || r->type != CU_MEMORYTYPE_DEVICE || r->ctx != ctx) return CUDA_ERROR_INVALID_VALUE;
-  return bytes <= r->size - (address - r->base) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  // A range may span ranges that adjoin (mappings placed side by side in a reservation).
+  while (bytes > 0) {
+    auto r = Memory().Find(address);
+    if (!r || r->type != CU_MEMORYTYPE_DEVICE || r->ctx != ctx) return CUDA_ERROR_INVALID_VALUE;
+    const uint64_t here = r->size - (address - r->base);
+    if (bytes <= here) return CUDA_SUCCESS;
+    bytes -= here;
+    address = r->base + r->size;
+  }
+  return CUDA_SUCCESS;
 }
 
 MemoryMap& Memory() {

@@ -80,5 +80,6 @@ struct KindOptArray : KindHandle {};
 struct KindTexture : KindHandle {};
 struct KindSurface : KindHandle {};
 struct KindLink : KindHandle {};
+struct KindPhysicalMemory : KindHandle {};
 
 }  // namespace rgpu::calls

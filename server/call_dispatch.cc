@@ -201,6 +201,14 @@ CUresult Session::Resolve(CallState& cs, calls::KindLink, uint64_t raw, Handle<L
   return CUDA_ERROR_INVALID_HANDLE;
 }
 
+CUresult Session::Resolve(CallState& cs, calls::KindPhysicalMemory, uint64_t raw,
+                          Handle<PhysicalRecord>* out) {
+  *out = {raw, physical_.Find(raw)};
+  if (out->record != nullptr && !out->record->released) return CUDA_SUCCESS;
+  cs.detail = "no such physical memory handle in this session";
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
 // ---- Checks ----
 
 bool Session::CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what) {

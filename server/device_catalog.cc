@@ -42,6 +42,18 @@ Status DeviceCatalog::Load(const CudaDriver& drv, const std::string& backend) {
       // Cooperative launches go through the backend's cuLaunchKernelEx.
       if (a == CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH && drv.cuLaunchKernelEx == nullptr) value = 0;
       if (a == CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH) value = 0;
+      // Virtual memory management is forwarded (session_vmm.cc) without shareable handles or
+      // compression.
+      if (a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED && drv.cuMemMap == nullptr) {
+        value = 0;
+      }
+      if (a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED ||
+          a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED ||
+          a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED ||
+          a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED ||
+          a == CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED) {
+        value = 0;
+      }
       info.add_attributes(value);
     }
     devices_.push_back(std::move(info));

@@ -577,6 +577,7 @@ void Session::DestroyContext(uint64_t id) {
 }
 
 void Session::ReleaseAll() {
+  ReleaseVirtualMemory();
   std::vector<uint64_t> ids;
   for (auto& [id, rec] : contexts_.records()) ids.push_back(id);
   for (uint64_t id : ids) DestroyContext(id);

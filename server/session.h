@@ -173,6 +173,8 @@ class Session {
   CUresult Resolve(CallState& cs, calls::KindTexture, uint64_t raw, Handle<SamplerRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindSurface, uint64_t raw, Handle<SamplerRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindLink, uint64_t raw, Handle<LinkRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindPhysicalMemory, uint64_t raw,
+                   Handle<PhysicalRecord>* out);
   // The checks of calls.def: false (with cs.detail) when they fail.
   bool CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what);
   bool CheckElements(CallState& cs, CUdeviceptr ptr, uint64_t count, uint64_t size,
@@ -243,6 +245,10 @@ class Session {
   void TrimPool(PoolRecord& pool, uint64_t keep);
   // After a synchronization: every pool keeps at most its release threshold.
   void TrimPoolsAfterSync();
+  // Unmaps, frees and releases everything the session made with virtual memory management.
+  void ReleaseVirtualMemory();
+  // Erases a released physical memory record once nothing maps it, uncharging it.
+  void ErasePhysicalIfDone(uint64_t id);
   // Destroys the link states of context `ctx_id` (all of them for 0).
   void DestroyLinks(uint64_t ctx_id);
   // Forgets the arrays, textures and surfaces of context `ctx_id` (they go with the context).
@@ -312,6 +318,9 @@ class Session {
   std::map<uint64_t, SamplerRecord> textures_;  // by CUtexObject value
   std::map<uint64_t, SamplerRecord> surfaces_;  // by CUsurfObject value
   HandleTable<LinkRecord> links_;
+  HandleTable<PhysicalRecord> physical_;
+  std::map<CUdeviceptr, uint64_t> reservations_;   // reserved address ranges: base -> size
+  std::map<CUdeviceptr, MappingRecord> mappings_;  // by base address
   std::map<int, uint64_t> default_pool_by_device_;
   std::unique_ptr<char[]> output_;
   size_t output_capacity_ = 0;

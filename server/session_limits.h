@@ -19,8 +19,9 @@ struct SessionLimits {
   uint32_t max_allocations = 1u << 20;  // pool allocations and their free blocks included
   uint32_t max_pools = 256;
   uint32_t max_arrays = 1u << 16;
-  uint32_t max_samplers = 1u << 16;  // texture and surface objects together
-  uint32_t max_links = 64;           // JIT link states
+  uint32_t max_samplers = 1u << 16;     // texture and surface objects together
+  uint32_t max_links = 64;              // JIT link states
+  uint32_t max_vmm_objects = 1u << 14;  // physical allocations, reservations, mappings each
 };
 
 }  // namespace rgpu::server

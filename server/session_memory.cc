@@ -251,11 +251,18 @@ bool Session::OwnsRange(uint64_t ctx_id, CUdeviceptr ptr, size_t bytes) const {
   auto it = allocations_.upper_bound(ptr);
   if (it == allocations_.begin()) return false;
   --it;
-  const CUdeviceptr base = it->first;
-  const Allocation& a = it->second;
-  if (a.ctx != ctx_id) return false;
-  if (ptr < base || ptr - base > a.size) return false;
-  return bytes <= a.size - (ptr - base);
+  // The range may continue into allocations that adjoin (mappings placed side by side).
+  for (;;) {
+    const CUdeviceptr base = it->first;
+    const Allocation& a = it->second;
+    if (a.ctx != ctx_id) return false;
+    if (ptr < base || ptr - base > a.size) return false;
+    const uint64_t here = a.size - (ptr - base);
+    if (bytes <= here) return true;
+    bytes -= here;
+    ptr = base + a.size;
+    if (++it == allocations_.end() || it->first != ptr) return false;
+  }
 }
 
 CUresult Session::AfterStreamWork(CUstream stream) {

@@ -119,6 +119,23 @@ struct LinkRecord {
   size_t image_bytes = 0;
 };
 
+// Physical memory (cuMemCreate): charged to the tenant while the client holds its handle or a
+// mapping of it exists.
+struct PhysicalRecord {
+  CUmemGenericAllocationHandle handle = 0;
+  int device = 0;  // the server's device index
+  uint64_t size = 0;
+  int mappings = 0;
+  bool released = false;  // by the client; the record goes with its last mapping
+};
+
+// A mapping of physical memory at a reserved address (cuMemMap), by base address.
+struct MappingRecord {
+  uint64_t size = 0;
+  uint64_t physical = 0;    // its PhysicalRecord's id
+  uint64_t access_ctx = 0;  // the context it is memory of once access is granted (0: none)
+};
+
 // A resolved handle: the id the client named and the session's record of it.
 template <typename Record>
 struct Handle {
@@ -174,6 +191,10 @@ struct Resolved<calls::KindArray> {
 template <>
 struct Resolved<calls::KindOptArray> {
   using Type = Handle<ArrayRecord>;  // record null for 0
+};
+template <>
+struct Resolved<calls::KindPhysicalMemory> {
+  using Type = Handle<PhysicalRecord>;
 };
 template <>
 struct Resolved<calls::KindLink> {

@@ -300,6 +300,9 @@ bool Device::Attribute(int attribute, int* value) const {
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
       v = 1;  // cuLaunchCooperativeKernel; multi-device cooperative launches stay 0
       break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      v = 1;  // cuMemCreate, cuMemAddressReserve, cuMemMap (softgpu/virtual_memory.h); no
+      break;  // shareable handles, no compression
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
       v = kSharedPerBlockOptin;
       break;

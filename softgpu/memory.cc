@@ -1,5 +1,6 @@
 #include "softgpu/memory.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -18,7 +19,21 @@ uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
-Allocation::~Allocation() { free(host); }
+Allocation::~Allocation() {
+  if (owner == nullptr) free(host);
+}
+
+uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {
+  if (size == 0 || size > (1ull << 44) || (alignment & (alignment - 1)) != 0 ||
+      alignment > (1ull << 40)) {
+    return 0;
+  }
+  const uint64_t align = std::max<uint64_t>(alignment, kBaseAlignment);
+  // Over-reserve by the alignment so that an aligned start lies inside what was taken.
+  const uint64_t start = g_next_address.fetch_add(RoundUp(size + align + kGuardGap, kBaseAlignment),
+                                                  std::memory_order_relaxed);
+  return RoundUp(start, align);
+}
 
 bool DeviceMemoryBudget::Reserve(uint64_t bytes) {
   uint64_t used = used_.load(std::memory_order_relaxed);
@@ -62,6 +77,21 @@ AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address) {
   *address = a->base;
   std::unique_lock lock(mu_);
   allocations_.emplace(a->base, std::move(a));
+  return Result::kOk;
+}
+
+AddressSpace::Result AddressSpace::Insert(std::shared_ptr<Allocation> mapping) {
+  if (mapping == nullptr || mapping->size == 0) return Result::kInvalid;
+  std::unique_lock lock(mu_);
+  auto next = allocations_.lower_bound(mapping->base);
+  if (next != allocations_.end() && next->first < mapping->base + mapping->size) {
+    return Result::kInvalid;
+  }
+  if (next != allocations_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second->size > mapping->base) return Result::kInvalid;
+  }
+  allocations_.emplace(mapping->base, std::move(mapping));
   return Result::kOk;
 }
 

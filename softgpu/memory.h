@@ -24,6 +24,8 @@ struct Allocation {
   uint64_t reserved = 0;  // bytes counted against the device (size rounded up to the alignment)
   uint8_t* host = nullptr;
   bool zeroed = true;  // false under RGPU_SOFTGPU_STALE_MEMORY
+  // Set for a mapping of physical memory (cuMemMap): it owns `host`, which this does not free.
+  std::shared_ptr<void> owner;
   Allocation() = default;
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
@@ -45,6 +47,10 @@ class DeviceMemoryBudget {
   std::atomic<uint64_t> used_{0};
 };
 
+// A fresh range of `size` device addresses aligned to `alignment` (a power of two, or 0), never
+// handed out again (cuMemAddressReserve); 0 when size or alignment is unreasonable.
+uint64_t ReserveAddresses(uint64_t size, uint64_t alignment);
+
 // The allocations of one context. Thread-safe.
 class AddressSpace {
  public:
@@ -59,6 +65,9 @@ class AddressSpace {
   Result Allocate(uint64_t size, uint64_t* address);
   // Frees the allocation that starts exactly at `address`.
   Result Free(uint64_t address);
+  // Makes `mapping` (a range of physical memory at a reserved address, reserved bytes 0: the
+  // physical memory is charged already) part of this address space; kInvalid if it overlaps.
+  Result Insert(std::shared_ptr<Allocation> mapping);
   // Frees everything (context teardown).
   void FreeAll();
 
