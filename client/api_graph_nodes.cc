@@ -9,6 +9,7 @@
 #include <cstring>
 #include <queue>
 
+#include "client/graph_memory.h"
 #include "client/graph_order.h"
 #include "client/impl.h"
 
@@ -205,6 +206,49 @@ CUresult ChildNode(CUgraph child, GraphNode* node) {
   return CUDA_SUCCESS;
 }
 
+// A memory alloc node: the allocation is made now, in the current context, on its device.
+CUresult MemAllocNode(CUDA_MEM_ALLOC_NODE_PARAMS* params, GraphNode* node) {
+  if (params == nullptr || params->bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  const CUmemPoolProps& props = params->poolProps;
+  if (props.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      props.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (props.handleTypes != CU_MEM_HANDLE_TYPE_NONE) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  if (CUresult r = rgpu::client::RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (props.location.id != ctx->device) {
+    RGPU_LOG_WARN("cuGraphAddMemAllocNode: memory of a device other than the context's");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  for (size_t i = 0; i < params->accessDescCount; ++i) {
+    const CUmemAccessDesc& d = params->accessDescs[i];
+    if (d.location.type != CU_MEM_LOCATION_TYPE_DEVICE || d.location.id != ctx->device) {
+      RGPU_LOG_WARN("cuGraphAddMemAllocNode: peer access to graph memory is not supported");
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  std::shared_ptr<rgpu::client::GraphAllocation> a;
+  if (CUresult r = rgpu::client::GraphAllocation::Make(params->bytesize, &a); r != CUDA_SUCCESS) {
+    return r;
+  }
+  params->dptr = a->dptr();
+  node->type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+  node->replay = [a](CUstream) { return a->Begin(); };
+  node->allocation = std::move(a);
+  return CUDA_SUCCESS;
+}
+
+// A memory free node: `dptr` must be a graph allocation.
+CUresult MemFreeNode(CUdeviceptr dptr, GraphNode* node) {
+  std::shared_ptr<rgpu::client::GraphAllocation> a = rgpu::client::FindGraphAllocation(dptr);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  node->type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+  node->replay = [a](CUstream) { return a->End(); };
+  node->allocation = std::move(a);
+  return CUDA_SUCCESS;
+}
+
 // Makes a node with `make(args..., &node)` and adds it to `graph` after `deps`.
 template <typename Make, typename... Args>
 CUresult MakeAndAdd(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n, Make make,
@@ -272,6 +316,90 @@ RGPU_IMPL(cuGraphAddChildGraphNode)
   return MakeAndAdd(out, graph, deps, n, ChildNode, child);
 }
 
+RGPU_IMPL(cuGraphAddMemAllocNode)
+(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n,
+ CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  if (out == nullptr || !LiveGraph(graph)) return CUDA_ERROR_INVALID_VALUE;
+  return MakeAndAdd(out, graph, deps, n, MemAllocNode, params);
+}
+
+RGPU_IMPL(cuGraphAddMemFreeNode)
+(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n, CUdeviceptr dptr) {
+  if (out == nullptr || !LiveGraph(graph)) return CUDA_ERROR_INVALID_VALUE;
+  return MakeAndAdd(out, graph, deps, n, MemFreeNode, dptr);
+}
+
+RGPU_IMPL(cuGraphMemAllocNodeGetParams)(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  CUgraph graph;
+  if (params == nullptr || !LiveNode(node, &graph) || node->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
+      node->allocation == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *params = {};
+  params->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params->poolProps.location.id = node->allocation->device();
+  params->bytesize = node->allocation->bytes();
+  params->dptr = node->allocation->dptr();
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuGraphMemFreeNodeGetParams)(CUgraphNode node, CUdeviceptr* dptr) {
+  CUgraph graph;
+  if (dptr == nullptr || !LiveNode(node, &graph) || node->type != CU_GRAPH_NODE_TYPE_MEM_FREE ||
+      node->allocation == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *dptr = node->allocation->dptr();
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuDeviceGetGraphMemAttribute)(CUdevice dev, CUgraphMem_attribute attr, void* value) {
+  if (CUresult r = ClientState::Get().CheckInitialized(); r != CUDA_SUCCESS) return r;
+  if (value == nullptr || dev < 0 || dev >= ClientState::Get().device_count()) {
+    return dev < 0 || dev >= ClientState::Get().device_count() ? CUDA_ERROR_INVALID_DEVICE
+                                                               : CUDA_ERROR_INVALID_VALUE;
+  }
+  const rgpu::client::GraphMemoryFigures f = rgpu::client::GraphMemory(dev);
+  cuuint64_t* out = static_cast<cuuint64_t*>(value);
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+      *out = f.used;
+      return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      *out = f.used_high;
+      return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      *out = f.reserved;
+      return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      *out = f.reserved_high;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+RGPU_IMPL(cuDeviceSetGraphMemAttribute)(CUdevice dev, CUgraphMem_attribute attr, void* value) {
+  if (CUresult r = ClientState::Get().CheckInitialized(); r != CUDA_SUCCESS) return r;
+  if (dev < 0 || dev >= ClientState::Get().device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  // Only the high-water marks can be set, and only to 0 (a reset to the current figures).
+  if (value == nullptr || *static_cast<cuuint64_t*>(value) != 0 ||
+      (attr != CU_GRAPH_MEM_ATTR_USED_MEM_HIGH && attr != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  rgpu::client::ResetGraphMemoryHighs(dev);
+  return CUDA_SUCCESS;
+}
+
+// Graph memory is held only by the graph allocations that exist (each has its own memory, kept
+// for its graphs): there is no unused graph memory to release.
+RGPU_IMPL(cuDeviceGraphMemTrim)(CUdevice dev) {
+  if (CUresult r = ClientState::Get().CheckInitialized(); r != CUDA_SUCCESS) return r;
+  return dev < 0 || dev >= ClientState::Get().device_count() ? CUDA_ERROR_INVALID_DEVICE
+                                                             : CUDA_SUCCESS;
+}
+
 // The generic form: the node types above by their parameters; others are not supported.
 RGPU_IMPL(cuGraphAddNode_v2)
 (CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges, size_t n,
@@ -306,6 +434,12 @@ RGPU_IMPL(cuGraphAddNode_v2)
       break;
     case CU_GRAPH_NODE_TYPE_GRAPH:
       r = ChildNode(params->graph.graph, &node);
+      break;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+      r = MemAllocNode(reinterpret_cast<CUDA_MEM_ALLOC_NODE_PARAMS*>(&params->alloc), &node);
+      break;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      r = MemFreeNode(params->free.dptr, &node);
       break;
     default:
       RGPU_LOG_WARN("cuGraphAddNode: node type %d is not supported yet",

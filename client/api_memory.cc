@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "client/graph_memory.h"
 #include "client/impl.h"
 #include "client/memory_map.h"
 
@@ -56,7 +57,9 @@ RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
   }
   // Stream-ordered on the server after everything posted before it, as the driver's free waits
   // for the work using the memory; the range is checked above, so the server's answer can only
-  // be a failure of earlier work, which the next synchronizing call reports.
+  // be a failure of earlier work, which the next synchronizing call reports. A graph allocation
+  // freed here is gone for its graph too.
+  rgpu::client::ForgetGraphAllocation(dptr);
   Memory().Erase(dptr);
   return Server().Post<calls::MemFree>(ctx->remote, {.dptr = dptr});
 }

@@ -3,13 +3,14 @@
 // and charges what a pool reserves to the tenant's quota; here a CUmemoryPool is a handle naming
 // one, and each device's current pool is this process's state, as in the driver. Pools hold
 // device memory of one device; host-located pools and shareable (IPC) handles are refused with
-// CUDA_ERROR_NOT_SUPPORTED. Allocation while a stream is capturing (graph memory nodes) is not
-// supported yet and is refused the same way.
+// CUDA_ERROR_NOT_SUPPORTED. Allocation while a stream is capturing makes a graph memory node
+// (client/graph_memory.h).
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 
+#include "client/graph_memory.h"
 #include "client/impl.h"
 #include "client/memory_map.h"
 
@@ -113,8 +114,23 @@ CUresult StreamOfPoolCall(CUstream stream, const char* what, CUctx_st** ctx, uin
   return CUDA_SUCCESS;
 }
 
+// True when `stream` is capturing into a graph.
+bool Capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return rgpu_impl_cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 CUresult AllocFrom(CUdeviceptr* dptr, size_t bytes, CUmemPoolHandle_st* pool, CUstream stream) {
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (Capturing(stream)) {
+    // A graph memory node: the graph's allocation, made now (client/graph_memory.h).
+    std::shared_ptr<rgpu::client::GraphAllocation> a;
+    if (CUresult r = rgpu::client::GraphAllocation::Make(bytes, &a); r != CUDA_SUCCESS) return r;
+    *dptr = a->dptr();
+    rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEM_ALLOC, [a](CUstream) { return a->Begin(); });
+    return CUDA_SUCCESS;
+  }
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
   CUresult r = StreamOfPoolCall(stream, "stream-ordered allocation", &ctx, &remote_stream);
@@ -282,6 +298,13 @@ RGPU_IMPL(cuMemAllocFromPoolAsync)
 RGPU_SAME_AS(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)
 
 RGPU_IMPL(cuMemFreeAsync)(CUdeviceptr dptr, CUstream stream) {
+  if (Capturing(stream)) {
+    std::shared_ptr<rgpu::client::GraphAllocation> a = rgpu::client::FindGraphAllocation(dptr);
+    if (a != nullptr) {
+      rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEM_FREE, [a](CUstream) { return a->End(); });
+      return CUDA_SUCCESS;
+    }
+  }
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
   CUresult r = StreamOfPoolCall(stream, "stream-ordered free", &ctx, &remote_stream);

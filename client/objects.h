@@ -130,6 +130,7 @@ struct CUstream_st {
 };
 
 namespace rgpu::client {
+class GraphAllocation;  // client/graph_memory.h
 // A kernel node's launch, as cuGraphAddKernelNode took it: the function, its shape and its
 // arguments packed by value (kernelParams points into them for cuGraphKernelNodeGetParams).
 // Immutable once made; setting new parameters makes a new one.
@@ -152,6 +153,8 @@ struct CUgraphNode_st {
   bool destroyed = false;
   std::shared_ptr<const rgpu::client::GraphKernel> kernel;  // kernel nodes added as nodes
   const CUgraphNode_st* origin = nullptr;  // in an executable graph: the node it came from
+  // Memory alloc and free nodes: their allocation, kept while any graph holds the node.
+  std::shared_ptr<rgpu::client::GraphAllocation> allocation;
 };
 
 namespace rgpu::client {
