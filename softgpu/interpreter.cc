@@ -189,7 +189,9 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   block_.memory = launch.memory;
   block_.owner = launch.owner;
   block_.shared = shared_.data();
-  block_.shared_size = fn.shared_bytes + launch.dynamic_shared;
+  // Dynamic shared memory starts at the static variables' end rounded up to 16 bytes (the decoder's
+  // extern .shared base): the block's shared memory runs to its end.
+  block_.shared_size = (fn.shared_bytes + 15) / 16 * 16 + launch.dynamic_shared;
   block_.dynamic_shared_size = launch.dynamic_shared;
   block_.params = launch.params;
   block_.param_size = launch.param_size;

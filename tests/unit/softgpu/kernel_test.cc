@@ -84,6 +84,22 @@ TEST_F(KernelTest, DynamicSharedMemoryAnd2DBlocks) {
   }
 }
 
+TEST_F(KernelTest, DynamicSharedMemoryAfterAnUnalignedStaticVariable) {
+  const int threads = 128;
+  std::vector<float> in(threads);
+  std::iota(in.begin(), in.end(), 1.0f);
+  CUdeviceptr din = Upload(in), dout;
+  CU_ASSERT_OK(cuMemAlloc(&dout, threads * sizeof(float)));
+  void* args[] = {&din, &dout};
+  // Exactly the dynamic array's size: its last element lies past static + dynamic bytes
+  // unless the block's shared memory counts the alignment gap.
+  CU_ASSERT_OK(cuLaunchKernel(Function("dynamic_after_static"), 1, 1, 1, threads, 1, 1,
+                              threads * sizeof(float), nullptr, args, nullptr));
+  CU_ASSERT_OK(cuCtxSynchronize());
+  std::vector<float> out = Download<float>(dout, threads);
+  for (int t = 0; t < threads; ++t) EXPECT_EQ(out[t], in[threads - 1 - t] + in[0]);
+}
+
 TEST_F(KernelTest, Atomics) {
   const int blocks = 8, threads = 128, total = blocks * threads;
   std::vector<int> ints = {0, -1, 1, 0, 0, 0};

@@ -41,6 +41,18 @@ extern "C" __global__ void block_sum_dynamic(const int* in, int* out) {
   }
 }
 
+// Dynamic shared memory after a static variable whose size is not a multiple of 16: the dynamic
+// array starts 16-byte aligned, and all of it is usable (threadFenceReduction's layout).
+extern "C" __global__ void dynamic_after_static(const float* in, float* out) {
+  __shared__ char tag;  // 1 byte of static shared memory
+  extern __shared__ float after[];
+  const unsigned t = threadIdx.x;
+  if (t == 0) tag = static_cast<char>(in[0]);
+  after[t] = in[t];
+  __syncthreads();
+  out[t] = after[blockDim.x - 1 - t] + tag;
+}
+
 extern "C" __global__ void atomics(int* ints, unsigned* uints, float* floats,
                                    unsigned long long* u64, double* doubles) {
   __shared__ int shared_count;
