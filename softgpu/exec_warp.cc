@@ -46,7 +46,10 @@ void Shfl(Warp& w, const Insn& in, uint32_t mask) {
         break;
     }
     if (!ok) j = lane;
-    d[l] = static_cast<uint32_t>(src[j & 31]);
+    // A source lane that does not take part in this shfl (inactive, or outside the member
+    // mask) has no value to give: the result is undefined, and GPUs give 0, which code such as
+    // NVIDIA's reduction sample (a shuffle tree over a ballot of the active lanes) relies on.
+    d[l] = (mask >> (j & 31)) & 1u ? static_cast<uint32_t>(src[j & 31]) : 0;
     if (ok) valid |= 1u << l;
   });
   if (in.a[5] != kNoOperand) {

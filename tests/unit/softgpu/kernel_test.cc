@@ -100,6 +100,15 @@ TEST_F(KernelTest, DynamicSharedMemoryAfterAnUnalignedStaticVariable) {
   for (int t = 0; t < threads; ++t) EXPECT_EQ(out[t], in[threads - 1 - t] + in[0]);
 }
 
+TEST_F(KernelTest, ShuffleFromLanesOutsideTheMembersGivesZero) {
+  std::vector<int> in(32);
+  std::iota(in.begin(), in.end(), 1);
+  CUdeviceptr din = Upload(in), dout;
+  CU_ASSERT_OK(cuMemAlloc(&dout, 33 * sizeof(int)));
+  CU_ASSERT_OK(Launch(Function("partial_warp_sum"), 1, 32, {&din, &dout}));
+  EXPECT_EQ(Download<int>(dout, 1)[0], 1 + 2 + 3 + 4 + 5 + 6 + 7 + 8);
+}
+
 TEST_F(KernelTest, Atomics) {
   const int blocks = 8, threads = 128, total = blocks * threads;
   std::vector<int> ints = {0, -1, 1, 0, 0, 0};

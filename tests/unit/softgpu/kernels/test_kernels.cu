@@ -53,6 +53,20 @@ extern "C" __global__ void dynamic_after_static(const float* in, float* out) {
   out[t] = after[blockDim.x - 1 - t] + tag;
 }
 
+// A shuffle tree over only the first 8 lanes (a ballot of them as the mask), as NVIDIA's reduction
+// sample ends its reduction: sources outside those lanes give 0, so lane 0 sums lanes 0..7.
+extern "C" __global__ void partial_warp_sum(const int* in, int* out) {
+  const unsigned lane = threadIdx.x;
+  int v = in[lane];
+  if (lane >= 8) v *= 1000;  // what lanes 8..31 hold when they sit the tree out
+  out[1 + lane] = v;         // (computed by every lane, before the branch)
+  const unsigned members = __ballot_sync(0xffffffffu, lane < 8);
+  if (lane < 8) {
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(members, v, offset);
+    if (lane == 0) out[0] = v;
+  }
+}
+
 extern "C" __global__ void atomics(int* ints, unsigned* uints, float* floats,
                                    unsigned long long* u64, double* doubles) {
   __shared__ int shared_count;
