@@ -1,15 +1,19 @@
-// cuGetExportTable: the private tables NVIDIA's runtime requires from the driver, as recorded in
-// ../shared/notes/cuda-driver-contract.md. Slots whose purpose is known are implemented; every
-// other slot of a table the runtime requires points to a function that logs its table and index
-// and returns CUDA_ERROR_NOT_SUPPORTED, so an unexpected call is visible instead of a crash.
+// cuGetExportTable: the private tables NVIDIA's runtime and libraries (cuBLAS, cuBLASLt, cuFFT)
+// require from the driver, as recorded in ../docs/export_tables.md. Slots whose purpose is known
+// are implemented; every other slot of a table handed out points to a function that logs its
+// table and index and returns CUDA_ERROR_NOT_SUPPORTED, so an unexpected call is visible instead
+// of a crash.
 #include <pthread.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cstdarg>
 #include <cstring>
 #include <ctime>
+#include <utility>
 
+#include "client/client_state.h"
 #include "client/context_storage.h"
 #include "client/impl.h"
 #include "client/integrity_check.h"
@@ -24,7 +28,8 @@ using Slot = const void*;
 template <int kTable, int kIndex>
 CUresult UnknownSlot() {
   static const char* const kNames[] = {"CUDART_INTERFACE", "TOOLS_RUNTIME_CALLBACK_HOOKS",
-                                       "TOOLS_TLS", "CONTEXT_CHECKS", "INTEGRITY_CHECK"};
+                                       "TOOLS_TLS",        "CONTEXT_CHECKS",
+                                       "INTEGRITY_CHECK",  "CONTEXT_IDENTITY"};
   static std::atomic<bool> reported{false};
   if (!reported.exchange(true, std::memory_order_relaxed)) {
     RGPU_LOG_WARN("export table %s slot %d called; not implemented", kNames[kTable], kIndex);
@@ -82,11 +87,80 @@ Slot kRuntimeCallbackHooks[7] = {reinterpret_cast<Slot>(7 * sizeof(void*)),
                                  reinterpret_cast<Slot>(&HookBuffer6)};
 
 // ---- TOOLS_TLS ----
-// cudart never calls these. cuBLASLt calls [2](void** out) during cublasLtMatmulAlgoGetHeuristic
-// and, when it fails, goes on without what it would have looked up (observed: a non-zero result
-// makes the caller return at once; what [2] hands out on a GPU is not known yet, so it refuses).
-Slot kToolsTls[4] = {reinterpret_cast<Slot>(4 * sizeof(void*)), UNKNOWN(2, 1), UNKNOWN(2, 2),
-                     UNKNOWN(2, 3)};
+// cudart never calls these. cuBLASLt calls [2](CUcontext* out) before each kernel-registry
+// lookup (cublasLtMatmulAlgoGetHeuristic, every cuBLAS call that launches) and passes what it
+// gets to CONTEXT_IDENTITY[4]: the calling thread's current context. Without one it refuses
+// (CUDA_ERROR_INVALID_CONTEXT, *out = NULL), since cuBLASLt has nothing to look up then.
+CUresult ToolsTlsCurrentContext(CUcontext* out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = nullptr;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx = rgpu::client::CurrentContext();
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = ctx;
+  return CUDA_SUCCESS;
+}
+Slot kToolsTls[4] = {reinterpret_cast<Slot>(4 * sizeof(void*)), UNKNOWN(2, 1),
+                     reinterpret_cast<Slot>(&ToolsTlsCurrentContext), UNKNOWN(2, 3)};
+
+// ---- CONTEXT_IDENTITY ----
+// cuBLAS, cuBLASLt and cuFFT ask for this table at cublasCreate/cufftPlan*. cuBLASLt keys its
+// per-context kernel registry by [4](CUcontext, unsigned long long* id), the context's unique id
+// (cuCtxGetId's), called with TOOLS_TLS[2]'s answer; cuBLAS level-1 calls that return a scalar
+// (cublasSdot) turn the handle's stream into the driver's stream object with
+// [51](CUcontext, CUstream, void** out, int per_thread) and take its id with
+// [39](CUcontext, void* object, unsigned long long* id) (cuStreamGetId's). The size word says five
+// slots: cuBLASLt checks it before using [4] (with fewer it does not use the table and every
+// cuBLAS call fails) but calls [39] and [51] without looking at it. The storage behind it is
+// padded with refusing slots, so a caller that reads past the size word is refused, not crashed.
+extern "C" CUresult rgpu_impl_cuCtxGetId(CUcontext ctx, unsigned long long* id);
+CUresult ContextIdentity(CUcontext ctx, unsigned long long* id) {
+  return rgpu_impl_cuCtxGetId(ctx, id);
+}
+// [51]: the stream object behind a handle: the stream itself, the calling thread's per-thread
+// stream for CU_STREAM_PER_THREAD (or NULL when per_thread is set), CU_STREAM_LEGACY for the
+// legacy default stream (rgpu has no object for it; the handle names it in every call).
+CUresult ContextStreamObject(CUcontext ctx, CUstream stream, void** out, int per_thread) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = nullptr;
+  CUctx_st* owner = nullptr;
+  uint64_t remote = 0;
+  CUresult r = rgpu::client::ResolveStream(stream, &owner, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx != nullptr && owner != ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream == CU_STREAM_PER_THREAD || (stream == nullptr && per_thread != 0)) {
+    CUstream own = nullptr;
+    r = rgpu::client::PerThreadStream(owner, &own);
+    if (r != CUDA_SUCCESS) return r;
+    *out = own;
+  } else if (rgpu::client::IsSpecialStream(stream)) {
+    *out = CU_STREAM_LEGACY;
+  } else {
+    *out = stream;
+  }
+  return CUDA_SUCCESS;
+}
+extern "C" CUresult rgpu_impl_cuStreamGetId(CUstream s, unsigned long long* id);
+// [39]: the unique id of a stream object [51] handed out.
+CUresult ContextStreamId(CUcontext ctx, CUstream stream, unsigned long long* id) {
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* owner = nullptr;
+  uint64_t remote = 0;
+  CUresult r = rgpu::client::ResolveStream(stream, &owner, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  if (ctx != nullptr && owner != ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  return rgpu_impl_cuStreamGetId(stream, id);
+}
+template <size_t... I>
+std::array<Slot, sizeof...(I)> ContextIdentityTable(std::index_sequence<I...>) {
+  return {reinterpret_cast<Slot>(I == 0    ? reinterpret_cast<void*>(5 * sizeof(void*))
+                                 : I == 4  ? reinterpret_cast<void*>(&ContextIdentity)
+                                 : I == 39 ? reinterpret_cast<void*>(&ContextStreamId)
+                                 : I == 51 ? reinterpret_cast<void*>(&ContextStreamObject)
+                                           : reinterpret_cast<void*>(&UnknownSlot<5, int(I)>))...};
+}
+const std::array<Slot, 96> kContextIdentity = ContextIdentityTable(std::make_index_sequence<96>{});
 
 // ---- context local storage (no size word) ----
 CUresult ClsPut(CUcontext ctx, void* key, void* value, void (*dtor)(CUcontext, void*, void*)) {
@@ -192,6 +266,10 @@ const TableEntry kTables[] = {
       0xf2},
      kIntegrityCheck,
      "INTEGRITY_CHECK"},
+    {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8,
+      0xf2},
+     kContextIdentity.data(),
+     "CONTEXT_IDENTITY"},
 };
 
 }  // namespace

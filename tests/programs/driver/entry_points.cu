@@ -2,7 +2,8 @@
 // say so: the profiler calls behave as on a driver with no profiler attached, the pre-3.2 ABI
 // names resolve, and a pointer cuGetProcAddress hands out for an entry point rgpu does not
 // implement returns CUDA_ERROR_NOT_SUPPORTED (naming itself once at RGPU_LOG=warn; the e2e test
-// checks stderr) while a name no driver has stays NOT_FOUND; export tables have no null slots.
+// checks stderr) while a name no driver has stays NOT_FOUND; export tables have no null slots
+// and their known slots answer as the driver's do.
 #include <cudaProfiler.h>
 #include <dlfcn.h>
 
@@ -53,8 +54,10 @@ int main() {
                                &found) == CUDA_ERROR_NOT_FOUND);
   EXPECT_TRUE(none == nullptr && found == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
 
-  // Every slot of an export table NVIDIA's libraries use points to a function: TOOLS_TLS's
-  // (cuBLASLt calls slot 2) refuse rather than being null.
+  // Every slot of an export table NVIDIA's libraries use points to a function (docs/
+  // export_tables.md). TOOLS_TLS[2] hands out the current context; CONTEXT_IDENTITY[4] its id,
+  // [51] the stream object behind a handle and [39] that stream's id, as cuCtxGetId and
+  // cuStreamGetId report them; an unknown slot refuses.
   const unsigned char tools_tls_bytes[16] = {0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47,
                                              0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc};
   CUuuid tools_tls;
@@ -64,9 +67,52 @@ int main() {
   const void* const* slots = static_cast<const void* const*>(table);
   EXPECT_TRUE(reinterpret_cast<size_t>(slots[0]) == 4 * sizeof(void*));
   for (int i = 1; i < 4; ++i) EXPECT_TRUE(slots[i] != nullptr);
-  void* out = nullptr;
-  EXPECT_TRUE(reinterpret_cast<CUresult (*)(void**)>(const_cast<void*>(slots[2]))(&out) !=
-              CUDA_SUCCESS);
+  auto current = reinterpret_cast<CUresult (*)(CUcontext*)>(const_cast<void*>(slots[2]));
+  CUcontext got = nullptr;
+  CHECK(current(&got));
+  EXPECT_TRUE(got == ctx);
+  EXPECT_TRUE(reinterpret_cast<CUresult (*)()>(const_cast<void*>(slots[1]))() ==
+              CUDA_ERROR_NOT_SUPPORTED);
+
+  const unsigned char identity_bytes[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+                                            0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+  CUuuid identity;
+  memcpy(identity.bytes, identity_bytes, sizeof identity.bytes);
+  CHECK(cuGetExportTable(&table, &identity));
+  slots = static_cast<const void* const*>(table);
+  EXPECT_TRUE(reinterpret_cast<size_t>(slots[0]) == 5 * sizeof(void*));
+  for (int i = 1; i < 96; ++i) EXPECT_TRUE(slots[i] != nullptr);
+  unsigned long long id = 0, want_id = 0;
+  CHECK(reinterpret_cast<CUresult (*)(CUcontext, unsigned long long*)>(const_cast<void*>(slots[4]))(
+      ctx, &id));
+  CHECK(cuCtxGetId(ctx, &want_id));
+  EXPECT_TRUE(id == want_id);
+  using StreamObject = CUresult (*)(CUcontext, CUstream, void**, int);
+  using StreamId = CUresult (*)(CUcontext, void*, unsigned long long*);
+  auto stream_object = reinterpret_cast<StreamObject>(const_cast<void*>(slots[51]));
+  auto stream_id = reinterpret_cast<StreamId>(const_cast<void*>(slots[39]));
+  CUstream stream;
+  CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  void* object = nullptr;
+  CHECK(stream_object(ctx, stream, &object, 0));
+  EXPECT_TRUE(object == stream);
+  CHECK(stream_id(ctx, object, &id));
+  CHECK(cuStreamGetId(stream, &want_id));
+  EXPECT_TRUE(id == want_id);
+  CHECK(stream_object(ctx, nullptr, &object, 0));  // the legacy default stream
+  EXPECT_TRUE(object == CU_STREAM_LEGACY);
+  EXPECT_TRUE(stream_object(ctx, reinterpret_cast<CUstream>(&id), &object, 0) ==
+              CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuStreamDestroy(stream));
+  EXPECT_TRUE(reinterpret_cast<CUresult (*)()>(const_cast<void*>(slots[5]))() ==
+              CUDA_ERROR_NOT_SUPPORTED);
+
+  // Without a current context TOOLS_TLS[2] refuses.
+  CUcontext popped = nullptr;
+  CHECK(cuCtxPopCurrent(&popped));
+  got = ctx;
+  EXPECT_TRUE(current(&got) == CUDA_ERROR_INVALID_CONTEXT && got == nullptr);
+  CHECK(cuCtxPushCurrent(popped));
 
   CHECK(cuCtxDestroy(ctx));
   printf("entry_points: OK\n");
