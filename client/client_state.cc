@@ -21,6 +21,25 @@ namespace rgpu::client {
 namespace {
 std::atomic<ClientState*> created_state{nullptr};
 
+// The program's setenv (its own libc's, not the one in this runtime's private namespace), handed
+// over by the interposer; nullptr when the runtime was loaded some other way (then this
+// runtime's own setenv is the program's).
+using SetenvFn = int (*)(const char*, const char*, int);
+std::atomic<SetenvFn> program_setenv{nullptr};
+
+// The software GPU runs only PTX: it ignores SASS, as a driver does with CUDA_FORCE_PTX_JIT=1.
+// NVIDIA's libraries read that variable to choose their kernels (cuBLASLt, at cublasCreate,
+// picks kernels that carry PTX instead of SASS-only ones for the device's architecture), so the
+// program is told so, unless it set the variable itself. Runs inside cuInit, before any library
+// can have read it.
+void AnnouncePtxOnly() {
+  SetenvFn set = program_setenv.load(std::memory_order_acquire);
+  if (set == nullptr) set = &::setenv;
+  if (set("CUDA_FORCE_PTX_JIT", "1", /*overwrite=*/0) == 0) {
+    RGPU_LOG_INFO("software GPU: CUDA_FORCE_PTX_JIT=1 for the program's libraries, unless set");
+  }
+}
+
 // Runs when the process exits (or the library is unloaded), before the transport libraries'
 // own destructors: a batch still waiting for its delay leaves now, from this thread, instead of
 // from the delay thread while UCX is being torn down.
@@ -28,6 +47,12 @@ __attribute__((destructor)) void StopBatchingAtUnload() {
   if (ClientState* state = created_state.load()) state->StopBatching();
 }
 }  // namespace
+
+// Called by the interposer right after it loads this runtime: the program's own setenv.
+extern "C" __attribute__((visibility("default"))) void rgpu_client_set_program_setenv(
+    int (*fn)(const char*, const char*, int)) {
+  program_setenv.store(fn, std::memory_order_release);
+}
 
 ClientState& ClientState::Get() {
   // Never destroyed: the tenant's exit handlers may still call into the driver.
@@ -96,6 +121,7 @@ CUresult ClientState::Initialize() {
   }
   RGPU_LOG_INFO("connected to %s (%s backend, %zu device(s), session %llu)", url,
                 w.backend().c_str(), devices_.size(), (unsigned long long)w.session_id());
+  if (w.backend() == "softgpu") AnnouncePtxOnly();
   if (LogEnabled(LogLevel::kDebug)) {
     RGPU_LOG_DEBUG("transport: %s", connection_->DescribeTransport().c_str());
   }

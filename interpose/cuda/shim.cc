@@ -55,10 +55,18 @@ void LoadRuntime() {
                                           reinterpret_cast<void*>(&LoadRuntime), "client runtime");
   // cuGetProcAddress hands out these for the entry points the runtime lacks, so a program that
   // finds them that way is answered (and told) exactly as one that calls them by name.
+  // The runtime's libc is a private copy with its own environment: what it must set for the
+  // program's libraries to read (CUDA_FORCE_PTX_JIT on the software GPU) goes through this
+  // library's setenv, which is the program's.
   using Setter = void (*)(void* const*, size_t);
+  using SetenvSetter = void (*)(int (*)(const char*, const char*, int));
   if (g_runtime != nullptr) {
     if (auto set = reinterpret_cast<Setter>(dlsym(g_runtime, "rgpu_client_set_face_entries"))) {
       set(kFaceEntries, kEntryCount);
+    }
+    if (auto set =
+            reinterpret_cast<SetenvSetter>(dlsym(g_runtime, "rgpu_client_set_program_setenv"))) {
+      set(&setenv);
     }
   }
 }
