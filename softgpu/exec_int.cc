@@ -418,6 +418,27 @@ void Prmt(Warp& w, const Insn& in, uint32_t mask) {
   });
 }
 
+// bmsk d, a, b: a 32-bit mask of b bits starting at bit a. .wrap takes a and b modulo 32;
+// .clamp limits them to 32 (a start at 32 or above gives 0); bits past 31 are dropped.
+template <bool kClamp>
+void Bmsk(Warp& w, const Insn& in, uint32_t mask) {
+  uint64_t* d = w.R(in.a[0]);
+  const uint64_t* a = w.R(in.a[1]);
+  const uint64_t* b = w.R(in.a[2]);
+  ForLanes(mask, [&](uint32_t l) {
+    uint32_t start = Get<uint32_t>(a[l]), width = Get<uint32_t>(b[l]);
+    if constexpr (kClamp) {
+      start = std::min<uint32_t>(start, 32);
+      width = std::min<uint32_t>(width, 32);
+    } else {
+      start &= 31;
+      width &= 31;
+    }
+    const uint64_t bits = width >= 32 ? 0xffffffffull : (uint64_t{1} << width) - 1;
+    d[l] = Put(static_cast<uint32_t>(start >= 32 ? 0 : bits << start));
+  });
+}
+
 template <bool kLeft, bool kClamp>
 void Shf(Warp& w, const Insn& in, uint32_t mask) {
   uint64_t* d = w.R(in.a[0]);
@@ -715,6 +736,10 @@ Handler IntHandler(IntOp op, Type t) {
       return t == Type::kB32 ? &Shf<false, false> : nullptr;
     case IntOp::kShfRClamp:
       return t == Type::kB32 ? &Shf<false, true> : nullptr;
+    case IntOp::kBmskWrap:
+      return t == Type::kB32 ? &Bmsk<false> : nullptr;
+    case IntOp::kBmskClamp:
+      return t == Type::kB32 ? &Bmsk<true> : nullptr;
     case IntOp::kAddCC:
       return CarryByType<CarryKind::kAdd, false, true>(t);
     case IntOp::kAddC:

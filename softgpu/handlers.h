@@ -57,6 +57,8 @@ enum class IntOp : uint8_t {
   kShfLClamp,
   kShfRWrap,
   kShfRClamp,
+  kBmskWrap,  // bmsk.wrap.b32 / bmsk.clamp.b32: a mask of b bits from bit a
+  kBmskClamp,
   // Extended-precision: a4 = carry-flag register (a hidden per-function register).
   kAddCC,
   kAddC,

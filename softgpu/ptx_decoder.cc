@@ -2051,6 +2051,9 @@ bool FunctionDecoder::DecodeArith(const ptx::Instruction& src, const Mods& m) {
       const bool clamp = m.Has("clamp");
       op = left ? (clamp ? IntOp::kShfLClamp : IntOp::kShfLWrap)
                 : (clamp ? IntOp::kShfRClamp : IntOp::kShfRWrap);
+    } else if (b == "bmsk") {
+      nsrc = 2;
+      op = m.Has("clamp") ? IntOp::kBmskClamp : IntOp::kBmskWrap;
     } else if (b == "dp4a" || b == "dp2a") {
       nsrc = 3;
       op = b == "dp4a" ? IntOp::kDp4a : (m.Has("hi") ? IntOp::kDp2aHi : IntOp::kDp2aLo);

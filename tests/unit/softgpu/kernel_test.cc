@@ -109,6 +109,30 @@ TEST_F(KernelTest, ShuffleFromLanesOutsideTheMembersGivesZero) {
   EXPECT_EQ(Download<int>(dout, 1)[0], 1 + 2 + 3 + 4 + 5 + 6 + 7 + 8);
 }
 
+TEST_F(KernelTest, BitMasks) {
+  const std::vector<unsigned> a = {0, 4, 28, 31, 32, 33, 0, 8, 40};
+  const std::vector<unsigned> b = {8, 4, 8, 1, 4, 2, 32, 40, 33};
+  const int n = static_cast<int>(a.size());
+  CUdeviceptr da = Upload(a), db = Upload(b), dw, dc;
+  CU_ASSERT_OK(cuMemAlloc(&dw, n * sizeof(unsigned)));
+  CU_ASSERT_OK(cuMemAlloc(&dc, n * sizeof(unsigned)));
+  CU_ASSERT_OK(Launch(Function("bit_masks"), 1, 32, {&da, &db, &dw, &dc, const_cast<int*>(&n)}));
+  const std::vector<unsigned> wrap = Download<unsigned>(dw, n), clamp = Download<unsigned>(dc, n);
+  auto expect = [](unsigned start, unsigned width) -> unsigned {
+    const uint64_t bits = width >= 32 ? 0xffffffffull : (uint64_t{1} << width) - 1;
+    return start >= 32 ? 0u : static_cast<unsigned>(bits << start);
+  };
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(wrap[i], expect(a[i] & 31, b[i] & 31)) << "wrap " << a[i] << "," << b[i];
+    EXPECT_EQ(clamp[i], expect(std::min(a[i], 32u), std::min(b[i], 32u)))
+        << "clamp " << a[i] << "," << b[i];
+  }
+  EXPECT_EQ(clamp[0], 0xffu);
+  EXPECT_EQ(clamp[2], 0xf0000000u);  // bits past 31 are dropped
+  EXPECT_EQ(clamp[4], 0u);           // a start at 32
+  EXPECT_EQ(wrap[5], 0x6u);          // 33 wraps to 1
+}
+
 TEST_F(KernelTest, Atomics) {
   const int blocks = 8, threads = 128, total = blocks * threads;
   std::vector<int> ints = {0, -1, 1, 0, 0, 0};

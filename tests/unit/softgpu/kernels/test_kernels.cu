@@ -67,6 +67,18 @@ extern "C" __global__ void partial_warp_sum(const int* in, int* out) {
   }
 }
 
+// bmsk (cub's radix sort uses it): masks of b bits from bit a, wrapped and clamped.
+extern "C" __global__ void bit_masks(const unsigned* a, const unsigned* b, unsigned* wrap,
+                                     unsigned* clamp, int n) {
+  int i = threadIdx.x;
+  if (i >= n) return;
+  unsigned w, c;
+  asm("bmsk.wrap.b32 %0, %1, %2;" : "=r"(w) : "r"(a[i]), "r"(b[i]));
+  asm("bmsk.clamp.b32 %0, %1, %2;" : "=r"(c) : "r"(a[i]), "r"(b[i]));
+  wrap[i] = w;
+  clamp[i] = c;
+}
+
 extern "C" __global__ void atomics(int* ints, unsigned* uints, float* floats,
                                    unsigned long long* u64, double* doubles) {
   __shared__ int shared_count;
