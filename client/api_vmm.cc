@@ -32,7 +32,7 @@ struct MappedRange {
   uint64_t size = 0;
   CUmemGenericAllocationHandle handle = 0;
   bool accessible = false;
-  CUctx_st* ctx = nullptr;
+  int device = 0;  // of the context it was mapped in
 };
 
 struct Vmm {
@@ -155,7 +155,7 @@ RGPU_IMPL(cuMemMap)
   if (r != CUDA_SUCCESS) return r;
   Vmm& v = State();
   std::lock_guard<std::mutex> lock(v.mu);
-  v.mappings[ptr] = MappedRange{size, handle, false, ctx};
+  v.mappings[ptr] = MappedRange{size, handle, false, ctx->device};
   return CUDA_SUCCESS;
 }
 
@@ -222,8 +222,8 @@ RGPU_IMPL(cuMemGetAccess)
   if (it == v.mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
   --it;
   if (ptr - it->first >= it->second.size) return CUDA_ERROR_INVALID_VALUE;
-  const bool here = location->type == CU_MEM_LOCATION_TYPE_DEVICE && it->second.ctx != nullptr &&
-                    location->id == it->second.ctx->device;
+  const bool here =
+      location->type == CU_MEM_LOCATION_TYPE_DEVICE && location->id == it->second.device;
   *flags = here && it->second.accessible ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
                                          : CU_MEM_ACCESS_FLAGS_PROT_NONE;
   return CUDA_SUCCESS;

@@ -42,6 +42,7 @@ CUresult GraphAllocation::Make(size_t bytes, std::shared_ptr<GraphAllocation>* o
   a->dptr_ = dptr;
   a->bytes_ = bytes;
   a->ctx_ = ctx;
+  a->device_ = ctx->device;
   a->generation_ = ctx->generation;
   {
     Registry& g = Graphs();
@@ -62,20 +63,19 @@ GraphAllocation::~GraphAllocation() {
   }
   const int state = state_.load();
   if (state == kFreedByProgram) return;
-  Count(ctx_->device, state == kLive ? -static_cast<int64_t>(bytes_) : 0,
-        -static_cast<int64_t>(bytes_));
+  Count(device_, state == kLive ? -static_cast<int64_t>(bytes_) : 0, -static_cast<int64_t>(bytes_));
   // The context may be gone (reset or destroyed): the memory went with it.
   if (CheckContext(ctx_) != CUDA_SUCCESS || ctx_->generation != generation_) return;
   Memory().Erase(dptr_);
   Server().Post<calls::MemFree>(ctx_->remote, {.dptr = dptr_});
 }
 
-int GraphAllocation::device() const { return ctx_->device; }
+int GraphAllocation::device() const { return device_; }
 
 CUresult GraphAllocation::Begin() {
   int expected = kIdle;
   if (state_.compare_exchange_strong(expected, kLive)) {
-    Count(ctx_->device, static_cast<int64_t>(bytes_), 0);
+    Count(device_, static_cast<int64_t>(bytes_), 0);
     return CUDA_SUCCESS;
   }
   RGPU_LOG_WARN("graph launch: the graph allocation at 0x%llx is %s",
@@ -88,7 +88,7 @@ CUresult GraphAllocation::Begin() {
 CUresult GraphAllocation::End() {
   int expected = kLive;
   if (!state_.compare_exchange_strong(expected, kIdle)) return CUDA_ERROR_INVALID_VALUE;
-  Count(ctx_->device, -static_cast<int64_t>(bytes_), 0);
+  Count(device_, -static_cast<int64_t>(bytes_), 0);
   return CUDA_SUCCESS;
 }
 
@@ -104,7 +104,7 @@ bool ForgetGraphAllocation(CUdeviceptr dptr) {
   if (a == nullptr) return false;
   const int state = a->state_.exchange(GraphAllocation::kFreedByProgram);
   if (state != GraphAllocation::kFreedByProgram) {
-    Count(a->ctx_->device, state == GraphAllocation::kLive ? -static_cast<int64_t>(a->bytes_) : 0,
+    Count(a->device_, state == GraphAllocation::kLive ? -static_cast<int64_t>(a->bytes_) : 0,
           -static_cast<int64_t>(a->bytes_));
   }
   return true;

@@ -39,7 +39,8 @@ class GraphAllocation {
   enum State { kIdle, kLive, kFreedByProgram };
   CUdeviceptr dptr_ = 0;
   size_t bytes_ = 0;
-  CUctx_st* ctx_ = nullptr;
+  CUctx_st* ctx_ = nullptr;  // checked to be live before use: the context may be gone
+  int device_ = 0;
   uint64_t generation_ = 0;
   std::atomic<int> state_{kIdle};
   friend bool ForgetGraphAllocation(CUdeviceptr dptr);
