@@ -225,9 +225,23 @@ CUresult Session::HandleMemAllocFromPool(CallState& cs, const MemAllocFromPoolIn
 CUresult Session::HandleMemFreeAsync(CallState& cs, const MemFreeAsyncIn& in,
                                      calls::MemFreeAsync::Results*) {
   auto it = allocations_.find(in.dptr);
-  if (it == allocations_.end() || it->second.pool == 0 || it->second.ctx != cs.ctx_id) {
-    cs.detail = "not a stream-ordered allocation of this context";
+  if (it == allocations_.end() || !it->second.freeable || it->second.ctx != cs.ctx_id) {
+    cs.detail = "not an allocation of this context";
     return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (it->second.pool == 0) {
+    // An ordinary allocation (cuMemAlloc) freed in stream order, as the driver allows (cuSPARSE
+    // does it): freed once the work before it on the stream is done.
+    if (CUresult r = drv_.cuStreamSynchronize(in.stream.stream); r != CUDA_SUCCESS) return r;
+    CUresult r;
+    {
+      auto change = DeviceMemoryChange();
+      r = drv_.cuMemFree(it->first);
+    }
+    if (r != CUDA_SUCCESS) return r;
+    Uncharge(it->second.size);
+    allocations_.erase(it);
+    return CUDA_SUCCESS;
   }
   PoolRecord* pool = pools_.Find(it->second.pool);
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
