@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client/impl.h"
+#include "common/array_format.h"
 
 using rgpu::client::ClientState;
 using rgpu::client::ObjectKind;
@@ -28,25 +29,6 @@ struct CUarray_st {
 };
 
 namespace {
-
-// Bytes of one channel of `format`; 0 for the formats rgpu does not forward.
-unsigned FormatBytes(CUarray_format format) {
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      return 4;
-    default:
-      return 0;
-  }
-}
 
 // Checks an array handle the program passed: live, and its context not reset since.
 CUresult CheckArray(CUarray array) {
@@ -67,7 +49,7 @@ CUresult CreateArray(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR& desc) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  if (FormatBytes(desc.Format) == 0) {
+  if (rgpu::ArrayFormatChannelBytes(desc.Format) == 0) {
     RGPU_LOG_WARN("cuArray3DCreate: array format %d is not supported",
                   static_cast<int>(desc.Format));
     return CUDA_ERROR_NOT_SUPPORTED;
@@ -460,6 +442,39 @@ Sampler* Find(std::map<unsigned long long, Sampler>& table, unsigned long long v
   return it == table.end() ? nullptr : &it->second;
 }
 
+// Forgets texture or surface `value` of `table` and has the server destroy it with `destroy`
+// (not when its context was reset or destroyed: it went with it).
+template <typename Destroy>
+CUresult DestroySampler(std::map<unsigned long long, Sampler>& table, unsigned long long value,
+                        Destroy destroy) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  Sampler sampler;
+  {
+    std::lock_guard<std::mutex> lock(State().mu);
+    Sampler* found = Find(table, value);
+    if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    sampler = *found;
+    table.erase(value);
+  }
+  if (rgpu::client::CheckContext(sampler.ctx) != CUDA_SUCCESS ||
+      sampler.generation != sampler.ctx->generation) {
+    return CUDA_SUCCESS;
+  }
+  return destroy(sampler.ctx);
+}
+
+// The resource descriptor texture or surface `value` was made with.
+CUresult ResourceOf(std::map<unsigned long long, Sampler>& table, unsigned long long value,
+                    CUDA_RESOURCE_DESC* out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(State().mu);
+  Sampler* found = Find(table, value);
+  if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = found->resource;
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 RGPU_IMPL(cuTexObjectCreate)
@@ -524,33 +539,13 @@ RGPU_IMPL(cuTexObjectCreate)
 }
 
 RGPU_IMPL(cuTexObjectDestroy)(CUtexObject texture) {
-  CUresult r = ClientState::Get().CheckInitialized();
-  if (r != CUDA_SUCCESS) return r;
-  Sampler sampler;
-  {
-    Samplers& s = State();
-    std::lock_guard<std::mutex> lock(s.mu);
-    Sampler* found = Find(s.textures, texture);
-    if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    sampler = *found;
-    s.textures.erase(texture);
-  }
-  // A texture whose context was reset or destroyed went with it.
-  if (rgpu::client::CheckContext(sampler.ctx) != CUDA_SUCCESS ||
-      sampler.generation != sampler.ctx->generation) {
-    return CUDA_SUCCESS;
-  }
-  return Server().Call<calls::TexObjectDestroy>(sampler.ctx->remote, {.texture = texture});
+  return DestroySampler(State().textures, texture, [texture](CUctx_st* ctx) {
+    return Server().Call<calls::TexObjectDestroy>(ctx->remote, {.texture = texture});
+  });
 }
 
 RGPU_IMPL(cuTexObjectGetResourceDesc)(CUDA_RESOURCE_DESC* out, CUtexObject texture) {
-  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Samplers& s = State();
-  std::lock_guard<std::mutex> lock(s.mu);
-  Sampler* found = Find(s.textures, texture);
-  if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *out = found->resource;
-  return CUDA_SUCCESS;
+  return ResourceOf(State().textures, texture, out);
 }
 
 RGPU_IMPL(cuTexObjectGetTextureDesc)(CUDA_TEXTURE_DESC* out, CUtexObject texture) {
@@ -589,30 +584,11 @@ RGPU_IMPL(cuSurfObjectCreate)(CUsurfObject* out, const CUDA_RESOURCE_DESC* res) 
 }
 
 RGPU_IMPL(cuSurfObjectDestroy)(CUsurfObject surface) {
-  CUresult r = ClientState::Get().CheckInitialized();
-  if (r != CUDA_SUCCESS) return r;
-  Sampler sampler;
-  {
-    Samplers& s = State();
-    std::lock_guard<std::mutex> lock(s.mu);
-    Sampler* found = Find(s.surfaces, surface);
-    if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    sampler = *found;
-    s.surfaces.erase(surface);
-  }
-  if (rgpu::client::CheckContext(sampler.ctx) != CUDA_SUCCESS ||
-      sampler.generation != sampler.ctx->generation) {
-    return CUDA_SUCCESS;
-  }
-  return Server().Call<calls::SurfObjectDestroy>(sampler.ctx->remote, {.surface = surface});
+  return DestroySampler(State().surfaces, surface, [surface](CUctx_st* ctx) {
+    return Server().Call<calls::SurfObjectDestroy>(ctx->remote, {.surface = surface});
+  });
 }
 
 RGPU_IMPL(cuSurfObjectGetResourceDesc)(CUDA_RESOURCE_DESC* out, CUsurfObject surface) {
-  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Samplers& s = State();
-  std::lock_guard<std::mutex> lock(s.mu);
-  Sampler* found = Find(s.surfaces, surface);
-  if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *out = found->resource;
-  return CUDA_SUCCESS;
+  return ResourceOf(State().surfaces, surface, out);
 }

@@ -412,29 +412,25 @@ CUresult Launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
     CUresult lr = rgpu::client::ResolveStream(s, &launch_ctx, &launch_stream);
     if (lr != CUDA_SUCCESS) return lr;
     if (launch_ctx != fn->ctx) return CUDA_ERROR_INVALID_HANDLE;
+    // The two launch operations take the same fields.
+    auto fill = [&](auto a) {
+      a.function = fn->remote;
+      a.grid_x = gx;
+      a.grid_y = gy;
+      a.grid_z = gz;
+      a.block_x = bx;
+      a.block_y = by;
+      a.block_z = bz;
+      a.shared_bytes = shmem;
+      a.stream = launch_stream;
+      return a;
+    };
     if (cooperative) {
-      return Server().Call<calls::LaunchCooperativeKernel>(launch_ctx->remote,
-                                                           {.function = fn->remote,
-                                                            .grid_x = gx,
-                                                            .grid_y = gy,
-                                                            .grid_z = gz,
-                                                            .block_x = bx,
-                                                            .block_y = by,
-                                                            .block_z = bz,
-                                                            .shared_bytes = shmem,
-                                                            .stream = launch_stream},
-                                                           nullptr, args.data(), args.size());
+      return Server().Call<calls::LaunchCooperativeKernel>(
+          launch_ctx->remote, fill(calls::LaunchCooperativeKernel::Args{}), nullptr, args.data(),
+          args.size());
     }
-    return Server().Post<calls::LaunchKernel>(launch_ctx->remote,
-                                              {.function = fn->remote,
-                                               .grid_x = gx,
-                                               .grid_y = gy,
-                                               .grid_z = gz,
-                                               .block_x = bx,
-                                               .block_y = by,
-                                               .block_z = bz,
-                                               .shared_bytes = shmem,
-                                               .stream = launch_stream},
+    return Server().Post<calls::LaunchKernel>(launch_ctx->remote, fill(calls::LaunchKernel::Args{}),
                                               args.data(), args.size());
   };
   if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_KERNEL, launch)) {

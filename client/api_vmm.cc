@@ -46,6 +46,14 @@ Vmm& State() {
   return *vmm;
 }
 
+// The mapping holding address `ptr` (v.mu held), or end.
+std::map<uint64_t, MappedRange>::iterator MappingAt(Vmm& v, uint64_t ptr) {
+  auto it = v.mappings.upper_bound(ptr);
+  if (it == v.mappings.begin()) return v.mappings.end();
+  --it;
+  return ptr - it->first < it->second.size ? it : v.mappings.end();
+}
+
 // The current context, which must be on the device `location` names.
 CUresult ContextFor(const CUmemLocation& location, CUctx_st** ctx) {
   if (location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
@@ -218,10 +226,8 @@ RGPU_IMPL(cuMemGetAccess)
   if (CUresult r = ClientState::Get().CheckInitialized(); r != CUDA_SUCCESS) return r;
   Vmm& v = State();
   std::lock_guard<std::mutex> lock(v.mu);
-  auto it = v.mappings.upper_bound(ptr);
-  if (it == v.mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
-  --it;
-  if (ptr - it->first >= it->second.size) return CUDA_ERROR_INVALID_VALUE;
+  auto it = MappingAt(v, ptr);
+  if (it == v.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
   const bool here =
       location->type == CU_MEM_LOCATION_TYPE_DEVICE && location->id == it->second.device;
   *flags = here && it->second.accessible ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
@@ -235,10 +241,8 @@ RGPU_IMPL(cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle* handle, voi
   const uint64_t ptr = reinterpret_cast<uintptr_t>(address);
   Vmm& v = State();
   std::lock_guard<std::mutex> lock(v.mu);
-  auto it = v.mappings.upper_bound(ptr);
-  if (it == v.mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
-  --it;
-  if (ptr - it->first >= it->second.size) return CUDA_ERROR_INVALID_VALUE;
+  auto it = MappingAt(v, ptr);
+  if (it == v.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
   auto h = v.handles.find(it->second.handle);
   // Released by the program but still mapped: the server released it too, so a retained handle
   // could not be mapped again; rgpu cannot hand it out.

@@ -230,6 +230,8 @@ class Session {
   CUresult RoomFor(CallState& cs, size_t count, uint32_t limit, const char* what);
   // Makes `ctx` current on this thread if it is not already.
   CUresult MakeCurrent(ContextRecord* ctx);
+  // Frees the ordinary allocation `it` (cuMemAlloc's) on the backend, uncharges and forgets it.
+  CUresult FreeAllocation(std::map<CUdeviceptr, Allocation>::iterator it);
   // Checks that [ptr, ptr+bytes) lies in memory this session owns in context `ctx_id`.
   bool OwnsRange(uint64_t ctx_id, CUdeviceptr ptr, size_t bytes) const;
   // Waits for the work already issued on `stream` (none for the default stream, whose

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/array_format.h"
 #include "server/checked_size.h"
 #include "server/require_fn.h"
 #include "server/session.h"
@@ -13,24 +14,8 @@
 namespace rgpu::server {
 namespace {
 
-// Bytes of one channel of `format`; 0 for formats rgpu does not forward (block-compressed and
-// planar video formats, whose element is not a channel count times a size).
 uint32_t FormatBytes(uint32_t format) {
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      return 4;
-    default:
-      return 0;
-  }
+  return ArrayFormatChannelBytes(static_cast<CUarray_format>(format));
 }
 
 float FloatOfBits(uint32_t bits) {

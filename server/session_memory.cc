@@ -57,6 +57,10 @@ CUresult Session::HandleMemFree(CallState& cs, const MemFreeIn& in, calls::MemFr
     TrimPoolsAfterSync();
     return CUDA_SUCCESS;
   }
+  return FreeAllocation(it);
+}
+
+CUresult Session::FreeAllocation(std::map<CUdeviceptr, Allocation>::iterator it) {
   CUresult r;
   {
     auto change = DeviceMemoryChange();

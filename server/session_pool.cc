@@ -233,15 +233,7 @@ CUresult Session::HandleMemFreeAsync(CallState& cs, const MemFreeAsyncIn& in,
     // An ordinary allocation (cuMemAlloc) freed in stream order, as the driver allows (cuSPARSE
     // does it): freed once the work before it on the stream is done.
     if (CUresult r = drv_.cuStreamSynchronize(in.stream.stream); r != CUDA_SUCCESS) return r;
-    CUresult r;
-    {
-      auto change = DeviceMemoryChange();
-      r = drv_.cuMemFree(it->first);
-    }
-    if (r != CUDA_SUCCESS) return r;
-    Uncharge(it->second.size);
-    allocations_.erase(it);
-    return CUDA_SUCCESS;
+    return FreeAllocation(it);
   }
   PoolRecord* pool = pools_.Find(it->second.pool);
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -1,26 +1,11 @@
 #include "softgpu/array.h"
 
+#include "common/array_format.h"
 #include "softgpu/device.h"
 
 namespace softgpu {
 
-uint32_t FormatChannelBytes(CUarray_format format) {
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      return 4;
-    default:
-      return 0;
-  }
-}
+uint32_t FormatChannelBytes(CUarray_format format) { return rgpu::ArrayFormatChannelBytes(format); }
 
 CUresult CheckElementFormat(CUarray_format format, unsigned channels) {
   if (channels != 1 && channels != 2 && channels != 4) return CUDA_ERROR_INVALID_VALUE;
