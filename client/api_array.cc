@@ -324,81 +324,63 @@ RGPU_IMPL(cuArrayGetDescriptor_v2)(CUDA_ARRAY_DESCRIPTOR* desc, CUarray array) {
 // ---- Copies of one array row range (the 1D forms: offsets are bytes into the array) ----
 
 namespace {
-CUDA_MEMCPY3D Linear(size_t bytes) {
+
+// One side of a 1D copy.
+struct End {
+  CUmemorytype type;
+  const void* host;
+  CUdeviceptr device;
+  CUarray array;
+  size_t offset;  // bytes into the array
+};
+End Host(const void* p) { return {CU_MEMORYTYPE_HOST, p, 0, nullptr, 0}; }
+End Device(CUdeviceptr d) { return {CU_MEMORYTYPE_DEVICE, nullptr, d, nullptr, 0}; }
+End Array(CUarray a, size_t offset) { return {CU_MEMORYTYPE_ARRAY, nullptr, 0, a, offset}; }
+
+// `bytes` from `src` to `dst`, as a box of one row.
+CUresult Copy1D(End src, End dst, size_t bytes, CUstream stream, bool async) {
   CUDA_MEMCPY3D c = {};
   c.WidthInBytes = bytes;
   c.Height = 1;
   c.Depth = 1;
-  return c;
+  c.srcMemoryType = src.type;
+  c.srcHost = src.host;
+  c.srcDevice = src.device;
+  c.srcArray = src.array;
+  c.srcXInBytes = src.offset;
+  c.dstMemoryType = dst.type;
+  c.dstHost = const_cast<void*>(dst.host);
+  c.dstDevice = dst.device;
+  c.dstArray = dst.array;
+  c.dstXInBytes = dst.offset;
+  return rgpu::client::CopyArray3D(c, stream, async);
 }
+
 }  // namespace
 
 RGPU_IMPL(cuMemcpyHtoA_v2)(CUarray dst, size_t offset, const void* src, size_t bytes) {
-  CUDA_MEMCPY3D c = Linear(bytes);
-  c.srcMemoryType = CU_MEMORYTYPE_HOST;
-  c.srcHost = src;
-  c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-  c.dstArray = dst;
-  c.dstXInBytes = offset;
-  return rgpu::client::CopyArray3D(c, nullptr, false);
+  return Copy1D(Host(src), Array(dst, offset), bytes, nullptr, false);
 }
 RGPU_IMPL(cuMemcpyHtoAAsync_v2)
 (CUarray dst, size_t offset, const void* src, size_t bytes, CUstream stream) {
-  CUDA_MEMCPY3D c = Linear(bytes);
-  c.srcMemoryType = CU_MEMORYTYPE_HOST;
-  c.srcHost = src;
-  c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-  c.dstArray = dst;
-  c.dstXInBytes = offset;
-  return rgpu::client::CopyArray3D(c, stream, true);
+  return Copy1D(Host(src), Array(dst, offset), bytes, stream, true);
 }
 RGPU_IMPL(cuMemcpyAtoH_v2)(void* dst, CUarray src, size_t offset, size_t bytes) {
-  CUDA_MEMCPY3D c = Linear(bytes);
-  c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-  c.srcArray = src;
-  c.srcXInBytes = offset;
-  c.dstMemoryType = CU_MEMORYTYPE_HOST;
-  c.dstHost = dst;
-  return rgpu::client::CopyArray3D(c, nullptr, false);
+  return Copy1D(Array(src, offset), Host(dst), bytes, nullptr, false);
 }
 RGPU_IMPL(cuMemcpyAtoHAsync_v2)
 (void* dst, CUarray src, size_t offset, size_t bytes, CUstream stream) {
-  CUDA_MEMCPY3D c = Linear(bytes);
-  c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-  c.srcArray = src;
-  c.srcXInBytes = offset;
-  c.dstMemoryType = CU_MEMORYTYPE_HOST;
-  c.dstHost = dst;
-  return rgpu::client::CopyArray3D(c, stream, true);
+  return Copy1D(Array(src, offset), Host(dst), bytes, stream, true);
 }
 RGPU_IMPL(cuMemcpyDtoA_v2)(CUarray dst, size_t offset, CUdeviceptr src, size_t bytes) {
-  CUDA_MEMCPY3D c = Linear(bytes);
-  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.srcDevice = src;
-  c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-  c.dstArray = dst;
-  c.dstXInBytes = offset;
-  return rgpu::client::CopyArray3D(c, nullptr, false);
+  return Copy1D(Device(src), Array(dst, offset), bytes, nullptr, false);
 }
 RGPU_IMPL(cuMemcpyAtoD_v2)(CUdeviceptr dst, CUarray src, size_t offset, size_t bytes) {
-  CUDA_MEMCPY3D c = Linear(bytes);
-  c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-  c.srcArray = src;
-  c.srcXInBytes = offset;
-  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.dstDevice = dst;
-  return rgpu::client::CopyArray3D(c, nullptr, false);
+  return Copy1D(Array(src, offset), Device(dst), bytes, nullptr, false);
 }
 RGPU_IMPL(cuMemcpyAtoA_v2)
 (CUarray dst, size_t dst_offset, CUarray src, size_t src_offset, size_t bytes) {
-  CUDA_MEMCPY3D c = Linear(bytes);
-  c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-  c.srcArray = src;
-  c.srcXInBytes = src_offset;
-  c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-  c.dstArray = dst;
-  c.dstXInBytes = dst_offset;
-  return rgpu::client::CopyArray3D(c, nullptr, false);
+  return Copy1D(Array(src, src_offset), Array(dst, dst_offset), bytes, nullptr, false);
 }
 RGPU_SAME_AS(cuMemcpyHtoA_v2_ptds, cuMemcpyHtoA_v2)
 RGPU_SAME_AS(cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2)
