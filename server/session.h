@@ -249,6 +249,8 @@ class Session {
   void TrimPoolsAfterSync();
   // Unmaps, frees and releases everything the session made with virtual memory management.
   void ReleaseVirtualMemory();
+  // Zeroes the physical memory of `rec` through a temporary mapping of the server's.
+  CUresult ZeroPhysical(const PhysicalRecord& rec);
   // Erases a released physical memory record once nothing maps it, uncharging it.
   void ErasePhysicalIfDone(uint64_t id);
   // Destroys the link states of context `ctx_id` (all of them for 0).

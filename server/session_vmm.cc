@@ -2,8 +2,9 @@
 // management). The session keeps its own records of the physical memory, address reservations
 // and mappings it made, checks every call against them before the backend sees it (a range must
 // lie in one of its reservations, a handle must be its own, a mapping must fit its physical
-// memory, all overflow-checked), charges physical memory to the tenant and makes a mapped range
-// the context's memory (OwnsRange) only once access to it is granted. Shareable handles and
+// memory, all overflow-checked), charges physical memory to the tenant, zeroes it when it is made
+// (on backends whose memory holds stale data) and makes a mapped range the context's memory
+// (OwnsRange) only once access to it is granted. Shareable handles and
 // compression are refused by the client; memory always lives on the call's context's device.
 #include <vector>
 
@@ -70,14 +71,41 @@ CUresult Session::HandleMemCreate(CallState& cs, const MemCreateIn& in,
     auto change = DeviceMemoryChange();
     r = drv_.cuMemCreate(&rec.handle, in.size, &prop, 0);
   }
+  if (r == CUDA_SUCCESS && scrub_allocations_) r = ZeroPhysical(rec);
   if (r != CUDA_SUCCESS) {
+    if (rec.handle != 0) drv_.cuMemRelease(rec.handle);
     Uncharge(in.size);
     return r;
   }
-  // Physical memory holds what its last user left there: it is zeroed when first mapped with
-  // access (MemSetAccess), before the tenant can read it.
   out->handle = physical_.Insert(rec);
   return CUDA_SUCCESS;
+}
+
+CUresult Session::ZeroPhysical(const PhysicalRecord& rec) {
+  // Physical memory holds what its last user left there: it is zeroed through a mapping of the
+  // server's own, before the tenant can map it.
+  if (drv_.cuMemAddressReserve == nullptr || drv_.cuMemMap == nullptr ||
+      drv_.cuMemSetAccess == nullptr || drv_.cuMemUnmap == nullptr ||
+      drv_.cuMemAddressFree == nullptr || drv_.cuMemsetD8 == nullptr) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  CUdeviceptr va = 0;
+  CUresult r = drv_.cuMemAddressReserve(&va, rec.size, 0, 0, 0);
+  if (r != CUDA_SUCCESS) return r;
+  r = drv_.cuMemMap(va, rec.size, 0, rec.handle, 0);
+  if (r == CUDA_SUCCESS) {
+    CUmemAccessDesc desc = {};
+    desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.id = rec.device;
+    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = drv_.cuMemSetAccess(va, rec.size, &desc, 1);
+    if (r == CUDA_SUCCESS) r = drv_.cuMemsetD8(va, 0, rec.size);
+    if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(nullptr);
+    const CUresult u = drv_.cuMemUnmap(va, rec.size);
+    if (r == CUDA_SUCCESS) r = u;
+  }
+  drv_.cuMemAddressFree(va, rec.size);
+  return r;
 }
 
 CUresult Session::HandleMemRelease(CallState&, const MemReleaseIn& in,
@@ -217,13 +245,6 @@ CUresult Session::HandleMemSetAccess(CallState& cs, const MemSetAccessIn& in,
       allocations_.erase(it->first);
       m.access_ctx = 0;
       continue;
-    }
-    if (m.access_ctx == 0 && scrub_allocations_) {
-      // First access: whatever the physical memory held before is zeroed.
-      const CUresult r = drv_.cuMemsetD8 != nullptr ? drv_.cuMemsetD8(it->first, 0, m.size)
-                                                    : CUDA_ERROR_NOT_SUPPORTED;
-      if (r == CUDA_SUCCESS) drv_.cuStreamSynchronize(nullptr);
-      if (r != CUDA_SUCCESS) return r;
     }
     m.access_ctx = cs.ctx_id;
     Allocation a;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -132,6 +133,41 @@ TEST_F(ServerVmmTest, MappedMemoryIsTheSessionsOnlyWhileAccessibleAndMapped) {
   ASSERT_EQ(Result(alice.get(), Call(81, Op::kMemUnmap, a, {va, 2 * kGran})), CUDA_SUCCESS);
   EXPECT_EQ(CopyIn(alice.get(), a, va), CUDA_ERROR_INVALID_VALUE) << "unmapped";
   EXPECT_EQ(Result(alice.get(), Call(82, Op::kMemAddressFree, a, {va, 2 * kGran})), CUDA_SUCCESS);
+}
+
+// Fresh physical memory holding stale bytes, as a GPU's does, on a server that treats the
+// software GPU as NVIDIA's driver (server_scrub_test): it must be zeroed before the tenant maps
+// it, and only then (access taken away and granted again keeps the tenant's data).
+class ServerVmmScrubTest : public ServerVmmTest {
+ protected:
+  ServerVmmScrubTest() {
+    setenv("RGPU_SOFTGPU_STALE_MEMORY", "1", 1);
+    options_.backend_extensions = false;
+  }
+  ~ServerVmmScrubTest() override { unsetenv("RGPU_SOFTGPU_STALE_MEMORY"); }
+  static std::string Read(Channel* ch, uint64_t ctx, uint64_t ptr, uint64_t bytes) {
+    std::string out;
+    wire::Envelope r = Exchange(ch, Call(90, Op::kMemcpyDtoH, ctx, {ptr, bytes, 0, 0}), "", &out);
+    return r.reply().result() == CUDA_SUCCESS ? out : "refused";
+  }
+};
+
+TEST_F(ServerVmmScrubTest, PhysicalMemoryIsZeroedOnceBeforeTheTenantSeesIt) {
+  auto alice = Connect();
+  const uint64_t a = OpenSession(alice.get(), "tok-alice");
+  const uint64_t h = Create(alice.get(), a, kGran);
+  const uint64_t va = Reserve(alice.get(), a, kGran);
+  ASSERT_NE(h, 0u);
+  ASSERT_NE(va, 0u);
+  ASSERT_EQ(Map(alice.get(), a, va, kGran, 0, h), CUDA_SUCCESS);
+  ASSERT_EQ(Access(alice.get(), a, va, kGran), CUDA_SUCCESS);
+  const std::string fresh = Read(alice.get(), a, va, 4096);
+  ASSERT_EQ(fresh.size(), 4096u);
+  EXPECT_EQ(std::count(fresh.begin(), fresh.end(), '\0'), 4096) << "another user's bytes";
+  ASSERT_EQ(CopyIn(alice.get(), a, va), CUDA_SUCCESS);  // 64 bytes of 'x'
+  ASSERT_EQ(Result(alice.get(), Call(91, Op::kMemSetAccess, a, {va, kGran, 0})), CUDA_SUCCESS);
+  ASSERT_EQ(Access(alice.get(), a, va, kGran), CUDA_SUCCESS);
+  EXPECT_EQ(Read(alice.get(), a, va, 64), std::string(64, 'x')) << "granting access again wiped it";
 }
 
 }  // namespace
