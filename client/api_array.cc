@@ -117,6 +117,11 @@ CUresult Side(CUmemorytype type, const void* host, CUdeviceptr device, CUarray a
   return CUDA_SUCCESS;
 }
 
+// True when a host box's rows and slices already lie back to back (nothing to pack).
+bool Packed(const BoxSide& h, size_t width, size_t height, size_t depth) {
+  return h.pitch == width && (depth == 1 || h.rows == height);
+}
+
 // Host rows of a box to and from their packed form (rows, then slices).
 void Pack(const BoxSide& h, size_t width, size_t height, size_t depth, char* packed) {
   for (size_t z = 0; z < depth; ++z) {
@@ -199,8 +204,13 @@ CUresult CopyArray3D(const CUDA_MEMCPY3D& c, CUstream stream, bool async) {
   }
   if (dst.type == CU_MEMORYTYPE_ARRAY) {
     if (src.type == CU_MEMORYTYPE_HOST) {
-      std::vector<char> packed(packed_bytes);
-      Pack(src, width, height, depth, packed.data());
+      std::vector<char> packed;
+      const char* payload = src.host;
+      if (!Packed(src, width, height, depth)) {
+        packed.resize(packed_bytes);
+        Pack(src, width, height, depth, packed.data());
+        payload = packed.data();
+      }
       return SendCopy<calls::MemcpyHtoArray>(async, ctx->remote,
                                              {.dst = dst.array->remote,
                                               .x = dst.x,
@@ -210,7 +220,7 @@ CUresult CopyArray3D(const CUDA_MEMCPY3D& c, CUstream stream, bool async) {
                                               .height = height,
                                               .depth = depth,
                                               .stream = remote_stream},
-                                             packed.data(), packed.size());
+                                             payload, packed_bytes);
     }
     return SendCopy<calls::MemcpyDtoArray>(async, ctx->remote,
                                            {.dst = dst.array->remote,
@@ -227,7 +237,10 @@ CUresult CopyArray3D(const CUDA_MEMCPY3D& c, CUstream stream, bool async) {
   }
   if (dst.type == CU_MEMORYTYPE_HOST) {
     // A device-to-host copy completes before the call returns, async or not (pageable memory).
-    std::vector<char> packed(packed_bytes);
+    // The reply lands in the program's memory when its rows are back to back.
+    const bool direct = Packed(dst, width, height, depth);
+    std::vector<char> packed(direct ? 0 : packed_bytes);
+    char* landing = direct ? dst.host : packed.data();
     size_t got = 0;
     r = Server().Call<calls::MemcpyArrayToH>(ctx->remote,
                                              {.src = src.array->remote,
@@ -239,10 +252,10 @@ CUresult CopyArray3D(const CUDA_MEMCPY3D& c, CUstream stream, bool async) {
                                               .depth = depth,
                                               .stream = remote_stream},
                                              nullptr, nullptr, 0,
-                                             ReplyBuffer{packed.data(), packed.size()}, &got);
+                                             ReplyBuffer{landing, packed_bytes}, &got);
     if (r != CUDA_SUCCESS) return r;
     if (got != packed_bytes) return CUDA_ERROR_UNKNOWN;
-    Unpack(packed.data(), width, height, depth, dst);
+    if (!direct) Unpack(packed.data(), width, height, depth, dst);
     return CUDA_SUCCESS;
   }
   return SendCopy<calls::MemcpyArrayToD>(async, ctx->remote,

@@ -24,7 +24,7 @@ float FloatOfBits(uint32_t bits) {
   return f;
 }
 
-// A 3D copy of the box `width` x `height` x `depth` between the sides `copy` names.
+// A 3D copy of the box `width` x `height` x `depth`; the caller sets its two sides.
 CUDA_MEMCPY3D Box(uint64_t width, uint64_t height, uint64_t depth) {
   CUDA_MEMCPY3D c = {};
   c.WidthInBytes = width;

@@ -111,11 +111,20 @@ CUresult Session::HandleLinkAddData(CallState& cs, const LinkAddDataIn& in,
     return cs.payload_size == 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_IMAGE;
   }
   if (in.type >= CU_JIT_NUM_INPUT_TYPES) return CUDA_ERROR_INVALID_VALUE;
-  // The linker reads text inputs up to a NUL: one is always there, past the tenant's bytes.
-  std::vector<char> data(cs.payload, cs.payload + cs.payload_size);
-  data.push_back('\0');
-  const CUresult r = drv_.cuLinkAddData(link.state, static_cast<CUjitInputType>(in.type),
-                                        data.data(), data.size(), "input", 0, nullptr, nullptr);
+  // The linker reads text inputs up to a NUL: one must end the tenant's bytes (the client sends
+  // PTX with its NUL); only an input without one is copied to add it.
+  const char* data = cs.payload;
+  size_t size = cs.payload_size;
+  std::vector<char> terminated;
+  if (cs.payload[size - 1] != '\0') {
+    terminated.assign(cs.payload, cs.payload + size);
+    terminated.push_back('\0');
+    data = terminated.data();
+    size = terminated.size();
+  }
+  const CUresult r =
+      drv_.cuLinkAddData(link.state, static_cast<CUjitInputType>(in.type), const_cast<char*>(data),
+                         size, "input", 0, nullptr, nullptr);
   if (r == CUDA_SUCCESS) link.input_bytes += cs.payload_size;
   return r;
 }
