@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "softgpu/api_util.h"
+#include "softgpu/architecture.h"
 #include "softgpu/interpreter.h"
 
 using namespace softgpu;
@@ -49,9 +50,10 @@ int ActiveBlocks(const Function& fn, int block_size, size_t dynamic_shared) {
   if (block_size <= 0 || static_cast<uint32_t>(block_size) > kMaxThreadsPerBlock) return 0;
   if (fn.max_threads != 0 && static_cast<uint32_t>(block_size) > fn.max_threads) return 0;
   const int warps = (block_size + 31) / 32;
-  int by_threads = static_cast<int>(kMaxThreadsPerMultiprocessor / 32) / warps;
+  const Architecture& arch = DeviceArchitecture();
+  int by_threads = static_cast<int>(arch.max_threads_per_multiprocessor / 32) / warps;
   const uint64_t shared = fn.shared_bytes + dynamic_shared;
-  int by_shared = shared == 0 ? 1 << 30 : static_cast<int>(kSharedPerMultiprocessor / shared);
+  int by_shared = shared == 0 ? 1 << 30 : static_cast<int>(arch.shared_per_multiprocessor / shared);
   // Registers: the decoder's register count (capped like hardware at 255 per thread).
   const uint64_t regs_per_block =
       std::max<uint64_t>(std::min<uint32_t>(fn.num_regs, 255), 1) * 32 * warps;
@@ -59,8 +61,8 @@ int ActiveBlocks(const Function& fn, int block_size, size_t dynamic_shared) {
   // function may launch with (up to its MAX_THREADS_PER_BLOCK) always fits once, as it would on a
   // GPU once the compiler has fitted its registers.
   const int by_regs = std::max(static_cast<int>(kRegistersPerBlock / regs_per_block), 1);
-  const int n =
-      std::min({by_threads, by_shared, by_regs, static_cast<int>(kMaxBlocksPerMultiprocessor)});
+  const int n = std::min(
+      {by_threads, by_shared, by_regs, static_cast<int>(arch.max_blocks_per_multiprocessor)});
   return std::max(n, 0);
 }
 
@@ -124,7 +126,8 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   if (threads > kMaxThreadsPerBlock) return CUDA_ERROR_INVALID_VALUE;
   if (fn.max_threads != 0 && threads > fn.max_threads) return CUDA_ERROR_INVALID_VALUE;
   if (shared_bytes > MaxDynamicShared(fn, *fh) ||
-      fn.shared_bytes + static_cast<uint64_t>(shared_bytes) > kSharedPerBlockOptin) {
+      fn.shared_bytes + static_cast<uint64_t>(shared_bytes) >
+          DeviceArchitecture().shared_per_block_optin) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   // The interpreter keeps every virtual register and every thread's local memory in host
@@ -192,7 +195,8 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
     if (lp.grid_workspace != 0) c->memory().Free(lp.grid_workspace);
     if (fault.kind != FaultKind::kNone && fault.kind != FaultKind::kCancelled) {
       c->Fail(FaultToResult(fault.kind),
-              "kernel " + module->program().functions[lp.function].name + ": " + fault.message);
+              "kernel " + module->program().functions[lp.function].name + ": " + fault.message +
+                  (fault.line != 0 ? " (PTX line " + std::to_string(fault.line) + ")" : ""));
     }
   });
   return CUDA_SUCCESS;
@@ -288,10 +292,13 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute
         *pi = static_cast<int>(std::min<uint32_t>(fn.num_regs, 255));
         break;
       case CU_FUNC_ATTRIBUTE_PTX_VERSION:
-        *pi = kComputeMajor * 10 + kComputeMinor;
+        // The virtual architecture the PTX was compiled for (CUB picks its tuning by it), as
+        // the driver reports for JIT-compiled code; the binary is the device's.
+        *pi = static_cast<int>(m->program().target_arch != 0 ? m->program().target_arch
+                                                             : DeviceArchitecture().Number());
         break;
       case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
-        *pi = kComputeMajor * 10 + kComputeMinor;
+        *pi = static_cast<int>(DeviceArchitecture().Number());
         break;
       case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
         *pi = 0;
@@ -326,7 +333,8 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_
     const Function& fn = m->program().functions[fh->index];
     switch (attrib) {
       case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-        if (value < 0 || fn.shared_bytes + static_cast<uint64_t>(value) > kSharedPerBlockOptin) {
+        if (value < 0 || fn.shared_bytes + static_cast<uint64_t>(value) >
+                             DeviceArchitecture().shared_per_block_optin) {
           return CUDA_ERROR_INVALID_VALUE;
         }
         fh->max_dynamic_shared = value;
@@ -433,8 +441,9 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t* 
       *dynamicSmemSize = 0;
       return CUDA_SUCCESS;
     }
-    const uint64_t per_block = kSharedPerMultiprocessor / static_cast<uint64_t>(numBlocks);
-    const uint64_t limit = kSharedPerBlockOptin;
+    const Architecture& arch = DeviceArchitecture();
+    const uint64_t per_block = arch.shared_per_multiprocessor / static_cast<uint64_t>(numBlocks);
+    const uint64_t limit = arch.shared_per_block_optin;
     const uint64_t usable = std::min(per_block, limit);
     *dynamicSmemSize = usable > fn.shared_bytes ? usable - fn.shared_bytes : 0;
     return CUDA_SUCCESS;

@@ -1,5 +1,7 @@
 #include "softgpu/device.h"
 
+#include "softgpu/architecture.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -163,7 +165,7 @@ bool Device::Attribute(int attribute, int* value) const {
       v = 4 << 20;
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
-      v = kMaxThreadsPerMultiprocessor;
+      v = static_cast<int>(DeviceArchitecture().max_threads_per_multiprocessor);
       break;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
       v = 1;
@@ -265,10 +267,10 @@ bool Device::Attribute(int attribute, int* value) const {
       v = 32768;
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      v = kComputeMajor;
+      v = DeviceArchitecture().major;
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-      v = kComputeMinor;
+      v = DeviceArchitecture().minor;
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH:
       v = 32768;
@@ -283,7 +285,7 @@ bool Device::Attribute(int attribute, int* value) const {
       v = 1;
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
-      v = kSharedPerMultiprocessor;
+      v = static_cast<int>(DeviceArchitecture().shared_per_multiprocessor);
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
       v = 65536;
@@ -304,10 +306,10 @@ bool Device::Attribute(int attribute, int* value) const {
       v = 1;  // cuMemCreate, cuMemAddressReserve, cuMemMap (softgpu/virtual_memory.h); no
       break;  // shareable handles, no compression
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
-      v = kSharedPerBlockOptin;
+      v = static_cast<int>(DeviceArchitecture().shared_per_block_optin);
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
-      v = kMaxBlocksPerMultiprocessor;
+      v = static_cast<int>(DeviceArchitecture().max_blocks_per_multiprocessor);
       break;
     case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT:
       v = 1;

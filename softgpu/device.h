@@ -23,17 +23,11 @@ struct DeviceConfig {
   static DeviceConfig FromEnvironment();
 };
 
-constexpr int kComputeMajor = 7;
-constexpr int kComputeMinor = 5;
 constexpr uint32_t kMaxThreadsPerBlock = 1024;
 constexpr uint32_t kMaxBlockDim[3] = {1024, 1024, 64};
 constexpr uint32_t kMaxGridDim[3] = {2147483647u, 65535, 65535};
 constexpr uint32_t kSharedPerBlock = 48 * 1024;
-constexpr uint32_t kSharedPerBlockOptin = 64 * 1024;
-constexpr uint32_t kSharedPerMultiprocessor = 64 * 1024;
 constexpr uint32_t kRegistersPerBlock = 65536;
-constexpr uint32_t kMaxThreadsPerMultiprocessor = 1024;
-constexpr uint32_t kMaxBlocksPerMultiprocessor = 16;
 
 // Texture and surface limits (compute capability 7.5): reported as device attributes and
 // enforced by cuArray3DCreate, cuTexObjectCreate and cuSurfObjectCreate.

@@ -40,6 +40,7 @@ enum class FaultKind : uint8_t {
 struct Fault {
   FaultKind kind = FaultKind::kNone;
   std::string message;
+  uint32_t line = 0;  // PTX line of the instruction that faulted, where known
 };
 
 // Collects device printf output of one launch.

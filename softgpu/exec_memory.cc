@@ -76,10 +76,14 @@ uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t siz
   switch (space) {
     case ptx::Space::kShared:
       if (address - kSharedWindowBase < kWindowSize) address -= kSharedWindowBase;
+      // Shared and local addresses are 32 bits: [%r + imm] with a 32-bit register wraps there
+      // (cuSPARSE indexes a shared array from below its start through such a wrap).
+      address = static_cast<uint32_t>(address);
       if (address >= b.shared_size || size > b.shared_size - address) break;
       return b.shared + address;
     case ptx::Space::kLocal:
       if (address - kLocalWindowBase < kWindowSize) address -= kLocalWindowBase;
+      address = static_cast<uint32_t>(address);
       if (address >= b.local_per_thread || size > b.local_per_thread - address) break;
       return b.local + static_cast<uint64_t>(w.ThreadIndex(lane)) * b.local_per_thread + address;
     case ptx::Space::kParam:

@@ -110,6 +110,13 @@ struct WarpSlot {
 
 enum class RunResult { kFinished, kBarrier, kFault, kCalled, kReturned, kYield };
 
+// A handler of `in` faulted the warp: records the instruction's PTX line with the block's fault.
+RunResult FaultedAt(Warp& w, const Insn& in) {
+  Fault* f = w.block->fault;
+  if (f != nullptr && f->line == 0) f->line = in.line;
+  return RunResult::kFault;
+}
+
 // What Resume left the block as.
 enum class BlockState { kFinished, kFault, kYielded };
 
@@ -388,7 +395,7 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
       if (in.guard >= 0) em &= in.guard_negated ? ~w.preds[in.guard] : w.preds[in.guard];
       if (em != 0) {
         in.exec(w, in, em);
-        if (w.faulted) return RunResult::kFault;
+        if (w.faulted) return FaultedAt(w, in);
       }
       ++pc;
     }
@@ -431,7 +438,7 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
       case Control::kYield:
         if (in.exec != nullptr && em != 0) {
           in.exec(w, in, em);
-          if (w.faulted) return RunResult::kFault;
+          if (w.faulted) return FaultedAt(w, in);
         }
         ++g.pc;
         gs.MergeFrom(gi);
@@ -477,7 +484,7 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
           } else {
             Builtin(w, site, em);
           }
-          if (w.faulted) return RunResult::kFault;
+          if (w.faulted) return FaultedAt(w, in);
           ++g.pc;
           gs.MergeFrom(gi);
           break;

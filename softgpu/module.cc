@@ -1,18 +1,19 @@
 #include "softgpu/module.h"
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/fatbin.h"
 #include "common/log.h"
+#include "softgpu/architecture.h"
 #include "softgpu/context.h"
 #include "softgpu/device.h"
 #include "softgpu/ptx_decoder.h"
 
 namespace softgpu {
 namespace {
-
-constexpr uint32_t kSupportedArch = kComputeMajor * 10 + kComputeMinor;
 
 // Explains a refused image on stderr (and to the caller's JIT log, if any).
 CUresult Refuse(CUresult code, const std::string& message, std::string* error) {
@@ -22,6 +23,20 @@ CUresult Refuse(CUresult code, const std::string& message, std::string* error) {
 }
 
 std::mutex g_cache_mu;
+
+// With RGPU_SOFTGPU_DUMP_PTX=DIR, writes each distinct PTX text decoded to DIR/module-N.ptx (a
+// diagnostic for kernels of libraries shipped without sources; stderr says which file).
+void DumpPtx(const std::string& text) {
+  static const char* dir = getenv("RGPU_SOFTGPU_DUMP_PTX");
+  if (dir == nullptr || *dir == '\0') return;
+  static std::atomic<unsigned> next{0};
+  std::string path = std::string(dir) + "/module-" + std::to_string(next++) + ".ptx";
+  if (FILE* f = fopen(path.c_str(), "w")) {
+    fwrite(text.data(), 1, text.size(), f);
+    fclose(f);
+    fprintf(stderr, "softgpu: PTX written to %s\n", path.c_str());
+  }
+}
 std::unordered_map<std::string, std::weak_ptr<const Program>>& Cache() {
   static auto* cache = new std::unordered_map<std::string, std::weak_ptr<const Program>>();
   return *cache;
@@ -39,6 +54,7 @@ CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* ou
       }
     }
   }
+  DumpPtx(text);
   auto program = std::make_shared<Program>();
   rgpu::Status s = CompilePtx(text, program.get());
   if (!s.ok()) {
@@ -74,6 +90,7 @@ CUresult ContainerPtx(const void* container, std::string* ptx, std::string* erro
   // The best PTX is the newest one at or below softgpu's compute capability. Failing that, the
   // oldest newer one: PTX is architecture-neutral enough for an interpreter, and an instruction
   // it lacks is reported by name at launch rather than guessed at.
+  const uint32_t supported = DeviceArchitecture().Number();
   const rgpu::fatbin::Entry* best = nullptr;
   const rgpu::fatbin::Entry* newer_best = nullptr;
   std::string sass;
@@ -85,14 +102,14 @@ CUresult ContainerPtx(const void* container, std::string* ptx, std::string* erro
   for (const auto& e : entries) {
     if (e.kind == rgpu::fatbin::EntryKind::kElf) {
       sass += (sass.empty() ? "sm_" : ", sm_") + std::to_string(e.sm_arch);
-    } else if (e.sm_arch > kSupportedArch) {
+    } else if (e.sm_arch > supported) {
       if (newer_best == nullptr || e.sm_arch < newer_best->sm_arch) newer_best = &e;
     } else if (best == nullptr || better(e, *best)) {
       best = &e;
     }
   }
   if (best == nullptr && newer_best != nullptr) {
-    RGPU_LOG_DEBUG("softgpu: no PTX at or below compute_%u; using compute_%u", kSupportedArch,
+    RGPU_LOG_DEBUG("softgpu: no PTX at or below compute_%u; using compute_%u", supported,
                    newer_best->sm_arch);
     best = newer_best;
   }

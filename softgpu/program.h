@@ -162,7 +162,8 @@ struct TextureSite {
 };
 
 struct Program {
-  std::string target;  // e.g. "sm_75"
+  std::string target;        // e.g. "sm_75"
+  uint32_t target_arch = 0;  // its number (75; 90 for "sm_90a"), 0 if it names none
   std::vector<Function> functions;
   std::vector<TextureSite> texture_sites;
   std::unordered_map<std::string, uint32_t> function_index;

@@ -1,6 +1,7 @@
 #include "softgpu/ptx_decoder.h"
 
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <unordered_set>
@@ -155,6 +156,9 @@ class ProgramDecoder {
 
   Status Run() {
     p_->target = module_.target;
+    if (module_.target.rfind("sm_", 0) == 0) {
+      p_->target_arch = static_cast<uint32_t>(strtoul(module_.target.c_str() + 3, nullptr, 10));
+    }
     if (Status s = LayoutGlobals(); !s.ok()) return s;
     // .shared variables declared inside a .func (nvcc moves demoted block-scope arrays into the
     // function that uses them) get fixed module-wide offsets after the module-scope ones, since

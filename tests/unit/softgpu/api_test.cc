@@ -119,17 +119,64 @@ TEST(SoftgpuApiTest, EveryAttributeHasAValue) {
     EXPECT_EQ(cuDeviceGetAttribute(&value, a, 0), CUDA_SUCCESS);
     return value;
   };
-  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), 7);
-  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), 5);
+  // The default architecture is 12.0, the one NVIDIA's CUDA 13 libraries carry PTX for.
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), 12);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), 0);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR), 1536);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR), 32);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR), 100 * 1024);
   EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE), 32);
   EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK), 1024);
   EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z), 64);
   EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), 2147483647);
   EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK), 48 * 1024);
-  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), 64 * 1024);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), 99 * 1024);
   EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING), 1);
   EXPECT_GE(attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), 1);
   EXPECT_GT(attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE), 0);
+}
+
+// Each test runs in its own process (gtest_discover_tests), so the architecture, read once, is
+// still unread here.
+TEST(SoftgpuApiTest, ComputeCapabilityIsConfigurable) {
+  setenv("RGPU_SOFTGPU_COMPUTE_CAPABILITY", "7.5", 1);
+  CU_ASSERT_OK(cuInit(0));
+  auto attr = [](CUdevice_attribute a) {
+    int value = 0;
+    EXPECT_EQ(cuDeviceGetAttribute(&value, a, 0), CUDA_SUCCESS);
+    return value;
+  };
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), 7);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), 5);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR), 1024);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR), 16);
+  EXPECT_EQ(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), 64 * 1024);
+  // A kernel may not ask for more dynamic shared memory than this architecture has.
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  const char* ptx = ".version 7.0\n.target sm_75\n.address_size 64\n.visible .entry k() { ret; }\n";
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, ptx));
+  CUfunction f;
+  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "k"));
+  CU_EXPECT_EQ(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 65 * 1024),
+               CUDA_ERROR_INVALID_VALUE);
+  CU_ASSERT_OK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 * 1024));
+  int version = 0;
+  CU_ASSERT_OK(cuFuncGetAttribute(&version, CU_FUNC_ATTRIBUTE_PTX_VERSION, f));
+  EXPECT_EQ(version, 75);
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
+TEST(SoftgpuApiTest, UnknownComputeCapabilityKeepsTheDefault) {
+  setenv("RGPU_SOFTGPU_COMPUTE_CAPABILITY", "7.0", 1);
+  testing::internal::CaptureStderr();
+  CU_ASSERT_OK(cuInit(0));
+  int major = 0;
+  CU_ASSERT_OK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(major, 12);
+  EXPECT_NE(err.find("ignoring RGPU_SOFTGPU_COMPUTE_CAPABILITY=7.0"), std::string::npos) << err;
 }
 
 TEST(SoftgpuApiTest, ErrorNamesAndStrings) {

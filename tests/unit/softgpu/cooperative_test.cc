@@ -143,10 +143,15 @@ TEST_F(CooperativeTest, GridLargerThanResidentIsRefused) {
   CU_ASSERT_OK(cuMemAlloc(&out, 1 << 20));
   const unsigned blocks = Resident(f, 128);
   CU_EXPECT_EQ(LaunchCoop(f, blocks + 1, 128, {&out}), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
-  // Dynamic shared memory lowers residency: with 40 KB per block one block fits per SM.
+  // Dynamic shared memory lowers residency: with 40 KB per block, as many blocks fit per SM as
+  // 40 KB goes into the architecture's shared memory per SM (1 on 7.5, 2 on 12.0).
   const unsigned shared = 40 * 1024;
-  ASSERT_EQ(Resident(f, 128, shared), static_cast<unsigned>(sms_));
-  CU_EXPECT_EQ(LaunchCoop(f, sms_ + 1, 128, {&out}, shared),
+  int shared_per_sm = 0;
+  CU_ASSERT_OK(cuDeviceGetAttribute(&shared_per_sm,
+                                    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 0));
+  const unsigned fit = static_cast<unsigned>(shared_per_sm) / shared * sms_;
+  ASSERT_EQ(Resident(f, 128, shared), fit);
+  CU_EXPECT_EQ(LaunchCoop(f, fit + 1, 128, {&out}, shared),
                CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
   // The same through cuLaunchKernelEx.
   CUlaunchAttribute attr{};

@@ -40,6 +40,7 @@ TEST_F(IsolationTest, IllegalAddressIsStickyAndContained) {
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("out-of-bounds"), std::string::npos) << err;
   EXPECT_NE(err.find("store_at"), std::string::npos) << err;
+  EXPECT_NE(err.find("(PTX line "), std::string::npos) << err;  // where in the kernel
 
   CUdeviceptr p;
   int host = 0;
