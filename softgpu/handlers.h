@@ -288,4 +288,17 @@ enum class MbarrierOp : uint8_t {
 // generic); misaligned or unowned addresses fault like any access.
 Handler MbarrierHandler(MbarrierOp op, MemSpace space);
 
+// Warp-level matrix instructions; Insn::aux indexes Program::matrix_sites. mma.sync uses the
+// PTX ISA's fragment layouts exactly (m8n8k4 .f64; m16n8k4, m16n8k8 .tf32; m16n8k8, m16n8k16
+// .f16/.bf16; m8n8k16, m16n8k16, m16n8k32 .s8/.u8); wmma fragments are opaque to programs, and
+// softgpu's own layout spreads a matrix's elements over the lanes in order (replicated where the
+// fragment has more slots than the matrix elements). Every lane of the warp must take part.
+Handler MatrixHandler(MatrixOp op);
+// Elements of type `t` one register of a matrix fragment holds (2 for .f16/.bf16, 4 for
+// .s8/.u8, else 1).
+uint32_t FragmentElementsPerRegister(ptx::Type t);
+// cvt.tf32.f32: a0 = d, a1 = a; Insn::aux = rounding (0 .rna, 1 .rn, 2 .rz). The result is an
+// f32 whose low 13 mantissa bits are zero.
+Handler CvtTf32Handler();
+
 }  // namespace softgpu

@@ -161,11 +161,33 @@ struct TextureSite {
   uint32_t values[4] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand};
 };
 
+// A warp-level matrix instruction (mma.sync, wmma.load/store/mma): more registers than an Insn
+// holds; Insn::aux indexes one of these in Program::matrix_sites.
+enum class MatrixOp : uint8_t { kMma, kWmmaLoad, kWmmaStore, kWmmaMma };
+struct MatrixSite {
+  MatrixOp op = MatrixOp::kMma;
+  uint8_t m = 0, n = 0, k = 0;  // shape
+  // Element types of D, A, B, C (mma, wmma.mma); for wmma.load/store `a` is the memory type.
+  ptx::Type d_type = ptx::Type::kNone, a_type = ptx::Type::kNone, b_type = ptx::Type::kNone,
+            c_type = ptx::Type::kNone;
+  bool satfinite = false;
+  // wmma.load/store: which matrix (0 a, 1 b, 2 c or d), its layout in memory, where it lies.
+  uint8_t matrix = 0;
+  bool row_major = true;
+  ptx::Space space = ptx::Space::kGeneric;
+  uint32_t base = kNoOperand;    // address register, or kNoOperand
+  int64_t imm = 0;               // displacement (a symbol's offset included)
+  uint32_t stride = kNoOperand;  // register/constant with the stride in elements
+  // Register slots of each fragment (wmma.load: d = destinations; wmma.store: c = sources).
+  std::vector<uint32_t> d, a, b, c;
+};
+
 struct Program {
   std::string target;        // e.g. "sm_75"
   uint32_t target_arch = 0;  // its number (75; 90 for "sm_90a"), 0 if it names none
   std::vector<Function> functions;
   std::vector<TextureSite> texture_sites;
+  std::vector<MatrixSite> matrix_sites;
   std::unordered_map<std::string, uint32_t> function_index;
   std::vector<GlobalVariable> globals;
   std::unordered_map<std::string, uint32_t> global_index;

@@ -133,6 +133,9 @@ class FunctionDecoder {
   bool DecodeMbarrier(const ptx::Instruction& src, const Mods& m);
   // tex, tld4, txq, suld, sust, suq (texture and surface objects; Program::texture_sites).
   bool DecodeTexture(const ptx::Instruction& src, const Mods& m);
+  // mma.sync and wmma.load/store/mma (Program::matrix_sites); shapes and types it cannot run
+  // are refused by name.
+  bool DecodeMatrix(const ptx::Instruction& src, const Mods& m);
   // A register holding base + offset of an address operand (emitting an add when needed).
   bool AddressRegister(const ptx::Instruction& src, const Operand& op, MemSpace space,
                        uint32_t* reg);
@@ -838,6 +841,7 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
     return true;
   }
   if (b == "mbarrier") return DecodeMbarrier(src, m);
+  if (b == "mma" || b == "wmma") return DecodeMatrix(src, m);
   if (b == "membar" || b == "fence" || b == "prefetch" || b == "prefetchu" || b == "pmevent" ||
       b == "griddepcontrol" || b == "discard" || b == "applypriority" || b == "createpolicy") {
     if (b == "createpolicy") {
@@ -1387,6 +1391,207 @@ bool FunctionDecoder::AddressRegister(const ptx::Instruction& src, const Operand
   return true;
 }
 
+bool FunctionDecoder::DecodeMatrix(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  MatrixSite site;
+  bool shape = false;
+  for (const std::string& f : m.flags) {
+    unsigned mm, nn, kk;
+    char tail;
+    if (sscanf(f.c_str(), "m%un%uk%u%c", &mm, &nn, &kk, &tail) == 3 && mm < 256 && nn < 256 &&
+        kk < 256) {
+      site.m = static_cast<uint8_t>(mm);
+      site.n = static_cast<uint8_t>(nn);
+      site.k = static_cast<uint8_t>(kk);
+      shape = true;
+    }
+  }
+  if (!shape || !m.Has("sync") || !m.Has("aligned")) {
+    why_ = "matrix shape";
+    return false;
+  }
+  site.satfinite = m.Has("satfinite");
+  auto regs = [&](const Operand& op, bool dst, std::vector<uint32_t>* out) {
+    std::vector<Operand> elems;
+    if (op.kind == Operand::Kind::kVector) {
+      elems = op.elems;
+    } else {
+      elems.push_back(op);
+    }
+    for (const Operand& e : elems) {
+      uint32_t slot;
+      if (dst ? !Dst(src, e, &slot) : !Src(src, e, Type::kB64, &slot)) return false;
+      out->push_back(slot);
+    }
+    return true;
+  };
+  // A fragment of `elements` matrix elements spread over 32 lanes.
+  auto fits = [&](const std::vector<uint32_t>& r, Type t, uint32_t elements, bool exact) {
+    const uint32_t slots = static_cast<uint32_t>(r.size()) * FragmentElementsPerRegister(t) * 32;
+    return exact ? slots == elements : (slots >= elements && slots % elements == 0);
+  };
+  auto emit = [&](MatrixOp op) {
+    site.op = op;
+    Program& p = pd_.program();
+    p.matrix_sites.push_back(std::move(site));
+    Insn& in = Emit(src, MatrixHandler(op));
+    in.aux = static_cast<uint32_t>(p.matrix_sites.size() - 1);
+    return true;
+  };
+  const uint32_t mk = site.m * site.k, kn = site.k * site.n, mn = site.m * site.n;
+  auto is_int8 = [](Type t) { return t == Type::kS8 || t == Type::kU8; };
+  if (m.base == "mma") {
+    if (m.types.size() != 4 || ops.size() != 4 || !m.Has("row") || !m.Has("col")) {
+      why_ = "this form of mma";
+      return false;
+    }
+    site.d_type = m.type(0);
+    site.a_type = m.type(1);
+    site.b_type = m.type(2);
+    site.c_type = m.type(3);
+    const Type a = site.a_type, c = site.c_type, d = site.d_type;
+    const std::string shape_name =
+        "m" + std::to_string(site.m) + "n" + std::to_string(site.n) + "k" + std::to_string(site.k);
+    const bool f16 = a == Type::kF16 && site.b_type == a;
+    const bool bf16 = a == Type::kBF16 && site.b_type == a;
+    const bool tf32 = a == Type::kTF32 && site.b_type == a;
+    const bool int8 = is_int8(a) && is_int8(site.b_type);
+    const bool f32acc = c == Type::kF32 && d == Type::kF32;
+    const bool f16acc = c == Type::kF16 && d == Type::kF16;
+    bool ok = false;
+    if (shape_name == "m8n8k4") {
+      ok = a == Type::kF64 && site.b_type == a && c == a && d == a;  // not Volta's .f16 form
+    } else if (shape_name == "m16n8k4") {
+      ok = tf32 && f32acc;
+    } else if (shape_name == "m16n8k8") {
+      ok = ((f16 || bf16) && (f32acc || (f16 && f16acc))) || (tf32 && f32acc);
+    } else if (shape_name == "m16n8k16") {
+      ok = ((f16 || bf16) && (f32acc || (f16 && f16acc))) ||
+           (int8 && c == Type::kS32 && d == Type::kS32);
+    } else if (shape_name == "m8n8k16" || shape_name == "m16n8k32") {
+      ok = int8 && c == Type::kS32 && d == Type::kS32;
+    }
+    if (!ok || (site.satfinite && !int8)) {
+      why_ = "this shape or type of mma";
+      return false;
+    }
+    if (!regs(ops[0], true, &site.d) || !regs(ops[1], false, &site.a) ||
+        !regs(ops[2], false, &site.b) || !regs(ops[3], false, &site.c)) {
+      return false;
+    }
+    if (!fits(site.a, a, mk, true) || !fits(site.b, site.b_type, kn, true) ||
+        !fits(site.c, c, mn, true) || !fits(site.d, d, mn, true)) {
+      why_ = "mma fragment sizes";
+      return false;
+    }
+    return emit(MatrixOp::kMma);
+  }
+  // wmma
+  const bool load = m.Has("load"), store = m.Has("store"), mma = m.Has("mma");
+  auto supported_shape = [&](Type t) {
+    const std::string shape_name =
+        "m" + std::to_string(site.m) + "n" + std::to_string(site.n) + "k" + std::to_string(site.k);
+    if (t == Type::kF16 || t == Type::kBF16 || is_int8(t) || t == Type::kF32 || t == Type::kS32) {
+      if (shape_name == "m16n16k16" || shape_name == "m32n8k16" || shape_name == "m8n32k16")
+        return true;
+    }
+    if (t == Type::kTF32 || t == Type::kF32) {
+      if (shape_name == "m16n16k8") return true;
+    }
+    return t == Type::kF64 && shape_name == "m8n8k4";
+  };
+  if (load || store) {
+    if (m.types.size() != 1 || ops.size() < 2 || ops.size() > 3 ||
+        (!m.Has("row") && !m.Has("col"))) {
+      why_ = "this form of wmma.load/store";
+      return false;
+    }
+    site.a_type = m.type(0);
+    site.row_major = m.Has("row");
+    site.matrix = m.Has("a") ? 0 : m.Has("b") ? 1 : 2;
+    if (load == m.Has("d") || (store && !m.Has("d")) || !supported_shape(site.a_type)) {
+      why_ = "this matrix, shape or type of wmma.load/store";
+      return false;
+    }
+    MemSpace space = m.Has("shared")   ? MemSpace::kShared
+                     : m.Has("global") ? MemSpace::kGlobal
+                                       : MemSpace::kGeneric;
+    if (!Address(src, load ? ops[1] : ops[0], &space, &site.base, &site.imm)) return false;
+    site.space = space == MemSpace::kShared   ? ptx::Space::kShared
+                 : space == MemSpace::kGlobal ? ptx::Space::kGlobal
+                                              : ptx::Space::kGeneric;
+    if (space != MemSpace::kShared && space != MemSpace::kGlobal && space != MemSpace::kGeneric) {
+      why_ = "wmma address space";
+      return false;
+    }
+    uint32_t rows = site.matrix == 1 ? site.k : site.m;
+    uint32_t cols = site.matrix == 0 ? site.k : site.n;
+    if (ops.size() == 3) {
+      if (!Src(src, ops[2], Type::kU32, &site.stride)) return false;
+    } else {
+      site.stride = pd_.Const(site.row_major ? cols : rows);
+    }
+    // A tf32 fragment is loaded from f32 memory; the register holds the f32 bits.
+    Type frag = site.a_type == Type::kTF32 ? Type::kF32 : site.a_type;
+    if (load) {
+      if (!regs(ops[0], true, &site.d)) return false;
+      if (!fits(site.d, frag, rows * cols, false)) {
+        why_ = "wmma fragment size";
+        return false;
+      }
+      if (site.a_type == Type::kTF32) site.a_type = Type::kF32;
+      return emit(MatrixOp::kWmmaLoad);
+    }
+    if (!regs(ops[1], false, &site.c)) return false;
+    if (!fits(site.c, frag, rows * cols, false)) {
+      why_ = "wmma fragment size";
+      return false;
+    }
+    return emit(MatrixOp::kWmmaStore);
+  }
+  if (!mma || ops.size() != 4) {
+    why_ = "this form of wmma";
+    return false;
+  }
+  if (m.types.size() == 2) {  // .dtype.ctype with .f16 multiplicands
+    site.d_type = m.type(0);
+    site.c_type = m.type(1);
+    site.a_type = site.b_type = Type::kF16;
+  } else if (m.types.size() == 4) {
+    site.d_type = m.type(0);
+    site.a_type = m.type(1);
+    site.b_type = m.type(2);
+    site.c_type = m.type(3);
+  } else {
+    why_ = "wmma.mma types";
+    return false;
+  }
+  const bool fp_acc = (site.d_type == Type::kF32 || site.d_type == Type::kF16) &&
+                      (site.c_type == Type::kF32 || site.c_type == Type::kF16);
+  bool ok = false;
+  if (site.a_type == Type::kF16) ok = fp_acc;
+  if (site.a_type == Type::kBF16 || site.a_type == Type::kTF32)
+    ok = site.d_type == Type::kF32 && site.c_type == Type::kF32;
+  if (is_int8(site.a_type)) ok = site.d_type == Type::kS32 && site.c_type == Type::kS32;
+  if (site.a_type == Type::kF64) ok = site.d_type == Type::kF64 && site.c_type == Type::kF64;
+  if (!ok || site.b_type != site.a_type || !supported_shape(site.a_type) ||
+      (site.satfinite && !is_int8(site.a_type))) {
+    why_ = "this shape or type of wmma.mma";
+    return false;
+  }
+  if (!regs(ops[0], true, &site.d) || !regs(ops[1], false, &site.a) ||
+      !regs(ops[2], false, &site.b) || !regs(ops[3], false, &site.c)) {
+    return false;
+  }
+  const Type frag_a = site.a_type == Type::kTF32 ? Type::kF32 : site.a_type;
+  if (!fits(site.a, frag_a, mk, false) || !fits(site.b, frag_a, kn, false) ||
+      !fits(site.c, site.c_type, mn, false) || !fits(site.d, site.d_type, mn, false)) {
+    why_ = "wmma fragment sizes";
+    return false;
+  }
+  return emit(MatrixOp::kWmmaMma);
+}
+
 bool FunctionDecoder::DecodeCpAsync(const ptx::Instruction& src, const Mods& m) {
   const auto& ops = src.operands;
   if (m.Has("commit_group") || m.Has("wait_group") || m.Has("wait_all")) {
@@ -1420,6 +1625,20 @@ bool FunctionDecoder::DecodeCpAsync(const ptx::Instruction& src, const Mods& m) 
 
 bool FunctionDecoder::DecodeCvt(const ptx::Instruction& src, const Mods& m) {
   const auto& ops = src.operands;
+  if (m.type(0) == Type::kTF32) {  // cvt.{rna,rn,rz}.tf32.f32 (mma's tf32 multiplicands)
+    const int rounding = m.Has("rna") ? 0 : m.Has("rn") ? 1 : m.Has("rz") ? 2 : -1;
+    uint32_t d, a;
+    if (rounding < 0 || m.flags.size() != 1 || m.type(1) != Type::kF32 || ops.size() != 2 ||
+        !Dst(src, ops[0], &d) || !Src(src, ops[1], Type::kF32, &a)) {
+      why_ = "this form of cvt.tf32";
+      return false;
+    }
+    Insn& in = Emit(src, CvtTf32Handler());
+    in.a[0] = d;
+    in.a[1] = a;
+    in.aux = static_cast<uint32_t>(rounding);
+    return true;
+  }
   FloatMode mode;
   bool integer_rounding = false;
   for (const std::string& f : m.flags) {

@@ -1,0 +1,125 @@
+// Warp-level matrix kernels for softgpu's matrix_test (compiled to compute_80 PTX): wmma through
+// NVIDIA's <mma.h>, and mma.sync through inline PTX with fragments placed as the PTX ISA's
+// "Matrix Fragments for mma" sections say.
+#include <cuda_fp16.h>
+#include <mma.h>
+
+using namespace nvcuda;
+
+// D (col-major) = A (row-major 16x16) * B (col-major 16x16) + 2 * C (row-major), one warp.
+extern "C" __global__ void wmma_f16(const half* a, const half* b, const float* c, float* d) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+  for (int i = 0; i < fc.num_elements; ++i) fc.x[i] *= 2.0f;  // element-wise: any layout
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(d, fc, 16, wmma::mem_col_major);
+}
+
+// D (row-major, leading dimension 24) = A (row-major 16x16 s8) * B (row-major 16x16 s8).
+extern "C" __global__ void wmma_s8(const signed char* a, const signed char* b, int* d) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::row_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, int> fc;
+  wmma::fill_fragment(fc, 0);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(d, fc, 24, wmma::mem_row_major);
+}
+
+// mma.sync.m16n8k16 f16 x f16 + f32: A 16x16, B 16x8, C and D 16x8, all row-major.
+extern "C" __global__ void mma_m16n8k16_f16(const half* a, const half* b, const float* c,
+                                            float* d) {
+  const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+  unsigned ra[4], rb[2];
+  for (int r = 0; r < 4; ++r) {
+    half2 v;
+    for (int h = 0; h < 2; ++h) {
+      const int i = 2 * r + h;
+      const int row = g + 8 * ((i >> 1) & 1), col = 2 * t + (i & 1) + 8 * (i >> 2);
+      (h == 0 ? v.x : v.y) = a[row * 16 + col];
+    }
+    ra[r] = *reinterpret_cast<unsigned*>(&v);
+  }
+  for (int r = 0; r < 2; ++r) {
+    half2 v;
+    for (int h = 0; h < 2; ++h) {
+      const int i = 2 * r + h;
+      const int row = 2 * t + (i & 1) + 8 * (i >> 1), col = g;
+      (h == 0 ? v.x : v.y) = b[row * 8 + col];
+    }
+    rb[r] = *reinterpret_cast<unsigned*>(&v);
+  }
+  float acc[4];
+  for (int i = 0; i < 4; ++i) acc[i] = c[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]), "r"(rb[1]));
+  for (int i = 0; i < 4; ++i) d[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = acc[i];
+}
+
+// mma.sync.m8n8k4 f64: A 8x4, B 4x8, C and D 8x8, row-major.
+extern "C" __global__ void mma_m8n8k4_f64(const double* a, const double* b, const double* c,
+                                          double* d) {
+  const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+  const double ra = a[g * 4 + t], rb = b[t * 8 + g];
+  double acc0 = c[g * 8 + 2 * t], acc1 = c[g * 8 + 2 * t + 1];
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};"
+               : "+d"(acc0), "+d"(acc1)
+               : "d"(ra), "d"(rb));
+  d[g * 8 + 2 * t] = acc0;
+  d[g * 8 + 2 * t + 1] = acc1;
+}
+
+// mma.sync.m16n8k8 tf32: A 16x8, B 8x8, C and D 16x8 f32, row-major.
+extern "C" __global__ void mma_m16n8k8_tf32(const float* a, const float* b, const float* c,
+                                            float* d) {
+  const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+  unsigned ra[4], rb[2];
+  for (int i = 0; i < 4; ++i) {
+    const float v = a[(g + 8 * (i & 1)) * 8 + t + 4 * (i >> 1)];
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(ra[i]) : "f"(v));
+  }
+  for (int i = 0; i < 2; ++i) {
+    const float v = b[(t + 4 * i) * 8 + g];
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(rb[i]) : "f"(v));
+  }
+  float acc[4];
+  for (int i = 0; i < 4; ++i) acc[i] = c[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]), "r"(rb[1]));
+  for (int i = 0; i < 4; ++i) d[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = acc[i];
+}
+
+// mma.sync.m16n8k32 s8 x u8 + s32 (satfinite): A 16x32, B 32x8, C and D 16x8, row-major.
+extern "C" __global__ void mma_m16n8k32_s8(const signed char* a, const unsigned char* b,
+                                           const int* c, int* d) {
+  const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+  unsigned ra[4] = {0, 0, 0, 0}, rb[2] = {0, 0};
+  for (int i = 0; i < 16; ++i) {
+    const int row = g + 8 * ((i >> 2) & 1), col = 4 * t + (i & 3) + 16 * (i >> 3);
+    ra[i / 4] |= static_cast<unsigned>(static_cast<unsigned char>(a[row * 32 + col]))
+                 << (8 * (i % 4));
+  }
+  for (int i = 0; i < 8; ++i) {
+    const int row = 4 * t + (i & 3) + 16 * (i >> 2), col = g;
+    rb[i / 4] |= static_cast<unsigned>(b[row * 8 + col]) << (8 * (i % 4));
+  }
+  int acc[4];
+  for (int i = 0; i < 4; ++i) acc[i] = c[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.u8.s32 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
+      : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]), "r"(rb[1]));
+  for (int i = 0; i < 4; ++i) d[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = acc[i];
+}
