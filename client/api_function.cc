@@ -224,6 +224,14 @@ RGPU_IMPL(cuCtxSetLimit)(CUlimit limit, size_t value) {
                                            {.limit = static_cast<uint32_t>(limit), .value = value});
 }
 
+// A cache hint: the backend's to honour (the software GPU has no cache).
+RGPU_IMPL(cuCtxResetPersistingL2Cache)() {
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  return Server().Call<calls::CtxResetPersistingL2Cache>(ctx->remote, {});
+}
+
 RGPU_IMPL(cuCtxGetStreamPriorityRange)(int* least, int* greatest) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);

@@ -1,4 +1,5 @@
 // Streams and events: shadow handles naming server-side streams and events of one context.
+#include <bit>
 #include <cstring>
 #include <thread>
 
@@ -300,3 +301,74 @@ RGPU_SAME_AS(cuStreamGetFlags_ptsz, cuStreamGetFlags)
 RGPU_SAME_AS(cuStreamGetPriority_ptsz, cuStreamGetPriority)
 RGPU_SAME_AS(cuEventRecord_ptsz, cuEventRecord)
 RGPU_SAME_AS(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags)
+
+// Stream attributes: the access-policy window and the synchronization policy go to the server
+// (the backend honours them; on the software GPU they are hints without effect); the priority is
+// the stream's own, fixed at creation. Others are refused by name.
+RGPU_IMPL(cuStreamSetAttribute)(CUstream s, CUstreamAttrID attr, const CUstreamAttrValue* value) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  switch (attr) {
+    case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+      const CUaccessPolicyWindow& w = value->accessPolicyWindow;
+      return Server().Call<calls::StreamSetAccessPolicyWindow>(
+          ctx->remote, {.stream = remote,
+                        .base = reinterpret_cast<uint64_t>(w.base_ptr),
+                        .bytes = w.num_bytes,
+                        .hit_ratio_bits = std::bit_cast<uint32_t>(w.hitRatio),
+                        .hit_prop = static_cast<uint32_t>(w.hitProp),
+                        .miss_prop = static_cast<uint32_t>(w.missProp)});
+    }
+    case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+      return Server().Call<calls::StreamSetSynchronizationPolicy>(
+          ctx->remote, {.stream = remote, .policy = static_cast<uint32_t>(value->syncPolicy)});
+    default:
+      RGPU_LOG_WARN("cuStreamSetAttribute: stream attribute %d is not supported",
+                    static_cast<int>(attr));
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+RGPU_IMPL(cuStreamGetAttribute)(CUstream s, CUstreamAttrID attr, CUstreamAttrValue* value) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  switch (attr) {
+    case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+      calls::StreamGetAccessPolicyWindow::Results w;
+      r = Server().Call<calls::StreamGetAccessPolicyWindow>(ctx->remote, {.stream = remote}, &w);
+      if (r != CUDA_SUCCESS) return r;
+      *value = CUstreamAttrValue{};
+      value->accessPolicyWindow.base_ptr = reinterpret_cast<void*>(w.base);
+      value->accessPolicyWindow.num_bytes = w.bytes;
+      value->accessPolicyWindow.hitRatio = std::bit_cast<float>(w.hit_ratio_bits);
+      value->accessPolicyWindow.hitProp = static_cast<CUaccessProperty>(w.hit_prop);
+      value->accessPolicyWindow.missProp = static_cast<CUaccessProperty>(w.miss_prop);
+      return CUDA_SUCCESS;
+    }
+    case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY: {
+      calls::StreamGetSynchronizationPolicy::Results p;
+      r = Server().Call<calls::StreamGetSynchronizationPolicy>(ctx->remote, {.stream = remote}, &p);
+      if (r != CUDA_SUCCESS) return r;
+      *value = CUstreamAttrValue{};
+      value->syncPolicy = static_cast<CUsynchronizationPolicy>(p.policy);
+      return CUDA_SUCCESS;
+    }
+    case CU_STREAM_ATTRIBUTE_PRIORITY:
+      *value = CUstreamAttrValue{};
+      value->priority = rgpu::client::IsSpecialStream(s) ? 0 : s->priority;
+      return CUDA_SUCCESS;
+    default:
+      RGPU_LOG_WARN("cuStreamGetAttribute: stream attribute %d is not supported",
+                    static_cast<int>(attr));
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+RGPU_SAME_AS(cuStreamSetAttribute_ptsz, cuStreamSetAttribute)
+RGPU_SAME_AS(cuStreamGetAttribute_ptsz, cuStreamGetAttribute)

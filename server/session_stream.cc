@@ -1,7 +1,10 @@
 // Session's handlers for streams and events (proto/calls.def: Streams and events). Every stream
 // and event a call names has been resolved to one of the call's context before these run.
+#include <algorithm>
+#include <bit>
 #include <cstring>
 
+#include "server/device_catalog.h"
 #include "server/require_fn.h"
 #include "server/session.h"
 
@@ -97,6 +100,80 @@ CUresult Session::HandleEventDestroy(CallState&, const EventDestroyIn& in,
   CUresult r = drv_.cuEventDestroy(in.event->event);
   events_.Erase(in.event.id);
   return r;
+}
+
+// Access-policy windows and the persisting L2 cache are cache hints: checked here (the window's
+// size against the device's limit, the ratio and properties), then the backend's to honour.
+CUresult Session::HandleStreamSetAccessPolicyWindow(CallState& cs,
+                                                    const StreamSetAccessPolicyWindowIn& in,
+                                                    calls::StreamSetAccessPolicyWindow::Results*) {
+  REQUIRE_FN(cuStreamSetAttribute);
+  const wire::DeviceInfo& info = devices_.devices()[cs.ctx->device];
+  const int max_window = CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE < info.attributes_size()
+                             ? info.attributes(CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE)
+                             : 0;
+  CUstreamAttrValue value{};
+  value.accessPolicyWindow.base_ptr = reinterpret_cast<void*>(in.base);
+  value.accessPolicyWindow.num_bytes = in.bytes;
+  value.accessPolicyWindow.hitRatio = std::bit_cast<float>(in.hit_ratio_bits);
+  value.accessPolicyWindow.hitProp = static_cast<CUaccessProperty>(in.hit_prop);
+  value.accessPolicyWindow.missProp = static_cast<CUaccessProperty>(in.miss_prop);
+  const float ratio = value.accessPolicyWindow.hitRatio;
+  auto property = [](uint32_t p) { return p <= CU_ACCESS_PROPERTY_PERSISTING; };
+  if (!(ratio >= 0.0f && ratio <= 1.0f) || !property(in.hit_prop) || !property(in.miss_prop) ||
+      in.bytes > static_cast<uint64_t>(std::max(max_window, 0))) {
+    cs.detail = "access policy window out of range";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return drv_.cuStreamSetAttribute(in.stream.stream, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+                                   &value);
+}
+
+CUresult Session::HandleStreamGetAccessPolicyWindow(
+    CallState& cs, const StreamGetAccessPolicyWindowIn& in,
+    calls::StreamGetAccessPolicyWindow::Results* out) {
+  REQUIRE_FN(cuStreamGetAttribute);
+  CUstreamAttrValue value{};
+  const CUresult r =
+      drv_.cuStreamGetAttribute(in.stream.stream, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &value);
+  if (r != CUDA_SUCCESS) return r;
+  out->base = reinterpret_cast<uint64_t>(value.accessPolicyWindow.base_ptr);
+  out->bytes = value.accessPolicyWindow.num_bytes;
+  out->hit_ratio_bits = std::bit_cast<uint32_t>(value.accessPolicyWindow.hitRatio);
+  out->hit_prop = static_cast<uint32_t>(value.accessPolicyWindow.hitProp);
+  out->miss_prop = static_cast<uint32_t>(value.accessPolicyWindow.missProp);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleStreamSetSynchronizationPolicy(
+    CallState& cs, const StreamSetSynchronizationPolicyIn& in,
+    calls::StreamSetSynchronizationPolicy::Results*) {
+  REQUIRE_FN(cuStreamSetAttribute);
+  if (in.policy < CU_SYNC_POLICY_AUTO || in.policy > CU_SYNC_POLICY_BLOCKING_SYNC) {
+    cs.detail = "unknown synchronization policy";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUstreamAttrValue value{};
+  value.syncPolicy = static_cast<CUsynchronizationPolicy>(in.policy);
+  return drv_.cuStreamSetAttribute(in.stream.stream, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY,
+                                   &value);
+}
+
+CUresult Session::HandleStreamGetSynchronizationPolicy(
+    CallState& cs, const StreamGetSynchronizationPolicyIn& in,
+    calls::StreamGetSynchronizationPolicy::Results* out) {
+  REQUIRE_FN(cuStreamGetAttribute);
+  CUstreamAttrValue value{};
+  const CUresult r = drv_.cuStreamGetAttribute(in.stream.stream,
+                                               CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &value);
+  if (r == CUDA_SUCCESS) out->policy = static_cast<uint32_t>(value.syncPolicy);
+  return r;
+}
+
+CUresult Session::HandleCtxResetPersistingL2Cache(CallState& cs, const CtxResetPersistingL2CacheIn&,
+                                                  calls::CtxResetPersistingL2Cache::Results*) {
+  REQUIRE_FN(cuCtxResetPersistingL2Cache);
+  return drv_.cuCtxResetPersistingL2Cache();
 }
 
 }  // namespace rgpu::server

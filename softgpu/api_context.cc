@@ -177,7 +177,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuCtxGetLimit(size_t* pvalue, CUlimit limit) {
         *pvalue = 64;
         break;
       case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
-        *pvalue = 0;
+        *pvalue = ctx->persisting_l2_bytes.load();
         break;
       case CU_LIMIT_CIG_ENABLED:
         *pvalue = 0;  // no context of softgpu's is a CUDA-in-graphics context (cuBLAS asks)
@@ -213,7 +213,10 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
         ctx->pending_launches = value;
         break;
       case CU_LIMIT_MAX_L2_FETCH_GRANULARITY:
+        break;
       case CU_LIMIT_PERSISTING_L2_CACHE_SIZE:
+        if (value > kMaxPersistingL2Bytes) return CUDA_ERROR_INVALID_VALUE;
+        ctx->persisting_l2_bytes = value;
         break;
       default:
         return CUDA_ERROR_UNSUPPORTED_LIMIT;

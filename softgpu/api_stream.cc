@@ -278,3 +278,73 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
     return CUDA_SUCCESS;
   });
 }
+
+// Stream attributes: the access-policy window and synchronization policy are checked and kept
+// (hints: softgpu has no cache); the priority is the stream's.
+SOFTGPU_EXPORT CUresult CUDAAPI cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr,
+                                                     const CUstreamAttrValue* value) {
+  return Guard([&] {
+    std::shared_ptr<Stream> s;
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = StreamAndContext(hStream, &s, &ctx); r != CUDA_SUCCESS) return r;
+    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Stream::Hints hints = s->hints();
+    switch (attr) {
+      case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW: {
+        const CUaccessPolicyWindow& w = value->accessPolicyWindow;
+        auto property = [](CUaccessProperty p) {
+          return p == CU_ACCESS_PROPERTY_NORMAL || p == CU_ACCESS_PROPERTY_STREAMING ||
+                 p == CU_ACCESS_PROPERTY_PERSISTING;
+        };
+        if (!(w.hitRatio >= 0.0f && w.hitRatio <= 1.0f) || !property(w.hitProp) ||
+            !property(w.missProp) || w.num_bytes > kMaxAccessPolicyWindowBytes) {
+          return CUDA_ERROR_INVALID_VALUE;
+        }
+        hints.window = w;
+        break;
+      }
+      case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+        if (value->syncPolicy < CU_SYNC_POLICY_AUTO ||
+            value->syncPolicy > CU_SYNC_POLICY_BLOCKING_SYNC) {
+          return CUDA_ERROR_INVALID_VALUE;
+        }
+        hints.sync_policy = value->syncPolicy;
+        break;
+      default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    s->set_hints(hints);
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr,
+                                                     CUstreamAttrValue* value) {
+  return Guard([&] {
+    std::shared_ptr<Stream> s;
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = StreamAndContext(hStream, &s, &ctx); r != CUDA_SUCCESS) return r;
+    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *value = CUstreamAttrValue{};
+    switch (attr) {
+      case CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+        value->accessPolicyWindow = s->hints().window;
+        return CUDA_SUCCESS;
+      case CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+        value->syncPolicy = s->hints().sync_policy;
+        return CUDA_SUCCESS;
+      case CU_STREAM_ATTRIBUTE_PRIORITY:
+        value->priority = s->priority();
+        return CUDA_SUCCESS;
+      default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuCtxResetPersistingL2Cache() {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    return CurrentContext(&ctx);  // nothing persists in a cache softgpu does not have
+  });
+}

@@ -68,6 +68,7 @@ class Context : public PrintfSink {
   size_t stack_size = 1024;
   size_t printf_fifo_size = 1 << 20;
   size_t pending_launches = 2048;
+  std::atomic<size_t> persisting_l2_bytes{0};  // CU_LIMIT_PERSISTING_L2_CACHE_SIZE (a hint)
   size_t sync_depth = 2;
 
   // Reactivates a released/reset primary context.

@@ -162,7 +162,7 @@ bool Device::Attribute(int attribute, int* value) const {
       v = 256;
       break;
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
-      v = 4 << 20;
+      v = static_cast<int>(kL2CacheBytes);
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
       v = static_cast<int>(DeviceArchitecture().max_threads_per_multiprocessor);
@@ -319,6 +319,12 @@ bool Device::Attribute(int attribute, int* value) const {
       break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
       v = -1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:
+      v = static_cast<int>(kMaxPersistingL2Bytes);
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE:
+      v = static_cast<int>(kMaxAccessPolicyWindowBytes);
       break;
     default:
       v = 0;

@@ -24,6 +24,11 @@ struct DeviceConfig {
 };
 
 constexpr uint32_t kMaxThreadsPerBlock = 1024;
+// The L2 cache softgpu reports (it has none: persisting-L2 limits and access-policy windows are
+// checked against these and have no effect, as cache hints change only a GPU's speed).
+constexpr uint64_t kL2CacheBytes = 4ull << 20;
+constexpr uint64_t kMaxPersistingL2Bytes = 3ull << 20;
+constexpr uint64_t kMaxAccessPolicyWindowBytes = 128ull << 20;
 constexpr uint32_t kMaxBlockDim[3] = {1024, 1024, 64};
 constexpr uint32_t kMaxGridDim[3] = {2147483647u, 65535, 65535};
 constexpr uint32_t kSharedPerBlock = 48 * 1024;

@@ -1,6 +1,8 @@
 // Streams (in-order work queues, one worker thread each, started on first use) and events.
 #pragma once
 
+#include <cuda.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -34,6 +36,20 @@ class Stream {
   unsigned flags() const { return flags_; }
   int priority() const { return priority_; }
   bool is_default() const { return is_default_; }
+  // Hints set with cuStreamSetAttribute (softgpu has no cache and one scheduling policy: kept
+  // to be read back, without effect).
+  struct Hints {
+    CUaccessPolicyWindow window{};
+    CUsynchronizationPolicy sync_policy = CU_SYNC_POLICY_AUTO;
+  };
+  Hints hints() const {
+    std::lock_guard lock(mu_);
+    return hints_;
+  }
+  void set_hints(const Hints& h) {
+    std::lock_guard lock(mu_);
+    hints_ = h;
+  }
   // Blocking streams synchronise implicitly with the default stream.
   bool blocking() const;
 
@@ -64,6 +80,7 @@ class Stream {
   std::condition_variable work_;
   std::condition_variable done_;
   std::deque<Op> queue_;
+  Hints hints_;  // guarded by mu_
   uint64_t last_seq_ = 0;
   std::atomic<uint64_t> completed_{0};
   std::atomic<uint32_t> pending_{0};  // operations queued and not yet taken by the worker
