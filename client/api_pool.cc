@@ -309,8 +309,14 @@ RGPU_IMPL(cuMemFreeAsync)(CUdeviceptr dptr, CUstream stream) {
   uint64_t remote_stream = 0;
   CUresult r = StreamOfPoolCall(stream, "stream-ordered free", &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
+  if (dptr == 0) return CUDA_SUCCESS;  // as the driver does (cuSPARSE frees null buffers)
   auto range = Memory().Find(dptr);
   if (!range || range->base != dptr || range->type != CU_MEMORYTYPE_DEVICE || range->ctx != ctx) {
+    RGPU_LOG_DEBUG("cuMemFreeAsync(%#llx): %s", static_cast<unsigned long long>(dptr),
+                   !range                ? "not an allocation"
+                   : range->base != dptr ? "not the start of an allocation"
+                   : range->ctx != ctx   ? "an allocation of another context"
+                                         : "not device memory");
     return CUDA_ERROR_INVALID_VALUE;
   }
   Memory().Erase(dptr);

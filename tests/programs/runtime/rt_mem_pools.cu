@@ -91,6 +91,7 @@ int main() {
   CHECK_LAUNCH();
   CHECK(cudaMemcpyAsync(host.data(), b, bytes, cudaMemcpyDeviceToHost, s1));
   CHECK(cudaFreeAsync(b, s1));
+  CHECK(cudaFreeAsync(nullptr, s1));  // a null pointer frees nothing, as cuSPARSE relies on
   CHECK(cudaStreamSynchronize(s1));
   for (int i = 0; i < n; ++i) {
     if (host[i] != 7 + i) return 1;
