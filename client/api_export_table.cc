@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <utility>
+#include <vector>
 
 #include "client/client_state.h"
 #include "client/context_storage.h"
@@ -29,7 +30,8 @@ template <int kTable, int kIndex>
 CUresult UnknownSlot() {
   static const char* const kNames[] = {"CUDART_INTERFACE", "TOOLS_RUNTIME_CALLBACK_HOOKS",
                                        "TOOLS_TLS",        "CONTEXT_CHECKS",
-                                       "INTEGRITY_CHECK",  "CONTEXT_IDENTITY"};
+                                       "INTEGRITY_CHECK",  "CONTEXT_IDENTITY",
+                                       "CUEXP_FUNCTION"};
   static std::atomic<bool> reported{false};
   if (!reported.exchange(true, std::memory_order_relaxed)) {
     RGPU_LOG_WARN("export table %s slot %d called; not implemented", kNames[kTable], kIndex);
@@ -231,6 +233,37 @@ void LogSink(int category, int level, const char* format, va_list args) {
 }
 Slot kLogSink[2] = {reinterpret_cast<Slot>(2 * sizeof(void*)), reinterpret_cast<Slot>(&LogSink)};
 
+// ---- CUEXP_FUNCTION (6e163fbe-...) ----
+// [7]: hands each kernel of a module to a callback (cuFFT, after loading a module: its callback
+// keeps the function it is given). The size word and the other slots are not known: 16 slots,
+// all refusing but [7].
+CUresult EnumerateModuleFunctions(CUcontext ctx, CUmodule module,
+                                  void (*callback)(void* user, CUfunction f), void* user) {
+  (void)ctx;  // the module's own context is the one that counts
+  if (callback == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUfunction> functions;
+  CUresult r = rgpu::client::ModuleFunctions(module, &functions);
+  if (r != CUDA_SUCCESS) return r;
+  for (CUfunction f : functions) callback(user, f);
+  return CUDA_SUCCESS;
+}
+Slot kFunctionExports[16] = {reinterpret_cast<Slot>(16 * sizeof(void*)),
+                             UNKNOWN(6, 1),
+                             UNKNOWN(6, 2),
+                             UNKNOWN(6, 3),
+                             UNKNOWN(6, 4),
+                             UNKNOWN(6, 5),
+                             UNKNOWN(6, 6),
+                             reinterpret_cast<Slot>(&EnumerateModuleFunctions),
+                             UNKNOWN(6, 8),
+                             UNKNOWN(6, 9),
+                             UNKNOWN(6, 10),
+                             UNKNOWN(6, 11),
+                             UNKNOWN(6, 12),
+                             UNKNOWN(6, 13),
+                             UNKNOWN(6, 14),
+                             UNKNOWN(6, 15)};
+
 struct TableEntry {
   uint8_t uuid[16];
   const void* table;
@@ -238,6 +271,10 @@ struct TableEntry {
 };
 
 const TableEntry kTables[] = {
+    {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99,
+      0x1e},
+     kFunctionExports,
+     "CUEXP_FUNCTION"},
     {{0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d,
       0xd9},
      kLogSink,

@@ -163,7 +163,58 @@ CUresult ResolveFunction(CUfunction f, CUfunc_st** out) {
   return GetFunction(m, k->name.c_str(), out);
 }
 
+CUresult ModuleFunctions(CUmodule m, std::vector<CUfunction>* out) {
+  CUresult r = CheckModule(m);
+  if (r != CUDA_SUCCESS) return r;
+  // First the sizes, then (with room for them) the names.
+  calls::ModuleFunctionNames::Results sizes;
+  r = Server().Call<calls::ModuleFunctionNames>(m->ctx->remote,
+                                                {.module = m->remote, .capacity = 0}, &sizes);
+  if (r != CUDA_SUCCESS) return r;
+  std::string names(sizes.bytes, '\0');
+  size_t got = 0;
+  if (sizes.bytes > 0) {
+    calls::ModuleFunctionNames::Results again;
+    r = Server().Call<calls::ModuleFunctionNames>(
+        m->ctx->remote, {.module = m->remote, .capacity = sizes.bytes}, &again, nullptr, 0,
+        rgpu::client::ReplyBuffer{names.data(), names.size()}, &got);
+    if (r != CUDA_SUCCESS) return r;
+    if (got != names.size() || again.count != sizes.count) return CUDA_ERROR_UNKNOWN;
+  }
+  out->clear();
+  for (size_t at = 0; at < got;) {
+    const size_t end = names.find('\0', at);
+    if (end == std::string::npos) return CUDA_ERROR_UNKNOWN;
+    CUfunc_st* f;
+    r = GetFunction(m, names.c_str() + at, &f);
+    if (r != CUDA_SUCCESS) return r;
+    out->push_back(f);
+    at = end + 1;
+  }
+  return out->size() == sizes.count ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+}
+
 }  // namespace rgpu::client
+
+RGPU_IMPL(cuModuleGetFunctionCount)(unsigned int* count, CUmodule m) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckModule(m);
+  if (r != CUDA_SUCCESS) return r;
+  calls::ModuleFunctionNames::Results sizes;
+  r = Server().Call<calls::ModuleFunctionNames>(m->ctx->remote,
+                                                {.module = m->remote, .capacity = 0}, &sizes);
+  if (r == CUDA_SUCCESS) *count = sizes.count;
+  return r;
+}
+
+RGPU_IMPL(cuModuleEnumerateFunctions)(CUfunction* functions, unsigned int n, CUmodule m) {
+  if (functions == nullptr && n > 0) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUfunction> all;
+  CUresult r = rgpu::client::ModuleFunctions(m, &all);
+  if (r != CUDA_SUCCESS) return r;
+  for (size_t i = 0; i < std::min<size_t>(n, all.size()); ++i) functions[i] = all[i];
+  return CUDA_SUCCESS;
+}
 
 using rgpu::client::ResolveFunction;
 
@@ -554,3 +605,13 @@ RGPU_IMPL(cuLaunchKernelEx)
   return r;
 }
 RGPU_SAME_AS(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)
+
+// The kernel's name as its module names it (kept by the client since cuModuleGetFunction).
+RGPU_IMPL(cuFuncGetName)(const char** name, CUfunction f) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUfunc_st* fs;
+  CUresult r = rgpu::client::ResolveFunction(f, &fs);
+  if (r != CUDA_SUCCESS) return r;
+  *name = fs->name.c_str();
+  return CUDA_SUCCESS;
+}

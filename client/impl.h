@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "client/client_state.h"
 #include "common/log.h"
@@ -78,6 +79,9 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream strea
 // The function a launch or attribute query names: a CUfunction, or a CUkernel resolved in the
 // current context.
 CUresult ResolveFunction(CUfunction f, CUfunc_st** out);
+// The kernels of module `m`, in the backend's order (cuModuleEnumerateFunctions, cuFFT's export
+// table). Thread-safe.
+CUresult ModuleFunctions(CUmodule m, std::vector<CUfunction>* out);
 // Packs a launch's arguments (kernelParams, or the extra buffer) by `fn`'s parameter layout;
 // CUDA_ERROR_INVALID_VALUE when they do not give every parameter.
 CUresult PackArguments(CUfunc_st* fn, void** params, void** extra, std::string* args);

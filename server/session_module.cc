@@ -318,4 +318,40 @@ CUresult Session::WaitForKernel(CUstream stream) {
   }
 }
 
+CUresult Session::HandleModuleFunctionNames(CallState& cs, const ModuleFunctionNamesIn& in,
+                                            calls::ModuleFunctionNames::Results* out) {
+  REQUIRE_FN(cuModuleGetFunctionCount);
+  REQUIRE_FN(cuModuleEnumerateFunctions);
+  REQUIRE_FN(cuFuncGetName);
+  unsigned count = 0;
+  CUresult r = drv_.cuModuleGetFunctionCount(&count, in.module->module);
+  if (r != CUDA_SUCCESS) return r;
+  // A module holds at most as many kernels as its image (bounded by --max-module-mib) has bytes.
+  if (count > (1u << 20)) {
+    cs.detail = "too many kernels";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::vector<CUfunction> functions(count);
+  if (count > 0) {
+    r = drv_.cuModuleEnumerateFunctions(functions.data(), count, in.module->module);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  std::string names;
+  for (CUfunction f : functions) {
+    const char* name = nullptr;
+    r = drv_.cuFuncGetName(&name, f);
+    if (r != CUDA_SUCCESS || name == nullptr) return r != CUDA_SUCCESS ? r : CUDA_ERROR_UNKNOWN;
+    names.append(name);
+    names.push_back('\0');
+  }
+  out->count = count;
+  out->bytes = names.size();
+  const size_t n = names.size() <= in.capacity ? names.size() : 0;  // all of them, or none
+  cs.out_payload = OutputBuffer(n == 0 ? 1 : n);
+  if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  memcpy(cs.out_payload, names.data(), n);
+  cs.out_size = n;
+  return CUDA_SUCCESS;
+}
+
 }  // namespace rgpu::server

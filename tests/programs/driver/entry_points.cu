@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <vector>
 
 #include "check.h"
 
@@ -106,6 +107,46 @@ int main() {
   CHECK(cuStreamDestroy(stream));
   EXPECT_TRUE(reinterpret_cast<CUresult (*)()>(const_cast<void*>(slots[5]))() ==
               CUDA_ERROR_NOT_SUPPORTED);
+
+  // A module's kernels: counted, enumerated (each one launchable, named as the module names it),
+  // and handed one by one to the callback of CUEXP_FUNCTION[7] (cuFFT's enumeration).
+  CUmodule module;
+  CHECK(cuModuleLoad(&module, RGPU_KERNELS_FATBIN));
+  unsigned count = 0;
+  CHECK(cuModuleGetFunctionCount(&count, module));
+  EXPECT_TRUE(count >= 9);  // tests/programs/driver/kernels.cu
+  std::vector<CUfunction> functions(count);
+  CHECK(cuModuleEnumerateFunctions(functions.data(), count, module));
+  bool found_set_all = false;
+  for (CUfunction f : functions) {
+    const char* name = nullptr;
+    CHECK(cuFuncGetName(&name, f));
+    CUfunction by_name = nullptr;
+    CHECK(cuModuleGetFunction(&by_name, module, name));
+    EXPECT_TRUE(by_name == f);
+    found_set_all = found_set_all || strcmp(name, "set_all") == 0;
+  }
+  EXPECT_TRUE(found_set_all);
+  const unsigned char function_bytes[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                            0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+  CUuuid function_table;
+  memcpy(function_table.bytes, function_bytes, sizeof function_table.bytes);
+  CHECK(cuGetExportTable(&table, &function_table));
+  slots = static_cast<const void* const*>(table);
+  for (int i = 1; i < 16; ++i) EXPECT_TRUE(slots[i] != nullptr);
+  struct Seen {
+    std::vector<CUfunction> functions;
+  } seen;
+  using Enumerate = CUresult (*)(CUcontext, CUmodule, void (*)(void*, CUfunction), void*);
+  auto enumerate = reinterpret_cast<Enumerate>(const_cast<void*>(slots[7]));
+  CHECK(enumerate(
+      ctx, module,
+      [](void* user, CUfunction f) { static_cast<Seen*>(user)->functions.push_back(f); }, &seen));
+  EXPECT_TRUE(seen.functions == functions);
+  EXPECT_TRUE(enumerate(
+                  ctx, reinterpret_cast<CUmodule>(&seen), [](void*, CUfunction) {}, &seen) ==
+              CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuModuleUnload(module));
 
   // Without a current context TOOLS_TLS[2] refuses.
   CUcontext popped = nullptr;
