@@ -22,20 +22,8 @@ const MatrixSite& Site(const Warp& w, const Insn& in) {
 
 uint32_t PerRegister(Type t) { return FragmentElementsPerRegister(t); }
 
-uint32_t Bytes(Type t) {
-  switch (t) {
-    case Type::kF16:
-    case Type::kBF16:
-      return 2;
-    case Type::kS8:
-    case Type::kU8:
-      return 1;
-    case Type::kF64:
-      return 8;
-    default:
-      return 4;
-  }
-}
+// Bytes of one element in memory: a 32-bit register holds 4 / PerRegister of them; .f64 is 8.
+uint32_t Bytes(Type t) { return t == Type::kF64 ? 8 : 4 / PerRegister(t); }
 
 // Element `e` (in register order) of the fragment `regs` of lane `lane`, as a double.
 double ReadElement(const Warp& w, const std::vector<uint32_t>& regs, Type t, uint32_t e,
