@@ -54,10 +54,10 @@ RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
   if (!range || range->base != dptr || range->type != CU_MEMORYTYPE_DEVICE || !range->freeable ||
       range->ctx != ctx) {
     RGPU_LOG_DEBUG("cuMemFree(%#llx): %s", static_cast<unsigned long long>(dptr),
-                   !range                     ? "not an allocation"
-                   : range->base != dptr      ? "not the start of an allocation"
-                   : range->ctx != ctx        ? "an allocation of another context"
-                                              : "not memory cuMemFree frees");
+                   !range                ? "not an allocation"
+                   : range->base != dptr ? "not the start of an allocation"
+                   : range->ctx != ctx   ? "an allocation of another context"
+                                         : "not memory cuMemFree frees");
     return CUDA_ERROR_INVALID_VALUE;
   }
   // Stream-ordered on the server after everything posted before it, as the driver's free waits
