@@ -300,6 +300,83 @@ void WmmaMma(Warp& w, const Insn& in, uint32_t mask) {
   }
 }
 
+// ldmatrix/stmatrix/movmatrix: element (row, col) of an 8x8 .b16 matrix sits in lane
+// row * 4 + col / 2, in the low half for even columns.
+uint32_t FragmentLane(uint32_t row, uint32_t col) { return row * 4 + col / 2; }
+uint32_t FragmentShift(uint32_t col) { return 16 * (col & 1); }
+
+// The address of row `row` of matrix `i` of an ldmatrix/stmatrix: lane 8i + row's operand.
+uint8_t* RowAddress(Warp& w, const MatrixSite& s, uint32_t i, uint32_t row, bool write) {
+  const uint32_t lane = 8 * i + row;
+  const uint64_t base = s.base == kNoOperand ? 0 : w.R(s.base)[lane];
+  return Translate(w, s.space, base + static_cast<uint64_t>(s.imm), 16, 16, lane, write);
+}
+
+void Ldmatrix(Warp& w, const Insn& in, uint32_t mask) {
+  if (!WholeWarp(w, mask, "ldmatrix")) return;
+  const MatrixSite& s = Site(w, in);
+  // Every row is read before any destination is written (a destination may be an address).
+  uint16_t m[4][8][8];
+  for (uint32_t i = 0; i < s.matrix; ++i) {
+    for (uint32_t row = 0; row < 8; ++row) {
+      const uint8_t* p = RowAddress(w, s, i, row, false);
+      if (p == nullptr) return;
+      memcpy(m[i][row], p, 16);
+    }
+  }
+  for (uint32_t i = 0; i < s.matrix; ++i) {
+    uint64_t out[kWarpSize] = {};
+    for (uint32_t r = 0; r < 8; ++r) {
+      for (uint32_t c = 0; c < 8; ++c) {
+        // .trans: the fragment holds the transpose of the rows as they lie in memory.
+        const uint16_t v = s.row_major ? m[i][r][c] : m[i][c][r];
+        out[FragmentLane(r, c)] |= static_cast<uint64_t>(v) << FragmentShift(c);
+      }
+    }
+    uint64_t* d = w.R(s.d[i]);
+    for (uint32_t t = 0; t < kWarpSize; ++t) d[t] = out[t];
+  }
+}
+
+void Stmatrix(Warp& w, const Insn& in, uint32_t mask) {
+  if (!WholeWarp(w, mask, "stmatrix")) return;
+  const MatrixSite& s = Site(w, in);
+  for (uint32_t i = 0; i < s.matrix; ++i) {
+    const uint64_t* v = w.R(s.c[i]);
+    uint16_t m[8][8];
+    for (uint32_t r = 0; r < 8; ++r) {
+      for (uint32_t c = 0; c < 8; ++c) {
+        const uint16_t x = static_cast<uint16_t>(v[FragmentLane(r, c)] >> FragmentShift(c));
+        if (s.row_major)
+          m[r][c] = x;
+        else
+          m[c][r] = x;
+      }
+    }
+    for (uint32_t row = 0; row < 8; ++row) {
+      uint8_t* p = RowAddress(w, s, i, row, true);
+      if (p == nullptr) return;
+      memcpy(p, m[row], 16);
+    }
+  }
+}
+
+void Movmatrix(Warp& w, const Insn& in, uint32_t mask) {
+  if (!WholeWarp(w, mask, "movmatrix")) return;
+  const MatrixSite& s = Site(w, in);
+  const uint64_t* a = w.R(s.a[0]);
+  uint64_t out[kWarpSize] = {};
+  for (uint32_t r = 0; r < 8; ++r) {
+    for (uint32_t c = 0; c < 8; ++c) {
+      // Element (r, c) of the result is element (c, r) of the source.
+      const uint64_t x = (a[FragmentLane(c, r)] >> FragmentShift(r)) & 0xffffu;
+      out[FragmentLane(r, c)] |= x << FragmentShift(c);
+    }
+  }
+  uint64_t* d = w.R(s.d[0]);
+  for (uint32_t t = 0; t < kWarpSize; ++t) d[t] = out[t];
+}
+
 void CvtTf32(Warp& w, const Insn& in, uint32_t mask) {
   uint64_t* d = w.R(in.a[0]);
   const uint64_t* a = w.R(in.a[1]);
@@ -341,6 +418,12 @@ Handler MatrixHandler(MatrixOp op) {
       return &WmmaStore;
     case MatrixOp::kWmmaMma:
       return &WmmaMma;
+    case MatrixOp::kLdmatrix:
+      return &Ldmatrix;
+    case MatrixOp::kStmatrix:
+      return &Stmatrix;
+    case MatrixOp::kMovmatrix:
+      return &Movmatrix;
   }
   return nullptr;
 }

@@ -292,7 +292,9 @@ Handler MbarrierHandler(MbarrierOp op, MemSpace space);
 // PTX ISA's fragment layouts exactly (m8n8k4 .f64; m16n8k4, m16n8k8 .tf32; m16n8k8, m16n8k16
 // .f16/.bf16; m8n8k16, m16n8k16, m16n8k32 .s8/.u8); wmma fragments are opaque to programs, and
 // softgpu's own layout spreads a matrix's elements over the lanes in order (replicated where the
-// fragment has more slots than the matrix elements). Every lane of the warp must take part.
+// fragment has more slots than the matrix elements). ldmatrix/stmatrix (m8n8 .b16, x1/x2/x4,
+// .trans) and movmatrix follow the ISA: lanes 8i..8i+7 address the rows of matrix i, and lane t
+// holds row t/4, columns 2(t%4) and 2(t%4)+1. Every lane of the warp must take part.
 Handler MatrixHandler(MatrixOp op);
 // Elements of type `t` one register of a matrix fragment holds (2 for .f16/.bf16, 4 for
 // .s8/.u8, else 1).

@@ -163,7 +163,15 @@ struct TextureSite {
 
 // A warp-level matrix instruction (mma.sync, wmma.load/store/mma): more registers than an Insn
 // holds; Insn::aux indexes one of these in Program::matrix_sites.
-enum class MatrixOp : uint8_t { kMma, kWmmaLoad, kWmmaStore, kWmmaMma };
+enum class MatrixOp : uint8_t {
+  kMma,
+  kWmmaLoad,
+  kWmmaStore,
+  kWmmaMma,
+  kLdmatrix,
+  kStmatrix,
+  kMovmatrix
+};
 struct MatrixSite {
   MatrixOp op = MatrixOp::kMma;
   uint8_t m = 0, n = 0, k = 0;  // shape
@@ -172,8 +180,8 @@ struct MatrixSite {
             c_type = ptx::Type::kNone;
   bool satfinite = false;
   // wmma.load/store: which matrix (0 a, 1 b, 2 c or d), its layout in memory, where it lies.
-  uint8_t matrix = 0;
-  bool row_major = true;
+  uint8_t matrix = 0;     // ldmatrix/stmatrix: how many 8x8 matrices (1, 2, 4)
+  bool row_major = true;  // ldmatrix/stmatrix: false with .trans
   ptx::Space space = ptx::Space::kGeneric;
   uint32_t base = kNoOperand;    // address register, or kNoOperand
   int64_t imm = 0;               // displacement (a symbol's offset included)

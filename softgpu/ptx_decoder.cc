@@ -841,7 +841,9 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
     return true;
   }
   if (b == "mbarrier") return DecodeMbarrier(src, m);
-  if (b == "mma" || b == "wmma") return DecodeMatrix(src, m);
+  if (b == "mma" || b == "wmma" || b == "ldmatrix" || b == "stmatrix" || b == "movmatrix") {
+    return DecodeMatrix(src, m);
+  }
   if (b == "membar" || b == "fence" || b == "prefetch" || b == "prefetchu" || b == "pmevent" ||
       b == "griddepcontrol" || b == "discard" || b == "applypriority" || b == "createpolicy") {
     if (b == "createpolicy") {
@@ -1406,7 +1408,8 @@ bool FunctionDecoder::DecodeMatrix(const ptx::Instruction& src, const Mods& m) {
       shape = true;
     }
   }
-  if (!shape || !m.Has("sync") || !m.Has("aligned")) {
+  const bool fragment_move = m.base == "ldmatrix" || m.base == "stmatrix" || m.base == "movmatrix";
+  if (!fragment_move && (!shape || !m.Has("sync") || !m.Has("aligned"))) {
     why_ = "matrix shape";
     return false;
   }
@@ -1438,6 +1441,45 @@ bool FunctionDecoder::DecodeMatrix(const ptx::Instruction& src, const Mods& m) {
     in.aux = static_cast<uint32_t>(p.matrix_sites.size() - 1);
     return true;
   };
+  if (fragment_move) {
+    // .m8n8 .b16 only (not .m16n16/.m8n16 .b8 and the sub-byte forms of newer targets).
+    if (!m.Has("sync") || !m.Has("aligned") || !m.Has("m8n8") || m.types.size() != 1 ||
+        m.type(0) != Type::kB16) {
+      why_ = "this form of " + m.base;
+      return false;
+    }
+    site.row_major = !m.Has("trans");
+    if (m.base == "movmatrix") {
+      if (site.row_major || ops.size() != 2) {
+        why_ = "this form of movmatrix";
+        return false;
+      }
+      uint32_t d, a;
+      if (!Dst(src, ops[0], &d) || !Src(src, ops[1], Type::kB32, &a)) return false;
+      site.d.push_back(d);
+      site.a.push_back(a);
+      return emit(MatrixOp::kMovmatrix);
+    }
+    site.matrix = m.Has("x1") ? 1 : m.Has("x2") ? 2 : m.Has("x4") ? 4 : 0;
+    const bool load = m.base == "ldmatrix";
+    if (site.matrix == 0 || ops.size() != 2) {
+      why_ = "this form of " + m.base;
+      return false;
+    }
+    MemSpace space = m.Has("shared") ? MemSpace::kShared : MemSpace::kGeneric;
+    if (!Address(src, load ? ops[1] : ops[0], &space, &site.base, &site.imm)) return false;
+    if (space != MemSpace::kShared && space != MemSpace::kGeneric) {
+      why_ = m.base + " address space";
+      return false;
+    }
+    site.space = space == MemSpace::kShared ? ptx::Space::kShared : ptx::Space::kGeneric;
+    if (!regs(load ? ops[0] : ops[1], load, load ? &site.d : &site.c)) return false;
+    if ((load ? site.d : site.c).size() != site.matrix) {
+      why_ = m.base + " register count";
+      return false;
+    }
+    return emit(load ? MatrixOp::kLdmatrix : MatrixOp::kStmatrix);
+  }
   const uint32_t mk = site.m * site.k, kn = site.k * site.n, mn = site.m * site.n;
   auto is_int8 = [](Type t) { return t == Type::kS8 || t == Type::kU8; };
   if (m.base == "mma") {

@@ -606,26 +606,26 @@ TEST_F(KernelTest, UnimplementedInstructionFailsTheLaunchByName) {
 .version 9.0
 .target sm_80
 .address_size 64
-.visible .entry uses_ldmatrix(.param .u64 p)
+.visible .entry uses_wgmma(.param .u64 p)
 {
   .reg .b32 %r<2>;
   .reg .b64 %rd<2>;
   ld.param.u64 %rd1, [p];
   mov.u32 %r1, 0;
-  ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [%r1];
+  wgmma.fence.sync.aligned;
   ret;
 }
 )";
   CUmodule m;
   CU_ASSERT_OK(cuModuleLoadData(&m, ptx));
   CUfunction f;
-  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "uses_ldmatrix"));
+  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "uses_wgmma"));
   CUdeviceptr d;
   CU_ASSERT_OK(cuMemAlloc(&d, 64));
   testing::internal::CaptureStderr();
   CU_EXPECT_EQ(Launch(f, 1, 1, {&d}), CUDA_ERROR_NOT_SUPPORTED);
   const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find("ldmatrix.sync.aligned.m8n8.x1.shared.b16"), std::string::npos) << err;
+  EXPECT_NE(err.find("wgmma.fence.sync.aligned"), std::string::npos) << err;
   CU_ASSERT_OK(cuCtxSynchronize());  // not sticky
   CU_ASSERT_OK(cuModuleUnload(m));
 }

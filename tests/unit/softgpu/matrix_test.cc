@@ -175,6 +175,34 @@ TEST_F(MatrixTest, MmaM16n8k32Int8Saturates) {
   ASSERT_EQ(d[5], products > 0 ? INT32_MAX : INT32_MIN);
 }
 
+TEST_F(MatrixTest, LdmatrixStmatrixAndMovmatrixPlaceElementsAsTheIsaSays) {
+  std::vector<uint16_t> in(32 * 8);
+  for (int i = 0; i < 256; ++i) in[i] = static_cast<uint16_t>(1000 + i);
+  CUdeviceptr din = Upload(in), dout, dstored;
+  CU_ASSERT_OK(cuMemAlloc(&dout, 288 * sizeof(uint32_t)));
+  CU_ASSERT_OK(cuMemAlloc(&dstored, 256 * sizeof(uint16_t)));
+  CU_ASSERT_OK(Launch(Function("fragment_moves"), 1, 32, {&din, &dout, &dstored}));
+  CU_ASSERT_OK(cuCtxSynchronize());
+  const std::vector<uint32_t> out = Download<uint32_t>(dout, 288);
+  auto element = [&](int matrix, int row, int col) -> uint32_t {
+    return in[(8 * matrix + row) * 8 + col];
+  };
+  for (int i = 0; i < 4; ++i) {
+    for (int t = 0; t < 32; ++t) {
+      // Lane t holds row t/4, columns 2(t%4) and 2(t%4)+1 (low half first).
+      const uint32_t plain = element(i, t / 4, 2 * (t % 4)) | element(i, t / 4, 2 * (t % 4) + 1)
+                                                                  << 16;
+      // .trans: the same places of the transposed matrix.
+      const uint32_t trans = element(i, 2 * (t % 4), t / 4) | element(i, 2 * (t % 4) + 1, t / 4)
+                                                                  << 16;
+      ASSERT_EQ(out[i * 32 + t], plain) << "matrix " << i << " lane " << t;
+      ASSERT_EQ(out[128 + i * 32 + t], trans) << "matrix " << i << " lane " << t;
+      if (i == 0) ASSERT_EQ(out[256 + t], trans) << "movmatrix lane " << t;
+    }
+  }
+  EXPECT_EQ(Download<uint16_t>(dstored, 256), in);  // stmatrix undoes ldmatrix
+}
+
 TEST_F(MatrixTest, PartOfAWarpIsRefused) {
   std::vector<double> zeros(64, 0);
   CUdeviceptr a = Upload(zeros), d;

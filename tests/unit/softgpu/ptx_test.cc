@@ -127,13 +127,13 @@ TEST(PtxDecoderTest, UnimplementedInstructionIsRecordedByName) {
   .reg .b64 %rd<2>;
   ld.param.u64 %rd1, [k_param_0];
   mov.u32 %r1, 0;
-  ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [%r1];
+  wgmma.fence.sync.aligned;
   ret;
 }
 )";
   ASSERT_TRUE(CompilePtx(text, &p).ok());
   const std::string why = FindUnsupported(p, 0);
-  EXPECT_NE(why.find("ldmatrix.sync.aligned.m8n8.x1.shared.b16"), std::string::npos) << why;
+  EXPECT_NE(why.find("wgmma.fence.sync.aligned"), std::string::npos) << why;
   EXPECT_NE(why.find("line 11"), std::string::npos) << why;
 }
 

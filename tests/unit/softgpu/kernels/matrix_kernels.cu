@@ -1,4 +1,4 @@
-// Warp-level matrix kernels for softgpu's matrix_test (compiled to compute_80 PTX): wmma through
+// Warp-level matrix kernels for softgpu's matrix_test (compiled to compute_90 PTX): wmma through
 // NVIDIA's <mma.h>, and mma.sync through inline PTX with fragments placed as the PTX ISA's
 // "Matrix Fragments for mma" sections say.
 #include <cuda_fp16.h>
@@ -122,4 +122,36 @@ extern "C" __global__ void mma_m16n8k32_s8(const signed char* a, const unsigned 
       : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
       : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]), "r"(rb[1]));
   for (int i = 0; i < 4; ++i) d[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = acc[i];
+}
+
+// ldmatrix .x4 (and .trans) from a 32x8 .b16 array in shared memory, stmatrix back, movmatrix:
+// out[0..1023] = each lane's four ldmatrix registers, then those of .trans, then movmatrix of
+// the first; `stored` = the array as stmatrix wrote it from the .x4 registers.
+extern "C" __global__ void fragment_moves(const unsigned short* in, unsigned* out,
+                                          unsigned short* stored) {
+  __shared__ __align__(16) unsigned short tile[32 * 8];
+  __shared__ __align__(16) unsigned short back[32 * 8];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 32 * 8; i += 32) tile[i] = in[i];
+  __syncwarp();
+  // Lane l addresses row l % 8 of matrix l / 8: rows 8i..8i+7 of the array.
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(&tile[lane * 8]));
+  const unsigned back_address = static_cast<unsigned>(__cvta_generic_to_shared(&back[lane * 8]));
+  unsigned r[4], t[4], moved;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(t[0]), "=r"(t[1]), "=r"(t[2]), "=r"(t[3])
+               : "r"(address));
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(moved) : "r"(r[0]));
+  for (int i = 0; i < 4; ++i) {
+    out[i * 32 + lane] = r[i];
+    out[128 + i * 32 + lane] = t[i];
+  }
+  out[256 + lane] = moved;
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(back_address),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
+  __syncwarp();
+  for (int i = lane; i < 32 * 8; i += 32) stored[i] = back[i];
 }
