@@ -163,26 +163,38 @@ CUresult ResolveFunction(CUfunction f, CUfunc_st** out) {
   return GetFunction(m, k->name.c_str(), out);
 }
 
+// The kernel names of module `m`, NUL-terminated back to back, and how many there are: one round
+// trip when they fit in the first buffer, two otherwise.
+CUresult ModuleFunctionNames(CUmodule m, std::string* names, uint32_t* count) {
+  size_t capacity = 4096;
+  for (;;) {
+    names->assign(capacity, '\0');
+    calls::ModuleFunctionNames::Results got;
+    size_t bytes = 0;
+    CUresult r = Server().Call<calls::ModuleFunctionNames>(
+        m->ctx->remote, {.module = m->remote, .capacity = capacity}, &got, nullptr, 0,
+        rgpu::client::ReplyBuffer{names->data(), names->size()}, &bytes);
+    if (r != CUDA_SUCCESS) return r;
+    if (got.bytes <= capacity) {
+      if (bytes != got.bytes) return CUDA_ERROR_UNKNOWN;
+      names->resize(bytes);
+      *count = got.count;
+      return CUDA_SUCCESS;
+    }
+    if (capacity != 4096) return CUDA_ERROR_UNKNOWN;  // grew between two calls
+    capacity = got.bytes;
+  }
+}
+
 CUresult ModuleFunctions(CUmodule m, std::vector<CUfunction>* out) {
   CUresult r = CheckModule(m);
   if (r != CUDA_SUCCESS) return r;
-  // First the sizes, then (with room for them) the names.
-  calls::ModuleFunctionNames::Results sizes;
-  r = Server().Call<calls::ModuleFunctionNames>(m->ctx->remote,
-                                                {.module = m->remote, .capacity = 0}, &sizes);
+  std::string names;
+  uint32_t count = 0;
+  r = ModuleFunctionNames(m, &names, &count);
   if (r != CUDA_SUCCESS) return r;
-  std::string names(sizes.bytes, '\0');
-  size_t got = 0;
-  if (sizes.bytes > 0) {
-    calls::ModuleFunctionNames::Results again;
-    r = Server().Call<calls::ModuleFunctionNames>(
-        m->ctx->remote, {.module = m->remote, .capacity = sizes.bytes}, &again, nullptr, 0,
-        rgpu::client::ReplyBuffer{names.data(), names.size()}, &got);
-    if (r != CUDA_SUCCESS) return r;
-    if (got != names.size() || again.count != sizes.count) return CUDA_ERROR_UNKNOWN;
-  }
   out->clear();
-  for (size_t at = 0; at < got;) {
+  for (size_t at = 0; at < names.size();) {
     const size_t end = names.find('\0', at);
     if (end == std::string::npos) return CUDA_ERROR_UNKNOWN;
     CUfunc_st* f;
@@ -191,7 +203,7 @@ CUresult ModuleFunctions(CUmodule m, std::vector<CUfunction>* out) {
     out->push_back(f);
     at = end + 1;
   }
-  return out->size() == sizes.count ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+  return out->size() == count ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }
 
 }  // namespace rgpu::client
@@ -200,10 +212,10 @@ RGPU_IMPL(cuModuleGetFunctionCount)(unsigned int* count, CUmodule m) {
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CheckModule(m);
   if (r != CUDA_SUCCESS) return r;
-  calls::ModuleFunctionNames::Results sizes;
-  r = Server().Call<calls::ModuleFunctionNames>(m->ctx->remote,
-                                                {.module = m->remote, .capacity = 0}, &sizes);
-  if (r == CUDA_SUCCESS) *count = sizes.count;
+  std::string names;
+  uint32_t n = 0;
+  r = rgpu::client::ModuleFunctionNames(m, &names, &n);
+  if (r == CUDA_SUCCESS) *count = n;
   return r;
 }
 

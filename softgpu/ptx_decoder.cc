@@ -1396,7 +1396,7 @@ bool FunctionDecoder::AddressRegister(const ptx::Instruction& src, const Operand
 bool FunctionDecoder::DecodeMatrix(const ptx::Instruction& src, const Mods& m) {
   const auto& ops = src.operands;
   MatrixSite site;
-  bool shape = false;
+  std::string shape_name;  // the shape as the opcode spells it ("m16n8k16"), if it has one
   for (const std::string& f : m.flags) {
     unsigned mm, nn, kk;
     char tail;
@@ -1405,11 +1405,11 @@ bool FunctionDecoder::DecodeMatrix(const ptx::Instruction& src, const Mods& m) {
       site.m = static_cast<uint8_t>(mm);
       site.n = static_cast<uint8_t>(nn);
       site.k = static_cast<uint8_t>(kk);
-      shape = true;
+      shape_name = f;
     }
   }
   const bool fragment_move = m.base == "ldmatrix" || m.base == "stmatrix" || m.base == "movmatrix";
-  if (!fragment_move && (!shape || !m.Has("sync") || !m.Has("aligned"))) {
+  if (!fragment_move && (shape_name.empty() || !m.Has("sync") || !m.Has("aligned"))) {
     why_ = "matrix shape";
     return false;
   }
@@ -1492,8 +1492,6 @@ bool FunctionDecoder::DecodeMatrix(const ptx::Instruction& src, const Mods& m) {
     site.b_type = m.type(2);
     site.c_type = m.type(3);
     const Type a = site.a_type, c = site.c_type, d = site.d_type;
-    const std::string shape_name =
-        "m" + std::to_string(site.m) + "n" + std::to_string(site.n) + "k" + std::to_string(site.k);
     const bool f16 = a == Type::kF16 && site.b_type == a;
     const bool bf16 = a == Type::kBF16 && site.b_type == a;
     const bool tf32 = a == Type::kTF32 && site.b_type == a;
@@ -1531,8 +1529,6 @@ bool FunctionDecoder::DecodeMatrix(const ptx::Instruction& src, const Mods& m) {
   // wmma
   const bool load = m.Has("load"), store = m.Has("store"), mma = m.Has("mma");
   auto supported_shape = [&](Type t) {
-    const std::string shape_name =
-        "m" + std::to_string(site.m) + "n" + std::to_string(site.n) + "k" + std::to_string(site.k);
     if (t == Type::kF16 || t == Type::kBF16 || is_int8(t) || t == Type::kF32 || t == Type::kS32) {
       if (shape_name == "m16n16k16" || shape_name == "m32n8k16" || shape_name == "m8n32k16")
         return true;
