@@ -53,12 +53,14 @@ wire::SessionStats Session::Stats() const {
   }
   st.set_memory_bytes(live_bytes_.load());
   st.set_gpu_busy_seconds(gpu_busy_seconds_.load());
-  st.set_calls(calls_.load());
-  for (size_t op = 1; op < calls_by_op_.size(); ++op) {
+  uint64_t calls = 0;
+  for (size_t op = 0; op < calls_by_op_.size(); ++op) {
     const uint64_t n = calls_by_op_[op].load(std::memory_order_relaxed);
-    const OpInfo* info = FindOp(static_cast<uint32_t>(op));
+    calls += n;
+    const OpInfo* info = op == 0 ? nullptr : FindOp(static_cast<uint32_t>(op));
     if (n > 0 && info != nullptr) (*st.mutable_calls_by_kind())[info->name] = n;
   }
+  st.set_calls(calls);
   st.set_queue_seconds(queue_seconds_.load());
   st.set_device(device_.load());
   st.set_bytes_in(bytes_in_.load());
@@ -128,7 +130,7 @@ void Session::Run(const std::atomic<bool>& stop) {
   }
   ReleaseAll();
   RGPU_LOG_INFO("session %llu: closed after %llu calls; released %llu allocations (%llu bytes)",
-                (unsigned long long)id_, (unsigned long long)calls_.load(),
+                (unsigned long long)id_, (unsigned long long)Stats().calls(),
                 (unsigned long long)allocs, (unsigned long long)bytes);
   if (scheduler_ != nullptr) {
     // Metering: the GPU time this session's kernels were measured to take.
@@ -385,7 +387,6 @@ bool Session::Serve(ReceivedMessage& m) {
 }
 
 bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size) {
-  AddOwned(calls_, 1);
   AddOwned(bytes_in_, payload_size);
   // One reply envelope, cleared and refilled for every call (no allocation once warm).
   wire::Reply* reply = reply_envelope_.mutable_reply();
@@ -399,9 +400,7 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
   cs.reply = reply;
   CUresult result;
   const OpInfo* info = FindOp(call.op());
-  if (info != nullptr && call.op() < calls_by_op_.size()) {
-    AddOwned(calls_by_op_[call.op()], 1);
-  }
+  AddOwned(calls_by_op_[info != nullptr && call.op() < calls_by_op_.size() ? call.op() : 0], 1);
   if (info == nullptr) {
     cs.detail = "unknown operation " + std::to_string(call.op());
     result = CUDA_ERROR_NOT_SUPPORTED;

@@ -329,9 +329,11 @@ class Session {
   std::unique_ptr<char[]> output_;
   size_t output_capacity_ = 0;
   std::atomic<uint64_t> live_bytes_{0};
-  std::atomic<uint64_t> calls_{0};
-  // Metering by operation (index: Op value), the time kernels waited for the GPU, and the device
-  // of the first context (-1 until there is one). Written by the session thread only.
+  // Metering by operation (index: Op value; slot 0 counts operations the table does not know),
+  // the time kernels waited for the GPU, and the device of the first context (-1 until there is
+  // one). Written by the session thread only. There is no separate total: the calls are the sum
+  // of the slots, so a snapshot taken while calls are served never counts more calls by kind than
+  // calls (the registry refuses such a record).
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Op::kCount)> calls_by_op_{};
   std::atomic<double> queue_seconds_{0};
   std::atomic<int> device_{-1};

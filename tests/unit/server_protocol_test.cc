@@ -3,6 +3,8 @@
 // keep) only that session; the server keeps serving others throughout.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "tests/unit/raw_peer.h"
@@ -244,6 +246,47 @@ TEST_F(ServerProtocolTest, ForeignHandlesAreRejected) {
   ASSERT_TRUE(a->Receive(10000, &m).ok());
   ASSERT_EQ(m.payload_size, 16u);
   EXPECT_EQ(m.payload[0], 7);
+}
+
+// Metering snapshots taken while a session serves calls never count more calls by kind than
+// calls, in any one snapshot or between two (the registry refuses a usage record whose calls by
+// kind add up to more than its calls, and drops it: the tenant goes unbilled).
+TEST_F(ServerProtocolTest, MeteringSnapshotsNeverCountMoreCallsByKindThanCalls) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  std::atomic<bool> done{false};
+  std::thread busy([&] {
+    // Posted memsets of memory the session does not own: each is refused at once, no reply.
+    const std::string header =
+        Call(0, Op::kMemset, ctx, {0, 0, 1, 0, 0, 0}, true).SerializeAsString();
+    while (!done.load()) {
+      for (int i = 0; i < 64; ++i) ASSERT_TRUE(ch->Post(header, nullptr, 0).ok());
+      ASSERT_EQ(Exchange(ch.get(), Call(1, Op::kMemGetInfo, ctx, {})).body_case(),
+                wire::Envelope::kReply);
+    }
+  });
+  auto by_kind = [](const wire::SessionStats& s) {
+    uint64_t n = 0;
+    for (const auto& [kind, calls] : s.calls_by_kind()) n += calls;
+    return n;
+  };
+  wire::SessionStats before;
+  int snapshots = 0;
+  for (const auto start = std::chrono::steady_clock::now();
+       std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500);) {
+    wire::StatusReply live = server_.SessionsStatus();
+    if (live.sessions_size() != 1) continue;
+    const wire::SessionStats& now = live.sessions(0);
+    ++snapshots;
+    ASSERT_LE(by_kind(now), now.calls()) << "in snapshot " << snapshots;
+    ASSERT_LE(by_kind(now) - by_kind(before), now.calls() - before.calls())
+        << "between snapshots " << snapshots - 1 << " and " << snapshots;
+    before = now;
+  }
+  done.store(true);
+  busy.join();
+  EXPECT_GT(snapshots, 100);
+  EXPECT_GT(before.calls(), 1000u);
 }
 
 // A tenant that floods its session past the server's receive-queue bound has that session closed
