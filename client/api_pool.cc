@@ -2,9 +2,11 @@
 // pools live on the server (server/session_pool.cc), which reuses freed memory in stream order
 // and charges what a pool reserves to the tenant's quota; here a CUmemoryPool is a handle naming
 // one, and each device's current pool is this process's state, as in the driver. Pools hold
-// device memory of one device; host-located pools and shareable (IPC) handles are refused with
-// CUDA_ERROR_NOT_SUPPORTED. Allocation while a stream is capturing makes a graph memory node
-// (client/graph_memory.h).
+// device memory of one device; host-located pools are refused with CUDA_ERROR_NOT_SUPPORTED.
+// Pools made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR are shared with the program's other
+// processes through the server (server/session_ipc.cc): the descriptor and the pointer export
+// data hold the server's key (client/shareable_handle.h). Allocation while a stream is capturing
+// makes a graph memory node (client/graph_memory.h).
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,12 +15,15 @@
 #include "client/graph_memory.h"
 #include "client/impl.h"
 #include "client/memory_map.h"
+#include "client/shareable_handle.h"
 
 // The driver's opaque pool type, defined by rgpu.
 struct CUmemPoolHandle_st {
   uint64_t remote = 0;  // the server's pool id
   CUdevice device = 0;
   bool is_default = false;
+  bool shareable = false;  // made with a POSIX file descriptor handle type
+  bool imported = false;   // from another process's descriptor
 };
 
 using rgpu::client::ClientState;
@@ -206,17 +211,23 @@ RGPU_IMPL(cuMemSetMemPool)(CUmemLocation* location, CUmemAllocationType type, CU
 RGPU_IMPL(cuMemPoolCreate)(CUmemoryPool* pool, const CUmemPoolProps* props) {
   if (pool == nullptr || props == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
-  if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE) {
-    RGPU_LOG_WARN("cuMemPoolCreate: shareable (IPC) handle types are not supported");
+  if (props->handleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+      props->handleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    RGPU_LOG_WARN(
+        "cuMemPoolCreate: shareable handles other than POSIX file descriptors are not "
+        "supported");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   CUdevice dev = 0;
   CUresult r = LocationDevice(&props->location, props->allocType, &dev);
   if (r != CUDA_SUCCESS) return r;
   calls::MemPoolCreate::Results got;
-  r = Server().Call<calls::MemPoolCreate>(0, {.device = dev, .max_size = props->maxSize}, &got);
+  const bool shareable = props->handleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  r = Server().Call<calls::MemPoolCreate>(
+      0, {.device = dev, .max_size = props->maxSize, .shareable = shareable}, &got);
   if (r != CUDA_SUCCESS) return r;
   auto* created = new CUmemPoolHandle_st{got.pool, dev, false};
+  created->shareable = shareable;
   Pools& p = State();
   std::lock_guard<std::mutex> lock(p.mu);
   p.live.insert(created);
@@ -332,3 +343,124 @@ RGPU_IMPL(cuMemFreeAsync)(CUdeviceptr dptr, CUstream stream) {
   return free(stream);
 }
 RGPU_SAME_AS(cuMemFreeAsync_ptsz, cuMemFreeAsync)
+
+// Sharing pools with the program's other processes (sessions of the same tenant on the server).
+
+RGPU_IMPL(cuMemPoolExportToShareableHandle)
+(void* handle_out, CUmemoryPool pool, CUmemAllocationHandleType type, unsigned long long flags) {
+  if (handle_out == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckPool(pool);
+  if (r != CUDA_SUCCESS) return r;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !pool->shareable || pool->imported) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  calls::MemPoolExport::Results got;
+  r = Server().Call<calls::MemPoolExport>(0, {.pool = pool->remote}, &got);
+  if (r != CUDA_SUCCESS) return r;
+  const int fd = rgpu::client::KeyToFd(rgpu::client::KeyFrom(got));
+  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  *static_cast<int*>(handle_out) = fd;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemPoolImportFromShareableHandle)
+(CUmemoryPool* pool_out, void* handle, CUmemAllocationHandleType type, unsigned long long flags) {
+  if (pool_out == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+  // The descriptor travels as the pointer's value, as the driver takes it.
+  rgpu::client::ShareKey key;
+  if (!rgpu::client::KeyFromFd(static_cast<int>(reinterpret_cast<intptr_t>(handle)), &key)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  calls::MemPoolImport::Results got;
+  r = Server().Call<calls::MemPoolImport>(
+      0, rgpu::client::WithKey<calls::MemPoolImport::Args>({}, key), &got);
+  if (r != CUDA_SUCCESS) return r;
+  Pools& p = State();
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (CUmemPoolHandle_st* live : p.live) {
+    if (live->remote == got.pool) {  // imported before: the same pool
+      *pool_out = live;
+      return CUDA_SUCCESS;
+    }
+  }
+  auto* imported = new CUmemPoolHandle_st{got.pool, got.device, false};
+  imported->imported = true;
+  p.live.insert(imported);
+  *pool_out = imported;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemPoolExportPointer)(CUmemPoolPtrExportData* data, CUdeviceptr ptr) {
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  auto range = Memory().Find(ptr);
+  if (!range || range->base != ptr || range->type != CU_MEMORYTYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  calls::MemPoolExportPointer::Results got;
+  r = Server().Call<calls::MemPoolExportPointer>(range->ctx->remote, {.dptr = ptr}, &got);
+  if (r != CUDA_SUCCESS) return r;
+  rgpu::client::EncodeHandle(rgpu::client::KeyFrom(got), reinterpret_cast<char*>(data->reserved));
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemPoolImportPointer)
+(CUdeviceptr* ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData* data) {
+  if (ptr_out == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckPool(pool);
+  if (r != CUDA_SUCCESS) return r;
+  if (!pool->imported) return CUDA_ERROR_INVALID_VALUE;
+  rgpu::client::ShareKey key;
+  if (!rgpu::client::DecodeHandle(reinterpret_cast<const char*>(data->reserved), &key)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUctx_st* ctx;
+  if ((r = rgpu::client::RequireContext(&ctx)) != CUDA_SUCCESS) return r;
+  if (ctx->device != pool->device) return CUDA_ERROR_INVALID_DEVICE;
+  calls::MemPoolImportPointer::Results got;
+  r = Server().Call<calls::MemPoolImportPointer>(
+      ctx->remote,
+      rgpu::client::WithKey<calls::MemPoolImportPointer::Args>({.pool = pool->remote}, key), &got);
+  if (r != CUDA_SUCCESS) return r;
+  if (!Memory().Find(got.dptr)) Memory().InsertDevice(got.dptr, got.bytes, ctx);
+  *ptr_out = got.dptr;
+  return CUDA_SUCCESS;
+}
+
+// A pool's memory is its device's: that device reads and writes it; peer devices get no access
+// (rgpu offers no peer access).
+RGPU_IMPL(cuMemPoolGetAccess)
+(CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLocation* location) {
+  if (flags == nullptr || location == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckPool(pool);
+  if (r != CUDA_SUCCESS) return r;
+  if (location->type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+  if ((r = CheckDevice(location->id)) != CUDA_SUCCESS) return r;
+  *flags = location->id == pool->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                                        : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemPoolSetAccess)(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
+  if (map == nullptr && count != 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckPool(pool);
+  if (r != CUDA_SUCCESS) return r;
+  for (size_t i = 0; i < count; ++i) {
+    if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if ((r = CheckDevice(map[i].location.id)) != CUDA_SUCCESS) return r;
+    if (map[i].location.id == pool->device) {
+      // Its own device keeps read-write access (the driver refuses to take it away).
+      if (map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return CUDA_ERROR_INVALID_VALUE;
+      continue;
+    }
+    if (map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+      RGPU_LOG_WARN("cuMemPoolSetAccess: access from a peer device is not supported");
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  return CUDA_SUCCESS;
+}

@@ -6,13 +6,19 @@
 // what it must answer itself: each handle's properties and references (cuMemRetainAllocationHandle
 // adds one; the server's handle is released with the last), each mapping's handle and access,
 // and, once access is granted, the range in its memory map (copies and pointer queries know it).
-// Memory lives on a device of the session, in the current context; shareable handles (IPC),
-// compression and host-located memory are refused with CUDA_ERROR_NOT_SUPPORTED and a warning.
+// Memory lives on a device of the session, in the current context. Memory made with the POSIX
+// file descriptor handle type can be shared with the program's other processes (sessions of the
+// same tenant): the descriptor holds the server's key (client/shareable_handle.h). Other handle
+// types, compression and host-located memory are refused with CUDA_ERROR_NOT_SUPPORTED and a
+// warning.
 #include <map>
 #include <mutex>
 
 #include "client/impl.h"
 #include "client/memory_map.h"
+#include "client/shareable_handle.h"
+
+extern "C" CUresult rgpu_impl_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev);
 
 using rgpu::client::ClientState;
 using rgpu::client::Memory;
@@ -54,16 +60,55 @@ std::map<uint64_t, MappedRange>::iterator MappingAt(Vmm& v, uint64_t ptr) {
   return ptr - it->first < it->second.size ? it : v.mappings.end();
 }
 
-// The current context, which must be on the device `location` names.
+// The device's primary context, for VMM calls made with no context current (physical memory is
+// the device's in CUDA, not a context's: NVIDIA's memMapIPCDrv makes and exports it with none).
+// It is retained once for the process (again if the program reset it) and never made current.
+CUresult PrimaryFor(CUdevice dev, CUctx_st** ctx) {
+  static std::mutex mu;
+  static std::map<CUdevice, uint64_t> held;  // device -> generation retained; GUARDED_BY(mu)
+  std::lock_guard<std::mutex> lock(mu);
+  CUctx_st* primary = ClientState::Get().primary_context(dev);
+  if (primary == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> objects(ClientState::Get().objects_mutex());
+    generation = primary->remote != 0 ? primary->generation : 0;
+  }
+  auto it = held.find(dev);
+  if (generation == 0 || it == held.end() || it->second != generation) {
+    CUcontext retained;
+    if (CUresult r = rgpu_impl_cuDevicePrimaryCtxRetain(&retained, dev); r != CUDA_SUCCESS) {
+      return r;
+    }
+    std::lock_guard<std::mutex> objects(ClientState::Get().objects_mutex());
+    held[dev] = primary->generation;
+  }
+  *ctx = primary;
+  return CUDA_SUCCESS;
+}
+
+// The context session-wide VMM calls (reservations, mappings, releases) go through: the current
+// one, or with none current (the program may have destroyed it: VMM outlives contexts in CUDA)
+// device `dev`'s primary context.
+CUresult AnyContext(CUdevice dev, CUctx_st** ctx) {
+  if (CUresult r = ClientState::Get().CheckInitialized(); r != CUDA_SUCCESS) return r;
+  if (rgpu::client::CurrentContext() == nullptr) return PrimaryFor(dev, ctx);
+  return RequireContext(ctx);
+}
+
+// The current context, which must be on the device `location` names; with none current, that
+// device's primary context (PrimaryFor).
 CUresult ContextFor(const CUmemLocation& location, CUctx_st** ctx) {
   if (location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     RGPU_LOG_WARN("virtual memory located other than on a device is not supported");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  if (CUresult r = RequireContext(ctx); r != CUDA_SUCCESS) return r;
+  if (CUresult r = ClientState::Get().CheckInitialized(); r != CUDA_SUCCESS) return r;
   if (location.id < 0 || location.id >= ClientState::Get().device_count()) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
+  if (rgpu::client::CurrentContext() == nullptr) return PrimaryFor(location.id, ctx);
+  if (CUresult r = RequireContext(ctx); r != CUDA_SUCCESS) return r;
   if ((*ctx)->device != location.id) {
     RGPU_LOG_WARN("virtual memory of device %d from a context of device %d is not supported",
                   location.id, (*ctx)->device);
@@ -76,8 +121,11 @@ CUresult CheckProp(const CUmemAllocationProp* prop, CUctx_st** ctx) {
   if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
-    RGPU_LOG_WARN("cuMemCreate: shareable handles are not supported");
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+      prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    RGPU_LOG_WARN(
+        "cuMemCreate: shareable handles other than POSIX file descriptors are not "
+        "supported");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   if (prop->allocFlags.compressionType != 0) {
@@ -129,7 +177,10 @@ RGPU_IMPL(cuMemRelease)(CUmemGenericAllocationHandle handle) {
     ctx = it->second.ctx;
     v.handles.erase(it);
   }
-  if (rgpu::client::CheckContext(ctx) != CUDA_SUCCESS) return CUDA_SUCCESS;  // gone with it
+  // The server keeps physical memory per session: any live context of the process names it.
+  if (rgpu::client::CheckContext(ctx) != CUDA_SUCCESS) {
+    if (CUresult r = AnyContext(0, &ctx); r != CUDA_SUCCESS) return r;
+  }
   return Server().Call<calls::MemRelease>(ctx->remote, {.handle = handle});
 }
 
@@ -137,7 +188,7 @@ RGPU_IMPL(cuMemAddressReserve)
 (CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr, unsigned long long flags) {
   if (ptr == nullptr || size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx;
-  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (CUresult r = AnyContext(0, &ctx); r != CUDA_SUCCESS) return r;
   // The address hint is a hint: the server's backend chooses the addresses.
   calls::MemAddressReserve::Results got;
   CUresult r = Server().Call<calls::MemAddressReserve>(
@@ -148,7 +199,7 @@ RGPU_IMPL(cuMemAddressReserve)
 
 RGPU_IMPL(cuMemAddressFree)(CUdeviceptr ptr, size_t size) {
   CUctx_st* ctx;
-  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (CUresult r = AnyContext(0, &ctx); r != CUDA_SUCCESS) return r;
   return Server().Call<calls::MemAddressFree>(ctx->remote, {.ptr = ptr, .size = size});
 }
 
@@ -157,7 +208,7 @@ RGPU_IMPL(cuMemMap)
  unsigned long long flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx;
-  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  if (CUresult r = AnyContext(0, &ctx); r != CUDA_SUCCESS) return r;
   CUresult r = Server().Call<calls::MemMap>(
       ctx->remote, {.ptr = ptr, .size = size, .offset = offset, .handle = handle});
   if (r != CUDA_SUCCESS) return r;
@@ -169,7 +220,14 @@ RGPU_IMPL(cuMemMap)
 
 RGPU_IMPL(cuMemUnmap)(CUdeviceptr ptr, size_t size) {
   CUctx_st* ctx;
-  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  int device = 0;
+  {
+    Vmm& v = State();
+    std::lock_guard<std::mutex> lock(v.mu);
+    auto it = v.mappings.find(ptr);
+    if (it != v.mappings.end()) device = it->second.device;
+  }
+  if (CUresult r = AnyContext(device, &ctx); r != CUDA_SUCCESS) return r;
   if (CUresult r = rgpu::client::WaitContextDrained(ctx); r != CUDA_SUCCESS) return r;
   CUresult r = Server().Call<calls::MemUnmap>(ctx->remote, {.ptr = ptr, .size = size});
   if (r != CUDA_SUCCESS) return r;
@@ -264,5 +322,63 @@ RGPU_IMPL(cuMemGetAllocationPropertiesFromHandle)
   auto it = v.handles.find(handle);
   if (it == v.handles.end()) return CUDA_ERROR_INVALID_VALUE;
   *prop = it->second.prop;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemExportToShareableHandle)
+(void* shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
+ unsigned long long flags) {
+  if (shareable == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = ClientState::Get().CheckInitialized(); r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx = nullptr;
+  {
+    Vmm& v = State();
+    std::lock_guard<std::mutex> lock(v.mu);
+    auto it = v.handles.find(handle);
+    if (it == v.handles.end()) return CUDA_ERROR_INVALID_VALUE;
+    // Only the handle type it was made for.
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !(it->second.prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    ctx = it->second.ctx;
+  }
+  if (CUresult r = rgpu::client::CheckContext(ctx); r != CUDA_SUCCESS) return r;
+  calls::MemExportPhysical::Results got;
+  CUresult r = Server().Call<calls::MemExportPhysical>(ctx->remote, {.handle = handle}, &got);
+  if (r != CUDA_SUCCESS) return r;
+  const int fd = rgpu::client::KeyToFd(rgpu::client::KeyFrom(got));
+  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  *static_cast<int*>(shareable) = fd;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMemImportFromShareableHandle)
+(CUmemGenericAllocationHandle* handle, void* shareable, CUmemAllocationHandleType type) {
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    RGPU_LOG_WARN("cuMemImportFromShareableHandle: only POSIX file descriptors are supported");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  CUctx_st* ctx;
+  if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  // The descriptor travels as the pointer's value, as the driver takes it.
+  rgpu::client::ShareKey key;
+  if (!rgpu::client::KeyFromFd(static_cast<int>(reinterpret_cast<intptr_t>(shareable)), &key)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  calls::MemImportPhysical::Results got;
+  CUresult r = Server().Call<calls::MemImportPhysical>(
+      ctx->remote, rgpu::client::WithKey<calls::MemImportPhysical::Args>({}, key), &got);
+  if (r != CUDA_SUCCESS) return r;
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = ctx->device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  Vmm& v = State();
+  std::lock_guard<std::mutex> lock(v.mu);
+  v.handles[got.handle] = PhysicalHandle{prop, 1, ctx};
+  *handle = got.handle;
   return CUDA_SUCCESS;
 }

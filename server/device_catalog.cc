@@ -35,20 +35,29 @@ Status DeviceCatalog::Load(const CudaDriver& drv, const std::string& backend) {
                         CUDA_SUCCESS) {
         value = 0;
       }
-      // Stream-ordered allocation is the server's own (session_pool.cc), on every backend;
-      // its pools have no shareable handles.
+      // Stream-ordered allocation is the server's own (session_pool.cc), on every backend; its
+      // pools are shared between sessions (session_ipc.cc) through POSIX file descriptors where
+      // the backend opens IPC memory handles.
       if (a == CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) value = 1;
-      if (a == CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) value = 0;
+      if (a == CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) {
+        value = drv.cuIpcOpenMemHandle != nullptr ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0;
+      }
+      if (a == CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED && drv.cuIpcOpenEventHandle == nullptr) {
+        value = 0;
+      }
       // Cooperative launches go through the backend's cuLaunchKernelEx.
       if (a == CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH && drv.cuLaunchKernelEx == nullptr) value = 0;
       if (a == CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH) value = 0;
-      // Virtual memory management is forwarded (session_vmm.cc) without shareable handles or
-      // compression.
+      // Virtual memory management is forwarded (session_vmm.cc) without compression; its
+      // physical memory is shared between sessions through POSIX file descriptors (the server
+      // shares the backend's handle: session_ipc.cc).
       if (a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED && drv.cuMemMap == nullptr) {
         value = 0;
       }
-      if (a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED ||
-          a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED ||
+      if (a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) {
+        value = drv.cuMemMap != nullptr ? 1 : 0;
+      }
+      if (a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED ||
           a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED ||
           a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED ||
           a == CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED) {

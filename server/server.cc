@@ -261,6 +261,7 @@ void Server::Serve() {
         session.SetKernelBound(options_.max_kernel_ms);
         session.SetScrubAllocations(options_.backend != "softgpu" || !options_.backend_extensions);
         session.SetDeviceMemoryLock(&device_memory_mu_);
+        session.SetIpcRegistry(&ipc_);
         {
           std::lock_guard<std::mutex> lock(mu_);
           sessions_[id] = &session;

@@ -13,6 +13,7 @@
 #include "server/cuda_driver.h"
 #include "server/device_catalog.h"
 #include "server/fair_scheduler.h"
+#include "server/ipc_registry.h"
 #include "server/liveness_service.h"
 #include "server/session_limits.h"
 #include "server/tenants.h"
@@ -99,6 +100,7 @@ class Server {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> next_session_id_{1};
   std::mutex device_memory_mu_;  // Session::SetDeviceMemoryLock
+  IpcRegistry ipc_;              // what sessions share (Session::SetIpcRegistry)
   std::mutex mu_;
   std::set<uint64_t> live_;                // ids of sessions still running
   std::map<uint64_t, Session*> sessions_;  // sessions past construction, by id (under mu_)

@@ -543,11 +543,17 @@ void Session::DestroyContext(uint64_t id) {
   ForgetArrays(id);
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.ctx == id) {
-      if (it->second.freeable) Uncharge(it->second.size);
-      it = allocations_.erase(it);
+      if (it->second.freeable) UnchargeMemory(it->first, it->second.size);
+      if (it->second.import_pool != 0) {
+        if (PoolRecord* pool = pools_.Find(it->second.import_pool)) --pool->imported_pointers;
+      }
+      it = allocations_.erase(it);  // an import's mapping goes with the context
     } else {
       ++it;
     }
+  }
+  for (auto& [event_id, event] : events_.records()) {
+    if (event.ctx == id) RevokeEventExport(event);
   }
   for (const auto& [module_id, module] : modules_.records()) {
     if (module.ctx == id) Uncharge(module.charged);

@@ -22,6 +22,7 @@
 #include "server/cuda_driver.h"
 #include "server/fair_scheduler.h"
 #include "server/handle_table.h"
+#include "server/ipc_registry.h"
 #include "server/session_records.h"
 #include "server/session_limits.h"
 #include "transport/channel.h"
@@ -101,6 +102,10 @@ class Session {
   }
   // Bytes of device memory this session holds right now.
   uint64_t live_bytes() const { return live_bytes_.load(); }
+  // Where the session shares memory, events and pools with the server's other sessions
+  // (session_ipc.cc); null: it shares nothing (those calls fail with CUDA_ERROR_NOT_SUPPORTED).
+  // Must outlive the session.
+  void SetIpcRegistry(IpcRegistry* registry) { ipc_ = registry; }
 
  private:
   // Everything a handler needs about the call it serves.
@@ -267,6 +272,33 @@ class Session {
   void ErasePoolIfDone(uint64_t pool_id);
   // True when `event` has completed (false when the backend cannot tell).
   bool EventDone(CUevent event);
+  // Sharing with other sessions (session_ipc.cc). CUDA_ERROR_NOT_SUPPORTED (with cs.detail) when
+  // the session has no IpcRegistry.
+  CUresult NoSharing(CallState& cs);
+  // The object exported under `key` as `kind` if this session may open it; else null and *r the
+  // error (INVALID_CONTEXT for the session's own export, INVALID_VALUE otherwise).
+  std::shared_ptr<void> OpenExport(CallState& cs, const IpcKey& key, IpcKind kind, CUresult* r);
+  // The export of allocation `dptr` of the call's context (made on first use, its key standing
+  // in the registry as `kind`); null and *r the error when it cannot be exported.
+  std::shared_ptr<ExportedMemory> ExportMemory(CallState& cs, CUdeviceptr dptr, IpcKind kind,
+                                               CUresult* r);
+  // Opens exported memory in the call's context (again: one more reference), recording it as an
+  // import (into pool `import_pool`, 0: none); *dptr is where it is.
+  CUresult OpenMemory(CallState& cs, const std::shared_ptr<ExportedMemory>& ex, unsigned flags,
+                      uint64_t import_pool, CUdeviceptr* dptr);
+  // Closes an import on the backend (in its context) and forgets it.
+  void CloseImport(std::map<CUdeviceptr, Allocation>::iterator it);
+  // Releases the charge for an allocation at `base` the backend no longer holds for this
+  // session: an exported one's charge passes to its export (HeldCharge) and its key is revoked.
+  void UnchargeMemory(CUdeviceptr base, uint64_t bytes);
+  // No new opens of the allocation at `base` (its exporter freed it to its pool).
+  void RevokeMemoryExport(CUdeviceptr base);
+  void RevokeEventExport(EventRecord& event);
+  // Releases this session's hold on physical memory: the backend handle (or its share of a
+  // shared one) and the charge it made for it.
+  void LetGoOfPhysical(PhysicalRecord& physical);
+  // Makes `pool` shareable (its ExportedPool, registered as kPool).
+  CUresult ShareablePool(CallState& cs, PoolRecord& pool);
   void ReleaseAll();
 
   const uint64_t id_;
@@ -323,6 +355,9 @@ class Session {
   std::map<uint64_t, SamplerRecord> surfaces_;  // by CUsurfObject value
   HandleTable<LinkRecord> links_;
   HandleTable<PhysicalRecord> physical_;
+  IpcRegistry* ipc_ = nullptr;
+  // This session's allocations that other sessions may open, by base address.
+  std::map<CUdeviceptr, std::shared_ptr<ExportedMemory>> exported_memory_;
   std::map<CUdeviceptr, uint64_t> reservations_;   // reserved address ranges: base -> size
   std::map<CUdeviceptr, MappingRecord> mappings_;  // by base address
   std::map<int, uint64_t> default_pool_by_device_;

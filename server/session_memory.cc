@@ -45,6 +45,13 @@ CUresult Session::HandleMemAlloc(CallState& cs, const MemAllocIn& in,
 
 CUresult Session::HandleMemFree(CallState& cs, const MemFreeIn& in, calls::MemFree::Results*) {
   auto it = allocations_.find(in.dptr);
+  if (it != allocations_.end() && it->second.import_pool != 0 && it->second.ctx == cs.ctx_id) {
+    // A pointer imported from another session's pool: freeing it closes this session's import.
+    if (--it->second.opens > 0) return CUDA_SUCCESS;
+    if (CUresult r = drv_.cuCtxSynchronize(); r != CUDA_SUCCESS) return r;
+    CloseImport(it);
+    return MakeCurrent(cs.ctx);
+  }
   if (it == allocations_.end() || !it->second.freeable || it->second.ctx != cs.ctx_id) {
     cs.detail = "not an allocation of this session";
     return CUDA_ERROR_INVALID_VALUE;
@@ -67,7 +74,7 @@ CUresult Session::FreeAllocation(std::map<CUdeviceptr, Allocation>::iterator it)
     r = drv_.cuMemFree(it->first);
   }
   if (r != CUDA_SUCCESS) return r;
-  Uncharge(it->second.size);
+  UnchargeMemory(it->first, it->second.size);
   allocations_.erase(it);
   return CUDA_SUCCESS;
 }

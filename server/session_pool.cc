@@ -81,6 +81,7 @@ CUresult Session::HandleMemPoolCreate(CallState& cs, const MemPoolCreateIn& in,
   PoolRecord pool;
   pool.device = in.device;
   pool.max_size = in.max_size;
+  pool.shareable = in.shareable;
   out->pool = pools_.Insert(std::move(pool));
   return CUDA_SUCCESS;
 }
@@ -150,6 +151,10 @@ CUresult Session::HandleMemAllocFromPool(CallState& cs, const MemAllocFromPoolIn
   PoolRecord& pool = *in.pool.record;
   const uint64_t bytes = in.bytesize;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (pool.imported) {
+    cs.detail = "an imported pool only holds the pointers imported into it";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (pool.device != cs.ctx->device) {
     cs.detail = "the pool belongs to another device than the stream's";
     return CUDA_ERROR_INVALID_VALUE;
@@ -225,6 +230,14 @@ CUresult Session::HandleMemAllocFromPool(CallState& cs, const MemAllocFromPoolIn
 CUresult Session::HandleMemFreeAsync(CallState& cs, const MemFreeAsyncIn& in,
                                      calls::MemFreeAsync::Results*) {
   auto it = allocations_.find(in.dptr);
+  if (it != allocations_.end() && it->second.import_pool != 0 && it->second.ctx == cs.ctx_id) {
+    // A pointer imported from another session's pool: its import closes once the work before
+    // the free on the stream is done.
+    if (--it->second.opens > 0) return CUDA_SUCCESS;
+    if (CUresult r = drv_.cuStreamSynchronize(in.stream.stream); r != CUDA_SUCCESS) return r;
+    CloseImport(it);
+    return MakeCurrent(cs.ctx);
+  }
   if (it == allocations_.end() || !it->second.freeable || it->second.ctx != cs.ctx_id) {
     cs.detail = "not an allocation of this context";
     return CUDA_ERROR_INVALID_VALUE;
@@ -252,6 +265,7 @@ CUresult Session::HandleMemFreeAsync(CallState& cs, const MemFreeAsyncIn& in,
 void Session::ReturnToPool(std::map<CUdeviceptr, Allocation>::iterator it, uint64_t stream,
                            CUevent ready) {
   const uint64_t pool_id = it->second.pool;
+  RevokeMemoryExport(it->first);  // freed by its exporter: no new imports
   PoolRecord* pool = pools_.Find(pool_id);
   if (pool != nullptr) {
     pool->free.push_back(PoolBlock{it->first, it->second.size, it->second.ctx, stream, ready});
@@ -285,7 +299,7 @@ void Session::TrimPool(PoolRecord& pool, uint64_t keep) {
       auto change = DeviceMemoryChange();
       drv_.cuMemFree(it->ptr);
     }
-    Uncharge(it->size);
+    UnchargeMemory(it->ptr, it->size);
     pool.reserved -= it->size;
     it = pool.free.erase(it);
   }
@@ -308,7 +322,7 @@ void Session::ForgetPoolBlocks(uint64_t ctx_id) {
         ++it;
         continue;
       }
-      Uncharge(it->size);
+      UnchargeMemory(it->ptr, it->size);
       pool.reserved -= it->size;
       it = pool.free.erase(it);  // its event and memory go with the context
     }
@@ -324,7 +338,10 @@ void Session::ForgetPoolBlocks(uint64_t ctx_id) {
 
 void Session::ErasePoolIfDone(uint64_t pool_id) {
   PoolRecord* pool = pools_.Find(pool_id);
-  if (pool == nullptr || !pool->destroyed || pool->used != 0 || !pool->free.empty()) return;
+  if (pool == nullptr || !pool->destroyed || pool->used != 0 || !pool->free.empty() ||
+      pool->imported_pointers != 0) {
+    return;
+  }
   pools_.Erase(pool_id);
 }
 

@@ -7,11 +7,18 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "proto/call_kinds.h"
+#include "server/ipc_registry.h"
 
 namespace rgpu::server {
+
+struct ExportedMemory;
+struct ExportedPool;
+struct ExportedEvent;
+struct SharedPhysical;
 
 // Limits whose device memory is charged to the tenant: the malloc heap, the per-thread stack
 // (reserved for every thread the device can hold at once) and the printf buffer.
@@ -33,6 +40,12 @@ struct Allocation {
   bool freeable = true;  // false for module globals
   uint64_t module = 0;   // the module a global belongs to
   uint64_t pool = 0;     // the memory pool it came from (cuMemAllocAsync), 0: none
+  // Memory another session exported that this one opened (cuIpcOpenMemHandle, or a pointer of
+  // an imported pool: import_pool is the session's pool it was imported into). Never freed
+  // here: closed, which gives the exporter's memory back (session_ipc.cc).
+  std::shared_ptr<ExportedMemory> imported;
+  uint32_t opens = 0;  // cuIpcOpenMemHandle calls not yet closed
+  uint64_t import_pool = 0;
 };
 
 // Memory a pool holds that no allocation uses: free again once `ready` (recorded on the freeing
@@ -58,6 +71,12 @@ struct PoolRecord {
   bool reuse_allow_internal_dependencies = true;
   uint64_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
   std::vector<PoolBlock> free;
+  // Shared with other sessions (an export of this pool, or this pool imported from another
+  // session). An imported pool holds no memory of its own: only the pointers imported into it.
+  std::shared_ptr<ExportedPool> shared;
+  bool shareable = false;  // made with a shareable handle type (it may be exported)
+  bool imported = false;
+  uint32_t imported_pointers = 0;
 };
 
 struct ModuleRecord {
@@ -87,6 +106,10 @@ struct StreamRecord {
 struct EventRecord {
   CUevent event = nullptr;
   uint64_t ctx = 0;
+  // Once exported (cuIpcGetEventHandle): what other sessions open, standing in the server's
+  // IpcRegistry under ipc_key until the event goes.
+  std::shared_ptr<ExportedEvent> exported;
+  IpcKey ipc_key = {};
 };
 
 // A CUDA array (cuArray3DCreate) and the shape the session checks copies against: `width` in
@@ -127,6 +150,11 @@ struct PhysicalRecord {
   uint64_t size = 0;
   int mappings = 0;
   bool released = false;  // by the client; the record goes with its last mapping
+  // Once exported or imported (cuMemExportToShareableHandle): the backend handle is the shared
+  // one's, released with its last holder. `charged`: this session was charged for it (it made
+  // it); the charge passes to the shared memory when this session lets go.
+  std::shared_ptr<SharedPhysical> shared;
+  bool charged = true;
 };
 
 // A mapping of physical memory at a reserved address (cuMemMap), by base address.

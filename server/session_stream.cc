@@ -97,6 +97,7 @@ CUresult Session::HandleEventElapsedTime(CallState& cs, const EventElapsedTimeIn
 
 CUresult Session::HandleEventDestroy(CallState&, const EventDestroyIn& in,
                                      calls::EventDestroy::Results*) {
+  RevokeEventExport(*in.event.record);
   CUresult r = drv_.cuEventDestroy(in.event->event);
   events_.Erase(in.event.id);
   return r;

@@ -110,9 +110,12 @@ CUresult Session::ZeroPhysical(const PhysicalRecord& rec) {
 
 CUresult Session::HandleMemRelease(CallState&, const MemReleaseIn& in,
                                    calls::MemRelease::Results*) {
-  // The backend keeps mapped memory alive; the charge stays with the session's mappings.
-  const CUresult r = drv_.cuMemRelease(in.handle->handle);
-  if (r != CUDA_SUCCESS) return r;
+  // The backend keeps mapped memory alive; the charge stays with the session's mappings. Shared
+  // memory's backend handle is released with its last holder (LetGoOfPhysical).
+  if (in.handle->shared == nullptr) {
+    const CUresult r = drv_.cuMemRelease(in.handle->handle);
+    if (r != CUDA_SUCCESS) return r;
+  }
   in.handle->released = true;
   ErasePhysicalIfDone(in.handle.id);
   return CUDA_SUCCESS;
@@ -121,7 +124,7 @@ CUresult Session::HandleMemRelease(CallState&, const MemReleaseIn& in,
 void Session::ErasePhysicalIfDone(uint64_t id) {
   PhysicalRecord* p = physical_.Find(id);
   if (p == nullptr || !p->released || p->mappings > 0) return;
-  Uncharge(p->size);
+  LetGoOfPhysical(*p);
   physical_.Erase(id);
 }
 
@@ -269,10 +272,7 @@ void Session::ReleaseVirtualMemory() {
     for (auto& [ptr, size] : reservations_) drv_.cuMemAddressFree(ptr, size);
   }
   reservations_.clear();
-  for (auto& [id, p] : physical_.records()) {
-    if (!p.released && drv_.cuMemRelease != nullptr) drv_.cuMemRelease(p.handle);
-    Uncharge(p.size);
-  }
+  for (auto& [id, p] : physical_.records()) LetGoOfPhysical(p);
   physical_.records().clear();
 }
 

@@ -17,3 +17,6 @@ SOFTGPU_ALIAS(CUresult, cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2,
 SOFTGPU_ALIAS(CUresult, cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2, (CUdevice d), (d))
 SOFTGPU_ALIAS(CUresult, cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2,
               (CUdevice d, unsigned int flags), (d, flags))
+SOFTGPU_ALIAS(CUresult, cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2,
+              (CUdeviceptr * pdptr, CUipcMemHandle handle, unsigned int flags),
+              (pdptr, handle, flags))

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "softgpu/api_util.h"
+#include "softgpu/ipc.h"
 
 using namespace softgpu;
 
@@ -396,7 +397,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
     if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
     if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     uint64_t address;
-    switch (ctx->memory().Allocate(bytesize, &address)) {
+    switch (ctx->memory().Allocate(bytesize, &address, AllocationKind::kMemAlloc)) {
       case AddressSpace::Result::kOk:
         *dptr = address;
         return CUDA_SUCCESS;
@@ -423,7 +424,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr* dptr, size_t* pPitc
     const size_t pitch = (WidthInBytes + 511) / 512 * 512;
     if (Height > (~size_t{0}) / pitch) return CUDA_ERROR_INVALID_VALUE;
     uint64_t address;
-    switch (ctx->memory().Allocate(pitch * Height, &address)) {
+    switch (ctx->memory().Allocate(pitch * Height, &address, AllocationKind::kMemAlloc)) {
       case AddressSpace::Result::kOk:
         *dptr = address;
         *pPitch = pitch;
@@ -441,11 +442,17 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
     std::shared_ptr<Context> ctx;
     if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
     if (dptr == 0) return CUDA_SUCCESS;
-    if (ctx->memory().Find(dptr, 1) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Allocation> a = ctx->memory().Find(dptr, 1);
+    // Memory opened with cuIpcOpenMemHandle is released with cuIpcCloseMemHandle only.
+    if (a == nullptr || a->kind == AllocationKind::kIpcAlias) return CUDA_ERROR_INVALID_VALUE;
+    a.reset();
     // Like the real driver, freeing waits for all work that may still use the memory, on every
     // stream (non-blocking streams too: they only skip the legacy default stream's ordering).
     ctx->WaitForAllStreams();
     if (ctx->memory().Free(dptr) != AddressSpace::Result::kOk) return CUDA_ERROR_INVALID_VALUE;
+    // Its IPC handle can no longer be opened; contexts that opened it keep their mapping (and the
+    // memory stays charged to the device) until they close it.
+    RevokeIpcMemExport(dptr);
     return CUDA_SUCCESS;
   });
 }

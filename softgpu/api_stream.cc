@@ -2,6 +2,7 @@
 #include <cuda.h>
 
 #include "softgpu/api_util.h"
+#include "softgpu/ipc.h"
 
 using namespace softgpu;
 
@@ -274,7 +275,10 @@ extern "C" SOFTGPU_EXPORT CUresult CUDAAPI cuEventElapsedTime_v1(float* ms, CUev
 SOFTGPU_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
   return Guard([&] {
     if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
-    if (GetDriver().events.Remove(hEvent) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    std::shared_ptr<Event> e = GetDriver().events.Remove(hEvent);
+    if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    // Its IPC handle can no longer be opened; handles opened from it keep the shared state.
+    RevokeIpcEventExport(*e);
     return CUDA_SUCCESS;
   });
 }

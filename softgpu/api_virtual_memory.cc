@@ -297,6 +297,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
         a->base = it->first;
         a->size = m.size;
         a->reserved = 0;
+        a->kind = softgpu::AllocationKind::kMapping;
         a->host = m.physical->host + m.offset;
         a->owner = m.physical;
         if (ctx->memory().Insert(std::move(a)) == softgpu::AddressSpace::Result::kOk) {

@@ -311,6 +311,9 @@ bool Device::Attribute(int attribute, int* value) const {
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
       v = static_cast<int>(DeviceArchitecture().max_blocks_per_multiprocessor);
       break;
+    case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED:
+      v = 1;  // cuIpcGetEventHandle / cuIpcOpenEventHandle between contexts (api_ipc.cc)
+      break;
     case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT:
       v = 1;
       break;

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "softgpu/ipc.h"
 #include "softgpu/texture.h"
 
 namespace softgpu {
@@ -74,6 +75,7 @@ CUresult Library::Instance(Context* context, std::shared_ptr<Module>* out) {
 void DestroyContextResources(const std::shared_ptr<Context>& context) {
   Driver& d = GetDriver();
   Context* c = context.get();
+  RevokeIpcExportsOf(c);  // first, so that no new opens start while it goes
   context->Teardown();
   d.streams.RemoveIf([c](const Stream& s) { return s.context() == c; });
   d.events.RemoveIf([c](const Event& e) { return e.context() == c; });

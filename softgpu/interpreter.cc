@@ -134,6 +134,13 @@ class BlockRunner {
   const Fault& fault() const { return fault_; }
   // Lane-instructions executed since Start.
   uint64_t lane_instructions() const { return block_.lane_instructions; }
+  // Drops the allocations and texture objects the block state keeps pinned (a thread's runner
+  // lives on after its launch; what it pinned must not outlive the launch, or freed memory would
+  // stay charged to the device).
+  void ReleasePins() {
+    for (auto& a : block_.cached) a.reset();
+    for (BoundTexture& t : block_.textures) t = BoundTexture();
+  }
 
  private:
   // Runs warp `s` until it finishes, waits at a barrier, faults or yields.
@@ -910,6 +917,12 @@ Fault RunCooperativeGrid(const LaunchParams& launch, uint64_t launch_id) {
   return first;
 }
 
+// The runner of the calling thread for ordinary launches (its buffers are reused).
+BlockRunner& ThreadRunner() {
+  thread_local BlockRunner runner;
+  return runner;
+}
+
 }  // namespace
 
 Fault RunGrid(const LaunchParams& launch) {
@@ -928,7 +941,7 @@ Fault RunGrid(const LaunchParams& launch) {
       failed.store(true, std::memory_order_relaxed);
       return;
     }
-    thread_local BlockRunner runner;
+    BlockRunner& runner = ThreadRunner();
     const uint32_t ctaid[3] = {static_cast<uint32_t>(i % gx), static_cast<uint32_t>((i / gx) % gy),
                                static_cast<uint32_t>(i / (gx * gy))};
     Fault f;
@@ -948,7 +961,8 @@ Fault RunGrid(const LaunchParams& launch) {
       failed.store(true, std::memory_order_relaxed);
     }
   };
-  ThreadPool::Global().ParallelFor(blocks, body);
+  const std::function<void()> leave = [] { ThreadRunner().ReleasePins(); };
+  ThreadPool::Global().ParallelFor(blocks, body, &leave);
   return first;
 }
 

@@ -21,6 +21,7 @@ uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 Allocation::~Allocation() {
   if (owner == nullptr) free(host);
+  if (budget != nullptr) budget->Release(reserved);
 }
 
 uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {
@@ -49,17 +50,17 @@ void DeviceMemoryBudget::Release(uint64_t bytes) {
 
 AddressSpace::~AddressSpace() { FreeAll(); }
 
-AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address) {
+AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address, AllocationKind kind) {
   if (size == 0) return Result::kInvalid;
   if (size > (1ull << 44)) return Result::kOutOfMemory;
   const uint64_t reserved = RoundUp(size, kAllocationAlignment);
-  if (!budget_->Reserve(reserved)) return Result::kOutOfMemory;
   auto a = std::make_shared<Allocation>();
+  if (!budget_->Reserve(reserved)) return Result::kOutOfMemory;
+  // From here on the allocation's destructor gives the bytes back, whatever happens.
+  a->reserved = reserved;
+  a->budget = budget_;
   a->host = static_cast<uint8_t*>(calloc(1, reserved));
-  if (a->host == nullptr) {
-    budget_->Release(reserved);
-    return Result::kOutOfMemory;
-  }
+  if (a->host == nullptr) return Result::kOutOfMemory;
   // RGPU_SOFTGPU_STALE_MEMORY=1: fresh memory holds stale bytes, as a real GPU's holds what its
   // last user left there (for tests of a server that must scrub it).
   static const bool stale = [] {
@@ -69,7 +70,7 @@ AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address) {
   if (stale) memset(a->host, 0xA5, reserved);
   a->zeroed = !stale;
   a->size = size;
-  a->reserved = reserved;
+  a->kind = kind;
   // Bases are kBaseAlignment-aligned (as the real driver's are), so that any allocation can back
   // a linear or pitched texture (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT).
   a->base = g_next_address.fetch_add(RoundUp(reserved + kGuardGap, kBaseAlignment),
@@ -96,7 +97,7 @@ AddressSpace::Result AddressSpace::Insert(std::shared_ptr<Allocation> mapping) {
 }
 
 AddressSpace::Result AddressSpace::Free(uint64_t address) {
-  std::shared_ptr<Allocation> victim;
+  std::shared_ptr<Allocation> victim;  // released after the lock (its destructor frees memory)
   {
     std::unique_lock lock(mu_);
     auto it = allocations_.find(address);
@@ -104,7 +105,6 @@ AddressSpace::Result AddressSpace::Free(uint64_t address) {
     victim = std::move(it->second);
     allocations_.erase(it);
   }
-  budget_->Release(victim->reserved);
   return Result::kOk;
 }
 
@@ -114,7 +114,6 @@ void AddressSpace::FreeAll() {
     std::unique_lock lock(mu_);
     all.swap(allocations_);
   }
-  for (auto& [base, a] : all) budget_->Release(a->reserved);
 }
 
 std::shared_ptr<Allocation> AddressSpace::Find(uint64_t address, uint64_t size) const {

@@ -1,7 +1,8 @@
 // Device memory: a process-wide virtual address range handed out in 256-byte aligned pieces, each
-// backed by host memory and owned by exactly one context's AddressSpace. Every access from a copy
-// or a kernel goes through AddressSpace::Find, so a pointer that another context owns, that was
-// freed, or that runs past the end of its allocation is refused instead of touching host memory.
+// backed by host memory and allocated by one context's AddressSpace (other contexts see it only
+// through a cuMemMap mapping or an IPC alias at the same address). Every access from a copy or a
+// kernel goes through AddressSpace::Find, so a pointer that another context owns, that was freed,
+// or that runs past the end of its allocation is refused instead of touching host memory.
 #pragma once
 
 #include <atomic>
@@ -16,16 +17,33 @@ constexpr uint64_t kAllocationAlignment = 256;
 // Device addresses start here; generic-address windows for shared and local memory lie below.
 constexpr uint64_t kGlobalAddressBase = 0x0000500000000000ull;
 
+class DeviceMemoryBudget;
+
+// What an allocation is, for the calls that accept only some kinds.
+enum class AllocationKind : uint8_t {
+  kInternal,  // arrays, module variables, the device heap, grid workspaces
+  kMemAlloc,  // cuMemAlloc / cuMemAllocPitch: the memory cuIpcGetMemHandle exports
+  kMapping,   // physical memory mapped with cuMemMap
+  kIpcAlias,  // another context's cuMemAlloc memory opened with cuIpcOpenMemHandle
+};
+
 // One device allocation and its host backing store (zero-filled, or stale bytes under
-// RGPU_SOFTGPU_STALE_MEMORY=1).
+// RGPU_SOFTGPU_STALE_MEMORY=1). Its `reserved` bytes stay charged to the device's budget until
+// the last reference goes (an IPC alias in another context keeps them in use after cuMemFree).
 struct Allocation {
   uint64_t base = 0;
   uint64_t size = 0;      // bytes requested
   uint64_t reserved = 0;  // bytes counted against the device (size rounded up to the alignment)
   uint8_t* host = nullptr;
   bool zeroed = true;  // false under RGPU_SOFTGPU_STALE_MEMORY
-  // Set for a mapping of physical memory (cuMemMap): it owns `host`, which this does not free.
+  AllocationKind kind = AllocationKind::kInternal;
+  // Opens of an IPC alias in its context (cuIpcOpenMemHandle); guarded by the IPC tables' mutex.
+  uint32_t ipc_opens = 0;
+  // Set for a mapping of physical memory (cuMemMap) or an IPC alias: it owns `host`, which this
+  // does not free.
   std::shared_ptr<void> owner;
+  // Where `reserved` is released when this goes (null: nothing to release).
+  DeviceMemoryBudget* budget = nullptr;
   Allocation() = default;
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
@@ -62,13 +80,15 @@ class AddressSpace {
   enum class Result { kOk, kOutOfMemory, kInvalid };
 
   // Allocates `size` (> 0) bytes and stores the device address in *address.
-  Result Allocate(uint64_t size, uint64_t* address);
-  // Frees the allocation that starts exactly at `address`.
+  Result Allocate(uint64_t size, uint64_t* address,
+                  AllocationKind kind = AllocationKind::kInternal);
+  // Removes the allocation that starts exactly at `address` from this address space; its memory
+  // (and its share of the budget) goes with the last reference to it.
   Result Free(uint64_t address);
-  // Makes `mapping` (a range of physical memory at a reserved address, reserved bytes 0: the
-  // physical memory is charged already) part of this address space; kInvalid if it overlaps.
+  // Makes `mapping` (a range of physical memory at a reserved address, or an IPC alias; reserved
+  // bytes 0: the memory is charged already) part of this address space; kInvalid if it overlaps.
   Result Insert(std::shared_ptr<Allocation> mapping);
-  // Frees everything (context teardown).
+  // Removes everything (context teardown).
   void FreeAll();
 
   // The allocation containing [address, address + size), or null. The returned reference keeps

@@ -95,26 +95,41 @@ struct EventRecord {
   std::atomic<int64_t> time_ns{-1};  // steady-clock time when reached
 };
 
+// What an event has recorded. Shared by every handle of the event: the one cuEventCreate made
+// and those cuIpcOpenEventHandle made from it in other contexts.
+struct EventState {
+  std::mutex mu;
+  std::shared_ptr<EventRecord> record;  // null until first recorded; guarded by mu
+};
+
 class Event {
  public:
-  Event(Context* context, unsigned flags) : context_(context), flags_(flags) {}
+  Event(Context* context, unsigned flags)
+      : context_(context), flags_(flags), state_(std::make_shared<EventState>()) {}
+  // Another handle of an existing event (cuIpcOpenEventHandle).
+  Event(Context* context, unsigned flags, std::shared_ptr<EventState> state)
+      : context_(context), flags_(flags), state_(std::move(state)) {}
   Context* context() const { return context_; }
   unsigned flags() const { return flags_; }
   bool timing() const;
   std::shared_ptr<EventRecord> record() const {
-    std::lock_guard lock(mu_);
-    return record_;
+    std::lock_guard lock(state_->mu);
+    return state_->record;
   }
   void set_record(std::shared_ptr<EventRecord> r) {
-    std::lock_guard lock(mu_);
-    record_ = std::move(r);
+    std::lock_guard lock(state_->mu);
+    state_->record = std::move(r);
   }
+  const std::shared_ptr<EventState>& state() const { return state_; }
+
+  // The export this handle made with cuIpcGetEventHandle (0: none); guarded by the IPC tables'
+  // mutex (api_ipc.cc).
+  uint64_t ipc_export_id = 0;
 
  private:
   Context* const context_;
   const unsigned flags_;
-  mutable std::mutex mu_;
-  std::shared_ptr<EventRecord> record_;  // null until first recorded
+  const std::shared_ptr<EventState> state_;
 };
 
 int64_t SteadyNowNs();

@@ -28,21 +28,27 @@ ThreadPool& ThreadPool::Global() {
 }
 
 void ThreadPool::Drain(Job& job) {
-  for (;;) {
-    const uint64_t i = job.next.fetch_add(1, std::memory_order_relaxed);
-    if (i >= job.n) return;
+  uint64_t i = job.next.fetch_add(1, std::memory_order_relaxed);
+  while (i < job.n) {
     (*job.fn)(i);
+    // The next index is claimed before this one counts as finished, so that a thread with no
+    // more work runs `leave` while the caller still waits.
+    const uint64_t next = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (next >= job.n && job.leave != nullptr) (*job.leave)();
     if (job.finished.fetch_add(1, std::memory_order_acq_rel) + 1 == job.n) {
       std::lock_guard lock(job.mu);
       job.done.notify_all();
     }
+    i = next;
   }
 }
 
-void ThreadPool::ParallelFor(uint64_t n, const std::function<void(uint64_t)>& fn) {
+void ThreadPool::ParallelFor(uint64_t n, const std::function<void(uint64_t)>& fn,
+                             const std::function<void()>* leave) {
   if (n == 0) return;
   auto job = std::make_shared<Job>();
   job->fn = &fn;
+  job->leave = leave;
   job->n = n;
   if (n > 1 && !threads_.empty()) {
     {

@@ -29,12 +29,16 @@ class ThreadPool {
   uint32_t workers() const { return static_cast<uint32_t>(threads_.size()); }
 
   // Calls fn(i) for every i in [0, n), spread over the workers and the caller, and returns when
-  // all calls have finished. fn must not throw.
-  void ParallelFor(uint64_t n, const std::function<void(uint64_t)>& fn);
+  // all calls have finished. fn must not throw. `leave` (optional, must not throw) runs on each
+  // thread that took part, after its last call of fn and before ParallelFor returns (to drop what
+  // the thread's own state still holds of the loop).
+  void ParallelFor(uint64_t n, const std::function<void(uint64_t)>& fn,
+                   const std::function<void()>* leave = nullptr);
 
  private:
   struct Job {
     const std::function<void(uint64_t)>* fn;
+    const std::function<void()>* leave = nullptr;
     uint64_t n;
     std::atomic<uint64_t> next{0};
     std::atomic<uint64_t> finished{0};

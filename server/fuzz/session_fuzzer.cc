@@ -203,14 +203,18 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 // Runs one session on `script` to its end.
-void RunSession(std::deque<std::pair<std::string, std::string>> script, bool tokens) {
+void RunSession(std::deque<std::pair<std::string, std::string>> script, bool tokens, uint64_t id) {
+  // Exports are drawn at random keys, which a fuzzed session cannot present: opens are refused,
+  // exports and their revocation still run.
+  static server::IpcRegistry ipc;
   std::atomic<bool> stop{false};
-  server::Session session(1, g_driver, g_devices,
+  server::Session session(id, g_driver, g_devices,
                           std::make_unique<ScriptedChannel>(std::move(script)),
                           tokens ? g_tenants : nullptr);
   session.SetStatusProvider([] { return wire::StatusReply(); });
   static const std::string secret = "fuzz-reachability-secret";
   session.SetReachabilitySecret(&secret);
+  session.SetIpcRegistry(&ipc);
   session.Run(stop);
 }
 
@@ -254,11 +258,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     bool unused = false;
     Start(none, &start, &unused);
     second.insert(second.begin(), start.begin(), start.end());
-    std::thread other(RunSession, std::move(second), false);
-    RunSession(std::move(script), tokens);
+    std::thread other(RunSession, std::move(second), false, 2);
+    RunSession(std::move(script), tokens, 1);
     other.join();
   } else {
-    RunSession(std::move(script), tokens);
+    RunSession(std::move(script), tokens, 1);
   }
   // Everything the sessions made is gone with them.
   g_driver.cuCtxSetCurrent(nullptr);

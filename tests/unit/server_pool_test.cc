@@ -111,7 +111,7 @@ TEST_F(ServerPoolTest, FreedMemoryIsNoLongerTheSessions) {
 TEST_F(ServerPoolTest, AnotherSessionsPoolIsRefused) {
   auto alice = Connect();
   const uint64_t a = OpenSession(alice.get(), "tok-alice");
-  wire::Envelope made = Exchange(alice.get(), Call(40, Op::kMemPoolCreate, 0, {0, 0}));
+  wire::Envelope made = Exchange(alice.get(), Call(40, Op::kMemPoolCreate, 0, {0, 0, 0}));
   ASSERT_EQ(made.reply().result(), CUDA_SUCCESS);
   const uint64_t alices = made.reply().values(0);
   const uint64_t p = AllocFrom(alice.get(), a, alices, 4096);
@@ -148,7 +148,7 @@ TEST_F(ServerPoolTest, SizesNearTwoToThe64AndBoundsAreRefused) {
   EXPECT_EQ(AllocFrom(alice.get(), a, pool, 0, &result), 0u);
   EXPECT_EQ(result, CUDA_ERROR_INVALID_VALUE);
   // A pool bounded to 1 MiB holds no more, however its memory is asked for.
-  wire::Envelope made = Exchange(alice.get(), Call(50, Op::kMemPoolCreate, 0, {0, kMiB}));
+  wire::Envelope made = Exchange(alice.get(), Call(50, Op::kMemPoolCreate, 0, {0, kMiB, 0}));
   ASSERT_EQ(made.reply().result(), CUDA_SUCCESS);
   const uint64_t small = made.reply().values(0);
   const uint64_t p = AllocFrom(alice.get(), a, small, 768 * 1024);

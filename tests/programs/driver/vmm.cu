@@ -2,7 +2,8 @@
 // range become one buffer once access is granted (copies, a memset and a kernel span both);
 // granularity, properties, access flags and retained handles are reported; memory cannot be used
 // before access is granted or after it is unmapped; maps outside the reservation, past the
-// physical memory or over a mapping are refused; shareable handles are refused clearly.
+// physical memory or over a mapping are refused; a handle is exported only as the shareable type
+// it was made for, and types other than POSIX file descriptors are refused clearly.
 #include <vector>
 
 #include "check.h"
@@ -83,11 +84,15 @@ int main() {
   EXPECT_TRUE(cuMemMap(base, gran, 0, b, 0) != CUDA_SUCCESS);
   EXPECT_TRUE(cuMemSetAccess(other, gran, &access, 1) != CUDA_SUCCESS);
   CHECK(cuMemAddressFree(other, 2 * gran));
-  // Shareable handles are not available through rgpu.
+  // Shareable handles: POSIX file descriptors (driver_ipc shares them between processes); a
+  // handle made without one cannot be exported as one; other types are refused clearly.
   CUmemAllocationProp shareable = prop;
-  shareable.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  shareable.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
   CUmemGenericAllocationHandle s;
   EXPECT_TRUE(cuMemCreate(&s, gran, &shareable, 0) == CUDA_ERROR_NOT_SUPPORTED);
+  int fd = -1;
+  EXPECT_TRUE(cuMemExportToShareableHandle(&fd, a, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+              CUDA_ERROR_INVALID_VALUE);
 
   // Unmapped: no longer memory of the context.
   CHECK(cuMemUnmap(base, 2 * gran));

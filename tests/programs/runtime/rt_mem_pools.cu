@@ -97,8 +97,19 @@ int main() {
     if (host[i] != 7 + i) return 1;
   }
   CHECK(cudaMemPoolDestroy(own));
-  // Shareable handles are not offered.
+  // Shareable handles: POSIX file descriptors are offered (driver_ipc shares them between
+  // processes); a pool made without a handle type exports none; other types are refused.
   props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+  CHECK(cudaMemPoolCreate(&own, &props));
+  CHECK(cudaMemPoolDestroy(own));
+  props.handleTypes = cudaMemHandleTypeNone;
+  CHECK(cudaMemPoolCreate(&own, &props));
+  int fd = -1;
+  EXPECT_ERROR(
+      cudaMemPoolExportToShareableHandle(&fd, own, cudaMemHandleTypePosixFileDescriptor, 0),
+      cudaErrorInvalidValue);
+  CHECK(cudaMemPoolDestroy(own));
+  props.handleTypes = cudaMemHandleTypeFabric;
   EXPECT_ERROR(cudaMemPoolCreate(&own, &props), cudaErrorNotSupported);
 
   CHECK(cudaFree(out));
