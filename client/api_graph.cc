@@ -7,6 +7,7 @@
 #include <map>
 #include <queue>
 
+#include "client/graph_conditional.h"
 #include "client/graph_order.h"
 #include "client/impl.h"
 
@@ -40,12 +41,47 @@ RGPU_IMPL(cuStreamBeginCapture_v2)(CUstream s, CUstreamCaptureMode mode) {
   s->capture = new CUgraph_st();
   s->capture->streams.push_back(s);
   s->capture_id = g_next_capture_id++;
+  // A graph already: cuStreamGetCaptureInfo hands it out and the program may add nodes to it.
+  ClientState::Get().Register(s->capture);
   return CUDA_SUCCESS;
 }
 RGPU_SAME_AS(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2)
 
+RGPU_IMPL(cuStreamBeginCaptureToGraph)
+(CUstream s, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges, size_t n,
+ CUstreamCaptureMode) {
+  CUresult r = CheckStream(s);
+  if (r != CUDA_SUCCESS) return r;
+  if (!ClientState::Get().IsLive(graph) || graph->kind != ObjectKind::kGraph ||
+      (n > 0 && deps == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; edges != nullptr && i < n; ++i) {
+    if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT) {
+      RGPU_LOG_WARN("cuStreamBeginCaptureToGraph: programmatic dependency edges are not supported");
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (s->capture != nullptr || !graph->streams.empty()) return CUDA_ERROR_ILLEGAL_STATE;
+  std::vector<CUgraphNode_st*> first;
+  for (size_t i = 0; i < n; ++i) {
+    bool of_graph = false;
+    for (const GraphNode& node : graph->nodes) of_graph |= &node == deps[i] && !node.destroyed;
+    if (!of_graph) return CUDA_ERROR_INVALID_VALUE;
+    first.push_back(deps[i]);
+  }
+  s->capture = graph;
+  graph->streams.push_back(s);
+  graph->captured_into = true;
+  graph->next_deps_set = true;  // the first captured node follows `deps` only
+  graph->next_deps = std::move(first);
+  s->capture_id = g_next_capture_id++;
+  return CUDA_SUCCESS;
+}
+RGPU_SAME_AS(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph)
+
 RGPU_IMPL(cuStreamEndCapture)(CUstream s, CUgraph* graph) {
-  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CheckStream(s);
   if (r != CUDA_SUCCESS) return r;
   CUgraph_st* g;
@@ -53,6 +89,7 @@ RGPU_IMPL(cuStreamEndCapture)(CUstream s, CUgraph* graph) {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     if (s->capture == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
     g = s->capture;
+    if (graph == nullptr && !g->captured_into) return CUDA_ERROR_INVALID_VALUE;
     // Every stream that joined the capture leaves it, and its events stop marking it.
     for (CUstream joined : g->streams) {
       if (ClientState::Get().IsLive(joined) && joined->capture == g) joined->capture = nullptr;
@@ -62,8 +99,15 @@ RGPU_IMPL(cuStreamEndCapture)(CUstream s, CUgraph* graph) {
     }
     g->streams.clear();
     g->events.clear();
+    g->next_deps_set = false;
+    g->next_deps.clear();
+    if (g->captured_into) {
+      // Into a graph the program made: it has it already.
+      g->captured_into = false;
+      if (graph != nullptr) *graph = g;
+      return CUDA_SUCCESS;
+    }
   }
-  ClientState::Get().Register(g);
   *graph = g;
   return CUDA_SUCCESS;
 }
@@ -90,19 +134,59 @@ RGPU_IMPL(cuStreamGetCaptureInfo_v3)
   CUresult r = rgpu_impl_cuStreamIsCapturing(s, &st);
   if (r != CUDA_SUCCESS) return r;
   if (status != nullptr) *status = st;
+  if (deps != nullptr) *deps = nullptr;
+  if (edges != nullptr) *edges = nullptr;  // every dependency is a plain one
+  if (num_deps != nullptr) *num_deps = 0;
   if (st == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    CUgraph_st* g = s->capture;
     if (id != nullptr) *id = s->capture_id;
-    if (graph != nullptr) *graph = s->capture;
+    if (graph != nullptr) *graph = g;
+    // What the next captured node will depend on; valid until the capture's next call.
+    g->info_deps = rgpu::client::NextCaptureDeps(*g);
+    if (deps != nullptr) *deps = g->info_deps.empty() ? nullptr : g->info_deps.data();
+    if (num_deps != nullptr) *num_deps = g->info_deps.size();
   } else if (graph != nullptr) {
     *graph = nullptr;
   }
-  // Graph nodes are not exposed as handles.
-  if (deps != nullptr) *deps = nullptr;
-  if (edges != nullptr) *edges = nullptr;
-  if (num_deps != nullptr) *num_deps = 0;
   return CUDA_SUCCESS;
 }
+
+RGPU_IMPL(cuStreamUpdateCaptureDependencies_v2)
+(CUstream s, CUgraphNode* deps, const CUgraphEdgeData* edges, size_t n, unsigned int flags) {
+  if (n > 0 && deps == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (flags != CU_STREAM_ADD_CAPTURE_DEPENDENCIES && flags != CU_STREAM_SET_CAPTURE_DEPENDENCIES) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; edges != nullptr && i < n; ++i) {
+    if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT) return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  CUresult r = CheckStream(s);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  CUgraph_st* g = s->capture;
+  if (g == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  std::vector<CUgraphNode_st*> next = flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES
+                                          ? std::vector<CUgraphNode_st*>{}
+                                          : rgpu::client::NextCaptureDeps(*g);
+  for (size_t i = 0; i < n; ++i) {
+    bool of_graph = false;
+    for (const GraphNode& node : g->nodes) of_graph |= &node == deps[i] && !node.destroyed;
+    if (!of_graph) return CUDA_ERROR_INVALID_VALUE;
+    if (std::find(next.begin(), next.end(), deps[i]) == next.end()) next.push_back(deps[i]);
+  }
+  g->next_deps_set = true;
+  g->next_deps = std::move(next);
+  return CUDA_SUCCESS;
+}
+RGPU_SAME_AS(cuStreamUpdateCaptureDependencies_v2_ptsz, cuStreamUpdateCaptureDependencies_v2)
+
+extern "C" __attribute__((visibility("default"))) CUresult
+rgpu_impl_cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode* deps, size_t n,
+                                            unsigned int flags) {
+  return rgpu_impl_cuStreamUpdateCaptureDependencies_v2(s, deps, nullptr, n, flags);
+}
+RGPU_SAME_AS(cuStreamUpdateCaptureDependencies_ptsz, cuStreamUpdateCaptureDependencies)
 RGPU_SAME_AS(cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo_v3)
 
 RGPU_IMPL(cuGraphCreate)(CUgraph* graph, unsigned int flags) {
@@ -116,8 +200,8 @@ RGPU_IMPL(cuGraphCreate)(CUgraph* graph, unsigned int flags) {
 }
 
 RGPU_IMPL(cuGraphDestroy)(CUgraph graph) {
-  if (!ClientState::Get().IsLive(graph) || graph->kind != ObjectKind::kGraph) {
-    return CUDA_ERROR_INVALID_VALUE;
+  if (!ClientState::Get().IsLive(graph) || graph->kind != ObjectKind::kGraph || graph->body) {
+    return CUDA_ERROR_INVALID_VALUE;  // a conditional node's body goes with its node
   }
   ClientState::Get().Unregister(graph);
   for (const GraphNode& node : graph->nodes) ClientState::Get().Unregister(&node);
@@ -133,11 +217,15 @@ RGPU_IMPL(cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph graph, unsigne
   auto* e = new CUgraphExec_st();
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-    CUresult r = rgpu::client::OrderGraph(*graph, &e->nodes);
+    CUresult r = rgpu::client::OrderGraph(*graph, &e->nodes, &e->conditional_handles);
     if (r != CUDA_SUCCESS) {
       delete e;
       return r;
     }
+    std::sort(e->conditional_handles.begin(), e->conditional_handles.end());
+    e->conditional_handles.erase(
+        std::unique(e->conditional_handles.begin(), e->conditional_handles.end()),
+        e->conditional_handles.end());
   }
   ClientState::Get().Register(e);
   *exec = e;
@@ -173,6 +261,10 @@ RGPU_IMPL(cuGraphLaunch)(CUgraphExec exec, CUstream stream) {
   if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_GRAPH,
                           [exec](CUstream s) { return rgpu_impl_cuGraphLaunch(exec, s); })) {
     return CUDA_SUCCESS;
+  }
+  if (CUresult r = rgpu::client::AssignDefaults(exec->conditional_handles, stream);
+      r != CUDA_SUCCESS) {
+    return r;
   }
   for (const GraphNode& node : exec->nodes) {
     CUresult r = node.replay(stream);
@@ -235,7 +327,20 @@ RGPU_SAME_AS(cuGraphInstantiate, cuGraphInstantiate_v2)
 
 namespace rgpu::client {
 
-CUresult OrderGraph(const CUgraph_st& graph, std::vector<GraphNode>* order) {
+std::vector<CUgraphNode_st*> NextCaptureDeps(const CUgraph_st& graph) {
+  if (graph.next_deps_set) return graph.next_deps;
+  for (auto it = graph.nodes.rbegin(); it != graph.nodes.rend(); ++it) {
+    if (!it->destroyed) return {const_cast<CUgraphNode_st*>(&*it)};
+  }
+  return {};
+}
+
+CUresult OrderGraph(const CUgraph_st& graph, std::vector<GraphNode>* order,
+                    std::vector<std::shared_ptr<ConditionalHandle>>* handles) {
+  std::vector<std::shared_ptr<ConditionalHandle>> unused;
+  if (handles == nullptr) handles = &unused;
+  handles->insert(handles->end(), graph.conditional_handles.begin(),
+                  graph.conditional_handles.end());
   // Kahn's algorithm, always taking the earliest-added node whose dependencies have all run.
   std::map<const GraphNode*, size_t> index;
   std::vector<const GraphNode*> nodes;
@@ -266,6 +371,12 @@ CUresult OrderGraph(const CUgraph_st& graph, std::vector<GraphNode>* order) {
     copy.origin = nodes[i];
     copy.graph = nullptr;
     copy.deps.clear();
+    if (copy.conditional != nullptr) {
+      if (CUresult r = InstantiateConditional(copy, handles, &copy.replay); r != CUDA_SUCCESS) {
+        order->clear();
+        return r;
+      }
+    }
     order->push_back(std::move(copy));
     for (size_t j : dependents[i]) {
       if (--waiting[j] == 0) ready.push(j);

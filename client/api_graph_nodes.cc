@@ -9,6 +9,7 @@
 #include <cstring>
 #include <queue>
 
+#include "client/graph_conditional.h"
 #include "client/graph_memory.h"
 #include "client/graph_order.h"
 #include "client/impl.h"
@@ -191,13 +192,15 @@ CUresult EventNode(CUgraphNodeType type, CUevent event, GraphNode* node) {
 CUresult ChildNode(CUgraph child, GraphNode* node) {
   if (!LiveGraph(child)) return CUDA_ERROR_INVALID_VALUE;
   std::vector<GraphNode> order;
+  std::vector<std::shared_ptr<rgpu::client::ConditionalHandle>> handles;
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-    CUresult r = rgpu::client::OrderGraph(*child, &order);
+    CUresult r = rgpu::client::OrderGraph(*child, &order, &handles);
     if (r != CUDA_SUCCESS) return r;
   }
   node->type = CU_GRAPH_NODE_TYPE_GRAPH;
-  node->replay = [order = std::move(order)](CUstream s) {
+  node->replay = [order = std::move(order), handles = std::move(handles)](CUstream s) {
+    if (CUresult r = rgpu::client::AssignDefaults(handles, s); r != CUDA_SUCCESS) return r;
     for (const GraphNode& n : order) {
       if (CUresult r = n.replay(s); r != CUDA_SUCCESS) return r;
     }
@@ -441,6 +444,10 @@ RGPU_IMPL(cuGraphAddNode_v2)
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
       r = MemFreeNode(params->free.dptr, &node);
       break;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      if (!LiveGraph(graph)) return CUDA_ERROR_INVALID_VALUE;
+      r = rgpu::client::ConditionalNode(&params->conditional, &node);
+      break;
     default:
       RGPU_LOG_WARN("cuGraphAddNode: node type %d is not supported yet",
                     static_cast<int>(params->type));
@@ -637,7 +644,17 @@ RGPU_REVISION_IMPL(cuGraphExecUpdate)
 
 RGPU_IMPL(cuGraphClone)(CUgraph* clone, CUgraph original) {
   if (clone == nullptr || !LiveGraph(original)) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    for (const GraphNode& n : original->nodes) {
+      if (n.conditional != nullptr && !n.destroyed) {
+        RGPU_LOG_WARN("cuGraphClone: graphs with conditional nodes cannot be cloned yet");
+        return CUDA_ERROR_NOT_SUPPORTED;
+      }
+    }
+  }
   auto* g = new CUgraph_st();
+  g->conditional_handles = original->conditional_handles;
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     // Same nodes, same edges, mapped onto the copies.
@@ -688,4 +705,16 @@ RGPU_IMPL(cuGraphNodeGetDependencies_v2)
     for (size_t i = 0; i < capacity; ++i) edges[i] = CUgraphEdgeData{};  // all plain
   }
   return r;
+}
+
+RGPU_IMPL(cuGraphConditionalHandleCreate)
+(CUgraphConditionalHandle* out, CUgraph graph, CUcontext ctx, unsigned int default_value,
+ unsigned int flags) {
+  if (out == nullptr || !LiveGraph(graph)) return CUDA_ERROR_INVALID_VALUE;
+  if (ctx == nullptr) {
+    if (CUresult r = rgpu::client::RequireContext(&ctx); r != CUDA_SUCCESS) return r;
+  } else if (CUresult r = rgpu::client::CheckContext(ctx); r != CUDA_SUCCESS) {
+    return r;
+  }
+  return rgpu::client::CreateConditionalHandle(graph, ctx, default_value, flags, out);
 }

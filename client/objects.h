@@ -130,7 +130,9 @@ struct CUstream_st {
 };
 
 namespace rgpu::client {
-class GraphAllocation;  // client/graph_memory.h
+class GraphAllocation;     // client/graph_memory.h
+struct ConditionalBody;    // client/graph_conditional.h
+struct ConditionalHandle;  // client/graph_conditional.h
 // A kernel node's launch, as cuGraphAddKernelNode took it: the function, its shape and its
 // arguments packed by value (kernelParams points into them for cuGraphKernelNodeGetParams).
 // Immutable once made; setting new parameters makes a new one.
@@ -155,6 +157,10 @@ struct CUgraphNode_st {
   const CUgraphNode_st* origin = nullptr;  // in an executable graph: the node it came from
   // Memory alloc and free nodes: their allocation, kept while any graph holds the node.
   std::shared_ptr<rgpu::client::GraphAllocation> allocation;
+  // Conditional nodes: their handle and body graphs, and the array of the bodies the driver
+  // hands out (CUDA_CONDITIONAL_NODE_PARAMS::phGraph_out).
+  std::shared_ptr<rgpu::client::ConditionalBody> conditional;
+  std::vector<CUgraph_st*> conditional_graphs;
 };
 
 namespace rgpu::client {
@@ -169,11 +175,22 @@ struct CUgraph_st {
   // While capturing: the streams capturing into it and the events recorded in it.
   std::vector<CUstream> streams;
   std::vector<CUevent> events;
+  // While capturing: the nodes the next captured node depends on, when the program set them
+  // (cuStreamBeginCaptureToGraph, cuStreamUpdateCaptureDependencies); otherwise the last node.
+  bool next_deps_set = false;
+  std::vector<CUgraphNode_st*> next_deps;
+  std::vector<CUgraphNode_st*> info_deps;  // what cuStreamGetCaptureInfo last handed out
+  bool captured_into = false;  // an existing graph a stream captures into: not ended as new
+  bool body = false;           // a conditional node's body: destroyed with its node only
+  // Conditional handles made for it (cuGraphConditionalHandleCreate).
+  std::vector<std::shared_ptr<rgpu::client::ConditionalHandle>> conditional_handles;
 };
 
 struct CUgraphExec_st {
   rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kGraphExec;
   std::vector<CUgraphNode_st> nodes;
+  // The conditional handles its nodes use (their defaults are assigned at every launch).
+  std::vector<std::shared_ptr<rgpu::client::ConditionalHandle>> conditional_handles;
 };
 
 struct CUevent_st {

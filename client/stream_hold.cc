@@ -9,6 +9,7 @@
 #include <atomic>
 #include <thread>
 
+#include "client/graph_order.h"
 #include "client/impl.h"
 
 using rgpu::client::ClientState;
@@ -165,13 +166,11 @@ bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstrea
     CUgraph_st* g = stream->capture;
     GraphNode node{type, std::move(replay)};
     node.graph = g;
-    // Captured work is replayed in capture order: each node follows the one before it.
-    for (auto it = g->nodes.rbegin(); it != g->nodes.rend(); ++it) {
-      if (!it->destroyed) {
-        node.deps.push_back(&*it);
-        break;
-      }
-    }
+    // Captured work is replayed in capture order: each node follows the one before it, or the
+    // nodes the program named (cuStreamUpdateCaptureDependencies).
+    node.deps = NextCaptureDeps(*g);
+    g->next_deps_set = false;
+    g->next_deps.clear();
     g->nodes.push_back(std::move(node));
     ClientState::Get().Register(&g->nodes.back());
     return true;

@@ -782,6 +782,15 @@ bool BlockRunner::Builtin(Warp& w, const CallSite& site, uint32_t mask) {
       case CallSite::Builtin::kFree:
         if (block_.heap != nullptr) block_.heap->Free(arg64(0));
         break;
+      case CallSite::Builtin::kSetConditional: {
+        // The handle is a device address of a 32-bit word (a fault if it is not the context's).
+        uint32_t value = 0;
+        memcpy(&value, frame + site.builtin_args[1], 4);
+        if (uint8_t* p = Translate(w, ptx::Space::kGlobal, arg64(0), 4, 4, l, true)) {
+          memcpy(p, &value, 4);
+        }
+        break;
+      }
       case CallSite::Builtin::kAssert: {
         std::string message, file, function;
         ReadDeviceString(w, arg64(0), l, 1024, &message);

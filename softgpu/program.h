@@ -68,7 +68,9 @@ struct CallSite {
     uint32_t size;
   };
   // Functions the interpreter provides itself (declared .extern in PTX).
-  enum class Builtin : uint8_t { kNone, kPrintf, kMalloc, kFree, kAssert };
+  // kSetConditional: cudaGraphSetConditional(handle, value) stores value as a 32-bit word at the
+  // handle, which for softgpu is a device address (rgpu's client makes conditional handles so).
+  enum class Builtin : uint8_t { kNone, kPrintf, kMalloc, kFree, kAssert, kSetConditional };
   std::vector<Copy> args;     // caller -> callee before the call
   std::vector<Copy> results;  // callee -> caller after it returns
   Builtin builtin = Builtin::kNone;

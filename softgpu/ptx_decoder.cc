@@ -2036,6 +2036,7 @@ bool FunctionDecoder::DecodeCall(const ptx::Instruction& src, const Mods& m) {
         {"malloc", CallSite::Builtin::kMalloc, 1},
         {"free", CallSite::Builtin::kFree, 1},
         {"__assertfail", CallSite::Builtin::kAssert, 5},
+        {"cudaGraphSetConditional", CallSite::Builtin::kSetConditional, 2},
     };
     const Known* known = nullptr;
     for (const Known& k : kBuiltins) {

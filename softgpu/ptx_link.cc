@@ -162,7 +162,8 @@ rgpu::Status Scan(std::string_view source, size_t index, ModuleInfo* m) {
 
 // The device runtime calls softgpu implements itself.
 bool Provided(const std::string& name) {
-  return name == "vprintf" || name == "malloc" || name == "free" || name == "__assertfail";
+  return name == "vprintf" || name == "malloc" || name == "free" || name == "__assertfail" ||
+         name == "cudaGraphSetConditional";
 }
 
 }  // namespace

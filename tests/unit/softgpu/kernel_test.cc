@@ -806,4 +806,21 @@ TEST_F(KernelTest, FunctionAttributesAndOccupancy) {
   EXPECT_EQ(available, static_cast<size_t>(std::min(per_sm / 2, optin) - 1024));
 }
 
+// cudaGraphSetConditional stores its value as a 32-bit word at the handle (a device address);
+// a handle that is not the context's memory faults like any bad store.
+TEST_F(KernelTest, SetConditionalStoresAtTheHandle) {
+  CUdeviceptr word;
+  CU_ASSERT_OK(cuMemAlloc(&word, 8));
+  CU_ASSERT_OK(cuMemsetD32(word, 0xdeadbeef, 2));
+  unsigned long long handle = word;
+  unsigned value = 7;
+  CU_ASSERT_OK(Launch(Function("set_conditional"), 1, 32, {&handle, &value}));
+  std::vector<uint32_t> got = Download<uint32_t>(word, 2);
+  EXPECT_EQ(got[0], 7u);
+  EXPECT_EQ(got[1], 0xdeadbeefu) << "exactly one word";
+  handle = word + (1ull << 30);
+  CU_ASSERT_OK(Launch(Function("set_conditional"), 1, 1, {&handle, &value}));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
 }  // namespace

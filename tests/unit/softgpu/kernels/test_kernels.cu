@@ -341,3 +341,9 @@ extern "C" __global__ void reduce_in_function(const float* in, float* out) {
   float total = block_reduce(in[blockIdx.x * blockDim.x + threadIdx.x], buf);
   if (threadIdx.x == 0) out[blockIdx.x] = total;
 }
+
+// Sets a conditional graph node's handle (cudaGraphSetConditional, a device runtime builtin): in
+// softgpu the handle is the device address of a 32-bit word (rgpu's client makes them so).
+extern "C" __global__ void set_conditional(cudaGraphConditionalHandle handle, unsigned value) {
+  if (threadIdx.x == 0) cudaGraphSetConditional(handle, value);
+}
