@@ -167,6 +167,13 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream strea
   uint64_t remote_stream = 0;
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
+  // Unified addressing: ends in other contexts (devices) make it a copy between contexts.
+  auto dst_range = Memory().Find(dst), src_range = Memory().Find(src);
+  if (dst_range && src_range && dst_range->type == CU_MEMORYTYPE_DEVICE &&
+      src_range->type == CU_MEMORYTYPE_DEVICE &&
+      (dst_range->ctx != ctx || src_range->ctx != ctx)) {
+    return CopyBetweenContexts(dst, dst_range->ctx, src, src_range->ctx, bytes, stream, async);
+  }
   if ((r = CheckDeviceRange(ctx, dst, bytes)) != CUDA_SUCCESS ||
       (r = CheckDeviceRange(ctx, src, bytes)) != CUDA_SUCCESS) {
     return r;

@@ -1,11 +1,19 @@
-// Peer access between devices. rgpu does not yet let one device of a server read another's
-// memory, and devices of different servers never can, so every pair answers that it cannot:
-// cuDeviceCanAccessPeer gives 0 and the link attributes 0 (programs then stage copies through
-// the host, as on a machine without peer links), and enabling peer access is refused with
-// CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, naming itself at warn level.
+// Peer access between the devices of the server: which pairs can reach each other and their link
+// attributes are the backend's (asked once per pair); enabling access lets kernels of the current
+// context use memory of a context on another device; cuMemcpyPeer copies between two contexts
+// (so do unified-address copies whose ends lie in different contexts, client/api_memory.cc).
+// Every device of a process is a device of its one server today, so every pair is asked there.
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
 #include "client/impl.h"
+#include "client/memory_map.h"
 
 using rgpu::client::ClientState;
+using rgpu::client::Server;
+namespace calls = rgpu::calls;
 
 namespace {
 
@@ -17,13 +25,85 @@ CUresult CheckPair(CUdevice a, CUdevice b) {
   return CUDA_SUCCESS;
 }
 
+// The backend's answers, by (device, peer) and by (attribute, device, peer): they never change.
+struct Answers {
+  std::mutex mu;
+  std::map<std::pair<CUdevice, CUdevice>, int> can_access;        // GUARDED_BY(mu)
+  std::map<std::tuple<int, CUdevice, CUdevice>, int> attributes;  // GUARDED_BY(mu)
+};
+
+Answers& State() {
+  static Answers* answers = new Answers;  // never destroyed: used until the process ends
+  return *answers;
+}
+
+// A context of the program to name in a peer call: live and active.
+CUresult CheckPeer(CUcontext peer) {
+  return rgpu::client::CheckContext(peer) == CUDA_SUCCESS ? CUDA_SUCCESS
+                                                          : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+// Copies `bytes` from `src` (memory of `src_ctx`) to `dst` (memory of `dst_ctx`) on `stream`.
+CUresult CopyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                  size_t bytes, CUstream stream, bool async) {
+  if (CUresult r = CheckPeer(dst_ctx); r != CUDA_SUCCESS) return r;
+  if (CUresult r = CheckPeer(src_ctx); r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx;
+  uint64_t remote_stream = 0;
+  if (!async) stream = nullptr;
+  if (async) {
+    if (CUresult r = rgpu::client::ResolveStream(stream, &ctx, &remote_stream); r != CUDA_SUCCESS) {
+      return r;
+    }
+  } else {
+    ctx = dst_ctx;  // a synchronous copy runs in the destination's context
+  }
+  if (CUresult r = rgpu::client::CheckDeviceRange(dst_ctx, dst, bytes); r != CUDA_SUCCESS) return r;
+  if (CUresult r = rgpu::client::CheckDeviceRange(src_ctx, src, bytes); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  return Server().Post<calls::MemcpyPeer>(ctx->remote, {.dst = dst,
+                                                        .dst_ctx = dst_ctx->remote,
+                                                        .src = src,
+                                                        .src_ctx = src_ctx->remote,
+                                                        .bytes = bytes,
+                                                        .stream = remote_stream,
+                                                        .async = async});
+}
+
 }  // namespace
+
+namespace rgpu::client {
+
+CUresult CopyBetweenContexts(CUdeviceptr dst, CUctx_st* dst_ctx, CUdeviceptr src, CUctx_st* src_ctx,
+                             size_t bytes, CUstream stream, bool async) {
+  return CopyPeer(dst, dst_ctx, src, src_ctx, bytes, stream, async);
+}
+
+}  // namespace rgpu::client
 
 RGPU_IMPL(cuDeviceCanAccessPeer)(int* can_access, CUdevice dev, CUdevice peer) {
   if (can_access == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CheckPair(dev, peer);
   if (r != CUDA_SUCCESS) return r;
-  *can_access = 0;
+  if (dev == peer) {
+    *can_access = 0;
+    return CUDA_SUCCESS;
+  }
+  Answers& a = State();
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    auto it = a.can_access.find({dev, peer});
+    if (it != a.can_access.end()) {
+      *can_access = it->second;
+      return CUDA_SUCCESS;
+    }
+  }
+  calls::DeviceCanAccessPeer::Results got;
+  r = Server().Call<calls::DeviceCanAccessPeer>(0, {.device = dev, .peer = peer}, &got);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.can_access[{dev, peer}] = got.can_access;
+  *can_access = got.can_access;
   return CUDA_SUCCESS;
 }
 
@@ -39,11 +119,28 @@ RGPU_IMPL(cuDeviceGetP2PAttribute)
     case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
     case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
     case CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED:
-      *value = 0;
-      return CUDA_SUCCESS;
+      break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
+  Answers& a = State();
+  const auto key = std::make_tuple(static_cast<int>(attrib), src, dst);
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    auto it = a.attributes.find(key);
+    if (it != a.attributes.end()) {
+      *value = it->second;
+      return CUDA_SUCCESS;
+    }
+  }
+  calls::DeviceGetP2PAttribute::Results got;
+  r = Server().Call<calls::DeviceGetP2PAttribute>(
+      0, {.attribute = static_cast<uint32_t>(attrib), .device = src, .peer = dst}, &got);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(a.mu);
+  a.attributes[key] = got.value;
+  *value = got.value;
+  return CUDA_SUCCESS;
 }
 
 RGPU_IMPL(cuCtxEnablePeerAccess)(CUcontext peer, unsigned int flags) {
@@ -51,15 +148,42 @@ RGPU_IMPL(cuCtxEnablePeerAccess)(CUcontext peer, unsigned int flags) {
   CUresult r = rgpu::client::RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (rgpu::client::CheckContext(peer) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_CONTEXT;
-  RGPU_LOG_WARN("cuCtxEnablePeerAccess: peer access between devices is not supported yet");
-  return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  if ((r = CheckPeer(peer)) != CUDA_SUCCESS) return r;
+  int can = 0;
+  if ((r = rgpu_impl_cuDeviceCanAccessPeer(&can, ctx->device, peer->device)) != CUDA_SUCCESS) {
+    return r;
+  }
+  if (ctx->device == peer->device) return CUDA_ERROR_INVALID_DEVICE;
+  if (!can) {
+    RGPU_LOG_WARN("cuCtxEnablePeerAccess: the server's devices %d and %d cannot reach each other",
+                  ctx->device, peer->device);
+    return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  }
+  return Server().Call<calls::CtxEnablePeerAccess>(ctx->remote, {.peer = peer->remote});
 }
 
 RGPU_IMPL(cuCtxDisablePeerAccess)(CUcontext peer) {
   CUctx_st* ctx;
   CUresult r = rgpu::client::RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  if (rgpu::client::CheckContext(peer) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_CONTEXT;
-  return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;  // it never was
+  if ((r = CheckPeer(peer)) != CUDA_SUCCESS) return r;
+  return Server().Call<calls::CtxDisablePeerAccess>(ctx->remote, {.peer = peer->remote});
 }
+
+RGPU_IMPL(cuMemcpyPeer)
+(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes) {
+  return CopyPeer(dst, dst_ctx, src, src_ctx, bytes, nullptr, false);
+}
+RGPU_SAME_AS(cuMemcpyPeer_ptds, cuMemcpyPeer)
+
+RGPU_IMPL(cuMemcpyPeerAsync)
+(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes,
+ CUstream stream) {
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
+        return CopyPeer(dst, dst_ctx, src, src_ctx, bytes, s, true);
+      })) {
+    return CUDA_SUCCESS;
+  }
+  return CopyPeer(dst, dst_ctx, src, src_ctx, bytes, stream, true);
+}
+RGPU_SAME_AS(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync)

@@ -76,6 +76,11 @@ void ForgetPerThreadStreams(CUctx_st* ctx);
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async);
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async);
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async);
+// Copies `bytes` from memory of `src_ctx` to memory of `dst_ctx` (cuMemcpyPeer; also a copy whose
+// ends lie in different contexts): on `stream` when `async`, else in stream order of both
+// contexts as the driver serializes it (client/api_peer.cc).
+CUresult CopyBetweenContexts(CUdeviceptr dst, CUctx_st* dst_ctx, CUdeviceptr src, CUctx_st* src_ctx,
+                             size_t bytes, CUstream stream, bool async);
 // The function a launch or attribute query names: a CUfunction, or a CUkernel resolved in the
 // current context.
 CUresult ResolveFunction(CUfunction f, CUfunc_st** out);

@@ -18,6 +18,8 @@ namespace rgpu::server {
   }
 #define RGPU_RANGE(ptr, bytes) \
   if (!CheckRange(cs, in.ptr, in.bytes, #ptr)) return CUDA_ERROR_INVALID_VALUE;
+#define RGPU_RANGE_IN(ptr, bytes, ctx) \
+  if (!CheckRangeIn(cs, in.ctx.id, in.ptr, in.bytes, #ptr)) return CUDA_ERROR_INVALID_VALUE;
 #define RGPU_ELEMENTS(ptr, count, size) \
   if (!CheckElements(cs, in.ptr, in.count, in.size, #ptr)) return CUDA_ERROR_INVALID_VALUE;
 #define RGPU_PITCHED(ptr, pitch, width, height)                         \
@@ -66,6 +68,7 @@ namespace rgpu::server {
 #undef RGPU_PITCHED_ELEMENTS
 #undef RGPU_PITCHED
 #undef RGPU_ELEMENTS
+#undef RGPU_RANGE_IN
 #undef RGPU_RANGE
 #undef RGPU_ARG
 
@@ -214,6 +217,13 @@ CUresult Session::Resolve(CallState& cs, calls::KindPhysicalMemory, uint64_t raw
 bool Session::CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what) {
   if (bytes == 0 || OwnsRange(cs.ctx_id, ptr, bytes)) return true;
   cs.detail = std::string(what) + " range is not memory of this session";
+  return false;
+}
+
+bool Session::CheckRangeIn(CallState& cs, uint64_t ctx_id, CUdeviceptr ptr, uint64_t bytes,
+                           const char* what) {
+  if (bytes == 0 || OwnsRange(ctx_id, ptr, bytes)) return true;
+  cs.detail = std::string(what) + " range is not memory of that context of this session";
   return false;
 }
 

@@ -182,6 +182,8 @@ class Session {
                    Handle<PhysicalRecord>* out);
   // The checks of calls.def: false (with cs.detail) when they fail.
   bool CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what);
+  bool CheckRangeIn(CallState& cs, uint64_t ctx_id, CUdeviceptr ptr, uint64_t bytes,
+                    const char* what);
   bool CheckElements(CallState& cs, CUdeviceptr ptr, uint64_t count, uint64_t size,
                      const char* what);
   bool CheckPitched(CallState& cs, CUdeviceptr ptr, uint64_t pitch, uint64_t width, uint64_t height,

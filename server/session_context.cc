@@ -145,4 +145,57 @@ CUresult Session::HandleCtxGetStreamPriorityRange(CallState& cs, const CtxGetStr
   return r;
 }
 
+// Peer access between devices of this server: a context of the session reaches memory of another
+// of its contexts (on another device) once access is enabled; the backend decides which pairs can.
+CUresult Session::HandleDeviceCanAccessPeer(CallState&, const DeviceCanAccessPeerIn& in,
+                                            calls::DeviceCanAccessPeer::Results* out) {
+  out->can_access = 0;
+  if (in.device == in.peer || drv_.cuDeviceCanAccessPeer == nullptr ||
+      drv_.cuCtxEnablePeerAccess == nullptr) {
+    return CUDA_SUCCESS;
+  }
+  CUdevice dev = 0, peer = 0;
+  CUresult r = drv_.cuDeviceGet(&dev, in.device);
+  if (r == CUDA_SUCCESS) r = drv_.cuDeviceGet(&peer, in.peer);
+  int can = 0;
+  if (r == CUDA_SUCCESS) r = drv_.cuDeviceCanAccessPeer(&can, dev, peer);
+  if (r == CUDA_SUCCESS) out->can_access = can != 0 ? 1 : 0;
+  return r;
+}
+
+CUresult Session::HandleDeviceGetP2PAttribute(CallState& cs, const DeviceGetP2PAttributeIn& in,
+                                              calls::DeviceGetP2PAttribute::Results* out) {
+  if (in.device == in.peer) return CUDA_ERROR_INVALID_DEVICE;
+  out->value = 0;
+  if (drv_.cuDeviceGetP2PAttribute == nullptr || drv_.cuCtxEnablePeerAccess == nullptr) {
+    return CUDA_SUCCESS;  // no peer access on this backend: every link attribute is 0
+  }
+  CUdevice dev = 0, peer = 0;
+  CUresult r = drv_.cuDeviceGet(&dev, in.device);
+  if (r == CUDA_SUCCESS) r = drv_.cuDeviceGet(&peer, in.peer);
+  int value = 0;
+  if (r == CUDA_SUCCESS) {
+    r = drv_.cuDeviceGetP2PAttribute(&value, static_cast<CUdevice_P2PAttribute>(in.attribute), dev,
+                                     peer);
+  }
+  if (r == CUDA_SUCCESS) out->value = value;
+  return r;
+}
+
+CUresult Session::HandleCtxEnablePeerAccess(CallState& cs, const CtxEnablePeerAccessIn& in,
+                                            calls::CtxEnablePeerAccess::Results*) {
+  REQUIRE_FN(cuCtxEnablePeerAccess);
+  if (in.peer.id == cs.ctx_id || in.peer->device == cs.ctx->device) {
+    cs.detail = "peer access is between contexts of two devices";
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  return drv_.cuCtxEnablePeerAccess(in.peer->context, 0);
+}
+
+CUresult Session::HandleCtxDisablePeerAccess(CallState& cs, const CtxDisablePeerAccessIn& in,
+                                             calls::CtxDisablePeerAccess::Results*) {
+  REQUIRE_FN(cuCtxDisablePeerAccess);
+  return drv_.cuCtxDisablePeerAccess(in.peer->context);
+}
+
 }  // namespace rgpu::server

@@ -156,6 +156,19 @@ CUresult Session::HandleMemcpyDtoD(CallState& cs, const MemcpyDtoDIn& in,
   return drv_.cuMemcpyDtoD(in.dst, in.src, in.bytes);
 }
 
+// Between memory of two contexts of the session (each range checked against its own context).
+CUresult Session::HandleMemcpyPeer(CallState& cs, const MemcpyPeerIn& in,
+                                   calls::MemcpyPeer::Results*) {
+  if (in.bytes == 0) return CUDA_SUCCESS;
+  if (in.async) {
+    REQUIRE_FN(cuMemcpyPeerAsync);
+    return drv_.cuMemcpyPeerAsync(in.dst, in.dst_ctx->context, in.src, in.src_ctx->context,
+                                  in.bytes, in.stream.stream);
+  }
+  REQUIRE_FN(cuMemcpyPeer);
+  return drv_.cuMemcpyPeer(in.dst, in.dst_ctx->context, in.src, in.src_ctx->context, in.bytes);
+}
+
 CUresult Session::HandleMemset(CallState& cs, const MemsetIn& in, calls::Memset::Results*) {
   if (in.count == 0) return CUDA_SUCCESS;
   return MemsetElements(cs, in.dst, in.value, in.element_size, in.count, in.stream.stream,

@@ -178,7 +178,8 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcM
       return CUDA_ERROR_INVALID_VALUE;
     }
     // Another device's memory is peer memory: reachable (all devices share the host), but only
-    // when the caller asks for peer access, which softgpu otherwise does not offer.
+    // when the caller asks for peer access with the flag (the exporter plays another process,
+    // whose contexts cuCtxEnablePeerAccess does not name).
     if (exporter->device() != ctx->device() && !(Flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) {
       return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
     }

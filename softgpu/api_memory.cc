@@ -1,6 +1,8 @@
 // Device memory: allocation, copies (arrays included: an array side is its storage in device
 // memory with the array's pitches) and memsets. Device ranges are validated synchronously
 // (CUDA_ERROR_INVALID_VALUE for memory the current context does not own, or outside an array).
+// Copies and memsets also reach the memory of contexts the current one has peer access to
+// (cuCtxEnablePeerAccess), ordered in the current context only, as CUDA orders them.
 #include <cuda.h>
 
 #include <cstring>
@@ -13,9 +15,24 @@ using namespace softgpu;
 
 namespace {
 
-// The allocation of `ctx` holding [address, address + size), or null.
+// The allocation holding [address, address + size) that `ctx` may copy to or from: its own, or
+// one of a context it has peer access to; null otherwise.
 std::shared_ptr<Allocation> DeviceRange(Context& ctx, CUdeviceptr address, size_t size) {
-  return ctx.memory().Find(address, size);
+  std::shared_ptr<Allocation> a = ctx.memory().Find(address, size);
+  return a != nullptr ? a : ctx.memory().FindInPeers(address, size);
+}
+
+// True when `address` lies in memory of a live context other than `ctx`: a unified address
+// naming it is another context's device memory (refused), not host memory.
+bool OtherContextsMemory(const Context& ctx, CUdeviceptr address) {
+  if (!IsDeviceAddress(address)) return false;  // host memory, without visiting every context
+  bool found = false;
+  GetDriver().contexts.ForEach([&](const std::shared_ptr<Context>& c) {
+    if (!found && c.get() != &ctx && c->alive() && c->memory().Find(address, 1) != nullptr) {
+      found = true;
+    }
+  });
+  return found;
 }
 
 uint8_t* HostOf(const std::shared_ptr<Allocation>& a, CUdeviceptr address) {
@@ -135,7 +152,13 @@ CUresult ResolveSide(Context& ctx, CUmemorytype type, const void* host, CUdevice
     rows_per_slice = a->rows;
   }
   if (type == CU_MEMORYTYPE_UNIFIED) {
-    type = ctx.memory().Find(device, 1) != nullptr ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    if (DeviceRange(ctx, device, 1) != nullptr) {
+      type = CU_MEMORYTYPE_DEVICE;
+    } else if (OtherContextsMemory(ctx, device)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    } else {
+      type = CU_MEMORYTYPE_HOST;
+    }
     host = reinterpret_cast<const void*>(device);
   }
   if (e.height > 1 && pitch < e.width) return CUDA_ERROR_INVALID_VALUE;
@@ -162,7 +185,7 @@ CUresult ResolveSide(Context& ctx, CUmemorytype type, const void* host, CUdevice
   }
   if (type != CU_MEMORYTYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
   out->device = true;
-  out->allocation = ctx.memory().Find(device + offset, extent);
+  out->allocation = DeviceRange(ctx, device + offset, extent);
   if (out->allocation == nullptr) return CUDA_ERROR_INVALID_VALUE;
   out->base = HostOf(out->allocation, device + offset);
   return CUDA_SUCCESS;
@@ -275,14 +298,19 @@ CUresult Memset2D(CUdeviceptr dst, size_t pitch, T value, size_t width, size_t h
   return CUDA_SUCCESS;
 }
 
-// cuMemcpy with unified addressing: each side is device memory of the current context if it
-// lies in one of its allocations, host memory otherwise.
+// cuMemcpy with unified addressing: each side is device memory if it lies in an allocation of the
+// current context or of a context it has peer access to, refused if it lies in another context's
+// memory, host memory otherwise.
 CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, bool async) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
-  const bool dst_device = ctx->memory().Find(dst, 1) != nullptr;
-  const bool src_device = ctx->memory().Find(src, 1) != nullptr;
+  const bool dst_device = DeviceRange(*ctx, dst, 1) != nullptr;
+  const bool src_device = DeviceRange(*ctx, src, 1) != nullptr;
+  if ((!dst_device && OtherContextsMemory(*ctx, dst)) ||
+      (!src_device && OtherContextsMemory(*ctx, src))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (dst_device && src_device) return CopyDtoD(dst, src, n, stream, async);
   if (dst_device) return CopyHtoD(dst, reinterpret_cast<const void*>(src), n, stream, async);
   if (src_device) return CopyDtoH(reinterpret_cast<void*>(dst), src, n, stream, async);
@@ -615,7 +643,7 @@ extern "C" SOFTGPU_EXPORT CUresult softgpuMemDirectAccess(void** host, CUdevicep
     std::shared_ptr<Stream> s;
     if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
     if (host == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-    std::shared_ptr<Allocation> a = DeviceRange(*ctx, dptr, bytes);
+    std::shared_ptr<Allocation> a = ctx->memory().Find(dptr, bytes);  // its own memory only
     if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (s == ctx->default_stream()) {
       ctx->WaitForDefaultOrder();

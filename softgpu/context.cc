@@ -52,16 +52,18 @@ uint64_t Context::Enqueue(const std::shared_ptr<Stream>& stream, std::function<v
   return stream->Enqueue(std::move(op), std::move(extra));
 }
 
-void Context::WaitForDefaultOrder() {
+std::vector<Dependency> Context::DefaultOrder() {
   std::vector<Dependency> deps;
-  {
-    std::lock_guard lock(mu_);
-    deps.push_back({default_stream_, default_stream_->last_enqueued()});
-    for (const auto& s : streams_) {
-      if (s->blocking()) deps.push_back({s, s->last_enqueued()});
-    }
+  std::lock_guard lock(mu_);
+  deps.push_back({default_stream_, default_stream_->last_enqueued()});
+  for (const auto& s : streams_) {
+    if (s->blocking()) deps.push_back({s, s->last_enqueued()});
   }
-  for (const Dependency& d : deps) d.stream->Wait(d.seq);
+  return deps;
+}
+
+void Context::WaitForDefaultOrder() {
+  for (const Dependency& d : DefaultOrder()) d.stream->Wait(d.seq);
 }
 
 void Context::WaitForAllStreams() {
@@ -105,6 +107,7 @@ void Context::Revive() {
   std::lock_guard lock(mu_);
   if (alive_.load()) return;
   default_stream_ = std::make_shared<Stream>(this, 0, 0, /*is_default=*/true);
+  memory_.Renew();
   sticky_.store(CUDA_SUCCESS);
   cancelled_.store(false);
   alive_.store(true);

@@ -47,6 +47,9 @@ class Context : public PrintfSink {
   // waits for all blocking streams and vice versa. `extra` adds dependencies.
   uint64_t Enqueue(const std::shared_ptr<Stream>& stream, std::function<void()> op,
                    std::vector<Dependency> extra = {});
+  // What a default-stream operation issued now would wait for: the default stream's last
+  // operation and that of every blocking stream.
+  std::vector<Dependency> DefaultOrder();
   // Waits until everything a default-stream operation issued now would wait for has completed,
   // so that a synchronous operation can then run on the calling thread.
   void WaitForDefaultOrder();

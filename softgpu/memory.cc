@@ -24,6 +24,10 @@ Allocation::~Allocation() {
   if (budget != nullptr) budget->Release(reserved);
 }
 
+bool IsDeviceAddress(uint64_t address) {
+  return address >= kGlobalAddressBase && address < g_next_address.load(std::memory_order_relaxed);
+}
+
 uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {
   if (size == 0 || size > (1ull << 44) || (alignment & (alignment - 1)) != 0 ||
       alignment > (1ull << 40)) {
@@ -109,11 +113,84 @@ AddressSpace::Result AddressSpace::Free(uint64_t address) {
 }
 
 void AddressSpace::FreeAll() {
+  // The generation first: a peer lookup that finds an allocation of the next generation sees the
+  // change when it checks afterwards (FindInPeers).
+  generation_.fetch_add(1);
   std::map<uint64_t, std::shared_ptr<Allocation>> all;
+  std::vector<Peer> peers;
   {
     std::unique_lock lock(mu_);
     all.swap(allocations_);
   }
+  {
+    std::lock_guard lock(peers_mu_);
+    peers.swap(peers_);
+  }
+}
+
+std::shared_ptr<const AddressSpace> AddressSpace::Peer::Live() const {
+  std::shared_ptr<const AddressSpace> s = space.lock();
+  if (s == nullptr || s->generation() != generation) return nullptr;
+  return s;
+}
+
+AddressSpace::PeerResult AddressSpace::EnablePeer(const std::shared_ptr<const AddressSpace>& peer) {
+  // Declared before the lock, so released after it: the last reference to a peer that went may
+  // be dropped here, and its context with it.
+  std::vector<std::shared_ptr<const AddressSpace>> pinned;
+  std::vector<Peer> gone;
+  std::lock_guard lock(peers_mu_);
+  // Forget peers that went (a new context may reuse a gone one's address).
+  PeerResult result = PeerResult::kOk;
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    pinned.push_back(it->Live());
+    if (pinned.back() == nullptr) {
+      gone.push_back(std::move(*it));
+      it = peers_.erase(it);
+    } else {
+      if (it->id == peer.get()) result = PeerResult::kAlreadyEnabled;
+      ++it;
+    }
+  }
+  if (result == PeerResult::kOk) peers_.push_back(Peer{peer.get(), peer, peer->generation()});
+  return result;
+}
+
+AddressSpace::PeerResult AddressSpace::DisablePeer(const AddressSpace* peer) {
+  std::vector<std::shared_ptr<const AddressSpace>> pinned;  // released after the lock
+  std::vector<Peer> gone;
+  std::lock_guard lock(peers_mu_);
+  PeerResult result = PeerResult::kNotEnabled;
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    pinned.push_back(it->Live());
+    const bool live = pinned.back() != nullptr;
+    if (!live || it->id == peer) {
+      if (live) result = PeerResult::kOk;
+      gone.push_back(std::move(*it));
+      it = peers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return result;
+}
+
+std::shared_ptr<Allocation> AddressSpace::FindInPeers(uint64_t address, uint64_t size) const {
+  std::vector<Peer> peers;
+  {
+    std::lock_guard lock(peers_mu_);
+    if (peers_.empty()) return nullptr;
+    peers = peers_;
+  }
+  // Outside the lock: the last reference to a peer may go here, taking its context with it.
+  for (const Peer& p : peers) {
+    std::shared_ptr<const AddressSpace> space = p.Live();
+    if (space == nullptr) continue;
+    std::shared_ptr<Allocation> a = space->Find(address, size);
+    // A peer torn down (and revived) meanwhile must not hand out its next generation's memory.
+    if (a != nullptr && space->generation() == p.generation) return a;
+  }
+  return nullptr;
 }
 
 std::shared_ptr<Allocation> AddressSpace::Find(uint64_t address, uint64_t size) const {

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
+#include <vector>
 
 namespace softgpu {
 
@@ -65,6 +67,10 @@ class DeviceMemoryBudget {
   std::atomic<uint64_t> used_{0};
 };
 
+// True when `address` lies in the range device addresses have been handed out from so far
+// (allocations and reservations of every context, live or gone).
+bool IsDeviceAddress(uint64_t address);
+
 // A fresh range of `size` device addresses aligned to `alignment` (a power of two, or 0), never
 // handed out again (cuMemAddressReserve); 0 when size or alignment is unreasonable.
 uint64_t ReserveAddresses(uint64_t size, uint64_t alignment);
@@ -88,8 +94,13 @@ class AddressSpace {
   // Makes `mapping` (a range of physical memory at a reserved address, or an IPC alias; reserved
   // bytes 0: the memory is charged already) part of this address space; kInvalid if it overlaps.
   Result Insert(std::shared_ptr<Allocation> mapping);
-  // Removes everything (context teardown).
+  // Removes everything, peers included (context teardown), and starts a new generation: peers
+  // that recorded the old one no longer reach this space (a reset primary context revives it).
   void FreeAll();
+  uint64_t generation() const { return generation_.load(); }
+  // Starts a new generation without freeing anything (a primary context revived after a reset:
+  // access enabled while it was gone does not reach it either).
+  void Renew() { generation_.fetch_add(1); }
 
   // The allocation containing [address, address + size), or null. The returned reference keeps
   // the host memory alive even if the allocation is freed meanwhile.
@@ -98,10 +109,31 @@ class AddressSpace {
   // (callers hold the context's execution ordering, which keeps frees out).
   uint8_t* Translate(uint64_t address, uint64_t size) const;
 
+  // Peer access (cuCtxEnablePeerAccess): address spaces of other contexts whose allocations this
+  // context's kernels and copies may also reach, one way. Peers are held weakly and by
+  // generation: a peer destroyed or reset later is simply no longer reached.
+  enum class PeerResult { kOk, kAlreadyEnabled, kNotEnabled };
+  PeerResult EnablePeer(const std::shared_ptr<const AddressSpace>& peer);
+  PeerResult DisablePeer(const AddressSpace* peer);
+  // The allocation containing [address, address + size) in one of the peers, or null. Like
+  // Find, the reference keeps the host memory alive.
+  std::shared_ptr<Allocation> FindInPeers(uint64_t address, uint64_t size) const;
+
  private:
+  struct Peer {
+    const AddressSpace* id = nullptr;  // identity only
+    std::weak_ptr<const AddressSpace> space;
+    uint64_t generation = 0;  // the peer's generation when access was enabled
+    // The peer space while it lives in the generation access was given to, or null.
+    std::shared_ptr<const AddressSpace> Live() const;
+  };
+
   DeviceMemoryBudget* budget_;
   mutable std::shared_mutex mu_;
   std::map<uint64_t, std::shared_ptr<Allocation>> allocations_;  // by base address
+  std::atomic<uint64_t> generation_{0};
+  mutable std::mutex peers_mu_;
+  std::vector<Peer> peers_;  // guarded by peers_mu_
 };
 
 }  // namespace softgpu

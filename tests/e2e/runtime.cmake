@@ -41,9 +41,13 @@ foreach(name vector_add graph_capture symbols)
   endforeach()
 endforeach()
 
-# Peer queries on a server with two software GPUs.
-add_test(NAME rt_static_peer_access_2gpu
-         COMMAND ${with_server} ${bin} tcp -- ${bin}/rgpu run --
-                 ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_peer_access_static)
-set_tests_properties(rt_static_peer_access_2gpu PROPERTIES TIMEOUT 120 LABELS runtime
-                     ENVIRONMENT RGPU_SOFTGPU_DEVICES=2)
+# Peer access on a server with two software GPUs: kernels across devices, peer copies.
+foreach(variant static shared)
+  add_test(NAME rt_${variant}_peer_access_2gpu
+           COMMAND ${with_server} ${bin} tcp -- ${bin}/rgpu run --
+                   ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_peer_access_${variant})
+  set_tests_properties(rt_${variant}_peer_access_2gpu PROPERTIES TIMEOUT 120 LABELS runtime
+                       ENVIRONMENT RGPU_SOFTGPU_DEVICES=2
+                       PASS_REGULAR_EXPRESSION "rt_peer_access: OK \\(2 devices\\)")
+endforeach()
+

@@ -347,3 +347,24 @@ extern "C" __global__ void reduce_in_function(const float* in, float* out) {
 extern "C" __global__ void set_conditional(cudaGraphConditionalHandle handle, unsigned value) {
   if (threadIdx.x == 0) cudaGraphSetConditional(handle, value);
 }
+
+// Peer access: reads src, writes dst[i] = src[i] + 1 and adds every src[i] to *sum atomically
+// (global addresses: the pointers are kernel parameters).
+extern "C" __global__ void peer_rw(const int* src, int* dst, int* sum, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    dst[i] = src[i] + 1;
+    atomicAdd(sum, src[i]);
+  }
+}
+
+// The same through generic addresses: the pointers are read from memory, so nvcc cannot tell
+// their space (ptrs[0]: the data, ptrs[1]: the counter).
+extern "C" __global__ void peer_generic(int* const* ptrs, int n) {
+  int* data = ptrs[0];
+  int i = threadIdx.x;
+  if (i < n) {
+    data[i] = data[i] * 2;
+    atomicAdd(ptrs[1], 1);
+  }
+}
