@@ -5,6 +5,7 @@
 // own floor (ucx_perftest).
 //   driver_bench KERNELS_FATBIN [--quick]
 #include <cuda.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -172,6 +173,66 @@ int main(int argc, char** argv) {
         }
         return sec;
       }));
+  // A graph of 64 kernel nodes in a chain, launched 100 times, then one synchronize: nodes run
+  // per second (what a graph saves: one launch call for all its nodes), and the time each
+  // launch call takes the program. Checks the count. The
+  // graph API is looked up at run time: the software GPU in process has none (then no figure).
+  using GraphCreate = CUresult (*)(CUgraph*, unsigned);
+  using AddKernelNode = CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                     const CUDA_KERNEL_NODE_PARAMS*);
+  using Instantiate = CUresult (*)(CUgraphExec*, CUgraph, unsigned long long);
+  using Launch = CUresult (*)(CUgraphExec, CUstream);
+  auto graph_create = reinterpret_cast<GraphCreate>(dlsym(RTLD_DEFAULT, "cuGraphCreate"));
+  auto add_kernel = reinterpret_cast<AddKernelNode>(dlsym(RTLD_DEFAULT, "cuGraphAddKernelNode_v2"));
+  auto instantiate =
+      reinterpret_cast<Instantiate>(dlsym(RTLD_DEFAULT, "cuGraphInstantiateWithFlags"));
+  auto launch = reinterpret_cast<Launch>(dlsym(RTLD_DEFAULT, "cuGraphLaunch"));
+  if (graph_create != nullptr && add_kernel != nullptr && instantiate != nullptr &&
+      launch != nullptr) {
+    const int graph_nodes = 64, graph_launches = quick ? 20 : 100;
+    CUgraph graph;
+    CHECK(graph_create(&graph, 0));
+    CUgraphNode previous = nullptr;
+    void* increment_args[] = {&counter};
+    for (int i = 0; i < graph_nodes; ++i) {
+      CUDA_KERNEL_NODE_PARAMS p = {};
+      p.func = increment;
+      p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+      p.blockDimX = 32;
+      p.blockDimY = p.blockDimZ = 1;
+      p.kernelParams = increment_args;
+      CUgraphNode node;
+      CHECK(add_kernel(&node, graph, previous ? &previous : nullptr, previous ? 1 : 0, &p));
+      previous = node;
+    }
+    CUgraphExec exec;
+    CHECK(instantiate(&exec, graph, 0));
+    put("graph_nodes_per_s", Median(reps, [&] {
+          CHECK(cuMemsetD32(counter, 0, 1));
+          CHECK(cuCtxSynchronize());
+          auto t0 = Clock::now();
+          for (int i = 0; i < graph_launches; ++i) CHECK(launch(exec, s));
+          CHECK(cuStreamSynchronize(s));
+          double sec = Seconds(t0, Clock::now());
+          int got = 0;
+          CHECK(cuMemcpyDtoH(&got, counter, sizeof got));
+          if (got != graph_nodes * graph_launches) {
+            fprintf(stderr, "driver_bench: graph counter %d, want %d\n", got,
+                    graph_nodes * graph_launches);
+            exit(1);
+          }
+          return graph_nodes * graph_launches / sec;
+        }));
+    // What a launch costs the launching thread (submission only; the work is waited for after
+    // the clock stops): with a GPU that keeps up, this bounds how fast graphs can be issued.
+    put("graph_launch_us", Median(reps, [&] {
+          auto t0 = Clock::now();
+          for (int i = 0; i < graph_launches; ++i) CHECK(launch(exec, s));
+          double sec = Seconds(t0, Clock::now());
+          CHECK(cuStreamSynchronize(s));
+          return sec * 1e6 / graph_launches;
+        }));
+  }
   json += "}";
   printf("%s\n", json.c_str());
   CHECK(cuMemFreeHost(pinned));

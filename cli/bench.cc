@@ -197,6 +197,10 @@ int RunBench(const BenchOptions& o) {
   result["d2h_pinned_vs_floor"] =
       result["d2h_pinned_64MiB_MiBps"] / result["ucx_am_bw_64MiB_MiBps"];
   result["chatty_vs_local"] = result["chatty_s"] / result["local_chatty_s"];
+  // The software GPU in process has no graphs: a graph's nodes against the same kernels launched
+  // one by one, through rgpu and in process.
+  result["graph_vs_async_launch"] = result["graph_nodes_per_s"] / result["async_launch_per_s"];
+  result["graph_vs_local_launch"] = result["graph_nodes_per_s"] / result["local_launch_per_s"];
 
   printf("rgpu bench over %s (software GPU; medians)\n", o.transport.c_str());
   printf("  %-28s %12s %12s %10s\n", "metric", "rgpu", "floor/local", "ratio");
@@ -214,6 +218,9 @@ int RunBench(const BenchOptions& o) {
       "d2h_pinned_vs_floor");
   printf("  %-28s %12.2f\n", "h2d pageable 64MiB (MiB/s)", result["h2d_pageable_64MiB_MiBps"]);
   row("chatty 20k launches (s)", result["chatty_s"], result["local_chatty_s"], "chatty_vs_local");
+  row("graph nodes (/s)", result["graph_nodes_per_s"], result["local_launch_per_s"],
+      "graph_vs_local_launch");
+  printf("  %-28s %12.2f\n", "graph launch call (us)", result["graph_launch_us"]);
 
   std::ostringstream json;
   json << "{\"transport\": \"" << o.transport << "\"";

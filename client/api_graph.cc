@@ -9,6 +9,7 @@
 
 #include "client/graph_conditional.h"
 #include "client/graph_order.h"
+#include "client/graph_record.h"
 #include "client/impl.h"
 
 using rgpu::client::ClientState;
@@ -249,6 +250,7 @@ RGPU_IMPL(cuGraphExecDestroy)(CUgraphExec exec) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   ClientState::Get().Unregister(exec);
+  rgpu::client::ForgetServerGraphs(exec);
   delete exec;
   return CUDA_SUCCESS;
 }
@@ -266,11 +268,7 @@ RGPU_IMPL(cuGraphLaunch)(CUgraphExec exec, CUstream stream) {
       r != CUDA_SUCCESS) {
     return r;
   }
-  for (const GraphNode& node : exec->nodes) {
-    CUresult r = node.replay(stream);
-    if (r != CUDA_SUCCESS) return r;
-  }
-  return CUDA_SUCCESS;
+  return rgpu::client::LaunchExec(exec, stream);
 }
 RGPU_SAME_AS(cuGraphLaunch_ptsz, cuGraphLaunch)
 

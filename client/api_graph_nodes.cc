@@ -12,6 +12,7 @@
 #include "client/graph_conditional.h"
 #include "client/graph_memory.h"
 #include "client/graph_order.h"
+#include "client/graph_record.h"
 #include "client/impl.h"
 
 using rgpu::client::ClientState;
@@ -114,6 +115,7 @@ CUresult KernelNode(const CUDA_KERNEL_NODE_PARAMS* params, GraphNode* node) {
   CUresult r = MakeKernel(*params, &k);
   if (r != CUDA_SUCCESS) return r;
   node->type = CU_GRAPH_NODE_TYPE_KERNEL;
+  node->recordable = true;
   node->kernel = k;
   node->replay = KernelReplay(k);
   return CUDA_SUCCESS;
@@ -138,6 +140,9 @@ CUresult MemcpyNode(const CUDA_MEMCPY3D* copy, GraphNode* node) {
   if (copy == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUDA_MEMCPY3D c = *copy;
   node->type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  // Between device memories only: host memory is read or written when the node runs.
+  node->recordable =
+      c.srcMemoryType == CU_MEMORYTYPE_DEVICE && c.dstMemoryType == CU_MEMORYTYPE_DEVICE;
   node->replay = [c](CUstream s) { return rgpu_impl_cuMemcpy3DAsync_v2(&c, s); };
   return CUDA_SUCCESS;
 }
@@ -151,6 +156,7 @@ CUresult MemsetNode(const CUDA_MEMSET_NODE_PARAMS* params, GraphNode* node) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   node->type = CU_GRAPH_NODE_TYPE_MEMSET;
+  node->recordable = true;
   node->replay = [m](CUstream s) -> CUresult {
     const size_t pitch = m.height == 1 ? m.width * m.elementSize : m.pitch;
     switch (m.elementSize) {
@@ -181,6 +187,7 @@ CUresult EventNode(CUgraphNodeType type, CUevent event, GraphNode* node) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   node->type = type;
+  node->recordable = true;
   if (type == CU_GRAPH_NODE_TYPE_EVENT_RECORD) {
     node->replay = [event](CUstream s) { return rgpu_impl_cuEventRecord(event, s); };
   } else {
@@ -199,6 +206,8 @@ CUresult ChildNode(CUgraph child, GraphNode* node) {
     if (r != CUDA_SUCCESS) return r;
   }
   node->type = CU_GRAPH_NODE_TYPE_GRAPH;
+  node->recordable =
+      std::all_of(order.begin(), order.end(), [](const GraphNode& n) { return n.recordable; });
   node->replay = [order = std::move(order), handles = std::move(handles)](CUstream s) {
     if (CUresult r = rgpu::client::AssignDefaults(handles, s); r != CUDA_SUCCESS) return r;
     for (const GraphNode& n : order) {
@@ -299,6 +308,7 @@ RGPU_IMPL(cuGraphAddEmptyNode)
 (CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n) {
   GraphNode node;
   node.type = CU_GRAPH_NODE_TYPE_EMPTY;
+  node.recordable = true;
   node.replay = [](CUstream) { return CUDA_SUCCESS; };
   return AddNode(out, graph, deps, n, std::move(node));
 }
@@ -580,6 +590,7 @@ RGPU_IMPL(cuGraphExecKernelNodeSetParams_v2)
   GraphNode made;
   CUresult r = KernelNode(params, &made);
   if (r != CUDA_SUCCESS) return r;
+  rgpu::client::ForgetServerGraphs(exec);  // the server's recordings hold the old parameters
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   for (GraphNode& n : exec->nodes) {
     if (n.origin != node) continue;
@@ -607,6 +618,7 @@ RGPU_IMPL(cuGraphExecUpdate_v2)
     return CUDA_ERROR_INVALID_VALUE;
   }
   std::vector<GraphNode> order;
+  rgpu::client::ForgetServerGraphs(exec);  // the server's recordings hold the old parameters
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   CUresult r = rgpu::client::OrderGraph(*graph, &order);
   if (r != CUDA_SUCCESS) return r;

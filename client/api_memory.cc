@@ -159,8 +159,9 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
 }
 
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
-  if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
-            [=](CUstream s) { return CopyDtoD(dst, src, bytes, s, true); })) {
+  if (Defer(
+          stream, CU_GRAPH_NODE_TYPE_MEMCPY,
+          [=](CUstream s) { return CopyDtoD(dst, src, bytes, s, true); }, /*recordable=*/true)) {
     return CUDA_SUCCESS;
   }
   CUctx_st* ctx;
@@ -170,8 +171,7 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream strea
   // Unified addressing: ends in other contexts (devices) make it a copy between contexts.
   auto dst_range = Memory().Find(dst), src_range = Memory().Find(src);
   if (dst_range && src_range && dst_range->type == CU_MEMORYTYPE_DEVICE &&
-      src_range->type == CU_MEMORYTYPE_DEVICE &&
-      (dst_range->ctx != ctx || src_range->ctx != ctx)) {
+      src_range->type == CU_MEMORYTYPE_DEVICE && (dst_range->ctx != ctx || src_range->ctx != ctx)) {
     return CopyBetweenContexts(dst, dst_range->ctx, src, src_range->ctx, bytes, stream, async);
   }
   if ((r = CheckDeviceRange(ctx, dst, bytes)) != CUDA_SUCCESS ||
@@ -218,9 +218,10 @@ CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
 
 CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count, CUstream stream,
                 bool async) {
-  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMSET, [=](CUstream s) {
-        return Memset(dst, value, element, count, s, true);
-      })) {
+  if (rgpu::client::Defer(
+          stream, CU_GRAPH_NODE_TYPE_MEMSET,
+          [=](CUstream s) { return Memset(dst, value, element, count, s, true); },
+          /*recordable=*/true)) {
     return CUDA_SUCCESS;
   }
   CUctx_st* ctx;
@@ -281,9 +282,10 @@ namespace {
 
 CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint64_t value, uint64_t element, size_t width,
                   size_t height, CUstream stream, bool async) {
-  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMSET, [=](CUstream s) {
-        return Memset2D(dst, pitch, value, element, width, height, s, true);
-      })) {
+  if (rgpu::client::Defer(
+          stream, CU_GRAPH_NODE_TYPE_MEMSET,
+          [=](CUstream s) { return Memset2D(dst, pitch, value, element, width, height, s, true); },
+          /*recordable=*/true)) {
     return CUDA_SUCCESS;
   }
   if (width == 0 || height == 0) return CUDA_SUCCESS;

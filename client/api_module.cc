@@ -496,7 +496,7 @@ CUresult Launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
     return Server().Post<calls::LaunchKernel>(launch_ctx->remote, fill(calls::LaunchKernel::Args{}),
                                               args.data(), args.size());
   };
-  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_KERNEL, launch)) {
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_KERNEL, launch, /*recordable=*/true)) {
     return CUDA_SUCCESS;
   }
   return launch(stream);

@@ -179,9 +179,10 @@ RGPU_SAME_AS(cuMemcpyPeer_ptds, cuMemcpyPeer)
 RGPU_IMPL(cuMemcpyPeerAsync)
 (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes,
  CUstream stream) {
-  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
-        return CopyPeer(dst, dst_ctx, src, src_ctx, bytes, s, true);
-      })) {
+  if (rgpu::client::Defer(
+          stream, CU_GRAPH_NODE_TYPE_MEMCPY,
+          [=](CUstream s) { return CopyPeer(dst, dst_ctx, src, src_ctx, bytes, s, true); },
+          /*recordable=*/true)) {
     return CUDA_SUCCESS;
   }
   return CopyPeer(dst, dst_ctx, src, src_ctx, bytes, stream, true);

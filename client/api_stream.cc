@@ -153,9 +153,10 @@ RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   if (rgpu::client::CaptureStreamWait(s, e)) return CUDA_SUCCESS;  // a dependency inside a capture
-  if (rgpu::client::Defer(s, CU_GRAPH_NODE_TYPE_WAIT_EVENT, [e, flags](CUstream stream) {
-        return rgpu_impl_cuStreamWaitEvent(stream, e, flags);
-      })) {
+  if (rgpu::client::Defer(
+          s, CU_GRAPH_NODE_TYPE_WAIT_EVENT,
+          [e, flags](CUstream stream) { return rgpu_impl_cuStreamWaitEvent(stream, e, flags); },
+          /*recordable=*/true)) {
     return CUDA_SUCCESS;
   }
   return Server().Post<calls::StreamWaitEvent>(
@@ -208,8 +209,10 @@ RGPU_IMPL(cuEventRecord)(CUevent e, CUstream s) {
   if (r != CUDA_SUCCESS) return r;
   if (ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (rgpu::client::CaptureEventRecord(e, s)) return CUDA_SUCCESS;  // marks a capture point
-  if (rgpu::client::Defer(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
-                          [e](CUstream stream) { return rgpu_impl_cuEventRecord(e, stream); })) {
+  if (rgpu::client::Defer(
+          s, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+          [e](CUstream stream) { return rgpu_impl_cuEventRecord(e, stream); },
+          /*recordable=*/true)) {
     return CUDA_SUCCESS;
   }
   return Server().Post<calls::EventRecord>(ctx->remote, {.event = e->remote, .stream = remote});

@@ -230,8 +230,27 @@ CUresult Connection::MalformedReply(Op op) {
   return CUDA_ERROR_UNKNOWN;
 }
 
+namespace {
+thread_local PostRecording* t_recording = nullptr;
+}  // namespace
+
+void Connection::RecordPosts(PostRecording* recording) { t_recording = recording; }
+
 CUresult Connection::PostRaw(Op op, uint64_t ctx, std::span<const uint64_t> args,
                              const void* payload, size_t payload_size, bool payload_stays_valid) {
+  if (PostRecording* rec = t_recording; rec != nullptr) {
+    wire::Call* call = rec->batch.add_calls();
+    call->set_op(static_cast<uint32_t>(op));
+    call->set_ctx(ctx);
+    call->set_posted(true);
+    for (uint64_t a : args) call->add_args(a);
+    rec->batch.add_payload_sizes(payload_size);
+    if (payload_size != 0) {
+      rec->payloads.resize((rec->payloads.size() + 15) & ~size_t{15});
+      rec->payloads.append(static_cast<const char*>(payload), payload_size);
+    }
+    return CUDA_SUCCESS;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) return kServerLost;
   if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;

@@ -44,8 +44,19 @@ struct ReplyBuffer {
 // True for the errors after which a CUDA context is unusable (a faulting kernel).
 bool IsStickyError(CUresult r);
 
+// Posted calls kept instead of sent (Connection::RecordPosts): a Batch of them with their payloads
+// at 16-byte boundaries, as GraphRecord takes them (proto/calls.def).
+struct PostRecording {
+  wire::Batch batch;
+  std::string payloads;
+};
+
 class Connection {
  public:
+  // While `recording` is set (not null), the calling thread's posted calls are appended to it
+  // instead of sent (the server's graphs, client/graph_record.h); calls that wait still go.
+  static void RecordPosts(PostRecording* recording);
+
   // Connects to `url`, sends Hello (with `token`) and waits for Welcome, all within timeout_ms.
   static Status Open(const std::string& url, const std::string& token, int timeout_ms,
                      std::unique_ptr<Connection>* out);

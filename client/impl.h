@@ -94,8 +94,11 @@ CUresult PackArguments(CUfunc_st* fn, void** params, void** extra, std::string* 
 // Stream-ordered work that cannot run now: when `stream` is capturing into a graph, `replay`
 // becomes a node of the graph; when the stream waits for a host function, `replay` waits in the
 // client behind it and runs (on that stream) once the host function has. Returns true in both
-// cases, and the caller must not execute the operation itself.
-bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstream)> replay);
+// cases, and the caller must not execute the operation itself. `recordable`: `replay` only posts
+// stream-ordered device work, so a graph node made of it may be kept by the server
+// (client/graph_record.h).
+bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstream)> replay,
+           bool recordable = false);
 
 // Stream capture across streams. CaptureEventRecord: when `stream` is capturing, `event` now
 // marks a point of that capture (no work is issued) and true is returned. CaptureStreamWait:

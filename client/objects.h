@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace rgpu::client {
@@ -161,6 +162,8 @@ struct CUgraphNode_st {
   // hands out (CUDA_CONDITIONAL_NODE_PARAMS::phGraph_out).
   std::shared_ptr<rgpu::client::ConditionalBody> conditional;
   std::vector<CUgraph_st*> conditional_graphs;
+  // Its replay only posts stream-ordered device work (client/graph_record.h).
+  bool recordable = false;
 };
 
 namespace rgpu::client {
@@ -191,6 +194,16 @@ struct CUgraphExec_st {
   std::vector<CUgraphNode_st> nodes;
   // The conditional handles its nodes use (their defaults are assigned at every launch).
   std::vector<std::shared_ptr<rgpu::client::ConditionalHandle>> conditional_handles;
+  // Its runs of recordable nodes as the server keeps them (client/graph_record.h).
+  struct ServerRun {
+    size_t first = 0, count = 0;  // nodes[first, first + count)
+    bool refused = false;         // the server does not keep it: replayed node by node
+    // The server's graph by launch stream: (the server's context id, its stream id).
+    std::map<std::pair<uint64_t, uint64_t>, uint64_t> recorded;
+  };
+  std::mutex runs_mu;
+  bool runs_made = false;       // GUARDED_BY(runs_mu)
+  std::vector<ServerRun> runs;  // GUARDED_BY(runs_mu)
 };
 
 struct CUevent_st {

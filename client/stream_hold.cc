@@ -159,13 +159,15 @@ CUresult TakeHeldError() {
 
 namespace rgpu::client {
 
-bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstream)> replay) {
+bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstream)> replay,
+           bool recordable) {
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   if (!IsDefaultStream(stream) && ClientState::Get().IsLive(stream) &&
       stream->kind == ObjectKind::kStream && stream->capture != nullptr) {
     CUgraph_st* g = stream->capture;
     GraphNode node{type, std::move(replay)};
     node.graph = g;
+    node.recordable = recordable;
     // Captured work is replayed in capture order: each node follows the one before it, or the
     // nodes the program named (cuStreamUpdateCaptureDependencies).
     node.deps = NextCaptureDeps(*g);

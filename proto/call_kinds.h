@@ -81,5 +81,6 @@ struct KindTexture : KindHandle {};
 struct KindSurface : KindHandle {};
 struct KindLink : KindHandle {};
 struct KindPhysicalMemory : KindHandle {};
+struct KindGraph : KindHandle {};
 
 }  // namespace rgpu::calls

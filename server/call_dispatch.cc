@@ -204,6 +204,13 @@ CUresult Session::Resolve(CallState& cs, calls::KindLink, uint64_t raw, Handle<L
   return CUDA_ERROR_INVALID_HANDLE;
 }
 
+CUresult Session::Resolve(CallState& cs, calls::KindGraph, uint64_t raw, Handle<GraphRecord>* out) {
+  *out = {raw, graphs_.Find(raw)};
+  if (out->record != nullptr) return CUDA_SUCCESS;
+  cs.detail = "no such graph in this session";
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult Session::Resolve(CallState& cs, calls::KindPhysicalMemory, uint64_t raw,
                           Handle<PhysicalRecord>* out) {
   *out = {raw, physical_.Find(raw)};

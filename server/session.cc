@@ -386,6 +386,48 @@ bool Session::Serve(ReceivedMessage& m) {
   return false;
 }
 
+CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
+  const OpInfo* info = FindOp(call.op());
+  AddOwned(calls_by_op_[info != nullptr && call.op() < calls_by_op_.size() ? call.op() : 0], 1);
+  if (info == nullptr) {
+    cs.detail = "unknown operation " + std::to_string(call.op());
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (call.args_size() != info->arg_count) {
+    cs.detail = std::string(info->name) + " takes " + std::to_string(info->arg_count) +
+                " arguments, got " + std::to_string(call.args_size());
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (call.posted() && info->mode != CallMode::kAsync) {
+    cs.detail = std::string(info->name) + " cannot be posted";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (info->payload_in == PayloadKind::kNone && cs.payload_size != 0) {
+    cs.detail = std::string(info->name) + " takes no payload";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (info->payload_in == PayloadKind::kName &&
+      (cs.payload_size == 0 || cs.payload_size > kMaxNameBytes)) {
+    cs.detail = std::string(info->name) + " needs a name of at most 4 KiB";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const Op op = static_cast<Op>(call.op());
+  if (info->context == ContextUse::kInContext) {
+    cs.ctx_id = call.ctx();
+    cs.ctx = contexts_.Find(call.ctx());
+    if (cs.ctx == nullptr) {
+      cs.detail = "no such context";
+      return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (cs.ctx->destroyed) {
+      cs.detail = "the context was destroyed when its kernel was stopped";
+      return stopped_error_;
+    }
+    if (CUresult r = MakeCurrent(cs.ctx); r != CUDA_SUCCESS) return r;
+  }
+  return Dispatch(op, cs);
+}
+
 bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size) {
   AddOwned(bytes_in_, payload_size);
   // One reply envelope, cleared and refilled for every call (no allocation once warm).
@@ -398,44 +440,8 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
   cs.payload_size = payload_size;
   cs.unfetched = unfetched_;
   cs.reply = reply;
-  CUresult result;
+  const CUresult result = RunCall(call, cs);
   const OpInfo* info = FindOp(call.op());
-  AddOwned(calls_by_op_[info != nullptr && call.op() < calls_by_op_.size() ? call.op() : 0], 1);
-  if (info == nullptr) {
-    cs.detail = "unknown operation " + std::to_string(call.op());
-    result = CUDA_ERROR_NOT_SUPPORTED;
-  } else if (call.args_size() != info->arg_count) {
-    cs.detail = std::string(info->name) + " takes " + std::to_string(info->arg_count) +
-                " arguments, got " + std::to_string(call.args_size());
-    result = CUDA_ERROR_INVALID_VALUE;
-  } else if (call.posted() && info->mode != CallMode::kAsync) {
-    cs.detail = std::string(info->name) + " cannot be posted";
-    result = CUDA_ERROR_INVALID_VALUE;
-  } else if (info->payload_in == PayloadKind::kNone && payload_size != 0) {
-    cs.detail = std::string(info->name) + " takes no payload";
-    result = CUDA_ERROR_INVALID_VALUE;
-  } else if (info->payload_in == PayloadKind::kName &&
-             (payload_size == 0 || payload_size > kMaxNameBytes)) {
-    cs.detail = std::string(info->name) + " needs a name of at most 4 KiB";
-    result = CUDA_ERROR_INVALID_VALUE;
-  } else {
-    result = CUDA_SUCCESS;
-    const Op op = static_cast<Op>(call.op());
-    if (info->context == ContextUse::kInContext) {
-      cs.ctx_id = call.ctx();
-      cs.ctx = contexts_.Find(call.ctx());
-      if (cs.ctx == nullptr) {
-        cs.detail = "no such context";
-        result = CUDA_ERROR_INVALID_CONTEXT;
-      } else if (cs.ctx->destroyed) {
-        cs.detail = "the context was destroyed when its kernel was stopped";
-        result = stopped_error_;
-      } else {
-        result = MakeCurrent(cs.ctx);
-      }
-    }
-    if (result == CUDA_SUCCESS) result = Dispatch(op, cs);
-  }
   if (result != CUDA_SUCCESS && LogEnabled(LogLevel::kDebug)) {
     std::string args;
     for (int i = 0; i < call.args_size() && i < 8; ++i) {

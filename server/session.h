@@ -138,6 +138,10 @@ class Session {
   // Validates and executes one call whose payload is payload[0, payload_size) and sends its
   // reply unless it was posted; false ends the session.
   bool ServeCall(const wire::Call& call, char* payload, size_t payload_size);
+  // The checks every call gets (a known operation, its argument count, whether it may be posted
+  // and take a payload, its context), then its operation; meters it. cs carries the call, its
+  // payload and where its results go; cs.detail says why it failed.
+  CUresult RunCall(const wire::Call& call, CallState& cs);
   // Runs the operation of cs.call: decodes and checks its arguments, resolves its handles, makes
   // the checks calls.def gives it, runs its handler and encodes its results
   // (server/call_dispatch.cc, generated from proto/calls.def).
@@ -180,6 +184,7 @@ class Session {
   CUresult Resolve(CallState& cs, calls::KindLink, uint64_t raw, Handle<LinkRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindPhysicalMemory, uint64_t raw,
                    Handle<PhysicalRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindGraph, uint64_t raw, Handle<GraphRecord>* out);
   // The checks of calls.def: false (with cs.detail) when they fail.
   bool CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what);
   bool CheckRangeIn(CallState& cs, uint64_t ctx_id, CUdeviceptr ptr, uint64_t bytes,
@@ -357,6 +362,8 @@ class Session {
   std::map<uint64_t, SamplerRecord> surfaces_;  // by CUsurfObject value
   HandleTable<LinkRecord> links_;
   HandleTable<PhysicalRecord> physical_;
+  HandleTable<GraphRecord> graphs_;
+  uint64_t graph_bytes_ = 0;  // what graphs_ hold, against limits_.max_graph_bytes
   IpcRegistry* ipc_ = nullptr;
   // This session's allocations that other sessions may open, by base address.
   std::map<CUdeviceptr, std::shared_ptr<ExportedMemory>> exported_memory_;

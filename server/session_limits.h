@@ -22,6 +22,8 @@ struct SessionLimits {
   uint32_t max_samplers = 1u << 16;     // texture and surface objects together
   uint32_t max_links = 64;              // JIT link states
   uint32_t max_vmm_objects = 1u << 14;  // physical allocations, reservations, mappings each
+  uint32_t max_graphs = 4096;           // graphs recorded on the server
+  uint64_t max_graph_bytes = uint64_t{64} << 20;  // what they hold, all together
 };
 
 }  // namespace rgpu::server

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "proto/call_kinds.h"
+#include "proto/rgpu.pb.h"
 #include "server/ipc_registry.h"
 
 namespace rgpu::server {
@@ -164,6 +165,16 @@ struct MappingRecord {
   uint64_t access_ctx = 0;  // the context it is memory of once access is granted (0: none)
 };
 
+// A graph the session recorded (GraphRecord): the calls of one launch in order, their payloads
+// in one buffer (call i's at offsets[i], sizes[i] bytes); each call is checked anew every time
+// it runs.
+struct GraphRecord {
+  std::vector<wire::Call> calls;
+  std::vector<size_t> offsets, sizes;
+  std::string payload;
+  uint64_t bytes = 0;  // what it holds in the server's memory, against the session's bound
+};
+
 // A resolved handle: the id the client named and the session's record of it.
 template <typename Record>
 struct Handle {
@@ -235,6 +246,10 @@ struct Resolved<calls::KindTexture> {
 template <>
 struct Resolved<calls::KindSurface> {
   using Type = Handle<SamplerRecord>;
+};
+template <>
+struct Resolved<calls::KindGraph> {
+  using Type = Handle<GraphRecord>;
 };
 
 }  // namespace rgpu::server

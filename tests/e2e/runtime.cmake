@@ -51,3 +51,11 @@ foreach(variant static shared)
                        PASS_REGULAR_EXPRESSION "rt_peer_access: OK \\(2 devices\\)")
 endforeach()
 
+# Graphs replayed node by node from the client (RGPU_SERVER_GRAPHS=0), as well as kept by the
+# server (the default, above): the same programs, the same results.
+foreach(name graph_capture graph_conditional)
+  add_test(NAME rt_static_${name}_client_graphs
+           COMMAND ${with_server} ${bin} tcp -- ${CMAKE_COMMAND} -E env RGPU_SERVER_GRAPHS=0
+                   ${bin}/rgpu run -- ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_${name}_static)
+  set_tests_properties(rt_static_${name}_client_graphs PROPERTIES TIMEOUT 120 LABELS runtime)
+endforeach()
