@@ -2,6 +2,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "softgpu/context.h"
@@ -51,7 +52,10 @@ void Stream::Wait(uint64_t seq) {
     std::this_thread::yield();
   }
   std::unique_lock lock(mu_);
-  done_.wait(lock, [&] { return Done(seq) || stopped_.load(); });
+  while (!Done(seq) && !stopped_.load()) {
+    wake_at_ = std::min(wake_at_, seq);
+    done_.wait(lock);
+  }
 }
 
 void Stream::Shutdown() {
@@ -106,11 +110,17 @@ void Stream::WorkerLoop() {
     }
     op.fn = nullptr;
     op.deps.clear();
+    bool wake = false;
     {
       std::lock_guard lock(mu_);
       completed_.store(op.seq, std::memory_order_release);
+      if (op.seq >= wake_at_) {
+        // Every sleeper wakes; those still short of their operation register again.
+        wake_at_ = UINT64_MAX;
+        wake = true;
+      }
     }
-    done_.notify_all();
+    if (wake) done_.notify_all();
   }
 }
 
