@@ -97,3 +97,117 @@ static_assert(sizeof(h::Memcpy3DParms) == sizeof(hipMemcpy3DParms));
 static_assert(offsetof(h::Memcpy3DParms, dstPtr) == offsetof(hipMemcpy3DParms, dstPtr));
 static_assert(offsetof(h::Memcpy3DParms, extent) == offsetof(hipMemcpy3DParms, extent));
 static_assert(offsetof(h::Memcpy3DParms, kind) == offsetof(hipMemcpy3DParms, kind));
+
+// Memory pools, virtual memory management and IPC. The driver's values these must equal are
+// asserted beside the code that relies on them (pool.cc, vmm.cc, peer_ipc.cc).
+static_assert(sizeof(h::MemLocation) == sizeof(hipMemLocation));
+static_assert(sizeof(h::MemAccessDesc) == sizeof(hipMemAccessDesc));
+static_assert(offsetof(h::MemAccessDesc, flags) == offsetof(hipMemAccessDesc, flags));
+static_assert(sizeof(h::MemPoolProps) == sizeof(hipMemPoolProps));
+static_assert(offsetof(h::MemPoolProps, handleTypes) == offsetof(hipMemPoolProps, handleTypes));
+static_assert(offsetof(h::MemPoolProps, location) == offsetof(hipMemPoolProps, location));
+static_assert(offsetof(h::MemPoolProps, reserved) == offsetof(hipMemPoolProps, reserved));
+static_assert(sizeof(h::MemAllocationProp) == sizeof(hipMemAllocationProp));
+static_assert(offsetof(h::MemAllocationProp, location) == offsetof(hipMemAllocationProp, location));
+static_assert(offsetof(h::MemAllocationProp, requestedHandleType) ==
+              offsetof(hipMemAllocationProp, requestedHandleType));
+static_assert(offsetof(h::MemAllocationProp, type) == offsetof(hipMemAllocationProp, type));
+static_assert(offsetof(h::MemAllocationProp, usage) == offsetof(hipMemAllocationProp, usage));
+static_assert(offsetof(h::MemAllocationProp, win32HandleMetaData) ==
+              offsetof(hipMemAllocationProp, win32HandleMetaData));
+static_assert(sizeof(h::OpaqueHandle) == sizeof(hipIpcMemHandle_t) &&
+              sizeof(h::OpaqueHandle) == sizeof(hipIpcEventHandle_t) &&
+              sizeof(h::OpaqueHandle) == sizeof(hipMemPoolPtrExportData));
+SAME_VALUE(hipIpcMemLazyEnablePeerAccess, h::kIpcMemLazyEnablePeerAccess)
+SAME_VALUE(hipMemLocationTypeDevice, h::kMemLocationTypeDevice)
+SAME_VALUE(hipMemAllocationTypePinned, h::kMemAllocationTypePinned)
+SAME_VALUE(hipMemHandleTypeNone, h::kMemHandleTypeNone)
+SAME_VALUE(hipMemHandleTypePosixFileDescriptor, h::kMemHandleTypePosixFileDescriptor)
+SAME_VALUE(hipMemHandleTypeWin32, 2)
+SAME_VALUE(hipMemHandleTypeWin32Kmt, 4)
+SAME_VALUE(hipMemAccessFlagsProtNone, 0)
+SAME_VALUE(hipMemAccessFlagsProtRead, 1)
+SAME_VALUE(hipMemAccessFlagsProtReadWrite, 3)
+SAME_VALUE(hipMemPoolReuseFollowEventDependencies, 1)
+SAME_VALUE(hipMemPoolReuseAllowOpportunistic, 2)
+SAME_VALUE(hipMemPoolReuseAllowInternalDependencies, 3)
+SAME_VALUE(hipMemPoolAttrReleaseThreshold, 4)
+SAME_VALUE(hipMemPoolAttrReservedMemCurrent, 5)
+SAME_VALUE(hipMemPoolAttrReservedMemHigh, 6)
+SAME_VALUE(hipMemPoolAttrUsedMemCurrent, 7)
+SAME_VALUE(hipMemPoolAttrUsedMemHigh, 8)
+SAME_VALUE(hipMemAllocationGranularityMinimum, 0)
+SAME_VALUE(hipMemAllocationGranularityRecommended, 1)
+SAME_VALUE(hipDevP2PAttrPerformanceRank, 0)
+SAME_VALUE(hipDevP2PAttrAccessSupported, 1)
+SAME_VALUE(hipDevP2PAttrNativeAtomicSupported, 2)
+SAME_VALUE(hipDevP2PAttrHipArrayAccessSupported, 3)
+
+// Graphs built node by node.
+static_assert(sizeof(h::HostNodeParams) == sizeof(hipHostNodeParams));
+static_assert(offsetof(h::HostNodeParams, userData) == offsetof(hipHostNodeParams, userData));
+static_assert(sizeof(h::KernelNodeParams) == sizeof(hipKernelNodeParams));
+static_assert(offsetof(h::KernelNodeParams, extra) == offsetof(hipKernelNodeParams, extra));
+static_assert(offsetof(h::KernelNodeParams, func) == offsetof(hipKernelNodeParams, func));
+static_assert(offsetof(h::KernelNodeParams, gridDim) == offsetof(hipKernelNodeParams, gridDim));
+static_assert(offsetof(h::KernelNodeParams, kernelParams) ==
+              offsetof(hipKernelNodeParams, kernelParams));
+static_assert(offsetof(h::KernelNodeParams, sharedMemBytes) ==
+              offsetof(hipKernelNodeParams, sharedMemBytes));
+static_assert(sizeof(h::MemsetParams) == sizeof(hipMemsetParams));
+static_assert(offsetof(h::MemsetParams, elementSize) == offsetof(hipMemsetParams, elementSize));
+static_assert(offsetof(h::MemsetParams, height) == offsetof(hipMemsetParams, height));
+static_assert(offsetof(h::MemsetParams, pitch) == offsetof(hipMemsetParams, pitch));
+static_assert(offsetof(h::MemsetParams, value) == offsetof(hipMemsetParams, value));
+static_assert(offsetof(h::MemsetParams, width) == offsetof(hipMemsetParams, width));
+SAME_VALUE(hipGraphNodeTypeKernel, h::kGraphNodeTypeKernel)
+SAME_VALUE(hipGraphNodeTypeMemcpy, h::kGraphNodeTypeMemcpy)
+SAME_VALUE(hipGraphNodeTypeMemset, h::kGraphNodeTypeMemset)
+SAME_VALUE(hipGraphNodeTypeHost, h::kGraphNodeTypeHost)
+SAME_VALUE(hipGraphNodeTypeGraph, h::kGraphNodeTypeGraph)
+SAME_VALUE(hipGraphNodeTypeEmpty, h::kGraphNodeTypeEmpty)
+SAME_VALUE(hipGraphNodeTypeWaitEvent, h::kGraphNodeTypeWaitEvent)
+SAME_VALUE(hipGraphNodeTypeEventRecord, h::kGraphNodeTypeEventRecord)
+SAME_VALUE(hipGraphNodeTypeCount, h::kGraphNodeTypeCount)
+// hipGraphExecUpdateResult: the driver's CUgraphExecUpdateResult values, passed through.
+SAME_VALUE(hipGraphExecUpdateSuccess, 0)
+SAME_VALUE(hipGraphExecUpdateError, 1)
+SAME_VALUE(hipGraphExecUpdateErrorTopologyChanged, 2)
+SAME_VALUE(hipGraphExecUpdateErrorNodeTypeChanged, 3)
+SAME_VALUE(hipGraphExecUpdateErrorFunctionChanged, 4)
+SAME_VALUE(hipGraphExecUpdateErrorParametersChanged, 5)
+SAME_VALUE(hipGraphExecUpdateErrorNotSupported, 6)
+SAME_VALUE(hipGraphExecUpdateErrorUnsupportedFunctionChange, 7)
+
+// Arrays.
+static_assert(sizeof(h::Array) == sizeof(hipArray));
+static_assert(offsetof(h::Array, desc) == offsetof(hipArray, desc));
+static_assert(offsetof(h::Array, width) == offsetof(hipArray, width));
+static_assert(offsetof(h::Array, Format) == offsetof(hipArray, Format));
+static_assert(offsetof(h::Array, isDrv) == offsetof(hipArray, isDrv));
+static_assert(offsetof(h::Array, textureType) == offsetof(hipArray, textureType));
+static_assert(sizeof(h::ArrayDescriptor) == sizeof(HIP_ARRAY_DESCRIPTOR));
+static_assert(offsetof(h::ArrayDescriptor, NumChannels) ==
+              offsetof(HIP_ARRAY_DESCRIPTOR, NumChannels));
+static_assert(sizeof(h::Array3DDescriptor) == sizeof(HIP_ARRAY3D_DESCRIPTOR));
+static_assert(offsetof(h::Array3DDescriptor, Format) == offsetof(HIP_ARRAY3D_DESCRIPTOR, Format));
+static_assert(offsetof(h::Array3DDescriptor, Flags) == offsetof(HIP_ARRAY3D_DESCRIPTOR, Flags));
+static_assert(offsetof(h::Memcpy3DParms, srcArray) == offsetof(hipMemcpy3DParms, srcArray));
+static_assert(offsetof(h::Memcpy3DParms, dstArray) == offsetof(hipMemcpy3DParms, dstArray));
+SAME_VALUE(hipChannelFormatKindSigned, h::kChannelFormatKindSigned)
+SAME_VALUE(hipChannelFormatKindUnsigned, h::kChannelFormatKindUnsigned)
+SAME_VALUE(hipChannelFormatKindFloat, h::kChannelFormatKindFloat)
+SAME_VALUE(hipChannelFormatKindNone, h::kChannelFormatKindNone)
+SAME_VALUE(HIP_AD_FORMAT_UNSIGNED_INT8, 0x01)
+SAME_VALUE(HIP_AD_FORMAT_UNSIGNED_INT16, 0x02)
+SAME_VALUE(HIP_AD_FORMAT_UNSIGNED_INT32, 0x03)
+SAME_VALUE(HIP_AD_FORMAT_SIGNED_INT8, 0x08)
+SAME_VALUE(HIP_AD_FORMAT_SIGNED_INT16, 0x09)
+SAME_VALUE(HIP_AD_FORMAT_SIGNED_INT32, 0x0a)
+SAME_VALUE(HIP_AD_FORMAT_HALF, 0x10)
+SAME_VALUE(HIP_AD_FORMAT_FLOAT, 0x20)
+static_assert((hipArrayLayered | hipArraySurfaceLoadStore | hipArrayCubemap |
+               hipArrayTextureGather) == h::kArrayFlagsKnown);
+SAME_VALUE(hipTextureType1D, 1)
+SAME_VALUE(hipTextureType2D, 2)
+SAME_VALUE(hipTextureType3D, 3)

@@ -31,6 +31,8 @@ int Attribute(CUdevice_attribute a, int device) {
   return v;
 }
 
+}  // namespace
+
 Error CheckDevice(int device) {
   int count = 0;
   Error e = Initialize(&count);
@@ -38,8 +40,6 @@ Error CheckDevice(int device) {
   if (count == 0) return hipErrorNoDevice;
   return device >= 0 && device < count ? hipSuccess : hipErrorInvalidDevice;
 }
-
-}  // namespace
 
 Error Initialize(int* count) {
   rgpu_client_prepare_thread();  // every HIP call on a new thread passes here first
@@ -323,7 +323,6 @@ HIP_API(hipDeviceCanAccessPeer)(int* can_access, int device, int peer)->Error {
   Error e = CheckDevice(device);
   if (e == h::hipSuccess) e = CheckDevice(peer);
   if (e != h::hipSuccess) return Ret(e);
-  // Peer access is not forwarded: no device reaches another's memory through rgpu.
-  *can_access = 0;
-  return h::hipSuccess;
+  // The server's answer for the pair (0 for a device and itself, as HIP answers).
+  return Ret(CU(cuDeviceCanAccessPeer)(can_access, device, peer));
 }

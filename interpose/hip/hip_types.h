@@ -176,16 +176,131 @@ struct Extent {
 struct Pos {
   size_t x, y, z;
 };
+struct Array;  // hipArray, below
 struct Memcpy3DParms {
-  void* srcArray;  // hipArray_t: arrays are not supported
+  Array* srcArray;
   Pos srcPos;
   PitchedPtr srcPtr;
-  void* dstArray;
+  Array* dstArray;
   Pos dstPos;
   PitchedPtr dstPtr;
   Extent extent;
   int kind;  // MemcpyKind
 };
+
+// Memory pools and virtual memory management: where memory lives, who may access it, and how
+// it is made. hipMemLocationType, hipMemAccessFlags, hipMemAllocationType,
+// hipMemAllocationHandleType, hipMemPoolAttr and hipMemAllocationGranularity_flags have the
+// driver's values; hipMemPoolProps and hipMemAllocationProp are laid out differently from the
+// driver's structures and are translated.
+struct MemLocation {
+  int type;  // hipMemLocationType: kMemLocationTypeDevice
+  int id;
+};
+struct MemAccessDesc {
+  MemLocation location;
+  int flags;  // hipMemAccessFlags
+};
+struct MemPoolProps {
+  int allocType;    // hipMemAllocationType
+  int handleTypes;  // hipMemAllocationHandleType
+  MemLocation location;
+  void* win32SecurityAttributes;
+  unsigned char reserved[64];
+};
+struct MemAllocationProp {
+  unsigned char compressionType;
+  MemLocation location;
+  int requestedHandleType;  // hipMemAllocationHandleType
+  int type;                 // hipMemAllocationType
+  unsigned short usage;
+  void* win32HandleMetaData;
+};
+constexpr int kMemLocationTypeDevice = 1;
+constexpr int kMemAllocationTypePinned = 1;
+constexpr int kMemHandleTypeNone = 0;
+constexpr int kMemHandleTypePosixFileDescriptor = 1;
+
+// hipIpcMemHandle_t, hipIpcEventHandle_t and hipMemPoolPtrExportData: 64 opaque bytes, as the
+// driver's handles are.
+struct OpaqueHandle {
+  char reserved[64];
+};
+constexpr unsigned kIpcMemLazyEnablePeerAccess = 0;  // hipIpcMemLazyEnablePeerAccess
+
+// Graphs built node by node. hipHostNodeParams is the driver's CUDA_HOST_NODE_PARAMS; kernel and
+// memset parameters are laid out differently and translated; a kernel node's `func` is the host
+// stub of a registered kernel, as hipLaunchKernel takes it.
+struct HostNodeParams {
+  void (*fn)(void*);
+  void* userData;
+};
+struct KernelNodeParams {
+  Dim3 blockDim;
+  void** extra;
+  void* func;
+  Dim3 gridDim;
+  void** kernelParams;
+  unsigned int sharedMemBytes;
+};
+struct MemsetParams {
+  void* dst;
+  unsigned int elementSize;
+  size_t height;
+  size_t pitch;
+  unsigned int value;
+  size_t width;
+};
+// hipGraphNodeType of HIP 5.2: numbered from 1 (the driver's from 0).
+enum GraphNodeType : int {
+  kGraphNodeTypeKernel = 1,
+  kGraphNodeTypeMemcpy = 2,
+  kGraphNodeTypeMemset = 3,
+  kGraphNodeTypeHost = 4,
+  kGraphNodeTypeGraph = 5,
+  kGraphNodeTypeEmpty = 6,
+  kGraphNodeTypeWaitEvent = 7,
+  kGraphNodeTypeEventRecord = 8,
+  kGraphNodeTypeCount = 12,
+};
+
+// Arrays. HIP hands programs a hipArray structure; rgpu's carries the driver's CUarray in `data`
+// (HIP's own keeps its memory object there) and describes the array in the other fields.
+// hipArray_Format has the driver's CUarray_format values; the array flags are the driver's
+// CUDA_ARRAY3D_* flags.
+enum ChannelFormatKind : int {
+  kChannelFormatKindSigned = 0,
+  kChannelFormatKindUnsigned = 1,
+  kChannelFormatKindFloat = 2,
+  kChannelFormatKindNone = 3,
+};
+struct ArrayDescriptor {  // HIP_ARRAY_DESCRIPTOR
+  size_t Width;
+  size_t Height;
+  int Format;  // hipArray_Format
+  unsigned int NumChannels;
+};
+struct Array3DDescriptor {  // HIP_ARRAY3D_DESCRIPTOR
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  int Format;  // hipArray_Format
+  unsigned int NumChannels;
+  unsigned int Flags;
+};
+struct Array {  // hipArray
+  void* data;
+  ChannelFormatDesc desc;
+  unsigned int type;
+  unsigned int width;
+  unsigned int height;
+  unsigned int depth;
+  int Format;  // hipArray_Format
+  unsigned int NumChannels;
+  bool isDrv;
+  unsigned int textureType;
+};
+constexpr unsigned kArrayFlagsKnown = 0x1 | 0x2 | 0x4 | 0x8;  // layered, surface, cubemap, gather
 
 // The wrapper hipcc places in .hipFatBinSegment and passes to __hipRegisterFatBinary.
 struct FatBinaryWrapper {

@@ -355,39 +355,75 @@ HIP_API(hipExtMallocWithFlags)(void** out, size_t bytes, unsigned int flags)->Er
 
 // ---- 3D: pitched volumes are pitched 2D allocations of height * depth rows.
 
+namespace rgpu::hip {
+
+Error DriverCopy3D(const Memcpy3DParms& p, CUDA_MEMCPY3D* out) {
+  if (p.kind < kHostToHost || p.kind > kDefault) return hipErrorInvalidMemcpyDirection;
+  if ((p.srcArray != nullptr && p.srcPtr.ptr != nullptr) ||
+      (p.dstArray != nullptr && p.dstPtr.ptr != nullptr)) {
+    return hipErrorInvalidValue;  // each end is an array or linear memory, not both
+  }
+  CUDA_MEMCPY3D& c = *out;
+  memset(&c, 0, sizeof c);
+  // With an array at either end, x positions and the width count elements of that array.
+  size_t element = 1;
+  if (p.srcArray != nullptr) {
+    Error e = DriverArray(p.srcArray, &c.srcArray, &element);
+    if (e != hipSuccess) return e;
+    c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  }
+  if (p.dstArray != nullptr) {
+    size_t dst_element = 1;
+    Error e = DriverArray(p.dstArray, &c.dstArray, &dst_element);
+    if (e != hipSuccess) return e;
+    if (p.srcArray != nullptr && dst_element != element) return hipErrorInvalidValue;
+    element = dst_element;
+    c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  }
+  const size_t src_unit = p.srcArray != nullptr ? element : 1;
+  const size_t dst_unit = p.dstArray != nullptr ? element : 1;
+  const size_t width_unit = p.srcArray != nullptr || p.dstArray != nullptr ? element : 1;
+  c.srcXInBytes = p.srcPos.x * src_unit;
+  c.srcY = p.srcPos.y;
+  c.srcZ = p.srcPos.z;
+  if (p.srcArray == nullptr) {
+    c.srcMemoryType = Side(p.kind, true);
+    if (c.srcMemoryType == CU_MEMORYTYPE_HOST)
+      c.srcHost = p.srcPtr.ptr;
+    else
+      c.srcDevice = D(p.srcPtr.ptr);
+    c.srcPitch = p.srcPtr.pitch;
+    c.srcHeight = p.srcPtr.ysize;
+  }
+  c.dstXInBytes = p.dstPos.x * dst_unit;
+  c.dstY = p.dstPos.y;
+  c.dstZ = p.dstPos.z;
+  if (p.dstArray == nullptr) {
+    c.dstMemoryType = Side(p.kind, false);
+    if (c.dstMemoryType == CU_MEMORYTYPE_HOST)
+      c.dstHost = p.dstPtr.ptr;
+    else
+      c.dstDevice = D(p.dstPtr.ptr);
+    c.dstPitch = p.dstPtr.pitch;
+    c.dstHeight = p.dstPtr.ysize;
+  }
+  c.WidthInBytes = p.extent.width * width_unit;
+  c.Height = p.extent.height;
+  c.Depth = p.extent.depth;
+  return hipSuccess;
+}
+
+}  // namespace rgpu::hip
+
 namespace {
 
 Error Copy3D(const h::Memcpy3DParms* p, CUstream stream, bool async) {
   if (p == nullptr) return h::hipErrorInvalidValue;
-  if (p->srcArray != nullptr || p->dstArray != nullptr) return h::hipErrorNotSupported;
-  if (p->kind < h::kHostToHost || p->kind > h::kDefault) return h::hipErrorInvalidMemcpyDirection;
   Error e = Activate();
   if (e != h::hipSuccess) return e;
   CUDA_MEMCPY3D c;
-  memset(&c, 0, sizeof c);
-  c.srcXInBytes = p->srcPos.x;
-  c.srcY = p->srcPos.y;
-  c.srcZ = p->srcPos.z;
-  c.srcMemoryType = Side(p->kind, true);
-  if (c.srcMemoryType == CU_MEMORYTYPE_HOST)
-    c.srcHost = p->srcPtr.ptr;
-  else
-    c.srcDevice = D(p->srcPtr.ptr);
-  c.srcPitch = p->srcPtr.pitch;
-  c.srcHeight = p->srcPtr.ysize;
-  c.dstXInBytes = p->dstPos.x;
-  c.dstY = p->dstPos.y;
-  c.dstZ = p->dstPos.z;
-  c.dstMemoryType = Side(p->kind, false);
-  if (c.dstMemoryType == CU_MEMORYTYPE_HOST)
-    c.dstHost = p->dstPtr.ptr;
-  else
-    c.dstDevice = D(p->dstPtr.ptr);
-  c.dstPitch = p->dstPtr.pitch;
-  c.dstHeight = p->dstPtr.ysize;
-  c.WidthInBytes = p->extent.width;
-  c.Height = p->extent.height;
-  c.Depth = p->extent.depth;
+  e = h::DriverCopy3D(*p, &c);
+  if (e != h::hipSuccess) return e;
   return h::ToHip(async ? CU(cuMemcpy3DAsync_v2)(&c, stream) : CU(cuMemcpy3D_v2)(&c));
 }
 

@@ -103,6 +103,25 @@ HIP_API(hipModuleGetGlobal)
   return Ret(r);
 }
 
+namespace rgpu::hip {
+
+Error DriverExtra(void** extra, std::vector<void*>* out) {
+  out->clear();
+  if (extra == nullptr) return hipSuccess;
+  for (size_t i = 0; extra[i] != kLaunchParamEnd; i += 2) {
+    if (extra[i] != kLaunchParamBufferPointer && extra[i] != kLaunchParamBufferSize) {
+      return hipErrorInvalidValue;
+    }
+    out->push_back(extra[i] == kLaunchParamBufferPointer ? CU_LAUNCH_PARAM_BUFFER_POINTER
+                                                         : CU_LAUNCH_PARAM_BUFFER_SIZE);
+    out->push_back(extra[i + 1]);
+  }
+  out->push_back(CU_LAUNCH_PARAM_END);
+  return hipSuccess;
+}
+
+}  // namespace rgpu::hip
+
 HIP_API(hipModuleLaunchKernel)
 (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
  unsigned shared, CUstream stream, void** params, void** extra)
@@ -110,19 +129,9 @@ HIP_API(hipModuleLaunchKernel)
   if (f == nullptr) return Ret(h::hipErrorInvalidHandle);
   Error e = Activate();
   if (e != h::hipSuccess) return Ret(e);
-  // HIP ends `extra` with its own marker (3); the driver's is 0.
   std::vector<void*> cu_extra;
-  if (extra != nullptr) {
-    for (size_t i = 0; extra[i] != h::kLaunchParamEnd; i += 2) {
-      if (extra[i] != h::kLaunchParamBufferPointer && extra[i] != h::kLaunchParamBufferSize) {
-        return Ret(h::hipErrorInvalidValue);
-      }
-      cu_extra.push_back(extra[i] == h::kLaunchParamBufferPointer ? CU_LAUNCH_PARAM_BUFFER_POINTER
-                                                                  : CU_LAUNCH_PARAM_BUFFER_SIZE);
-      cu_extra.push_back(extra[i + 1]);
-    }
-    cu_extra.push_back(CU_LAUNCH_PARAM_END);
-  }
+  e = h::DriverExtra(extra, &cu_extra);
+  if (e != h::hipSuccess) return Ret(e);
   return Ret(CU(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shared, stream, params,
                                 extra != nullptr ? cu_extra.data() : nullptr));
 }

@@ -60,6 +60,11 @@ std::unordered_map<const void*, Variable>& Variables() {
   return *m;
 }
 thread_local std::vector<LaunchConfiguration> t_configurations;
+// The stub of each function FunctionOfStub found (graph kernel nodes report their stub).
+std::unordered_map<CUfunction, const void*>& Stubs() {
+  static auto* m = new std::unordered_map<CUfunction, const void*>();
+  return *m;
+}
 
 // The module of `binary` in the current device's primary context (made current by the caller).
 Error ModuleOf(FatBinary* binary, int device, CUmodule* out) {
@@ -184,7 +189,17 @@ Error FunctionOfStub(const void* stub, CUfunction* out) {
   e = ModuleOf(k.binary, device, &m);
   if (e != hipSuccess) return e;
   CUresult r = CU(cuModuleGetFunction)(out, m, k.name.c_str());
+  if (r == CUDA_SUCCESS) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    Stubs()[*out] = stub;
+  }
   return r == CUDA_ERROR_NOT_FOUND ? hipErrorInvalidDeviceFunction : ToHip(r);
+}
+
+const void* StubOfFunction(CUfunction f) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = Stubs().find(f);
+  return it != Stubs().end() ? it->second : nullptr;
 }
 
 }  // namespace rgpu::hip
@@ -198,6 +213,23 @@ HIP_API(hipLaunchKernel)
   // Arguments are laid out by the kernel's code-object metadata, which the server reads.
   return Ret(CU(cuLaunchKernel)(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                 static_cast<unsigned>(shared), stream, args, nullptr));
+}
+
+// A launch whose blocks may synchronize with each other (the device must run them all at once).
+HIP_API(hipLaunchCooperativeKernel)
+(const void* stub, h::Dim3 grid, h::Dim3 block, void** args, unsigned int shared, CUstream stream)
+    ->Error {
+  CUfunction f;
+  Error e = h::FunctionOfStub(stub, &f);
+  if (e != h::hipSuccess) return Ret(e);
+  return Ret(CU(cuLaunchCooperativeKernel)(f, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                           shared, stream, args));
+}
+HIP_API(hipLaunchCooperativeKernel_spt)
+(const void* stub, h::Dim3 grid, h::Dim3 block, void** args, unsigned int shared, CUstream stream)
+    ->Error {
+  return rgpu_hip_hipLaunchCooperativeKernel(stub, grid, block, args, shared,
+                                             stream == nullptr ? CU_STREAM_PER_THREAD : stream);
 }
 
 HIP_API(hipGetSymbolAddress)(void** address, const void* symbol)->Error {

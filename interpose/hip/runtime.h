@@ -7,6 +7,8 @@
 
 #include <cuda.h>
 
+#include <vector>
+
 #include "interpose/hip/hip_types.h"
 
 // The client's implementations (librgpu-client.so exports them as rgpu_impl_<name>).
@@ -37,6 +39,10 @@ inline Error Ret(CUresult r) { return Ret(ToHip(r)); }
 // Initializes the client once (cuInit) and returns its result; `count` receives the number of
 // devices the server offers.
 Error Initialize(int* count = nullptr);
+
+// hipSuccess when `device` is a device of the server (initializing the client first),
+// hipErrorInvalidDevice (or the initialization's error) otherwise.
+Error CheckDevice(int device);
 
 // The calling thread's current device (hipSetDevice; 0 until set).
 int CurrentDevice();
@@ -72,6 +78,21 @@ Error FunctionOfStub(const void* stub, CUfunction* out);
 
 // Registered code objects must be loaded again into `device` after a reset (registration.cc).
 void ForgetRegisteredModules(int device);
+
+// The host stub whose kernel is `f` (a function FunctionOfStub returned), or nullptr.
+const void* StubOfFunction(CUfunction f);
+
+// A launch's `extra` array in the driver's form: HIP ends it with its own marker (3), the driver
+// with 0 (module.cc). `out` is left empty for a null `extra`.
+Error DriverExtra(void** extra, std::vector<void*>* out);
+
+// The driver's description of a hipMemcpy3D copy (hipMemcpy3D and graph memcpy nodes): positions
+// and widths of array ends are in elements, of linear ends in bytes (memory.cc).
+Error DriverCopy3D(const Memcpy3DParms& p, CUDA_MEMCPY3D* out);
+
+// The driver's array behind a hipArray the runtime made, and the bytes of one of its elements;
+// hipErrorInvalidValue for anything else (array.cc).
+Error DriverArray(const Array* array, CUarray* out, size_t* element_bytes = nullptr);
 
 }  // namespace rgpu::hip
 

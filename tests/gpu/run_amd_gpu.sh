@@ -32,7 +32,8 @@ rc=0
 : >"$out/results.txt"
 for program in hip_device_query hip_memcpy_kinds hip_memset hip_streams_async hip_events \
                hip_host_memory hip_mem_info hip_pitch_2d hip_errors hip_pointer_info hip_threads hip_device_reset hip_graph_capture hip_per_thread_stream hip_memcpy_3d hip_vector_add \
-               hip_saxpy_streams hip_symbols hip_module_launch; do
+               hip_saxpy_streams hip_symbols hip_module_launch hip_mem_pool hip_graph_nodes \
+               hip_cooperative; do
   if "$e2e/with_server.sh" "$bin" tcp -- "$e2e/hip_run.sh" "$bin" pass "$programs/$program" \
        >"$out/$program.log" 2>&1; then
     echo "PASS $program" | tee -a "$out/results.txt"

@@ -70,7 +70,7 @@ int main() {
       }
     }
   }
-  // Arrays are not supported; a bad direction is refused.
+  // A bad direction is refused.
   hipMemcpy3DParms bad = up;
   bad.kind = static_cast<hipMemcpyKind>(9);
   EXPECT_ERROR(hipMemcpy3D(&bad), hipErrorInvalidMemcpyDirection);
