@@ -3,8 +3,10 @@
 // with (cuArray3DGetDescriptor answers from it). Copies to, from and between arrays go as boxes
 // (proto/calls.def: CUDA arrays, texture and surface objects); host data travels packed. A
 // texture or surface object is the backend's own value, since kernels receive it as an argument;
-// the client keeps the descriptors it was made with. Mipmapped arrays, resource views and
-// block-compressed or planar formats are refused with CUDA_ERROR_NOT_SUPPORTED and a warning.
+// the client keeps the descriptors it was made with. A mipmapped array's levels are arrays of its
+// own (cuMipmappedArrayGetLevel), which go with it. Resource views and block-compressed or planar
+// formats are refused with CUDA_ERROR_NOT_SUPPORTED and a warning.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -26,6 +28,17 @@ struct CUarray_st {
   CUctx_st* ctx = nullptr;
   uint64_t generation = 0;  // of ctx when made: a reset context took the array with it
   CUDA_ARRAY3D_DESCRIPTOR desc = {};
+  CUmipmappedArray_st* mipmap = nullptr;  // a level of it (destroyed with it, never alone)
+};
+
+// The driver's opaque mipmapped array type, defined by rgpu.
+struct CUmipmappedArray_st {
+  ObjectKind kind = ObjectKind::kMipmappedArray;
+  uint64_t remote = 0;  // the server's id
+  CUctx_st* ctx = nullptr;
+  uint64_t generation = 0;
+  CUDA_ARRAY3D_DESCRIPTOR desc = {};
+  std::vector<CUarray_st*> levels;  // made on first use; guarded by objects_mutex()
 };
 
 namespace {
@@ -303,6 +316,7 @@ RGPU_IMPL(cuArrayDestroy)(CUarray array) {
   if (array == nullptr || !ClientState::Get().IsLive(array) || array->kind != ObjectKind::kArray) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
+  if (array->mipmap != nullptr) return CUDA_ERROR_INVALID_VALUE;  // goes with its mipmapped array
   if (CheckArray(array) == CUDA_SUCCESS) {
     // The array's context must be done with it: destroying waits for its work, as the driver.
     if ((r = rgpu::client::WaitContextDrained(array->ctx)) != CUDA_SUCCESS) return r;
@@ -402,6 +416,123 @@ RGPU_SAME_AS(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2)
 RGPU_SAME_AS(cuMemcpyAtoA_v2_ptds, cuMemcpyAtoA_v2)
 RGPU_SAME_AS(cuMemcpyHtoAAsync_v2_ptsz, cuMemcpyHtoAAsync_v2)
 RGPU_SAME_AS(cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2)
+
+// ---- Mipmapped arrays ----
+
+namespace {
+
+// Checks a mipmapped array handle the program passed: live, its context not reset since.
+CUresult CheckMipmap(CUmipmappedArray m) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (m == nullptr || !ClientState::Get().IsLive(m) || m->kind != ObjectKind::kMipmappedArray ||
+      rgpu::client::CheckContext(m->ctx) != CUDA_SUCCESS || m->generation != m->ctx->generation) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult MipmapRemote(CUmipmappedArray m, uint64_t* remote) {
+  if (CUresult r = CheckMipmap(m); r != CUDA_SUCCESS) return r;
+  *remote = m->remote;
+  return CUDA_SUCCESS;
+}
+
+// Level `level`'s extent of a dimension of `extent` (0 stays 0: a dimension the array lacks).
+size_t LevelExtent(size_t extent, unsigned level) {
+  if (extent == 0) return 0;
+  return level >= 64 ? 1 : std::max<size_t>(1, extent >> level);
+}
+
+}  // namespace
+
+RGPU_IMPL(cuMipmappedArrayCreate)
+(CUmipmappedArray* out, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
+  if (out == nullptr || desc == nullptr || desc->Width == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (rgpu::ArrayFormatChannelBytes(desc->Format) == 0) {
+    RGPU_LOG_WARN("cuMipmappedArrayCreate: array format %d is not supported",
+                  static_cast<int>(desc->Format));
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  calls::MipmappedArrayCreate::Results got;
+  r = Server().Call<calls::MipmappedArrayCreate>(ctx->remote,
+                                                 {.width = desc->Width,
+                                                  .height = desc->Height,
+                                                  .depth = desc->Depth,
+                                                  .format = static_cast<uint32_t>(desc->Format),
+                                                  .channels = desc->NumChannels,
+                                                  .flags = desc->Flags,
+                                                  .levels = levels},
+                                                 &got);
+  if (r != CUDA_SUCCESS) return r;
+  auto* m = new CUmipmappedArray_st;
+  m->remote = got.mipmap;
+  m->ctx = ctx;
+  m->generation = ctx->generation;
+  m->desc = *desc;
+  m->levels.assign(levels, nullptr);
+  ClientState::Get().Register(m);
+  *out = m;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMipmappedArrayGetLevel)(CUarray* out, CUmipmappedArray m, unsigned int level) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckMipmap(m); r != CUDA_SUCCESS) return r;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    if (level >= m->levels.size()) return CUDA_ERROR_INVALID_VALUE;
+    if (m->levels[level] != nullptr) {
+      *out = m->levels[level];
+      return CUDA_SUCCESS;
+    }
+  }
+  calls::MipmappedArrayGetLevel::Results got;
+  CUresult r = Server().Call<calls::MipmappedArrayGetLevel>(
+      m->ctx->remote, {.mipmap = m->remote, .level = level}, &got);
+  if (r != CUDA_SUCCESS) return r;
+  const bool keeps_depth = (m->desc.Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (m->levels[level] == nullptr) {
+    auto* array = new CUarray_st;
+    array->remote = got.array;
+    array->ctx = m->ctx;
+    array->generation = m->generation;
+    array->desc = m->desc;
+    array->desc.Width = LevelExtent(m->desc.Width, level);
+    array->desc.Height = LevelExtent(m->desc.Height, level);
+    if (!keeps_depth) array->desc.Depth = LevelExtent(m->desc.Depth, level);
+    array->mipmap = m;
+    ClientState::Get().Register(array);
+    m->levels[level] = array;
+  }
+  *out = m->levels[level];
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuMipmappedArrayDestroy)(CUmipmappedArray m) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (m == nullptr || !ClientState::Get().IsLive(m) || m->kind != ObjectKind::kMipmappedArray) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (CheckMipmap(m) == CUDA_SUCCESS) {
+    if ((r = rgpu::client::WaitContextDrained(m->ctx)) != CUDA_SUCCESS) return r;
+    r = Server().Call<calls::MipmappedArrayDestroy>(m->ctx->remote, {.mipmap = m->remote});
+    if (r != CUDA_SUCCESS) return r;
+  }
+  ClientState::Get().Unregister(m);
+  for (CUarray_st* level : m->levels) {
+    if (level == nullptr) continue;
+    ClientState::Get().Unregister(level);
+    delete level;
+  }
+  delete m;
+  return CUDA_SUCCESS;
+}
 
 // ---- Texture and surface objects ----
 
@@ -505,10 +636,13 @@ RGPU_IMPL(cuTexObjectCreate)
       a.height = res->res.pitch2D.height;
       a.pitch = res->res.pitch2D.pitchInBytes;
       break;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+      if ((r = MipmapRemote(res->res.mipmap.hMipmappedArray, &a.mipmap)) != CUDA_SUCCESS) {
+        return r;
+      }
+      break;
     default:
-      RGPU_LOG_WARN("cuTexObjectCreate: resource type %d (mipmapped arrays) is not supported",
-                    static_cast<int>(res->resType));
-      return CUDA_ERROR_NOT_SUPPORTED;
+      return CUDA_ERROR_INVALID_VALUE;
   }
   a.address_x = static_cast<uint32_t>(tex->addressMode[0]);
   a.address_y = static_cast<uint32_t>(tex->addressMode[1]);

@@ -30,6 +30,7 @@ enum class ObjectKind : uint32_t {
   kGraph,
   kGraphExec,
   kArray,
+  kMipmappedArray,
 };
 
 struct ParamSlot {

@@ -82,5 +82,7 @@ struct KindSurface : KindHandle {};
 struct KindLink : KindHandle {};
 struct KindPhysicalMemory : KindHandle {};
 struct KindGraph : KindHandle {};
+struct KindMipmappedArray : KindHandle {};
+struct KindOptMipmappedArray : KindHandle {};
 
 }  // namespace rgpu::calls

@@ -162,6 +162,23 @@ CUresult Session::Resolve(CallState& cs, calls::KindArray, uint64_t raw, Handle<
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult Session::Resolve(CallState& cs, calls::KindMipmappedArray, uint64_t raw,
+                          Handle<MipmapRecord>* out) {
+  *out = {raw, InContext(mipmaps_, raw, cs.ctx_id)};
+  if (out->record != nullptr) return CUDA_SUCCESS;
+  cs.detail = "no such mipmapped array in this context";
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult Session::Resolve(CallState& cs, calls::KindOptMipmappedArray, uint64_t raw,
+                          Handle<MipmapRecord>* out) {
+  if (raw == 0) {
+    *out = {};
+    return CUDA_SUCCESS;
+  }
+  return Resolve(cs, calls::KindMipmappedArray{}, raw, out);
+}
+
 CUresult Session::Resolve(CallState& cs, calls::KindOptArray, uint64_t raw,
                           Handle<ArrayRecord>* out) {
   if (raw == 0) {

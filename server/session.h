@@ -185,6 +185,10 @@ class Session {
   CUresult Resolve(CallState& cs, calls::KindPhysicalMemory, uint64_t raw,
                    Handle<PhysicalRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindGraph, uint64_t raw, Handle<GraphRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindMipmappedArray, uint64_t raw,
+                   Handle<MipmapRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindOptMipmappedArray, uint64_t raw,
+                   Handle<MipmapRecord>* out);
   // The checks of calls.def: false (with cs.detail) when they fail.
   bool CheckRange(CallState& cs, CUdeviceptr ptr, uint64_t bytes, const char* what);
   bool CheckRangeIn(CallState& cs, uint64_t ctx_id, CUdeviceptr ptr, uint64_t bytes,
@@ -358,6 +362,7 @@ class Session {
   HandleTable<EventRecord> events_;
   HandleTable<PoolRecord> pools_;
   HandleTable<ArrayRecord> arrays_;
+  HandleTable<MipmapRecord> mipmaps_;
   std::map<uint64_t, SamplerRecord> textures_;  // by CUtexObject value
   std::map<uint64_t, SamplerRecord> surfaces_;  // by CUsurfObject value
   HandleTable<LinkRecord> links_;

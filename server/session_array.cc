@@ -3,6 +3,7 @@
 // every array belongs to the call's context, every box lies inside its array and every device
 // range is the context's memory before these run. Arrays are charged to the tenant's quota and
 // zeroed before the tenant sees them, as allocations are.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -49,6 +50,30 @@ void SetArrayDestination(CUDA_MEMCPY3D* c, CUarray array, uint64_t x, uint64_t y
   c->dstZ = z;
 }
 
+// Zeroes `depth` slices of `height` rows of `row` bytes of `array`, slice by slice: an array's
+// memory holds what its last user left there, like any device memory.
+CUresult ZeroArray(const CudaDriver& drv, CUarray array, uint64_t row, uint64_t height,
+                   uint64_t depth) {
+  if (drv.cuMemcpy3D == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  std::unique_ptr<char[]> zeros(new (std::nothrow) char[row * height]());
+  if (!zeros) return CUDA_ERROR_OUT_OF_MEMORY;
+  for (uint64_t z = 0; z < depth; ++z) {
+    CUDA_MEMCPY3D c = Box(row, height, 1);
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = zeros.get();
+    c.srcPitch = row;
+    c.srcHeight = height;
+    SetArrayDestination(&c, array, 0, 0, z);
+    if (CUresult r = drv.cuMemcpy3D(&c); r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+// The extent of mipmap level `level` of a dimension of `extent` (at least 1).
+uint64_t LevelExtent(uint64_t extent, uint32_t level) {
+  return level >= 64 ? 1 : std::max<uint64_t>(1, extent >> level);
+}
+
 }  // namespace
 
 CUresult Session::HandleArrayCreate(CallState& cs, const ArrayCreateIn& in,
@@ -91,19 +116,8 @@ CUresult Session::HandleArrayCreate(CallState& cs, const ArrayCreateIn& in,
     r = drv_.cuArray3DCreate(&rec.array, &desc);
   }
   if (r == CUDA_SUCCESS && scrub_allocations_) {
-    // An array's memory holds what its last user left there, like any device memory: zeroed
-    // slice by slice before the tenant can read it.
-    std::unique_ptr<char[]> zeros(new (std::nothrow) char[slice]());
-    r = zeros ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-    for (uint64_t z = 0; r == CUDA_SUCCESS && z < rec.depth; ++z) {
-      CUDA_MEMCPY3D c = Box(row, rec.height, 1);
-      c.srcMemoryType = CU_MEMORYTYPE_HOST;
-      c.srcHost = zeros.get();
-      c.srcPitch = row;
-      c.srcHeight = rec.height;
-      SetArrayDestination(&c, rec.array, 0, 0, z);
-      r = drv_.cuMemcpy3D != nullptr ? drv_.cuMemcpy3D(&c) : CUDA_ERROR_NOT_SUPPORTED;
-    }
+    // Zeroed before the tenant can read it.
+    r = ZeroArray(drv_, rec.array, row, rec.height, rec.depth);
     if (r != CUDA_SUCCESS) {
       auto change = DeviceMemoryChange();
       drv_.cuArrayDestroy(rec.array);
@@ -117,8 +131,12 @@ CUresult Session::HandleArrayCreate(CallState& cs, const ArrayCreateIn& in,
   return CUDA_SUCCESS;
 }
 
-CUresult Session::HandleArrayDestroy(CallState&, const ArrayDestroyIn& in,
+CUresult Session::HandleArrayDestroy(CallState& cs, const ArrayDestroyIn& in,
                                      calls::ArrayDestroy::Results*) {
+  if (in.array->mipmap != 0) {
+    cs.detail = "a level of a mipmapped array goes with it";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   CUresult r;
   {
     auto change = DeviceMemoryChange();
@@ -224,6 +242,10 @@ CUresult Session::HandleTexObjectCreate(CallState& cs, const TexObjectCreateIn& 
       if (in.array.record == nullptr) return CUDA_ERROR_INVALID_VALUE;
       res.res.array.hArray = in.array->array;
       break;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+      if (in.mipmap.record == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      res.res.mipmap.hMipmappedArray = in.mipmap->mipmap;
+      break;
     case CU_RESOURCE_TYPE_LINEAR:
       if (channel_bytes == 0 || in.width == 0 || !CheckRange(cs, in.dptr, in.width, "dptr")) {
         return CUDA_ERROR_INVALID_VALUE;
@@ -327,8 +349,141 @@ void Session::ForgetArrays(uint64_t ctx_id) {
       ++it;
     }
   }
+  for (auto it = mipmaps_.records().begin(); it != mipmaps_.records().end();) {
+    if (it->second.ctx == ctx_id) {
+      Uncharge(it->second.charged);
+      it = mipmaps_.records().erase(it);
+    } else {
+      ++it;
+    }
+  }
   std::erase_if(textures_, [ctx_id](const auto& t) { return t.second.ctx == ctx_id; });
   std::erase_if(surfaces_, [ctx_id](const auto& s) { return s.second.ctx == ctx_id; });
+}
+
+CUresult Session::HandleMipmappedArrayCreate(CallState& cs, const MipmappedArrayCreateIn& in,
+                                             calls::MipmappedArrayCreate::Results* out) {
+  REQUIRE_FN(cuMipmappedArrayCreate);
+  REQUIRE_FN(cuMipmappedArrayGetLevel);
+  REQUIRE_FN(cuMipmappedArrayDestroy);
+  const uint32_t channel_bytes = FormatBytes(in.format);
+  if (channel_bytes == 0) {
+    cs.detail = "array format " + std::to_string(in.format) + " is not supported";
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (in.channels != 1 && in.channels != 2 && in.channels != 4) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = RoomFor(cs, arrays_.size() + mipmaps_.size(), limits_.max_arrays, "arrays");
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  MipmapRecord rec;
+  rec.ctx = cs.ctx_id;
+  rec.width = in.width;
+  rec.height = in.height == 0 ? 1 : in.height;
+  rec.depth = in.depth == 0 ? 1 : in.depth;
+  rec.element_bytes = channel_bytes * in.channels;
+  rec.flags = in.flags;
+  // Layers and cube faces stay at every level; a 3D array's depth halves with the rest.
+  const bool keeps_depth = (in.flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+  const uint64_t largest = std::max({rec.width, in.height, keeps_depth ? 0 : in.depth});
+  uint32_t possible = 1;
+  while (possible < 64 && (largest >> possible) != 0) ++possible;
+  if (in.width == 0 || in.levels == 0 || in.levels > possible) {
+    cs.detail = "a mipmapped array has 1 to " + std::to_string(possible) + " levels";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (uint32_t l = 0; l < in.levels; ++l) {
+    uint64_t row = 0, slice = 0, level = 0, sum = 0;
+    const uint64_t depth = keeps_depth ? rec.depth : LevelExtent(rec.depth, l);
+    if (!CheckedMul(LevelExtent(rec.width, l), rec.element_bytes, &row) ||
+        !CheckedMul(row, LevelExtent(rec.height, l), &slice) || !CheckedMul(slice, depth, &level) ||
+        !CheckedAdd(rec.charged, level, &sum)) {
+      cs.detail = "invalid or overflowing array shape";
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    rec.charged = sum;
+  }
+  if (!Charge(cs, rec.charged, "the mipmapped array")) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUDA_ARRAY3D_DESCRIPTOR desc = {};
+  desc.Width = in.width;
+  desc.Height = in.height;
+  desc.Depth = in.depth;
+  desc.Format = static_cast<CUarray_format>(in.format);
+  desc.NumChannels = in.channels;
+  desc.Flags = in.flags;
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuMipmappedArrayCreate(&rec.mipmap, &desc, in.levels);
+  }
+  for (uint32_t l = 0; r == CUDA_SUCCESS && scrub_allocations_ && l < in.levels; ++l) {
+    CUarray level = nullptr;
+    r = drv_.cuMipmappedArrayGetLevel(&level, rec.mipmap, l);
+    if (r == CUDA_SUCCESS) {
+      r = ZeroArray(drv_, level, LevelExtent(rec.width, l) * rec.element_bytes,
+                    in.height == 0 ? 1 : LevelExtent(rec.height, l),
+                    keeps_depth ? rec.depth : LevelExtent(rec.depth, l));
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    if (rec.mipmap != nullptr) {
+      auto change = DeviceMemoryChange();
+      drv_.cuMipmappedArrayDestroy(rec.mipmap);
+    }
+    Uncharge(rec.charged);
+    return r;
+  }
+  rec.levels.assign(in.levels, 0);
+  out->mipmap = mipmaps_.Insert(std::move(rec));
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMipmappedArrayGetLevel(CallState& cs, const MipmappedArrayGetLevelIn& in,
+                                               calls::MipmappedArrayGetLevel::Results* out) {
+  MipmapRecord& m = *in.mipmap.record;
+  if (in.level >= m.levels.size()) {
+    cs.detail = "the mipmapped array has " + std::to_string(m.levels.size()) + " levels";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (m.levels[in.level] != 0) {
+    out->array = m.levels[in.level];
+    return CUDA_SUCCESS;
+  }
+  if (CUresult r = RoomFor(cs, arrays_.size() + mipmaps_.size(), limits_.max_arrays, "arrays");
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  ArrayRecord level;
+  if (CUresult r = drv_.cuMipmappedArrayGetLevel(&level.array, m.mipmap, in.level);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  const bool keeps_depth = (m.flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+  level.ctx = m.ctx;
+  level.width = LevelExtent(m.width, in.level);
+  level.height = m.height == 1 ? 1 : LevelExtent(m.height, in.level);
+  level.depth = keeps_depth ? m.depth : LevelExtent(m.depth, in.level);
+  level.element_bytes = m.element_bytes;
+  level.flags = m.flags;
+  level.mipmap = in.mipmap.id;  // charged with its mipmapped array
+  out->array = m.levels[in.level] = arrays_.Insert(level);
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleMipmappedArrayDestroy(CallState&, const MipmappedArrayDestroyIn& in,
+                                              calls::MipmappedArrayDestroy::Results*) {
+  CUresult r;
+  {
+    auto change = DeviceMemoryChange();
+    r = drv_.cuMipmappedArrayDestroy(in.mipmap->mipmap);
+  }
+  if (r != CUDA_SUCCESS) return r;
+  for (uint64_t level : in.mipmap->levels) {
+    if (level != 0) arrays_.Erase(level);
+  }
+  Uncharge(in.mipmap->charged);
+  mipmaps_.Erase(in.mipmap.id);
+  return CUDA_SUCCESS;
 }
 
 }  // namespace rgpu::server

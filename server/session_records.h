@@ -122,6 +122,19 @@ struct ArrayRecord {
   uint32_t element_bytes = 0;  // channels x the format's size
   uint32_t flags = 0;
   uint64_t charged = 0;
+  uint64_t mipmap = 0;  // a level of this mipmapped array (goes with it, never alone)
+};
+
+// A mipmapped array (cuMipmappedArrayCreate): its level-0 shape as ArrayRecord has it, and the
+// session's array id of each level asked for (0: not yet).
+struct MipmapRecord {
+  CUmipmappedArray mipmap = nullptr;
+  uint64_t ctx = 0;
+  uint64_t width = 0, height = 0, depth = 0;  // level 0; height and depth at least 1
+  uint32_t element_bytes = 0;
+  uint32_t flags = 0;
+  uint64_t charged = 0;  // every level
+  std::vector<uint64_t> levels;
 };
 
 // A texture or surface object; the session names it by the backend's value.
@@ -250,6 +263,14 @@ struct Resolved<calls::KindSurface> {
 template <>
 struct Resolved<calls::KindGraph> {
   using Type = Handle<GraphRecord>;
+};
+template <>
+struct Resolved<calls::KindMipmappedArray> {
+  using Type = Handle<MipmapRecord>;
+};
+template <>
+struct Resolved<calls::KindOptMipmappedArray> {
+  using Type = Handle<MipmapRecord>;  // record null for 0
 };
 
 }  // namespace rgpu::server

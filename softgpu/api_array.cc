@@ -1,5 +1,5 @@
-// CUDA arrays: creation, destruction and descriptors. Copies to and from arrays are in
-// api_memory.cc.
+// CUDA arrays and mipmapped arrays: creation, destruction, levels and descriptors. Copies to and
+// from arrays (mipmap levels included) are in api_memory.cc.
 #include <cuda.h>
 
 #include "softgpu/api_util.h"
@@ -15,9 +15,29 @@ CUresult ResolveArray(const Context* ctx, CUarray handle, std::shared_ptr<Array>
   return CUDA_SUCCESS;
 }
 
+CUresult ResolveMipmappedArray(const Context* ctx, CUmipmappedArray handle,
+                               std::shared_ptr<MipmappedArray>* out) {
+  std::shared_ptr<MipmappedArray> m = GetDriver().mipmapped_arrays.Find(handle);
+  if (m == nullptr || m->owner != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  *out = std::move(m);
+  return CUDA_SUCCESS;
+}
+
 }  // namespace softgpu
 
 namespace {
+
+// Device memory for `bytes` of array storage in `ctx`.
+CUresult AllocateStorage(Context& ctx, uint64_t bytes, uint64_t* address) {
+  switch (ctx.memory().Allocate(bytes, address)) {
+    case AddressSpace::Result::kOk:
+      return CUDA_SUCCESS;
+    case AddressSpace::Result::kOutOfMemory:
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
 
 CUresult CreateArray(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR& desc) {
   std::shared_ptr<Context> ctx;
@@ -26,14 +46,7 @@ CUresult CreateArray(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR& desc) {
   auto a = std::make_shared<Array>();
   if (CUresult r = Array::Layout(desc, a.get()); r != CUDA_SUCCESS) return r;
   a->owner = ctx.get();
-  switch (ctx->memory().Allocate(a->bytes, &a->address)) {
-    case AddressSpace::Result::kOk:
-      break;
-    case AddressSpace::Result::kOutOfMemory:
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
-  }
+  if (CUresult r = AllocateStorage(*ctx, a->bytes, &a->address); r != CUDA_SUCCESS) return r;
   GetDriver().arrays.Add(a);
   *out = reinterpret_cast<CUarray>(a.get());
   return CUDA_SUCCESS;
@@ -76,6 +89,9 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
     std::shared_ptr<Context> ctx;
     std::shared_ptr<Array> a;
     if (CUresult r = FindArray(hArray, &ctx, &a); r != CUDA_SUCCESS) return r;
+    // A mipmap level belongs to its mipmapped array and goes with it (cuda.h's rule for level
+    // arrays passed where an array of its own is needed, as in cuArrayGetSparseProperties).
+    if (a->mipmap != nullptr) return CUDA_ERROR_INVALID_VALUE;
     // As cuMemFree: work that may still read the array finishes first.
     ctx->WaitForAllStreams();
     if (GetDriver().arrays.Remove(hArray) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
@@ -107,6 +123,65 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR* 
     if (CUresult r = FindArray(hArray, &ctx, &a); r != CUDA_SUCCESS) return r;
     if (pArrayDescriptor == nullptr) return CUDA_ERROR_INVALID_VALUE;
     *pArrayDescriptor = a->desc;
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(
+    CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
+    unsigned int numMipmapLevels) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    if (pHandle == nullptr || pMipmappedArrayDesc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    auto m = std::make_shared<MipmappedArray>();
+    if (CUresult r = MipmappedArray::Layout(*pMipmappedArrayDesc, numMipmapLevels, m.get());
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    m->owner = ctx.get();
+    uint64_t address = 0;
+    if (CUresult r = AllocateStorage(*ctx, m->bytes, &address); r != CUDA_SUCCESS) return r;
+    m->Place(address);
+    Driver& d = GetDriver();
+    d.mipmapped_arrays.Add(m);
+    for (const auto& level : m->levels) d.arrays.Add(level);
+    *pHandle = reinterpret_cast<CUmipmappedArray>(m.get());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray,
+                                                         CUmipmappedArray hMipmappedArray,
+                                                         unsigned int level) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = CurrentContext(&ctx); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<MipmappedArray> m;
+    if (CUresult r = ResolveMipmappedArray(ctx.get(), hMipmappedArray, &m); r != CUDA_SUCCESS) {
+      return r;
+    }
+    if (pLevelArray == nullptr || level >= m->levels.size()) return CUDA_ERROR_INVALID_VALUE;
+    // The level's own handle: the same one each time, valid until the mipmapped array goes.
+    *pLevelArray = reinterpret_cast<CUarray>(m->levels[level].get());
+    return CUDA_SUCCESS;
+  });
+}
+
+SOFTGPU_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = CurrentContext(&ctx); r != CUDA_SUCCESS) return r;
+    std::shared_ptr<MipmappedArray> m;
+    if (CUresult r = ResolveMipmappedArray(ctx.get(), hMipmappedArray, &m); r != CUDA_SUCCESS) {
+      return r;
+    }
+    // As cuArrayDestroy: work that may still read the levels finishes first.
+    ctx->WaitForAllStreams();
+    Driver& d = GetDriver();
+    if (d.mipmapped_arrays.Remove(hMipmappedArray) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    for (const auto& level : m->levels) d.arrays.Remove(level.get());
+    ctx->memory().Free(m->address);
     return CUDA_SUCCESS;
   });
 }

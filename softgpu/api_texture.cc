@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <vector>
 
 #include "softgpu/api_util.h"
 #include "softgpu/texture.h"
@@ -75,8 +76,39 @@ CUresult ResolveResource(Context& ctx, const CUDA_RESOURCE_DESC& res, TextureObj
       st.slice_pitch = p.pitchInBytes * p.height;
       break;
     }
-    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-      return CUDA_ERROR_NOT_SUPPORTED;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY: {
+      std::shared_ptr<MipmappedArray> m;
+      if (ResolveMipmappedArray(&ctx, res.res.mipmap.hMipmappedArray, &m) != CUDA_SUCCESS) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      // The storage spans every level; its geometry is level 0's.
+      const Array& base = *m->levels.front();
+      st.address = m->address;
+      st.bytes = m->bytes;
+      st.format = base.desc.Format;
+      st.channels = base.desc.NumChannels;
+      st.element_bytes = base.element_bytes;
+      st.width = base.desc.Width;
+      st.height = base.rows;
+      st.depth = base.slices;
+      st.row_pitch = base.row_bytes;
+      st.slice_pitch = base.slice_bytes;
+      st.layered = base.layered();
+      st.cubemap = base.cubemap();
+      for (size_t i = 0; i < m->levels.size(); ++i) {
+        const Array& a = *m->levels[i];
+        TexLevel lv;
+        lv.offset = m->offsets[i];
+        lv.width = a.desc.Width;
+        lv.height = a.rows;
+        lv.depth = a.slices;
+        lv.row_pitch = a.row_bytes;
+        lv.slice_pitch = a.slice_bytes;
+        object->levels.push_back(lv);
+      }
+      object->mipmap = std::move(m);
+      return CUDA_SUCCESS;
+    }
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
@@ -85,8 +117,49 @@ CUresult ResolveResource(Context& ctx, const CUDA_RESOURCE_DESC& res, TextureObj
   return CUDA_SUCCESS;
 }
 
+// A resource view of a mipmapped array: a range of its levels (the first becomes level 0, and
+// the LOD clamps count from it) and, for a layered one, of its layers.
+CUresult ApplyMipmapView(const CUDA_RESOURCE_VIEW_DESC& v, TextureObject* object) {
+  const MipmappedArray& m = *object->mipmap;
+  const Array& base = *m.levels.front();
+  TexelStorage& st = object->storage;
+  if (v.format != CU_RES_VIEW_FORMAT_NONE) return CUDA_ERROR_NOT_SUPPORTED;
+  if (v.firstMipmapLevel > v.lastMipmapLevel || v.lastMipmapLevel >= m.levels.size()) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if ((v.width != 0 && v.width != m.desc.Width) || (v.height != 0 && v.height != m.desc.Height)) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  std::vector<TexLevel> levels(object->levels.begin() + v.firstMipmapLevel,
+                               object->levels.begin() + v.lastMipmapLevel + 1);
+  if (!base.layered()) {
+    if (v.firstLayer != 0 || v.lastLayer != 0 || (v.depth != 0 && v.depth != m.desc.Depth)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  } else {
+    const uint64_t per_layer = base.cubemap() ? 6 : 1;
+    const uint64_t layers = base.slices / per_layer;
+    if (v.firstLayer > v.lastLayer || v.lastLayer >= layers) return CUDA_ERROR_INVALID_VALUE;
+    for (TexLevel& lv : levels) {
+      lv.offset += v.firstLayer * per_layer * lv.slice_pitch;
+      lv.depth = (v.lastLayer - v.firstLayer + 1) * per_layer;
+    }
+  }
+  object->levels = std::move(levels);
+  // The storage still spans every level (what must stay allocated); its geometry is the view's
+  // level 0.
+  const TexLevel& first = object->levels.front();
+  st.width = first.width;
+  st.height = first.height;
+  st.depth = first.depth;
+  st.row_pitch = first.row_pitch;
+  st.slice_pitch = first.slice_pitch;
+  return CUDA_SUCCESS;
+}
+
 // Applies a resource view: the whole array or a range of its layers, in the array's own format.
 CUresult ApplyView(const CUDA_RESOURCE_VIEW_DESC& v, TextureObject* object) {
+  if (object->mipmap != nullptr) return ApplyMipmapView(v, object);
   if (object->array == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const Array& a = *object->array;
   TexelStorage& st = object->storage;
@@ -110,7 +183,7 @@ CUresult ApplyView(const CUDA_RESOURCE_VIEW_DESC& v, TextureObject* object) {
   return CUDA_SUCCESS;
 }
 
-CUresult CheckTextureDesc(const CUDA_TEXTURE_DESC& t, const TexelStorage& st) {
+CUresult CheckTextureDesc(const CUDA_TEXTURE_DESC& t, const TexelStorage& st, bool mipmapped) {
   for (int d = 0; d < 3; ++d) {
     if (t.addressMode[d] < CU_TR_ADDRESS_MODE_WRAP ||
         t.addressMode[d] > CU_TR_ADDRESS_MODE_BORDER) {
@@ -126,6 +199,14 @@ CUresult CheckTextureDesc(const CUDA_TEXTURE_DESC& t, const TexelStorage& st) {
   if (t.flags & ~kKnown) return CUDA_ERROR_INVALID_VALUE;
   if (t.flags & CU_TRSF_SRGB) return CUDA_ERROR_NOT_SUPPORTED;
   if ((t.flags & CU_TRSF_SEAMLESS_CUBEMAP) && !st.cubemap) return CUDA_ERROR_INVALID_VALUE;
+  if (mipmapped) {
+    // cuda.h: "for CUDA mipmapped arrays, this flag has to be set".
+    if (!(t.flags & CU_TRSF_NORMALIZED_COORDINATES)) return CUDA_ERROR_INVALID_VALUE;
+    if (t.mipmapFilterMode != CU_TR_FILTER_MODE_POINT &&
+        t.mipmapFilterMode != CU_TR_FILTER_MODE_LINEAR) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
   return CUDA_SUCCESS;
 }
 
@@ -173,7 +254,10 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuTexObjectCreate(CUtexObject* pTexObject,
       o->view = *pResViewDesc;
       o->has_view = true;
     }
-    if (CUresult r = CheckTextureDesc(*pTexDesc, o->storage); r != CUDA_SUCCESS) return r;
+    if (CUresult r = CheckTextureDesc(*pTexDesc, o->storage, o->mipmap != nullptr);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
     const CUarray_format f = o->storage.format;
     o->integer_result = (pTexDesc->flags & CU_TRSF_READ_AS_INTEGER) ||
                         f == CU_AD_FORMAT_UNSIGNED_INT32 || f == CU_AD_FORMAT_SIGNED_INT32;
@@ -181,6 +265,12 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuTexObjectCreate(CUtexObject* pTexObject,
     o->normalized_coords = pTexDesc->flags & CU_TRSF_NORMALIZED_COORDINATES;
     o->linear_filter = pTexDesc->filterMode == CU_TR_FILTER_MODE_LINEAR;
     for (int d = 0; d < 3; ++d) o->address_mode[d] = static_cast<uint8_t>(pTexDesc->addressMode[d]);
+    // Level of detail (mipmapped arrays; other resources have one level). maxAnisotropy is
+    // ignored: sampling is isotropic, as with a maximum anisotropy of 1.
+    o->linear_mip_filter = pTexDesc->mipmapFilterMode == CU_TR_FILTER_MODE_LINEAR;
+    o->lod_bias = pTexDesc->mipmapLevelBias;
+    o->min_lod_clamp = pTexDesc->minMipmapLevelClamp;
+    o->max_lod_clamp = pTexDesc->maxMipmapLevelClamp;
     // Seamless cubemaps with point filtering clamp (filtering across faces is approximated by
     // clamping at face edges).
     if (pTexDesc->flags & CU_TRSF_SEAMLESS_CUBEMAP) {

@@ -53,5 +53,8 @@ CUresult ResolveFunction(CUfunction handle, std::shared_ptr<FunctionHandle>* fun
 // Resolves a CUarray for `ctx`: CUDA_ERROR_INVALID_HANDLE for a handle that is not a live array
 // or names an array of another context.
 CUresult ResolveArray(const Context* ctx, CUarray handle, std::shared_ptr<Array>* out);
+// The same for a CUmipmappedArray.
+CUresult ResolveMipmappedArray(const Context* ctx, CUmipmappedArray handle,
+                               std::shared_ptr<MipmappedArray>* out);
 
 }  // namespace softgpu

@@ -1,5 +1,8 @@
 #include "softgpu/array.h"
 
+#include <algorithm>
+#include <bit>
+
 #include "common/array_format.h"
 #include "softgpu/device.h"
 
@@ -87,6 +90,62 @@ CUresult Array::Layout(const CUDA_ARRAY3D_DESCRIPTOR& d, Array* out) {
   out->slice_bytes = out->row_bytes * out->rows;
   out->bytes = out->slice_bytes * out->slices;
   return CUDA_SUCCESS;
+}
+
+unsigned MipmappedArray::MaxLevels(const CUDA_ARRAY3D_DESCRIPTOR& d) {
+  const bool layered = d.Flags & CUDA_ARRAY3D_LAYERED;
+  const bool cube = d.Flags & CUDA_ARRAY3D_CUBEMAP;
+  uint64_t extent = std::max<uint64_t>(d.Width, d.Height);
+  if (!layered && !cube) extent = std::max<uint64_t>(extent, d.Depth);
+  if (extent == 0) return 0;
+  return static_cast<unsigned>(std::bit_width(extent));  // 1 + floor(log2(extent))
+}
+
+CUresult MipmappedArray::Layout(const CUDA_ARRAY3D_DESCRIPTOR& d, unsigned levels,
+                                MipmappedArray* out) {
+  Array base;
+  if (CUresult r = Array::Layout(d, &base); r != CUDA_SUCCESS) return r;
+  const bool layered = d.Flags & CUDA_ARRAY3D_LAYERED;
+  const bool cube = d.Flags & CUDA_ARRAY3D_CUBEMAP;
+  // 1D and 2D mipmapped arrays have narrower limits than plain ones (cuMipmappedArrayCreate's
+  // table); the others share the array limits.
+  if (!layered && !cube) {
+    if (d.Height == 0 && d.Width > kMaxTexture1DMipmappedWidth) return CUDA_ERROR_INVALID_VALUE;
+    if (d.Height != 0 && d.Depth == 0 &&
+        (d.Width > kMaxTexture2DMipmapped[0] || d.Height > kMaxTexture2DMipmapped[1])) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  if (levels == 0 || levels > MaxLevels(d)) return CUDA_ERROR_INVALID_VALUE;
+  out->desc = d;
+  out->levels.clear();
+  out->offsets.clear();
+  uint64_t offset = 0;
+  for (unsigned i = 0; i < levels; ++i) {
+    CUDA_ARRAY3D_DESCRIPTOR ld = d;
+    auto half = [i](size_t v) -> size_t { return v == 0 ? 0 : std::max<size_t>(v >> i, 1); };
+    ld.Width = half(d.Width);
+    ld.Height = half(d.Height);
+    if (!layered && !cube) ld.Depth = half(d.Depth);  // layers and faces stay
+    auto level = std::make_shared<Array>();
+    // Smaller extents of a valid descriptor are valid.
+    if (CUresult r = Array::Layout(ld, level.get()); r != CUDA_SUCCESS) return r;
+    offset = (offset + kTextureAlignment - 1) / kTextureAlignment * kTextureAlignment;
+    out->offsets.push_back(offset);
+    offset += level->bytes;
+    out->levels.push_back(std::move(level));
+  }
+  out->bytes = offset;
+  return CUDA_SUCCESS;
+}
+
+void MipmappedArray::Place(uint64_t base) {
+  address = base;
+  for (size_t i = 0; i < levels.size(); ++i) {
+    levels[i]->owner = owner;
+    levels[i]->mipmap = this;
+    levels[i]->address = address + offsets[i];
+  }
 }
 
 }  // namespace softgpu

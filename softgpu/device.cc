@@ -261,10 +261,10 @@ bool Device::Attribute(int attribute, int* value) const {
       v = static_cast<int>(kMaxTexture2DLinear[2]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxTexture2DMipmapped[0]);
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT:
-      v = 32768;
+      v = static_cast<int>(kMaxTexture2DMipmapped[1]);
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
       v = DeviceArchitecture().major;
@@ -273,7 +273,7 @@ bool Device::Attribute(int attribute, int* value) const {
       v = DeviceArchitecture().minor;
       break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH:
-      v = 32768;
+      v = static_cast<int>(kMaxTexture1DMipmappedWidth);
       break;
     case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
       v = 1;

@@ -37,6 +37,8 @@ constexpr uint32_t kRegistersPerBlock = 65536;
 // Texture and surface limits (compute capability 7.5): reported as device attributes and
 // enforced by cuArray3DCreate, cuTexObjectCreate and cuSurfObjectCreate.
 constexpr uint64_t kMaxTexture1DWidth = 131072;
+constexpr uint64_t kMaxTexture1DMipmappedWidth = 32768;
+constexpr uint64_t kMaxTexture2DMipmapped[2] = {32768, 32768};
 constexpr uint64_t kMaxTexture2D[2] = {131072, 65536};
 constexpr uint64_t kMaxTexture3D[3] = {16384, 16384, 16384};
 constexpr uint64_t kMaxTexture3DAlternate[3] = {8192, 8192, 32768};

@@ -80,6 +80,7 @@ void DestroyContextResources(const std::shared_ptr<Context>& context) {
   d.streams.RemoveIf([c](const Stream& s) { return s.context() == c; });
   d.events.RemoveIf([c](const Event& e) { return e.context() == c; });
   d.arrays.RemoveIf([c](const Array& a) { return a.owner == c; });
+  d.mipmapped_arrays.RemoveIf([c](const MipmappedArray& m) { return m.owner == c; });
   RemoveTextureObjectsOf(c);
   d.libraries.ForEach([c](const std::shared_ptr<Library>& lib) { lib->DropInstance(c); });
   for (const auto& m : d.modules.RemoveIf([c](const Module& m) { return m.context() == c; })) {

@@ -26,7 +26,8 @@ struct Driver {
   Registry<FunctionHandle> functions;
   Registry<Library> libraries;
   Registry<KernelHandle> kernels;
-  Registry<Array> arrays;
+  Registry<Array> arrays;  // mipmap levels included
+  Registry<MipmappedArray> mipmapped_arrays;
 };
 
 Driver& GetDriver();
@@ -43,7 +44,7 @@ void RegisterModule(const std::shared_ptr<Module>& module);
 void UnregisterModule(const std::shared_ptr<Module>& module);
 
 // Destroys a context's resources and unregisters every handle that belongs to it (arrays,
-// texture and surface objects included).
+// mipmapped arrays, texture and surface objects included).
 void DestroyContextResources(const std::shared_ptr<Context>& context);
 
 }  // namespace softgpu

@@ -72,6 +72,20 @@ TexCoords ReadCoords(const Warp& w, const TextureSite& s, uint32_t lane) {
     c.f[d] = std::bit_cast<float>(v);
     c.i[d] = static_cast<int32_t>(v);
   }
+  auto operand = [&](uint32_t slot) -> uint32_t {
+    return slot != kNoOperand ? static_cast<uint32_t>(w.R(slot)[lane]) : 0;
+  };
+  c.lod_mode = s.lod_mode;
+  if (s.lod_mode == TexLodMode::kLevel) {
+    // The lod operand has the coordinates' type.
+    const uint32_t v = operand(s.lod);
+    c.lod =
+        s.integer_coords ? static_cast<float>(static_cast<int32_t>(v)) : std::bit_cast<float>(v);
+  } else if (s.lod_mode == TexLodMode::kGrad) {
+    for (int k = 0; k < 2; ++k) {
+      for (int d = 0; d < 3; ++d) c.grad[k][d] = std::bit_cast<float>(operand(s.grad[k][d]));
+    }
+  }
   return c;
 }
 
@@ -112,7 +126,8 @@ void Query(Warp& w, const Insn& in, uint32_t mask) {
     if (w.faulted) return;
     const BoundTexture* t = Bind(w, w.R(s.handle)[l], kSurface, l);
     if (t == nullptr) return;
-    if (s.values[0] != kNoOperand) w.R(s.values[0])[l] = QueryTexture(*t->object, s.query);
+    const int32_t level = s.lod != kNoOperand ? static_cast<int32_t>(w.R(s.lod)[l]) : 0;
+    if (s.values[0] != kNoOperand) w.R(s.values[0])[l] = QueryTexture(*t->object, s.query, level);
   });
 }
 

@@ -246,9 +246,9 @@ Handler CpAsyncHandler();
 // Insn::aux indexes Program::texture_sites. A handle that is not a live object of the launching
 // context, storage that was freed, or an out-of-range .trap surface access faults with an
 // illegal address.
-Handler TextureHandler();       // tex, tex.level, tex.grad (level 0)
-Handler GatherHandler();        // tld4
-Handler TextureQueryHandler();  // txq
+Handler TextureHandler();       // tex, tex.level, tex.grad
+Handler GatherHandler();        // tld4 (level 0)
+Handler TextureQueryHandler();  // txq, txq.level
 Handler SurfaceQueryHandler();  // suq
 Handler SurfaceLoadHandler();   // suld.b
 Handler SurfaceStoreHandler();  // sust.b, sust.p

@@ -146,8 +146,12 @@ enum class TexQuery : uint8_t {
   kAddrMode1,
   kAddrMode2,
 };
+// How tex picks the mipmap level: .base (the default), .level (an lod operand), .grad (dPdx and
+// dPdy operands).
+enum class TexLodMode : uint8_t { kBase, kLevel, kGrad };
 struct TextureSite {
   TexGeometry geometry = TexGeometry::k1D;
+  TexLodMode lod_mode = TexLodMode::kBase;
   bool integer_coords = false;  // tex with .s32 coordinates (texel indices, tex1Dfetch)
   uint8_t component = 0;        // tld4: 0 r, 1 g, 2 b, 3 a
   TexQuery query = TexQuery::kWidth;
@@ -161,6 +165,11 @@ struct TextureSite {
   uint32_t coords[4] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand};
   // tex/tld4/suld/txq destinations or sust sources; kNoOperand for "_".
   uint32_t values[4] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand};
+  // tex.level and txq.level: the lod operand (.f32, or .s32 with integer coordinates and for
+  // txq); tex.grad: dPdx and dPdy (x, y, z; kNoOperand where the geometry has fewer).
+  uint32_t lod = kNoOperand;
+  uint32_t grad[2][3] = {{kNoOperand, kNoOperand, kNoOperand},
+                         {kNoOperand, kNoOperand, kNoOperand}};
 };
 
 // A warp-level matrix instruction (mma.sync, wmma.load/store/mma): more registers than an Insn

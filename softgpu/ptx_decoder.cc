@@ -991,13 +991,17 @@ bool FunctionDecoder::DecodeTexture(const ptx::Instruction& src, const Mods& m) 
       }
     }
     const bool level = m.Has("level");
+    // txq.level: width, height and depth of the level its lod operand names.
+    const bool level_query = site.query == TexQuery::kWidth || site.query == TexQuery::kHeight ||
+                             site.query == TexQuery::kDepth;
     if (!found || (surface && site.query > TexQuery::kArraySize) ||
-        ops.size() != (level ? 3u : 2u)) {
+        ops.size() != (level ? 3u : 2u) || (level && (surface || !level_query))) {
       why_ = "query attribute";
       return false;
     }
     if (!Dst(src, ops[0], &site.values[0])) return false;
     if (!handle_and_coords(ops[1], false, Type::kNone)) return false;
+    if (level && !Src(src, ops[2], Type::kS32, &site.lod)) return false;
     return emit(surface ? SurfaceQueryHandler() : TextureQueryHandler());
   }
   if (!has_geometry) {
@@ -1021,10 +1025,20 @@ bool FunctionDecoder::DecodeTexture(const ptx::Instruction& src, const Mods& m) 
       }
       site.component = m.Has("g") ? 1 : m.Has("b") ? 2 : m.Has("a") ? 3 : 0;
     } else {
-      // Resources have one level: tex.level and tex.grad read level 0 (the LOD or gradient
-      // operands are not needed).
-      if (m.Has("level")) expected = 3;
-      if (m.Has("grad")) expected = 4;
+      // .base (or no mode): LOD 0; .level: an lod operand of the coordinates' type; .grad: dPdx
+      // and dPdy, .f32 vectors of 1 (1d, a1d), 2 (2d, a2d) or 4 (3d, cube, acube) elements.
+      if (m.Has("level")) {
+        expected = 3;
+        site.lod_mode = TexLodMode::kLevel;
+      }
+      if (m.Has("grad")) {
+        expected = 4;
+        site.lod_mode = TexLodMode::kGrad;
+        if (site.integer_coords) {
+          why_ = "gradients with integer coordinates";
+          return false;
+        }
+      }
       if ((site.geometry == TexGeometry::kCube || site.geometry == TexGeometry::kACube) &&
           site.integer_coords) {
         why_ = "integer cubemap coordinates";
@@ -1036,6 +1050,31 @@ bool FunctionDecoder::DecodeTexture(const ptx::Instruction& src, const Mods& m) 
       return false;
     }
     if (!destinations(ops[0], 4) || !handle_and_coords(ops[1], true, ctype)) return false;
+    if (site.lod_mode == TexLodMode::kLevel && !Src(src, ops[2], ctype, &site.lod)) return false;
+    if (site.lod_mode == TexLodMode::kGrad) {
+      const size_t dims =
+          (site.geometry == TexGeometry::k1D || site.geometry == TexGeometry::kA1D)   ? 1
+          : (site.geometry == TexGeometry::k2D || site.geometry == TexGeometry::kA2D) ? 2
+                                                                                      : 4;
+      for (int k = 0; k < 2; ++k) {
+        const Operand& g = ops[2 + k];
+        if (g.kind != Operand::Kind::kVector) {
+          // A singleton may be written without braces.
+          if (dims != 1 || !Src(src, g, Type::kF32, &site.grad[k][0])) {
+            why_ = "gradient operand";
+            return false;
+          }
+          continue;
+        }
+        if (g.elems.size() != dims) {
+          why_ = "gradient operand";
+          return false;
+        }
+        for (size_t d = 0; d < dims && d < 3; ++d) {
+          if (!Src(src, g.elems[d], Type::kF32, &site.grad[k][d])) return false;
+        }
+      }
+    }
     return emit(b == "tld4" ? GatherHandler() : TextureHandler());
   }
   // suld.b / sust.b / sust.p

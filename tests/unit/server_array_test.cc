@@ -77,7 +77,7 @@ class ServerArrayTest : public test::RawServerTest {
                                   0,
                                   0,
                                   0};
-    args.resize(22, 0);  // bias, level clamps and border colour: 0.0f
+    args.resize(23, 0);  // bias, level clamps and border colour: 0.0f; no mipmapped array
     wire::Envelope r = Exchange(ch, Call(33, Op::kTexObjectCreate, ctx, args));
     if (result != nullptr) *result = r.reply().result();
     return r.reply().result() == CUDA_SUCCESS ? r.reply().values(0) : 0;
@@ -290,6 +290,81 @@ TEST_F(ServerArrayTest, AnotherSessionsArraysTexturesAndMemoryAreRefused) {
   EXPECT_EQ(Result(bob.get(), Call(47, Op::kTexObjectDestroy, b, {bobs_texture})), CUDA_SUCCESS);
   EXPECT_EQ(Result(bob.get(), Call(48, Op::kSurfObjectDestroy, b, {bobs_surface})), CUDA_SUCCESS);
   EXPECT_EQ(Result(bob.get(), Call(49, Op::kArrayDestroy, b, {bobs_array})), CUDA_SUCCESS);
+}
+
+// Mipmapped arrays: every level is charged while the mipmapped array lives; a level is an array
+// of the session that goes with it (never destroyed alone); level counts past the extent, other
+// contexts' and other sessions' mipmapped arrays are refused; a texture reads one.
+TEST_F(ServerArrayTest, MipmappedArraysAreChargedWithEveryLevelAndOwnTheirLevels) {
+  auto alice = Connect(), bob = Connect();
+  const uint64_t a = OpenSession(alice.get(), "tok-alice");
+  const uint64_t b = OpenSession(bob.get(), "tok-bob");
+  auto make = [](Channel* ch, uint64_t ctx, uint64_t w, uint64_t h, uint32_t levels) {
+    return Exchange(
+        ch, Call(40, Op::kMipmappedArrayCreate, ctx, {w, h, 0, CU_AD_FORMAT_FLOAT, 1, 0, levels}));
+  };
+  // 8192 x 4096 floats: 128 MiB at level 0, about 170.7 MiB with all 14 levels. With a 64 MiB
+  // array beside it, a 256 MiB quota has no room for another 64 MiB (it would if only level 0
+  // were charged: exactly 256 MiB).
+  std::vector<uint64_t> mips;
+  wire::Envelope big = make(alice.get(), a, 8192, 4096, 14);
+  ASSERT_EQ(big.reply().result(), CUDA_SUCCESS) << big.reply().message();
+  mips.push_back(big.reply().values(0));
+  ASSERT_NE(MakeArray(alice.get(), a, 4096, 4096, 0), 0u);
+  EXPECT_EQ(make(alice.get(), a, 4096, 4096, 1).reply().result(), CUDA_ERROR_OUT_OF_MEMORY);
+  wire::Envelope small = make(alice.get(), a, 64, 64, 7);
+  ASSERT_EQ(small.reply().result(), CUDA_SUCCESS) << small.reply().message();
+  mips.push_back(small.reply().values(0));
+  EXPECT_EQ(make(alice.get(), a, 64, 64, 8).reply().result(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(make(alice.get(), a, 64, 64, 0).reply().result(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(make(alice.get(), a, kHuge, kHuge, 1).reply().result(), CUDA_ERROR_INVALID_VALUE);
+  // Levels: the same id again, the extent halved, past the last refused.
+  wire::Envelope l1 = Exchange(alice.get(), Call(41, Op::kMipmappedArrayGetLevel, a, {mips[0], 1}));
+  ASSERT_EQ(l1.reply().result(), CUDA_SUCCESS) << l1.reply().message();
+  const uint64_t level1 = l1.reply().values(0);
+  EXPECT_EQ(Exchange(alice.get(), Call(42, Op::kMipmappedArrayGetLevel, a, {mips[0], 1}))
+                .reply()
+                .values(0),
+            level1);
+  EXPECT_EQ(Result(alice.get(), Call(43, Op::kMipmappedArrayGetLevel, a, {mips[0], 14})),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(CopyIn(alice.get(), a, level1, 0, 2047, 4096 * 4, 1, std::string(4096 * 4, 'm')),
+            CUDA_SUCCESS);
+  EXPECT_EQ(CopyIn(alice.get(), a, level1, 0, 0, 4097 * 4, 1, std::string(4097 * 4, 'm')),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(CopyIn(alice.get(), a, level1, 0, 2048, 4, 1, "mmmm"), CUDA_ERROR_INVALID_VALUE);
+  int result = 0;
+  EXPECT_EQ(CopyOut(alice.get(), a, level1, 4, 2047, 4, 1, &result), "mmmm");
+  // A level is not destroyed alone; another session cannot name the mipmapped array or its level.
+  EXPECT_EQ(Result(alice.get(), Call(44, Op::kArrayDestroy, a, {level1})),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(Result(bob.get(), Call(45, Op::kMipmappedArrayGetLevel, b, {mips[0], 0})),
+            CUDA_SUCCESS);
+  EXPECT_NE(CopyIn(bob.get(), b, level1, 0, 0, 4, 1, "bbbb"), CUDA_SUCCESS);
+  // A texture over it.
+  std::vector<uint64_t> tex = {CU_RESOURCE_TYPE_MIPMAPPED_ARRAY,
+                               0,
+                               0,
+                               CU_AD_FORMAT_FLOAT,
+                               1,
+                               0,
+                               0,
+                               0,
+                               CU_TR_ADDRESS_MODE_CLAMP,
+                               CU_TR_ADDRESS_MODE_CLAMP,
+                               CU_TR_ADDRESS_MODE_CLAMP,
+                               CU_TR_FILTER_MODE_POINT};
+  tex.resize(22, 0);
+  tex[12] = CU_TRSF_NORMALIZED_COORDINATES;  // which a mipmapped array needs
+  tex.push_back(mips[1]);
+  wire::Envelope t = Exchange(alice.get(), Call(46, Op::kTexObjectCreate, a, tex));
+  EXPECT_EQ(t.reply().result(), CUDA_SUCCESS) << t.reply().message();
+  tex.back() = 0;  // a mipmapped resource without its array
+  EXPECT_EQ(Result(alice.get(), Call(47, Op::kTexObjectCreate, a, tex)), CUDA_ERROR_INVALID_VALUE);
+  // Destroying the big one makes room again; its level goes with it.
+  EXPECT_EQ(Result(alice.get(), Call(48, Op::kMipmappedArrayDestroy, a, {mips[0]})), CUDA_SUCCESS);
+  EXPECT_NE(CopyIn(alice.get(), a, level1, 0, 0, 4, 1, "mmmm"), CUDA_SUCCESS);
+  EXPECT_EQ(make(alice.get(), a, 4096, 4096, 13).reply().result(), CUDA_SUCCESS);
 }
 
 }  // namespace

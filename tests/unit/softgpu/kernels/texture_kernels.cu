@@ -160,3 +160,134 @@ extern "C" __global__ void surface_1d(cudaSurfaceObject_t s1, cudaSurfaceObject_
 extern "C" __global__ void read_one(cudaTextureObject_t t, float* out) {
   *out = tex2D<float>(t, 0.5f, 0.5f);
 }
+
+// Mipmapped textures (mipmap_test.cc): explicit levels of detail and gradients. Gradients are
+// passed per thread as dPdx then dPdy.
+extern "C" __global__ void lookup_1d_lod(cudaTextureObject_t t, const float* x, const float* lod,
+                                         float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tex1DLod<float4>(t, x[i], lod[i]);
+}
+
+extern "C" __global__ void lookup_1d_grad(cudaTextureObject_t t, const float* x, const float2* g,
+                                          float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tex1DGrad<float4>(t, x[i], g[i].x, g[i].y);
+}
+
+extern "C" __global__ void lookup_2d_lod(cudaTextureObject_t t, const float* x, const float* y,
+                                         const float* lod, float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tex2DLod<float4>(t, x[i], y[i], lod[i]);
+}
+
+extern "C" __global__ void lookup_2d_grad(cudaTextureObject_t t, const float* x, const float* y,
+                                          const float4* g, float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] =
+        tex2DGrad<float4>(t, x[i], y[i], make_float2(g[i].x, g[i].y), make_float2(g[i].z, g[i].w));
+  }
+}
+
+extern "C" __global__ void lookup_3d_lod(cudaTextureObject_t t, const float* x, const float* y,
+                                         const float* z, const float* lod, float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tex3DLod<float4>(t, x[i], y[i], z[i], lod[i]);
+}
+
+// g: six floats per thread (dPdx, dPdy).
+extern "C" __global__ void lookup_3d_grad(cudaTextureObject_t t, const float* x, const float* y,
+                                          const float* z, const float* g, float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float* d = g + 6 * i;
+    out[i] = tex3DGrad<float4>(t, x[i], y[i], z[i], make_float4(d[0], d[1], d[2], 0),
+                               make_float4(d[3], d[4], d[5], 0));
+  }
+}
+
+extern "C" __global__ void lookup_1d_layered_lod(cudaTextureObject_t t, const float* x,
+                                                 const int* layer, const float* lod, float4* out,
+                                                 int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tex1DLayeredLod<float4>(t, x[i], layer[i], lod[i]);
+}
+
+extern "C" __global__ void lookup_2d_layered_lod(cudaTextureObject_t t, const float* x,
+                                                 const float* y, const int* layer, const float* lod,
+                                                 float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tex2DLayeredLod<float4>(t, x[i], y[i], layer[i], lod[i]);
+}
+
+extern "C" __global__ void lookup_2d_layered_grad(cudaTextureObject_t t, const float* x,
+                                                  const float* y, const int* layer, const float4* g,
+                                                  float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = tex2DLayeredGrad<float4>(t, x[i], y[i], layer[i], make_float2(g[i].x, g[i].y),
+                                      make_float2(g[i].z, g[i].w));
+  }
+}
+
+extern "C" __global__ void lookup_cube_lod(cudaTextureObject_t t, const float* x, const float* y,
+                                           const float* z, const float* lod, float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = texCubemapLod<float4>(t, x[i], y[i], z[i], lod[i]);
+}
+
+extern "C" __global__ void lookup_cube_layered_lod(cudaTextureObject_t t, const float* x,
+                                                   const float* y, const float* z, const int* layer,
+                                                   const float* lod, float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = texCubemapLayeredLod<float4>(t, x[i], y[i], z[i], layer[i], lod[i]);
+}
+
+// g: six floats per thread (dPdx, dPdy).
+extern "C" __global__ void lookup_cube_grad(cudaTextureObject_t t, const float* x, const float* y,
+                                            const float* z, const float* g, float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float* d = g + 6 * i;
+    out[i] = texCubemapGrad<float4>(t, x[i], y[i], z[i], make_float4(d[0], d[1], d[2], 0),
+                                    make_float4(d[3], d[4], d[5], 0));
+  }
+}
+
+// tex.level with integer texel coordinates and an integer level (inline PTX: CUDA C++ has no
+// such call).
+extern "C" __global__ void fetch_2d_level(cudaTextureObject_t t, const int* x, const int* y,
+                                          const int* lod, float4* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float4 v;
+    asm("tex.level.2d.v4.f32.s32 {%0, %1, %2, %3}, [%4, {%5, %6}], %7;"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+        : "l"(t), "r"(x[i]), "r"(y[i]), "r"(lod[i]));
+    out[i] = v;
+  }
+}
+
+// Mipmap queries: levels, width and height, and txq.level at levels 0, 1, 2 and 99.
+extern "C" __global__ void query_levels(cudaTextureObject_t t, unsigned* out) {
+  unsigned levels, w, h, w0, w1, w2, h1, h2, w99;
+  asm("txq.num_mipmap_levels.b32 %0, [%1];" : "=r"(levels) : "l"(t));
+  asm("txq.width.b32 %0, [%1];" : "=r"(w) : "l"(t));
+  asm("txq.height.b32 %0, [%1];" : "=r"(h) : "l"(t));
+  asm("txq.level.width.b32 %0, [%1], %2;" : "=r"(w0) : "l"(t), "r"(0));
+  asm("txq.level.width.b32 %0, [%1], %2;" : "=r"(w1) : "l"(t), "r"(1));
+  asm("txq.level.width.b32 %0, [%1], %2;" : "=r"(w2) : "l"(t), "r"(2));
+  asm("txq.level.height.b32 %0, [%1], %2;" : "=r"(h1) : "l"(t), "r"(1));
+  asm("txq.level.height.b32 %0, [%1], %2;" : "=r"(h2) : "l"(t), "r"(2));
+  asm("txq.level.width.b32 %0, [%1], %2;" : "=r"(w99) : "l"(t), "r"(99));
+  out[0] = levels;
+  out[1] = w;
+  out[2] = h;
+  out[3] = w0;
+  out[4] = w1;
+  out[5] = w2;
+  out[6] = h1;
+  out[7] = h2;
+  out[8] = w99;
+}
