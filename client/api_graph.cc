@@ -7,6 +7,7 @@
 #include <map>
 #include <queue>
 
+#include "client/graph_child.h"
 #include "client/graph_conditional.h"
 #include "client/graph_order.h"
 #include "client/graph_record.h"
@@ -210,12 +211,14 @@ RGPU_IMPL(cuGraphDestroy)(CUgraph graph) {
   return CUDA_SUCCESS;
 }
 
-RGPU_IMPL(cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+RGPU_IMPL(cuGraphInstantiateWithFlags)
+(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
   if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ClientState::Get().IsLive(graph) || graph->kind != ObjectKind::kGraph) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   auto* e = new CUgraphExec_st();
+  e->flags = flags;
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     CUresult r = rgpu::client::OrderGraph(*graph, &e->nodes, &e->conditional_handles);
@@ -244,6 +247,16 @@ RGPU_IMPL(cuGraphInstantiateWithParams)
   return r;
 }
 RGPU_SAME_AS(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams)
+
+RGPU_IMPL(cuGraphExecGetFlags)(CUgraphExec exec, cuuint64_t* flags) {
+  if (flags == nullptr || !ClientState::Get().IsLive(exec) ||
+      exec->kind != ObjectKind::kGraphExec) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Uploading is not a property of the executable graph.
+  *flags = exec->flags & ~static_cast<unsigned long long>(CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+  return CUDA_SUCCESS;
+}
 
 RGPU_IMPL(cuGraphExecDestroy)(CUgraphExec exec) {
   if (!ClientState::Get().IsLive(exec) || exec->kind != ObjectKind::kGraphExec) {
@@ -371,6 +384,13 @@ CUresult OrderGraph(const CUgraph_st& graph, std::vector<GraphNode>* order,
     copy.deps.clear();
     if (copy.conditional != nullptr) {
       if (CUresult r = InstantiateConditional(copy, handles, &copy.replay); r != CUDA_SUCCESS) {
+        order->clear();
+        return r;
+      }
+    }
+    if (copy.child != nullptr) {
+      const std::shared_ptr<ChildGraph> child = copy.child;  // the graph node's: kept meanwhile
+      if (CUresult r = InstantiateChild(*child->graph, &copy); r != CUDA_SUCCESS) {
         order->clear();
         return r;
       }

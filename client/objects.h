@@ -142,7 +142,15 @@ struct GraphKernel {
   CUDA_KERNEL_NODE_PARAMS params = {};  // kernelParams and extra rewritten to the copies below
   std::string args;                     // packed as the function's parameter layout
   std::vector<void*> arg_ptrs;          // each parameter's place in `args`
+  CUctx_st* ctx = nullptr;              // the function's context (it may not change in an update)
 };
+struct ChildGraph;  // client/graph_child.h
+// Every node made gets its own id (copies keep it): an executable graph's node and a clone's
+// node name the node they came from by it, which a later node at the same address cannot match.
+inline uint64_t NewGraphNodeId() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
 }  // namespace rgpu::client
 
 // One operation of a graph: replays it on the stream the graph is launched on, after the nodes
@@ -165,6 +173,26 @@ struct CUgraphNode_st {
   std::vector<CUgraph_st*> conditional_graphs;
   // Its replay only posts stream-ordered device work (client/graph_record.h).
   bool recordable = false;
+  uint64_t id = rgpu::client::NewGraphNodeId();
+  uint64_t cloned_from = 0;  // in a clone (cuGraphClone): the id of the node it copies
+  // Its parameters by value, as CUDA documents each type's (cuGraph*NodeGetParams), for nodes
+  // made node by node; a captured node keeps only its replay (params_known false), except that a
+  // kernel node's are in `kernel` when known.
+  bool params_known = false;
+  CUDA_MEMCPY3D copy = {};              // memcpy nodes
+  CUDA_MEMSET_NODE_PARAMS memset = {};  // memset nodes
+  CUcontext ctx = nullptr;              // memcpy and memset nodes: the context they run in
+  CUDA_HOST_NODE_PARAMS host = {};      // host nodes
+  CUevent event = nullptr;              // event record and wait nodes
+  // Child graph nodes: the graph the node owns (an embedded copy of the graph it was given,
+  // cuGraphChildGraphNodeGetGraph hands it out); in an executable graph, a private copy of it as
+  // instantiated, which `replay` runs.
+  std::shared_ptr<rgpu::client::ChildGraph> child;
+  // In an executable graph (cuGraphNodeSetEnabled): a disabled node's replay does nothing and is
+  // recordable; the work it does when enabled waits in disabled_replay, disabled_recordable.
+  bool enabled = true;
+  std::function<CUresult(CUstream)> disabled_replay;
+  bool disabled_recordable = false;
 };
 
 namespace rgpu::client {
@@ -185,7 +213,8 @@ struct CUgraph_st {
   std::vector<CUgraphNode_st*> next_deps;
   std::vector<CUgraphNode_st*> info_deps;  // what cuStreamGetCaptureInfo last handed out
   bool captured_into = false;  // an existing graph a stream captures into: not ended as new
-  bool body = false;           // a conditional node's body: destroyed with its node only
+  // A conditional node's body or a child graph node's graph: it goes with its node only.
+  bool body = false;
   // Conditional handles made for it (cuGraphConditionalHandleCreate).
   std::vector<std::shared_ptr<rgpu::client::ConditionalHandle>> conditional_handles;
 };
@@ -193,6 +222,7 @@ struct CUgraph_st {
 struct CUgraphExec_st {
   rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kGraphExec;
   std::vector<CUgraphNode_st> nodes;
+  unsigned long long flags = 0;  // as instantiated (cuGraphExecGetFlags)
   // The conditional handles its nodes use (their defaults are assigned at every launch).
   std::vector<std::shared_ptr<rgpu::client::ConditionalHandle>> conditional_handles;
   // Its runs of recordable nodes as the server keeps them (client/graph_record.h).
