@@ -52,10 +52,25 @@ int StartProgramThread(void* (*fn)(void*), void* arg) {
   return r;
 }
 
+void* Nothing(void*) { return nullptr; }
+
+// The runtime's threads are started by its own copy of the C library, which the program's copy
+// does not count: a program that never started a thread itself keeps its C library in
+// single-threaded mode, where malloc takes no lock. Yet the dynamic loader allocates those
+// threads' thread-local storage with the program's malloc, so it ran in the runtime's threads
+// and the program's at once, unlocked (heap corruption with -cudart shared and cuBLAS, in the
+// batch-flush thread's first UCX call). One thread of the program's own, started and joined
+// here, puts its C library in multi-threaded mode for good.
+void LeaveSingleThreadedMode() {
+  pthread_t thread;
+  if (pthread_create(&thread, nullptr, &Nothing, nullptr) == 0) pthread_join(thread, nullptr);
+}
+
 }  // namespace
 
 void* LoadPrivateRuntime(const char* override_env, const char* file_name, const void* anchor,
                          const char* what) {
+  LeaveSingleThreadedMode();
   char path[4096];
   RuntimePath(override_env, file_name, anchor, path, sizeof path);
   struct sigaction saved[kSignalCount];

@@ -12,13 +12,6 @@ foreach(name ${RGPU_RUNTIME_PROGRAMS})
              COMMAND ${with_server} ${bin} tcp -- ${bin}/rgpu run --
                      ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_${name}_${variant})
     set_tests_properties(${test} PROPERTIES TIMEOUT 120 LABELS runtime)
-    if(name STREQUAL "cublas" AND variant STREQUAL "shared")
-      # Known, not yet fixed: with the shared cudart and cuBLAS, about one run in four corrupts
-      # the program's heap, found broken in the client's batch-flush thread (ld.so allocating
-      # UCX's thread-local storage there); never seen with batching off (RGPU_BATCH_US=0) nor
-      # with the static cudart. Run without the flush thread until that is fixed.
-      set_tests_properties(${test} PROPERTIES ENVIRONMENT RGPU_BATCH_US=0)
-    endif()
     if(name STREQUAL "printf")
       # Device printf must reach the program's stdout. The program checks its own captured output
       # and only then prints its OK line; the marker and the OK line must both be there.
