@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include <lz4.h>
 #include <zstd.h>
@@ -47,12 +48,34 @@ Status Decompress(uint64_t flags, const uint8_t* data, size_t size, uint64_t unc
     if (frame != ZSTD_CONTENTSIZE_UNKNOWN && frame != uncompressed_size) {
       return InvalidArgument("fatbin: zstd frame size disagrees with the entry header");
     }
-    out->resize(uncompressed_size);
-    size_t n = ZSTD_decompress(out->data(), out->size(), data, size);
-    if (ZSTD_isError(n)) {
-      return InvalidArgument(std::string("fatbin: zstd: ") + ZSTD_getErrorName(n));
+    // Streamed into a buffer that grows with what the frame really produces: the stated size is
+    // only a bound, and a tiny frame stating a gigabyte must not cost a gigabyte of zeroed memory.
+    std::unique_ptr<ZSTD_DStream, size_t (*)(ZSTD_DStream*)> stream(ZSTD_createDStream(),
+                                                                    &ZSTD_freeDStream);
+    if (stream == nullptr) return Internal("fatbin: zstd: no decompression context");
+    const uint64_t limit = uncompressed_size + 1;  // one byte more tells "too long" from "done"
+    out->resize(
+        static_cast<size_t>(std::min<uint64_t>(limit, std::max<uint64_t>(size * 4, 64 << 10))));
+    ZSTD_inBuffer in = {data, size, 0};
+    size_t produced = 0;
+    for (;;) {
+      ZSTD_outBuffer o = {out->data(), out->size(), produced};
+      const size_t r = ZSTD_decompressStream(stream.get(), &o, &in);
+      if (ZSTD_isError(r)) {
+        return InvalidArgument(std::string("fatbin: zstd: ") + ZSTD_getErrorName(r));
+      }
+      produced = o.pos;
+      if (produced > uncompressed_size) {
+        return InvalidArgument("fatbin: zstd: entry inflates past its stated size");
+      }
+      if (r == 0) break;  // the frame is complete
+      if (produced == out->size()) {
+        out->resize(static_cast<size_t>(std::min<uint64_t>(limit, 2 * out->size())));
+      } else if (in.pos == in.size) {
+        return InvalidArgument("fatbin: zstd: truncated frame");
+      }
     }
-    out->resize(n);
+    out->resize(produced);
     return Status::Ok();
   }
   if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {

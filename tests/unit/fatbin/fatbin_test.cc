@@ -2,6 +2,10 @@
 #include "common/fatbin.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zstd.h>
 
 #include <cstring>
 #include <fstream>
@@ -147,6 +151,60 @@ TEST(FatbinTest, CorruptHeadersAndPayloadsAreErrors) {
     for (size_t i = ptx_entry + ptx_header; i < ptx_entry + ptx_header + 32; ++i) bad[i] ^= 0x5a;
     EXPECT_FALSE(ParseContainer(bad.data(), bad.size(), &entries).ok());
   }
+}
+
+// A tiny zstd frame that does not state its content size, in an entry stating 1 GiB less a
+// byte: decoded with memory that follows what the frame produces, not the stated size. Run in a
+// child limited to far less address space than a gigabyte, where allocating the stated size
+// fails (std::bad_alloc, the child dies).
+TEST(FatbinTest, StatedSizeOfAZstdEntryIsABoundNotAnAllocation) {
+  const std::string text = ".version 9.0\n.target sm_75\n.address_size 64\n";
+  std::string frame(ZSTD_compressBound(text.size()), '\0');
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ASSERT_NE(cctx, nullptr);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0);
+  const size_t n = ZSTD_compress2(cctx, frame.data(), frame.size(), text.data(), text.size());
+  ZSTD_freeCCtx(cctx);
+  ASSERT_FALSE(ZSTD_isError(n));
+  frame.resize((n + 7) / 8 * 8);  // zero padding after the frame, as containers align entries
+  ASSERT_EQ(ZSTD_getFrameContentSize(frame.data(), n), ZSTD_CONTENTSIZE_UNKNOWN);
+  // Container header, one PTX entry header (64 bytes), the frame.
+  std::string c(16 + 64, '\0');
+  auto put = [&c](size_t at, auto v) { memcpy(&c[at], &v, sizeof v); };
+  put(0, kContainerMagic);
+  put(4, uint16_t{1});
+  put(6, uint16_t{16});
+  put(8, uint64_t{64 + frame.size()});
+  put(16, static_cast<uint16_t>(EntryKind::kPtx));
+  put(16 + 4, uint32_t{64});
+  put(16 + 8, uint64_t{frame.size()});
+  put(16 + 16, static_cast<uint32_t>(n));
+  put(16 + 28, uint32_t{75});
+  put(16 + 40, uint64_t{kFlagZstd});
+  put(16 + 56, uint64_t{(1ull << 30) - 1});
+  c += frame;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    struct rlimit limit;
+    getrlimit(RLIMIT_AS, &limit);
+    // What the process maps already plus 256 MiB.
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    uint64_t vm_kib = 0;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmSize:", 0) == 0) vm_kib = std::stoull(line.substr(7));
+    }
+    limit.rlim_cur = (vm_kib << 10) + (256ull << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+    std::vector<Entry> entries;
+    const Status s = ParseContainer(c.data(), c.size(), &entries);
+    _exit(s.ok() && entries.size() == 1 && entries[0].payload == text ? 0 : 2);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(FatbinTest, RandomCorruptionNeverCrashes) {
