@@ -1,5 +1,6 @@
 #include "softgpu/module.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,13 @@
 
 namespace softgpu {
 namespace {
+
+// What to do about a module of SASS only. Relocatable device code (-rdc=true, which dynamic
+// parallelism requires) keeps SASS only after nvcc's device link, whatever -gencode asked for.
+constexpr const char* kNoPtxAdvice =
+    ": the software GPU runs PTX only; rebuild with PTX, e.g. -gencode "
+    "arch=compute_75,code=compute_75 (a program linked with -rdc=true, as dynamic parallelism "
+    "requires, keeps only SASS after nvcc's device link)";
 
 // Explains a refused image on stderr (and to the caller's JIT log, if any).
 CUresult Refuse(CUresult code, const std::string& message, std::string* error) {
@@ -42,8 +50,10 @@ std::unordered_map<std::string, std::weak_ptr<const Program>>& Cache() {
   return *cache;
 }
 
+// Decodes `text` (once per process per distinct text). With `report` false a refusal is not
+// printed, only stored in *error: the caller has another PTX to try.
 CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* out,
-                     std::string* error) {
+                     std::string* error, bool report = true) {
   {
     std::lock_guard lock(g_cache_mu);
     auto it = Cache().find(text);
@@ -58,6 +68,10 @@ CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* ou
   auto program = std::make_shared<Program>();
   rgpu::Status s = CompilePtx(text, program.get());
   if (!s.ok()) {
+    if (!report) {
+      if (error != nullptr) *error = "cannot load PTX: " + s.message();
+      return CUDA_ERROR_INVALID_PTX;
+    }
     return Refuse(CUDA_ERROR_INVALID_PTX, "cannot load PTX: " + s.message(), error);
   }
   std::lock_guard lock(g_cache_mu);
@@ -76,7 +90,11 @@ CUresult CompileText(const std::string& text, std::shared_ptr<const Program>* ou
   return CUDA_SUCCESS;
 }
 
-CUresult ContainerPtx(const void* container, std::string* ptx, std::string* error) {
+// The PTX entries of a fat-binary container, best first: the newest at or below softgpu's
+// compute capability (PTX is forward-compatible), then the older ones, newest first, then the
+// newer ones, oldest first (PTX is architecture-neutral enough for an interpreter, and an
+// instruction it lacks is reported by name at launch rather than guessed at).
+CUresult ContainerPtx(const void* container, std::vector<std::string>* ptx, std::string* error) {
   uint16_t header_size;
   uint64_t fat_size;
   memcpy(&header_size, static_cast<const uint8_t*>(container) + 6, 2);
@@ -87,54 +105,40 @@ CUresult ContainerPtx(const void* container, std::string* ptx, std::string* erro
   if (!s.ok()) {
     return Refuse(CUDA_ERROR_INVALID_IMAGE, "cannot read fat binary: " + s.message(), error);
   }
-  // The best PTX is the newest one at or below softgpu's compute capability. Failing that, the
-  // oldest newer one: PTX is architecture-neutral enough for an interpreter, and an instruction
-  // it lacks is reported by name at launch rather than guessed at.
   const uint32_t supported = DeviceArchitecture().Number();
-  const rgpu::fatbin::Entry* best = nullptr;
-  const rgpu::fatbin::Entry* newer_best = nullptr;
   std::string sass;
-  auto better = [](const rgpu::fatbin::Entry& a, const rgpu::fatbin::Entry& b) {
-    return a.sm_arch != b.sm_arch ? a.sm_arch > b.sm_arch
-                                  : (a.ptx_major != b.ptx_major ? a.ptx_major > b.ptx_major
-                                                                : a.ptx_minor > b.ptx_minor);
-  };
-  for (const auto& e : entries) {
+  std::vector<rgpu::fatbin::Entry*> candidates;
+  for (auto& e : entries) {
     if (e.kind == rgpu::fatbin::EntryKind::kElf) {
       sass += (sass.empty() ? "sm_" : ", sm_") + std::to_string(e.sm_arch);
-    } else if (e.sm_arch > supported) {
-      if (newer_best == nullptr || e.sm_arch < newer_best->sm_arch) newer_best = &e;
-    } else if (best == nullptr || better(e, *best)) {
-      best = &e;
+    } else {
+      candidates.push_back(&e);
     }
   }
-  if (best == nullptr && newer_best != nullptr) {
-    RGPU_LOG_DEBUG("softgpu: no PTX at or below compute_%u; using compute_%u", supported,
-                   newer_best->sm_arch);
-    best = newer_best;
-  }
-  if (best == nullptr) {
+  auto before = [supported](const rgpu::fatbin::Entry* a, const rgpu::fatbin::Entry* b) {
+    const bool a_fits = a->sm_arch <= supported, b_fits = b->sm_arch <= supported;
+    if (a_fits != b_fits) return a_fits;
+    if (a->sm_arch != b->sm_arch) return a_fits ? a->sm_arch > b->sm_arch : a->sm_arch < b->sm_arch;
+    return a->ptx_major != b->ptx_major ? a->ptx_major > b->ptx_major : a->ptx_minor > b->ptx_minor;
+  };
+  std::stable_sort(candidates.begin(), candidates.end(), before);
+  if (candidates.empty()) {
     return Refuse(CUDA_ERROR_NO_BINARY_FOR_GPU,
-                  "module has no PTX (only " + (sass.empty() ? std::string("no") : sass) +
-                      " SASS); rebuild with PTX, e.g. -gencode arch=compute_75,code=compute_75",
+                  sass.empty() ? "module carries no code (neither PTX nor SASS)"
+                               : "module has no PTX, only " + sass + " SASS" + kNoPtxAdvice,
                   error);
   }
-  *ptx = best->payload;
+  if (candidates.front()->sm_arch > supported) {
+    RGPU_LOG_DEBUG("softgpu: no PTX at or below compute_%u; using compute_%u", supported,
+                   candidates.front()->sm_arch);
+  }
+  ptx->clear();
+  for (rgpu::fatbin::Entry* e : candidates) ptx->push_back(std::move(e->payload));
   return CUDA_SUCCESS;
 }
 
-}  // namespace
-
-CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program,
-                     std::string* error) {
-  if (image == nullptr || program == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::string ptx;
-  if (CUresult r = ImagePtx(image, &ptx, error); r != CUDA_SUCCESS) return r;
-  return CompileText(ptx, program, error);
-}
-
-CUresult ImagePtx(const void* image, std::string* ptx, std::string* error) {
-  if (image == nullptr || ptx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+// The PTX texts an image carries, best first (one unless it is a fat binary with several).
+CUresult ImagePtxCandidates(const void* image, std::vector<std::string>* ptx, std::string* error) {
   switch (rgpu::fatbin::Classify(image)) {
     case rgpu::fatbin::ImageKind::kWrapper: {
       const void* container = nullptr;
@@ -161,15 +165,70 @@ CUresult ImagePtx(const void* image, std::string* ptx, std::string* error) {
       memcpy(&flags, static_cast<const uint8_t*>(image) + 0x30, 4);
       const uint32_t sm = (flags >> 8) & 0xff;
       return Refuse(CUDA_ERROR_NO_BINARY_FOR_GPU,
-                    "module has no PTX (only sm_" + std::to_string(sm != 0 ? sm : flags & 0xff) +
-                        " SASS); rebuild with PTX, e.g. -gencode arch=compute_75,code=compute_75",
+                    "module has no PTX, only sm_" + std::to_string(sm != 0 ? sm : flags & 0xff) +
+                        " SASS" + kNoPtxAdvice,
                     error);
     }
     case rgpu::fatbin::ImageKind::kPtx:
-      *ptx = static_cast<const char*>(image);
+      ptx->assign(1, static_cast<const char*>(image));
       return CUDA_SUCCESS;
   }
   return CUDA_ERROR_INVALID_IMAGE;
+}
+
+// Whether every function of `program` decoded fully (none holds an instruction softgpu lacks).
+bool Complete(const Program& program) {
+  for (const Function& f : program.functions) {
+    if (!f.unsupported.empty()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+CUresult LoadProgram(const void* image, std::shared_ptr<const Program>* program,
+                     std::string* error) {
+  if (image == nullptr || program == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<std::string> texts;
+  if (CUresult r = ImagePtxCandidates(image, &texts, error); r != CUDA_SUCCESS) return r;
+  if (texts.size() == 1) return CompileText(texts.front(), program, error);
+  // Several PTX texts (a program built for several architectures): the best one that softgpu
+  // decodes completely, else the best one it decodes (its refused instructions are reported at
+  // launch), else the best one's refusal.
+  std::shared_ptr<const Program> usable;
+  std::string first_error;
+  CUresult first_result = CUDA_SUCCESS;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::shared_ptr<const Program> p;
+    std::string why;
+    const CUresult r = CompileText(texts[i], &p, &why, /*report=*/false);
+    if (r != CUDA_SUCCESS) {
+      if (first_result == CUDA_SUCCESS) first_result = r, first_error = why;
+      RGPU_LOG_DEBUG("softgpu: PTX %zu of %zu refused (%s); trying the next", i + 1, texts.size(),
+                     why.c_str());
+      continue;
+    }
+    if (Complete(*p)) {
+      if (i > 0)
+        RGPU_LOG_DEBUG("softgpu: using PTX %zu of %zu, decoded fully", i + 1, texts.size());
+      *program = std::move(p);
+      return CUDA_SUCCESS;
+    }
+    if (usable == nullptr) usable = std::move(p);
+  }
+  if (usable != nullptr) {
+    *program = std::move(usable);
+    return CUDA_SUCCESS;
+  }
+  return Refuse(first_result, first_error, error);
+}
+
+CUresult ImagePtx(const void* image, std::string* ptx, std::string* error) {
+  if (image == nullptr || ptx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<std::string> texts;
+  if (CUresult r = ImagePtxCandidates(image, &texts, error); r != CUDA_SUCCESS) return r;
+  *ptx = std::move(texts.front());
+  return CUDA_SUCCESS;
 }
 
 CUresult Module::Create(Context* context, std::shared_ptr<const Program> program,

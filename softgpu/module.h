@@ -19,7 +19,9 @@ class Context;
 class Module;
 
 // Turns an image given to cuModuleLoadData/cuLibraryLoadData (fat-binary wrapper, container,
-// PTX text or cubin) into a decoded program. Identical PTX is decoded once per process.
+// PTX text or cubin) into a decoded program. Identical PTX is decoded once per process. Of a fat
+// binary's several PTX entries it takes the newest at or below softgpu's compute capability
+// that it decodes completely, falling back to older ones, then newer ones (ImagePtx's order).
 // Errors: CUDA_ERROR_NO_BINARY_FOR_GPU (no usable PTX; a line on stderr explains why),
 // CUDA_ERROR_INVALID_PTX (parse/decode failure, explained on stderr), CUDA_ERROR_INVALID_IMAGE.
 // The explanation is also stored in *error when given.

@@ -2082,7 +2082,13 @@ bool FunctionDecoder::DecodeCall(const ptx::Instruction& src, const Mods& m) {
       if (name == k.name) known = &k;
     }
     if (known == nullptr) {
-      why_ = "call of external function '" + name + "'";
+      // The device runtime's launch calls are dynamic parallelism (kernels launching kernels,
+      // cudadevrt): named as such, since a program built with -rdc=true may carry their PTX.
+      why_ = name.rfind("cuda", 0) == 0
+                 ? "call of the device runtime's '" + name +
+                       "' (dynamic parallelism: kernels launching kernels or using the CUDA "
+                       "runtime on the device, which the software GPU does not run)"
+                 : "call of external function '" + name + "'";
       return false;
     }
     if (args == nullptr || args->elems.size() != known->args) {

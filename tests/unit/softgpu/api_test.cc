@@ -75,6 +75,33 @@ TEST(SoftgpuApiTest, KernelTimeoutFromEnvironment) {
   CU_ASSERT_OK(cuCtxDestroy(ctx));
 }
 
+// Of a fat binary's PTX entries softgpu takes the newest at or below its compute capability
+// (12.0 here) that it decodes completely: compute_90a's holds wgmma, which it lacks, so the kernel
+// runs from compute_75's instead of failing at launch.
+TEST(SoftgpuApiTest, PtxFallback) {
+  const std::string fatbin = softgpu_test::KernelFile("fallback_kernels.fatbin");
+  if (fatbin.empty()) GTEST_SKIP() << "test kernels were not built (no nvcc)";
+  CU_ASSERT_OK(cuInit(0));
+  int major = 0;
+  CU_ASSERT_OK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+  if (major < 9) GTEST_SKIP() << "the device reports below 9.0";
+  CUcontext ctx;
+  CU_ASSERT_OK(cuCtxCreate(&ctx, nullptr, 0, 0));
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, fatbin.data()));
+  CUfunction f;
+  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "which_ptx"));
+  CUdeviceptr out;
+  CU_ASSERT_OK(cuMemAlloc(&out, 4));
+  void* args[] = {&out};
+  CU_ASSERT_OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr));
+  CU_ASSERT_OK(cuCtxSynchronize());
+  int which = 0;
+  CU_ASSERT_OK(cuMemcpyDtoH(&which, out, 4));
+  EXPECT_EQ(which, 75);
+  CU_ASSERT_OK(cuCtxDestroy(ctx));
+}
+
 TEST(SoftgpuApiTest, DeviceQueries) {
   CU_ASSERT_OK(cuInit(0));
   int count = 0;

@@ -137,6 +137,45 @@ TEST(PtxDecoderTest, UnimplementedInstructionIsRecordedByName) {
   EXPECT_NE(why.find("line 11"), std::string::npos) << why;
 }
 
+// A program built with -rdc=true may carry the PTX of dynamic parallelism: its calls of the
+// device runtime are named as such, not as an unknown external function.
+TEST(PtxDecoderTest, DeviceRuntimeCallNamesDynamicParallelism) {
+  Program p;
+  std::string text = std::string(kHeader) + R"(
+.extern .func (.param .b64 func_retval0) cudaGetParameterBufferV2
+(
+  .param .b64 cudaGetParameterBufferV2_param_0,
+  .param .align 4 .b8 cudaGetParameterBufferV2_param_1[12],
+  .param .align 4 .b8 cudaGetParameterBufferV2_param_2[12],
+  .param .b32 cudaGetParameterBufferV2_param_3
+)
+;
+.visible .entry k(.param .u64 k_param_0)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [k_param_0];
+  {
+  .param .b64 param0;
+  st.param.b64 [param0], %rd1;
+  .param .align 4 .b8 param1[12];
+  .param .align 4 .b8 param2[12];
+  .param .b32 param3;
+  st.param.b32 [param3], 0;
+  .param .b64 retval0;
+  call.uni (retval0), cudaGetParameterBufferV2, (param0, param1, param2, param3);
+  ld.param.b64 %rd2, [retval0];
+  }
+  ret;
+}
+)";
+  ASSERT_TRUE(CompilePtx(text, &p).ok());
+  ASSERT_EQ(p.function_index.count("k"), 1u);
+  const std::string why = FindUnsupported(p, p.function_index.at("k"));
+  EXPECT_NE(why.find("cudaGetParameterBufferV2"), std::string::npos) << why;
+  EXPECT_NE(why.find("dynamic parallelism"), std::string::npos) << why;
+}
+
 TEST(PtxDecoderTest, GlobalsAndInitializers) {
   Program p;
   std::string text = std::string(kHeader) + R"(

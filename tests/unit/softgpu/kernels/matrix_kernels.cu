@@ -1,6 +1,8 @@
-// Warp-level matrix kernels for softgpu's matrix_test (compiled to compute_90 PTX): wmma through
-// NVIDIA's <mma.h>, and mma.sync through inline PTX with fragments placed as the PTX ISA's
-// "Matrix Fragments for mma" sections say.
+// Warp-level matrix kernels for softgpu's matrix_test, compiled to the PTX of compute_75,
+// compute_90 and the newest architecture: wmma through NVIDIA's <mma.h>, and mma.sync through
+// inline PTX with fragments placed as the PTX ISA's "Matrix Fragments for mma" sections say.
+// Kernels whose instructions an architecture lacks are left out of its PTX (m16n8k16 f16, f64, tf32
+// and k32 int8 mma need compute_80; stmatrix compute_90), and the tests skip them there.
 #include <cuda_fp16.h>
 #include <mma.h>
 
@@ -31,21 +33,23 @@ extern "C" __global__ void wmma_s8(const signed char* a, const signed char* b, i
   wmma::store_matrix_sync(d, fc, 24, wmma::mem_row_major);
 }
 
-// mma.sync.m16n8k16 f16 x f16 + f32: A 16x16, B 16x8, C and D 16x8, all row-major.
-extern "C" __global__ void mma_m16n8k16_f16(const half* a, const half* b, const float* c,
-                                            float* d) {
+// mma.sync.m16n8kK f16 x f16 + f32 (K = 8 on compute_75, 16 from compute_80): A 16xK, B Kx8,
+// C and D 16x8, all row-major. Element i of a lane's A fragment is at row g + 8 ((i >> 1) & 1),
+// column 2t + (i & 1) + 8 (i >> 2); of B at row 2t + (i & 1) + 8 (i >> 1), column g.
+template <int K>
+__device__ void MmaHalf(const half* a, const half* b, const float* c, float* d) {
   const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
-  unsigned ra[4], rb[2];
-  for (int r = 0; r < 4; ++r) {
+  unsigned ra[K / 4], rb[K / 8];
+  for (int r = 0; r < K / 4; ++r) {
     half2 v;
     for (int h = 0; h < 2; ++h) {
       const int i = 2 * r + h;
       const int row = g + 8 * ((i >> 1) & 1), col = 2 * t + (i & 1) + 8 * (i >> 2);
-      (h == 0 ? v.x : v.y) = a[row * 16 + col];
+      (h == 0 ? v.x : v.y) = a[row * K + col];
     }
     ra[r] = *reinterpret_cast<unsigned*>(&v);
   }
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < K / 8; ++r) {
     half2 v;
     for (int h = 0; h < 2; ++h) {
       const int i = 2 * r + h;
@@ -56,12 +60,30 @@ extern "C" __global__ void mma_m16n8k16_f16(const half* a, const half* b, const 
   }
   float acc[4];
   for (int i = 0; i < 4; ++i) acc[i] = c[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-      : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]), "r"(rb[1]));
+  if constexpr (K == 8) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+        : "r"(ra[0]), "r"(ra[1]), "r"(rb[0]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+        : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]), "r"(rb[1]));
+  }
   for (int i = 0; i < 4; ++i) d[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = acc[i];
+}
+
+extern "C" __global__ void mma_m16n8k8_f16(const half* a, const half* b, const float* c, float* d) {
+  MmaHalf<8>(a, b, c, d);
+}
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+extern "C" __global__ void mma_m16n8k16_f16(const half* a, const half* b, const float* c,
+                                            float* d) {
+  MmaHalf<16>(a, b, c, d);
 }
 
 // mma.sync.m8n8k4 f64: A 8x4, B 4x8, C and D 8x8, row-major.
@@ -124,6 +146,8 @@ extern "C" __global__ void mma_m16n8k32_s8(const signed char* a, const unsigned 
   for (int i = 0; i < 4; ++i) d[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = acc[i];
 }
 
+#endif  // compute_80
+
 // ldmatrix .x4 (and .trans) from a 32x8 .b16 array in shared memory, stmatrix back, movmatrix:
 // out[0..1023] = each lane's four ldmatrix registers, then those of .trans, then movmatrix of
 // the first; `stored` = the array as stmatrix wrote it from the .x4 registers.
@@ -136,7 +160,8 @@ extern "C" __global__ void fragment_moves(const unsigned short* in, unsigned* ou
   __syncwarp();
   // Lane l addresses row l % 8 of matrix l / 8: rows 8i..8i+7 of the array.
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(&tile[lane * 8]));
-  const unsigned back_address = static_cast<unsigned>(__cvta_generic_to_shared(&back[lane * 8]));
+  [[maybe_unused]] const unsigned back_address =
+      static_cast<unsigned>(__cvta_generic_to_shared(&back[lane * 8]));
   unsigned r[4], t[4], moved;
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -150,8 +175,10 @@ extern "C" __global__ void fragment_moves(const unsigned short* in, unsigned* ou
     out[128 + i * 32 + lane] = t[i];
   }
   out[256 + lane] = moved;
+#if __CUDA_ARCH__ >= 900  // below, `stored` is left as it was
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(back_address),
                "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
   __syncwarp();
   for (int i = lane; i < 32 * 8; i += 32) stored[i] = back[i];
+#endif
 }
