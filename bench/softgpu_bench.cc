@@ -2,7 +2,7 @@
 // loaded as libcuda.so.1). For each kernel: wall time per launch (median), lane-instructions per
 // launch (softgpu's counter), and lane-instructions per second per host core. Prints a table and
 // a JSON object.
-//   LD_LIBRARY_PATH=build/lib/softgpu-local softgpu_bench KERNELS_FATBIN
+//   LD_LIBRARY_PATH=build/lib/softgpu-direct softgpu_bench KERNELS_FATBIN
 #include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>

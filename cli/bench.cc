@@ -173,7 +173,7 @@ int RunBench(const BenchOptions& o) {
     return 1;
   }
   std::string local_out =
-      Run(args, {"LD_LIBRARY_PATH=" + lib + "/softgpu-local"}, work + "/local.txt", &rc);
+      Run(args, {"LD_LIBRARY_PATH=" + lib + "/softgpu-direct"}, work + "/local.txt", &rc);
   if (rc != 0) {
     fprintf(stderr, "rgpu bench: local run failed:\n%s\n", local_out.c_str());
     return 1;

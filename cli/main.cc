@@ -88,7 +88,9 @@ int main(int argc, char** argv) {
   std::string server, token;
   std::vector<std::string> program;
   CLI::App* run = app.add_subcommand("run", "run a program with its GPU calls sent to a server");
-  run->add_option("--server", server, "server URL, e.g. tcp://host:port (default $RGPU_SERVER)");
+  run->add_option("--server", server,
+                  "server URL, e.g. tcp://host:port, or local: the software GPU inside the program "
+                  "(default $RGPU_SERVER)");
   run->add_option("--token", token, "session token (default $RGPU_TOKEN)");
   rgpu::cli::RegistryAccess access;
   rgpu::cli::PlaceOptions place;

@@ -69,12 +69,16 @@ Slot kCudartInterface[13] = {reinterpret_cast<Slot>(13 * sizeof(void*)),
 // ---- TOOLS_RUNTIME_CALLBACK_HOOKS ----
 // [2] and [6] hand the runtime zero-filled tables of per-API callback switches (all off). The
 // sizes are entry counts; cudart indexes them with 4-byte entries (cudaGetDeviceProperties reads
-// byte 0x6e0 of the first), so the storage is sized for 8-byte entries to leave a margin.
-alignas(64) uint64_t g_hook_buffer2[523];
+// byte 0x6e0 of the first), so the storage is sized for 8-byte entries to leave a margin. Each
+// cudart needs [2] to hold at least its own API count: 13.0's asks for no more than 523, 13.1's
+// (the one inside cuDNN 9.19) refuses to start below 552 (cudnnCreate: "cudaGetDeviceCount
+// failed"), so [2] offers room for the runtimes of later minor versions too.
+constexpr size_t kHookEntries2 = 1024;
+alignas(64) uint64_t g_hook_buffer2[kHookEntries2];
 alignas(64) uint64_t g_hook_buffer6[14];
 void HookBuffer2(void** buffer, size_t* size) {
   *buffer = g_hook_buffer2;
-  *size = 523;
+  *size = kHookEntries2;
 }
 void HookBuffer6(void** buffer, size_t* size) {
   *buffer = g_hook_buffer6;

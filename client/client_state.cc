@@ -1,9 +1,12 @@
 #include "client/client_state.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "client/thread_setup.h"
 #include "common/log.h"
@@ -40,6 +43,34 @@ void AnnouncePtxOnly() {
   }
 }
 
+// In the private link namespace the interposer loads this runtime into, the C library is a copy
+// whose environment is the program's environment array as it was at load time. The program's
+// setenv may later free that array (and the strings it put there), which would leave every
+// getenv of this namespace (the runtime's, the in-process server's, softgpu's) reading freed
+// memory. So the namespace keeps a copy of its own, taken at load: variables the program sets
+// afterwards are not seen here. In the program's own namespace (RGPU_NO_DLMOPEN=1) nothing
+// changes.
+__attribute__((constructor)) void KeepOwnEnvironment() {
+  Dl_info info;
+  struct link_map* map = nullptr;
+  Lmid_t namespace_id = LM_ID_BASE;
+  if (dladdr1(reinterpret_cast<void*>(&KeepOwnEnvironment), &info, reinterpret_cast<void**>(&map),
+              RTLD_DL_LINKMAP) == 0 ||
+      map == nullptr || dlinfo(map, RTLD_DI_LMID, &namespace_id) != 0 ||
+      namespace_id == LM_ID_BASE || environ == nullptr) {
+    return;
+  }
+  size_t count = 0;
+  while (environ[count] != nullptr) ++count;
+  char** copy = static_cast<char**>(calloc(count + 1, sizeof(char*)));  // never freed
+  if (copy == nullptr) return;
+  for (size_t i = 0; i < count; ++i) {
+    copy[i] = strdup(environ[i]);
+    if (copy[i] == nullptr) return;  // the copy is incomplete: keep the original
+  }
+  environ = copy;
+}
+
 // Runs when the process exits (or the library is unloaded), before the transport libraries'
 // own destructors: a batch still waiting for its delay leaves now, from this thread, instead of
 // from the delay thread while UCX is being torn down.
@@ -52,6 +83,19 @@ __attribute__((destructor)) void StopBatchingAtUnload() {
 extern "C" __attribute__((visibility("default"))) void rgpu_client_set_program_setenv(
     int (*fn)(const char*, const char*, int)) {
   program_setenv.store(fn, std::memory_order_release);
+}
+
+namespace {
+// The server used when RGPU_SERVER is not set (rgpu_client_set_default_server), or nullptr.
+std::atomic<const char*> default_server{nullptr};
+}  // namespace
+
+// Called by an interposer built for one server (lib/softgpu-local/libcuda.so.1: "local") right
+// after it loads this runtime: the server to use when RGPU_SERVER is not set. `url` must stay
+// valid for the life of the process.
+extern "C" __attribute__((visibility("default"))) void rgpu_client_set_default_server(
+    const char* url) {
+  default_server.store(url, std::memory_order_release);
 }
 
 ClientState& ClientState::Get() {
@@ -78,6 +122,7 @@ CUresult ClientState::Initialize() {
   if (init_done_) return init_result_;
   init_done_ = true;
   const char* url = getenv("RGPU_SERVER");
+  if (url == nullptr || *url == '\0') url = default_server.load(std::memory_order_acquire);
   if (url == nullptr || *url == '\0') {
     RGPU_LOG_ERROR("RGPU_SERVER is not set; no remote GPU to use");
     init_result_ = CUDA_ERROR_NO_DEVICE;

@@ -19,8 +19,9 @@ class ClientState {
  public:
   static ClientState& Get();
 
-  // Connects to the server named by RGPU_SERVER on first call; later calls return the first
-  // call's result. CUDA_ERROR_NO_DEVICE when the server cannot be reached.
+  // Connects to the server named by RGPU_SERVER (else the interposer's default, if it set one:
+  // rgpu_client_set_default_server) on first call; later calls return the first call's result.
+  // CUDA_ERROR_NO_DEVICE when the server cannot be reached.
   CUresult Initialize();
   // CUDA_SUCCESS once Initialize succeeded, else CUDA_ERROR_NOT_INITIALIZED.
   CUresult CheckInitialized() const;

@@ -9,6 +9,7 @@
 
 #include <google/protobuf/arena.h>
 
+#include "client/local_server_link.h"
 #include "common/log.h"
 #include "proto/protocol_version.h"
 #include "proto/session_proof.h"
@@ -17,13 +18,17 @@ namespace rgpu::client {
 
 Status Connection::Open(const std::string& url_text, const std::string& token, int timeout_ms,
                         std::unique_ptr<Connection>* out) {
-  TransportUrl url;
-  Status s = TransportUrl::Parse(url_text, &url);
-  if (!s.ok()) return s;
   ChannelOptions options;
   if (const char* poll = getenv("RGPU_POLL_US")) options.poll_us = atoi(poll);
   std::unique_ptr<Connection> c(new Connection());
-  s = ConnectChannel(url, options, &c->channel_);
+  TransportUrl url;
+  Status s;
+  if (url_text == kLocalServer) {
+    s = ConnectLocalServer(options, &c->channel_);
+  } else {
+    s = TransportUrl::Parse(url_text, &url);
+    if (s.ok()) s = ConnectChannel(url, options, &c->channel_);
+  }
   if (!s.ok()) return s;
   Connection* self = c.get();
   c->channel_->SetPayloadPlacer([self](const std::string&, size_t size) -> void* {
@@ -76,7 +81,7 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   if (c->batch_delay_us_ > 0) c->flusher_ = std::thread([self] { self->FlushLoop(); });
   int server_timeout_ms = 10000;
   if (const char* t = getenv("RGPU_SERVER_TIMEOUT_MS")) server_timeout_ms = atoi(t);
-  if (c->welcome_.liveness_port() != 0 && server_timeout_ms > 0) {
+  if (c->welcome_.liveness_port() != 0 && server_timeout_ms > 0 && !url.host.empty()) {
     Channel* channel = c->channel_.get();
     s = LivenessMonitor::Start(
         url.host, static_cast<uint16_t>(c->welcome_.liveness_port()), c->welcome_.liveness_key(),

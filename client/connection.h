@@ -57,7 +57,9 @@ class Connection {
   // instead of sent (the server's graphs, client/graph_record.h); calls that wait still go.
   static void RecordPosts(PostRecording* recording);
 
-  // Connects to `url`, sends Hello (with `token`) and waits for Welcome, all within timeout_ms.
+  // Connects to `url` (a transport URL, or "local": the in-process server,
+  // client/local_server_link.h), sends Hello (with `token`) and waits for Welcome, all within
+  // timeout_ms.
   static Status Open(const std::string& url, const std::string& token, int timeout_ms,
                      std::unique_ptr<Connection>* out);
 

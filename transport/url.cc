@@ -1,5 +1,6 @@
 #include "transport/url.h"
 
+#include <cctype>
 #include <cstdlib>
 
 namespace rgpu {
@@ -13,8 +14,20 @@ Status TransportUrl::Parse(const std::string& text, TransportUrl* out) {
   } else if (text.rfind("shm://", 0) == 0) {
     url.scheme = Scheme::kShm;
     rest = text.substr(6);
+  } else if (text.rfind("local://", 0) == 0) {
+    url.scheme = Scheme::kLocal;
+    url.host = text.substr(8);
+    if (url.host.empty()) return InvalidArgument("missing name in '" + text + "'");
+    for (char c : url.host) {
+      if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+        return InvalidArgument("bad character in the name of '" + text + "'");
+      }
+    }
+    *out = url;
+    return Status::Ok();
   } else {
-    return InvalidArgument("unknown transport in '" + text + "' (expected tcp:// or shm://)");
+    return InvalidArgument("unknown transport in '" + text +
+                           "' (expected tcp://, shm:// or local://)");
   }
   size_t colon = rest.rfind(':');
   if (colon == std::string::npos || colon + 1 >= rest.size()) {
@@ -37,6 +50,7 @@ Status TransportUrl::Parse(const std::string& text, TransportUrl* out) {
 }
 
 std::string TransportUrl::ToString() const {
+  if (scheme == Scheme::kLocal) return "local://" + host;
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   return std::string(scheme == Scheme::kShm ? "shm://" : "tcp://") + h + ":" + std::to_string(port);
 }

@@ -1,7 +1,9 @@
-// Transport addresses. Two schemes:
+// Transport addresses. Three schemes:
 //   tcp://HOST:PORT  UCX over TCP sockets.
 //   shm://HOST:PORT  client and server on one host: the connection is set up over a loopback
 //                    socket and the data then moves through shared memory (UCX sm transports).
+//   local://NAME     client and server in one process (transport/local): NAME is the listener's
+//                    name, kept in `host`; there is no port.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +14,13 @@
 namespace rgpu {
 
 struct TransportUrl {
-  enum class Scheme { kTcp, kShm };
+  enum class Scheme { kTcp, kShm, kLocal };
   Scheme scheme = Scheme::kTcp;
   std::string host;
   uint16_t port = 0;  // 0 on a listener: pick an ephemeral port
 
-  // Parses "tcp://host:port" or "shm://host:port"; "[v6addr]:port" is accepted for the host.
+  // Parses "tcp://host:port", "shm://host:port" ("[v6addr]:port" is accepted for the host) or
+  // "local://name" (letters, digits, "-", "_" and ".").
   static Status Parse(const std::string& text, TransportUrl* out);
   std::string ToString() const;
 };

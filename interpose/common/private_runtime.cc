@@ -1,6 +1,7 @@
 #include "interpose/common/private_runtime.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,7 +12,8 @@ namespace rgpu::interpose {
 
 namespace {
 
-// Where the runtime is: $override_env, else `file_name` beside the library holding `anchor`.
+// Where the runtime is: $override_env, else `file_name` beside the library holding `anchor`
+// (links resolved).
 void RuntimePath(const char* override_env, const char* file_name, const void* anchor, char* out,
                  size_t size) {
   const char* override_path = getenv(override_env);
@@ -21,7 +23,9 @@ void RuntimePath(const char* override_env, const char* file_name, const void* an
   }
   Dl_info info;
   if (dladdr(anchor, &info) != 0 && info.dli_fname != nullptr) {
-    snprintf(out, size, "%s", info.dli_fname);
+    // The library's own folder, not a link's (lib/softgpu-local/libcuda.so.1 is one).
+    char resolved[PATH_MAX];
+    snprintf(out, size, "%s", realpath(info.dli_fname, resolved) ? resolved : info.dli_fname);
     char* slash = strrchr(out, '/');
     if (slash != nullptr) {
       snprintf(slash + 1, size - (slash + 1 - out), "%s", file_name);

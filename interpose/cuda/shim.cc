@@ -68,6 +68,15 @@ void LoadRuntime() {
             reinterpret_cast<SetenvSetter>(dlsym(g_runtime, "rgpu_client_set_program_setenv"))) {
       set(&setenv);
     }
+#ifdef RGPU_DEFAULT_SERVER
+    // This face is built for one server (lib/softgpu-local/libcuda.so.1: the software GPU in
+    // this process), used when RGPU_SERVER does not name another.
+    using DefaultSetter = void (*)(const char*);
+    if (auto set =
+            reinterpret_cast<DefaultSetter>(dlsym(g_runtime, "rgpu_client_set_default_server"))) {
+      set(RGPU_DEFAULT_SERVER);
+    }
+#endif
   }
 }
 

@@ -145,4 +145,10 @@ class UcxChannel final : public Channel {
   std::string abandon_reason_;  // under abandon_mu_
 };
 
+// The UCX transport's ConnectChannel and CreateListener (tcp:// and shm://; transport/connect.cc
+// picks the transport by scheme).
+Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
+                      std::unique_ptr<Channel>* out);
+Status CreateListener(const TransportUrl& url, std::unique_ptr<Listener>* out);
+
 }  // namespace rgpu::ucx

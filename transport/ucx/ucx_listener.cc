@@ -138,7 +138,6 @@ class UcxListener final : public Listener {
 };
 
 }  // namespace
-}  // namespace ucx
 
 Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
                       std::unique_ptr<Channel>* out) {
@@ -149,16 +148,17 @@ Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
   ucp_context_h context = nullptr;
   s = ucx::GetContext(url.scheme, ucx::InterfaceFor(addr, len, false), &context);
   if (!s.ok()) return s;
-  return ucx::UcxChannel::Connect(context, addr, len, url.ToString(), options,
-                                  url.scheme == TransportUrl::Scheme::kShm, out);
+  return UcxChannel::Connect(context, addr, len, url.ToString(), options,
+                             url.scheme == TransportUrl::Scheme::kShm, out);
 }
 
 Status CreateListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
-  auto listener = std::make_unique<ucx::UcxListener>();
+  auto listener = std::make_unique<UcxListener>();
   Status s = listener->Init(url);
   if (!s.ok()) return s;
   *out = std::move(listener);
   return Status::Ok();
 }
 
+}  // namespace ucx
 }  // namespace rgpu

@@ -7,6 +7,7 @@
 #include <cudaProfiler.h>
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -74,6 +75,23 @@ int main() {
   EXPECT_TRUE(got == ctx);
   EXPECT_TRUE(reinterpret_cast<CUresult (*)()>(const_cast<void*>(slots[1]))() ==
               CUDA_ERROR_NOT_SUPPORTED);
+
+  // TOOLS_RUNTIME_CALLBACK_HOOKS[2]: a zeroed table of callback switches with room for every
+  // API of the newest runtimes: cudart 13.1 (inside cuDNN 9.19) refuses to start below 552.
+  const unsigned char hooks_bytes[16] = {0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74,
+                                         0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66};
+  CUuuid hooks;
+  memcpy(hooks.bytes, hooks_bytes, sizeof hooks.bytes);
+  CHECK(cuGetExportTable(&table, &hooks));
+  slots = static_cast<const void* const*>(table);
+  void* hook_buffer = nullptr;
+  size_t hook_entries = 0;
+  reinterpret_cast<void (*)(void**, size_t*)>(const_cast<void*>(slots[2]))(&hook_buffer,
+                                                                           &hook_entries);
+  EXPECT_TRUE(hook_buffer != nullptr && hook_entries >= 552);
+  for (size_t i = 0; hook_buffer != nullptr && i < hook_entries; ++i) {
+    EXPECT_TRUE(static_cast<const uint32_t*>(hook_buffer)[i] == 0);
+  }
 
   const unsigned char identity_bytes[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
                                             0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};

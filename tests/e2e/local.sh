@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The software GPU as the program's own libcuda.so.1, no server process: programs run with
+# LD_LIBRARY_PATH=BUILD/lib/softgpu-local (the face whose default server is RGPU_SERVER=local,
+# server/local_server.h) and with `rgpu run --server local`. NVIDIA's runtime (static and shared,
+# with cuBLAS), a program that moves its environment after cuInit, and Debian's hashcat (NVRTC,
+# dlopen of libcuda.so.1) when installed.
+#   local.sh BUILD_DIR RUNTIME_PROGRAMS_DIR GUEST_PROGRAMS_DIR
+set -uo pipefail
+build=$1 runtime=$2 guest=$3
+unset RGPU_SERVER
+fail=0
+run() {  # NAME EXPECTED-OUTPUT COMMAND...
+  local name=$1 expected=$2 out
+  shift 2
+  out=$(timeout 280 "$@" 2>&1)
+  local rc=$?
+  if [ $rc -ne 0 ] || ! grep -q "$expected" <<<"$out"; then
+    echo "FAIL $name (exit $rc):"; echo "$out" | tail -20; fail=1
+  else
+    echo "ok   $name"
+  fi
+}
+lib="LD_LIBRARY_PATH=$build/lib/softgpu-local"
+run device_query_static "rt_device_query: OK" env "$lib" "$runtime/rt_device_query_static"
+run cublas_shared "rt_cublas: OK" env "$lib" "$runtime/rt_cublas_shared"
+run graph_capture_static "rt_graph_capture: OK" env "$lib" "$runtime/rt_graph_capture_static"
+run setenv_after_init "setenv_after_init: OK" env "$lib" "$guest/guest_setenv_after_init"
+run dlclose_driver "dlclose_driver: OK" env "$lib" "$guest/guest_dlclose_driver"
+run rgpu_run_local "rt_errors: OK" "$build/bin/rgpu" run --server local -- "$runtime/rt_errors_shared"
+if command -v hashcat >/dev/null; then
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  hash=$(printf '%s' 4321 | md5sum | cut -d' ' -f1)
+  run hashcat "^Status\.*: Cracked" env HOME="$work" "$lib" hashcat -m 0 -a 3 "$hash" '?d?d?d?d' \
+    --backend-ignore-opencl --potfile-path "$work/pot"
+fi
+exit $fail
