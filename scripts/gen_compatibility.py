@@ -108,6 +108,7 @@ def main():
             f.write("| `%s` | %s |\n" % (path, what.replace("|", "\\|")))
         f.write("\n## Not supported\n\n%s\n" % ", ".join("`%s`" % e for e in unsupported))
         write_samples_section(root, f)
+        write_libraries_section(root, f)
         write_hip_section(root, f)
 
 
@@ -161,6 +162,30 @@ def write_samples_section(root, f):
         if cls == "PASS":
             continue
         f.write("| `%s` | %s | %s |\n" % (name, cls, reason.replace("|", "/")))
+
+
+def write_libraries_section(root, f):
+    """NVIDIA's libraries on the software GPU (tests/corpus/libraries.tsv)."""
+    path = os.path.join(root, "tests", "corpus", "libraries.tsv")
+    if not os.path.exists(path):
+        return
+    header = []
+    rows = []
+    for line in open(path):
+        if line.startswith("#"):
+            header.append(line[1:].strip())
+            continue
+        if line.startswith("library\t") or not line.strip():
+            continue
+        rows.append((line.rstrip("\n").split("\t") + ["", "", ""])[:4])
+    f.write("\n## NVIDIA's libraries on the software GPU\n\n")
+    intro = " ".join(header)
+    intro = intro.split(" Read by ")[0]
+    f.write(intro[0].upper() + intro[1:] + "\n\n")
+    f.write("| library | PTX it carries | on the software GPU | evidence |\n| --- | --- | --- | --- |\n")
+    for library, ptx, result, evidence in rows:
+        f.write("| %s | %s | %s | %s |\n" % tuple(c.replace("|", "/") for c in
+                                                   (library, ptx, result, evidence)))
 
 
 def write_hip_section(root, f):
