@@ -535,6 +535,41 @@ void CpAsync(Warp& w, const Insn& in, uint32_t mask) {
   }
 }
 
+void CpAsyncBulk(Warp& w, const Insn& in, uint32_t mask) {
+  const uint64_t* dst = w.R(in.a[0]);
+  const uint64_t* src = w.R(in.a[1]);
+  const uint64_t* size = w.R(in.a[2]);
+  const uint64_t* mbar = in.a[3] == kNoOperand ? nullptr : w.R(in.a[3]);
+  const auto direction = static_cast<CpBulkDirection>(in.aux);
+  const ptx::Space from =
+      direction == CpBulkDirection::kGlobalToShared ? ptx::Space::kGlobal : ptx::Space::kShared;
+  const ptx::Space to =
+      direction == CpBulkDirection::kSharedToGlobal ? ptx::Space::kGlobal : ptx::Space::kShared;
+  for (uint32_t m = mask; m != 0; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+    const uint64_t n = size[l] & 0xffffffffu;
+    if (n % 16 != 0) {
+      w.SetFault(FaultKind::kMisalignedAddress,
+                 "cp.async.bulk of " + std::to_string(n) + " bytes (not a multiple of 16)");
+      return;
+    }
+    uint8_t* d = nullptr;
+    const uint8_t* s = nullptr;
+    if (n != 0) {
+      s = Translate(w, from, src[l], static_cast<uint32_t>(n), 16, l, false);
+      if (s == nullptr) return;
+      d = Translate(w, to, dst[l], static_cast<uint32_t>(n), 16, l, true);
+      if (d == nullptr) return;
+      memmove(d, s, n);
+    }
+    if (mbar != nullptr) {
+      uint8_t* object = Translate(w, ptx::Space::kShared, mbar[l], 8, 8, l, true);
+      if (object == nullptr) return;
+      MbarrierCompleteTx(reinterpret_cast<uint64_t*>(object), n);
+    }
+  }
+}
+
 }  // namespace
 
 Handler LoadHandler(MemSpace space, Type t, uint32_t count) {
@@ -619,5 +654,6 @@ Handler IsspacepHandler(MemSpace space) {
 
 Handler NopHandler() { return &Nop; }
 Handler CpAsyncHandler() { return &CpAsync; }
+Handler CpAsyncBulkHandler() { return &CpAsyncBulk; }
 
 }  // namespace softgpu

@@ -1,4 +1,4 @@
-// Warp-level collective handlers: shuffles, votes, match, redux, activemask, bar.red.
+// Warp-level collective handlers: shuffles, votes, match, redux, activemask, elect, bar.red.
 #include <bit>
 
 #include "softgpu/exec.h"
@@ -149,6 +149,19 @@ void Activemask(Warp& w, const Insn& in, uint32_t mask) {
   ForLanes(mask, [&](uint32_t l) { d[l] = w.active; });
 }
 
+void Elect(Warp& w, const Insn& in, uint32_t mask) {
+  const uint32_t members = mask & static_cast<uint32_t>(w.R(in.a[2])[std::countr_zero(mask)]);
+  const uint32_t leader = members == 0 ? 32 : static_cast<uint32_t>(std::countr_zero(members));
+  if (in.a[0] != kNoOperand) {
+    uint64_t* d = w.R(in.a[0]);
+    ForLanes(mask, [&](uint32_t l) { d[l] = leader; });
+  }
+  if (in.a[1] != kNoOperand) {
+    uint32_t& p = w.preds[in.a[1]];
+    p = (p & ~mask) | (leader < 32 ? 1u << leader : 0u);
+  }
+}
+
 void BarRed(Warp& w, const Insn& in, uint32_t mask) {
   uint32_t p = w.preds[in.a[1]];
   if (in.aux2) p = ~p;
@@ -217,6 +230,7 @@ Handler ReduxHandler(int op, Type t) {
 }
 
 Handler ActivemaskHandler() { return &Activemask; }
+Handler ElectHandler() { return &Elect; }
 Handler BarRedHandler() { return &BarRed; }
 
 }  // namespace softgpu

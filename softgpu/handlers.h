@@ -283,10 +283,31 @@ enum class MbarrierOp : uint8_t {
   kTestWait,        // a0 = pred d, [a], a1 = state: d = the state's phase has completed
   kTestWaitParity,  // a0 = pred d, [a], a1 = parity: d = the phase of that parity has completed
   kPendingCount,    // a0 = d, a1 = state: d = the pending count the state records
+  kExpectTx,        // mbarrier.expect_tx [a], a1 = bytes: the phase also waits for that many
+  kCompleteTx,      // mbarrier.complete_tx [a], a1 = bytes: that many have arrived
+  kArriveExpectTx,  // mbarrier.arrive.expect_tx: a0 = state, [a], a1 = bytes; then one arrival
 };
 // mbarrier.*: address in a4 (register or kNoOperand) plus Insn::imm, in `space` (shared or
-// generic); misaligned or unowned addresses fault like any access.
+// generic); misaligned or unowned addresses fault like any access. A phase completes when its
+// pending arrivals and its transaction count (bytes expected less bytes completed, which may go
+// below zero for a while) are both zero.
 Handler MbarrierHandler(MbarrierOp op, MemSpace space);
+
+// Completes `bytes` of transactions on the mbarrier object at `object` (the bulk copies'
+// mbarrier::complete_tx::bytes), completing its phase if nothing else is pending.
+void MbarrierCompleteTx(uint64_t* object, uint64_t bytes);
+
+// cp.async.bulk without tensor maps: a0 = destination address, a1 = source address, a2 = bytes
+// (a multiple of 16, both addresses 16-byte aligned), a3 = the shared mbarrier whose transaction
+// count the copy completes (kNoOperand for bulk groups); aux = CpBulkDirection. The copy is done
+// when issued (so commit and wait of bulk groups have nothing to wait for).
+enum class CpBulkDirection : uint8_t { kGlobalToShared, kSharedToShared, kSharedToGlobal };
+Handler CpAsyncBulkHandler();
+
+// elect.sync d|p, membermask: the lowest lane of membermask that executes the instruction is the
+// leader; a0 = d (its lane id, in every lane), a1 = p (true in the leader only; kNoOperand when
+// absent), a2 = membermask.
+Handler ElectHandler();
 
 // Warp-level matrix instructions; Insn::aux indexes Program::matrix_sites. mma.sync uses the
 // PTX ISA's fragment layouts exactly (m8n8k4 .f64; m16n8k4, m16n8k8 .tf32; m16n8k8, m16n8k16

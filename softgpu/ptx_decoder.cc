@@ -127,9 +127,14 @@ class FunctionDecoder {
   bool DecodeWarp(const ptx::Instruction& src, const Mods& m);
   bool DecodeCompare(const ptx::Instruction& src, const Mods& m);
   bool DecodeCvt(const ptx::Instruction& src, const Mods& m);
+  // cp.async (4/8/16 bytes to shared memory), cp.async.mbarrier.arrive, and cp.async.bulk
+  // without tensor maps (global or shared to shared with an mbarrier, shared to global in bulk
+  // groups); clusters are of one block, so shared::cluster addresses are the block's own.
   bool DecodeCpAsync(const ptx::Instruction& src, const Mods& m);
-  // mbarrier.{init,inval,arrive,arrive_drop,test_wait,try_wait,pending_count} (no transaction
-  // counts, no cluster scope).
+  bool DecodeCpAsyncBulk(const ptx::Instruction& src, const Mods& m);
+  // mbarrier.{init,inval,arrive,arrive_drop,expect_tx,complete_tx,test_wait,try_wait,
+  // pending_count}, with transaction counts; cluster scope and shared::cluster name the block's
+  // own barrier (clusters are of one block).
   bool DecodeMbarrier(const ptx::Instruction& src, const Mods& m);
   // tex, tld4, txq, suld, sust, suq (texture and surface objects; Program::texture_sites).
   bool DecodeTexture(const ptx::Instruction& src, const Mods& m);
@@ -861,6 +866,17 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
   if (b == "setp" || b == "set" || b == "selp" || b == "slct" || b == "testp") {
     return DecodeCompare(src, m);
   }
+  if (b == "elect") {
+    // elect.sync d|p, membermask (d may be the sink _)
+    uint32_t d = kNoOperand, members;
+    if (!m.Has("sync") || ops.size() != 2 || !Src(src, ops[1], Type::kU32, &members)) return false;
+    if (ops[0].kind != Operand::Kind::kSink && !Dst(src, ops[0], &d)) return false;
+    Insn& in = Emit(src, ElectHandler());
+    in.a[0] = d;
+    in.a[1] = ops[0].pred_out >= 0 ? static_cast<uint32_t>(ops[0].pred_out) : kNoOperand;
+    in.a[2] = members;
+    return true;
+  }
   if (b == "shfl" || b == "vote" || b == "match" || b == "redux" || b == "activemask") {
     return DecodeWarp(src, m);
   }
@@ -1337,11 +1353,9 @@ bool FunctionDecoder::DecodeAtom(const ptx::Instruction& src, const Mods& m) {
 
 bool FunctionDecoder::DecodeMbarrier(const ptx::Instruction& src, const Mods& m) {
   const auto& ops = src.operands;
-  if (m.Has("expect_tx") || m.Has("complete_tx") || m.Has("shared::cluster") || m.Has("cluster")) {
-    why_ = "mbarrier transaction counts or cluster scope";
-    return false;
-  }
-  const MemSpace space = m.Has("shared") ? MemSpace::kShared : MemSpace::kGeneric;
+  const MemSpace space = m.Has("shared") || m.Has("shared::cta") || m.Has("shared::cluster")
+                             ? MemSpace::kShared
+                             : MemSpace::kGeneric;
   // Operands are resolved before the instruction is emitted (resolving may emit helpers).
   uint32_t base = kNoOperand;
   int64_t imm = 0;
@@ -1372,6 +1386,23 @@ bool FunctionDecoder::DecodeMbarrier(const ptx::Instruction& src, const Mods& m)
   if (what == "inval") {
     if (ops.size() != 1 || !address(ops[0])) return false;
     emit(MbarrierOp::kInval, kNoOperand, kNoOperand);
+    return true;
+  }
+  if (what == "expect_tx" || what == "complete_tx") {
+    // mbarrier.{expect,complete}_tx{.sem}{.scope}{.space}.b64 [addr], txCount
+    uint32_t bytes;
+    if (ops.size() != 2 || !address(ops[0]) || !Src(src, ops[1], Type::kU32, &bytes)) return false;
+    emit(what == "expect_tx" ? MbarrierOp::kExpectTx : MbarrierOp::kCompleteTx, kNoOperand, bytes);
+    return true;
+  }
+  if (what == "arrive" && m.Has("expect_tx")) {
+    // mbarrier.arrive.expect_tx{.sem}{.scope}{.space}.b64 state, [addr], txCount
+    uint32_t d, bytes;
+    if (ops.size() != 3 || !Dst(src, ops[0], &d) || !address(ops[1]) ||
+        !Src(src, ops[2], Type::kU32, &bytes)) {
+      return false;
+    }
+    emit(MbarrierOp::kArriveExpectTx, d, bytes);
     return true;
   }
   if (what == "arrive" || what == "arrive_drop") {
@@ -1675,8 +1706,31 @@ bool FunctionDecoder::DecodeCpAsync(const ptx::Instruction& src, const Mods& m) 
     Emit(src, NopHandler());  // copies complete when issued
     return true;
   }
-  if (m.Has("bulk") || m.Has("mbarrier") || !m.Has("shared") || !m.Has("global") ||
-      ops.size() < 3 || ops[2].kind != Operand::Kind::kImmediate) {
+  if (m.Has("bulk")) return DecodeCpAsyncBulk(src, m);
+  if (m.Has("mbarrier") && m.Has("arrive")) {
+    // cp.async.mbarrier.arrive{.noinc}{.shared{::cta}}.b64 [addr]: an arrival once the thread's
+    // earlier cp.async copies complete, which they did when issued. Without .noinc the pending
+    // count is raised by one first, so the two cancel out.
+    if (ops.size() != 1) return false;
+    if (!m.Has("noinc")) {
+      Emit(src, NopHandler());
+      return true;
+    }
+    const MemSpace space =
+        m.Has("shared") || m.Has("shared::cta") ? MemSpace::kShared : MemSpace::kGeneric;
+    uint32_t base = kNoOperand;
+    int64_t imm = 0;
+    MemSpace resolved = space;
+    if (!Address(src, ops[0], &resolved, &base, &imm) || resolved != space) return false;
+    Insn& in = Emit(src, MbarrierHandler(MbarrierOp::kArrive, space));
+    in.a[0] = kNoOperand;
+    in.a[1] = kNoOperand;
+    in.a[4] = base;
+    in.imm = imm;
+    return true;
+  }
+  if (m.Has("mbarrier") || !m.Has("shared") || !m.Has("global") || ops.size() < 3 ||
+      ops[2].kind != Operand::Kind::kImmediate) {
     why_ = "this form of cp.async";
     return false;
   }
@@ -1697,6 +1751,60 @@ bool FunctionDecoder::DecodeCpAsync(const ptx::Instruction& src, const Mods& m) 
   in.a[1] = from;
   in.a[2] = src_size;
   in.aux = static_cast<uint32_t>(size);
+  return true;
+}
+
+bool FunctionDecoder::DecodeCpAsyncBulk(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  if (m.Has("prefetch")) {  // cp.async.bulk.prefetch.L2.global [src], size: a hint
+    Emit(src, NopHandler());
+    return true;
+  }
+  if (m.Has("tensor") || m.Has("multicast::cluster") || m.Has("reduce")) {
+    why_ =
+        m.Has("tensor") ? "cp.async.bulk.tensor (tensor-map copies)" : "this form of cp.async.bulk";
+    return false;
+  }
+  // The destination's space comes first, then the source's.
+  std::vector<std::string> spaces;
+  for (const std::string& f : m.flags) {
+    if (f == "global" || f == "shared" || f == "shared::cta" || f == "shared::cluster") {
+      spaces.push_back(f);
+    }
+  }
+  const bool with_mbarrier = m.Has("mbarrier::complete_tx::bytes");
+  CpBulkDirection direction;
+  if (spaces.size() == 2 && spaces[0] != "global" && spaces[1] == "global" && with_mbarrier) {
+    direction = CpBulkDirection::kGlobalToShared;
+  } else if (spaces.size() == 2 && spaces[0] == "shared::cluster" && spaces[1] == "shared::cta" &&
+             with_mbarrier) {
+    direction = CpBulkDirection::kSharedToShared;
+  } else if (spaces.size() == 2 && spaces[0] == "global" && spaces[1] != "global" &&
+             m.Has("bulk_group")) {
+    direction = CpBulkDirection::kSharedToGlobal;
+  } else {
+    why_ = "this form of cp.async.bulk";
+    return false;
+  }
+  // [dst], [src], size{, [mbar]}{, cache-policy (ignored)}
+  const size_t needed = with_mbarrier ? 4 : 3;
+  if (ops.size() < needed || ops.size() > needed + 1) return false;
+  const MemSpace to =
+      direction == CpBulkDirection::kSharedToGlobal ? MemSpace::kGlobal : MemSpace::kShared;
+  const MemSpace from =
+      direction == CpBulkDirection::kGlobalToShared ? MemSpace::kGlobal : MemSpace::kShared;
+  uint32_t dst, from_reg, size, mbar = kNoOperand;
+  if (!AddressRegister(src, ops[0], to, &dst) || !AddressRegister(src, ops[1], from, &from_reg) ||
+      !Src(src, ops[2], Type::kU32, &size)) {
+    return false;
+  }
+  if (with_mbarrier && !AddressRegister(src, ops[3], MemSpace::kShared, &mbar)) return false;
+  Insn& in = Emit(src, CpAsyncBulkHandler());
+  in.a[0] = dst;
+  in.a[1] = from_reg;
+  in.a[2] = size;
+  in.a[3] = mbar;
+  in.aux = static_cast<uint32_t>(direction);
   return true;
 }
 
