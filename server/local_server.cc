@@ -1,9 +1,11 @@
 #include "server/local_server.h"
 
 #include <dlfcn.h>
+#include <openssl/crypto.h>
 
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -29,22 +31,34 @@ std::string BesideThisLibrary(const char* file_name) {
 }
 
 // The in-process server, started once and never destroyed: its sessions may still be serving
-// while the process exits.
+// while the process exits. It is started, like everything it runs, on a thread of this
+// namespace's own: the program's threads share their pthread-key slots with this namespace's C
+// library (each library numbers its keys from 0, and both read the same thread's slots), so
+// OpenSSL's per-thread state (its random generator) must never live on a program thread, where
+// it would read and overwrite whatever the program's libraries keep under the same key numbers
+// (cudaOpenMP and clock_nvrtc died in OPENSSL_cleanup as they exited). For the same reason
+// OpenSSL does not clean up at exit, which would run on the program's exiting thread.
 Status StartedServer() {
   static std::once_flag once;
   static Status started;
   std::call_once(once, [] {
-    ServerOptions options;
-    options.listen = kLocalUrl;
-    options.backend = "softgpu";
-    options.driver_library = BesideThisLibrary("libsoftgpu-cuda.so");
-    options.name = "rgpu-local";
-    options.keepalive = false;
-    options.max_kernel_ms = 0;
-    auto* server = new Server();
-    started = server->Start(options);
-    if (!started.ok()) return;
-    std::thread([server] { server->Serve(); }).detach();
+    std::promise<Status> start;
+    std::future<Status> result = start.get_future();
+    std::thread([start = std::move(start)]() mutable {
+      OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+      ServerOptions options;
+      options.listen = kLocalUrl;
+      options.backend = "softgpu";
+      options.driver_library = BesideThisLibrary("libsoftgpu-cuda.so");
+      options.name = "rgpu-local";
+      options.keepalive = false;
+      options.max_kernel_ms = 0;
+      auto* server = new Server();
+      const Status s = server->Start(options);
+      start.set_value(s);
+      if (s.ok()) server->Serve();
+    }).detach();
+    started = result.get();
   });
   return started;
 }

@@ -2,8 +2,9 @@
 # The software GPU as the program's own libcuda.so.1, no server process: programs run with
 # LD_LIBRARY_PATH=BUILD/lib/softgpu-local (the face whose default server is RGPU_SERVER=local,
 # server/local_server.h) and with `rgpu run --server local`. NVIDIA's runtime (static and shared,
-# with cuBLAS), a program that moves its environment after cuInit, and Debian's hashcat (NVRTC,
-# dlopen of libcuda.so.1) when installed.
+# with cuBLAS), a program that moves its environment after cuInit, one that closes the driver and
+# calls on through its entry points, one with pthread keys of its own, and Debian's hashcat
+# (NVRTC, dlopen of libcuda.so.1) when installed.
 #   local.sh BUILD_DIR RUNTIME_PROGRAMS_DIR GUEST_PROGRAMS_DIR
 set -uo pipefail
 build=$1 runtime=$2 guest=$3
@@ -26,6 +27,7 @@ run cublas_shared "rt_cublas: OK" env "$lib" "$runtime/rt_cublas_shared"
 run graph_capture_static "rt_graph_capture: OK" env "$lib" "$runtime/rt_graph_capture_static"
 run setenv_after_init "setenv_after_init: OK" env "$lib" "$guest/guest_setenv_after_init"
 run dlclose_driver "dlclose_driver: OK" env "$lib" "$guest/guest_dlclose_driver"
+run pthread_keys "pthread_keys: OK" env "$lib" "$guest/guest_pthread_keys"
 run rgpu_run_local "rt_errors: OK" "$build/bin/rgpu" run --server local -- "$runtime/rt_errors_shared"
 if command -v hashcat >/dev/null; then
   work=$(mktemp -d)
