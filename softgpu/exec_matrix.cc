@@ -1,5 +1,7 @@
 // Warp-level matrix handlers: mma.sync with the PTX ISA's fragment layouts, and wmma.load,
 // wmma.store and wmma.mma over softgpu's own (opaque) fragment layout.
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -151,10 +153,24 @@ bool WholeWarp(Warp& w, uint32_t mask, const char* what) {
   return false;
 }
 
-// D = A * B + C over logical matrices (row-major A[M][K], B[K][N], C and D [M][N]).
-void MultiplyAdd(const MatrixSite& s, const std::vector<double>& a, const std::vector<double>& b,
-                 const std::vector<double>& c, std::vector<double>* d) {
-  d->assign(static_cast<size_t>(s.m) * s.n, 0);
+// The largest matrix of any shape softgpu runs: A of m16n8k32 and m32n8k16, B of m8n32k16.
+constexpr size_t kMaxElements = 512;
+using Tile = std::array<double, kMaxElements>;
+
+// Whether the site's matrices fit a Tile (every shape the decoder accepts does); a fault if not.
+bool FitsTile(Warp& w, const MatrixSite& s) {
+  if (static_cast<size_t>(s.m) * s.k <= kMaxElements &&
+      static_cast<size_t>(s.k) * s.n <= kMaxElements &&
+      static_cast<size_t>(s.m) * s.n <= kMaxElements) {
+    return true;
+  }
+  w.SetFault(FaultKind::kUnsupported, "matrix shape larger than softgpu's tiles");
+  return false;
+}
+
+// D = A * B + C over logical matrices (row-major A[M][K], B[K][N], C and D [M][N]), in place on
+// the stack: a whole tile at once, no allocation per instruction.
+void MultiplyAdd(const MatrixSite& s, const Tile& a, const Tile& b, const Tile& c, Tile* d) {
   for (uint32_t i = 0; i < s.m; ++i) {
     for (uint32_t j = 0; j < s.n; ++j) {
       double acc = c[i * s.n + j];
@@ -173,8 +189,11 @@ void MultiplyAdd(const MatrixSite& s, const std::vector<double>& a, const std::v
 void Mma(Warp& w, const Insn& in, uint32_t mask) {
   if (!WholeWarp(w, mask, "mma.sync")) return;
   const MatrixSite& s = Site(w, in);
-  std::vector<double> a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.k) * s.n),
-      c(static_cast<size_t>(s.m) * s.n), d;
+  if (!FitsTile(w, s)) return;
+  Tile a, b, c, d;
+  std::fill_n(a.begin(), static_cast<size_t>(s.m) * s.k, 0.0);
+  std::fill_n(b.begin(), static_cast<size_t>(s.k) * s.n, 0.0);
+  std::fill_n(c.begin(), static_cast<size_t>(s.m) * s.n, 0.0);
   const uint32_t na = static_cast<uint32_t>(s.a.size()) * PerRegister(s.a_type);
   const uint32_t nb = static_cast<uint32_t>(s.b.size()) * PerRegister(s.b_type);
   const uint32_t nc = static_cast<uint32_t>(s.c.size()) * PerRegister(s.c_type);
@@ -277,11 +296,12 @@ void WmmaMma(Warp& w, const Insn& in, uint32_t mask) {
   const MatrixSite& s = Site(w, in);
   const std::vector<uint32_t>* regs[3] = {&s.a, &s.b, &s.c};
   const Type types[3] = {s.a_type, s.b_type, s.c_type};
-  std::vector<double> m[3];
+  if (!FitsTile(w, s)) return;
+  Tile m[3];
   for (int which = 0; which < 3; ++which) {
     uint32_t rows, cols;
     Dims(s, which, &rows, &cols);
-    m[which].assign(static_cast<size_t>(rows) * cols, 0);
+    std::fill_n(m[which].begin(), static_cast<size_t>(rows) * cols, 0.0);
     const uint32_t slots = static_cast<uint32_t>(regs[which]->size()) * PerRegister(types[which]);
     for (uint32_t l = 0; l < kWarpSize; ++l) {
       for (uint32_t i = 0; i < slots; ++i) {
@@ -290,7 +310,7 @@ void WmmaMma(Warp& w, const Insn& in, uint32_t mask) {
       }
     }
   }
-  std::vector<double> d;
+  Tile d;
   MultiplyAdd(s, m[0], m[1], m[2], &d);
   const uint32_t slots = static_cast<uint32_t>(s.d.size()) * PerRegister(s.d_type);
   for (uint32_t l = 0; l < kWarpSize; ++l) {
