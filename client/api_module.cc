@@ -1,10 +1,13 @@
 // Modules, libraries, kernels and launches. Images are copied whole to the server, which loads
 // them on its backend; each kernel's argument layout comes back with its handle and is cached,
 // so a launch packs its arguments and sends them in one message.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "client/impl.h"
@@ -232,10 +235,58 @@ using rgpu::client::ResolveFunction;
 
 RGPU_IMPL(cuModuleLoadData)(CUmodule* out, const void* image) { return LoadFromMemory(image, out); }
 
+extern "C" CUresult rgpu_impl_cuGetErrorName(CUresult error, const char** out);  // api_error.cc
+
+namespace {
+
+// The outputs of cuModuleLoadDataEx's JIT options, as the driver fills them: each log buffer the
+// program gave holds a NUL-terminated log (empty on success; on failure the error log says so)
+// and its size option says how much of it was filled; the wall time is the load's, in ms.
+void FillJitOutputs(unsigned count, const CUjit_option* options, void** values, CUresult result,
+                    float milliseconds) {
+  if (options == nullptr || values == nullptr) return;
+  for (unsigned i = 0; i < count; ++i) {
+    if (options[i] == CU_JIT_WALL_TIME) {
+      memcpy(&values[i], &milliseconds, sizeof milliseconds);
+      continue;
+    }
+    const bool errors = options[i] == CU_JIT_ERROR_LOG_BUFFER;
+    if (!errors && options[i] != CU_JIT_INFO_LOG_BUFFER) continue;
+    const CUjit_option size_option =
+        errors ? CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES : CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+    for (unsigned k = 0; k < count; ++k) {
+      if (options[k] != size_option) continue;
+      const size_t capacity = reinterpret_cast<uintptr_t>(values[k]);
+      char* buffer = static_cast<char*>(values[i]);
+      if (buffer == nullptr || capacity == 0) break;
+      std::string log;
+      if (errors && result != CUDA_SUCCESS) {
+        const char* name = nullptr;
+        rgpu_impl_cuGetErrorName(result, &name);
+        log = std::string("rgpu: the server could not load the module (") +
+              (name != nullptr ? name : "error") + "); its log names the reason";
+      }
+      const size_t n = std::min(log.size(), capacity - 1);
+      memcpy(buffer, log.data(), n);
+      buffer[n] = '\0';
+      values[k] = reinterpret_cast<void*>(static_cast<uintptr_t>(n));
+      break;
+    }
+  }
+}
+
+}  // namespace
+
 RGPU_IMPL(cuModuleLoadDataEx)
-(CUmodule* out, const void* image, unsigned int, CUjit_option*, void**) {
-  // JIT options tune a compiler the server runs, if any; they do not change the result.
-  return LoadFromMemory(image, out);
+(CUmodule* out, const void* image, unsigned int count, CUjit_option* options, void** values) {
+  // JIT options tune a compiler the server runs, if any; they do not change the result. Their
+  // outputs (logs, wall time) are filled as the driver fills them.
+  const auto start = std::chrono::steady_clock::now();
+  const CUresult r = LoadFromMemory(image, out);
+  const float ms =
+      std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - start).count();
+  FillJitOutputs(count, options, values, r, ms);
+  return r;
 }
 
 RGPU_IMPL(cuModuleLoadFatBinary)(CUmodule* out, const void* image) {

@@ -3,7 +3,8 @@
 // of the same name stays its own; the linked image loads and computes the right answer, and the
 // log buffers and wall time are filled. A second definition of a visible name, a reference
 // nothing defines and malformed PTX are refused, each with a message in the error log; the fat
-// binary of the test kernels links too, from a file.
+// binary of the test kernels links too, from a file; cuModuleLoadDataEx fills its log and wall-time
+// options the same way.
 #include <cstring>
 
 #include "check.h"
@@ -195,6 +196,27 @@ int main() {
     CHECK(cuModuleGetFunction(&f, module, "set_all"));
     CHECK(cuModuleUnload(module));
     CHECK(cuLinkDestroy(link));
+  }
+  // cuModuleLoadDataEx fills the same outputs: logs NUL-terminated (empty on success, the error
+  // log saying so on failure) and the wall time, whatever the buffers held before.
+  {
+    Logs logs;
+    memset(logs.info, 'x', sizeof logs.info);
+    memset(logs.error, 'x', sizeof logs.error);
+    CUmodule module;
+    CHECK(cuModuleLoadDataEx(&module, kLibrary, 6, logs.options, logs.values));
+    EXPECT_TRUE(logs.info[0] == '\0' && logs.error[0] == '\0');
+    EXPECT_TRUE(reinterpret_cast<uintptr_t>(logs.values[2]) == 0);
+    EXPECT_TRUE(logs.wall() >= 0.0f);
+    CHECK(cuModuleUnload(module));
+    Logs failed;
+    memset(failed.error, 'x', sizeof failed.error);
+    EXPECT_TRUE(cuModuleLoadDataEx(&module,
+                                   ".version 7.0\n.target sm_52\n.address_size 64\n.visible .entry "
+                                   "broken( { bogus.instruction %r1; }",
+                                   6, failed.options, failed.values) != CUDA_SUCCESS);
+    EXPECT_TRUE(failed.error[0] != '\0' && failed.error[0] != 'x' &&
+                strlen(failed.error) < sizeof failed.error);
   }
   printf("jit_link: OK\n");
   return 0;
