@@ -13,6 +13,7 @@
 #include "client/impl.h"
 #include "client/memory_map.h"
 #include "common/fatbin.h"
+#include "common/jit_log.h"
 
 namespace calls = rgpu::calls;
 using rgpu::client::ClientState;
@@ -240,39 +241,22 @@ extern "C" CUresult rgpu_impl_cuGetErrorName(CUresult error, const char** out); 
 namespace {
 
 // The outputs of cuModuleLoadDataEx's JIT options, as the driver fills them: each log buffer the
-// program gave holds a NUL-terminated log (empty on success; on failure the error log says so)
-// and its size option says how much of it was filled; the wall time is the load's, in ms.
+// program gave holds a NUL-terminated log (empty on success; on failure the error log says so),
+// the wall time is the load's, in ms.
 void FillJitOutputs(unsigned count, const CUjit_option* options, void** values, CUresult result,
                     float milliseconds) {
   if (options == nullptr || values == nullptr) return;
   for (unsigned i = 0; i < count; ++i) {
-    if (options[i] == CU_JIT_WALL_TIME) {
-      memcpy(&values[i], &milliseconds, sizeof milliseconds);
-      continue;
-    }
-    const bool errors = options[i] == CU_JIT_ERROR_LOG_BUFFER;
-    if (!errors && options[i] != CU_JIT_INFO_LOG_BUFFER) continue;
-    const CUjit_option size_option =
-        errors ? CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES : CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
-    for (unsigned k = 0; k < count; ++k) {
-      if (options[k] != size_option) continue;
-      const size_t capacity = reinterpret_cast<uintptr_t>(values[k]);
-      char* buffer = static_cast<char*>(values[i]);
-      if (buffer == nullptr || capacity == 0) break;
-      std::string log;
-      if (errors && result != CUDA_SUCCESS) {
-        const char* name = nullptr;
-        rgpu_impl_cuGetErrorName(result, &name);
-        log = std::string("rgpu: the server could not load the module (") +
-              (name != nullptr ? name : "error") + "); its log names the reason";
-      }
-      const size_t n = std::min(log.size(), capacity - 1);
-      memcpy(buffer, log.data(), n);
-      buffer[n] = '\0';
-      values[k] = reinterpret_cast<void*>(static_cast<uintptr_t>(n));
-      break;
-    }
+    if (options[i] == CU_JIT_WALL_TIME) memcpy(&values[i], &milliseconds, sizeof milliseconds);
   }
+  std::string error_log;
+  if (result != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    rgpu_impl_cuGetErrorName(result, &name);
+    error_log = std::string("rgpu: the server could not load the module (") +
+                (name != nullptr ? name : "error") + "); its log names the reason";
+  }
+  rgpu::FillJitLogs(count, options, values, error_log, std::string());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/jit_log.h"
 #include "softgpu/api_util.h"
 
 using namespace softgpu;
@@ -65,24 +66,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* module, const void*
     // module is refused.
     std::string error;
     const CUresult r = LoadModule(module, image, &error);
-    for (unsigned i = 0; i < numOptions; ++i) {
-      const bool error_log = options[i] == CU_JIT_ERROR_LOG_BUFFER;
-      if (!error_log && options[i] != CU_JIT_INFO_LOG_BUFFER) continue;
-      const CUjit_option size_option =
-          error_log ? CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES : CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
-      for (unsigned k = 0; k < numOptions; ++k) {
-        if (options[k] != size_option) continue;
-        const size_t capacity = reinterpret_cast<uintptr_t>(optionValues[k]);
-        char* buffer = static_cast<char*>(optionValues[i]);
-        if (buffer == nullptr || capacity == 0) break;
-        const std::string& text = error_log ? error : std::string();
-        const size_t n = std::min(text.size(), capacity - 1);
-        memcpy(buffer, text.data(), n);
-        buffer[n] = '\0';
-        optionValues[k] = reinterpret_cast<void*>(static_cast<uintptr_t>(n + 1));
-        break;
-      }
-    }
+    rgpu::FillJitLogs(numOptions, options, optionValues, error, std::string());
     return r;
   });
 }
