@@ -53,10 +53,22 @@ Status StartedServer() {
       options.name = "rgpu-local";
       options.keepalive = false;
       options.max_kernel_ms = 0;
-      auto* server = new Server();
-      const Status s = server->Start(options);
+      // Nothing may escape this thread: an exception here would end the program.
+      Server* server = nullptr;
+      Status s;
+      try {
+        server = new Server();
+        s = server->Start(options);
+      } catch (const std::exception& e) {
+        s = Internal(std::string("the in-process server failed to start: ") + e.what());
+      }
       start.set_value(s);
-      if (s.ok()) server->Serve();
+      if (!s.ok()) return;
+      try {
+        server->Serve();
+      } catch (const std::exception& e) {
+        RGPU_LOG_ERROR("the in-process server stopped: %s", e.what());
+      }
     }).detach();
     started = result.get();
   });
