@@ -6,6 +6,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/library_path.h"
+
 namespace rgpu::client {
 namespace {
 
@@ -15,13 +17,7 @@ using ConnectFn = int (*)(const ChannelOptions*, Channel**, char*, size_t);
 std::string LocalLibraryPath() {
   const char* override_path = getenv("RGPU_LOCAL_LIBRARY");
   if (override_path != nullptr && *override_path != '\0') return override_path;
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&LocalLibraryPath), &info) != 0 && info.dli_fname != nullptr) {
-    std::string path = info.dli_fname;
-    const size_t slash = path.rfind('/');
-    if (slash != std::string::npos) return path.substr(0, slash + 1) + "librgpu-local.so";
-  }
-  return "librgpu-local.so";
+  return BesideLibraryOf(reinterpret_cast<const void*>(&LocalLibraryPath), "librgpu-local.so");
 }
 
 }  // namespace

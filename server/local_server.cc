@@ -1,6 +1,5 @@
 #include "server/local_server.h"
 
-#include <dlfcn.h>
 #include <openssl/crypto.h>
 
 #include <cstdio>
@@ -10,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "common/library_path.h"
 #include "common/log.h"
 #include "server/server.h"
 
@@ -17,18 +17,6 @@ namespace rgpu::server {
 namespace {
 
 constexpr const char* kLocalUrl = "local://rgpu";
-
-// `file_name` beside this library.
-std::string BesideThisLibrary(const char* file_name) {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&BesideThisLibrary), &info) != 0 &&
-      info.dli_fname != nullptr) {
-    std::string path = info.dli_fname;
-    const size_t slash = path.rfind('/');
-    if (slash != std::string::npos) return path.substr(0, slash + 1) + file_name;
-  }
-  return file_name;
-}
 
 // The in-process server, started once and never destroyed: its sessions may still be serving
 // while the process exits. It is started, like everything it runs, on a thread of this
@@ -49,7 +37,8 @@ Status StartedServer() {
       ServerOptions options;
       options.listen = kLocalUrl;
       options.backend = "softgpu";
-      options.driver_library = BesideThisLibrary("libsoftgpu-cuda.so");
+      options.driver_library =
+          BesideLibraryOf(reinterpret_cast<const void*>(&StartedServer), "libsoftgpu-cuda.so");
       options.name = "rgpu-local";
       options.keepalive = false;
       options.max_kernel_ms = 0;

@@ -39,23 +39,30 @@ struct Link {
   ChannelOptions options[2];         // each end's bounds on what it receives
 };
 
+// Ends `end` of `link` (closed, abandoned, or never accepted) for `why`; what waited for it is
+// dropped. Idempotent.
+void CloseEnd(Link* link, int end, const std::string& why) {
+  std::lock_guard<std::mutex> lock(link->mu);
+  if (link->gone[end]) return;
+  link->gone[end] = true;
+  link->why[end] = why;
+  link->inbox[end].clear();
+  link->inbox_bytes[end] = 0;
+  link->changed.notify_all();
+}
+
 class LocalChannel final : public Channel {
  public:
   LocalChannel(std::shared_ptr<Link> link, int end)
       : link_(std::move(link)), end_(end), peer_end_(1 - end) {}
 
-  ~LocalChannel() override { Close("the peer closed the connection"); }
+  ~LocalChannel() override { CloseEnd(link_.get(), end_, "the peer closed the connection"); }
 
   Status Send(const std::string& header, const void* payload, size_t size) override {
     return Post(header, payload, size);
   }
 
   Status Post(std::string header, const void* payload, size_t size) override {
-    {
-      std::lock_guard<std::mutex> lock(link_->mu);
-      Status s = UsableLocked();
-      if (!s.ok()) return s;
-    }
     LocalMessage m;
     m.header = std::move(header);
     m.size = size;
@@ -175,7 +182,7 @@ class LocalChannel final : public Channel {
     return link_->gone[end_] || link_->gone[peer_end_];
   }
 
-  void Abandon(const std::string& why) override { Close(why); }
+  void Abandon(const std::string& why) override { CloseEnd(link_.get(), end_, why); }
 
   std::string peer() const override {
     return "local://" + link_->name + (end_ == 0 ? "" : " (client)");
@@ -194,16 +201,6 @@ class LocalChannel final : public Channel {
     if (link_->gone[end_]) return Unavailable(link_->why[end_]);
     if (link_->gone[peer_end_]) return Unavailable(peer() + ": " + link_->why[peer_end_]);
     return Status::Ok();
-  }
-
-  void Close(const std::string& why) {
-    std::lock_guard<std::mutex> lock(link_->mu);
-    if (link_->gone[end_]) return;
-    link_->gone[end_] = true;
-    link_->why[end_] = why;
-    link_->inbox[end_].clear();
-    link_->inbox_bytes[end_] = 0;
-    link_->changed.notify_all();
   }
 
   // Puts m's payload in `destination` (copied) or, when it is null, hands m's buffer over.
@@ -226,20 +223,11 @@ class LocalChannel final : public Channel {
   bool has_pending_ = false;
 };
 
-// Ends a connection's accepting side before it was accepted.
-void CloseUnaccepted(Link* link, const std::string& why) {
-  std::lock_guard<std::mutex> lock(link->mu);
-  if (link->gone[1]) return;
-  link->gone[1] = true;
-  link->why[1] = why;
-  link->changed.notify_all();
-}
-
 class LocalPendingConnection final : public PendingConnection {
  public:
   explicit LocalPendingConnection(std::shared_ptr<Link> link) : link_(std::move(link)) {}
   ~LocalPendingConnection() override {
-    if (link_ != nullptr) CloseUnaccepted(link_.get(), "the server did not accept the connection");
+    if (link_ != nullptr) CloseEnd(link_.get(), 1, "the server did not accept the connection");
   }
   Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) override {
     if (link_ == nullptr) return Internal("connection accepted twice");
@@ -279,7 +267,7 @@ class LocalListener final : public Listener {
       Listeners().by_name.erase(name_);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& link : waiting_) CloseUnaccepted(link.get(), "the listener closed");
+    for (auto& link : waiting_) CloseEnd(link.get(), 1, "the listener closed");
   }
 
   Status WaitConnection(int timeout_ms, std::unique_ptr<PendingConnection>* out) override {

@@ -10,17 +10,9 @@
 
 namespace {
 
-using softgpu_test::KernelFile;
-
 class AsyncCopyTest : public softgpu_test::KernelTest {
  protected:
-  void SetUp() override {
-    ptx_ = KernelFile("async_kernels.ptx");
-    if (ptx_.empty()) GTEST_SKIP() << "async kernels were not built (no nvcc)";
-    CU_ASSERT_OK(cuInit(0));
-    CU_ASSERT_OK(cuCtxCreate(&ctx_, nullptr, 0, 0));
-    CU_ASSERT_OK(cuModuleLoadData(&module_, ptx_.c_str()));
-  }
+  const char* PtxFile() const override { return "async_kernels.ptx"; }
 };
 
 TEST_F(AsyncCopyTest, MemcpyAsyncOnABlockBarrier) {

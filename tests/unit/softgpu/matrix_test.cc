@@ -23,8 +23,6 @@
 
 namespace {
 
-using softgpu_test::KernelFile;
-
 // Skips a test whose kernel this build's PTX does not carry.
 #define REQUIRE_ARCH(arch)                   \
   if (MATRIX_ARCH < (arch))                  \
@@ -35,13 +33,7 @@ using softgpu_test::KernelFile;
 
 class MatrixTest : public softgpu_test::KernelTest {
  protected:
-  void SetUp() override {
-    ptx_ = KernelFile(MATRIX_PTX_FILE);
-    if (ptx_.empty()) GTEST_SKIP() << "matrix kernels were not built (no nvcc)";
-    CU_ASSERT_OK(cuInit(0));
-    CU_ASSERT_OK(cuCtxCreate(&ctx_, nullptr, 0, 0));
-    CU_ASSERT_OK(cuModuleLoadData(&module_, ptx_.c_str()));
-  }
+  const char* PtxFile() const override { return MATRIX_PTX_FILE; }
   // D = A (16xK f16) * B (Kx8 f16) + C (f32), all row-major, by `f`, against the host.
   void CheckMmaHalf(CUfunction f, int k_size);
 };

@@ -39,12 +39,14 @@ inline std::string KernelFile(const std::string& name) {
   return ss.str();
 }
 
-// A context on device 0 with test_kernels.ptx loaded.
+// A context on device 0 with a kernel file loaded: test_kernels.ptx, or the one a subclass names.
 class KernelTest : public ::testing::Test {
  protected:
+  virtual const char* PtxFile() const { return "test_kernels.ptx"; }
+
   void SetUp() override {
-    ptx_ = KernelFile("test_kernels.ptx");
-    if (ptx_.empty()) GTEST_SKIP() << "test kernels were not built (no nvcc)";
+    ptx_ = KernelFile(PtxFile());
+    if (ptx_.empty()) GTEST_SKIP() << PtxFile() << " was not built (no nvcc)";
     CU_ASSERT_OK(cuInit(0));
     CU_ASSERT_OK(cuCtxCreate(&ctx_, nullptr, 0, 0));
     CU_ASSERT_OK(cuModuleLoadData(&module_, ptx_.c_str()));
