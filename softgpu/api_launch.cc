@@ -66,6 +66,74 @@ int ActiveBlocks(const Function& fn, int block_size, size_t dynamic_shared) {
   return std::max(n, 0);
 }
 
+// Blocks a cluster may have: 8 (portable), 16 when the function allows non-portable sizes.
+constexpr uint32_t kPortableClusterBlocks = 8;
+
+uint32_t MaxClusterBlocks(const Function& fn, const FunctionHandle& h) {
+  uint32_t n = h.non_portable_cluster_size ? kMaxClusterBlocks : kPortableClusterBlocks;
+  if (fn.max_cluster_rank != 0) n = std::min(n, fn.max_cluster_rank);
+  return n;
+}
+
+// The cluster shape the function requires (compiled in, else set at run time), or false.
+bool RequiredCluster(const Function& fn, const FunctionHandle& h, uint32_t shape[3]) {
+  const uint32_t* from = fn.cluster_dims[0] != 0 ? fn.cluster_dims : h.required_cluster;
+  if (from[0] == 0) return false;
+  for (int i = 0; i < 3; ++i) shape[i] = from[i];
+  return true;
+}
+
+// A launch's cluster shape. `requested` is the launch's CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+// (null if none); a function with a required shape launches with it (a request must match), one
+// that must be launched as clusters (.explicitcluster) needs one of the two; otherwise blocks
+// are clusters of one and *explicit_cluster is false. Clusters of more than one block need compute
+// capability 9.0 (CUDA_ERROR_NOT_SUPPORTED below it, named at warn level); a shape of more blocks
+// than allowed, that does not divide the grid, or whose blocks cannot be resident together fails
+// with CUDA_ERROR_INVALID_CLUSTER_SIZE.
+CUresult ClusterShape(const Function& fn, const FunctionHandle& h,
+                      const CUlaunchAttribute* requested, const uint32_t grid[3], uint32_t threads,
+                      uint32_t dynamic_shared, uint32_t sm_count, uint32_t shape[3],
+                      bool* explicit_cluster) {
+  uint32_t required[3];
+  const bool has_required = RequiredCluster(fn, h, required);
+  shape[0] = shape[1] = shape[2] = 1;
+  *explicit_cluster = false;
+  if (requested != nullptr) {
+    const uint32_t want[3] = {requested->value.clusterDim.x, requested->value.clusterDim.y,
+                              requested->value.clusterDim.z};
+    if (want[0] == 0 || want[1] == 0 || want[2] == 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    if (has_required &&
+        (want[0] != required[0] || want[1] != required[1] || want[2] != required[2])) {
+      return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    }
+    for (int i = 0; i < 3; ++i) shape[i] = want[i];
+  } else if (has_required) {
+    for (int i = 0; i < 3; ++i) shape[i] = required[i];
+  } else if (fn.explicit_cluster) {
+    return CUDA_ERROR_INVALID_CLUSTER_SIZE;  // .explicitcluster: the launch must give a shape
+  } else {
+    return CUDA_SUCCESS;
+  }
+  const uint64_t blocks = uint64_t{shape[0]} * shape[1] * shape[2];
+  if (DeviceArchitecture().Number() < 90 && blocks == 1) {
+    return CUDA_SUCCESS;  // before 9.0 a cluster of one block is simply a block
+  }
+  *explicit_cluster = true;
+  if (DeviceArchitecture().Number() < 90) {
+    RGPU_LOG_WARN("softgpu: kernel %s: thread-block clusters need compute capability 9.0",
+                  fn.name.c_str());
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (blocks > MaxClusterBlocks(fn, h)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] % shape[i] != 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  }
+  const uint64_t resident =
+      static_cast<uint64_t>(ActiveBlocks(fn, static_cast<int>(threads), dynamic_shared)) * sm_count;
+  if (blocks > resident) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  return CUDA_SUCCESS;
+}
+
 // Builds the parameter buffer from kernelParams or the `extra` array.
 CUresult PackParams(const Function& fn, void** kernel_params, void** extra,
                     std::vector<uint8_t>* out) {
@@ -107,7 +175,7 @@ constexpr uint32_t kGridWorkspaceBytes = 8;
 // occupancy calculation times the multiprocessors) and gets a fresh grid workspace.
 CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
                 unsigned shared_bytes, CUstream stream, void** kernel_params, void** extra,
-                bool cooperative) {
+                bool cooperative, const CUlaunchAttribute* cluster = nullptr) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
   std::shared_ptr<FunctionHandle> fh;
@@ -145,6 +213,19 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
         ctx->device()->sm_count();
     if (blocks > resident) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   }
+  uint32_t cluster_shape[3];
+  bool explicit_cluster;
+  if (CUresult r =
+          ClusterShape(fn, *fh, cluster, grid, static_cast<uint32_t>(threads), shared_bytes,
+                       ctx->device()->sm_count(), cluster_shape, &explicit_cluster);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (cooperative && explicit_cluster) {
+    RGPU_LOG_WARN("softgpu: kernel %s: a cooperative launch of clusters is not supported",
+                  fn.name.c_str());
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
   const std::string unsupported = FindUnsupported(module->program(), fh->index);
   if (!unsupported.empty()) {
     fprintf(stderr, "softgpu: kernel %s cannot run: unsupported instruction %s\n", fn.name.c_str(),
@@ -171,6 +252,8 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   lp.heap = &ctx->heap();
   lp.cancel = &ctx->cancelled();
   lp.cooperative = cooperative;
+  for (int i = 0; i < 3; ++i) lp.cluster[i] = cluster_shape[i];
+  lp.explicit_cluster = explicit_cluster;
   if (cooperative) {
     // The workspace lives in the context's memory (the kernel reaches it like any global
     // memory) until the launch has run; a launch dropped unrun leaves it to cuCtxDestroy.
@@ -234,14 +317,15 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, C
     if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (config->numAttrs != 0 && config->attrs == nullptr) return CUDA_ERROR_INVALID_VALUE;
     bool cooperative = false;
+    const CUlaunchAttribute* cluster = nullptr;
     for (unsigned i = 0; i < config->numAttrs; ++i) {
       const CUlaunchAttribute& a = config->attrs[i];
       switch (a.id) {
         case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-          if (a.value.clusterDim.x > 1 || a.value.clusterDim.y > 1 || a.value.clusterDim.z > 1) {
-            return CUDA_ERROR_NOT_SUPPORTED;
-          }
+          cluster = &a;
           break;
+        case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+          break;  // a best-effort regrouping; the regular clusters are always a valid choice
         case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
           cooperative = a.value.cooperative != 0;
           break;
@@ -262,7 +346,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, C
     const uint32_t grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
     const uint32_t block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
     return Launch(f, grid, block, config->sharedMemBytes, config->hStream, kernelParams, extra,
-                  cooperative);
+                  cooperative, cluster);
   });
 }
 
@@ -310,12 +394,21 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute
         *pi = fh->preferred_carveout;
         break;
       case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET:
+        *pi = fn.explicit_cluster ? 1 : 0;
+        break;
       case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
       case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
-      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: {
+        uint32_t shape[3] = {0, 0, 0};
+        RequiredCluster(fn, *fh, shape);
+        *pi = static_cast<int>(shape[attrib - CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH]);
+        break;
+      }
       case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+        *pi = fh->non_portable_cluster_size ? 1 : 0;
+        break;
       case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-        *pi = 0;
+        *pi = fh->cluster_scheduling_policy;
         break;
       default:
         return CUDA_ERROR_INVALID_VALUE;
@@ -344,7 +437,26 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_
         fh->preferred_carveout = value;
         return CUDA_SUCCESS;
       case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+        if (value < CU_CLUSTER_SCHEDULING_POLICY_DEFAULT ||
+            value > CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING) {
+          return CUDA_ERROR_INVALID_VALUE;
+        }
+        fh->cluster_scheduling_policy = value;  // where blocks go: the results are the same
+        return CUDA_SUCCESS;
       case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+        if (value != 0 && value != 1) return CUDA_ERROR_INVALID_VALUE;
+        fh->non_portable_cluster_size = value == 1;
+        return CUDA_SUCCESS;
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+      case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+        // Checked at launch, as CUDA checks it (all three 0 or all positive).
+        if (fn.cluster_dims[0] != 0) return CUDA_ERROR_NOT_PERMITTED;  // compiled in
+        if (value < 0 || value > static_cast<int>(kMaxClusterBlocks)) {
+          return CUDA_ERROR_INVALID_VALUE;
+        }
+        fh->required_cluster[attrib - CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH] =
+            static_cast<uint32_t>(value);
         return CUDA_SUCCESS;
       default:
         return CUDA_ERROR_INVALID_VALUE;
@@ -446,6 +558,99 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t* 
     const uint64_t limit = arch.shared_per_block_optin;
     const uint64_t usable = std::min(per_block, limit);
     *dynamicSmemSize = usable > fn.shared_bytes ? usable - fn.shared_bytes : 0;
+    return CUDA_SUCCESS;
+  });
+}
+
+namespace {
+
+// The function and context an occupancy query of a launch configuration is about (the kernel's
+// module's context), and its threads per block.
+CUresult OccupancyQuery(CUfunction func, const CUlaunchConfig* config,
+                        std::shared_ptr<FunctionHandle>* fh, std::shared_ptr<Module>* m,
+                        std::shared_ptr<Context>* ctx, uint32_t* threads) {
+  if (CUresult r = ResolveFunction(func, fh, m); r != CUDA_SUCCESS) return r;
+  if (config == nullptr || (config->numAttrs != 0 && config->attrs == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *ctx = GetDriver().contexts.Find((*m)->context());
+  if (*ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  const uint64_t t = uint64_t{config->blockDimX} * config->blockDimY * config->blockDimZ;
+  if (t == 0 || t > kMaxThreadsPerBlock) return CUDA_ERROR_INVALID_VALUE;
+  *threads = static_cast<uint32_t>(t);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+// The most clusters of the configuration's shape (its CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, or
+// the function's required shape) resident at once: the device's resident blocks of this size
+// divided by the cluster's blocks.
+SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveClusters(int* numClusters, CUfunction func,
+                                                             const CUlaunchConfig* config) {
+  return Guard([&] {
+    std::shared_ptr<FunctionHandle> fh;
+    std::shared_ptr<Module> m;
+    std::shared_ptr<Context> ctx;
+    uint32_t threads;
+    if (CUresult r = OccupancyQuery(func, config, &fh, &m, &ctx, &threads); r != CUDA_SUCCESS) {
+      return r;
+    }
+    if (numClusters == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    const Function& fn = m->program().functions[fh->index];
+    uint32_t shape[3] = {0, 0, 0};
+    bool has_shape = RequiredCluster(fn, *fh, shape);
+    for (unsigned i = 0; i < config->numAttrs; ++i) {
+      const CUlaunchAttribute& a = config->attrs[i];
+      if (a.id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+      const uint32_t want[3] = {a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z};
+      if (has_shape && (want[0] != shape[0] || want[1] != shape[1] || want[2] != shape[2])) {
+        return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+      }
+      for (int k = 0; k < 3; ++k) shape[k] = want[k];
+      has_shape = true;
+    }
+    if (!has_shape) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    const uint64_t blocks = uint64_t{shape[0]} * shape[1] * shape[2];
+    if (blocks == 0 || blocks > MaxClusterBlocks(fn, *fh)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    if (DeviceArchitecture().Number() < 90) return CUDA_ERROR_NOT_SUPPORTED;
+    const uint64_t resident =
+        static_cast<uint64_t>(ActiveBlocks(fn, static_cast<int>(threads), config->sharedMemBytes)) *
+        ctx->device()->sm_count();
+    *numClusters = static_cast<int>(std::min<uint64_t>(resident / blocks, 1u << 30));
+    return CUDA_SUCCESS;
+  });
+}
+
+// The largest cluster of the configuration's blocks that can be resident: the function's required
+// shape if it has one, else the most blocks allowed (8, or 16 when non-portable sizes are
+// allowed) that fit on the device at once.
+SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int* clusterSize,
+                                                                   CUfunction func,
+                                                                   const CUlaunchConfig* config) {
+  return Guard([&] {
+    std::shared_ptr<FunctionHandle> fh;
+    std::shared_ptr<Module> m;
+    std::shared_ptr<Context> ctx;
+    uint32_t threads;
+    if (CUresult r = OccupancyQuery(func, config, &fh, &m, &ctx, &threads); r != CUDA_SUCCESS) {
+      return r;
+    }
+    if (clusterSize == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    const Function& fn = m->program().functions[fh->index];
+    if (DeviceArchitecture().Number() < 90) {
+      *clusterSize = 0;
+      return CUDA_SUCCESS;
+    }
+    uint32_t shape[3];
+    if (RequiredCluster(fn, *fh, shape)) {
+      *clusterSize = static_cast<int>(shape[0] * shape[1] * shape[2]);
+      return CUDA_SUCCESS;
+    }
+    const uint64_t resident =
+        static_cast<uint64_t>(ActiveBlocks(fn, static_cast<int>(threads), config->sharedMemBytes)) *
+        ctx->device()->sm_count();
+    *clusterSize = static_cast<int>(std::min<uint64_t>(MaxClusterBlocks(fn, *fh), resident));
     return CUDA_SUCCESS;
   });
 }

@@ -302,6 +302,9 @@ bool Device::Attribute(int attribute, int* value) const {
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
       v = 1;  // cuLaunchCooperativeKernel; multi-device cooperative launches stay 0
       break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+      v = DeviceArchitecture().Number() >= 90 ? 1 : 0;  // thread-block clusters from 9.0
+      break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
       v = 1;  // cuMemCreate, cuMemAddressReserve, cuMemMap (softgpu/virtual_memory.h); no
       break;  // shareable handles, no compression

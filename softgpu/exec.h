@@ -51,6 +51,49 @@ class PrintfSink {
 };
 
 struct TextureObject;
+struct Block;
+
+// Most blocks a cluster may have (16 with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+// 8 otherwise).
+constexpr uint32_t kMaxClusterBlocks = 16;
+// Shared-memory addresses of a cluster's distributed shared memory (shared::cluster): byte `o`
+// of the block of rank `r` is ((r + 1) << kClusterRankShift) | o. Addresses below
+// 1 << kClusterRankShift are the running block's own (a shared::cta address is a valid
+// shared::cluster address naming the block itself, as PTX defines).
+constexpr uint32_t kClusterRankShift = 24;
+
+// The blocks of one thread-block cluster and its barrier (barrier.cluster). The blocks are
+// resident together and run by turns on one host thread, so nothing here needs a lock. A launch
+// without clusters gives each block a cluster of its own.
+struct Cluster {
+  uint32_t dims[3] = {1, 1, 1};
+  uint32_t size = 1;                      // blocks
+  bool explicit_launch = false;           // %is_explicit_cluster
+  Block* blocks[kMaxClusterBlocks] = {};  // by rank
+  // barrier.cluster: threads not exited, arrivals in the current phase, phases completed.
+  uint32_t expected = 0;
+  uint32_t arrived = 0;
+  uint32_t phase = 0;
+
+  // `n` threads arrive; completes the phase when every thread not exited has.
+  void Arrive(uint32_t n) {
+    arrived += n;
+    if (arrived >= expected) {
+      arrived = 0;
+      ++phase;
+    }
+  }
+  // `n` threads exited, `pending` of which had arrived in the current phase (they no longer
+  // count either way); the others may now be complete.
+  void Exit(uint32_t n, uint32_t pending) {
+    expected -= n;
+    arrived -= pending;
+    if (arrived != 0 && arrived >= expected) {
+      arrived = 0;
+      ++phase;
+    }
+  }
+};
 
 // A texture or surface object a block has looked up, with the storage it reads pinned.
 struct BoundTexture {
@@ -88,7 +131,7 @@ struct Block {
   bool bar_red_or = false;
   uint32_t watch_countdown = 1;    // backward branches until the next cancellation check
   uint32_t yield_countdown = 1;    // backward branches until the running warp lets others run
-  uint32_t block_countdown = 1;    // cooperative: warp yields until the block lets others run
+  uint32_t block_countdown = 1;    // resident: warp yields until the block lets others run
   bool cooperative = false;        // launched with cuLaunchCooperativeKernel (or the attribute)
   uint64_t grid_workspace = 0;     // device address read through %envreg1:%envreg2, or 0
   uint64_t lane_instructions = 0;  // instructions executed, times the lanes active (statistics)
@@ -99,6 +142,12 @@ struct Block {
   const void* owner = nullptr;
   BoundTexture textures[2];  // the objects used last
   uint32_t texture_next = 0;
+  // The block's cluster (never null while it runs), its rank there, and per thread the phase
+  // (plus one) of its barrier.cluster arrival not yet waited for, 0 if none.
+  Cluster* cluster = nullptr;
+  uint32_t cluster_rank = 0;
+  uint32_t* cluster_arrivals = nullptr;
+  bool resident = false;  // cooperative or clustered: yields to other blocks (block_countdown)
 };
 
 // One warp's state inside the current function activation.
@@ -114,6 +163,9 @@ struct Warp {
   uint32_t live = 0;    // lanes that exist (partial last warp)
   uint32_t active = 0;  // lanes executing the current instruction (for activemask)
   bool faulted = false;
+  // Set by a waiting instruction (Control::kYield) whose wait is not over: the warp stays at
+  // it and lets the others run.
+  bool stall = false;
 
   uint64_t* R(uint32_t op) const {
     return (op & kConstOperand) ? const_cast<uint64_t*>(consts) + (op & ~kConstOperand) * 32

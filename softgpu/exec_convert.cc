@@ -353,6 +353,42 @@ void ReadSpecial(Warp& w, const Insn& in, uint32_t mask) {
     case Special::kEnvReg1:
       uniform = b.grid_workspace >> 32;
       break;
+    case Special::kClusterIdX:
+    case Special::kClusterIdY:
+    case Special::kClusterIdZ: {
+      const int i = static_cast<int>(kReg) - static_cast<int>(Special::kClusterIdX);
+      uniform = b.ctaid[i] / b.cluster->dims[i];
+      break;
+    }
+    case Special::kNClusterIdX:
+    case Special::kNClusterIdY:
+    case Special::kNClusterIdZ: {
+      const int i = static_cast<int>(kReg) - static_cast<int>(Special::kNClusterIdX);
+      uniform = b.nctaid[i] / b.cluster->dims[i];
+      break;
+    }
+    case Special::kClusterCtaidX:
+    case Special::kClusterCtaidY:
+    case Special::kClusterCtaidZ: {
+      const int i = static_cast<int>(kReg) - static_cast<int>(Special::kClusterCtaidX);
+      uniform = b.ctaid[i] % b.cluster->dims[i];
+      break;
+    }
+    case Special::kClusterNctaidX:
+    case Special::kClusterNctaidY:
+    case Special::kClusterNctaidZ:
+      uniform =
+          b.cluster->dims[static_cast<int>(kReg) - static_cast<int>(Special::kClusterNctaidX)];
+      break;
+    case Special::kClusterCtarank:
+      uniform = b.cluster_rank;
+      break;
+    case Special::kClusterNctarank:
+      uniform = b.cluster->size;
+      break;
+    case Special::kIsExplicitCluster:
+      uniform = b.cluster->explicit_launch ? 1 : 0;
+      break;
     case Special::kEnvReg2:
       uniform = static_cast<uint32_t>(b.grid_workspace);
       break;
@@ -510,6 +546,21 @@ Handler SpecialHandler(Special reg) {
     SOFTGPU_CASE(kEnvReg1)
     SOFTGPU_CASE(kEnvReg2)
     SOFTGPU_CASE(kZero)
+    SOFTGPU_CASE(kClusterIdX)
+    SOFTGPU_CASE(kClusterIdY)
+    SOFTGPU_CASE(kClusterIdZ)
+    SOFTGPU_CASE(kNClusterIdX)
+    SOFTGPU_CASE(kNClusterIdY)
+    SOFTGPU_CASE(kNClusterIdZ)
+    SOFTGPU_CASE(kClusterCtaidX)
+    SOFTGPU_CASE(kClusterCtaidY)
+    SOFTGPU_CASE(kClusterCtaidZ)
+    SOFTGPU_CASE(kClusterNctaidX)
+    SOFTGPU_CASE(kClusterNctaidY)
+    SOFTGPU_CASE(kClusterNctaidZ)
+    SOFTGPU_CASE(kClusterCtarank)
+    SOFTGPU_CASE(kClusterNctarank)
+    SOFTGPU_CASE(kIsExplicitCluster)
     // clang-format on
 #undef SOFTGPU_CASE
   }

@@ -79,6 +79,16 @@ uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t siz
       // Shared and local addresses are 32 bits: [%r + imm] with a 32-bit register wraps there
       // (cuSPARSE indexes a shared array from below its start through such a wrap).
       address = static_cast<uint32_t>(address);
+      if (address >> kClusterRankShift != 0) {
+        // Distributed shared memory: another block of the cluster (or this one, by rank).
+        const uint64_t rank = (address >> kClusterRankShift) - 1;
+        const Cluster* c = b.cluster;
+        if (c == nullptr || rank >= c->size || c->blocks[rank] == nullptr) break;
+        const Block& peer = *c->blocks[rank];
+        const uint64_t offset = address & ((1u << kClusterRankShift) - 1);
+        if (offset >= peer.shared_size || size > peer.shared_size - offset) break;
+        return peer.shared + offset;
+      }
       if (address >= b.shared_size || size > b.shared_size - address) break;
       return b.shared + address;
     case ptx::Space::kLocal:
@@ -501,7 +511,11 @@ void Isspacep(Warp& w, const Insn& in, uint32_t mask) {
     const bool shared = v - kSharedWindowBase < kWindowSize;
     const bool local = v - kLocalWindowBase < kWindowSize;
     bool in_space;
-    if (kSpace == MemSpace::kShared)
+    if (kSpace == MemSpace::kShared) {
+      // shared::cta: the block's own shared memory (untagged, or tagged with its own rank).
+      const uint32_t tag = static_cast<uint32_t>(v - kSharedWindowBase) >> kClusterRankShift;
+      in_space = shared && (tag == 0 || tag == w.block->cluster_rank + 1);
+    } else if (kSpace == MemSpace::kSharedCluster)
       in_space = shared;
     else if (kSpace == MemSpace::kLocal)
       in_space = local;
@@ -588,6 +602,8 @@ Handler LoadHandler(MemSpace space, Type t, uint32_t count) {
       return LoadIn<MemSpace::kKernelParam>(t, count);
     case MemSpace::kFrameParam:
       return LoadIn<MemSpace::kFrameParam>(t, count);
+    case MemSpace::kSharedCluster:
+      break;  // isspacep only
   }
   return nullptr;
 }
@@ -645,6 +661,8 @@ Handler IsspacepHandler(MemSpace space) {
       return &Isspacep<MemSpace::kGlobal>;
     case MemSpace::kShared:
       return &Isspacep<MemSpace::kShared>;
+    case MemSpace::kSharedCluster:
+      return &Isspacep<MemSpace::kSharedCluster>;
     case MemSpace::kLocal:
       return &Isspacep<MemSpace::kLocal>;
     default:

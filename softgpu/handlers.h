@@ -208,6 +208,22 @@ enum class Special : uint8_t {
   kEnvReg1,
   kEnvReg2,
   kZero,
+  // Thread-block clusters (a launch without clusters: each block its own cluster of one).
+  kClusterIdX,  // %clusterid: the cluster's index in the grid of clusters
+  kClusterIdY,
+  kClusterIdZ,
+  kNClusterIdX,  // %nclusterid
+  kNClusterIdY,
+  kNClusterIdZ,
+  kClusterCtaidX,  // %cluster_ctaid: the block's index in its cluster
+  kClusterCtaidY,
+  kClusterCtaidZ,
+  kClusterNctaidX,  // %cluster_nctaid: the cluster's shape
+  kClusterNctaidY,
+  kClusterNctaidZ,
+  kClusterCtarank,     // %cluster_ctarank: x + y*nx + z*nx*ny of %cluster_ctaid
+  kClusterNctarank,    // %cluster_nctarank: blocks in the cluster
+  kIsExplicitCluster,  // %is_explicit_cluster
 };
 Handler SpecialHandler(Special reg);
 // d = Warp::local_base + Insn::imm (address of a .local variable of the current activation).
@@ -220,8 +236,9 @@ enum class MemSpace : uint8_t {
   kShared,
   kLocal,
   kConst,
-  kKernelParam,  // kernel parameter buffer (uniform)
-  kFrameParam,   // per-lane parameter frame of a .func activation / call site
+  kKernelParam,    // kernel parameter buffer (uniform)
+  kFrameParam,     // per-lane parameter frame of a .func activation / call site
+  kSharedCluster,  // isspacep.shared::cluster only (other instructions name it kShared)
 };
 // ld: a0..a3 = destinations (vector `count`, kNoOperand for "_"), a4 = address register or
 // kNoOperand for an absolute/symbolic address, Insn::imm = displacement.
@@ -303,6 +320,22 @@ void MbarrierCompleteTx(uint64_t* object, uint64_t bytes);
 // when issued (so commit and wait of bulk groups have nothing to wait for).
 enum class CpBulkDirection : uint8_t { kGlobalToShared, kSharedToShared, kSharedToGlobal };
 Handler CpAsyncBulkHandler();
+
+// ---- thread-block clusters (exec_cluster.cc) ----
+// barrier.cluster.arrive: the lanes arrive at their cluster's barrier (Block::cluster).
+Handler ClusterArriveHandler();
+// barrier.cluster.wait (Control::kYield): sets Warp::stall while any lane's arrival's phase is
+// not complete (every thread of the cluster not exited has arrived); then the lanes go on.
+Handler ClusterWaitHandler();
+// mapa{.shared::cluster}.{u32,u64} d, a, rank: a0 = d, a1 = a, a2 = rank register. `generic`:
+// a is a generic address in the shared window and so is d; otherwise shared::cluster addresses.
+// A rank outside the cluster or an address that is not shared memory faults.
+Handler MapaHandler(bool generic);
+// getctarank{.shared::cluster}.{u32,u64} d, a: a0 = d (32-bit), a1 = a; the rank of the block
+// whose shared memory a names.
+Handler GetctarankHandler(bool generic);
+// mov.pred d, %is_explicit_cluster: a0 = pred d.
+Handler ExplicitClusterPredHandler();
 
 // elect.sync d|p, membermask: the lowest lane of membermask that executes the instruction is the
 // leader; a0 = d (its lane id, in every lane), a1 = p (true in the leader only; kNoOperand when

@@ -126,11 +126,15 @@ enum class BlockState { kFinished, kFault, kYielded };
 class BlockRunner {
  public:
   Fault RunBlock(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3]);
-  // Sets up block `ctaid` of the launch (fresh registers and memory).
-  void Start(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3]);
+  // Sets up block `ctaid` of the launch (fresh registers and memory), as block `rank` of
+  // `cluster`, or in a cluster of its own when `cluster` is null.
+  void Start(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3],
+             Cluster* cluster = nullptr, uint32_t rank = 0);
   // Runs the started block until it finishes, faults (fault() says why) or, in a cooperative
-  // launch, has used its turn (kYielded: call again to continue).
+  // or clustered launch, has used its turn (kYielded: call again to continue).
   BlockState Resume();
+  // The block's shared state (for the other blocks of its cluster).
+  Block* block() { return &block_; }
   const Fault& fault() const { return fault_; }
   // Lane-instructions executed since Start.
   uint64_t lane_instructions() const { return block_.lane_instructions; }
@@ -155,6 +159,8 @@ class BlockRunner {
   // malloc, free and __assertfail; false after a fault.
   bool Builtin(Warp& w, const CallSite& site, uint32_t mask);
   void Prepare(const LaunchParams& launch, uint64_t launch_id);
+  // Lanes of warp `w` exited: they leave their cluster's barrier.
+  void ClusterExit(const Warp& w, uint32_t lanes);
   // Called now and then from loops: false (after recording a fault) when the launch must stop
   // because its context is going away or it ran past its deadline.
   bool Watch(Warp& w);
@@ -168,6 +174,8 @@ class BlockRunner {
   std::vector<uint8_t> frames_;
   std::vector<uint8_t> shared_;
   std::vector<uint8_t> local_;
+  std::vector<uint32_t> cluster_arrivals_;  // per thread (Block::cluster_arrivals)
+  Cluster own_cluster_;                     // a launch without clusters: the block's own
   std::vector<WarpSlot> warps_;
   uint32_t cursor_ = 0;  // the warp a pass starts at (the one after the last to yield)
   std::string printf_out_;
@@ -222,7 +230,10 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   block_.heap = launch.heap;
   block_.watch_countdown = kWatchInterval;
   block_.cooperative = launch.cooperative;
+  block_.resident =
+      launch.cooperative || launch.cluster[0] * launch.cluster[1] * launch.cluster[2] > 1;
   block_.grid_workspace = launch.grid_workspace;
+  cluster_arrivals_.resize(threads);
 }
 
 Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
@@ -232,10 +243,23 @@ Fault BlockRunner::RunBlock(const LaunchParams& launch, uint64_t launch_id,
   return fault_;
 }
 
-void BlockRunner::Start(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3]) {
+void BlockRunner::Start(const LaunchParams& launch, uint64_t launch_id, const uint32_t ctaid[3],
+                        Cluster* cluster, uint32_t rank) {
   Prepare(launch, launch_id);
   const Function& fn = launch.program->functions[launch.function];
   fault_ = Fault();
+  std::fill(cluster_arrivals_.begin(), cluster_arrivals_.end(), 0);
+  block_.cluster_arrivals = cluster_arrivals_.data();
+  if (cluster == nullptr) {
+    own_cluster_ = Cluster();
+    own_cluster_.explicit_launch = launch.explicit_cluster;
+    own_cluster_.blocks[0] = &block_;
+    own_cluster_.expected = block_.num_threads;
+    cluster = &own_cluster_;
+    rank = 0;
+  }
+  block_.cluster = cluster;
+  block_.cluster_rank = rank;
   cursor_ = 0;
   block_.block_countdown = kBlockQuantum;
   block_.fault = &fault_;
@@ -303,7 +327,7 @@ BlockState BlockRunner::Resume() {
       }
     }
     if (yielded) {
-      if (block_.cooperative && --block_.block_countdown == 0) {
+      if (block_.resident && --block_.block_countdown == 0) {
         block_.block_countdown = kBlockQuantum;
         flush_printf();
         return BlockState::kYielded;
@@ -451,12 +475,26 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
         gs.MergeFrom(gi);
         if (em != 0) return RunResult::kYield;
         break;
+      case Control::kWait:
+        if (em != 0) {
+          in.exec(w, in, em);
+          if (w.faulted) return FaultedAt(w, in);
+          if (w.stall) {  // not yet: stay here, let the others run
+            w.stall = false;
+            if (--block_.watch_countdown == 0 && !Watch(w)) return RunResult::kFault;
+            return RunResult::kYield;
+          }
+        }
+        ++g.pc;
+        gs.MergeFrom(gi);
+        break;
       case Control::kExit:
         if (em == 0) {
           ++g.pc;
           gs.MergeFrom(gi);
           break;
         }
+        ClusterExit(w, em);
         act.exited |= em;
         if (em != mask) ++g.pc;  // the survivors continue after the exit
         gs.Kill(em);
@@ -518,6 +556,17 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
       }
     }
   }
+}
+
+void BlockRunner::ClusterExit(const Warp& w, uint32_t lanes) {
+  Cluster& c = *block_.cluster;
+  uint32_t pending = 0;
+  ForLanes(lanes, [&](uint32_t l) {
+    uint32_t& arrival = block_.cluster_arrivals[w.ThreadIndex(l)];
+    if (arrival != 0 && static_cast<int32_t>(c.phase - arrival) < 0) ++pending;
+    arrival = 0;
+  });
+  c.Exit(static_cast<uint32_t>(std::popcount(lanes)), pending);
 }
 
 bool BlockRunner::Watch(Warp& w) {
@@ -932,10 +981,100 @@ BlockRunner& ThreadRunner() {
   return runner;
 }
 
+// The runners of the calling thread for the blocks of one cluster (their buffers are reused).
+std::vector<std::unique_ptr<BlockRunner>>& ThreadClusterRunners() {
+  thread_local std::vector<std::unique_ptr<BlockRunner>> runners;
+  return runners;
+}
+
+// Runs a grid of thread-block clusters: clusters in parallel on the thread pool, the blocks of
+// one cluster resident together on one host thread, each run until it finishes or has used its
+// turn (e.g. waiting at barrier.cluster), then the next. A block's shared memory stays (for the
+// cluster's other blocks) until the whole cluster has finished.
+Fault RunClusteredGrid(const LaunchParams& launch, uint64_t launch_id) {
+  const uint32_t* cd = launch.cluster;
+  const uint32_t size = cd[0] * cd[1] * cd[2];
+  const uint64_t cgx = launch.grid[0] / cd[0], cgy = launch.grid[1] / cd[1];
+  const uint64_t clusters = cgx * cgy * (launch.grid[2] / cd[2]);
+  const uint32_t threads = launch.block[0] * launch.block[1] * launch.block[2];
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Fault first;
+  auto fail = [&](Fault f) {
+    std::lock_guard lock(mu);
+    if (first.kind == FaultKind::kNone) first = std::move(f);
+    failed.store(true, std::memory_order_relaxed);
+  };
+  std::function<void(uint64_t)> body = [&](uint64_t i) {
+    if (failed.load(std::memory_order_relaxed)) return;
+    std::vector<std::unique_ptr<BlockRunner>>& runners = ThreadClusterRunners();
+    try {
+      if (runners.size() < size) runners.resize(size);
+      Cluster cluster;
+      for (int k = 0; k < 3; ++k) cluster.dims[k] = cd[k];
+      cluster.size = size;
+      cluster.explicit_launch = true;
+      cluster.expected = size * threads;
+      const uint32_t cluster_id[3] = {static_cast<uint32_t>(i % cgx),
+                                      static_cast<uint32_t>((i / cgx) % cgy),
+                                      static_cast<uint32_t>(i / (cgx * cgy))};
+      for (uint32_t r = 0; r < size; ++r) {
+        if (runners[r] == nullptr) runners[r] = std::make_unique<BlockRunner>();
+        const uint32_t ctaid[3] = {cluster_id[0] * cd[0] + r % cd[0],
+                                   cluster_id[1] * cd[1] + (r / cd[0]) % cd[1],
+                                   cluster_id[2] * cd[2] + r / (cd[0] * cd[1])};
+        runners[r]->Start(launch, launch_id, ctaid, &cluster, r);
+        cluster.blocks[r] = runners[r]->block();
+      }
+      std::vector<bool> finished(size, false);
+      uint32_t left = size;
+      while (left != 0) {
+        if (launch.cancel != nullptr && launch.cancel->load(std::memory_order_relaxed)) {
+          fail(Fault{FaultKind::kCancelled, "cancelled"});
+          break;
+        }
+        if (failed.load(std::memory_order_relaxed)) break;
+        for (uint32_t r = 0; r < size; ++r) {
+          if (finished[r]) continue;
+          const BlockState state = runners[r]->Resume();
+          if (state == BlockState::kFault) {
+            fail(runners[r]->fault());
+            left = 0;
+            break;
+          }
+          if (state == BlockState::kFinished) {
+            finished[r] = true;
+            --left;
+          }
+        }
+      }
+      for (uint32_t r = 0; r < size; ++r) {
+        g_lane_instructions.fetch_add(runners[r]->lane_instructions(), std::memory_order_relaxed);
+      }
+    } catch (const std::bad_alloc&) {
+      runners.clear();  // drop whatever was half allocated
+      fail(Fault{FaultKind::kOutOfResources, "out of host memory for the cluster's state"});
+    } catch (...) {
+      runners.clear();
+      fail(Fault{FaultKind::kOutOfResources, "internal error while running the cluster"});
+    }
+  };
+  const std::function<void()> leave = [] {
+    for (auto& r : ThreadClusterRunners()) {
+      if (r != nullptr) r->ReleasePins();
+    }
+  };
+  ThreadPool::Global().ParallelFor(clusters, body, &leave);
+  return first;
+}
+
 }  // namespace
 
 Fault RunGrid(const LaunchParams& launch) {
   if (launch.cooperative) return RunCooperativeGrid(launch, g_launch_ids.fetch_add(1));
+  if (launch.cluster[0] * launch.cluster[1] * launch.cluster[2] > 1) {
+    return RunClusteredGrid(launch, g_launch_ids.fetch_add(1));
+  }
   const uint64_t gx = launch.grid[0], gy = launch.grid[1], gz = launch.grid[2];
   const uint64_t blocks = gx * gy * gz;
   const uint64_t launch_id = g_launch_ids.fetch_add(1);

@@ -42,6 +42,13 @@ struct LaunchParams {
   // size, then the grid barrier word), read through %envreg1 (high) and %envreg2 (low); 0 when
   // the launch is not cooperative, which cooperative_groups reports as an invalid grid group.
   uint64_t grid_workspace = 0;
+  // Thread-block clusters: the grid is made of clusters of this shape (each grid dimension a
+  // multiple of it, at most kMaxClusterBlocks blocks; the caller checks), whose blocks are
+  // resident together on one host thread and share their shared memory (distributed shared
+  // memory) and a barrier. `explicit_cluster`: launched with a cluster shape
+  // (%is_explicit_cluster), even of one block. Not with `cooperative`.
+  uint32_t cluster[3] = {1, 1, 1};
+  bool explicit_cluster = false;
 };
 
 // Names the first unsupported instruction reachable from `function` (through calls), or returns

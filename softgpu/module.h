@@ -39,6 +39,10 @@ struct FunctionHandle {
   int max_dynamic_shared = 0;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
   int preferred_carveout = -1;
   int cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  // Cluster attributes set at run time (a shape compiled in with .reqnctapercluster wins).
+  uint32_t required_cluster[3] = {0, 0, 0};  // CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_*
+  bool non_portable_cluster_size = false;    // CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+  int cluster_scheduling_policy = CU_CLUSTER_SCHEDULING_POLICY_DEFAULT;
 };
 
 class Module {

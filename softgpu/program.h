@@ -39,6 +39,8 @@ enum class Control : uint8_t {
   kCall,     // call of function `target`; operands in Function::call_sites[aux]
   kTrap,     // trap/brkpt: the kernel fails
   kYield,    // nanosleep, mbarrier.try_wait: the handler runs, then the warp lets others run
+  kWait,     // barrier.cluster.wait: the handler runs; while it sets Warp::stall, the warp stays
+             // at the instruction and lets others run
 };
 
 struct Insn {
@@ -96,10 +98,13 @@ struct Function {
   std::vector<ParamSlot> params;
   uint32_t param_bytes = 0;        // kernels: size of the parameter buffer
   std::vector<ParamSlot> returns;  // functions: offsets in the per-lane frame
-  uint32_t frame_bytes = 0;     // per-lane parameter frame (functions' params+returns, call args)
-  uint32_t local_bytes = 0;     // per-thread .local bytes of one activation
-  uint32_t shared_bytes = 0;    // kernels: static shared memory (module-level + own)
-  uint32_t max_threads = 0;     // .maxntid/.reqntid product, 0 if unconstrained
+  uint32_t frame_bytes = 0;   // per-lane parameter frame (functions' params+returns, call args)
+  uint32_t local_bytes = 0;   // per-thread .local bytes of one activation
+  uint32_t shared_bytes = 0;  // kernels: static shared memory (module-level + own)
+  uint32_t max_threads = 0;   // .maxntid/.reqntid product, 0 if unconstrained
+  uint32_t cluster_dims[3] = {0, 0, 0};  // .reqnctapercluster, 0s if the launch chooses
+  bool explicit_cluster = false;         // .explicitcluster: launched as clusters only
+  uint32_t max_cluster_rank = 0;         // .maxclusterrank, 0 if unconstrained
   uint32_t max_call_depth = 0;  // functions reachable by nested calls; kUnbounded for recursion
   std::vector<CallSite> call_sites;
   std::vector<std::string> unsupported;  // instructions this function cannot run (with lines)

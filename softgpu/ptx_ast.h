@@ -123,6 +123,9 @@ struct Function {
   std::vector<Instruction> insns;
   std::unordered_map<std::string, uint32_t> labels;  // label -> index of the next instruction
   uint32_t max_threads = 0;                          // from .maxntid/.reqntid (product), 0 if none
+  uint32_t cluster_dims[3] = {0, 0, 0};  // from .reqnctapercluster (missing dims 1), 0s if none
+  bool explicit_cluster = false;         // .explicitcluster: must be launched as clusters
+  uint32_t max_cluster_rank = 0;         // from .maxclusterrank, 0 if none
   uint32_t line = 0;
 };
 

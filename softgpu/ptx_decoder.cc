@@ -338,6 +338,9 @@ class ProgramDecoder {
     out->is_entry = f.is_entry;
     out->has_body = f.has_body;
     out->max_threads = f.max_threads;
+    for (int i = 0; i < 3; ++i) out->cluster_dims[i] = f.cluster_dims[i];
+    out->explicit_cluster = f.explicit_cluster || f.cluster_dims[0] != 0;
+    out->max_cluster_rank = f.max_cluster_rank;
     out->num_regs = static_cast<uint32_t>(f.reg_types.size());
     out->num_preds = f.num_predicates;
     uint32_t frame = 0;
@@ -515,6 +518,21 @@ bool FunctionDecoder::SpecialRegister(const std::string& name, Special* reg) con
       {"%dynamic_smem_size", Special::kDynamicSmemSize},
       {"%total_smem_size", Special::kTotalSmemSize},
       {"%clock_hi", Special::kZero},
+      {"%clusterid.x", Special::kClusterIdX},
+      {"%clusterid.y", Special::kClusterIdY},
+      {"%clusterid.z", Special::kClusterIdZ},
+      {"%nclusterid.x", Special::kNClusterIdX},
+      {"%nclusterid.y", Special::kNClusterIdY},
+      {"%nclusterid.z", Special::kNClusterIdZ},
+      {"%cluster_ctaid.x", Special::kClusterCtaidX},
+      {"%cluster_ctaid.y", Special::kClusterCtaidY},
+      {"%cluster_ctaid.z", Special::kClusterCtaidZ},
+      {"%cluster_nctaid.x", Special::kClusterNctaidX},
+      {"%cluster_nctaid.y", Special::kClusterNctaidY},
+      {"%cluster_nctaid.z", Special::kClusterNctaidZ},
+      {"%cluster_ctarank", Special::kClusterCtarank},
+      {"%cluster_nctarank", Special::kClusterNctarank},
+      {"%is_explicit_cluster", Special::kIsExplicitCluster},
   };
   for (const auto& [n, r] : kTable) {
     if (name == n) {
@@ -808,6 +826,19 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
       return true;
     }
     const bool red = m.Has("red");
+    if (b == "barrier" && m.Has("cluster")) {
+      // barrier.cluster.arrive{.release,.relaxed}{.aligned} / barrier.cluster.wait{.acquire}
+      // {.aligned}: every thread of the cluster not exited arrives before any waiter goes on.
+      if (!ops.empty()) return false;
+      if (m.Has("arrive")) {
+        Emit(src, ClusterArriveHandler());
+        return true;
+      }
+      if (!m.Has("wait")) return false;
+      Insn& in = Emit(src, ClusterWaitHandler());
+      in.control = Control::kWait;
+      return true;
+    }
     if (m.Has("arrive")) {
       // Arriving without waiting: the block-wide barrier model below already makes every
       // bar.sync wait for the arriving warps' earlier work, so there is nothing to do.
@@ -883,7 +914,7 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
   if (b == "cvta") {
     if (ops.size() != 2) return false;
     MemSpace space = MemSpace::kGlobal;
-    if (m.Has("shared"))
+    if (m.Has("shared") || m.Has("shared::cluster"))  // the same window (exec.h)
       space = MemSpace::kShared;
     else if (m.Has("local"))
       space = MemSpace::kLocal;
@@ -905,16 +936,38 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
     return true;
   }
   if (b == "isspacep") {
-    MemSpace space = m.Has("shared")  ? MemSpace::kShared
-                     : m.Has("local") ? MemSpace::kLocal
-                     : m.Has("param") ? MemSpace::kKernelParam
-                                      : MemSpace::kGlobal;
+    MemSpace space = m.Has("shared")            ? MemSpace::kShared
+                     : m.Has("shared::cluster") ? MemSpace::kSharedCluster
+                     : m.Has("local")           ? MemSpace::kLocal
+                     : m.Has("param")           ? MemSpace::kKernelParam
+                                                : MemSpace::kGlobal;
     if (ops.size() != 2) return false;
     uint32_t p, a;
     if (!Pred(src, ops[0], &p, nullptr) || !Src(src, ops[1], Type::kU64, &a)) return false;
     Insn& in = Emit(src, IsspacepHandler(space));
     in.a[0] = p;
     in.a[1] = a;
+    return true;
+  }
+  if (b == "mapa" || b == "getctarank") {
+    // mapa{.shared::cluster}.{u32,u64} d, a, rank / getctarank{.shared::cluster}.{u32,u64} d,
+    // a: the type is the address's (generic addresses are 64-bit here).
+    const bool mapa = b == "mapa";
+    const bool generic = !m.Has("shared::cluster");
+    const Type t = m.type();
+    if (ops.size() != (mapa ? 3u : 2u) || (t != Type::kU32 && t != Type::kU64) ||
+        (generic && t != Type::kU64)) {
+      why_ = "this form of " + b;
+      return false;
+    }
+    uint32_t d, a, rank = kNoOperand;
+    if (!Src(src, ops[1], t, &a)) return false;
+    if (mapa && !Src(src, ops[2], Type::kU32, &rank)) return false;
+    if (!Dst(src, ops[0], &d)) return false;
+    Insn& in = Emit(src, mapa ? MapaHandler(generic) : GetctarankHandler(generic));
+    in.a[0] = d;
+    in.a[1] = a;
+    in.a[2] = rank;
     return true;
   }
   if (b == "tex" || b == "tld4" || b == "txq" || b == "suld" || b == "sust" || b == "suq") {
@@ -1141,6 +1194,11 @@ bool FunctionDecoder::DecodeMov(const ptx::Instruction& src, const Mods& m) {
     uint32_t d, a;
     bool neg = false;
     if (!Pred(src, ops[0], &d, nullptr)) return false;
+    if (ops[1].kind == Operand::Kind::kSpecial && ops[1].name == "%is_explicit_cluster") {
+      Insn& in = Emit(src, ExplicitClusterPredHandler());
+      in.a[0] = d;
+      return true;
+    }
     if (ops[1].kind == Operand::Kind::kImmediate) {
       Insn& in = Emit(src, PredConstHandler());
       in.a[0] = d;
@@ -1231,7 +1289,7 @@ bool FunctionDecoder::DecodeMemory(const ptx::Instruction& src, const Mods& m) {
   MemSpace space = MemSpace::kGeneric;
   if (m.Has("global"))
     space = MemSpace::kGlobal;
-  else if (m.Has("shared"))
+  else if (m.Has("shared") || m.Has("shared::cluster"))  // the cluster's: exec.h's addresses
     space = MemSpace::kShared;
   else if (m.Has("local"))
     space = MemSpace::kLocal;
@@ -1239,10 +1297,6 @@ bool FunctionDecoder::DecodeMemory(const ptx::Instruction& src, const Mods& m) {
     space = MemSpace::kConst;
   else if (m.Has("param"))
     space = MemSpace::kKernelParam;  // refined by the address
-  if (m.Has("shared::cluster")) {
-    why_ = "cluster shared memory";
-    return false;
-  }
   const Type t = m.type();
   const uint32_t count = m.Vector();
   if (t == Type::kNone || t == Type::kPred || t == Type::kB128) {
@@ -1301,7 +1355,7 @@ bool FunctionDecoder::DecodeAtom(const ptx::Instruction& src, const Mods& m) {
   MemSpace space = MemSpace::kGeneric;
   if (m.Has("global"))
     space = MemSpace::kGlobal;
-  else if (m.Has("shared"))
+  else if (m.Has("shared") || m.Has("shared::cluster"))
     space = MemSpace::kShared;
   AtomOp op;
   if (m.Has("add"))

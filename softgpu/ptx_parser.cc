@@ -335,11 +335,27 @@ class Parser {
           product *= v;
         } while (Accept(','));
         f.max_threads = static_cast<uint32_t>(std::min<uint64_t>(product, 1u << 20));
-      } else if (d == ".noreturn" || d == ".explicitcluster") {
+      } else if (d == ".reqnctapercluster") {
+        // x{, y{, z}}: the cluster shape the kernel must be launched with.
+        int i = 0;
+        do {
+          uint64_t v;
+          if (Status s = ExpectUnsigned(&v); !s.ok()) return s;
+          if (i >= 3 || v == 0 || v > 1024) return Error("bad .reqnctapercluster");
+          f.cluster_dims[i++] = static_cast<uint32_t>(v);
+        } while (Accept(','));
+        for (; i < 3; ++i) f.cluster_dims[i] = 1;
+      } else if (d == ".maxclusterrank") {
+        uint64_t v;
+        if (Status s = ExpectUnsigned(&v); !s.ok()) return s;
+        f.max_cluster_rank = static_cast<uint32_t>(std::min<uint64_t>(v, 1u << 20));
+      } else if (d == ".explicitcluster") {
+        f.explicit_cluster = true;
+      } else if (d == ".noreturn") {
       } else if (d == ".pragma") {
         if (Status s = SkipPast(';'); !s.ok()) return s;
       } else {
-        // .minnctapersm N, .maxnreg N, .maxnctapersm N, .reqnctapercluster x,y,z ...
+        // .minnctapersm N, .maxnreg N, .maxnctapersm N ...
         while (Peek().kind == TokenKind::kInteger || Peek().Is(',')) Next();
       }
     }
