@@ -243,3 +243,67 @@ RGPU_IMPL(cuCtxGetStreamPriorityRange)(int* least, int* greatest) {
   if (greatest != nullptr) *greatest = range.greatest;
   return CUDA_SUCCESS;
 }
+
+namespace {
+
+// The function and the shape fields of an occupancy query's launch configuration.
+CUresult ClusterQuery(CUfunction f, const CUlaunchConfig* config, CUfunc_st** fn) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return ResolveFunction(f, fn);
+}
+
+}  // namespace
+
+// Cluster occupancy depends on how the device's multiprocessors group (GPCs): the backend
+// answers.
+RGPU_IMPL(cuOccupancyMaxActiveClusters)
+(int* clusters, CUfunction f, const CUlaunchConfig* config) {
+  if (clusters == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUfunc_st* fn;
+  CUresult r = ClusterQuery(f, config, &fn);
+  if (r != CUDA_SUCCESS) return r;
+  calls::OccupancyMaxActiveClusters::Args a = {};
+  a.function = fn->remote;
+  a.grid_x = config->gridDimX;
+  a.grid_y = config->gridDimY;
+  a.grid_z = config->gridDimZ;
+  a.block_x = config->blockDimX;
+  a.block_y = config->blockDimY;
+  a.block_z = config->blockDimZ;
+  a.shared_bytes = config->sharedMemBytes;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& attr = config->attrs[i];
+    if (attr.id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+    a.cluster_x = attr.value.clusterDim.x;
+    a.cluster_y = attr.value.clusterDim.y;
+    a.cluster_z = attr.value.clusterDim.z;
+  }
+  calls::OccupancyMaxActiveClusters::Results got;
+  r = Server().Call<calls::OccupancyMaxActiveClusters>(fn->ctx->remote, a, &got);
+  if (r == CUDA_SUCCESS) *clusters = static_cast<int>(got.clusters);
+  return r;
+}
+
+RGPU_IMPL(cuOccupancyMaxPotentialClusterSize)
+(int* size, CUfunction f, const CUlaunchConfig* config) {
+  if (size == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUfunc_st* fn;
+  CUresult r = ClusterQuery(f, config, &fn);
+  if (r != CUDA_SUCCESS) return r;
+  calls::OccupancyMaxPotentialClusterSize::Results got;
+  r = Server().Call<calls::OccupancyMaxPotentialClusterSize>(
+      fn->ctx->remote,
+      {.function = fn->remote,
+       .grid_x = config->gridDimX,
+       .grid_y = config->gridDimY,
+       .grid_z = config->gridDimZ,
+       .block_x = config->blockDimX,
+       .block_y = config->blockDimY,
+       .block_z = config->blockDimZ,
+       .shared_bytes = config->sharedMemBytes},
+      &got);
+  if (r == CUDA_SUCCESS) *size = static_cast<int>(got.size);
+  return r;
+}

@@ -485,11 +485,13 @@ CUresult PackArguments(CUfunc_st* fn, void** params, void** extra, std::string* 
 namespace {
 
 // A launch: packs the arguments by the function's layout and sends them on the stream (or makes
-// a graph node of it, or holds it behind a host function). A cooperative launch is called, so
-// that a grid too large to be co-resident fails here, as it does on the driver.
+// a graph node of it, or holds it behind a host function). A cooperative launch, or one with a
+// cluster shape (`cluster`: CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION), is called, so that a grid the
+// device cannot run fails here, as it does on the driver.
 CUresult Launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                 unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,
-                void** params, void** extra, bool cooperative) {
+                void** params, void** extra, bool cooperative,
+                const CUlaunchAttribute* cluster = nullptr) {
   CUfunc_st* fn;
   CUresult r = ResolveFunction(f, &fn);
   if (r != CUDA_SUCCESS) return r;
@@ -504,6 +506,14 @@ CUresult Launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
   std::string args;
   r = rgpu::client::PackArguments(fn, params, extra, &args);
   if (r != CUDA_SUCCESS) return r;
+  // A cluster shape travels as given (a zero dimension is the backend's to refuse); none: 0s.
+  uint32_t cluster_x = 0, cluster_y = 0, cluster_z = 0;
+  if (cluster != nullptr) {
+    cluster_x = cluster->value.clusterDim.x;
+    cluster_y = cluster->value.clusterDim.y;
+    cluster_z = cluster->value.clusterDim.z;
+    if (cluster_x == 0 || cluster_y == 0 || cluster_z == 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  }
   auto launch = [=, args = std::move(args)](CUstream s) {
     CUctx_st* launch_ctx;
     uint64_t launch_stream = 0;
@@ -523,10 +533,14 @@ CUresult Launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
       a.stream = launch_stream;
       return a;
     };
-    if (cooperative) {
-      return Server().Call<calls::LaunchCooperativeKernel>(
-          launch_ctx->remote, fill(calls::LaunchCooperativeKernel::Args{}), nullptr, args.data(),
-          args.size());
+    if (cooperative || cluster_x != 0) {
+      calls::LaunchKernelEx::Args a = fill(calls::LaunchKernelEx::Args{});
+      a.cooperative = cooperative;
+      a.cluster_x = cluster_x;
+      a.cluster_y = cluster_y;
+      a.cluster_z = cluster_z;
+      return Server().Call<calls::LaunchKernelEx>(launch_ctx->remote, a, nullptr, args.data(),
+                                                  args.size());
     }
     return Server().Post<calls::LaunchKernel>(launch_ctx->remote, fill(calls::LaunchKernel::Args{}),
                                               args.data(), args.size());
@@ -590,8 +604,11 @@ CUresult RefuseAttribute(CUlaunchAttributeID id, const char* why) {
 // - the programmatic and launch-completion events are recorded on the stream after the kernel:
 //   all its blocks have then started, triggered and finished, so the event never fires early;
 // - a cooperative launch is one (its blocks all resident, grid-wide synchronization);
-// - clusters larger than one block and graph-only attributes are refused with
-//   CUDA_ERROR_NOT_SUPPORTED, naming the attribute at warn level.
+// - a cluster shape goes to the backend with the launch, which runs the clusters or refuses the
+//   shape as the driver does; a preferred (substitute) cluster shape is a best-effort grouping
+//   the regular clusters always satisfy;
+// - graph-only attributes are refused with CUDA_ERROR_NOT_SUPPORTED, naming the attribute at
+//   warn level.
 RGPU_IMPL(cuLaunchKernelEx)
 (const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) {
@@ -603,6 +620,7 @@ RGPU_IMPL(cuLaunchKernelEx)
   };
   std::vector<EventAfter> events;
   bool cooperative = false;
+  const CUlaunchAttribute* cluster = nullptr;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& a = config->attrs[i];
     switch (a.id) {
@@ -620,10 +638,9 @@ RGPU_IMPL(cuLaunchKernelEx)
         cooperative = a.value.cooperative != 0;
         break;
       case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        cluster = &a;
+        break;
       case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
-        if (a.value.clusterDim.x * uint64_t{a.value.clusterDim.y} * a.value.clusterDim.z > 1) {
-          return RefuseAttribute(a.id, "thread-block clusters are not supported");
-        }
         break;
       case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
         if (a.value.programmaticEvent.event == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -644,7 +661,7 @@ RGPU_IMPL(cuLaunchKernelEx)
   }
   CUresult r = Launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
                       config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream,
-                      params, extra, cooperative);
+                      params, extra, cooperative, cluster);
   for (const EventAfter& e : events) {
     if (r != CUDA_SUCCESS) break;
     r = rgpu_impl_cuEventRecordWithFlags(e.event, config->hStream, e.flags);

@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 4;
+constexpr uint32_t kProtocolVersion = 5;
 }  // namespace rgpu

@@ -221,12 +221,14 @@ class Session {
   // `async`; the range has been checked.
   CUresult MemsetElements(CallState& cs, CUdeviceptr dst, uint64_t value, uint64_t element,
                           uint64_t count, CUstream stream, bool async);
-  // A launch's grid, block and dynamic shared memory.
+  // A launch's grid, block, dynamic shared memory and cluster shape (all 0: none given).
   struct LaunchShape {
     uint32_t grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+    uint32_t cluster_x = 0, cluster_y = 0, cluster_z = 0;
   };
   // Launches `f` with the packed arguments of cs.payload (checked against its parameters) on
-  // `stream`, cooperatively when asked, in its fair-share turn when sharing is on.
+  // `stream`, cooperatively when asked, in clusters when the shape has one, in its fair-share
+  // turn when sharing is on.
   CUresult Launch(CallState& cs, const FunctionRecord& f, const LaunchShape& shape, CUstream stream,
                   bool cooperative);
   // Waits for the kernel just launched on `stream` in its fair-share turn, ending it when it runs

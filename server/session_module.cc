@@ -216,12 +216,75 @@ CUresult Session::HandleLaunchKernel(CallState& cs, const LaunchKernelIn& in,
   return Launch(cs, *in.function.record, shape, in.stream.stream, false);
 }
 
-CUresult Session::HandleLaunchCooperativeKernel(CallState& cs, const LaunchCooperativeKernelIn& in,
-                                                calls::LaunchCooperativeKernel::Results*) {
+CUresult Session::HandleLaunchKernelEx(CallState& cs, const LaunchKernelExIn& in,
+                                       calls::LaunchKernelEx::Results*) {
   REQUIRE_FN(cuLaunchKernelEx);
-  const LaunchShape shape = {in.grid_x,  in.grid_y,  in.grid_z,      in.block_x,
-                             in.block_y, in.block_z, in.shared_bytes};
-  return Launch(cs, *in.function.record, shape, in.stream.stream, true);
+  const bool has_cluster = in.cluster_x != 0 || in.cluster_y != 0 || in.cluster_z != 0;
+  if (has_cluster && (in.cluster_x == 0 || in.cluster_y == 0 || in.cluster_z == 0)) {
+    cs.detail = "a cluster shape with a zero dimension";
+    return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  }
+  const LaunchShape shape = {in.grid_x,  in.grid_y,       in.grid_z,    in.block_x,   in.block_y,
+                             in.block_z, in.shared_bytes, in.cluster_x, in.cluster_y, in.cluster_z};
+  return Launch(cs, *in.function.record, shape, in.stream.stream, in.cooperative);
+}
+
+namespace {
+
+// A launch configuration for the backend's cluster occupancy queries: `cluster` (x, y, z; 0s
+// for none) becomes its one attribute.
+CUlaunchConfig ClusterQueryConfig(uint32_t grid_x, uint32_t grid_y, uint32_t grid_z,
+                                  uint32_t block_x, uint32_t block_y, uint32_t block_z,
+                                  uint32_t shared_bytes, const uint32_t cluster[3],
+                                  CUlaunchAttribute* attribute) {
+  CUlaunchConfig config = {};
+  config.gridDimX = grid_x;
+  config.gridDimY = grid_y;
+  config.gridDimZ = grid_z;
+  config.blockDimX = block_x;
+  config.blockDimY = block_y;
+  config.blockDimZ = block_z;
+  config.sharedMemBytes = shared_bytes;
+  *attribute = {};
+  attribute->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute->value.clusterDim.x = cluster[0];
+  attribute->value.clusterDim.y = cluster[1];
+  attribute->value.clusterDim.z = cluster[2];
+  config.attrs = attribute;
+  config.numAttrs = cluster[0] != 0 || cluster[1] != 0 || cluster[2] != 0 ? 1 : 0;
+  return config;
+}
+
+}  // namespace
+
+CUresult Session::HandleOccupancyMaxActiveClusters(
+    CallState& cs, const OccupancyMaxActiveClustersIn& in,
+    calls::OccupancyMaxActiveClusters::Results* out) {
+  REQUIRE_FN(cuOccupancyMaxActiveClusters);
+  const uint32_t cluster[3] = {in.cluster_x, in.cluster_y, in.cluster_z};
+  CUlaunchAttribute attribute;
+  const CUlaunchConfig config =
+      ClusterQueryConfig(in.grid_x, in.grid_y, in.grid_z, in.block_x, in.block_y, in.block_z,
+                         in.shared_bytes, cluster, &attribute);
+  int clusters = 0;
+  CUresult r = drv_.cuOccupancyMaxActiveClusters(&clusters, in.function->function, &config);
+  out->clusters = static_cast<uint32_t>(std::max(clusters, 0));
+  return r;
+}
+
+CUresult Session::HandleOccupancyMaxPotentialClusterSize(
+    CallState& cs, const OccupancyMaxPotentialClusterSizeIn& in,
+    calls::OccupancyMaxPotentialClusterSize::Results* out) {
+  REQUIRE_FN(cuOccupancyMaxPotentialClusterSize);
+  const uint32_t none[3] = {0, 0, 0};
+  CUlaunchAttribute attribute;
+  const CUlaunchConfig config =
+      ClusterQueryConfig(in.grid_x, in.grid_y, in.grid_z, in.block_x, in.block_y, in.block_z,
+                         in.shared_bytes, none, &attribute);
+  int size = 0;
+  CUresult r = drv_.cuOccupancyMaxPotentialClusterSize(&size, in.function->function, &config);
+  out->size = static_cast<uint32_t>(std::max(size, 0));
+  return r;
 }
 
 CUresult Session::Launch(CallState& cs, const FunctionRecord& f, const LaunchShape& in,
@@ -236,16 +299,26 @@ CUresult Session::Launch(CallState& cs, const FunctionRecord& f, const LaunchSha
   size_t params_size = cs.payload_size;
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<char*>(cs.payload),
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &params_size, CU_LAUNCH_PARAM_END};
+  const bool clustered = in.cluster_x != 0;
   auto launch = [&] {
-    if (!cooperative) {
+    if (!cooperative && !clustered) {
       return drv_.cuLaunchKernel(f.function, in.grid_x, in.grid_y, in.grid_z, in.block_x,
                                  in.block_y, in.block_z, in.shared_bytes, stream, nullptr,
                                  params_size > 0 ? extra : nullptr);
     }
     // cuLaunchCooperativeKernel takes no packed buffer; cuLaunchKernelEx does.
-    CUlaunchAttribute attribute = {};
-    attribute.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attribute.value.cooperative = 1;
+    CUlaunchAttribute attributes[2] = {};
+    unsigned count = 0;
+    if (cooperative) {
+      attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attributes[count++].value.cooperative = 1;
+    }
+    if (clustered) {
+      attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attributes[count].value.clusterDim.x = in.cluster_x;
+      attributes[count].value.clusterDim.y = in.cluster_y;
+      attributes[count++].value.clusterDim.z = in.cluster_z;
+    }
     CUlaunchConfig config = {};
     config.gridDimX = in.grid_x;
     config.gridDimY = in.grid_y;
@@ -255,8 +328,8 @@ CUresult Session::Launch(CallState& cs, const FunctionRecord& f, const LaunchSha
     config.blockDimZ = in.block_z;
     config.sharedMemBytes = in.shared_bytes;
     config.hStream = stream;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    config.attrs = attributes;
+    config.numAttrs = count;
     return drv_.cuLaunchKernelEx(&config, f.function, nullptr, params_size > 0 ? extra : nullptr);
   };
   if (scheduler_ == nullptr) return launch();

@@ -2,8 +2,9 @@
 // window, programmatic serialization) launch as usual and compute the right answer; the launch
 // completion event fires only after the kernel's work is done; a cooperative launch runs (and one
 // whose grid cannot be co-resident is refused with CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
-// clusters on a device without them are refused with CUDA_ERROR_NOT_SUPPORTED; a bad config is
-// refused.
+// clusters run on a device that has them (a shape that does not divide the grid refused with
+// CUDA_ERROR_INVALID_CLUSTER_SIZE) and are refused with CUDA_ERROR_NOT_SUPPORTED on one without;
+// a bad config is refused.
 #include "check.h"
 
 int main() {
@@ -72,19 +73,34 @@ int main() {
   for (int i = 0; i < n; ++i) EXPECT_TRUE(host[i] == 7);
   config.gridDimX = grid_x;
 
-  // Refused: a cluster of two blocks, an unknown attribute, no config.
+  // Clusters: two blocks each on a device that has them (9.0 and newer), refused by name on one
+  // that has not; a shape that does not divide the grid is refused at the launch.
+  int clusters = 0;
+  CHECK(cuDeviceGetAttribute(&clusters, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0));
   refused = {};
   refused.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
   refused.value.clusterDim.x = 2;
   refused.value.clusterDim.y = refused.value.clusterDim.z = 1;
-  EXPECT_TRUE(cuLaunchKernelEx(&config, set_all, params, nullptr) == CUDA_ERROR_NOT_SUPPORTED);
+  if (clusters) {
+    value = 6;
+    CHECK(cuLaunchKernelEx(&config, set_all, params, nullptr));
+    CHECK(cuStreamSynchronize(stream));
+    CHECK(cuMemcpyDtoH(host.data(), p, n * sizeof(int)));
+    for (int i = 0; i < n; ++i) EXPECT_TRUE(host[i] == 6);
+    value = 7;
+    refused.value.clusterDim.x = 3;  // 16 blocks
+    EXPECT_TRUE(cuLaunchKernelEx(&config, set_all, params, nullptr) ==
+                CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  } else {
+    EXPECT_TRUE(cuLaunchKernelEx(&config, set_all, params, nullptr) == CUDA_ERROR_NOT_SUPPORTED);
+  }
   refused = {};
   refused.id = static_cast<CUlaunchAttributeID>(99);
   EXPECT_TRUE(cuLaunchKernelEx(&config, set_all, params, nullptr) == CUDA_ERROR_NOT_SUPPORTED);
   config.attrs = nullptr;
   EXPECT_TRUE(cuLaunchKernelEx(&config, set_all, params, nullptr) == CUDA_ERROR_INVALID_VALUE);
   EXPECT_TRUE(cuLaunchKernelEx(nullptr, set_all, params, nullptr) == CUDA_ERROR_INVALID_VALUE);
-  // Nothing refused ran: the buffer still holds the first launch's values.
+  // Nothing refused ran: the buffer still holds the values of the last launch that did.
   config.numAttrs = 0;
   value = 9;
   CHECK(cuLaunchKernelEx(&config, set_all, params, nullptr));
