@@ -2,6 +2,7 @@
 // stable handles); creation and destruction go to the server, where each is a real context.
 #include "client/context_storage.h"
 #include "client/impl.h"
+#include "client/managed_memory.h"
 #include "client/memory_map.h"
 
 namespace calls = rgpu::calls;
@@ -50,6 +51,7 @@ CUresult DeactivatePrimary(CUctx_st* ctx, bool reset) {
   CUresult r = reset ? Server().Call<calls::PrimaryCtxReset>(0, {.device = ctx->device})
                      : Server().Call<calls::PrimaryCtxRelease>(0, {.device = ctx->device});
   rgpu::client::Memory().EraseContext(ctx);
+  rgpu::client::ForgetManaged(ctx);
   rgpu::client::ForgetPerThreadStreams(ctx);
   ctx->remote = 0;
   ctx->primary_refs = 0;
@@ -141,6 +143,7 @@ RGPU_IMPL(cuCtxDestroy_v2)(CUcontext ctx) {
   rgpu::client::ContextStorageRunDestructors(ctx);
   CUresult r = Server().Call<calls::CtxDestroy>(0, {.ctx = ctx->remote});
   rgpu::client::Memory().EraseContext(ctx);
+  rgpu::client::ForgetManaged(ctx);
   {
     std::lock_guard<std::mutex> lock(st.objects_mutex());
     rgpu::client::ForgetPerThreadStreams(ctx);

@@ -71,6 +71,27 @@ RGPU_IMPL(cuDeviceGetAttribute)(int* value, CUdevice_attribute attrib, CUdevice 
   if (r != CUDA_SUCCESS) return r;
   if (attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
   *value = attrib < d->attributes_size() ? d->attributes(attrib) : 0;
+  // Managed and mapped memory are this client's (client/managed_memory.h), whatever the server's
+  // device does: CUDA's model without concurrent access (the host waits for the device before
+  // it touches managed memory again), no host access to device memory in place, no atomics
+  // between host and device, host memory mapped only when allocated mapped.
+  switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      *value = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
+    case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
+    case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+      *value = 0;
+      break;
+    default:
+      break;
+  }
   return CUDA_SUCCESS;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "client/impl.h"
+#include "client/managed_memory.h"
 #include "client/memory_map.h"
 
 namespace calls = rgpu::calls;
@@ -29,10 +30,17 @@ RGPU_IMPL(cuMemHostAlloc)(void** pp, size_t bytesize, unsigned int flags) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
+  if (flags &
+      ~(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (flags & CU_MEMHOSTALLOC_DEVICEMAP) {
-    // The device is remote: it cannot map this process's memory.
-    RGPU_LOG_WARN("cuMemHostAlloc: CU_MEMHOSTALLOC_DEVICEMAP is not supported by a remote GPU");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    // Mapped pinned memory: kernels reach it at the same address; the device being remote, it
+    // is kept coherent as managed memory is (client/managed_memory.h).
+    uint64_t address = 0;
+    r = rgpu::client::AllocateManaged(ctx, bytesize, true, &address);
+    if (r == CUDA_SUCCESS) *pp = reinterpret_cast<void*>(address);
+    return r;
   }
   const size_t page = 4096;
   void* p = aligned_alloc(page, (bytesize + page - 1) / page * page);
@@ -55,6 +63,10 @@ RGPU_IMPL(cuMemAllocHost_v2)(void** pp, size_t bytesize) {
 
 RGPU_IMPL(cuMemFreeHost)(void* p) {
   auto range = Memory().Find(reinterpret_cast<uint64_t>(p));
+  if (range && range->managed && range->type == CU_MEMORYTYPE_HOST &&
+      range->base == reinterpret_cast<uint64_t>(p)) {
+    return rgpu::client::FreeManaged(range->base);
+  }
   if (!range || range->type != CU_MEMORYTYPE_HOST || range->base != reinterpret_cast<uint64_t>(p) ||
       !range->freeable) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -109,9 +121,13 @@ RGPU_IMPL(cuMemHostGetFlags)(unsigned int* flags, void* p) {
 
 RGPU_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr* pdptr, void* p, unsigned int flags) {
   if (pdptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  // No host allocation is ever mapped into a remote device's address space.
-  RGPU_LOG_WARN("cuMemHostGetDevicePointer: host memory is not mapped on a remote GPU");
-  return CUDA_ERROR_NOT_SUPPORTED;
+  // Mapped pinned memory has one address for both; other host memory is not mapped.
+  auto range = Memory().Find(reinterpret_cast<uint64_t>(p));
+  if (!range || !range->managed || range->type != CU_MEMORYTYPE_HOST) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *pdptr = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
 }
 
 RGPU_IMPL(cuMemGetAddressRange_v2)(CUdeviceptr* base, size_t* size, CUdeviceptr dptr) {
@@ -141,14 +157,17 @@ CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
       *static_cast<unsigned*>(data) = range->type;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      if (!device) return CUDA_ERROR_INVALID_VALUE;  // host memory is not mapped remotely
+      // Host memory is mapped on the device only when allocated mapped (one address for both).
+      if (!device && !range->managed) return CUDA_ERROR_INVALID_VALUE;
       *static_cast<CUdeviceptr*>(data) = ptr;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      if (device) return CUDA_ERROR_INVALID_VALUE;
+      if (device && !range->managed) return CUDA_ERROR_INVALID_VALUE;
       *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<int*>(data) = range->managed && device ? 1 : 0;
+      return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPED:
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
       *static_cast<int*>(data) = attribute == CU_POINTER_ATTRIBUTE_MAPPED ? 1 : 0;
@@ -407,3 +426,115 @@ RGPU_IMPL(cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D* copy, CUstream s) {
 RGPU_SAME_AS(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2)
 RGPU_SAME_AS(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2)
 RGPU_SAME_AS(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2)
+
+// Managed memory's hints and prefetches (client/managed_memory.h). A prefetch to the device
+// pushes what the host wrote; one to the host (CU_DEVICE_CPU) brings the range back whole.
+namespace {
+
+CUresult Prefetch(CUdeviceptr ptr, size_t count, bool to_host, int device, CUstream stream) {
+  CUresult r = rgpu::client::ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  auto range = Memory().Find(ptr);
+  if (!range || !range->managed || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!to_host && (range->ctx == nullptr || device != range->ctx->device)) {
+    return CUDA_ERROR_INVALID_DEVICE;  // managed memory lives on its context's device
+  }
+  if (!rgpu::client::IsSpecialStream(stream)) {
+    CUctx_st* ctx;
+    uint64_t remote = 0;
+    if ((r = rgpu::client::ResolveStream(stream, &ctx, &remote)) != CUDA_SUCCESS) return r;
+  }
+  return rgpu::client::PrefetchManaged(ptr, count, to_host, stream);
+}
+
+}  // namespace
+
+RGPU_IMPL(cuMemPrefetchAsync_v2)
+(CUdeviceptr ptr, size_t count, CUmemLocation location, unsigned int flags, CUstream stream) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  switch (location.type) {
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      return Prefetch(ptr, count, true, CU_DEVICE_CPU, stream);
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      return Prefetch(ptr, count, false, location.id, stream);
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+RGPU_SAME_AS(cuMemPrefetchAsync_v2_ptsz, cuMemPrefetchAsync_v2)
+
+extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuMemPrefetchAsync(
+    CUdeviceptr ptr, size_t count, CUdevice device, CUstream stream) {
+  return Prefetch(ptr, count, device == CU_DEVICE_CPU, device, stream);
+}
+extern "C" __attribute__((visibility("default"), alias("rgpu_impl_cuMemPrefetchAsync"))) CUresult
+rgpu_impl_cuMemPrefetchAsync_ptsz(CUdeviceptr ptr, size_t count, CUdevice device, CUstream stream);
+
+RGPU_IMPL(cuMemAdvise_v2)
+(CUdeviceptr ptr, size_t count, CUmem_advise advice, CUmemLocation location) {
+  CUresult r = rgpu::client::ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (count == 0) return CUDA_ERROR_INVALID_VALUE;
+  return rgpu::client::AdviseManaged(ptr, count, advice, location);
+}
+
+extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuMemAdvise(
+    CUdeviceptr ptr, size_t count, CUmem_advise advice, CUdevice device) {
+  CUmemLocation location = {};
+  if (device == CU_DEVICE_CPU) {
+    location.type = CU_MEM_LOCATION_TYPE_HOST;
+  } else {
+    location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    location.id = device;
+  }
+  return rgpu_impl_cuMemAdvise_v2(ptr, count, advice, location);
+}
+
+RGPU_IMPL(cuMemRangeGetAttribute)
+(void* data, size_t data_size, CUmem_range_attribute attribute, CUdeviceptr ptr, size_t count) {
+  CUresult r = rgpu::client::ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  return rgpu::client::ManagedRangeAttribute(data, data_size, attribute, ptr, count);
+}
+
+RGPU_IMPL(cuMemRangeGetAttributes)
+(void** data, size_t* data_sizes, CUmem_range_attribute* attributes, size_t count, CUdeviceptr ptr,
+ size_t bytes) {
+  if (data == nullptr || data_sizes == nullptr || attributes == nullptr || count == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    CUresult r =
+        rgpu_impl_cuMemRangeGetAttribute(data[i], data_sizes[i], attributes[i], ptr, bytes);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+// Attaching managed memory to a stream lets the host touch it while other streams run, on a GPU.
+// rgpu's host waits for all device work before it touches managed memory the device may have
+// written, so every attachment gives the same results; it is validated and kept by no one.
+RGPU_IMPL(cuStreamAttachMemAsync)
+(CUstream stream, CUdeviceptr ptr, size_t length, unsigned int flags) {
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST &&
+      flags != CU_MEM_ATTACH_SINGLE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto range = Memory().Find(ptr);
+  if (!range || !range->managed || range->type != CU_MEMORYTYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (length != 0 && (range->base != ptr || length != range->size)) {
+    return CUDA_ERROR_INVALID_VALUE;  // as CUDA: the whole allocation (or 0 for it)
+  }
+  CUctx_st* ctx;
+  uint64_t remote = 0;
+  if (flags == CU_MEM_ATTACH_SINGLE && rgpu::client::IsSpecialStream(stream)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return rgpu::client::IsSpecialStream(stream) ? CUDA_SUCCESS
+                                               : rgpu::client::ResolveStream(stream, &ctx, &remote);
+}
+RGPU_SAME_AS(cuStreamAttachMemAsync_ptsz, cuStreamAttachMemAsync)

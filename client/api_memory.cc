@@ -6,6 +6,7 @@
 
 #include "client/graph_memory.h"
 #include "client/impl.h"
+#include "client/managed_memory.h"
 #include "client/memory_map.h"
 
 namespace calls = rgpu::calls;
@@ -45,12 +46,30 @@ RGPU_IMPL(cuMemAllocPitch_v2)
   return r;
 }
 
+// Managed memory (client/managed_memory.h): device memory whose address is also this process's,
+// CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST (the same here: the host never touches it while
+// device work is pending, whatever the stream).
+RGPU_IMPL(cuMemAllocManaged)(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  uint64_t address = 0;
+  r = rgpu::client::AllocateManaged(ctx, bytesize, false, &address);
+  if (r == CUDA_SUCCESS) *dptr = address;
+  return r;
+}
+
 RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (dptr == 0) return CUDA_SUCCESS;
   auto range = Memory().Find(dptr);
+  if (range && range->managed && range->base == dptr && range->type == CU_MEMORYTYPE_DEVICE) {
+    return rgpu::client::FreeManaged(dptr);
+  }
   if (!range || range->base != dptr || range->type != CU_MEMORYTYPE_DEVICE || !range->freeable ||
       range->ctx != ctx) {
     RGPU_LOG_DEBUG("cuMemFree(%#llx): %s", static_cast<unsigned long long>(dptr),
@@ -90,6 +109,11 @@ constexpr size_t kPageableChunk = size_t{4} << 20;
 
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async) {
   if (src == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
+  // From managed or mapped memory: its current bytes may be the device's.
+  if (IsManagedAddress(reinterpret_cast<uint64_t>(src))) {
+    return CopyDtoD(dst, reinterpret_cast<uint64_t>(src), bytes, stream, async);
+  }
+  if (CUresult r = BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   if (!async) {
     CUresult r = WaitStreamDrained(stream);
     if (r != CUDA_SUCCESS) return r;
@@ -138,6 +162,10 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
 
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
   if (dst == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
+  if (IsManagedAddress(reinterpret_cast<uint64_t>(dst))) {
+    return CopyDtoD(reinterpret_cast<uint64_t>(dst), src, bytes, stream, async);
+  }
+  if (CUresult r = BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   if (!async) {
     CUresult r = WaitStreamDrained(stream);
     if (r != CUDA_SUCCESS) return r;
@@ -159,6 +187,7 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
 }
 
 CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
+  if (CUresult r = BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   if (Defer(
           stream, CU_GRAPH_NODE_TYPE_MEMCPY,
           [=](CUstream s) { return CopyDtoD(dst, src, bytes, s, true); }, /*recordable=*/true)) {
@@ -185,7 +214,13 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream strea
 
 bool IsDeviceAddress(uint64_t address) {
   auto range = Memory().Find(address);
-  return range && range->type == CU_MEMORYTYPE_DEVICE;
+  return range && (range->type == CU_MEMORYTYPE_DEVICE || range->managed);
+}
+
+bool IsManagedAddress(uint64_t address) {
+  if (!g_managed_memory_exists.load(std::memory_order_acquire)) return false;
+  auto range = Memory().Find(address);
+  return range && range->managed;
 }
 
 }  // namespace rgpu::client
@@ -218,6 +253,7 @@ CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
 
 CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count, CUstream stream,
                 bool async) {
+  if (CUresult r = rgpu::client::BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   if (rgpu::client::Defer(
           stream, CU_GRAPH_NODE_TYPE_MEMSET,
           [=](CUstream s) { return Memset(dst, value, element, count, s, true); },
@@ -282,6 +318,7 @@ namespace {
 
 CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint64_t value, uint64_t element, size_t width,
                   size_t height, CUstream stream, bool async) {
+  if (CUresult r = rgpu::client::BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   if (rgpu::client::Defer(
           stream, CU_GRAPH_NODE_TYPE_MEMSET,
           [=](CUstream s) { return Memset2D(dst, pitch, value, element, width, height, s, true); },

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client/impl.h"
+#include "client/managed_memory.h"
 #include "client/memory_map.h"
 #include "common/fatbin.h"
 #include "common/jit_log.h"
@@ -520,6 +521,8 @@ CUresult Launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
     CUresult lr = rgpu::client::ResolveStream(s, &launch_ctx, &launch_stream);
     if (lr != CUDA_SUCCESS) return lr;
     if (launch_ctx != fn->ctx) return CUDA_ERROR_INVALID_HANDLE;
+    // Managed memory the host wrote reaches the device first; the host gives it up meanwhile.
+    if (CUresult mr = rgpu::client::BeforeDeviceWork(); mr != CUDA_SUCCESS) return mr;
     // The two launch operations take the same fields.
     auto fill = [&](auto a) {
       a.function = fn->remote;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "client/impl.h"
+#include "client/managed_memory.h"
 
 namespace rgpu::client {
 namespace {
@@ -78,6 +79,7 @@ bool ServerGraphsEnabled() {
 }
 
 CUresult LaunchExec(CUgraphExec_st* exec, CUstream stream) {
+  if (CUresult r = BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   CUctx_st* ctx = nullptr;
   uint64_t remote_stream = 0;
   if (CUresult r = ResolveStream(stream, &ctx, &remote_stream); r != CUDA_SUCCESS) return r;

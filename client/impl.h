@@ -123,5 +123,7 @@ CUresult ArrayRemote(CUarray array, uint64_t* remote);
 
 // True when `address` lies in device memory this client allocated or looked up.
 bool IsDeviceAddress(uint64_t address);
+// True when `address` lies in managed or mapped pinned memory (client/managed_memory.h).
+bool IsManagedAddress(uint64_t address);
 
 }  // namespace rgpu::client

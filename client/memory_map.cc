@@ -47,7 +47,9 @@ CUresult CheckDeviceRange(CUctx_st* ctx, uint64_t address, uint64_t bytes) {
   // A range may span ranges that adjoin (mappings placed side by side in a reservation).
   while (bytes > 0) {
     auto r = Memory().Find(address);
-    if (!r || r->type != CU_MEMORYTYPE_DEVICE || r->ctx != ctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!r || (r->type != CU_MEMORYTYPE_DEVICE && !r->managed) || r->ctx != ctx) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
     const uint64_t here = r->size - (address - r->base);
     if (bytes <= here) return CUDA_SUCCESS;
     bytes -= here;

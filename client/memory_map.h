@@ -20,6 +20,9 @@ struct MemoryRange {
   uint64_t buffer_id = 0;   // unique per range, for CU_POINTER_ATTRIBUTE_BUFFER_ID
   bool freeable = true;     // false for module globals and registered host memory
   unsigned host_flags = 0;  // cuMemHostAlloc / cuMemHostRegister flags
+  // Managed memory, or mapped pinned memory (HOST): one address for host and device, kept
+  // coherent by client/managed_memory.h; copies treat it as device memory.
+  bool managed = false;
 };
 
 class MemoryMap {
@@ -45,8 +48,8 @@ class MemoryMap {
 MemoryMap& Memory();
 
 // CUDA_SUCCESS when [address, address+bytes) lies inside device memory of `ctx` that this client
-// knows (an allocation or a module global), else CUDA_ERROR_INVALID_VALUE, which is what the
-// driver answers for such a copy or memset.
+// knows (an allocation, a module global, managed or mapped memory), else CUDA_ERROR_INVALID_VALUE,
+// which is what the driver answers for such a copy or memset.
 CUresult CheckDeviceRange(CUctx_st* ctx, uint64_t address, uint64_t bytes);
 
 }  // namespace rgpu::client

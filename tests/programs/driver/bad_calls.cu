@@ -17,9 +17,13 @@ int main() {
   EXPECT_TRUE(cuModuleGetFunction(&f, m, "no_such_kernel") == CUDA_ERROR_NOT_FOUND);
   CUstream bogus_stream = reinterpret_cast<CUstream>(0x12345678);
   EXPECT_TRUE(cuStreamSynchronize(bogus_stream) == CUDA_ERROR_INVALID_HANDLE);
-  // An entry point rgpu does not implement says so.
+  // An entry point rgpu does not implement says so (a Windows device's LUID).
+  char luid[8];
+  unsigned node_mask = 0;
+  EXPECT_TRUE(cuDeviceGetLuid(luid, &node_mask, 0) == CUDA_ERROR_NOT_SUPPORTED);
+  // Managed memory with flags CUDA does not define is refused.
   CUdeviceptr managed;
-  EXPECT_TRUE(cuMemAllocManaged(&managed, 64, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_TRUE(cuMemAllocManaged(&managed, 64, 0x10) == CUDA_ERROR_INVALID_VALUE);
   // Too many threads per block.
   CHECK(cuModuleGetFunction(&f, m, "empty_kernel"));
   EXPECT_TRUE(cuLaunchKernel(f, 1, 1, 1, 4096, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS);

@@ -1,0 +1,599 @@
+#include "client/managed_memory.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "client/impl.h"
+#include "client/memory_map.h"
+
+extern "C" CUresult rgpu_impl_cuGetErrorName(CUresult error, const char** name);
+
+namespace rgpu::client {
+
+std::atomic<bool> g_managed_memory_exists{false};
+
+namespace {
+
+namespace calls = rgpu::calls;
+
+constexpr uint64_t kPage = 4096;
+// Pages fetched after a faulting one: starts here, doubles while faults walk forward page by
+// page, up to the maximum.
+constexpr uint64_t kReadAheadPages = 16;
+constexpr uint64_t kMaxReadAheadPages = 512;
+// Attempts to find a device address that is also free in this process.
+constexpr int kPlacementAttempts = 8;
+
+enum class PageState : uint8_t { kInvalid, kClean, kDirty };
+
+// Usage hints per page (cuMemAdvise; cuMemPrefetchAsync's last target).
+struct PageHints {
+  bool read_mostly = false;
+  int preferred = CU_DEVICE_INVALID;      // a device ordinal, CU_DEVICE_CPU or none
+  int last_prefetch = CU_DEVICE_INVALID;  // the same
+  uint64_t accessed_by = 0;               // bit d: device d; bit 63: the CPU
+};
+
+struct Allocation {
+  uint64_t base = 0;         // the address host and device share (page aligned)
+  uint64_t size = 0;         // bytes the program asked for
+  uint64_t mapped = 0;       // bytes of both views (whole pages)
+  uint64_t device_base = 0;  // what the server allocated (freed with it)
+  CUctx_st* ctx = nullptr;
+  int fd = -1;
+  uint8_t* view = nullptr;  // the engine's read-write view of the same pages
+  std::vector<PageState> state;
+  std::vector<bool> device_zero;  // the device's copy of the page is known to be all zero
+  std::vector<PageHints> hints;
+  bool host_mapped = false;
+  bool host_accessible = true;  // some page is not kInvalid
+  uint64_t next_read_ahead = kReadAheadPages;
+  uint64_t last_fault_page = ~0ull;
+};
+
+class Engine {
+ public:
+  static Engine& Get() {
+    static Engine* engine = new Engine();  // lives as long as the process (handlers run late)
+    return *engine;
+  }
+
+  CUresult Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_t* address);
+  CUresult Free(uint64_t address);
+  void ForgetContext(CUctx_st* ctx);
+  CUresult BeforeDeviceWork();
+  CUresult Prefetch(uint64_t address, size_t bytes, bool to_host, CUstream stream);
+  CUresult Advise(uint64_t address, size_t bytes, CUmem_advise advice, CUmemLocation location);
+  CUresult RangeAttribute(void* data, size_t data_size, CUmem_range_attribute attribute,
+                          uint64_t address, size_t bytes);
+  // The fault handler's work: true when `address` is managed memory and the access may now be
+  // retried.
+  bool HandleFault(uint64_t address);
+  // The handler the program had for SIGSEGV, to pass other faults to.
+  struct sigaction previous() {
+    std::lock_guard<std::mutex> lock(handler_mu_);
+    return previous_;
+  }
+  void ResetPrevious() {
+    std::lock_guard<std::mutex> lock(handler_mu_);
+    previous_ = {};
+    previous_.sa_handler = SIG_DFL;
+  }
+
+ private:
+  // The allocation containing [address, address+bytes), or null (mu_ held).
+  Allocation* Find(uint64_t address, uint64_t bytes = 1);
+  // Pushes the dirty pages of pages [first, last) of `a` to the device (mu_ held).
+  CUresult Flush(Allocation& a, uint64_t first, uint64_t last);
+  // Makes pages [first, last) of `a` inaccessible to the host (mu_ held).
+  void Invalidate(Allocation& a, uint64_t first, uint64_t last);
+  // Fetches pages [first, last) of `a` from the device into the engine's view and makes them
+  // readable (mu_ held; the device's work is done).
+  CUresult Fetch(Allocation& a, uint64_t first, uint64_t last);
+  // Waits for the device work that may still write managed memory of `ctx` (mu_ held).
+  CUresult WaitForDevice(CUctx_st* ctx);
+  // Installs the fault handler, or installs it again when the program has replaced it
+  // (remembering the program's).
+  void ArmHandler();
+  static void OnFault(int sig, siginfo_t* info, void* context);
+  void Release(Allocation& a);
+
+  std::mutex mu_;
+  std::map<uint64_t, std::unique_ptr<Allocation>> allocations_;  // by base
+  // Device work was submitted since the device was last waited for.
+  bool device_busy_ = false;
+  std::mutex handler_mu_;
+  struct sigaction previous_ = {};
+  bool armed_ = false;
+};
+
+// The engine's own copies must not come back into BeforeDeviceWork.
+thread_local bool t_in_engine = false;
+
+struct EngineScope {
+  EngineScope() { t_in_engine = true; }
+  ~EngineScope() { t_in_engine = false; }
+};
+
+Allocation* Engine::Find(uint64_t address, uint64_t bytes) {
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  Allocation& a = *it->second;
+  if (address - a.base >= a.size || bytes > a.size - (address - a.base)) return nullptr;
+  return &a;
+}
+
+CUresult Engine::Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_t* address) {
+  if (bytes == 0 || bytes > (1ull << 46)) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t mapped = (bytes + kPage - 1) / kPage * kPage;
+  // One page more than the mapping, so that a page-aligned start lies inside.
+  const uint64_t device_bytes = mapped + kPage;
+  auto a = std::make_unique<Allocation>();
+  a->fd = memfd_create("rgpu-managed", MFD_CLOEXEC);
+  if (a->fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (ftruncate(a->fd, static_cast<off_t>(mapped)) != 0) {
+    close(a->fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  void* view = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+  if (view == MAP_FAILED) {
+    close(a->fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  a->view = static_cast<uint8_t*>(view);
+  // The device allocation's address must also be free here; the server never hands out an
+  // address twice, so another allocation is another chance.
+  std::vector<uint64_t> unusable;
+  CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+  for (int attempt = 0; attempt < kPlacementAttempts; ++attempt) {
+    calls::MemAlloc::Results allocated;
+    r = Server().Call<calls::MemAlloc>(ctx->remote, {.bytesize = device_bytes}, &allocated);
+    if (r != CUDA_SUCCESS) break;
+    const uint64_t base = (allocated.dptr + kPage - 1) / kPage * kPage;
+    void* at = mmap(reinterpret_cast<void*>(base), mapped, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_FIXED_NOREPLACE, a->fd, 0);
+    if (at == reinterpret_cast<void*>(base)) {
+      a->base = base;
+      a->device_base = allocated.dptr;
+      break;
+    }
+    if (at != MAP_FAILED) munmap(at, mapped);  // a kernel that took the address as a hint
+    unusable.push_back(allocated.dptr);
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  for (uint64_t d : unusable) Server().Post<calls::MemFree>(ctx->remote, {.dptr = d});
+  if (a->base == 0) {
+    RGPU_LOG_WARN("cuMemAllocManaged: no device address of %llu bytes is free in this process",
+                  static_cast<unsigned long long>(bytes));
+    munmap(a->view, mapped);
+    close(a->fd);
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  a->size = bytes;
+  a->mapped = mapped;
+  a->ctx = ctx;
+  a->host_mapped = host_mapped;
+  const uint64_t pages = mapped / kPage;
+  a->state.assign(pages, PageState::kDirty);
+  a->device_zero.assign(pages, true);
+  a->hints.assign(pages, PageHints{});
+  *address = a->base;
+  MemoryRange range;
+  range.base = a->base;
+  range.size = bytes;
+  range.type = host_mapped ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  range.ctx = ctx;
+  range.managed = true;
+  range.host_flags = host_mapped ? CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE : 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    allocations_[a->base] = std::move(a);
+    g_managed_memory_exists.store(true, std::memory_order_release);
+  }
+  Memory().Insert(range);
+  ArmHandler();
+  return CUDA_SUCCESS;
+}
+
+void Engine::Release(Allocation& a) {
+  munmap(reinterpret_cast<void*>(a.base), a.mapped);
+  munmap(a.view, a.mapped);
+  close(a.fd);
+}
+
+CUresult Engine::Free(uint64_t address) {
+  std::unique_ptr<Allocation> a;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocations_.find(address);
+    if (it == allocations_.end()) return CUDA_ERROR_INVALID_VALUE;
+    a = std::move(it->second);
+    allocations_.erase(it);
+  }
+  Memory().Erase(address);
+  Release(*a);
+  // Stream-ordered after the work that may still use it, as cuMemFree is.
+  return Server().Post<calls::MemFree>(a->ctx->remote, {.dptr = a->device_base});
+}
+
+void Engine::ForgetContext(CUctx_st* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = allocations_.begin(); it != allocations_.end();) {
+    if (it->second->ctx == ctx) {
+      Memory().Erase(it->first);
+      Release(*it->second);
+      it = allocations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last) {
+  static const uint8_t kZero[kPage] = {};
+  uint64_t p = first;
+  while (p < last) {
+    if (a.state[p] != PageState::kDirty) {
+      ++p;
+      continue;
+    }
+    // A run of dirty pages, less those still zero on both sides.
+    uint64_t end = p;
+    bool all_zero = true;
+    while (end < last && a.state[end] == PageState::kDirty) {
+      if (!a.device_zero[end] || memcmp(a.view + end * kPage, kZero, kPage) != 0) {
+        all_zero = false;
+      }
+      ++end;
+    }
+    if (!all_zero) {
+      const uint64_t bytes = (end - p) * kPage;
+      // Not asynchronous: the server copies before it reads the next call (the work that
+      // follows sees the bytes), and the engine's view may change once this returns.
+      CUresult r = Server().Post<calls::MemcpyHtoD>(
+          a.ctx->remote, {.dst = a.base + p * kPage, .bytes = bytes, .stream = 0, .async = false},
+          a.view + p * kPage, bytes, false);
+      if (r == CUDA_SUCCESS) r = Server().WaitSent();
+      if (r != CUDA_SUCCESS) return r;
+      for (uint64_t q = p; q < end; ++q) a.device_zero[q] = false;
+    }
+    mprotect(reinterpret_cast<void*>(a.base + p * kPage), (end - p) * kPage, PROT_READ);
+    for (uint64_t q = p; q < end; ++q) a.state[q] = PageState::kClean;
+    p = end;
+  }
+  return CUDA_SUCCESS;
+}
+
+void Engine::Invalidate(Allocation& a, uint64_t first, uint64_t last) {
+  mprotect(reinterpret_cast<void*>(a.base + first * kPage), (last - first) * kPage, PROT_NONE);
+  for (uint64_t p = first; p < last; ++p) {
+    a.state[p] = PageState::kInvalid;
+    a.device_zero[p] = false;  // the device may write it
+  }
+  if (first == 0 && last == a.state.size()) a.host_accessible = false;
+}
+
+CUresult Engine::Fetch(Allocation& a, uint64_t first, uint64_t last) {
+  const uint64_t bytes = (last - first) * kPage;
+  size_t got = 0;
+  CUresult r = Server().Call<calls::MemcpyDtoH>(
+      a.ctx->remote, {.src = a.base + first * kPage, .bytes = bytes, .stream = 0, .async = false},
+      nullptr, nullptr, 0, ReplyBuffer{a.view + first * kPage, bytes}, &got);
+  if (r == CUDA_SUCCESS && got != bytes) r = CUDA_ERROR_UNKNOWN;
+  if (r != CUDA_SUCCESS) return r;
+  mprotect(reinterpret_cast<void*>(a.base + first * kPage), bytes, PROT_READ);
+  for (uint64_t p = first; p < last; ++p) a.state[p] = PageState::kClean;
+  a.host_accessible = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult Engine::WaitForDevice(CUctx_st* ctx) {
+  if (!device_busy_) return CUDA_SUCCESS;
+  CUresult r = Server().Call<calls::CtxSynchronize>(ctx->remote, {});
+  if (r == CUDA_SUCCESS) device_busy_ = false;
+  return r;
+}
+
+CUresult Engine::BeforeDeviceWork() {
+  if (t_in_engine) return CUDA_SUCCESS;
+  EngineScope scope;
+  ArmHandler();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [base, a] : allocations_) {
+    if (!a->host_accessible) continue;
+    CUresult r = Flush(*a, 0, a->state.size());
+    if (r != CUDA_SUCCESS) return r;
+    Invalidate(*a, 0, a->state.size());
+  }
+  device_busy_ = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult Engine::Prefetch(uint64_t address, size_t bytes, bool to_host, CUstream stream) {
+  EngineScope scope;
+  if (to_host) {
+    // After the stream's work, as a prefetch on it (before the lock: a host function the stream
+    // runs may touch managed memory).
+    CUresult r = rgpu_impl_cuStreamSynchronize(stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Allocation* a = Find(address, std::max<size_t>(bytes, 1));
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t first = (address - a->base) / kPage;
+  const uint64_t last = (address - a->base + bytes + kPage - 1) / kPage;
+  int target = CU_DEVICE_CPU;
+  if (!to_host) {
+    CUresult r = Flush(*a, first, last);
+    if (r != CUDA_SUCCESS) return r;
+    Invalidate(*a, first, last);
+    device_busy_ = true;
+    target = a->ctx->device;
+  } else {
+    // The range arrives whole, in one copy per run of pages the host lacks.
+    CUresult r = WaitForDevice(a->ctx);
+    if (r != CUDA_SUCCESS) return r;
+    uint64_t p = first;
+    while (p < last) {
+      if (a->state[p] != PageState::kInvalid) {
+        ++p;
+        continue;
+      }
+      uint64_t end = p;
+      while (end < last && a->state[end] == PageState::kInvalid) ++end;
+      if ((r = Fetch(*a, p, end)) != CUDA_SUCCESS) return r;
+      p = end;
+    }
+  }
+  for (uint64_t p = first; p < last; ++p) a->hints[p].last_prefetch = target;
+  return CUDA_SUCCESS;
+}
+
+CUresult Engine::Advise(uint64_t address, size_t bytes, CUmem_advise advice,
+                        CUmemLocation location) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Allocation* a = Find(address, std::max<size_t>(bytes, 1));
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  int where;
+  if (location.type == CU_MEM_LOCATION_TYPE_HOST ||
+      location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+      location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
+    where = CU_DEVICE_CPU;
+  } else if (location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    if (location.id < 0 || location.id >= 63) return CUDA_ERROR_INVALID_DEVICE;
+    where = location.id;
+  } else if (advice == CU_MEM_ADVISE_SET_READ_MOSTLY || advice == CU_MEM_ADVISE_UNSET_READ_MOSTLY ||
+             advice == CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION) {
+    where = CU_DEVICE_INVALID;  // these take no location
+  } else {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const uint64_t first = (address - a->base) / kPage;
+  const uint64_t last = (address - a->base + bytes + kPage - 1) / kPage;
+  const uint64_t bit = where == CU_DEVICE_CPU ? 1ull << 63 : where >= 0 ? 1ull << where : 0;
+  for (uint64_t p = first; p < last; ++p) {
+    PageHints& h = a->hints[p];
+    switch (advice) {
+      case CU_MEM_ADVISE_SET_READ_MOSTLY:
+        h.read_mostly = true;
+        break;
+      case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+        h.read_mostly = false;
+        break;
+      case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
+        h.preferred = where;
+        break;
+      case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+        h.preferred = CU_DEVICE_INVALID;
+        break;
+      case CU_MEM_ADVISE_SET_ACCESSED_BY:
+        h.accessed_by |= bit;
+        break;
+      case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
+        h.accessed_by &= ~bit;
+        break;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Engine::RangeAttribute(void* data, size_t data_size, CUmem_range_attribute attribute,
+                                uint64_t address, size_t bytes) {
+  if (data == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(mu_);
+  Allocation* a = Find(address, bytes);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t first = (address - a->base) / kPage;
+  const uint64_t last = (address - a->base + bytes + kPage - 1) / kPage;
+  // A value the whole range shares, or `mixed` when its pages differ.
+  auto uniform = [&](auto field, int mixed) {
+    const int v = field(a->hints[first]);
+    for (uint64_t p = first + 1; p < last; ++p) {
+      if (field(a->hints[p]) != v) return mixed;
+    }
+    return v;
+  };
+  auto put_int = [&](int v) {
+    if (data_size != sizeof(int)) return CUDA_ERROR_INVALID_VALUE;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  };
+  auto location_type = [](int where) {
+    return where == CU_DEVICE_CPU       ? CU_MEM_LOCATION_TYPE_HOST
+           : where == CU_DEVICE_INVALID ? CU_MEM_LOCATION_TYPE_INVALID
+                                        : CU_MEM_LOCATION_TYPE_DEVICE;
+  };
+  const auto preferred = [](const PageHints& h) { return h.preferred; };
+  const auto prefetched = [](const PageHints& h) { return h.last_prefetch; };
+  switch (attribute) {
+    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+      return put_int(uniform([](const PageHints& h) { return h.read_mostly ? 1 : 0; }, 0));
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+      return put_int(uniform(preferred, CU_DEVICE_INVALID));
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+      return put_int(uniform(prefetched, CU_DEVICE_INVALID));
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+      return put_int(location_type(uniform(preferred, CU_DEVICE_INVALID)));
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID: {
+      const int v = uniform(preferred, CU_DEVICE_INVALID);
+      return put_int(v >= 0 ? v : CU_DEVICE_INVALID);
+    }
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
+      return put_int(location_type(uniform(prefetched, CU_DEVICE_INVALID)));
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID: {
+      const int v = uniform(prefetched, CU_DEVICE_INVALID);
+      return put_int(v >= 0 ? v : CU_DEVICE_INVALID);
+    }
+    case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
+      // The processors every page of the range is advised to be accessed by, then
+      // CU_DEVICE_INVALID to the end of the array (as many ints as fit).
+      if (data_size % sizeof(int) != 0) return CUDA_ERROR_INVALID_VALUE;
+      uint64_t all = ~0ull;
+      for (uint64_t p = first; p < last; ++p) all &= a->hints[p].accessed_by;
+      std::vector<int> out;
+      if (all & (1ull << 63)) out.push_back(CU_DEVICE_CPU);
+      for (int d = 0; d < 63; ++d) {
+        if (all & (1ull << d)) out.push_back(d);
+      }
+      const size_t n = data_size / sizeof(int);
+      int* ints = static_cast<int*>(data);
+      for (size_t i = 0; i < n; ++i) ints[i] = i < out.size() ? out[i] : CU_DEVICE_INVALID;
+      return CUDA_SUCCESS;
+    }
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+bool Engine::HandleFault(uint64_t address) {
+  EngineScope scope;
+  std::lock_guard<std::mutex> lock(mu_);
+  Allocation* a = Find(address);
+  if (a == nullptr) {
+    // The pages beyond the size asked for, up to the page end, are the allocation's too.
+    auto it = allocations_.upper_bound(address);
+    if (it == allocations_.begin()) return false;
+    --it;
+    if (address - it->second->base >= it->second->mapped) return false;
+    a = it->second.get();
+  }
+  const uint64_t page = (address - a->base) / kPage;
+  switch (a->state[page]) {
+    case PageState::kDirty:
+      return true;  // another thread got here first
+    case PageState::kClean:
+      // A write to a page the host may read: from now on the host's copy is newer.
+      mprotect(reinterpret_cast<void*>(a->base + page * kPage), kPage, PROT_READ | PROT_WRITE);
+      a->state[page] = PageState::kDirty;
+      return true;
+    case PageState::kInvalid:
+      break;
+  }
+  // Faults that walk forward page by page fetch more at a time.
+  if (page == a->last_fault_page + 1 ||
+      (page > a->last_fault_page && page <= a->last_fault_page + a->next_read_ahead)) {
+    a->next_read_ahead = std::min(a->next_read_ahead * 2, kMaxReadAheadPages);
+  } else {
+    a->next_read_ahead = kReadAheadPages;
+  }
+  a->last_fault_page = page;
+  uint64_t end = page;
+  const uint64_t limit = std::min<uint64_t>(a->state.size(), page + a->next_read_ahead);
+  while (end < limit && a->state[end] == PageState::kInvalid) ++end;
+  CUresult r = WaitForDevice(a->ctx);
+  if (r == CUDA_SUCCESS) r = Fetch(*a, page, end);
+  if (r != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    rgpu_impl_cuGetErrorName(r, &name);
+    char msg[256];
+    const int n = snprintf(msg, sizeof msg,
+                           "rgpu: managed memory at %#llx could not be fetched from the GPU (%s); "
+                           "the program cannot go on\n",
+                           static_cast<unsigned long long>(address), name ? name : "?");
+    if (n > 0) (void)!write(2, msg, std::min<size_t>(n, sizeof msg - 1));
+    return false;  // passed on: the program's handler or the default action
+  }
+  return true;
+}
+
+void Engine::ArmHandler() {
+  std::lock_guard<std::mutex> lock(handler_mu_);
+  struct sigaction current = {};
+  if (sigaction(SIGSEGV, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == &Engine::OnFault) return;
+  // The program's handler (or the default) is the one other faults go to.
+  previous_ = current;
+  struct sigaction ours = {};
+  ours.sa_sigaction = &Engine::OnFault;
+  ours.sa_flags = SA_SIGINFO | (current.sa_flags & SA_ONSTACK);
+  sigemptyset(&ours.sa_mask);
+  if (sigaction(SIGSEGV, &ours, nullptr) == 0) armed_ = true;
+}
+
+void Engine::OnFault(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  Engine& engine = Get();
+  const bool managed = engine.HandleFault(reinterpret_cast<uint64_t>(info->si_addr));
+  errno = saved_errno;
+  if (managed) return;
+  // Not rgpu's: to the program's handler, as the kernel would have delivered it.
+  struct sigaction prev = engine.previous();
+  if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction != nullptr) {
+    if (prev.sa_flags & SA_RESETHAND) engine.ResetPrevious();
+    prev.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN) {
+    // Returning re-runs the access, which now meets the default action (a core dump), as it
+    // would have without rgpu (a fault is never ignored).
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGSEGV, &dfl, nullptr);
+    return;
+  }
+  if (prev.sa_flags & SA_RESETHAND) engine.ResetPrevious();
+  prev.sa_handler(sig);
+}
+
+}  // namespace
+
+CUresult AllocateManaged(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_t* address) {
+  return Engine::Get().Allocate(ctx, bytes, host_mapped, address);
+}
+
+CUresult FreeManaged(uint64_t address) { return Engine::Get().Free(address); }
+
+void ForgetManaged(CUctx_st* ctx) {
+  if (g_managed_memory_exists.load(std::memory_order_acquire)) Engine::Get().ForgetContext(ctx);
+}
+
+CUresult BeforeDeviceWorkSlow() { return Engine::Get().BeforeDeviceWork(); }
+
+CUresult PrefetchManaged(uint64_t address, size_t bytes, bool to_host, CUstream stream) {
+  return Engine::Get().Prefetch(address, bytes, to_host, stream);
+}
+
+CUresult AdviseManaged(uint64_t address, size_t bytes, CUmem_advise advice,
+                       CUmemLocation location) {
+  return Engine::Get().Advise(address, bytes, advice, location);
+}
+
+CUresult ManagedRangeAttribute(void* data, size_t data_size, CUmem_range_attribute attribute,
+                               uint64_t address, size_t bytes) {
+  return Engine::Get().RangeAttribute(data, data_size, attribute, address, bytes);
+}
+
+}  // namespace rgpu::client

@@ -1,0 +1,76 @@
+// Managed (unified) memory and mapped pinned memory for a device on another machine: one address
+// that the program uses on the host and in kernels, with CUDA's rules for devices without
+// concurrent managed access (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 0): while device
+// work is pending the host has no access; once the host touches a page again it is fetched back.
+//
+// Each allocation is device memory on the server at address A and, in this process, a shared
+// memory object mapped twice: at A (the program's view, whose protection follows each page's
+// state) and at a private address (the engine's view, always read-write: fetched bytes land
+// there and flushed bytes are read from there, so no thread of the program ever sees a page
+// half filled). A page is
+//   kInvalid (no access): the device's copy is current; a host access faults, and the fault
+//     handler waits for the device's pending work, fetches the page with read-ahead and makes it
+//     kClean;
+//   kClean (read-only): both copies agree; a write faults and makes the page kDirty;
+//   kDirty (read-write): the host's copy is newer; it travels before the next device work.
+// A new allocation is kDirty and zero on both sides (the server's memory is scrubbed), so pages
+// the host writes travel and pages it leaves alone do not. Before device work (BeforeDeviceWork:
+// launches, copies, memsets, graph launches, prefetches) dirty pages travel in runs, one copy
+// each, and every page becomes kInvalid.
+//
+// While managed memory exists the engine's fault handler is the process's SIGSEGV handler. A
+// fault outside managed memory goes to the handler the program had, or installs later (before
+// device work the engine checks the installed handler; if the program replaced it, the
+// program's becomes the one faults are passed to and the engine's is put back), called as the
+// kernel would have called it. No rgpu code acts on those faults.
+//
+// Thread-safe. The engine never touches the program's view itself, so a client call never
+// faults inside the client.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace rgpu::client {
+
+// Whether any managed or mapped allocation exists (the hooks below cost nothing until one does).
+extern std::atomic<bool> g_managed_memory_exists;
+
+// Allocates `bytes` of managed memory in `ctx` (cuMemAllocManaged; `host_mapped`: the mapped
+// pinned memory of cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP), host memory the device reaches at
+// the same address). *address is the same on host and device; the range is in Memory() (type
+// DEVICE, or HOST when host_mapped, `managed` set).
+CUresult AllocateManaged(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_t* address);
+
+// Frees the managed allocation starting at `address` (stream-ordered on the server, like
+// cuMemFree); CUDA_ERROR_INVALID_VALUE when there is none.
+CUresult FreeManaged(uint64_t address);
+
+// Forgets the managed allocations of `ctx` (the context is gone, and its memory with it).
+void ForgetManaged(CUctx_st* ctx);
+
+// Before device work: dirty pages of every managed allocation travel to the device and every
+// page becomes inaccessible to the host until touched again. Reentrant calls (the engine's own
+// copies) do nothing.
+CUresult BeforeDeviceWorkSlow();
+inline CUresult BeforeDeviceWork() {
+  return g_managed_memory_exists.load(std::memory_order_acquire) ? BeforeDeviceWorkSlow()
+                                                                 : CUDA_SUCCESS;
+}
+
+// cuMemPrefetchAsync: to the device (`to_host` false), the range's dirty pages travel now, in one
+// copy per run, and its pages become kInvalid; to the host, the stream's work is waited for and
+// the range is fetched whole (one copy) and becomes kClean. [address, address+bytes) must lie in
+// one managed allocation.
+CUresult PrefetchManaged(uint64_t address, size_t bytes, bool to_host, CUstream stream);
+
+// Usage hints of cuMemAdvise, kept for cuMemRangeGetAttribute (they change where data lives on
+// a GPU, not what the program reads). CUDA_ERROR_INVALID_VALUE outside managed memory.
+CUresult AdviseManaged(uint64_t address, size_t bytes, CUmem_advise advice, CUmemLocation location);
+// One attribute of cuMemRangeGetAttribute for [address, address+bytes) of managed memory.
+CUresult ManagedRangeAttribute(void* data, size_t data_size, CUmem_range_attribute attribute,
+                               uint64_t address, size_t bytes);
+
+}  // namespace rgpu::client
