@@ -65,8 +65,11 @@ CUresult ActiveBlocks(CUfunc_st* f, int block_size, size_t dynamic_smem, int* bl
     n = std::min<int>(n, static_cast<int>(per_sm / smem));
   }
   if (regs > 0) {
+    // A block the function may launch with (up to its MAX_THREADS_PER_BLOCK, checked above)
+    // always fits once by registers: a compiler fits them to the launch bounds, and the software
+    // GPU's count of virtual registers is an upper bound it never needs.
     const int per_sm = DeviceAttribute(dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
-    n = std::min(n, per_sm / (regs * threads));
+    n = std::min(n, std::max(per_sm / (regs * threads), 1));
   }
   *blocks = std::max(n, 0);
   return CUDA_SUCCESS;

@@ -79,11 +79,15 @@ RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
                                          : "not memory cuMemFree frees");
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // A graph allocation freed outside its graph ends (the graph keeps its address and memory for
+  // the next launch, as CUDA's graphs keep theirs).
+  if (CUresult ended; rgpu::client::EndGraphAllocationByProgram(dptr, &ended)) {
+    if (ended == CUDA_SUCCESS) ended = rgpu::client::WaitStreamDrained(nullptr);  // as cuMemFree
+    return ended;
+  }
   // Stream-ordered on the server after everything posted before it, as the driver's free waits
   // for the work using the memory; the range is checked above, so the server's answer can only
-  // be a failure of earlier work, which the next synchronizing call reports. A graph allocation
-  // freed here is gone for its graph too.
-  rgpu::client::ForgetGraphAllocation(dptr);
+  // be a failure of earlier work, which the next synchronizing call reports.
   Memory().Erase(dptr);
   return Server().Post<calls::MemFree>(ctx->remote, {.dptr = dptr});
 }

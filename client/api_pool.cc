@@ -321,6 +321,8 @@ RGPU_IMPL(cuMemFreeAsync)(CUdeviceptr dptr, CUstream stream) {
   CUresult r = StreamOfPoolCall(stream, "stream-ordered free", &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
   if (dptr == 0) return CUDA_SUCCESS;  // as the driver does (cuSPARSE frees null buffers)
+  // A graph allocation freed outside its graph ends; its memory stays the graph's.
+  if (CUresult ended; rgpu::client::EndGraphAllocationByProgram(dptr, &ended)) return ended;
   auto range = Memory().Find(dptr);
   if (!range || range->base != dptr || range->type != CU_MEMORYTYPE_DEVICE || range->ctx != ctx) {
     RGPU_LOG_DEBUG("cuMemFreeAsync(%#llx): %s", static_cast<unsigned long long>(dptr),

@@ -62,7 +62,6 @@ GraphAllocation::~GraphAllocation() {
     if (it != g.allocations.end() && it->second.expired()) g.allocations.erase(it);
   }
   const int state = state_.load();
-  if (state == kFreedByProgram) return;
   Count(device_, state == kLive ? -static_cast<int64_t>(bytes_) : 0, -static_cast<int64_t>(bytes_));
   // The context may be gone (reset or destroyed): the memory went with it.
   if (CheckContext(ctx_) != CUDA_SUCCESS || ctx_->generation != generation_) return;
@@ -78,10 +77,10 @@ CUresult GraphAllocation::Begin() {
     Count(device_, static_cast<int64_t>(bytes_), 0);
     return CUDA_SUCCESS;
   }
-  RGPU_LOG_WARN("graph launch: the graph allocation at 0x%llx is %s",
-                static_cast<unsigned long long>(dptr_),
-                expected == kLive ? "still live from an earlier launch (not freed)"
-                                  : "freed by the program (its memory is gone)");
+  RGPU_LOG_WARN(
+      "graph launch: the graph allocation at 0x%llx is still live from an earlier "
+      "launch (not freed)",
+      static_cast<unsigned long long>(dptr_));
   return CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -99,14 +98,10 @@ std::shared_ptr<GraphAllocation> FindGraphAllocation(CUdeviceptr dptr) {
   return it == g.allocations.end() ? nullptr : it->second.lock();
 }
 
-bool ForgetGraphAllocation(CUdeviceptr dptr) {
+bool EndGraphAllocationByProgram(CUdeviceptr dptr, CUresult* result) {
   std::shared_ptr<GraphAllocation> a = FindGraphAllocation(dptr);
   if (a == nullptr) return false;
-  const int state = a->state_.exchange(GraphAllocation::kFreedByProgram);
-  if (state != GraphAllocation::kFreedByProgram) {
-    Count(a->device_, state == GraphAllocation::kLive ? -static_cast<int64_t>(a->bytes_) : 0,
-          -static_cast<int64_t>(a->bytes_));
-  }
+  *result = a->End();
   return true;
 }
 

@@ -2,9 +2,10 @@
 // while a stream captures). A graph allocation has one address for the life of its graph, as the
 // driver's has, because the nodes after it name that address: rgpu allocates the memory when the
 // node is made and keeps it while any graph or executable graph holds the node. Running the alloc
-// node makes the allocation live; running a free node (or the program's cuMemFree) ends it. A
-// launch whose allocation is still live from the previous launch, or was freed by the program
-// (its memory is gone), fails with CUDA_ERROR_INVALID_VALUE. Thread-safe.
+// node makes the allocation live; running a free node, or the program's cuMemFree or
+// cuMemFreeAsync outside the graph, ends it (the memory stays for the next launch). A launch
+// whose allocation is still live from the previous launch fails with CUDA_ERROR_INVALID_VALUE.
+// Thread-safe.
 #pragma once
 
 #include <cuda.h>
@@ -21,7 +22,7 @@ class GraphAllocation {
  public:
   // Allocates `bytes` in the current context for a new alloc node; *out is null on failure.
   static CUresult Make(size_t bytes, std::shared_ptr<GraphAllocation>* out);
-  // Frees the memory unless the program freed it already.
+  // Frees the memory.
   ~GraphAllocation();
   GraphAllocation(const GraphAllocation&) = delete;
   GraphAllocation& operator=(const GraphAllocation&) = delete;
@@ -36,21 +37,21 @@ class GraphAllocation {
 
  private:
   GraphAllocation() = default;
-  enum State { kIdle, kLive, kFreedByProgram };
+  enum State { kIdle, kLive };
   CUdeviceptr dptr_ = 0;
   size_t bytes_ = 0;
   CUctx_st* ctx_ = nullptr;  // checked to be live before use: the context may be gone
   int device_ = 0;
   uint64_t generation_ = 0;
   std::atomic<int> state_{kIdle};
-  friend bool ForgetGraphAllocation(CUdeviceptr dptr);
 };
 
 // The graph allocation at exactly `dptr`, if there is one.
 std::shared_ptr<GraphAllocation> FindGraphAllocation(CUdeviceptr dptr);
-// The program freed `dptr` with cuMemFree: if it is a graph allocation, it is ended for good (the
-// caller frees the memory). True when it was one.
-bool ForgetGraphAllocation(CUdeviceptr dptr);
+// The program frees `dptr` (cuMemFree, cuMemFreeAsync) outside a graph: when it is a graph
+// allocation, it ends (*result: CUDA_SUCCESS, or CUDA_ERROR_INVALID_VALUE when it was not live)
+// and its memory stays the graph's; true then. False when `dptr` is no graph allocation.
+bool EndGraphAllocationByProgram(CUdeviceptr dptr, CUresult* result);
 
 // Graph memory of `device` (cuDeviceGetGraphMemAttribute): `used` is what live allocations hold,
 // `reserved` what existing graph allocations hold; the high-water marks since the last reset.

@@ -85,6 +85,16 @@ int main() {
   EXPECT_TRUE(used == n * sizeof(int));
   EXPECT_TRUE(cuGraphLaunch(exec, stream) == CUDA_ERROR_INVALID_VALUE);
   CHECK(cuMemFree(alloc.dptr));  // the program may free it itself
+  CHECK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used));
+  EXPECT_TRUE(used == 0);
+  // ... and then launch the graph again (same address), and free it asynchronously this time.
+  CHECK(cuGraphLaunch(exec, stream));
+  CHECK(cuMemsetD32Async(alloc.dptr, 5, n, stream));
+  CHECK(cuMemcpyDtoHAsync(host.data(), alloc.dptr, n * sizeof(int), stream));
+  CHECK(cuMemFreeAsync(alloc.dptr, stream));
+  CHECK(cuStreamSynchronize(stream));
+  for (int i = 0; i < n; ++i) EXPECT_TRUE(host[i] == 5);
+  EXPECT_TRUE(cuMemFree(alloc.dptr) == CUDA_ERROR_INVALID_VALUE);  // no longer live
   CHECK(cuGraphExecDestroy(exec));
   CHECK(cuGraphDestroy(graph));
 
