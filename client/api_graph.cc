@@ -408,3 +408,20 @@ CUresult OrderGraph(const CUgraph_st& graph, std::vector<GraphNode>* order,
 }
 
 }  // namespace rgpu::client
+
+// The calling thread's stream capture mode (cudaThreadExchangeStreamCaptureMode; NCCL sets it
+// around its allocations). rgpu does not invalidate a capture for calls its mode calls unsafe
+// (every mode behaves as CU_STREAM_CAPTURE_MODE_RELAXED does), so the mode is kept and handed
+// back, and changes nothing a correct program sees.
+namespace {
+thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+}  // namespace
+
+RGPU_IMPL(cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode* mode) {
+  if (mode == nullptr || *mode < CU_STREAM_CAPTURE_MODE_GLOBAL ||
+      *mode > CU_STREAM_CAPTURE_MODE_RELAXED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::swap(*mode, t_capture_mode);
+  return CUDA_SUCCESS;
+}

@@ -101,7 +101,10 @@ CUresult GetFunction(CUmod_st* m, const char* name, CUfunc_st** out) {
 }
 
 void ForgetModule(CUmod_st* m) {
-  for (uint64_t g : m->globals) rgpu::client::Memory().Erase(g);
+  for (uint64_t g : m->globals) {
+    rgpu::client::ForgetAdopted(g);  // a __managed__ variable's pages in this process
+    rgpu::client::Memory().Erase(g);
+  }
   for (auto& [name, f] : m->functions) {
     ClientState::Get().Unregister(f);
     delete f;
@@ -397,6 +400,35 @@ RGPU_IMPL(cuLibraryGetGlobal)(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, c
   CUresult r = rgpu_impl_cuLibraryGetModule(&m, lib);
   if (r != CUDA_SUCCESS) return r;
   return rgpu_impl_cuModuleGetGlobal_v2(dptr, bytes, m, name);
+}
+
+// A __managed__ variable (cudart asks for each one when it loads the library): the module's
+// global, which the server keeps on pages of its own, becomes managed memory at the same address
+// here (client/managed_memory.h), so host code and kernels share it.
+// cudart asks before any context is current: the variable then lives in device 0's primary
+// context, the one cudart goes on to use.
+RGPU_IMPL(cuLibraryGetManaged)(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
+  CUresult r = CheckLibrary(lib);
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx = rgpu::client::CurrentContext();
+  if (ctx == nullptr) {
+    CUcontext primary = nullptr;
+    r = rgpu_impl_cuDevicePrimaryCtxRetain(&primary, 0);
+    if (r != CUDA_SUCCESS) return r;
+    ctx = primary;
+  }
+  CUmodule m;
+  r = LibraryModule(lib, ctx, &m);
+  if (r != CUDA_SUCCESS) return r;
+  CUdeviceptr address = 0;
+  size_t size = 0;
+  r = rgpu_impl_cuModuleGetGlobal_v2(&address, &size, m, name);
+  if (r != CUDA_SUCCESS) return r;
+  r = rgpu::client::AdoptManaged(m->ctx, address, size);
+  if (r != CUDA_SUCCESS) return r;
+  if (dptr != nullptr) *dptr = address;
+  if (bytes != nullptr) *bytes = size;
+  return CUDA_SUCCESS;
 }
 
 RGPU_IMPL(cuKernelGetFunction)(CUfunction* out, CUkernel kernel) {

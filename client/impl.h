@@ -46,6 +46,7 @@ extern "C" CUresult rgpu_impl_cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, 
                                                  size_t width, size_t height, CUstream s);
 extern "C" CUresult rgpu_impl_cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* data);
 extern "C" CUresult rgpu_impl_cuEventRecord(CUevent e, CUstream s);
+extern "C" CUresult rgpu_impl_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev);
 extern "C" CUresult rgpu_impl_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags);
 
 namespace rgpu::client {

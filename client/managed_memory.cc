@@ -55,6 +55,7 @@ struct Allocation {
   std::vector<bool> device_zero;  // the device's copy of the page is known to be all zero
   std::vector<PageHints> hints;
   bool host_mapped = false;
+  bool adopted = false;         // a module's __managed__ variable: the module frees it
   bool host_accessible = true;  // some page is not kInvalid
   uint64_t next_read_ahead = kReadAheadPages;
   uint64_t last_fault_page = ~0ull;
@@ -68,6 +69,8 @@ class Engine {
   }
 
   CUresult Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_t* address);
+  CUresult Adopt(CUctx_st* ctx, uint64_t address, size_t bytes);
+  void ForgetAdopted(uint64_t address);
   CUresult Free(uint64_t address);
   void ForgetContext(CUctx_st* ctx);
   CUresult BeforeDeviceWork();
@@ -115,6 +118,14 @@ class Engine {
   struct sigaction previous_ = {};
   bool armed_ = false;
 };
+
+// Bytes to copy for pages [first, last) of `a`: whole pages, except that an adopted variable's
+// last page ends at the variable (the server knows the variable's bytes as the session's, not
+// the padding after them).
+uint64_t CopyBytes(const Allocation& a, uint64_t first, uint64_t last) {
+  const uint64_t end = a.adopted ? std::min(last * kPage, a.size) : last * kPage;
+  return end - first * kPage;
+}
 
 // The engine's own copies must not come back into BeforeDeviceWork.
 thread_local bool t_in_engine = false;
@@ -205,6 +216,82 @@ CUresult Engine::Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_
   return CUDA_SUCCESS;
 }
 
+CUresult Engine::Adopt(CUctx_st* ctx, uint64_t address, size_t bytes) {
+  if (bytes == 0 || address % kPage != 0) {
+    RGPU_LOG_WARN("__managed__ variable at %#llx: not on pages of its own; not supported",
+                  static_cast<unsigned long long>(address));
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocations_.find(address);
+    if (it != allocations_.end())
+      return it->second->adopted ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  }
+  const uint64_t mapped = (bytes + kPage - 1) / kPage * kPage;
+  auto a = std::make_unique<Allocation>();
+  a->fd = memfd_create("rgpu-managed-variable", MFD_CLOEXEC);
+  if (a->fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* view = MAP_FAILED;
+  if (ftruncate(a->fd, static_cast<off_t>(mapped)) == 0) {
+    view = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+  }
+  if (view == MAP_FAILED) {
+    close(a->fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  void* at = mmap(reinterpret_cast<void*>(address), mapped, PROT_NONE,
+                  MAP_SHARED | MAP_FIXED_NOREPLACE, a->fd, 0);
+  if (at != reinterpret_cast<void*>(address)) {
+    if (at != MAP_FAILED) munmap(at, mapped);
+    munmap(view, mapped);
+    close(a->fd);
+    RGPU_LOG_WARN("__managed__ variable at %#llx: the address is taken in this process",
+                  static_cast<unsigned long long>(address));
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  a->view = static_cast<uint8_t*>(view);
+  a->base = address;
+  a->size = bytes;
+  a->mapped = mapped;
+  a->ctx = ctx;
+  a->adopted = true;
+  const uint64_t pages = mapped / kPage;
+  // The device holds the variable's initial value: the host fetches it on first touch.
+  a->state.assign(pages, PageState::kInvalid);
+  a->device_zero.assign(pages, false);
+  a->hints.assign(pages, PageHints{});
+  a->host_accessible = false;
+  MemoryRange range;
+  range.base = address;
+  range.size = bytes;
+  range.type = CU_MEMORYTYPE_DEVICE;
+  range.ctx = ctx;
+  range.managed = true;
+  range.freeable = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    allocations_[address] = std::move(a);
+    g_managed_memory_exists.store(true, std::memory_order_release);
+  }
+  Memory().Erase(address);  // known so far as a plain module global
+  Memory().Insert(range);
+  ArmHandler();
+  return CUDA_SUCCESS;
+}
+
+void Engine::ForgetAdopted(uint64_t address) {
+  std::unique_ptr<Allocation> a;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocations_.find(address);
+    if (it == allocations_.end() || !it->second->adopted) return;
+    a = std::move(it->second);
+    allocations_.erase(it);
+  }
+  Release(*a);
+}
+
 void Engine::Release(Allocation& a) {
   munmap(reinterpret_cast<void*>(a.base), a.mapped);
   munmap(a.view, a.mapped);
@@ -216,7 +303,7 @@ CUresult Engine::Free(uint64_t address) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = allocations_.find(address);
-    if (it == allocations_.end()) return CUDA_ERROR_INVALID_VALUE;
+    if (it == allocations_.end() || it->second->adopted) return CUDA_ERROR_INVALID_VALUE;
     a = std::move(it->second);
     allocations_.erase(it);
   }
@@ -257,7 +344,7 @@ CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last) {
       ++end;
     }
     if (!all_zero) {
-      const uint64_t bytes = (end - p) * kPage;
+      const uint64_t bytes = CopyBytes(a, p, end);
       // Not asynchronous: the server copies before it reads the next call (the work that
       // follows sees the bytes), and the engine's view may change once this returns.
       CUresult r = Server().Post<calls::MemcpyHtoD>(
@@ -284,14 +371,14 @@ void Engine::Invalidate(Allocation& a, uint64_t first, uint64_t last) {
 }
 
 CUresult Engine::Fetch(Allocation& a, uint64_t first, uint64_t last) {
-  const uint64_t bytes = (last - first) * kPage;
+  const uint64_t bytes = CopyBytes(a, first, last);
   size_t got = 0;
   CUresult r = Server().Call<calls::MemcpyDtoH>(
       a.ctx->remote, {.src = a.base + first * kPage, .bytes = bytes, .stream = 0, .async = false},
       nullptr, nullptr, 0, ReplyBuffer{a.view + first * kPage, bytes}, &got);
   if (r == CUDA_SUCCESS && got != bytes) r = CUDA_ERROR_UNKNOWN;
   if (r != CUDA_SUCCESS) return r;
-  mprotect(reinterpret_cast<void*>(a.base + first * kPage), bytes, PROT_READ);
+  mprotect(reinterpret_cast<void*>(a.base + first * kPage), (last - first) * kPage, PROT_READ);
   for (uint64_t p = first; p < last; ++p) a.state[p] = PageState::kClean;
   a.host_accessible = true;
   return CUDA_SUCCESS;
@@ -490,28 +577,27 @@ bool Engine::HandleFault(uint64_t address) {
     a = it->second.get();
   }
   const uint64_t page = (address - a->base) / kPage;
-  switch (a->state[page]) {
-    case PageState::kDirty:
-      return true;  // another thread got here first
-    case PageState::kClean:
-      // A write to a page the host may read: from now on the host's copy is newer.
-      mprotect(reinterpret_cast<void*>(a->base + page * kPage), kPage, PROT_READ | PROT_WRITE);
-      a->state[page] = PageState::kDirty;
-      return true;
-    case PageState::kInvalid:
-      break;
-  }
-  // Faults that walk forward page by page fetch more at a time.
-  if (page == a->last_fault_page + 1 ||
-      (page > a->last_fault_page && page <= a->last_fault_page + a->next_read_ahead)) {
+  const PageState state = a->state[page];
+  if (state == PageState::kDirty) return true;  // another thread got here first
+  // Faults that walk forward page by page take more pages at a time.
+  if (page > a->last_fault_page && page <= a->last_fault_page + a->next_read_ahead) {
     a->next_read_ahead = std::min(a->next_read_ahead * 2, kMaxReadAheadPages);
   } else {
     a->next_read_ahead = kReadAheadPages;
   }
   a->last_fault_page = page;
-  uint64_t end = page;
   const uint64_t limit = std::min<uint64_t>(a->state.size(), page + a->next_read_ahead);
-  while (end < limit && a->state[end] == PageState::kInvalid) ++end;
+  uint64_t end = page;
+  while (end < limit && a->state[end] == state) ++end;
+  if (state == PageState::kClean) {
+    // A write to pages the host may read: from now on the host's copy is newer, for this page
+    // and the clean ones after it (a program writing forward then faults once per window, at the
+    // cost of pushing pages it may leave unchanged, which is harmless).
+    mprotect(reinterpret_cast<void*>(a->base + page * kPage), (end - page) * kPage,
+             PROT_READ | PROT_WRITE);
+    for (uint64_t p = page; p < end; ++p) a->state[p] = PageState::kDirty;
+    return true;
+  }
   CUresult r = WaitForDevice(a->ctx);
   if (r == CUDA_SUCCESS) r = Fetch(*a, page, end);
   if (r != CUDA_SUCCESS) {
@@ -575,6 +661,16 @@ CUresult AllocateManaged(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_t
 }
 
 CUresult FreeManaged(uint64_t address) { return Engine::Get().Free(address); }
+
+CUresult AdoptManaged(CUctx_st* ctx, uint64_t address, size_t bytes) {
+  return Engine::Get().Adopt(ctx, address, bytes);
+}
+
+void ForgetAdopted(uint64_t address) {
+  if (g_managed_memory_exists.load(std::memory_order_acquire)) {
+    Engine::Get().ForgetAdopted(address);
+  }
+}
 
 void ForgetManaged(CUctx_st* ctx) {
   if (g_managed_memory_exists.load(std::memory_order_acquire)) Engine::Get().ForgetContext(ctx);

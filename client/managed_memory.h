@@ -44,6 +44,14 @@ extern std::atomic<bool> g_managed_memory_exists;
 // DEVICE, or HOST when host_mapped, `managed` set).
 CUresult AllocateManaged(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_t* address);
 
+// Makes the __managed__ variable of `ctx` at [address, address+bytes) (module memory the server
+// placed on pages of its own) managed memory of this process at the same address, its pages
+// invalid (the device holds the initial values). Adopting it again returns at once.
+// CUDA_ERROR_NOT_SUPPORTED when the address is not page aligned or not free here.
+CUresult AdoptManaged(CUctx_st* ctx, uint64_t address, size_t bytes);
+// Forgets an adopted variable (its module is unloaded); nothing when `address` is none.
+void ForgetAdopted(uint64_t address);
+
 // Frees the managed allocation starting at `address` (stream-ordered on the server, like
 // cuMemFree); CUDA_ERROR_INVALID_VALUE when there is none.
 CUresult FreeManaged(uint64_t address);

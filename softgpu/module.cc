@@ -14,6 +14,11 @@
 #include "softgpu/ptx_decoder.h"
 
 namespace softgpu {
+
+namespace {
+// The host's page size, which a __managed__ variable's placement follows.
+constexpr uint64_t kHostPage = 4096;
+}  // namespace
 namespace {
 
 // What to do about a module of SASS only. Relocatable device code (-rdc=true, which dynamic
@@ -240,10 +245,16 @@ CUresult Module::Create(Context* context, std::shared_ptr<const Program> program
   AddressSpace& memory = context->memory();
   for (const GlobalVariable& g : p.globals) {
     uint64_t address = 0;
-    if (memory.Allocate(g.size, &address) != AddressSpace::Result::kOk) {
-      for (uint64_t a : m->global_addresses_) memory.Free(a);
+    // A __managed__ variable gets whole pages of its own, page aligned (one page more than it
+    // needs, to find the aligned start in), so that rgpu's client can map it at the same address.
+    const uint64_t bytes =
+        g.managed ? (g.size + 2 * kHostPage - 1) / kHostPage * kHostPage : g.size;
+    if (memory.Allocate(bytes, &address) != AddressSpace::Result::kOk) {
+      for (uint64_t a : m->global_allocations_) memory.Free(a);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    m->global_allocations_.push_back(address);
+    if (g.managed) address = (address + kHostPage - 1) / kHostPage * kHostPage;
     m->global_addresses_.push_back(address);
     uint8_t* host = memory.Translate(address, g.size);
     memcpy(host, g.init.data(), g.init.size());
@@ -284,7 +295,8 @@ std::shared_ptr<FunctionHandle> Module::Function(const std::string& name) const 
 uint64_t Module::DeviceBytes() const {
   uint64_t bytes = 0;
   for (const GlobalVariable& g : program_->globals) {
-    bytes += (g.size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
+    const uint64_t size = g.managed ? (g.size + 2 * kHostPage - 1) / kHostPage * kHostPage : g.size;
+    bytes += (size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
   }
   return bytes;
 }
@@ -300,7 +312,7 @@ bool Module::Global(const std::string& name, uint64_t* address, uint64_t* size) 
 void Module::Release() {
   if (released_) return;
   released_ = true;
-  for (uint64_t a : global_addresses_) context_->memory().Free(a);
+  for (uint64_t a : global_allocations_) context_->memory().Free(a);
 }
 
 Library::Library(std::shared_ptr<const Program> program) : program_(std::move(program)) {

@@ -71,6 +71,7 @@ class Module {
   std::shared_ptr<const Program> program_;
   std::vector<uint64_t> consts_;
   std::vector<uint64_t> global_addresses_;
+  std::vector<uint64_t> global_allocations_;  // what to free (a managed variable's starts lower)
   std::vector<std::shared_ptr<FunctionHandle>> functions_;  // entries only, by function index
   bool released_ = false;
 };

@@ -116,6 +116,9 @@ struct GlobalVariable {
   ptx::Space space = ptx::Space::kGlobal;
   uint64_t size = 0;
   uint32_t align = 1;
+  // A __managed__ variable: placed on pages of its own (the page size is the host's), so that a
+  // client can map it at the same address in the program's process.
+  bool managed = false;
   std::vector<uint8_t> init;  // initial bytes of its first init.size() bytes; the rest is zero
   struct PointerInit {        // init bytes at `offset` (8 bytes) = address of `target` + addend
     uint64_t offset;

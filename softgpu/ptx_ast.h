@@ -67,6 +67,7 @@ struct Variable {
   uint64_t size = 0;  // bytes; 0 for an unsized extern array (dynamic shared memory)
   bool is_extern = false;
   bool unsized = false;        // declared "name[]"
+  bool managed = false;        // .attribute(.managed): a __managed__ variable
   std::vector<InitItem> init;  // one item per element of `type`, in order (may be shorter)
 };
 

@@ -252,6 +252,7 @@ class ProgramDecoder {
       g.space = v.space;
       g.size = std::max<uint64_t>(v.size, 1);
       g.align = std::max<uint32_t>(v.align, 1);
+      g.managed = v.managed;
       const uint32_t elem = std::max<uint32_t>(ptx::TypeSize(v.type), 1);
       // Only the initialised prefix is kept: the rest is zero, as fresh device memory is (a
       // large zero-initialised variable costs no host memory until it is written).

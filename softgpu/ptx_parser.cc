@@ -175,7 +175,12 @@ class Parser {
       } else if (a == ".v2" || a == ".v4" || a == ".v8") {
         vector = static_cast<uint32_t>(a[2] - '0');
       } else if (a == ".attribute") {
-        if (Status s = SkipPast(')'); !s.ok()) return s;
+        // .attribute(.managed) (a __managed__ variable) or .attribute(.unified(...)).
+        while (!Peek().Is(')')) {
+          if (Peek().kind == TokenKind::kEnd) return Error("unterminated .attribute");
+          if (Next().text == ".managed") proto.managed = true;
+        }
+        Next();
       } else if (a == ".ptr" || a == ".global" || a == ".shared" || a == ".const" ||
                  a == ".local") {
         // pointer attributes on parameters: ignored

@@ -48,6 +48,14 @@ static_assert(sizeof(h::ChannelFormatDesc) == sizeof(hipChannelFormatDesc));
 static_assert(sizeof(h::FatBinaryWrapper) == 24);
 #define SAME_VALUE(hip, ours) \
   static_assert(static_cast<long>(hip) == static_cast<long>(ours), #hip);
+SAME_VALUE(hipMemAttachGlobal, h::kMemAttachGlobal)
+SAME_VALUE(hipMemAttachHost, h::kMemAttachHost)
+SAME_VALUE(hipMemAttachSingle, h::kMemAttachSingle)
+SAME_VALUE(hipCpuDeviceId, h::kCpuDeviceId)
+SAME_VALUE(hipMemAdviseSetReadMostly, h::kMemAdviseSetReadMostly)
+SAME_VALUE(hipMemAdviseUnsetAccessedBy, h::kMemAdviseUnsetAccessedBy)
+SAME_VALUE(hipMemRangeAttributeReadMostly, h::kMemRangeAttributeReadMostly)
+SAME_VALUE(hipMemRangeAttributeLastPrefetchLocation, h::kMemRangeAttributeLastPrefetchLocation)
 SAME_VALUE(hipMemcpyHostToHost, h::kHostToHost)
 SAME_VALUE(hipMemcpyHostToDevice, h::kHostToDevice)
 SAME_VALUE(hipMemcpyDeviceToHost, h::kDeviceToHost)

@@ -40,6 +40,16 @@ constexpr unsigned kHostMallocWriteCombined = 0x4;
 constexpr unsigned kHostMallocNumaUser = 0x20000000;
 constexpr unsigned kHostMallocCoherent = 0x40000000;
 constexpr unsigned kHostMallocNonCoherent = 0x80000000;
+// Managed memory (hipMallocManaged, hipMemAdvise, hipMemRangeGetAttribute): HIP's values, which
+// follow CUDA's (abi_check.cc).
+constexpr unsigned kMemAttachGlobal = 0x1;
+constexpr unsigned kMemAttachHost = 0x2;
+constexpr unsigned kMemAttachSingle = 0x4;
+constexpr int kCpuDeviceId = -1;
+constexpr int kMemAdviseSetReadMostly = 1;
+constexpr int kMemAdviseUnsetAccessedBy = 6;
+constexpr int kMemRangeAttributeReadMostly = 1;
+constexpr int kMemRangeAttributeLastPrefetchLocation = 4;
 constexpr unsigned kHostRegisterPortable = 0x1;
 constexpr unsigned kHostRegisterMapped = 0x2;
 constexpr unsigned kHostRegisterIoMemory = 0x4;

@@ -237,6 +237,74 @@ HIP_API(hipMemset2DAsync)
       CU(cuMemsetD2D8Async)(D(dst), pitch, static_cast<unsigned char>(value), width, height, s));
 }
 
+// Managed memory: the client's (client/managed_memory.h), with CUDA's model for devices without
+// concurrent managed access, which hipDeviceAttributeConcurrentManagedAccess reports.
+HIP_API(hipMallocManaged)(void** out, size_t bytes, unsigned int flags)->Error {
+  if (out == nullptr || (flags != h::kMemAttachGlobal && flags != h::kMemAttachHost)) {
+    return Ret(h::hipErrorInvalidValue);
+  }
+  Error e = Activate();
+  if (e != h::hipSuccess) return Ret(e);
+  if (bytes == 0) {
+    *out = nullptr;
+    return h::hipSuccess;
+  }
+  CUdeviceptr p = 0;
+  CUresult r = CU(cuMemAllocManaged)(&p, bytes, flags);
+  *out = r == CUDA_SUCCESS ? reinterpret_cast<void*>(p) : nullptr;
+  return Ret(r);
+}
+
+namespace {
+// HIP names a processor by device ordinal or hipCpuDeviceId; the driver by a location.
+CUmemLocation Location(int device) {
+  CUmemLocation location = {};
+  if (device == h::kCpuDeviceId) {
+    location.type = CU_MEM_LOCATION_TYPE_HOST;
+  } else {
+    location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    location.id = device;
+  }
+  return location;
+}
+}  // namespace
+
+HIP_API(hipMemPrefetchAsync)
+(const void* p, size_t count, int device, CUstream stream)->Error {
+  return h::InContext(
+      [&] { return CU(cuMemPrefetchAsync_v2)(D(p), count, Location(device), 0, stream); });
+}
+HIP_API(hipMemAdvise)(const void* p, size_t count, int advice, int device)->Error {
+  return h::InContext([&] {
+    return CU(cuMemAdvise_v2)(D(p), count, static_cast<CUmem_advise>(advice), Location(device));
+  });
+}
+HIP_API(hipMemRangeGetAttribute)
+(void* data, size_t data_size, int attribute, const void* p, size_t count)->Error {
+  return h::InContext([&] {
+    return CU(cuMemRangeGetAttribute)(data, data_size,
+                                      static_cast<CUmem_range_attribute>(attribute), D(p), count);
+  });
+}
+HIP_API(hipMemRangeGetAttributes)
+(void** data, size_t* data_sizes, int* attributes, size_t n, const void* p, size_t count)->Error {
+  if (data == nullptr || data_sizes == nullptr || attributes == nullptr || n == 0) {
+    return Ret(h::hipErrorInvalidValue);
+  }
+  return h::InContext([&] {
+    for (size_t i = 0; i < n; ++i) {
+      CUresult r = CU(cuMemRangeGetAttribute)(
+          data[i], data_sizes[i], static_cast<CUmem_range_attribute>(attributes[i]), D(p), count);
+      if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+  });
+}
+HIP_API(hipStreamAttachMemAsync)
+(CUstream stream, void* p, size_t length, unsigned int flags)->Error {
+  return h::InContext([&] { return CU(cuStreamAttachMemAsync)(stream, D(p), length, flags); });
+}
+
 HIP_API(hipHostMalloc)(void** out, size_t bytes, unsigned int flags)->Error {
   if (out == nullptr) return Ret(h::hipErrorInvalidValue);
   const unsigned known = h::kHostMallocPortable | h::kHostMallocMapped |

@@ -1,6 +1,7 @@
 // Managed and mapped memory through the runtime, with CUDA's rules for a device without
 // concurrent managed access: cudaMallocManaged memory written on the host, updated by kernels,
 // read back on the host after synchronizing (several rounds, some pages untouched in between);
+// a __managed__ array shared by host code and kernels;
 // prefetches both ways; hints read back with cudaMemRangeGetAttribute; the pointer's attributes;
 // cudaMemcpy into and out of managed memory; mapped pinned memory (cudaHostAlloc with
 // cudaHostAllocMapped) that a kernel reads and writes in place (zero copy); each result compared
@@ -8,6 +9,14 @@
 #include <vector>
 
 #include "rt_check.h"
+
+// A __managed__ variable: the same array for host code and kernels.
+__managed__ int tally[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+__global__ void Tally(int* through_pointer) {
+  atomicAdd(&tally[threadIdx.x % 8], 1);
+  if (threadIdx.x == 0) atomicAdd(&through_pointer[7], 1000);  // the host pointer works there too
+}
 
 __global__ void AddRound(int* data, size_t n, int round) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -28,6 +37,16 @@ int main() {
   EXPECT(managed == 1 && concurrent == 0 && can_map == 1,
          "managed %d, concurrent managed access %d, can map host memory %d", managed, concurrent,
          can_map);
+
+  // The __managed__ variable: initial values on the host, kernels and host update it in turn.
+  EXPECT(tally[0] == 1 && tally[7] == 8, "initial tally %d %d", tally[0], tally[7]);
+  tally[0] = 100;
+  Tally<<<2, 64>>>(tally);
+  CHECK_SYNC();
+  for (int i = 0; i < 8; ++i) {
+    const int expect = (i == 0 ? 100 : i + 1) + 16 + (i == 7 ? 2000 : 0);
+    EXPECT(tally[i] == expect, "tally[%d] = %d, want %d", i, tally[i], expect);
+  }
 
   // Host writes, kernels update, host reads: three rounds.
   const size_t n = 3 << 20;  // 12 MiB of ints
