@@ -10,7 +10,7 @@
 #         no_runtime  with the HIP runtime library missing (RGPU_HIP_RUNTIME_LIBRARY names no
 #                   file), the program fails cleanly (exit 1, no crash) and stderr says why;
 #         logged    the program succeeds, and with RGPU_LOG=warn the entry point rgpu does not
-#                   implement (hipMallocManaged) is named on stderr.
+#                   implement (hipExtStreamCreateWithCUMask) is named on stderr.
 set -uo pipefail
 bin=$1 expect=$2
 shift 2
@@ -33,7 +33,7 @@ case $expect in
     RGPU_LOG=warn run "$@" >"$out" 2>&1; rc=$?
     cat "$out"
     [ $rc -eq 0 ] || { echo "hip_run: $1 exited $rc, expected 0"; exit 1; }
-    grep -q "hipMallocManaged is not supported" "$out" ||
+    grep -q "hipExtStreamCreateWithCUMask is not supported" "$out" ||
       { echo "hip_run: the unsupported entry point was not named"; exit 1; } ;;
   quiet)
     run "$@" >"$out" 2>&1; rc=$?

@@ -23,9 +23,10 @@ int main() {
   EXPECT_ERROR(hipEventRecord(nullptr, nullptr), hipErrorInvalidHandle);
   EXPECT_ERROR(hipSetDevice(-1), hipErrorInvalidDevice);
   EXPECT_ERROR(hipInit(1), hipErrorInvalidValue);
-  // Not implemented by rgpu: refused by name, not crashed.
-  void* managed = nullptr;
-  EXPECT_ERROR(hipMallocManaged(&managed, 4096, hipMemAttachGlobal), hipErrorNotSupported);
+  // Not implemented by rgpu (an AMD compute-unit mask): refused by name, not crashed.
+  hipStream_t masked = nullptr;
+  const uint32_t mask[2] = {0xffffffffu, 0xffffffffu};
+  EXPECT_ERROR(hipExtStreamCreateWithCUMask(&masked, 2, mask), hipErrorNotSupported);
   EXPECT(hipGetLastError() != hipSuccess);
   // The program still works after all that.
   void* d;
