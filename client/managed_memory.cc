@@ -109,6 +109,11 @@ class Engine {
   void ArmHandler();
   static void OnFault(int sig, siginfo_t* info, void* context);
   void Release(Allocation& a);
+  // Makes `a`'s shared memory object of `mapped` bytes and the engine's view of it.
+  static CUresult MakeView(const char* name, uint64_t mapped, Allocation* a);
+  // Records `a` (its fields set) and its range in Memory(), and arms the fault handler.
+  void Register(std::unique_ptr<Allocation> a, CUmemorytype type, unsigned host_flags,
+                bool freeable);
 
   std::mutex mu_;
   std::map<uint64_t, std::unique_ptr<Allocation>> allocations_;  // by base
@@ -150,18 +155,7 @@ CUresult Engine::Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_
   // One page more than the mapping, so that a page-aligned start lies inside.
   const uint64_t device_bytes = mapped + kPage;
   auto a = std::make_unique<Allocation>();
-  a->fd = memfd_create("rgpu-managed", MFD_CLOEXEC);
-  if (a->fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (ftruncate(a->fd, static_cast<off_t>(mapped)) != 0) {
-    close(a->fd);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  void* view = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
-  if (view == MAP_FAILED) {
-    close(a->fd);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  a->view = static_cast<uint8_t*>(view);
+  if (CUresult r = MakeView("rgpu-managed", mapped, a.get()); r != CUDA_SUCCESS) return r;
   // The device allocation's address must also be free here; the server never hands out an
   // address twice, so another allocation is another chance.
   std::vector<uint64_t> unusable;
@@ -199,21 +193,44 @@ CUresult Engine::Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_
   a->device_zero.assign(pages, true);
   a->hints.assign(pages, PageHints{});
   *address = a->base;
+  Register(std::move(a), host_mapped ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE,
+           host_mapped ? CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE : 0, true);
+  return CUDA_SUCCESS;
+}
+
+CUresult Engine::MakeView(const char* name, uint64_t mapped, Allocation* a) {
+  a->fd = memfd_create(name, MFD_CLOEXEC);
+  if (a->fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* view = MAP_FAILED;
+  if (ftruncate(a->fd, static_cast<off_t>(mapped)) == 0) {
+    view = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+  }
+  if (view == MAP_FAILED) {
+    close(a->fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  a->view = static_cast<uint8_t*>(view);
+  return CUDA_SUCCESS;
+}
+
+void Engine::Register(std::unique_ptr<Allocation> a, CUmemorytype type, unsigned host_flags,
+                      bool freeable) {
   MemoryRange range;
   range.base = a->base;
-  range.size = bytes;
-  range.type = host_mapped ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
-  range.ctx = ctx;
+  range.size = a->size;
+  range.type = type;
+  range.ctx = a->ctx;
   range.managed = true;
-  range.host_flags = host_mapped ? CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE : 0;
+  range.freeable = freeable;
+  range.host_flags = host_flags;
   {
     std::lock_guard<std::mutex> lock(mu_);
     allocations_[a->base] = std::move(a);
     g_managed_memory_exists.store(true, std::memory_order_release);
   }
+  Memory().Erase(range.base);  // an adopted variable was known as a plain module global
   Memory().Insert(range);
   ArmHandler();
-  return CUDA_SUCCESS;
 }
 
 CUresult Engine::Adopt(CUctx_st* ctx, uint64_t address, size_t bytes) {
@@ -230,27 +247,17 @@ CUresult Engine::Adopt(CUctx_st* ctx, uint64_t address, size_t bytes) {
   }
   const uint64_t mapped = (bytes + kPage - 1) / kPage * kPage;
   auto a = std::make_unique<Allocation>();
-  a->fd = memfd_create("rgpu-managed-variable", MFD_CLOEXEC);
-  if (a->fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  void* view = MAP_FAILED;
-  if (ftruncate(a->fd, static_cast<off_t>(mapped)) == 0) {
-    view = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
-  }
-  if (view == MAP_FAILED) {
-    close(a->fd);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
+  if (CUresult r = MakeView("rgpu-managed-variable", mapped, a.get()); r != CUDA_SUCCESS) return r;
   void* at = mmap(reinterpret_cast<void*>(address), mapped, PROT_NONE,
                   MAP_SHARED | MAP_FIXED_NOREPLACE, a->fd, 0);
   if (at != reinterpret_cast<void*>(address)) {
     if (at != MAP_FAILED) munmap(at, mapped);
-    munmap(view, mapped);
+    munmap(a->view, mapped);
     close(a->fd);
     RGPU_LOG_WARN("__managed__ variable at %#llx: the address is taken in this process",
                   static_cast<unsigned long long>(address));
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  a->view = static_cast<uint8_t*>(view);
   a->base = address;
   a->size = bytes;
   a->mapped = mapped;
@@ -262,21 +269,7 @@ CUresult Engine::Adopt(CUctx_st* ctx, uint64_t address, size_t bytes) {
   a->device_zero.assign(pages, false);
   a->hints.assign(pages, PageHints{});
   a->host_accessible = false;
-  MemoryRange range;
-  range.base = address;
-  range.size = bytes;
-  range.type = CU_MEMORYTYPE_DEVICE;
-  range.ctx = ctx;
-  range.managed = true;
-  range.freeable = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    allocations_[address] = std::move(a);
-    g_managed_memory_exists.store(true, std::memory_order_release);
-  }
-  Memory().Erase(address);  // known so far as a plain module global
-  Memory().Insert(range);
-  ArmHandler();
+  Register(std::move(a), CU_MEMORYTYPE_DEVICE, 0, false);
   return CUDA_SUCCESS;
 }
 

@@ -564,21 +564,37 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t* 
 
 namespace {
 
-// The function and context an occupancy query of a launch configuration is about (the kernel's
-// module's context), and its threads per block.
-CUresult OccupancyQuery(CUfunction func, const CUlaunchConfig* config,
-                        std::shared_ptr<FunctionHandle>* fh, std::shared_ptr<Module>* m,
-                        std::shared_ptr<Context>* ctx, uint32_t* threads) {
-  if (CUresult r = ResolveFunction(func, fh, m); r != CUDA_SUCCESS) return r;
-  if (config == nullptr || (config->numAttrs != 0 && config->attrs == nullptr)) {
+// What an occupancy query of a launch configuration is about: the kernel, its module and
+// context (the module's), and the configuration's threads per block. `out` is the caller's
+// result pointer, which must not be null.
+struct OccupancyTarget {
+  std::shared_ptr<FunctionHandle> fh;
+  std::shared_ptr<Module> m;
+  std::shared_ptr<Context> ctx;
+  const Function* fn = nullptr;
+  uint32_t threads = 0;
+};
+
+CUresult OccupancyQuery(CUfunction func, const CUlaunchConfig* config, const void* out,
+                        OccupancyTarget* t) {
+  if (CUresult r = ResolveFunction(func, &t->fh, &t->m); r != CUDA_SUCCESS) return r;
+  if (out == nullptr || config == nullptr || (config->numAttrs != 0 && config->attrs == nullptr)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  *ctx = GetDriver().contexts.Find((*m)->context());
-  if (*ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  const uint64_t t = uint64_t{config->blockDimX} * config->blockDimY * config->blockDimZ;
-  if (t == 0 || t > kMaxThreadsPerBlock) return CUDA_ERROR_INVALID_VALUE;
-  *threads = static_cast<uint32_t>(t);
+  t->ctx = GetDriver().contexts.Find(t->m->context());
+  if (t->ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  const uint64_t threads = uint64_t{config->blockDimX} * config->blockDimY * config->blockDimZ;
+  if (threads == 0 || threads > kMaxThreadsPerBlock) return CUDA_ERROR_INVALID_VALUE;
+  t->threads = static_cast<uint32_t>(threads);
+  t->fn = &t->m->program().functions[t->fh->index];
   return CUDA_SUCCESS;
+}
+
+// Blocks of the query's configuration resident on the whole device at once.
+uint64_t ResidentBlocks(const OccupancyTarget& t, const CUlaunchConfig& config) {
+  return static_cast<uint64_t>(
+             ActiveBlocks(*t.fn, static_cast<int>(t.threads), config.sharedMemBytes)) *
+         t.ctx->device()->sm_count();
 }
 
 }  // namespace
@@ -589,17 +605,10 @@ CUresult OccupancyQuery(CUfunction func, const CUlaunchConfig* config,
 SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveClusters(int* numClusters, CUfunction func,
                                                              const CUlaunchConfig* config) {
   return Guard([&] {
-    std::shared_ptr<FunctionHandle> fh;
-    std::shared_ptr<Module> m;
-    std::shared_ptr<Context> ctx;
-    uint32_t threads;
-    if (CUresult r = OccupancyQuery(func, config, &fh, &m, &ctx, &threads); r != CUDA_SUCCESS) {
-      return r;
-    }
-    if (numClusters == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    const Function& fn = m->program().functions[fh->index];
+    OccupancyTarget t;
+    if (CUresult r = OccupancyQuery(func, config, numClusters, &t); r != CUDA_SUCCESS) return r;
     uint32_t shape[3] = {0, 0, 0};
-    bool has_shape = RequiredCluster(fn, *fh, shape);
+    bool has_shape = RequiredCluster(*t.fn, *t.fh, shape);
     for (unsigned i = 0; i < config->numAttrs; ++i) {
       const CUlaunchAttribute& a = config->attrs[i];
       if (a.id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
@@ -612,12 +621,12 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxActiveClusters(int* numClusters, C
     }
     if (!has_shape) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
     const uint64_t blocks = uint64_t{shape[0]} * shape[1] * shape[2];
-    if (blocks == 0 || blocks > MaxClusterBlocks(fn, *fh)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    if (blocks == 0 || blocks > MaxClusterBlocks(*t.fn, *t.fh)) {
+      return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    }
     if (DeviceArchitecture().Number() < 90) return CUDA_ERROR_NOT_SUPPORTED;
-    const uint64_t resident =
-        static_cast<uint64_t>(ActiveBlocks(fn, static_cast<int>(threads), config->sharedMemBytes)) *
-        ctx->device()->sm_count();
-    *numClusters = static_cast<int>(std::min<uint64_t>(resident / blocks, 1u << 30));
+    *numClusters =
+        static_cast<int>(std::min<uint64_t>(ResidentBlocks(t, *config) / blocks, 1u << 30));
     return CUDA_SUCCESS;
   });
 }
@@ -629,28 +638,19 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int* clusterS
                                                                    CUfunction func,
                                                                    const CUlaunchConfig* config) {
   return Guard([&] {
-    std::shared_ptr<FunctionHandle> fh;
-    std::shared_ptr<Module> m;
-    std::shared_ptr<Context> ctx;
-    uint32_t threads;
-    if (CUresult r = OccupancyQuery(func, config, &fh, &m, &ctx, &threads); r != CUDA_SUCCESS) {
-      return r;
-    }
-    if (clusterSize == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    const Function& fn = m->program().functions[fh->index];
+    OccupancyTarget t;
+    if (CUresult r = OccupancyQuery(func, config, clusterSize, &t); r != CUDA_SUCCESS) return r;
     if (DeviceArchitecture().Number() < 90) {
       *clusterSize = 0;
       return CUDA_SUCCESS;
     }
     uint32_t shape[3];
-    if (RequiredCluster(fn, *fh, shape)) {
+    if (RequiredCluster(*t.fn, *t.fh, shape)) {
       *clusterSize = static_cast<int>(shape[0] * shape[1] * shape[2]);
       return CUDA_SUCCESS;
     }
-    const uint64_t resident =
-        static_cast<uint64_t>(ActiveBlocks(fn, static_cast<int>(threads), config->sharedMemBytes)) *
-        ctx->device()->sm_count();
-    *clusterSize = static_cast<int>(std::min<uint64_t>(MaxClusterBlocks(fn, *fh), resident));
+    *clusterSize = static_cast<int>(
+        std::min<uint64_t>(MaxClusterBlocks(*t.fn, *t.fh), ResidentBlocks(t, *config)));
     return CUDA_SUCCESS;
   });
 }
