@@ -111,9 +111,11 @@ class Engine {
   void Release(Allocation& a);
   // Makes `a`'s shared memory object of `mapped` bytes and the engine's view of it.
   static CUresult MakeView(const char* name, uint64_t mapped, Allocation* a);
-  // Records `a` (its fields set) and its range in Memory(), and arms the fault handler.
-  void Register(std::unique_ptr<Allocation> a, CUmemorytype type, unsigned host_flags,
-                bool freeable);
+  // Gives `a` (base, size, mapped and ctx set) its pages, all in `initial` state (`device_zero`:
+  // the device's copy is known zero), records it and its range in Memory(), and arms the fault
+  // handler.
+  void Register(std::unique_ptr<Allocation> a, PageState initial, bool device_zero,
+                CUmemorytype type, unsigned host_flags, bool freeable);
 
   std::mutex mu_;
   std::map<uint64_t, std::unique_ptr<Allocation>> allocations_;  // by base
@@ -188,12 +190,9 @@ CUresult Engine::Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_
   a->mapped = mapped;
   a->ctx = ctx;
   a->host_mapped = host_mapped;
-  const uint64_t pages = mapped / kPage;
-  a->state.assign(pages, PageState::kDirty);
-  a->device_zero.assign(pages, true);
-  a->hints.assign(pages, PageHints{});
   *address = a->base;
-  Register(std::move(a), host_mapped ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE,
+  Register(std::move(a), PageState::kDirty, true,
+           host_mapped ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE,
            host_mapped ? CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE : 0, true);
   return CUDA_SUCCESS;
 }
@@ -213,8 +212,13 @@ CUresult Engine::MakeView(const char* name, uint64_t mapped, Allocation* a) {
   return CUDA_SUCCESS;
 }
 
-void Engine::Register(std::unique_ptr<Allocation> a, CUmemorytype type, unsigned host_flags,
-                      bool freeable) {
+void Engine::Register(std::unique_ptr<Allocation> a, PageState initial, bool device_zero,
+                      CUmemorytype type, unsigned host_flags, bool freeable) {
+  const uint64_t pages = a->mapped / kPage;
+  a->state.assign(pages, initial);
+  a->device_zero.assign(pages, device_zero);
+  a->hints.assign(pages, PageHints{});
+  a->host_accessible = initial != PageState::kInvalid;
   MemoryRange range;
   range.base = a->base;
   range.size = a->size;
@@ -263,13 +267,8 @@ CUresult Engine::Adopt(CUctx_st* ctx, uint64_t address, size_t bytes) {
   a->mapped = mapped;
   a->ctx = ctx;
   a->adopted = true;
-  const uint64_t pages = mapped / kPage;
   // The device holds the variable's initial value: the host fetches it on first touch.
-  a->state.assign(pages, PageState::kInvalid);
-  a->device_zero.assign(pages, false);
-  a->hints.assign(pages, PageHints{});
-  a->host_accessible = false;
-  Register(std::move(a), CU_MEMORYTYPE_DEVICE, 0, false);
+  Register(std::move(a), PageState::kInvalid, false, CU_MEMORYTYPE_DEVICE, 0, false);
   return CUDA_SUCCESS;
 }
 

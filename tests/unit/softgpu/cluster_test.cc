@@ -22,6 +22,15 @@ class ClusterTest : public softgpu_test::KernelTest {
  protected:
   const char* PtxFile() const override { return "cluster_kernels.ptx"; }
 
+  // Kernel `name` of a module made of `ptx` (null when it does not load).
+  CUfunction LoadKernel(const char* ptx, const char* name) {
+    CUmodule m = nullptr;
+    CUfunction f = nullptr;
+    EXPECT_EQ(cuModuleLoadData(&m, ptx), CUDA_SUCCESS);
+    if (m != nullptr) EXPECT_EQ(cuModuleGetFunction(&f, m, name), CUDA_SUCCESS);
+    return f;
+  }
+
   // A launch of `grid` blocks of `block` threads in clusters of `cluster` (none when null).
   CUresult LaunchClusters(CUfunction f, dim3 grid, unsigned block, const dim3* cluster,
                           std::vector<void*> args, unsigned shared = 0) {
@@ -271,10 +280,8 @@ TEST_F(ClusterTest, AccessesOutsideTheClusterFault) {
   ret;
 }
 )";
-  CUmodule m;
-  CU_ASSERT_OK(cuModuleLoadData(&m, ptx));
-  CUfunction f;
-  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "reach"));
+  CUfunction f = LoadKernel(ptx, "reach");
+  ASSERT_NE(f, nullptr);
   const dim3 two(2, 1, 1);
   unsigned rank = 1, offset = 12;
   CU_ASSERT_OK(LaunchClusters(f, dim3(2, 1, 1), 32, &two, {&rank, &offset}));
@@ -302,10 +309,8 @@ TEST_F(ClusterTest, PastTheOtherBlocksSharedMemoryFaults) {
   ret;
 }
 )";
-  CUmodule m;
-  CU_ASSERT_OK(cuModuleLoadData(&m, ptx));
-  CUfunction f;
-  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "reach"));
+  CUfunction f = LoadKernel(ptx, "reach");
+  ASSERT_NE(f, nullptr);
   const dim3 two(2, 1, 1);
   unsigned offset = 16;  // just past the 16-byte array
   CU_ASSERT_OK(LaunchClusters(f, dim3(2, 1, 1), 32, &two, {&offset}));
