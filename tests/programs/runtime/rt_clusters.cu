@@ -18,7 +18,8 @@ __global__ void RingExchange(int* out) {
   cg::cluster_group cluster = cg::this_cluster();
   tile[threadIdx.x] = static_cast<int>(blockIdx.x * 1000 + threadIdx.x);
   cluster.sync();
-  const int* next = cluster.map_shared_rank(tile, (cluster.block_rank() + 1) % cluster.num_blocks());
+  const int* next =
+      cluster.map_shared_rank(tile, (cluster.block_rank() + 1) % cluster.num_blocks());
   out[blockIdx.x * blockDim.x + threadIdx.x] = next[threadIdx.x];
   cluster.sync();
 }
@@ -72,7 +73,8 @@ int main() {
   std::vector<int> ring(blocks * threads);
   for (unsigned b = 0; b < blocks; ++b) {
     const unsigned next = b / 4 * 4 + (b % 4 + 1) % 4;
-    for (unsigned t = 0; t < threads; ++t) ring[b * threads + t] = static_cast<int>(next * 1000 + t);
+    for (unsigned t = 0; t < threads; ++t)
+      ring[b * threads + t] = static_cast<int>(next * 1000 + t);
   }
   ExpectEqualArrays("ring exchange", out.data(), ring.data(), out.size());
 

@@ -8,14 +8,14 @@
 
 #include "rt_check.h"
 
-#define CHECK_DNN(call)                                                                    \
-  do {                                                                                     \
-    cudnnStatus_t dnn_status_ = (call);                                                    \
-    if (dnn_status_ != CUDNN_STATUS_SUCCESS) {                                             \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                 \
-              cudnnGetErrorString(dnn_status_));                                           \
-      exit(1);                                                                             \
-    }                                                                                      \
+#define CHECK_DNN(call)                                                    \
+  do {                                                                     \
+    cudnnStatus_t dnn_status_ = (call);                                    \
+    if (dnn_status_ != CUDNN_STATUS_SUCCESS) {                             \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+              cudnnGetErrorString(dnn_status_));                           \
+      exit(1);                                                             \
+    }                                                                      \
   } while (0)
 
 int main() {
@@ -62,7 +62,8 @@ int main() {
   CHECK_DNN(cudnnCreateFilterDescriptor(&filter_desc));
   CHECK_DNN(cudnnCreateConvolutionDescriptor(&conv));
   CHECK_DNN(cudnnSetTensor4dDescriptor(in_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
-  CHECK_DNN(cudnnSetFilter4dDescriptor(filter_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k, c, r, s));
+  CHECK_DNN(
+      cudnnSetFilter4dDescriptor(filter_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k, c, r, s));
   CHECK_DNN(cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
                                             CUDNN_DATA_FLOAT));
   int on, oc, oh, ow;
@@ -71,14 +72,14 @@ int main() {
   CHECK_DNN(cudnnSetTensor4dDescriptor(out_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, k, h, w));
   std::vector<float> image(n * c * h * w), filter(k * c * r * s), out(n * k * h * w);
   for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<float>((i * 37) % 17) / 8 - 1;
-  for (size_t i = 0; i < filter.size(); ++i) filter[i] = static_cast<float>((i * 11) % 7) / 4 - 0.75f;
+  for (size_t i = 0; i < filter.size(); ++i)
+    filter[i] = static_cast<float>((i * 11) % 7) / 4 - 0.75f;
   float *d_image, *d_filter, *d_out;
   CHECK(cudaMalloc(&d_image, image.size() * sizeof(float)));
   CHECK(cudaMalloc(&d_filter, filter.size() * sizeof(float)));
   CHECK(cudaMalloc(&d_out, out.size() * sizeof(float)));
   CHECK(cudaMemcpy(d_image, image.data(), image.size() * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_filter, filter.data(), filter.size() * sizeof(float),
-                   cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_filter, filter.data(), filter.size() * sizeof(float), cudaMemcpyHostToDevice));
   cudnnConvolutionFwdAlgoPerf_t perf[8];
   int returned = 0;
   CHECK_DNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, in_desc, filter_desc, conv, out_desc, 8,
@@ -115,8 +116,8 @@ int main() {
             }
           }
           const float got = out[((b * k + f) * h + i) * w + j];
-          EXPECT(std::fabs(got - want) <= 1e-3, "conv[%d,%d,%d,%d] = %g, want %g (algorithm %d)",
-                 b, f, i, j, got, want, static_cast<int>(perf[chosen].algo));
+          EXPECT(std::fabs(got - want) <= 1e-3, "conv[%d,%d,%d,%d] = %g, want %g (algorithm %d)", b,
+                 f, i, j, got, want, static_cast<int>(perf[chosen].algo));
         }
       }
     }

@@ -101,11 +101,11 @@ int main() {
   // Hints read back.
   CHECK(cudaMemAdvise(data, 4096 * 4, cudaMemAdviseSetReadMostly, device));
   int read_mostly = 0;
-  CHECK(cudaMemRangeGetAttribute(&read_mostly, sizeof read_mostly,
-                                 cudaMemRangeAttributeReadMostly, data, 4096 * 4));
+  CHECK(cudaMemRangeGetAttribute(&read_mostly, sizeof read_mostly, cudaMemRangeAttributeReadMostly,
+                                 data, 4096 * 4));
   EXPECT(read_mostly == 1, "read mostly %d", read_mostly);
-  CHECK(cudaMemRangeGetAttribute(&read_mostly, sizeof read_mostly,
-                                 cudaMemRangeAttributeReadMostly, data, n * sizeof(int)));
+  CHECK(cudaMemRangeGetAttribute(&read_mostly, sizeof read_mostly, cudaMemRangeAttributeReadMostly,
+                                 data, n * sizeof(int)));
   EXPECT(read_mostly == 0, "read mostly over a mixed range %d", read_mostly);
 
   // cudaMemcpy into and out of managed memory.

@@ -71,7 +71,8 @@ extern "C" __global__ void cluster_histogram(const int* in, int count, int bins_
 // Compile-time cluster shape: launched without a cluster attribute, blocks still pair up.
 // out[block] = its rank * 10 + cluster size.
 extern "C" __global__ void __cluster_dims__(2, 1, 1) fixed_pairs(unsigned* out) {
-  if (threadIdx.x == 0) out[blockIdx.x] = __clusterRelativeBlockRank() * 10 + __clusterSizeInBlocks();
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = __clusterRelativeBlockRank() * 10 + __clusterSizeInBlocks();
 }
 
 // Only the first warp of each block stays; the others exit at once, so the cluster barrier waits
