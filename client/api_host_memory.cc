@@ -259,8 +259,23 @@ CUresult Classify(CUmemorytype type, const void* host, CUdeviceptr device, size_
   return CUDA_SUCCESS;
 }
 
-CUresult Copy2D(const CUDA_MEMCPY2D* c, CUstream stream, bool async) {
-  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+CUresult Copy2D(const CUDA_MEMCPY2D* given, CUstream stream, bool async) {
+  if (given == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A host side in managed or mapped memory is that memory's device copy (the client never
+  // reads or writes the program's view of it); the host's writes reach the device first.
+  CUDA_MEMCPY2D managed_sides = *given;
+  if (managed_sides.srcMemoryType == CU_MEMORYTYPE_HOST &&
+      rgpu::client::IsManagedAddress(reinterpret_cast<uint64_t>(managed_sides.srcHost))) {
+    managed_sides.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    managed_sides.srcDevice = reinterpret_cast<CUdeviceptr>(managed_sides.srcHost);
+  }
+  if (managed_sides.dstMemoryType == CU_MEMORYTYPE_HOST &&
+      rgpu::client::IsManagedAddress(reinterpret_cast<uint64_t>(managed_sides.dstHost))) {
+    managed_sides.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    managed_sides.dstDevice = reinterpret_cast<CUdeviceptr>(managed_sides.dstHost);
+  }
+  if (CUresult r = rgpu::client::BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
+  const CUDA_MEMCPY2D* c = &managed_sides;
   if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
     CUDA_MEMCPY3D box = {};
     box.srcXInBytes = c->srcXInBytes;

@@ -118,6 +118,22 @@ int main() {
   }
   EXPECT(data[600] == 1 && data[499] == want[499], "host view after copies: %d %d", data[600],
          data[499]);
+  // 2D copies whose host side is managed memory a kernel just wrote (explicit kinds): the copy
+  // takes the device's bytes, never the host's stale ones.
+  for (int i = 0; i < 64; ++i) data[i] = 3500 + i;
+  AddRound<<<1, 64>>>(data, 64, 1000 - 64);  // 2 * (3500 + i) + 936 = 7936 + 2i
+  CHECK_SYNC();
+  int* pitched = nullptr;
+  size_t pitch = 0;
+  CHECK(cudaMallocPitch(&pitched, &pitch, 8 * sizeof(int), 8));
+  CHECK(cudaMemcpy2D(pitched, pitch, data, 8 * sizeof(int), 8 * sizeof(int), 8,
+                     cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy2D(data + 100, 8 * sizeof(int), pitched, pitch, 8 * sizeof(int), 8,
+                     cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 64; ++i) {
+    EXPECT(data[100 + i] == 7936 + 2 * i, "2D copy [%d] = %d", i, data[100 + i]);
+  }
+  CHECK(cudaFree(pitched));
   CHECK(cudaFree(data));
 
   // Mapped pinned memory: the kernel reads x and writes y in place.
