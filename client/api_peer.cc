@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "client/impl.h"
+#include "client/managed_memory.h"
 #include "client/memory_map.h"
 
 using rgpu::client::ClientState;
@@ -48,6 +49,8 @@ CUresult CopyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext
                   size_t bytes, CUstream stream, bool async) {
   if (CUresult r = CheckPeer(dst_ctx); r != CUDA_SUCCESS) return r;
   if (CUresult r = CheckPeer(src_ctx); r != CUDA_SUCCESS) return r;
+  // Managed memory either side may name: the host's writes first, the host's copy given up.
+  if (CUresult r = rgpu::client::BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   CUctx_st* ctx;
   uint64_t remote_stream = 0;
   if (!async) stream = nullptr;
