@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "client/impl.h"
+#include "client/managed_memory.h"
 #include "common/array_format.h"
 
 using rgpu::client::ClientState;
@@ -170,7 +171,21 @@ bool CopyNamesArray(const CUDA_MEMCPY3D& c) {
   return c.srcMemoryType == CU_MEMORYTYPE_ARRAY || c.dstMemoryType == CU_MEMORYTYPE_ARRAY;
 }
 
-CUresult CopyArray3D(const CUDA_MEMCPY3D& c, CUstream stream, bool async) {
+CUresult CopyArray3D(const CUDA_MEMCPY3D& given, CUstream stream, bool async) {
+  // A host side in managed or mapped memory is that memory's device copy (the client never
+  // touches the program's view of it); the host's writes reach the device first.
+  CUDA_MEMCPY3D c = given;
+  if (c.srcMemoryType == CU_MEMORYTYPE_HOST &&
+      IsManagedAddress(reinterpret_cast<uint64_t>(c.srcHost))) {
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = reinterpret_cast<CUdeviceptr>(c.srcHost);
+  }
+  if (c.dstMemoryType == CU_MEMORYTYPE_HOST &&
+      IsManagedAddress(reinterpret_cast<uint64_t>(c.dstHost))) {
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = reinterpret_cast<CUdeviceptr>(c.dstHost);
+  }
+  if (CUresult r = BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   if (c.reserved0 != nullptr || c.reserved1 != nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (c.srcLOD != 0 || c.dstLOD != 0) return CUDA_ERROR_INVALID_VALUE;
   if (!async) {
