@@ -12,7 +12,7 @@ secret=4321
 hash=$(printf '%s' "$secret" | md5sum | cut -d' ' -f1)
 out=$work/out.txt
 "$bin/rgpu" run -- hashcat -m 0 -a 3 "$hash" '?d?d?d?d' --backend-ignore-opencl \
-  --potfile-path "$work/hashcat.potfile" >"$out" 2>&1 ||
+  --potfile-path "$work/hashcat.potfile" --session "rgpu-e2e-$$" >"$out" 2>&1 ||
   true  # hashcat exits 0 when cracked, 1 when exhausted; the output says which
 if grep -q "CUDA API" "$out" && grep -q "$hash:$secret" "$out" &&
    grep -q "^Status\.*: Cracked" "$out"; then

@@ -33,7 +33,9 @@ if command -v hashcat >/dev/null; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   hash=$(printf '%s' 4321 | md5sum | cut -d' ' -f1)
+  # A session of its own: hashcat refuses to start beside another instance of the same session
+  # (e2e_hashcat may be running at the same time).
   run hashcat "^Status\.*: Cracked" env HOME="$work" "$lib" hashcat -m 0 -a 3 "$hash" '?d?d?d?d' \
-    --backend-ignore-opencl --potfile-path "$work/pot"
+    --backend-ignore-opencl --potfile-path "$work/pot" --session "rgpu-local-$$"
 fi
 exit $fail
