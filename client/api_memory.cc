@@ -169,7 +169,8 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
   if (IsManagedAddress(reinterpret_cast<uint64_t>(dst))) {
     return CopyDtoD(reinterpret_cast<uint64_t>(dst), src, bytes, stream, async);
   }
-  if (CUresult r = BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
+  // The device only reads: the host's writes go first, its pages stay readable.
+  if (CUresult r = BeforeDeviceWork(DeviceAccess::kReads); r != CUDA_SUCCESS) return r;
   if (!async) {
     CUresult r = WaitStreamDrained(stream);
     if (r != CUDA_SUCCESS) return r;

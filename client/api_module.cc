@@ -240,8 +240,6 @@ using rgpu::client::ResolveFunction;
 
 RGPU_IMPL(cuModuleLoadData)(CUmodule* out, const void* image) { return LoadFromMemory(image, out); }
 
-extern "C" CUresult rgpu_impl_cuGetErrorName(CUresult error, const char** out);  // api_error.cc
-
 namespace {
 
 // The outputs of cuModuleLoadDataEx's JIT options, as the driver fills them: each log buffer the
@@ -539,7 +537,8 @@ CUresult Launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
   std::string args;
   r = rgpu::client::PackArguments(fn, params, extra, &args);
   if (r != CUDA_SUCCESS) return r;
-  // A cluster shape travels as given (a zero dimension is the backend's to refuse); none: 0s.
+  // A cluster shape travels as given (the backend judges it); on the wire all 0s mean none, so a
+  // zero dimension is refused here (the server refuses one too).
   uint32_t cluster_x = 0, cluster_y = 0, cluster_z = 0;
   if (cluster != nullptr) {
     cluster_x = cluster->value.clusterDim.x;

@@ -47,6 +47,7 @@ extern "C" CUresult rgpu_impl_cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, 
 extern "C" CUresult rgpu_impl_cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* data);
 extern "C" CUresult rgpu_impl_cuEventRecord(CUevent e, CUstream s);
 extern "C" CUresult rgpu_impl_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev);
+extern "C" CUresult rgpu_impl_cuGetErrorName(CUresult error, const char** name);
 extern "C" CUresult rgpu_impl_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags);
 
 namespace rgpu::client {

@@ -15,8 +15,6 @@
 #include "client/impl.h"
 #include "client/memory_map.h"
 
-extern "C" CUresult rgpu_impl_cuGetErrorName(CUresult error, const char** name);
-
 namespace rgpu::client {
 
 std::atomic<bool> g_managed_memory_exists{false};
@@ -73,7 +71,7 @@ class Engine {
   void ForgetAdopted(uint64_t address);
   CUresult Free(uint64_t address);
   void ForgetContext(CUctx_st* ctx);
-  CUresult BeforeDeviceWork();
+  CUresult BeforeDeviceWork(DeviceAccess access);
   CUresult Prefetch(uint64_t address, size_t bytes, bool to_host, CUstream stream);
   CUresult Advise(uint64_t address, size_t bytes, CUmem_advise advice, CUmemLocation location);
   CUresult RangeAttribute(void* data, size_t data_size, CUmem_range_attribute attribute,
@@ -383,18 +381,20 @@ CUresult Engine::WaitForDevice(CUctx_st* ctx) {
   return r;
 }
 
-CUresult Engine::BeforeDeviceWork() {
+CUresult Engine::BeforeDeviceWork(DeviceAccess access) {
   if (t_in_engine) return CUDA_SUCCESS;
   EngineScope scope;
   ArmHandler();
+  const bool writes = access == DeviceAccess::kReadsAndWrites;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [base, a] : allocations_) {
     if (!a->host_accessible) continue;
     CUresult r = Flush(*a, 0, a->state.size());
     if (r != CUDA_SUCCESS) return r;
-    Invalidate(*a, 0, a->state.size());
+    // Work that only reads leaves the host's (now clean) pages as they are.
+    if (writes) Invalidate(*a, 0, a->state.size());
   }
-  device_busy_ = true;
+  if (writes) device_busy_ = true;
   return CUDA_SUCCESS;
 }
 
@@ -668,7 +668,9 @@ void ForgetManaged(CUctx_st* ctx) {
   if (g_managed_memory_exists.load(std::memory_order_acquire)) Engine::Get().ForgetContext(ctx);
 }
 
-CUresult BeforeDeviceWorkSlow() { return Engine::Get().BeforeDeviceWork(); }
+CUresult BeforeDeviceWorkSlow(DeviceAccess access) {
+  return Engine::Get().BeforeDeviceWork(access);
+}
 
 CUresult PrefetchManaged(uint64_t address, size_t bytes, bool to_host, CUstream stream) {
   return Engine::Get().Prefetch(address, bytes, to_host, stream);

@@ -59,12 +59,15 @@ CUresult FreeManaged(uint64_t address);
 // Forgets the managed allocations of `ctx` (the context is gone, and its memory with it).
 void ForgetManaged(CUctx_st* ctx);
 
-// Before device work: dirty pages of every managed allocation travel to the device and every
-// page becomes inaccessible to the host until touched again. Reentrant calls (the engine's own
-// copies) do nothing.
-CUresult BeforeDeviceWorkSlow();
-inline CUresult BeforeDeviceWork() {
-  return g_managed_memory_exists.load(std::memory_order_acquire) ? BeforeDeviceWorkSlow()
+// What device work may do to memory it names.
+enum class DeviceAccess { kReads, kReadsAndWrites };
+
+// Before device work: dirty pages of every managed allocation travel to the device; when the
+// work may write (`access`), every page also becomes inaccessible to the host until touched
+// again. Reentrant calls (the engine's own copies) do nothing.
+CUresult BeforeDeviceWorkSlow(DeviceAccess access);
+inline CUresult BeforeDeviceWork(DeviceAccess access = DeviceAccess::kReadsAndWrites) {
+  return g_managed_memory_exists.load(std::memory_order_acquire) ? BeforeDeviceWorkSlow(access)
                                                                  : CUDA_SUCCESS;
 }
 

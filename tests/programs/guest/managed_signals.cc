@@ -63,6 +63,13 @@ int main() {
     fprintf(stderr, "managed_signals: the device read %u, not the host's 555\n", back);
     return 1;
   }
+  // A copy out of device memory leaves the host's pages readable; device work that writes takes
+  // them back, and the host then reads the device's value.
+  if (p[5] != 555 || cuMemsetD32(d + 5 * sizeof(unsigned), 9, 1) || cuCtxSynchronize() ||
+      p[5] != 9) {
+    fprintf(stderr, "managed_signals: after the copies the host reads %u\n", p[5]);
+    return 1;
+  }
   printf("managed_signals: managed memory coherent\n");
   fflush(stdout);
   volatile int* null = nullptr;
