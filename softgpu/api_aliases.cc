@@ -20,3 +20,5 @@ SOFTGPU_ALIAS(CUresult, cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v
 SOFTGPU_ALIAS(CUresult, cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2,
               (CUdeviceptr * pdptr, CUipcMemHandle handle, unsigned int flags),
               (pdptr, handle, flags))
+SOFTGPU_ALIAS(CUresult, cuMemHostRegister, cuMemHostRegister_v2,
+              (void* p, size_t bytesize, unsigned int Flags), (p, bytesize, Flags))

@@ -15,22 +15,25 @@ using namespace softgpu;
 
 namespace {
 
-// The allocation holding [address, address + size) that `ctx` may copy to or from: its own, or
-// one of a context it has peer access to; null otherwise.
+// The allocation holding [address, address + size) that `ctx` may copy to or from: its own, one
+// of a context it has peer access to, or page-locked host memory (every context's); null
+// otherwise.
 std::shared_ptr<Allocation> DeviceRange(Context& ctx, CUdeviceptr address, size_t size) {
   std::shared_ptr<Allocation> a = ctx.memory().Find(address, size);
-  return a != nullptr ? a : ctx.memory().FindInPeers(address, size);
+  if (a == nullptr) a = ctx.memory().FindInPeers(address, size);
+  return a != nullptr ? a : GlobalHostMappings().Find(address, size);
 }
 
-// True when `address` lies in memory of a live context other than `ctx`: a unified address
-// naming it is another context's device memory (refused), not host memory.
+// True when `address` lies in device memory of a live context other than `ctx`: a unified
+// address naming it is another context's device memory (refused), not host memory. Another
+// context's managed memory is native, host memory at that address, and a host copy reaches it.
 bool OtherContextsMemory(const Context& ctx, CUdeviceptr address) {
   if (!IsDeviceAddress(address)) return false;  // host memory, without visiting every context
   bool found = false;
   GetDriver().contexts.ForEach([&](const std::shared_ptr<Context>& c) {
-    if (!found && c.get() != &ctx && c->alive() && c->memory().Find(address, 1) != nullptr) {
-      found = true;
-    }
+    if (found || c.get() == &ctx || !c->alive()) return;
+    std::shared_ptr<Allocation> a = c->memory().Find(address, 1);
+    if (a != nullptr && !a->native) found = true;
   });
   return found;
 }
@@ -503,6 +506,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr* pbase, size_t*
     std::shared_ptr<Context> ctx;
     if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
     std::shared_ptr<Allocation> a = ctx->memory().Find(dptr, 1);
+    if (a == nullptr) a = GlobalHostMappings().Find(dptr, 1);  // page-locked host memory
     if (a == nullptr) return CUDA_ERROR_NOT_FOUND;
     if (pbase != nullptr) *pbase = a->base;
     if (psize != nullptr) *psize = a->size;

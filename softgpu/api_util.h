@@ -57,4 +57,16 @@ CUresult ResolveArray(const Context* ctx, CUarray handle, std::shared_ptr<Array>
 CUresult ResolveMipmappedArray(const Context* ctx, CUmipmappedArray handle,
                                std::shared_ptr<MipmappedArray>* out);
 
+// Page-locked host memory (api_host.cc), as cuPointerGetAttribute describes it.
+struct PageLockedRange {
+  uint64_t base = 0;
+  uint64_t size = 0;
+  unsigned flags = 0;           // cuMemHostAlloc's or cuMemHostRegister's
+  CUcontext context = nullptr;  // current at the allocation or registration
+  int device = 0;
+  bool mapped = false;  // allocated (native: kernels reach it at its address), not registered
+};
+// The allocated or registered page-locked range containing `address`; false if none.
+bool FindPageLocked(uint64_t address, PageLockedRange* out);
+
 }  // namespace softgpu

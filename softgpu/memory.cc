@@ -1,6 +1,11 @@
 #include "softgpu/memory.h"
 
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -22,6 +27,108 @@ uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 Allocation::~Allocation() {
   if (owner == nullptr) free(host);
   if (budget != nullptr) budget->Release(reserved);
+}
+
+uint64_t HostPageSize() {
+  static const uint64_t page = [] {
+    const long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<uint64_t>(p) : 4096;
+  }();
+  return page;
+}
+
+std::shared_ptr<Allocation> MapNative(uint64_t size) {
+  if (size == 0 || size > (1ull << 44)) return nullptr;
+  const uint64_t page = HostPageSize();
+  const uint64_t mapped = RoundUp(size, page);
+  // A range of device addresses the host already uses elsewhere is skipped (a few tries: the
+  // process's own mappings lie far above where device addresses start).
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint64_t base = ReserveAddresses(mapped, page);
+    if (base == 0) return nullptr;
+    void* want = reinterpret_cast<void*>(base);
+    void* at = mmap(want, mapped, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (at == MAP_FAILED) {
+      if (errno == EEXIST) continue;
+      return nullptr;
+    }
+    if (at != want) {  // a kernel that takes MAP_FIXED_NOREPLACE as a mere hint
+      munmap(at, mapped);
+      continue;
+    }
+    auto a = std::make_shared<Allocation>();
+    a->base = base;
+    a->size = size;
+    a->host = static_cast<uint8_t*>(at);
+    a->native = true;
+    a->owner = std::shared_ptr<void>(at, [mapped](void* p) { munmap(p, mapped); });
+    return a;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// An address inside this library (or the program softgpu is linked into).
+void Anchor() {}
+
+// The cuInit of the object loaded as libcuda.so.1, in whatever scope (cudart dlopens it
+// privately), or null when none is loaded.
+void* LibcudaCuInit() {
+  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  void* cu_init = dlsym(handle, "cuInit");
+  dlclose(handle);
+  return cu_init;
+}
+
+}  // namespace
+
+bool NativeManagedVariables() {
+  static const bool native = [] {
+    Dl_info mine{};
+    if (dladdr(reinterpret_cast<void*>(&Anchor), &mine) == 0) return true;
+    // Another driver as the process's libcuda.so.1 or in its global scope: rgpu's client.
+    for (void* cu_init : {LibcudaCuInit(), dlsym(RTLD_DEFAULT, "cuInit")}) {
+      Dl_info theirs{};
+      if (cu_init != nullptr && dladdr(cu_init, &theirs) != 0 &&
+          theirs.dli_fbase != mine.dli_fbase) {
+        return false;
+      }
+    }
+    return true;
+  }();
+  return native;
+}
+
+void HostMappings::Insert(std::shared_ptr<Allocation> mapping) {
+  std::unique_lock lock(mu_);
+  mappings_[mapping->base] = std::move(mapping);
+}
+
+std::shared_ptr<Allocation> HostMappings::Remove(uint64_t address) {
+  std::unique_lock lock(mu_);
+  auto it = mappings_.find(address);
+  if (it == mappings_.end()) return nullptr;
+  std::shared_ptr<Allocation> a = std::move(it->second);
+  mappings_.erase(it);
+  return a;
+}
+
+std::shared_ptr<Allocation> HostMappings::Find(uint64_t address, uint64_t size) const {
+  std::shared_lock lock(mu_);
+  auto it = mappings_.upper_bound(address);
+  if (it == mappings_.begin()) return nullptr;
+  --it;
+  const Allocation& a = *it->second;
+  if (address - a.base >= a.size || size > a.size - (address - a.base)) return nullptr;
+  return it->second;
+}
+
+HostMappings& GlobalHostMappings() {
+  static auto* mappings = new HostMappings();
+  return *mappings;
 }
 
 bool IsDeviceAddress(uint64_t address) {
@@ -79,6 +186,27 @@ AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address, Al
   // a linear or pitched texture (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT).
   a->base = g_next_address.fetch_add(RoundUp(reserved + kGuardGap, kBaseAlignment),
                                      std::memory_order_relaxed);
+  *address = a->base;
+  std::unique_lock lock(mu_);
+  allocations_.emplace(a->base, std::move(a));
+  return Result::kOk;
+}
+
+AddressSpace::Result AddressSpace::AllocateManaged(uint64_t size, uint64_t* address,
+                                                   AllocationKind kind) {
+  if (size == 0) return Result::kInvalid;
+  if (size > (1ull << 44)) return Result::kOutOfMemory;
+  const uint64_t reserved = RoundUp(RoundUp(size, HostPageSize()), kAllocationAlignment);
+  if (!budget_->Reserve(reserved)) return Result::kOutOfMemory;
+  std::shared_ptr<Allocation> a = MapNative(size);
+  if (a == nullptr) {
+    budget_->Release(reserved);
+    return Result::kOutOfMemory;
+  }
+  a->reserved = reserved;
+  a->budget = budget_;
+  a->kind = kind;
+  a->managed = std::make_unique<ManagedHints>();
   *address = a->base;
   std::unique_lock lock(mu_);
   allocations_.emplace(a->base, std::move(a));

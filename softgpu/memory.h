@@ -3,6 +3,12 @@
 // through a cuMemMap mapping or an IPC alias at the same address). Every access from a copy or a
 // kernel goes through AddressSpace::Find, so a pointer that another context owns, that was freed,
 // or that runs past the end of its allocation is refused instead of touching host memory.
+//
+// Native memory (managed memory, __managed__ variables, page-locked host memory) is host memory
+// mapped at its own device address, so that host code and kernels use one pointer and really
+// share the bytes at the same time. Managed memory belongs to a context's AddressSpace like any
+// allocation; page-locked host memory is in the process-wide HostMappings, which every context's
+// kernels and copies reach (unified addressing).
 #pragma once
 
 #include <atomic>
@@ -23,10 +29,33 @@ class DeviceMemoryBudget;
 
 // What an allocation is, for the calls that accept only some kinds.
 enum class AllocationKind : uint8_t {
-  kInternal,  // arrays, module variables, the device heap, grid workspaces
-  kMemAlloc,  // cuMemAlloc / cuMemAllocPitch: the memory cuIpcGetMemHandle exports
-  kMapping,   // physical memory mapped with cuMemMap
-  kIpcAlias,  // another context's cuMemAlloc memory opened with cuIpcOpenMemHandle
+  kInternal,    // arrays, module variables, the device heap, grid workspaces
+  kMemAlloc,    // cuMemAlloc / cuMemAllocPitch: the memory cuIpcGetMemHandle exports
+  kMapping,     // physical memory mapped with cuMemMap
+  kIpcAlias,    // another context's cuMemAlloc memory opened with cuIpcOpenMemHandle
+  kManaged,     // cuMemAllocManaged
+  kHostMapped,  // page-locked host memory (cuMemHostAlloc, cuMemAllocHost), in HostMappings
+};
+
+// Where a managed page's hint points (cuMemAdvise, cuMemPrefetchAsync): a device ordinal, or one
+// of these. Values follow CU_DEVICE_CPU and CU_DEVICE_INVALID.
+constexpr int kLocationHost = -1;
+constexpr int kLocationNone = -2;
+
+// The usage hints of one page of managed memory. They change nothing softgpu does (host and
+// kernels always share the one copy); they are kept for cuMemRangeGetAttribute.
+struct PageHints {
+  bool read_mostly = false;
+  bool accessed_by_host = false;
+  int16_t preferred = kLocationNone;
+  int16_t last_prefetch = kLocationNone;
+  uint64_t accessed_by = 0;  // bit d: device d (RGPU_SOFTGPU_DEVICES is at most 64)
+};
+
+// The hints of a managed allocation, one entry per host page (created on first use).
+struct ManagedHints {
+  std::mutex mu;
+  std::vector<PageHints> pages;  // guarded by mu
 };
 
 // One device allocation and its host backing store (zero-filled, or stale bytes under
@@ -37,7 +66,10 @@ struct Allocation {
   uint64_t size = 0;      // bytes requested
   uint64_t reserved = 0;  // bytes counted against the device (size rounded up to the alignment)
   uint8_t* host = nullptr;
-  bool zeroed = true;  // false under RGPU_SOFTGPU_STALE_MEMORY
+  bool zeroed = true;   // false under RGPU_SOFTGPU_STALE_MEMORY
+  bool native = false;  // host == base: host memory mapped at the device address
+  // Set for managed memory (cuMemAllocManaged, native __managed__ variables): its usage hints.
+  std::unique_ptr<ManagedHints> managed;
   AllocationKind kind = AllocationKind::kInternal;
   // Opens of an IPC alias in its context (cuIpcOpenMemHandle); guarded by the IPC tables' mutex.
   uint32_t ipc_opens = 0;
@@ -75,6 +107,37 @@ bool IsDeviceAddress(uint64_t address);
 // handed out again (cuMemAddressReserve); 0 when size or alignment is unreasonable.
 uint64_t ReserveAddresses(uint64_t size, uint64_t alignment);
 
+// The host's page size (native memory is mapped in whole pages).
+uint64_t HostPageSize();
+
+// A fresh native allocation of `size` (> 0) bytes: host memory, zero-filled, mapped at a fresh
+// device address (its host address too) in whole pages, unmapped when the last reference goes.
+// Nothing is charged. Null when the size is unreasonable or the host cannot map memory there.
+std::shared_ptr<Allocation> MapNative(uint64_t size);
+
+// Whether __managed__ module variables are native (host memory at their device address). True
+// unless another driver is the process's libcuda.so.1 or answers cuInit in its global scope:
+// rgpu's client running its server (and so softgpu) inside the program, which maps such
+// variables at their device addresses itself and needs those addresses free. Decided once.
+bool NativeManagedVariables();
+
+// Page-locked host memory that the kernels and copies of every context reach at its own address
+// (CUDA's unified addressing: cuMemHostAlloc memory is accessible from all contexts).
+// Thread-safe.
+class HostMappings {
+ public:
+  void Insert(std::shared_ptr<Allocation> mapping);
+  // Removes the mapping starting at `address`; returns it (null if none).
+  std::shared_ptr<Allocation> Remove(uint64_t address);
+  // The mapping containing [address, address + size), or null; the reference keeps it mapped.
+  std::shared_ptr<Allocation> Find(uint64_t address, uint64_t size) const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::map<uint64_t, std::shared_ptr<Allocation>> mappings_;  // by base address
+};
+HostMappings& GlobalHostMappings();
+
 // The allocations of one context. Thread-safe.
 class AddressSpace {
  public:
@@ -88,6 +151,11 @@ class AddressSpace {
   // Allocates `size` (> 0) bytes and stores the device address in *address.
   Result Allocate(uint64_t size, uint64_t* address,
                   AllocationKind kind = AllocationKind::kInternal);
+  // Allocates `size` (> 0) bytes of native managed memory (MapNative, charged to the budget like
+  // Allocate, usage hints attached) and stores its address in *address. kOutOfMemory also when
+  // the host cannot map memory at a device address.
+  Result AllocateManaged(uint64_t size, uint64_t* address,
+                         AllocationKind kind = AllocationKind::kManaged);
   // Removes the allocation that starts exactly at `address` from this address space; its memory
   // (and its share of the budget) goes with the last reference to it.
   Result Free(uint64_t address);
