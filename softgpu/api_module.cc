@@ -306,6 +306,41 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* by
   });
 }
 
+// A __managed__ variable of `library` (cudart asks for each one as it loads a program's code).
+// Managed memory is per context in softgpu: the variable of the library's instance in the
+// current context, or, when none is current (cudart may ask first), in device 0's primary
+// context, which this retains for the program (cudart goes on to use it). Native unless rgpu's
+// client maps such variables itself (NativeManagedVariables): host code then uses the address.
+SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes,
+                                                    CUlibrary library, const char* name) {
+  return Guard([&] {
+    std::shared_ptr<Library> lib;
+    if (CUresult r = FindLibrary(library, &lib); r != CUDA_SUCCESS) return r;
+    if (name == nullptr || (dptr == nullptr && bytes == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+    auto it = lib->program().global_index.find(name);
+    if (it == lib->program().global_index.end() || !lib->program().globals[it->second].managed) {
+      return CUDA_ERROR_NOT_FOUND;
+    }
+    std::shared_ptr<Context> ctx;
+    if (ContextStack().empty()) {
+      CUcontext primary = nullptr;
+      if (CUresult r = cuDevicePrimaryCtxRetain(&primary, 0); r != CUDA_SUCCESS) return r;
+      ctx = GetDriver().contexts.Find(primary);
+      if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+      if (CUresult r = ctx->sticky_error(); r != CUDA_SUCCESS) return r;
+    } else if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) {
+      return r;
+    }
+    std::shared_ptr<Module> m;
+    if (CUresult r = lib->Instance(ctx.get(), &m); r != CUDA_SUCCESS) return r;
+    uint64_t address, size;
+    if (!m->Global(name, &address, &size)) return CUDA_ERROR_NOT_FOUND;
+    if (dptr != nullptr) *dptr = address;
+    if (bytes != nullptr) *bytes = size;
+    return CUDA_SUCCESS;
+  });
+}
+
 SOFTGPU_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
   return Guard([&] {
     std::shared_ptr<KernelHandle> k;

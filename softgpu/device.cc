@@ -326,6 +326,24 @@ bool Device::Attribute(int attribute, int* value) const {
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
       v = -1;
       break;
+    // Managed and page-locked memory are native: host memory at its device address, shared by
+    // host code and kernels at the same time (memory.h). Only memory allocated through CUDA is
+    // reachable by kernels (not malloc'd or registered memory), and the interpreter's atomics are
+    // the host's own atomic read-modify-writes on that memory, so atomics of kernels and of host
+    // threads on it are atomic with respect to each other. rgpu's client answers these itself
+    // for the programs it serves (client/api_device.cc).
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
+      v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS:
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+      v = 0;
+      break;
     case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:
       v = static_cast<int>(kMaxPersistingL2Bytes);
       break;

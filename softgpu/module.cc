@@ -18,6 +18,18 @@ namespace softgpu {
 namespace {
 // The host's page size, which a __managed__ variable's placement follows.
 constexpr uint64_t kHostPage = 4096;
+
+// The bytes a global variable takes in device memory. A __managed__ one is native (whole pages
+// of host memory at its device address, NativeManagedVariables) or, when rgpu's client maps it
+// itself, gets whole pages of its own, page aligned (one page more than it needs, to find the
+// aligned start in), so that the client can map it at the same address.
+uint64_t GlobalBytes(const GlobalVariable& g) {
+  if (!g.managed) return g.size;
+  const uint64_t page = HostPageSize();
+  if (NativeManagedVariables()) return (g.size + page - 1) / page * page;
+  return (g.size + 2 * kHostPage - 1) / kHostPage * kHostPage;
+}
+
 }  // namespace
 namespace {
 
@@ -245,16 +257,16 @@ CUresult Module::Create(Context* context, std::shared_ptr<const Program> program
   AddressSpace& memory = context->memory();
   for (const GlobalVariable& g : p.globals) {
     uint64_t address = 0;
-    // A __managed__ variable gets whole pages of its own, page aligned (one page more than it
-    // needs, to find the aligned start in), so that rgpu's client can map it at the same address.
-    const uint64_t bytes =
-        g.managed ? (g.size + 2 * kHostPage - 1) / kHostPage * kHostPage : g.size;
-    if (memory.Allocate(bytes, &address) != AddressSpace::Result::kOk) {
+    const bool native = g.managed && NativeManagedVariables();
+    const AddressSpace::Result r =
+        native ? memory.AllocateManaged(g.size, &address, AllocationKind::kInternal)
+               : memory.Allocate(GlobalBytes(g), &address);
+    if (r != AddressSpace::Result::kOk) {
       for (uint64_t a : m->global_allocations_) memory.Free(a);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     m->global_allocations_.push_back(address);
-    if (g.managed) address = (address + kHostPage - 1) / kHostPage * kHostPage;
+    if (g.managed && !native) address = (address + kHostPage - 1) / kHostPage * kHostPage;
     m->global_addresses_.push_back(address);
     uint8_t* host = memory.Translate(address, g.size);
     memcpy(host, g.init.data(), g.init.size());
@@ -295,7 +307,7 @@ std::shared_ptr<FunctionHandle> Module::Function(const std::string& name) const 
 uint64_t Module::DeviceBytes() const {
   uint64_t bytes = 0;
   for (const GlobalVariable& g : program_->globals) {
-    const uint64_t size = g.managed ? (g.size + 2 * kHostPage - 1) / kHostPage * kHostPage : g.size;
+    const uint64_t size = GlobalBytes(g);
     bytes += (size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
   }
   return bytes;
