@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,10 +25,11 @@ namespace {
 namespace calls = rgpu::calls;
 
 constexpr uint64_t kPage = 4096;
-// Pages fetched after a faulting one: starts here, doubles while faults walk forward page by
-// page, up to the maximum.
+// Pages a fault fetches (or, for a write to clean pages, opens for writing) from the faulting
+// one on: starts here and doubles while faults walk forward, up to the maximum (a program
+// streaming over its data then faults a few times per allocation, not once per window).
 constexpr uint64_t kReadAheadPages = 16;
-constexpr uint64_t kMaxReadAheadPages = 512;
+constexpr uint64_t kMaxReadAheadPages = 8192;  // 32 MiB
 // Attempts to find a device address that is also free in this process.
 constexpr int kPlacementAttempts = 8;
 
@@ -55,8 +57,23 @@ struct Allocation {
   bool host_mapped = false;
   bool adopted = false;         // a module's __managed__ variable: the module frees it
   bool host_accessible = true;  // some page is not kInvalid
-  uint64_t next_read_ahead = kReadAheadPages;
-  uint64_t last_fault_page = ~0ull;
+  // The window of the last fault of each kind (fetches; writes to clean pages), kept apart so
+  // that a program reading then writing each element walks forward in both.
+  struct Window {
+    uint64_t next_pages = kReadAheadPages;
+    uint64_t last_page = ~0ull;
+    // The size of the window starting at `page`: doubled when `page` follows the last one.
+    uint64_t Next(uint64_t page) {
+      if (last_page != ~0ull && page > last_page && page <= last_page + next_pages) {
+        next_pages = std::min(next_pages * 2, kMaxReadAheadPages);
+      } else if (page != last_page) {
+        next_pages = kReadAheadPages;
+      }
+      last_page = page;
+      return next_pages;
+    }
+  };
+  Window fetch_window, write_window;
 };
 
 class Engine {
@@ -77,8 +94,9 @@ class Engine {
   CUresult RangeAttribute(void* data, size_t data_size, CUmem_range_attribute attribute,
                           uint64_t address, size_t bytes);
   // The fault handler's work: true when `address` is managed memory and the access may now be
-  // retried.
-  bool HandleFault(uint64_t address);
+  // retried. `write`: the access is known to be a write (the page may then be made writable at
+  // once instead of faulting again).
+  bool HandleFault(uint64_t address, bool write);
   // The handler the program had for SIGSEGV, to pass other faults to.
   struct sigaction previous() {
     std::lock_guard<std::mutex> lock(handler_mu_);
@@ -93,8 +111,10 @@ class Engine {
  private:
   // The allocation containing [address, address+bytes), or null (mu_ held).
   Allocation* Find(uint64_t address, uint64_t bytes = 1);
-  // Pushes the dirty pages of pages [first, last) of `a` to the device (mu_ held).
-  CUresult Flush(Allocation& a, uint64_t first, uint64_t last);
+  // Pushes the dirty pages of pages [first, last) of `a` to the device and makes them kClean,
+  // read-only (`then_invalid`: inaccessible at once, for the caller invalidates the range next)
+  // (mu_ held).
+  CUresult Flush(Allocation& a, uint64_t first, uint64_t last, bool then_invalid);
   // Makes pages [first, last) of `a` inaccessible to the host (mu_ held).
   void Invalidate(Allocation& a, uint64_t first, uint64_t last);
   // Fetches pages [first, last) of `a` from the device into the engine's view and makes them
@@ -107,8 +127,11 @@ class Engine {
   void ArmHandler();
   static void OnFault(int sig, siginfo_t* info, void* context);
   void Release(Allocation& a);
-  // Makes `a`'s shared memory object of `mapped` bytes and the engine's view of it.
+  // Makes `a`'s shared memory object of `mapped` bytes and the engine's view of it, registered
+  // with the transport.
   static CUresult MakeView(const char* name, uint64_t mapped, Allocation* a);
+  // Undoes MakeView.
+  static void DropView(Allocation& a);
   // Gives `a` (base, size, mapped and ctx set) its pages, all in `initial` state (`device_zero`:
   // the device's copy is known zero), records it and its range in Memory(), and arms the fault
   // handler.
@@ -130,6 +153,41 @@ class Engine {
 uint64_t CopyBytes(const Allocation& a, uint64_t first, uint64_t last) {
   const uint64_t end = a.adopted ? std::min(last * kPage, a.size) : last * kPage;
   return end - first * kPage;
+}
+
+// Says on stderr why the page at `address` cannot be given to the host (async-signal-safe: the
+// fault handler's last word before the fault goes on to the program's handler or the default
+// action). A kernel ended for running too long while the host waited for it is most likely one
+// that waits for the host itself: with no concurrent managed access it cannot finish.
+void ReportFetchFailure(uint64_t address, CUresult r) {
+  const char* name = nullptr;
+  rgpu_impl_cuGetErrorName(r, &name);
+  const char* why =
+      r == CUDA_ERROR_LAUNCH_TIMEOUT
+          ? "; the host waited for a kernel that ran past the server's time limit: this device "
+            "has no concurrent managed access (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 0, "
+            "HOST_NATIVE_ATOMIC_SUPPORTED = 0), so the host touches managed memory only after the "
+            "device's work, and a kernel that waits for the host (a flag or system-wide atomics "
+            "shared with host code while it runs) cannot finish"
+          : "";
+  char msg[640];
+  const int n = snprintf(msg, sizeof msg,
+                         "rgpu: managed memory at %#llx could not be fetched from the GPU (%s)%s; "
+                         "the program cannot go on\n",
+                         static_cast<unsigned long long>(address), name ? name : "?", why);
+  if (n > 0) (void)!write(2, msg, std::min<size_t>(n, sizeof msg - 1));
+}
+
+// Whether the fault in `context` was a write, where the processor says (x86-64: the page-fault
+// error code's write bit); false where it is not known (the write then faults once more).
+bool FaultIsWrite(const void* context) {
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  return context != nullptr && (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+  (void)context;
+  return false;
+#endif
 }
 
 // The engine's own copies must not come back into BeforeDeviceWork.
@@ -180,8 +238,7 @@ CUresult Engine::Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_
   if (a->base == 0) {
     RGPU_LOG_WARN("cuMemAllocManaged: no device address of %llu bytes is free in this process",
                   static_cast<unsigned long long>(bytes));
-    munmap(a->view, mapped);
-    close(a->fd);
+    DropView(*a);
     return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
   }
   a->size = bytes;
@@ -207,6 +264,12 @@ CUresult Engine::MakeView(const char* name, uint64_t mapped, Allocation* a) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   a->view = static_cast<uint8_t*>(view);
+  a->mapped = mapped;
+  // Every transfer of the allocation's pages starts or ends in this view: registered with the
+  // transport, as pinned memory is, they need no registration each (a failure only costs speed).
+  Status s = LocalTransport().RegisterHostMemory(a->view, mapped);
+  if (!s.ok()) RGPU_LOG_DEBUG("managed memory not registered with the transport: %s",
+                              s.ToString().c_str());
   return CUDA_SUCCESS;
 }
 
@@ -254,8 +317,7 @@ CUresult Engine::Adopt(CUctx_st* ctx, uint64_t address, size_t bytes) {
                   MAP_SHARED | MAP_FIXED_NOREPLACE, a->fd, 0);
   if (at != reinterpret_cast<void*>(address)) {
     if (at != MAP_FAILED) munmap(at, mapped);
-    munmap(a->view, mapped);
-    close(a->fd);
+    DropView(*a);
     RGPU_LOG_WARN("__managed__ variable at %#llx: the address is taken in this process",
                   static_cast<unsigned long long>(address));
     return CUDA_ERROR_NOT_SUPPORTED;
@@ -282,10 +344,15 @@ void Engine::ForgetAdopted(uint64_t address) {
   Release(*a);
 }
 
-void Engine::Release(Allocation& a) {
-  munmap(reinterpret_cast<void*>(a.base), a.mapped);
+void Engine::DropView(Allocation& a) {
+  LocalTransport().UnregisterHostMemory(a.view);
   munmap(a.view, a.mapped);
   close(a.fd);
+}
+
+void Engine::Release(Allocation& a) {
+  munmap(reinterpret_cast<void*>(a.base), a.mapped);
+  DropView(a);
 }
 
 CUresult Engine::Free(uint64_t address) {
@@ -316,7 +383,7 @@ void Engine::ForgetContext(CUctx_st* ctx) {
   }
 }
 
-CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last) {
+CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last, bool then_invalid) {
   static const uint8_t kZero[kPage] = {};
   uint64_t p = first;
   while (p < last) {
@@ -334,21 +401,23 @@ CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last) {
       ++end;
     }
     if (!all_zero) {
+      // Not asynchronous on the server: it copies before it reads the next call, so the work
+      // that follows sees the bytes. The engine's view stays as it is until they have left
+      // (WaitSent below, under mu_), so the transfer may read it while the pages' protection
+      // changes.
       const uint64_t bytes = CopyBytes(a, p, end);
-      // Not asynchronous: the server copies before it reads the next call (the work that
-      // follows sees the bytes), and the engine's view may change once this returns.
       CUresult r = Server().Post<calls::MemcpyHtoD>(
           a.ctx->remote, {.dst = a.base + p * kPage, .bytes = bytes, .stream = 0, .async = false},
-          a.view + p * kPage, bytes, false);
-      if (r == CUDA_SUCCESS) r = Server().WaitSent();
+          a.view + p * kPage, bytes, true);
       if (r != CUDA_SUCCESS) return r;
       for (uint64_t q = p; q < end; ++q) a.device_zero[q] = false;
     }
-    mprotect(reinterpret_cast<void*>(a.base + p * kPage), (end - p) * kPage, PROT_READ);
+    mprotect(reinterpret_cast<void*>(a.base + p * kPage), (end - p) * kPage,
+             then_invalid ? PROT_NONE : PROT_READ);
     for (uint64_t q = p; q < end; ++q) a.state[q] = PageState::kClean;
     p = end;
   }
-  return CUDA_SUCCESS;
+  return Server().WaitSent();
 }
 
 void Engine::Invalidate(Allocation& a, uint64_t first, uint64_t last) {
@@ -389,7 +458,7 @@ CUresult Engine::BeforeDeviceWork(DeviceAccess access) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [base, a] : allocations_) {
     if (!a->host_accessible) continue;
-    CUresult r = Flush(*a, 0, a->state.size());
+    CUresult r = Flush(*a, 0, a->state.size(), writes);
     if (r != CUDA_SUCCESS) return r;
     // Work that only reads leaves the host's (now clean) pages as they are.
     if (writes) Invalidate(*a, 0, a->state.size());
@@ -413,7 +482,7 @@ CUresult Engine::Prefetch(uint64_t address, size_t bytes, bool to_host, CUstream
   const uint64_t last = (address - a->base + bytes + kPage - 1) / kPage;
   int target = CU_DEVICE_CPU;
   if (!to_host) {
-    CUresult r = Flush(*a, first, last);
+    CUresult r = Flush(*a, first, last, true);
     if (r != CUDA_SUCCESS) return r;
     Invalidate(*a, first, last);
     device_busy_ = true;
@@ -556,7 +625,7 @@ CUresult Engine::RangeAttribute(void* data, size_t data_size, CUmem_range_attrib
   }
 }
 
-bool Engine::HandleFault(uint64_t address) {
+bool Engine::HandleFault(uint64_t address, bool write) {
   EngineScope scope;
   std::lock_guard<std::mutex> lock(mu_);
   Allocation* a = Find(address);
@@ -571,38 +640,27 @@ bool Engine::HandleFault(uint64_t address) {
   const uint64_t page = (address - a->base) / kPage;
   const PageState state = a->state[page];
   if (state == PageState::kDirty) return true;  // another thread got here first
-  // Faults that walk forward page by page take more pages at a time.
-  if (page > a->last_fault_page && page <= a->last_fault_page + a->next_read_ahead) {
-    a->next_read_ahead = std::min(a->next_read_ahead * 2, kMaxReadAheadPages);
-  } else {
-    a->next_read_ahead = kReadAheadPages;
-  }
-  a->last_fault_page = page;
-  const uint64_t limit = std::min<uint64_t>(a->state.size(), page + a->next_read_ahead);
+  Allocation::Window& window = state == PageState::kClean ? a->write_window : a->fetch_window;
+  const uint64_t limit = std::min<uint64_t>(a->state.size(), page + window.Next(page));
   uint64_t end = page;
   while (end < limit && a->state[end] == state) ++end;
-  if (state == PageState::kClean) {
-    // A write to pages the host may read: from now on the host's copy is newer, for this page
-    // and the clean ones after it (a program writing forward then faults once per window, at the
-    // cost of pushing pages it may leave unchanged, which is harmless).
-    mprotect(reinterpret_cast<void*>(a->base + page * kPage), (end - page) * kPage,
-             PROT_READ | PROT_WRITE);
-    for (uint64_t p = page; p < end; ++p) a->state[p] = PageState::kDirty;
-    return true;
+  if (state == PageState::kInvalid) {
+    CUresult r = WaitForDevice(a->ctx);
+    if (r == CUDA_SUCCESS) r = Fetch(*a, page, end);
+    if (r != CUDA_SUCCESS) {
+      ReportFetchFailure(address, r);
+      return false;  // passed on: the program's handler or the default action
+    }
+    if (!write) return true;
+    // A write: the fetched pages are open for writing now, without faulting again.
+    a->write_window.Next(page);
   }
-  CUresult r = WaitForDevice(a->ctx);
-  if (r == CUDA_SUCCESS) r = Fetch(*a, page, end);
-  if (r != CUDA_SUCCESS) {
-    const char* name = nullptr;
-    rgpu_impl_cuGetErrorName(r, &name);
-    char msg[256];
-    const int n = snprintf(msg, sizeof msg,
-                           "rgpu: managed memory at %#llx could not be fetched from the GPU (%s); "
-                           "the program cannot go on\n",
-                           static_cast<unsigned long long>(address), name ? name : "?");
-    if (n > 0) (void)!write(2, msg, std::min<size_t>(n, sizeof msg - 1));
-    return false;  // passed on: the program's handler or the default action
-  }
+  // A write to pages the host may read: from now on the host's copy is newer, for this page and
+  // the clean ones after it (a program writing forward then faults once per window, at the cost
+  // of pushing pages it may leave unchanged, which is harmless).
+  mprotect(reinterpret_cast<void*>(a->base + page * kPage), (end - page) * kPage,
+           PROT_READ | PROT_WRITE);
+  for (uint64_t p = page; p < end; ++p) a->state[p] = PageState::kDirty;
   return true;
 }
 
@@ -623,7 +681,8 @@ void Engine::ArmHandler() {
 void Engine::OnFault(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   Engine& engine = Get();
-  const bool managed = engine.HandleFault(reinterpret_cast<uint64_t>(info->si_addr));
+  const bool managed =
+      engine.HandleFault(reinterpret_cast<uint64_t>(info->si_addr), FaultIsWrite(context));
   errno = saved_errno;
   if (managed) return;
   // Not rgpu's: to the program's handler, as the kernel would have delivered it.

@@ -9,9 +9,11 @@
 // there and flushed bytes are read from there, so no thread of the program ever sees a page
 // half filled). A page is
 //   kInvalid (no access): the device's copy is current; a host access faults, and the fault
-//     handler waits for the device's pending work, fetches the page with read-ahead and makes it
-//     kClean;
-//   kClean (read-only): both copies agree; a write faults and makes the page kDirty;
+//     handler waits for the device's pending work, fetches the page with read-ahead (16 pages,
+//     doubling while faults walk forward, up to 32 MiB) and makes them kClean, or kDirty when the
+//     fault is known to be a write;
+//   kClean (read-only): both copies agree; a write faults and makes the page kDirty (with the
+//     pages after it, a window growing the same way);
 //   kDirty (read-write): the host's copy is newer; it travels before the next device work.
 // A new allocation is kDirty and zero on both sides (the server's memory is scrubbed), so pages
 // the host writes travel and pages it leaves alone do not. Before device work (BeforeDeviceWork:

@@ -52,3 +52,12 @@ foreach(name graph_capture graph_conditional)
                    ${bin}/rgpu run -- ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_${name}_static)
   set_tests_properties(rt_static_${name}_client_graphs PROPERTIES TIMEOUT 120 LABELS runtime)
 endforeach()
+
+# Managed memory over shared memory as well as TCP (the pages travel by the same calls on another
+# transport).
+foreach(name managed managed_ranges)
+  add_test(NAME rt_shm_static_${name}
+           COMMAND ${with_server} ${bin} shm -- ${bin}/rgpu run --
+                   ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_${name}_static)
+  set_tests_properties(rt_shm_static_${name} PROPERTIES TIMEOUT 120 LABELS runtime)
+endforeach()

@@ -47,3 +47,10 @@ extern "C" __global__ void spin(int iters, unsigned* out) {
   for (int i = 0; i < iters; ++i) x = x * 1664525u + 1013904223u;
   if (x == 0xffffffffu) out[0] = x;  // keeps the loop; practically never stores
 }
+
+// Waits until the host sets *flag (a system-scope atomic read of managed memory the host writes
+// while the kernel runs).
+extern "C" __global__ void wait_for_host(int* flag) {
+  while (atomicAdd_system(flag, 0) == 0) {
+  }
+}

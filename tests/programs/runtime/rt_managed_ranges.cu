@@ -1,0 +1,167 @@
+// Managed memory at the edges: host writes of a few bytes at both ends of a range whose size is
+// not a page multiple (partial first and last pages, an interior left to the device); a kernel
+// that writes only some pages while the host keeps others; several managed allocations each
+// attached to a stream of its own, kernels on all streams at once, each stream waited for and its
+// range read while the others may still run; allocations freed while their pages are the host's
+// (dirty, never pushed; clean after a fetch) and new ones made in their place; every result
+// compared with the CPU.
+#include <vector>
+
+#include "rt_check.h"
+
+__global__ void AddToAll(unsigned char* bytes, size_t n, int add) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    bytes[i] = static_cast<unsigned char>(bytes[i] + add);
+  }
+}
+
+// Writes value into words [first, last) only.
+__global__ void SetWords(int* words, size_t first, size_t last, int value) {
+  for (size_t i = first + blockIdx.x * blockDim.x + threadIdx.x; i < last;
+       i += gridDim.x * blockDim.x) {
+    words[i] = value;
+  }
+}
+
+__global__ void Scale(int* data, size_t n, int factor) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    data[i] *= factor;
+  }
+}
+
+namespace {
+
+constexpr size_t kPage = 4096;
+
+void PartialPages() {
+  // 5 pages and 100 bytes; the program's range starts 37 bytes in and ends 51 bytes early.
+  const size_t size = 5 * kPage + 100;
+  unsigned char* m = nullptr;
+  CHECK(cudaMallocManaged(&m, size));
+  std::vector<unsigned char> want(size, 0);
+  const size_t first = 37, last = size - 51;
+  // The host writes 3 bytes at each end of [first, last): partial pages at both ends.
+  for (size_t i = 0; i < 3; ++i) {
+    want[first + i] = m[first + i] = static_cast<unsigned char>(10 + i);
+    want[last - 1 - i] = m[last - 1 - i] = static_cast<unsigned char>(20 + i);
+  }
+  AddToAll<<<8, 128>>>(m + first, last - first, 1);
+  CHECK_SYNC();
+  for (size_t i = first; i < last; ++i) want[i] = static_cast<unsigned char>(want[i] + 1);
+  for (size_t i = 0; i < size; ++i) {
+    EXPECT(m[i] == want[i], "partial pages: byte %zu is %d, want %d", i, m[i], want[i]);
+  }
+  // Again, the host now writing single bytes in the first and last page only.
+  m[0] = 200;
+  m[size - 1] = 201;
+  want[0] = 200;
+  want[size - 1] = 201;
+  AddToAll<<<8, 128>>>(m, size, 2);
+  CHECK_SYNC();
+  for (size_t i = 0; i < size; ++i) want[i] = static_cast<unsigned char>(want[i] + 2);
+  EXPECT(m[size - 1] == want[size - 1] && m[0] == want[0], "ends %d %d", m[0], m[size - 1]);
+  for (size_t i = 0; i < size; ++i) {
+    EXPECT(m[i] == want[i], "second pass: byte %zu is %d, want %d", i, m[i], want[i]);
+  }
+  CHECK(cudaFree(m));
+}
+
+void DeviceWritesSomePages() {
+  // 8 pages of ints; the host owns every page, the kernel writes pages 2 and 5 only.
+  const size_t words = 8 * kPage / sizeof(int), per_page = kPage / sizeof(int);
+  int* m = nullptr;
+  CHECK(cudaMallocManaged(&m, words * sizeof(int)));
+  std::vector<int> want(words);
+  for (size_t i = 0; i < words; ++i) want[i] = m[i] = static_cast<int>(i);
+  SetWords<<<4, 128>>>(m, 2 * per_page, 3 * per_page, -1);
+  SetWords<<<4, 128>>>(m, 5 * per_page + 1, 6 * per_page - 1, -2);
+  CHECK_SYNC();
+  for (size_t i = 2 * per_page; i < 3 * per_page; ++i) want[i] = -1;
+  for (size_t i = 5 * per_page + 1; i < 6 * per_page - 1; ++i) want[i] = -2;
+  // Read backwards: the last page first.
+  for (size_t i = words; i-- > 0;) {
+    EXPECT(m[i] == want[i], "some pages: word %zu is %d, want %d", i, m[i], want[i]);
+  }
+  CHECK(cudaFree(m));
+}
+
+void RangesAndStreams() {
+  const int kStreams = 4;
+  const size_t n = 50000 + 17;  // not a page multiple
+  cudaStream_t streams[kStreams];
+  int* data[kStreams];
+  std::vector<std::vector<int>> want(kStreams, std::vector<int>(n));
+  for (int s = 0; s < kStreams; ++s) {
+    CHECK(cudaStreamCreateWithFlags(&streams[s], cudaStreamNonBlocking));
+    CHECK(cudaMallocManaged(&data[s], n * sizeof(int), cudaMemAttachHost));
+    CHECK(cudaStreamAttachMemAsync(streams[s], data[s], 0, cudaMemAttachSingle));
+  }
+  CHECK(cudaDeviceSynchronize());
+  for (int s = 0; s < kStreams; ++s) {
+    for (size_t i = 0; i < n; ++i) want[s][i] = data[s][i] = static_cast<int>(i) * (s + 1);
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (int s = 0; s < kStreams; ++s) {
+      Scale<<<16, 128, 0, streams[s]>>>(data[s], n, s + 2);
+      CHECK_LAUNCH();
+    }
+    // Each stream waited for in turn and its range checked; the host then updates a few
+    // elements of it before the next round, while later streams' kernels may still be pending.
+    for (int s = kStreams; s-- > 0;) {
+      CHECK(cudaStreamSynchronize(streams[s]));
+      for (size_t i = 0; i < n; ++i) want[s][i] *= s + 2;
+      for (size_t i = 0; i < n; i += 997) {
+        EXPECT(data[s][i] == want[s][i], "round %d stream %d [%zu] = %d, want %d", round, s, i,
+               data[s][i], want[s][i]);
+      }
+      data[s][n - 1] = want[s][n - 1] = round - s;
+      data[s][0] = want[s][0] = round + s;
+    }
+  }
+  CHECK(cudaDeviceSynchronize());
+  for (int s = 0; s < kStreams; ++s) {
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT(data[s][i] == want[s][i], "end: stream %d [%zu] = %d, want %d", s, i, data[s][i],
+             want[s][i]);
+    }
+    CHECK(cudaFree(data[s]));
+    CHECK(cudaStreamDestroy(streams[s]));
+  }
+}
+
+void FreeWhileHostResident() {
+  const size_t n = 3 * kPage;
+  for (int round = 0; round < 4; ++round) {
+    int* dirty = nullptr;
+    CHECK(cudaMallocManaged(&dirty, n * sizeof(int)));
+    for (size_t i = 0; i < n; ++i) dirty[i] = 7;  // never pushed
+    CHECK(cudaFree(dirty));
+    int* clean = nullptr;
+    CHECK(cudaMallocManaged(&clean, n * sizeof(int)));
+    SetWords<<<4, 128>>>(clean, 0, n, 9);
+    CHECK_SYNC();
+    long long sum = 0;
+    for (size_t i = 0; i < n; ++i) sum += clean[i];  // fetched: the host's, clean
+    EXPECT(sum == 9ll * static_cast<long long>(n), "sum %lld", sum);
+    CHECK(cudaFree(clean));
+  }
+  // A fresh allocation after all that works like any other.
+  int* m = nullptr;
+  CHECK(cudaMallocManaged(&m, n * sizeof(int)));
+  for (size_t i = 0; i < n; ++i) m[i] = static_cast<int>(i);
+  Scale<<<4, 128>>>(m, n, 3);
+  CHECK_SYNC();
+  for (size_t i = 0; i < n; ++i) EXPECT(m[i] == 3 * static_cast<int>(i), "fresh [%zu]", i);
+  CHECK(cudaFree(m));
+}
+
+}  // namespace
+
+int main() {
+  PartialPages();
+  DeviceWritesSomePages();
+  RangesAndStreams();
+  FreeWhileHostResident();
+  printf("rt_managed_ranges: OK\n");
+  return 0;
+}
