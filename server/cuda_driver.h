@@ -27,6 +27,10 @@ using SoftgpuModuleGetFootprintFn = CUresult (*)(CUmodule module, size_t* bytes)
 using SoftgpuCtxAbortFn = CUresult (*)(CUcontext ctx);
 using SoftgpuCtxSetKernelTimeoutFn = CUresult (*)(CUcontext ctx, unsigned long long ms);
 
+// softgpu's extension: whether __managed__ variables are host memory at their device address
+// (softgpu/api_module.cc); the server says no, since its client maps them itself.
+using SoftgpuSetNativeManagedVariablesFn = CUresult (*)(int native);
+
 struct CudaDriver {
 #define DRIVER_FN(name) decltype(&::name) name = nullptr;
 #define DRIVER_FN_REQUIRED(name) DRIVER_FN(name)

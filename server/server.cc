@@ -108,6 +108,11 @@ Status Server::Start(const ServerOptions& options) {
     }
   }
   Status s = CudaDriver::Load(lib, &driver_);
+  // The client places __managed__ variables at their device addresses in the tenant's process
+  // (which the server's own is with RGPU_SERVER=local): softgpu must leave those addresses free.
+  if (s.ok() && driver_.softgpuSetNativeManagedVariables != nullptr) {
+    driver_.softgpuSetNativeManagedVariables(0);
+  }
   if (s.ok() && !options.backend_extensions) {
 #define DRIVER_FN(name)
 #define DRIVER_FN_REQUIRED(name)

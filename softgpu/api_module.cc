@@ -306,11 +306,20 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* by
   });
 }
 
+// softgpu's own extension: whether the __managed__ variables of modules loaded from now on are
+// native (host memory at their device address; the default) or, with 0, on device pages of
+// their own for a client that maps them at their addresses itself (rgpu's server says so before
+// cuInit). Callable before cuInit.
+extern "C" SOFTGPU_EXPORT CUresult softgpuSetNativeManagedVariables(int native) {
+  SetNativeManagedVariables(native != 0);
+  return CUDA_SUCCESS;
+}
+
 // A __managed__ variable of `library` (cudart asks for each one as it loads a program's code).
 // Managed memory is per context in softgpu: the variable of the library's instance in the
 // current context, or, when none is current (cudart may ask first), in device 0's primary
 // context, which this retains for the program (cudart goes on to use it). Native unless rgpu's
-// client maps such variables itself (NativeManagedVariables): host code then uses the address.
+// server said otherwise (softgpuSetNativeManagedVariables): host code then uses the address.
 SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes,
                                                     CUlibrary library, const char* name) {
   return Guard([&] {

@@ -1,6 +1,5 @@
 #include "softgpu/memory.h"
 
-#include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -69,37 +68,15 @@ std::shared_ptr<Allocation> MapNative(uint64_t size) {
 }
 
 namespace {
-
-// An address inside this library (or the program softgpu is linked into).
-void Anchor() {}
-
-// The cuInit of the object loaded as libcuda.so.1, in whatever scope (cudart dlopens it
-// privately), or null when none is loaded.
-void* LibcudaCuInit() {
-  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (handle == nullptr) return nullptr;
-  void* cu_init = dlsym(handle, "cuInit");
-  dlclose(handle);
-  return cu_init;
-}
-
+std::atomic<bool> g_native_managed_variables{true};
 }  // namespace
 
 bool NativeManagedVariables() {
-  static const bool native = [] {
-    Dl_info mine{};
-    if (dladdr(reinterpret_cast<void*>(&Anchor), &mine) == 0) return true;
-    // Another driver as the process's libcuda.so.1 or in its global scope: rgpu's client.
-    for (void* cu_init : {LibcudaCuInit(), dlsym(RTLD_DEFAULT, "cuInit")}) {
-      Dl_info theirs{};
-      if (cu_init != nullptr && dladdr(cu_init, &theirs) != 0 &&
-          theirs.dli_fbase != mine.dli_fbase) {
-        return false;
-      }
-    }
-    return true;
-  }();
-  return native;
+  return g_native_managed_variables.load(std::memory_order_acquire);
+}
+
+void SetNativeManagedVariables(bool native) {
+  g_native_managed_variables.store(native, std::memory_order_release);
 }
 
 void HostMappings::Insert(std::shared_ptr<Allocation> mapping) {

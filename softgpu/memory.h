@@ -115,11 +115,12 @@ uint64_t HostPageSize();
 // Nothing is charged. Null when the size is unreasonable or the host cannot map memory there.
 std::shared_ptr<Allocation> MapNative(uint64_t size);
 
-// Whether __managed__ module variables are native (host memory at their device address). True
-// unless another driver is the process's libcuda.so.1 or answers cuInit in its global scope:
-// rgpu's client running its server (and so softgpu) inside the program, which maps such
-// variables at their device addresses itself and needs those addresses free. Decided once.
+// Whether __managed__ module variables of modules loaded from now on are native (host memory at
+// their device address): true unless softgpuSetNativeManagedVariables(0) said otherwise (rgpu's
+// server does, because rgpu's client maps such variables at their device addresses itself and
+// needs those addresses free when the server runs inside the program).
 bool NativeManagedVariables();
+void SetNativeManagedVariables(bool native);
 
 // Page-locked host memory that the kernels and copies of every context reach at its own address
 // (CUDA's unified addressing: cuMemHostAlloc memory is accessible from all contexts).

@@ -3,7 +3,8 @@
 # LD_LIBRARY_PATH=BUILD/lib/softgpu-local (the face whose default server is RGPU_SERVER=local,
 # server/local_server.h) and with `rgpu run --server local`. NVIDIA's runtime (static and shared,
 # with cuBLAS), a program that moves its environment after cuInit, one that closes the driver and
-# calls on through its entry points, one with pthread keys of its own, and Debian's hashcat
+# calls on through its entry points, one with pthread keys of its own, managed memory, and
+# Debian's hashcat
 # (NVRTC, dlopen of libcuda.so.1) when installed.
 #   local.sh BUILD_DIR RUNTIME_PROGRAMS_DIR GUEST_PROGRAMS_DIR
 set -uo pipefail
@@ -29,6 +30,10 @@ run setenv_after_init "setenv_after_init: OK" env "$lib" "$guest/guest_setenv_af
 run dlclose_driver "dlclose_driver: OK" env "$lib" "$guest/guest_dlclose_driver"
 run pthread_keys "pthread_keys: OK" env "$lib" "$guest/guest_pthread_keys"
 run rgpu_run_local "rt_errors: OK" "$build/bin/rgpu" run --server local -- "$runtime/rt_errors_shared"
+# __managed__ variables: the client maps them at their device addresses in this same process,
+# where the in-process server's softgpu must have left those addresses free.
+run managed_local "rt_managed: OK" "$build/bin/rgpu" run --server local -- "$runtime/rt_managed_static"
+run managed_ranges_local "rt_managed_ranges: OK" env "$lib" "$runtime/rt_managed_ranges_shared"
 if command -v hashcat >/dev/null; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
