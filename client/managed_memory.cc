@@ -385,8 +385,11 @@ void Engine::ForgetContext(CUctx_st* ctx) {
 
 CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last, bool then_invalid) {
   static const uint8_t kZero[kPage] = {};
+  // The runs to protect once their bytes are on their way (the transfer reads the engine's view).
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  CUresult r = CUDA_SUCCESS;
   uint64_t p = first;
-  while (p < last) {
+  while (p < last && r == CUDA_SUCCESS) {
     if (a.state[p] != PageState::kDirty) {
       ++p;
       continue;
@@ -403,21 +406,27 @@ CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last, bool then_i
     if (!all_zero) {
       // Not asynchronous on the server: it copies before it reads the next call, so the work
       // that follows sees the bytes. The engine's view stays as it is until they have left
-      // (WaitSent below, under mu_), so the transfer may read it while the pages' protection
-      // changes.
+      // (WaitSent below, under mu_).
       const uint64_t bytes = CopyBytes(a, p, end);
-      CUresult r = Server().Post<calls::MemcpyHtoD>(
+      r = Server().Post<calls::MemcpyHtoD>(
           a.ctx->remote, {.dst = a.base + p * kPage, .bytes = bytes, .stream = 0, .async = false},
           a.view + p * kPage, bytes, true);
-      if (r != CUDA_SUCCESS) return r;
+      if (r != CUDA_SUCCESS) break;
       for (uint64_t q = p; q < end; ++q) a.device_zero[q] = false;
     }
-    mprotect(reinterpret_cast<void*>(a.base + p * kPage), (end - p) * kPage,
-             then_invalid ? PROT_NONE : PROT_READ);
-    for (uint64_t q = p; q < end; ++q) a.state[q] = PageState::kClean;
+    runs.emplace_back(p, end);
     p = end;
   }
-  return Server().WaitSent();
+  // Pages that were dirty become clean (their bytes travel) or stay dirty (a run not sent).
+  const int prot = then_invalid ? PROT_NONE : PROT_READ;
+  for (auto [from, to] : runs) {
+    mprotect(reinterpret_cast<void*>(a.base + from * kPage), (to - from) * kPage, prot);
+  }
+  const CUresult sent = Server().WaitSent();
+  for (auto [from, to] : runs) {
+    for (uint64_t q = from; q < to; ++q) a.state[q] = PageState::kClean;
+  }
+  return r != CUDA_SUCCESS ? r : sent;
 }
 
 void Engine::Invalidate(Allocation& a, uint64_t first, uint64_t last) {
