@@ -10,8 +10,8 @@
 // same host pass and the same kernel in both, alternating; their ratio (best of each, and the
 // median of each round's) is the figure of merit, beside the kernel alone (on device-resident
 // memory) and the host's pass alone. Prefetches of the whole range to the device and
-// back are compared with pinned copies of the same size, alternating with them. Then the host reading through faults and
-// the latency of one isolated fault. Prints a table and one JSON line.
+// back are compared with pinned copies of the same size, alternating with them. Then the host
+// reading through faults and the latency of one isolated fault. Prints a table and one JSON line.
 #include <cuda.h>
 
 #include <algorithm>
@@ -300,9 +300,10 @@ int main(int argc, char** argv) {
       "\"prefetch_host_ratio\": %.3f, \"prefetch_device_median_ratio\": %.3f, "
       "\"prefetch_host_median_ratio\": %.3f}\n",
       mib, dtoh * 1e3, htod * 1e3, pinned_dtoh * 1e3, pinned_htod * 1e3, kernel * 1e3,
-      host_pass * 1e3, explicit_round_time * 1e3, managed_round_time * 1e3, prefetch_to_device * 1e3,
-      prefetch_to_host * 1e3, fault_read * 1e3, fault_latency * 1e6, round_ratio, round_median,
-      prefetch_device_ratio, prefetch_host_ratio, prefetch_device_median, prefetch_host_median);
+      host_pass * 1e3, explicit_round_time * 1e3, managed_round_time * 1e3,
+      prefetch_to_device * 1e3, prefetch_to_host * 1e3, fault_read * 1e3, fault_latency * 1e6,
+      round_ratio, round_median, prefetch_device_ratio, prefetch_host_ratio, prefetch_device_median,
+      prefetch_host_median);
   CK(cuMemFree(m));
   CK(cuMemFree(plain));
   CK(cuMemFreeHost(pinned));

@@ -268,8 +268,8 @@ CUresult Engine::MakeView(const char* name, uint64_t mapped, Allocation* a) {
   // Every transfer of the allocation's pages starts or ends in this view: registered with the
   // transport, as pinned memory is, they need no registration each (a failure only costs speed).
   Status s = LocalTransport().RegisterHostMemory(a->view, mapped);
-  if (!s.ok()) RGPU_LOG_DEBUG("managed memory not registered with the transport: %s",
-                              s.ToString().c_str());
+  if (!s.ok())
+    RGPU_LOG_DEBUG("managed memory not registered with the transport: %s", s.ToString().c_str());
   return CUDA_SUCCESS;
 }
 

@@ -71,9 +71,7 @@ namespace {
 std::atomic<bool> g_native_managed_variables{true};
 }  // namespace
 
-bool NativeManagedVariables() {
-  return g_native_managed_variables.load(std::memory_order_acquire);
-}
+bool NativeManagedVariables() { return g_native_managed_variables.load(std::memory_order_acquire); }
 
 void SetNativeManagedVariables(bool native) {
   g_native_managed_variables.store(native, std::memory_order_release);

@@ -21,8 +21,8 @@ constexpr uint64_t kHostPage = 4096;
 
 // The bytes a global variable takes in device memory. A __managed__ one is native (whole pages
 // of host memory at its device address, NativeManagedVariables) or, when rgpu's server says
-// its client maps it itself, gets whole pages of its own, page aligned (one page more than it needs, to find the
-// aligned start in), so that the client can map it at the same address.
+// its client maps it itself, gets whole pages of its own, page aligned (one page more than it
+// needs, to find the aligned start in), so that the client can map it at the same address.
 uint64_t GlobalBytes(const GlobalVariable& g) {
   if (!g.managed) return g.size;
   const uint64_t page = HostPageSize();

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     unsigned* words = reinterpret_cast<unsigned*>(m[0]);
     printf("ready\n");
     fflush(stdout);
-    for (unsigned round = 0;; ++round) {  // killed somewhere in here
+    for (unsigned round = 0;; ++round) {                              // killed somewhere in here
       for (size_t i = 0; i < bytes / 4; i += 1024) words[i] = round;  // faults, then dirty pages
       CHECK(cuMemsetD32(m[0], round, bytes / 4));                     // the pages travel first
     }

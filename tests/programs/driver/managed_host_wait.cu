@@ -13,7 +13,8 @@ int main() {
   CHECK(cuCtxGetDevice(&dev));
   int concurrent = -1, native_atomics = -1;
   CHECK(cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, dev));
-  CHECK(cuDeviceGetAttribute(&native_atomics, CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, dev));
+  CHECK(
+      cuDeviceGetAttribute(&native_atomics, CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, dev));
   printf("concurrent managed access %d, host native atomics %d\n", concurrent, native_atomics);
   CUmodule m;
   CHECK(cuModuleLoad(&m, RGPU_KERNELS_FATBIN));
