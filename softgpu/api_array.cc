@@ -29,14 +29,7 @@ namespace {
 
 // Device memory for `bytes` of array storage in `ctx`.
 CUresult AllocateStorage(Context& ctx, uint64_t bytes, uint64_t* address) {
-  switch (ctx.memory().Allocate(bytes, address)) {
-    case AddressSpace::Result::kOk:
-      return CUDA_SUCCESS;
-    case AddressSpace::Result::kOutOfMemory:
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
-  }
+  return AllocationError(ctx.memory().Allocate(bytes, address));
 }
 
 CUresult CreateArray(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR& desc) {

@@ -329,12 +329,14 @@ CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
       PutInt(data, info.ipc_capable ? 1 : 0);
       return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: {  // each allocation is one mapping
       void* base = reinterpret_cast<void*>(info.base);
       memcpy(data, &base, sizeof base);
       return CUDA_SUCCESS;
     }
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: {
       const size_t size = info.size;
       memcpy(data, &size, sizeof size);
       return CUDA_SUCCESS;
@@ -342,16 +344,6 @@ CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
     case CU_POINTER_ATTRIBUTE_MAPPED:
       PutInt(data, 1);
       return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: {  // each allocation is one mapping
-      void* base = reinterpret_cast<void*>(info.base);
-      memcpy(data, &base, sizeof base);
-      return CUDA_SUCCESS;
-    }
-    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: {
-      const size_t size = info.size;
-      memcpy(data, &size, sizeof size);
-      return CUDA_SUCCESS;
-    }
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: {
       const unsigned long long id = info.base;
       memcpy(data, &id, sizeof id);
@@ -416,15 +408,9 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t byte
       return CUDA_ERROR_INVALID_VALUE;
     }
     uint64_t address;
-    switch (ctx->memory().AllocateManaged(bytesize, &address)) {
-      case AddressSpace::Result::kOk:
-        *dptr = address;
-        return CUDA_SUCCESS;
-      case AddressSpace::Result::kOutOfMemory:
-        return CUDA_ERROR_OUT_OF_MEMORY;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    CUresult r = AllocationError(ctx->memory().AllocateManaged(bytesize, &address));
+    if (r == CUDA_SUCCESS) *dptr = address;
+    return r;
   });
 }
 

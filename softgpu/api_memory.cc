@@ -428,15 +428,10 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr* dptr, size_t bytesize) {
     if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
     if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     uint64_t address;
-    switch (ctx->memory().Allocate(bytesize, &address, AllocationKind::kMemAlloc)) {
-      case AddressSpace::Result::kOk:
-        *dptr = address;
-        return CUDA_SUCCESS;
-      case AddressSpace::Result::kOutOfMemory:
-        return CUDA_ERROR_OUT_OF_MEMORY;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    CUresult r =
+        AllocationError(ctx->memory().Allocate(bytesize, &address, AllocationKind::kMemAlloc));
+    if (r == CUDA_SUCCESS) *dptr = address;
+    return r;
   });
 }
 
@@ -455,16 +450,13 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr* dptr, size_t* pPitc
     const size_t pitch = (WidthInBytes + 511) / 512 * 512;
     if (Height > (~size_t{0}) / pitch) return CUDA_ERROR_INVALID_VALUE;
     uint64_t address;
-    switch (ctx->memory().Allocate(pitch * Height, &address, AllocationKind::kMemAlloc)) {
-      case AddressSpace::Result::kOk:
-        *dptr = address;
-        *pPitch = pitch;
-        return CUDA_SUCCESS;
-      case AddressSpace::Result::kOutOfMemory:
-        return CUDA_ERROR_OUT_OF_MEMORY;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = AllocationError(
+        ctx->memory().Allocate(pitch * Height, &address, AllocationKind::kMemAlloc));
+    if (r == CUDA_SUCCESS) {
+      *dptr = address;
+      *pPitch = pitch;
     }
+    return r;
   });
 }
 

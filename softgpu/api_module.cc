@@ -287,6 +287,20 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetModule(CUmodule* pMod, CUlibrary lib
   });
 }
 
+namespace {
+// The address and size of global `name` in `lib`'s instance in `ctx` (either output may be null).
+CUresult InstanceGlobal(Library& lib, Context* ctx, const char* name, CUdeviceptr* dptr,
+                        size_t* bytes) {
+  std::shared_ptr<Module> m;
+  if (CUresult r = lib.Instance(ctx, &m); r != CUDA_SUCCESS) return r;
+  uint64_t address, size;
+  if (!m->Global(name, &address, &size)) return CUDA_ERROR_NOT_FOUND;
+  if (dptr != nullptr) *dptr = address;
+  if (bytes != nullptr) *bytes = size;
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
 SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes,
                                                    CUlibrary library, const char* name) {
   return Guard([&] {
@@ -296,13 +310,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* by
     std::shared_ptr<Context> ctx;
     if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
     if (lib->program().global_index.count(name) == 0) return CUDA_ERROR_NOT_FOUND;
-    std::shared_ptr<Module> m;
-    if (CUresult r = lib->Instance(ctx.get(), &m); r != CUDA_SUCCESS) return r;
-    uint64_t address, size;
-    if (!m->Global(name, &address, &size)) return CUDA_ERROR_NOT_FOUND;
-    if (dptr != nullptr) *dptr = address;
-    if (bytes != nullptr) *bytes = size;
-    return CUDA_SUCCESS;
+    return InstanceGlobal(*lib, ctx.get(), name, dptr, bytes);
   });
 }
 
@@ -340,13 +348,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr* dptr, size_t* b
     } else if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) {
       return r;
     }
-    std::shared_ptr<Module> m;
-    if (CUresult r = lib->Instance(ctx.get(), &m); r != CUDA_SUCCESS) return r;
-    uint64_t address, size;
-    if (!m->Global(name, &address, &size)) return CUDA_ERROR_NOT_FOUND;
-    if (dptr != nullptr) *dptr = address;
-    if (bytes != nullptr) *bytes = size;
-    return CUDA_SUCCESS;
+    return InstanceGlobal(*lib, ctx.get(), name, dptr, bytes);
   });
 }
 

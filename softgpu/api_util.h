@@ -57,6 +57,19 @@ CUresult ResolveArray(const Context* ctx, CUarray handle, std::shared_ptr<Array>
 CUresult ResolveMipmappedArray(const Context* ctx, CUmipmappedArray handle,
                                std::shared_ptr<MipmappedArray>* out);
 
+// The CUDA error for an AddressSpace allocation's result: OUT_OF_MEMORY, INVALID_VALUE, or
+// success.
+inline CUresult AllocationError(AddressSpace::Result r) {
+  switch (r) {
+    case AddressSpace::Result::kOk:
+      return CUDA_SUCCESS;
+    case AddressSpace::Result::kOutOfMemory:
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
 // Page-locked host memory (api_host.cc), as cuPointerGetAttribute describes it.
 struct PageLockedRange {
   uint64_t base = 0;
