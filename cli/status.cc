@@ -61,6 +61,16 @@ int RunStatus(const std::string& server_url, const std::string& credential, bool
           x.gpu_busy_seconds(), (unsigned long long)x.calls(), (unsigned long long)x.bytes_in(),
           (unsigned long long)x.bytes_out(), (unsigned long long)x.queue_depth());
     }
+    printf("], \"ended\": [");
+    for (int i = 0; i < r.ended_size(); ++i) {
+      const wire::EndedSessions& e = r.ended(i);
+      printf(
+          "%s{\"tenant\": %s, \"exited\": %llu, \"lost\": %llu, \"closed\": %llu, "
+          "\"shutdown\": %llu}",
+          i ? ", " : "", JsonString(e.tenant()).c_str(), (unsigned long long)e.exited(),
+          (unsigned long long)e.lost(), (unsigned long long)e.closed(),
+          (unsigned long long)e.shutdown());
+    }
     printf("]}\n");
     return 0;
   }
@@ -74,6 +84,14 @@ int RunStatus(const std::string& server_url, const std::string& credential, bool
            x.memory_bytes() / 1048576.0, x.gpu_busy_seconds(), (unsigned long long)x.calls(),
            x.bytes_in() / 1048576.0, x.bytes_out() / 1048576.0, (unsigned long long)x.queue_depth(),
            x.client().c_str());
+  }
+  for (const wire::EndedSessions& e : r.ended()) {
+    printf(
+        "ended sessions of %s: %llu exited, %llu lost, %llu closed by the server, %llu at its "
+        "shutdown\n",
+        e.tenant().empty() ? "-" : e.tenant().c_str(), (unsigned long long)e.exited(),
+        (unsigned long long)e.lost(), (unsigned long long)e.closed(),
+        (unsigned long long)e.shutdown());
   }
   return 0;
 }

@@ -168,9 +168,18 @@ void Connection::StopBatching(int wait_ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (!lost_) {
-      // The process may exit right after this: what was sent must have left it.
+      // The process may exit right after this: what was sent must have left it, and the
+      // server is told the program is ending (what its exit path still sends is served; the
+      // session then counts as ended by its client, not lost).
       constexpr int kDrainMs = 1000;
       Status s = SendBatch();
+      if (s.ok() && !said_goodbye_) {
+        wire::Envelope bye;
+        bye.mutable_goodbye()->set_status(0);
+        bye.mutable_goodbye()->set_reason("the program is exiting");
+        s = channel_->Send(bye.SerializeAsString(), nullptr, 0);
+        said_goodbye_ = true;
+      }
       if (s.ok()) s = channel_->Drain(kDrainMs);
       if (!s.ok()) Fail(s.ToString());
     }

@@ -162,6 +162,7 @@ class Connection {
   std::map<uint64_t, CUresult> sticky_;
   ReplyBuffer pending_reply_;  // the destination of the reply now awaited
   bool lost_ = false;
+  bool said_goodbye_ = false;  // the Goodbye of the program's exit has been sent
   // Posted calls not yet sent, as one Envelope.batch, and their payloads back to back.
   wire::Envelope batch_;
   std::string batch_payload_;

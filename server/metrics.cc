@@ -67,6 +67,25 @@ class SessionMetrics final : public prometheus::Collectable {
     m.gauge.value = reply.sessions_size();
     total.metric.push_back(m);
     families.push_back(std::move(total));
+    // Sessions that have ended, by how: a program that exited, a connection lost, a session
+    // the server closed, the server stopping.
+    prometheus::MetricFamily ended;
+    ended.name = "rgpu_sessions_ended_total";
+    ended.help = "Sessions that have ended, by tenant and by how they ended";
+    ended.type = prometheus::MetricType::Counter;
+    for (const wire::EndedSessions& e : reply.ended()) {
+      const std::pair<const char*, uint64_t> reasons[] = {{"exited", e.exited()},
+                                                          {"lost", e.lost()},
+                                                          {"closed", e.closed()},
+                                                          {"shutdown", e.shutdown()}};
+      for (const auto& [reason, count] : reasons) {
+        prometheus::ClientMetric c;
+        c.label = {{"tenant", e.tenant().empty() ? "-" : e.tenant()}, {"reason", reason}};
+        c.counter.value = static_cast<double>(count);
+        ended.metric.push_back(std::move(c));
+      }
+    }
+    families.push_back(std::move(ended));
     return families;
   }
 

@@ -211,7 +211,29 @@ wire::StatusReply Server::SessionsStatus() {
   for (const auto& [id, session] : sessions_) {
     if (session->admitted()) *reply.add_sessions() = session->Stats();
   }
+  for (const auto& [tenant, counts] : ended_) *reply.add_ended() = counts;
   return reply;
+}
+
+void Server::CountEnded(const std::string& tenant, SessionEnd end) {
+  wire::EndedSessions& c = ended_[tenant];
+  c.set_tenant(tenant);
+  switch (end) {
+    case SessionEnd::kExited:
+      c.set_exited(c.exited() + 1);
+      break;
+    case SessionEnd::kLost:
+      c.set_lost(c.lost() + 1);
+      break;
+    case SessionEnd::kClosed:
+      c.set_closed(c.closed() + 1);
+      break;
+    case SessionEnd::kShutdown:
+      c.set_shutdown(c.shutdown() + 1);
+      break;
+    case SessionEnd::kNone:
+      break;
+  }
 }
 
 size_t Server::active_sessions() {
@@ -273,10 +295,12 @@ void Server::Serve() {
         }
         if (agent_) agent_->SessionStarted(id);
         session.Run(stop_);
-        if (agent_) agent_->SessionEnded(session.Stats());
+        const wire::SessionStats stats = session.Stats();
+        if (agent_) agent_->SessionEnded(stats);
         {
           std::lock_guard<std::mutex> lock(mu_);
           sessions_.erase(id);
+          if (session.end() != SessionEnd::kNone) CountEnded(stats.tenant(), session.end());
         }
       }
       {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <map>
@@ -25,6 +26,8 @@ class Collectable;
 }  // namespace prometheus
 
 namespace rgpu::server {
+
+enum class SessionEnd : uint8_t;  // server/session.h
 
 class Session;
 class RegistryAgent;
@@ -104,6 +107,10 @@ class Server {
   std::mutex mu_;
   std::set<uint64_t> live_;                // ids of sessions still running
   std::map<uint64_t, Session*> sessions_;  // sessions past construction, by id (under mu_)
+  // How admitted sessions that have ended ended, by tenant name ("" without one) (under mu_).
+  std::map<std::string, wire::EndedSessions> ended_;
+  // Counts one ended session of `tenant` (mu_ held).
+  void CountEnded(const std::string& tenant, SessionEnd end);
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Collectable> metrics_;
   std::atomic<int> running_threads_{0};

@@ -91,6 +91,7 @@ void Session::Run(const std::atomic<bool>& stop) {
           liveness_ != nullptr && client_timeout_ms_ > 0 ? liveness_->SilentMs(liveness_key_) : -1;
       if (silent > client_timeout_ms_) {
         CloseWithReason("client sent no keepalive for " + std::to_string(silent) + " ms");
+        end_ = client_said_goodbye_ ? SessionEnd::kExited : SessionEnd::kLost;
         break;
       }
       if (aborted_.load()) break;
@@ -101,11 +102,22 @@ void Session::Run(const std::atomic<bool>& stop) {
       break;
     }
     if (!s.ok()) {
-      RGPU_LOG_INFO("session %llu: client gone (%s)", (unsigned long long)id_,
-                    s.ToString().c_str());
+      if (client_said_goodbye_) {
+        RGPU_LOG_INFO("session %llu: ended by its client (%s)", (unsigned long long)id_,
+                      goodbye_reason_.c_str());
+      } else {
+        RGPU_LOG_INFO("session %llu: client gone (%s)", (unsigned long long)id_,
+                      s.ToString().c_str());
+      }
       break;
     }
     if (!Serve(m)) break;
+  }
+  if (end_ == SessionEnd::kNone) {
+    end_ = stop.load()            ? SessionEnd::kShutdown
+           : aborted_.load()      ? SessionEnd::kClosed
+           : client_said_goodbye_ ? SessionEnd::kExited
+                                  : SessionEnd::kLost;
   }
   if (stop.load() && !channel_->broken()) {
     wire::Envelope bye;
@@ -153,6 +165,7 @@ void Session::Abort(const std::string& reason) {
 
 void Session::CloseWithReason(const std::string& reason) {
   RGPU_LOG_WARN("session %llu: closing: %s", (unsigned long long)id_, reason.c_str());
+  end_ = SessionEnd::kClosed;
   if (channel_->broken()) return;
   wire::Envelope bye;
   bye.mutable_goodbye()->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
@@ -197,6 +210,11 @@ bool Session::Handshake() {
             std::remove_if(sessions.begin(), sessions.end(),
                            [&](const wire::SessionStats& x) { return x.tenant() != name; }),
             sessions.end());
+        auto& ended = *reply->mutable_ended();
+        ended.erase(
+            std::remove_if(ended.begin(), ended.end(),
+                           [&](const wire::EndedSessions& x) { return x.tenant() != name; }),
+            ended.end());
       }
     }
     channel_->Send(status.SerializeAsString(), nullptr, 0);
@@ -337,9 +355,19 @@ bool Session::Serve(ReceivedMessage& m) {
     bye.mutable_goodbye()->set_status(CUDA_ERROR_INVALID_VALUE);
     bye.mutable_goodbye()->set_reason("malformed message");
     channel_->Send(bye.SerializeAsString(), nullptr, 0);
+    end_ = SessionEnd::kClosed;
     return false;
   }
-  if (in.body_case() == wire::Envelope::kGoodbye) return false;
+  if (in.body_case() == wire::Envelope::kGoodbye) {
+    // The program is exiting: what its exit path still sends is served until the connection
+    // closes (its end is then the client's, not a loss). Any other goodbye ends the session now.
+    client_said_goodbye_ = true;
+    goodbye_reason_ = in.goodbye().reason().substr(0, 200);
+    for (char& c : goodbye_reason_) {
+      if (c < 0x20 || c > 0x7e) c = '?';  // the tenant's words, bound for the server's log
+    }
+    return in.goodbye().status() == 0;
+  }
   if (m.payload_pending && !(in.body_case() == wire::Envelope::kCall &&
                              in.call().op() == static_cast<uint32_t>(Op::kMemcpyHtoD))) {
     // Only host-to-device copies take their payload straight into device memory.

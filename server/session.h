@@ -47,6 +47,15 @@ struct SessionTotals {
 // the session has ordered the copy.
 constexpr size_t kDirectCopyBytes = size_t{1} << 20;
 
+// How a session ended (counted per tenant: rgpu status, metrics).
+enum class SessionEnd : uint8_t {
+  kNone,      // not admitted (a refused handshake, a status query, a probe)
+  kExited,    // its client said goodbye (the program ended) and then went
+  kLost,      // the connection broke without a goodbye: a crash, a kill, the network
+  kClosed,    // the server closed it: a limit, a malformed message, an ended lease, an abort
+  kShutdown,  // the server was stopping
+};
+
 class Session {
  public:
   // `tenants`: when not null, a session must present one of its tokens. A non-empty `refusal`
@@ -61,6 +70,8 @@ class Session {
   void Run(const std::atomic<bool>& stop);
 
   uint64_t id() const { return id_; }
+  // How the session ended, once Run has returned.
+  SessionEnd end() const { return end_; }
   // True once the handshake admitted the client (status queries never are). Any thread.
   bool admitted() const { return admitted_.load(); }
   // The session's figures now (memory, GPU time, calls, bytes, queue). Any thread.
@@ -336,6 +347,10 @@ class Session {
   uint64_t max_kernel_ms_ = 0;
   bool scrub_allocations_ = true;
   std::atomic<bool> aborted_{false};
+  // The session's thread only.
+  SessionEnd end_ = SessionEnd::kNone;
+  bool client_said_goodbye_ = false;
+  std::string goodbye_reason_;
   CUresult stopped_error_ = CUDA_SUCCESS;  // what calls on a destroyed context fail with
   std::mutex abort_mu_;                    // guards abort_channel_ and live_contexts_
   Channel* abort_channel_ = nullptr;       // channel_ while the session runs
