@@ -30,6 +30,8 @@ constexpr uint64_t kPage = 4096;
 // streaming over its data then faults a few times per allocation, not once per window).
 constexpr uint64_t kReadAheadPages = 16;
 constexpr uint64_t kMaxReadAheadPages = 8192;  // 32 MiB
+// The largest engine view registered with the transport as a whole.
+constexpr uint64_t kMaxRegisteredView = 256ull << 20;
 // Attempts to find a device address that is also free in this process.
 constexpr int kPlacementAttempts = 8;
 
@@ -115,8 +117,9 @@ class Engine {
   // read-only (`then_invalid`: inaccessible at once, for the caller invalidates the range next)
   // (mu_ held).
   CUresult Flush(Allocation& a, uint64_t first, uint64_t last, bool then_invalid);
-  // Makes pages [first, last) of `a` inaccessible to the host (mu_ held).
-  void Invalidate(Allocation& a, uint64_t first, uint64_t last);
+  // Makes pages [first, last) of `a` inaccessible to the host (mu_ held). Fails (the pages as
+  // they were) when the kernel cannot change their protection.
+  CUresult Invalidate(Allocation& a, uint64_t first, uint64_t last);
   // Fetches pages [first, last) of `a` from the device into the engine's view and makes them
   // readable (mu_ held; the device's work is done).
   CUresult Fetch(Allocation& a, uint64_t first, uint64_t last);
@@ -267,6 +270,9 @@ CUresult Engine::MakeView(const char* name, uint64_t mapped, Allocation* a) {
   a->mapped = mapped;
   // Every transfer of the allocation's pages starts or ends in this view: registered with the
   // transport, as pinned memory is, they need no registration each (a failure only costs speed).
+  // Registration pins the pages on RDMA transports, so a large allocation (a program may ask
+  // for more managed memory than the host has) is left to per-transfer registration.
+  if (mapped > kMaxRegisteredView) return CUDA_SUCCESS;
   Status s = LocalTransport().RegisterHostMemory(a->view, mapped);
   if (!s.ok())
     RGPU_LOG_DEBUG("managed memory not registered with the transport: %s", s.ToString().c_str());
@@ -385,23 +391,33 @@ void Engine::ForgetContext(CUctx_st* ctx) {
 
 CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last, bool then_invalid) {
   static const uint8_t kZero[kPage] = {};
-  // The runs to protect once their bytes are on their way (the transfer reads the engine's view).
-  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  // Each run of dirty pages is protected before its bytes are read: a thread of the program
+  // writing meanwhile faults, waits for mu_ and finds the page clean, so its write makes the page
+  // dirty again instead of being lost between the copy and the protection. The transfer reads
+  // the engine's view, which stays writable to nobody but the engine.
+  const int prot = then_invalid ? PROT_NONE : PROT_READ;
+  std::vector<std::pair<uint64_t, uint64_t>> runs;  // protected, their bytes on their way
   CUresult r = CUDA_SUCCESS;
   uint64_t p = first;
-  while (p < last && r == CUDA_SUCCESS) {
+  while (p < last) {
     if (a.state[p] != PageState::kDirty) {
       ++p;
       continue;
     }
-    // A run of dirty pages, less those still zero on both sides.
     uint64_t end = p;
+    while (end < last && a.state[end] == PageState::kDirty) ++end;
+    void* run = reinterpret_cast<void*>(a.base + p * kPage);
+    const uint64_t run_bytes = (end - p) * kPage;
+    if (mprotect(run, run_bytes, prot) != 0) {
+      RGPU_LOG_WARN("managed memory: cannot protect %llu pages at %p (errno %d)",
+                    static_cast<unsigned long long>(end - p), run, errno);
+      r = CUDA_ERROR_UNKNOWN;
+      break;
+    }
+    // Pages still zero on both sides need not travel.
     bool all_zero = true;
-    while (end < last && a.state[end] == PageState::kDirty) {
-      if (!a.device_zero[end] || memcmp(a.view + end * kPage, kZero, kPage) != 0) {
-        all_zero = false;
-      }
-      ++end;
+    for (uint64_t q = p; q < end && all_zero; ++q) {
+      all_zero = a.device_zero[q] && memcmp(a.view + q * kPage, kZero, kPage) == 0;
     }
     if (!all_zero) {
       // Not asynchronous on the server: it copies before it reads the next call, so the work
@@ -411,16 +427,15 @@ CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last, bool then_i
       r = Server().Post<calls::MemcpyHtoD>(
           a.ctx->remote, {.dst = a.base + p * kPage, .bytes = bytes, .stream = 0, .async = false},
           a.view + p * kPage, bytes, true);
-      if (r != CUDA_SUCCESS) break;
+      if (r != CUDA_SUCCESS) {
+        // Not sent: the run stays dirty and writable, as it was.
+        mprotect(run, run_bytes, PROT_READ | PROT_WRITE);
+        break;
+      }
       for (uint64_t q = p; q < end; ++q) a.device_zero[q] = false;
     }
     runs.emplace_back(p, end);
     p = end;
-  }
-  // Pages that were dirty become clean (their bytes travel) or stay dirty (a run not sent).
-  const int prot = then_invalid ? PROT_NONE : PROT_READ;
-  for (auto [from, to] : runs) {
-    mprotect(reinterpret_cast<void*>(a.base + from * kPage), (to - from) * kPage, prot);
   }
   const CUresult sent = Server().WaitSent();
   for (auto [from, to] : runs) {
@@ -429,13 +444,19 @@ CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last, bool then_i
   return r != CUDA_SUCCESS ? r : sent;
 }
 
-void Engine::Invalidate(Allocation& a, uint64_t first, uint64_t last) {
-  mprotect(reinterpret_cast<void*>(a.base + first * kPage), (last - first) * kPage, PROT_NONE);
+CUresult Engine::Invalidate(Allocation& a, uint64_t first, uint64_t last) {
+  void* range = reinterpret_cast<void*>(a.base + first * kPage);
+  if (mprotect(range, (last - first) * kPage, PROT_NONE) != 0) {
+    RGPU_LOG_WARN("managed memory: cannot protect %llu pages at %p (errno %d)",
+                  static_cast<unsigned long long>(last - first), range, errno);
+    return CUDA_ERROR_UNKNOWN;
+  }
   for (uint64_t p = first; p < last; ++p) {
     a.state[p] = PageState::kInvalid;
     a.device_zero[p] = false;  // the device may write it
   }
   if (first == 0 && last == a.state.size()) a.host_accessible = false;
+  return CUDA_SUCCESS;
 }
 
 CUresult Engine::Fetch(Allocation& a, uint64_t first, uint64_t last) {
@@ -470,7 +491,7 @@ CUresult Engine::BeforeDeviceWork(DeviceAccess access) {
     CUresult r = Flush(*a, 0, a->state.size(), writes);
     if (r != CUDA_SUCCESS) return r;
     // Work that only reads leaves the host's (now clean) pages as they are.
-    if (writes) Invalidate(*a, 0, a->state.size());
+    if (writes && (r = Invalidate(*a, 0, a->state.size())) != CUDA_SUCCESS) return r;
   }
   if (writes) device_busy_ = true;
   return CUDA_SUCCESS;
@@ -493,7 +514,7 @@ CUresult Engine::Prefetch(uint64_t address, size_t bytes, bool to_host, CUstream
   if (!to_host) {
     CUresult r = Flush(*a, first, last, true);
     if (r != CUDA_SUCCESS) return r;
-    Invalidate(*a, first, last);
+    if ((r = Invalidate(*a, first, last)) != CUDA_SUCCESS) return r;
     device_busy_ = true;
     target = a->ctx->device;
   } else {
@@ -661,8 +682,10 @@ bool Engine::HandleFault(uint64_t address, bool write) {
       return false;  // passed on: the program's handler or the default action
     }
     if (!write) return true;
-    // A write: the fetched pages are open for writing now, without faulting again.
-    a->write_window.Next(page);
+    // A write: the first pages fetched, as many as a write to clean pages would open, are open
+    // for writing now without faulting again; the rest of the fetch stays clean (a write to a
+    // page marks it dirty, and every dirty page travels before the next device work).
+    end = std::min(end, page + a->write_window.Next(page));
   }
   // A write to pages the host may read: from now on the host's copy is newer, for this page and
   // the clean ones after it (a program writing forward then faults once per window, at the cost

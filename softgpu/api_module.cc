@@ -288,6 +288,21 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetModule(CUmodule* pMod, CUlibrary lib
 }
 
 namespace {
+// Device `ordinal`'s primary context, retained for the program only when it is not active.
+CUresult ActivePrimaryContext(CUdevice ordinal, CUcontext* primary) {
+  if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+  Device* d = FindDevice(ordinal);
+  if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  {
+    std::lock_guard lock(d->primary_mu);
+    if (d->primary != nullptr && d->primary->alive() && d->primary_refcount > 0) {
+      *primary = reinterpret_cast<CUcontext>(d->primary.get());
+      return CUDA_SUCCESS;
+    }
+  }
+  return cuDevicePrimaryCtxRetain(primary, ordinal);
+}
+
 // The address and size of global `name` in `lib`'s instance in `ctx` (either output may be null).
 CUresult InstanceGlobal(Library& lib, Context* ctx, const char* name, CUdeviceptr* dptr,
                         size_t* bytes) {
@@ -326,7 +341,7 @@ extern "C" SOFTGPU_EXPORT CUresult softgpuSetNativeManagedVariables(int native) 
 // A __managed__ variable of `library` (cudart asks for each one as it loads a program's code).
 // Managed memory is per context in softgpu: the variable of the library's instance in the
 // current context, or, when none is current (cudart may ask first), in device 0's primary
-// context, which this retains for the program (cudart goes on to use it). Native unless rgpu's
+// context, which this retains for the program once (cudart goes on to use it). Native unless rgpu's
 // server said otherwise (softgpuSetNativeManagedVariables): host code then uses the address.
 SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr* dptr, size_t* bytes,
                                                     CUlibrary library, const char* name) {
@@ -340,8 +355,9 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuLibraryGetManaged(CUdeviceptr* dptr, size_t* b
     }
     std::shared_ptr<Context> ctx;
     if (ContextStack().empty()) {
+      // Retained once: while the primary context is active, later lookups use it as it is.
       CUcontext primary = nullptr;
-      if (CUresult r = cuDevicePrimaryCtxRetain(&primary, 0); r != CUDA_SUCCESS) return r;
+      if (CUresult r = ActivePrimaryContext(0, &primary); r != CUDA_SUCCESS) return r;
       ctx = GetDriver().contexts.Find(primary);
       if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
       if (CUresult r = ctx->sticky_error(); r != CUDA_SUCCESS) return r;

@@ -1,10 +1,11 @@
 // Managed memory at the edges: host writes of a few bytes at both ends of a range whose size is
-// not a page multiple (partial first and last pages, an interior left to the device); a kernel
-// that writes only some pages while the host keeps others; several managed allocations each
-// attached to a stream of its own, kernels on all streams at once, each stream waited for and its
-// range read while the others may still run; allocations freed while their pages are the host's
-// (dirty, never pushed; clean after a fetch) and new ones made in their place; every result
-// compared with the CPU.
+// not a page multiple (partial first and last pages, an interior left to the device), in a small
+// range and in one of 48 pages the device wrote last; prefetches of a range that starts and ends
+// inside pages; a kernel that writes only some pages while the host keeps others; several
+// managed allocations each attached to a stream of its own, kernels on all streams at once, each
+// stream waited for and its range read while the others may still run; allocations freed while
+// their pages are the host's (dirty, never pushed; clean after a fetch) and new ones made in
+// their place; every result compared with the CPU.
 #include <vector>
 
 #include "rt_check.h"
@@ -62,6 +63,55 @@ void PartialPages() {
   EXPECT(m[size - 1] == want[size - 1] && m[0] == want[0], "ends %d %d", m[0], m[size - 1]);
   for (size_t i = 0; i < size; ++i) {
     EXPECT(m[i] == want[i], "second pass: byte %zu is %d, want %d", i, m[i], want[i]);
+  }
+  CHECK(cudaFree(m));
+}
+
+void LargeRangeEnds() {
+  // 48 pages and 300 bytes: more than a fault's first window, so the two ends are fetched and
+  // written apart, the interior left to the device.
+  const size_t size = 48 * kPage + 300;
+  unsigned char* m = nullptr;
+  CHECK(cudaMallocManaged(&m, size));
+  std::vector<unsigned char> want(size, 0);
+  AddToAll<<<8, 128>>>(m, size, 5);  // the device's pages now
+  CHECK_SYNC();
+  for (size_t i = 0; i < size; ++i) want[i] = 5;
+  // Writes at both ends, the last byte first: each is a write to a page the host lacks.
+  m[size - 1] = 77;
+  m[size - kPage - 7] = 78;
+  m[0] = 79;
+  m[kPage + 1] = 80;
+  want[size - 1] = 77;
+  want[size - kPage - 7] = 78;
+  want[0] = 79;
+  want[kPage + 1] = 80;
+  AddToAll<<<8, 128>>>(m, size, 1);
+  CHECK_SYNC();
+  for (size_t i = 0; i < size; ++i) want[i] = static_cast<unsigned char>(want[i] + 1);
+  for (size_t i = size; i-- > 0;) {
+    EXPECT(m[i] == want[i], "large range: byte %zu is %d, want %d", i, m[i], want[i]);
+  }
+  // Prefetches of a range that starts and ends inside pages: the host's writes at its ends go
+  // to the device, and the device's results come back.
+  const size_t first = 1000, bytes = 20 * kPage + 77;
+  m[first] = 90;
+  m[first + bytes - 1] = 91;
+  want[first] = 90;
+  want[first + bytes - 1] = 91;
+  cudaMemLocation device = {};
+  device.type = cudaMemLocationTypeDevice;
+  device.id = 0;
+  cudaMemLocation host = {};
+  host.type = cudaMemLocationTypeHost;
+  CHECK(cudaMemPrefetchAsync(m + first, bytes, device, 0, 0));
+  AddToAll<<<8, 128>>>(m + first, bytes, 3);
+  CHECK(cudaGetLastError());
+  CHECK(cudaMemPrefetchAsync(m + first, bytes, host, 0, 0));
+  CHECK(cudaDeviceSynchronize());
+  for (size_t i = first; i < first + bytes; ++i) want[i] = static_cast<unsigned char>(want[i] + 3);
+  for (size_t i = 0; i < size; ++i) {
+    EXPECT(m[i] == want[i], "unaligned prefetch: byte %zu is %d, want %d", i, m[i], want[i]);
   }
   CHECK(cudaFree(m));
 }
@@ -159,6 +209,7 @@ void FreeWhileHostResident() {
 
 int main() {
   PartialPages();
+  LargeRangeEnds();
   DeviceWritesSomePages();
   RangesAndStreams();
   FreeWhileHostResident();

@@ -210,6 +210,32 @@ TEST_F(ManagedTest, LibraryGetManaged) {
   CU_ASSERT_OK(cuLibraryUnload(lib));
 }
 
+// cudart may ask for a __managed__ variable before any context is current: the lookup then uses
+// device 0's primary context, retained once for the program however often it asks (one release
+// makes it inactive again).
+TEST_F(ManagedTest, LibraryGetManagedWithoutContextRetainsPrimaryOnce) {
+  CUlibrary lib;
+  CU_ASSERT_OK(cuLibraryLoadData(&lib, ptx_.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  CUcontext popped = nullptr;
+  CU_ASSERT_OK(cuCtxPopCurrent(&popped));
+  ASSERT_EQ(popped, ctx_);
+  unsigned flags = 0;
+  int active = 1;
+  CU_ASSERT_OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+  ASSERT_EQ(active, 0);
+  CUdeviceptr first = 0, second = 0;
+  CU_EXPECT_EQ(cuLibraryGetManaged(&first, nullptr, lib, "managed_scalar"), CUDA_SUCCESS);
+  CU_EXPECT_EQ(cuLibraryGetManaged(&second, nullptr, lib, "managed_scalar"), CUDA_SUCCESS);
+  EXPECT_EQ(first, second);
+  CU_ASSERT_OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+  EXPECT_EQ(active, 1);
+  CU_EXPECT_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+  CU_ASSERT_OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+  EXPECT_EQ(active, 0);
+  CU_ASSERT_OK(cuCtxPushCurrent(popped));
+  CU_ASSERT_OK(cuLibraryUnload(lib));
+}
+
 // Page-locked host memory is mapped at its own address: a kernel reads and writes it in place, in
 // every context (unified addressing); cuMemHostGetDevicePointer gives the same address.
 TEST_F(ManagedTest, MappedPinnedMemoryInPlace) {
@@ -642,11 +668,20 @@ TEST_F(ManagedTest, SystemAtomicsWithHostThreads) {
   CU_ASSERT_OK(Launch(Function("system_add"), kBlocks, kThreads, {&counter_d, &flags_d, &times}));
   // The kernel is running once block 0 says so: the host sees its store while it runs.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool started = true;
   while (__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE) == 0) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the kernel did not start";
+    if (std::chrono::steady_clock::now() > deadline) {
+      started = false;
+      break;
+    }
     std::this_thread::yield();
   }
+  // Released either way, so that a kernel that did start late still ends.
   __atomic_store_n(&flags[1], 1, __ATOMIC_RELEASE);
+  if (!started) {
+    CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    FAIL() << "the kernel did not start in 30 s";
+  }
   std::vector<std::thread> threads;
   for (int t = 0; t < kHostThreads; ++t) {
     threads.emplace_back([counter] {
