@@ -22,6 +22,7 @@
 
 #include "cli/bench.h"
 #include "cli/registry_commands.h"
+#include "cli/smi.h"
 #include "cli/status.h"
 #include "common/state_dir.h"
 #include "proto/crypto.h"
@@ -61,6 +62,9 @@ int Run(const std::string& server, const std::string& token, std::vector<std::st
   // HIP programs get the HIP face beside it (it loads nothing in a process that never calls HIP).
   const std::string hip = lib.substr(0, lib.rfind('/') + 1) + "librgpu-hip.so";
   if (Exists(hip)) preload += ":" + hip;
+  // NVML's face too, so that dlopen("libnvidia-ml.so.1") finds it (tools read NVML before CUDA).
+  const std::string nvml = lib.substr(0, lib.rfind('/') + 1) + "librgpu-nvml.so";
+  if (Exists(nvml)) preload += ":" + nvml;
   if (const char* existing = getenv("LD_PRELOAD"); existing && *existing) {
     preload += std::string(":") + existing;
   }
@@ -128,6 +132,12 @@ int main(int argc, char** argv) {
     cmd->add_flag("--json", access.json, "print JSON");
   };
   std::string subject, from, to;
+  bool smi_json = false;
+  CLI::App* smi = app.add_subcommand("smi", "nvidia-smi's table for the GPUs a server gives you");
+  smi->add_option("--server", server, "server URL (default $RGPU_SERVER)");
+  smi->add_option("--token", token, "session token (default $RGPU_TOKEN)");
+  smi->add_flag("--json", smi_json, "print JSON");
+
   CLI::App* tenant = app.add_subcommand("tenant", "the registry's tenants");
   tenant->require_subcommand(1);
   CLI::App* tenant_create = tenant->add_subcommand("create", "create a tenant; prints its API key");
@@ -279,6 +289,16 @@ int main(int argc, char** argv) {
   if (usage->parsed()) return rgpu::cli::Usage(access, usage_tenant, usage_provider, from, to);
   if (bill->parsed()) return rgpu::cli::Bill(access, subject, from, to);
   if (earnings->parsed()) return rgpu::cli::Earnings(access, subject, from, to);
+  if (smi->parsed()) {
+    if (!server.empty()) setenv("RGPU_SERVER", server.c_str(), 1);
+    if (!token.empty()) setenv("RGPU_TOKEN", token.c_str(), 1);
+    if (getenv("RGPU_SERVER") == nullptr) {
+      fprintf(stderr, "rgpu smi: no server: pass --server URL or set RGPU_SERVER\n");
+      return 2;
+    }
+    const std::string lib = FindInterposer();
+    return rgpu::cli::RunSmi(lib.substr(0, lib.rfind('/') + 1) + "librgpu-nvml.so", smi_json);
+  }
   if (run->parsed()) {
     if (access.address.empty() && server.empty() && getenv("RGPU_SERVER") == nullptr &&
         getenv("RGPU_REGISTRY") != nullptr) {

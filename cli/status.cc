@@ -2,23 +2,12 @@
 
 #include <cstdio>
 
+#include "cli/json_text.h"
 #include "proto/rgpu.pb.h"
 #include "proto/session_proof.h"
 #include "transport/channel.h"
 
 namespace rgpu::cli {
-namespace {
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 int RunStatus(const std::string& server_url, const std::string& credential, bool json) {
   TransportUrl url;

@@ -43,8 +43,15 @@ using enum ContextUse;
 #undef RGPU_RES
 #undef RGPU_ARG
 
+constexpr bool StartsWith(const char* s, const char* prefix) {
+  for (; *prefix != '\0'; ++s, ++prefix) {
+    if (*s != *prefix) return false;
+  }
+  return true;
+}
+
 constexpr OpInfo kOps[] = {
-    {"Invalid", 0, "", 0, false, "", kNone, kNone, kSync, kNoContext},
+    {"Invalid", 0, "", 0, false, "", kNone, kNone, kSync, kNoContext, false},
 #define RGPU_CALL(name, mode, context, in, out, args, results, checks) \
   {#name,                                                              \
    k##name##Args,                                                      \
@@ -55,7 +62,8 @@ constexpr OpInfo kOps[] = {
    in,                                                                 \
    out,                                                                \
    mode,                                                               \
-   context},
+   context,                                                            \
+   StartsWith(#name, "Memcpy") || StartsWith(#name, "Memset")},
 #include "proto/calls.def"
 #undef RGPU_CALL
 };

@@ -31,6 +31,7 @@ struct OpInfo {
   PayloadKind payload_out;
   CallMode mode;
   ContextUse context;
+  bool moves_memory;  // a copy or a memset (Memcpy*, Memset*): metered as memory time
 };
 
 // The description of `op`, or nullptr if `op` is not a known operation.

@@ -65,6 +65,15 @@ wire::SessionStats Session::Stats() const {
   st.set_device(device_.load());
   st.set_bytes_in(bytes_in_.load());
   st.set_bytes_out(bytes_out_.load());
+  st.set_copy_busy_seconds(copy_busy_seconds_.load());
+  for (uint64_t mask = context_devices_.load(); mask != 0; mask &= mask - 1) {
+    st.add_devices(__builtin_ctzll(mask));
+  }
+  if (admitted()) {
+    st.set_pid(client_pid_);
+    st.set_uptime_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - admitted_at_).count());
+  }
   {
     std::lock_guard<std::mutex> lock(name_mu_);  // Run drops the channel under it
     if (channel_ != nullptr) st.set_queue_depth(channel_->queued());
@@ -248,6 +257,7 @@ bool Session::Handshake() {
   } else {
     std::lock_guard<std::mutex> lock(name_mu_);
     client_name_ = in.hello().client_name() + " (pid " + std::to_string(in.hello().pid()) + ")";
+    client_pid_ = in.hello().pid();
     if (tenant_ != nullptr) client_name_ += " of tenant " + tenant_->name;
     w->set_driver_version(devices_.driver_version());
     w->set_backend(devices_.backend());
@@ -283,6 +293,7 @@ bool Session::Handshake() {
                   w->error().c_str());
     return false;
   }
+  admitted_at_ = std::chrono::steady_clock::now();
   admitted_.store(true);
   return true;
 }
@@ -453,7 +464,14 @@ CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
     }
     if (CUresult r = MakeCurrent(cs.ctx); r != CUDA_SUCCESS) return r;
   }
-  return Dispatch(op, cs);
+  if (scheduler_ == nullptr || !info->moves_memory) return Dispatch(op, cs);
+  // Metered (--fair-share): how long the tenant's copies and memsets keep the server busy.
+  const auto start = std::chrono::steady_clock::now();
+  const CUresult r = Dispatch(op, cs);
+  copy_busy_seconds_.store(
+      copy_busy_seconds_.load() +
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return r;
 }
 
 bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size) {
@@ -565,7 +583,16 @@ CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
   }
   *id = contexts_.Insert(rec);
   if (device_.load() < 0) device_.store(device);
+  NoteContextDevices();
   return CUDA_SUCCESS;
+}
+
+void Session::NoteContextDevices() {
+  uint64_t mask = 0;
+  for (const auto& [id, rec] : contexts_.records()) {
+    if (rec.device >= 0 && rec.device < 64) mask |= uint64_t{1} << rec.device;
+  }
+  context_devices_.store(mask);
 }
 
 void Session::DestroyContext(uint64_t id) {
@@ -613,6 +640,7 @@ void Session::DestroyContext(uint64_t id) {
   }
   if (current_ == rec->context) current_ = nullptr;
   contexts_.Erase(id);
+  NoteContextDevices();
 }
 
 void Session::ReleaseAll() {

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <cstdint>
 #include <map>
@@ -403,6 +404,16 @@ class Session {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Op::kCount)> calls_by_op_{};
   std::atomic<double> queue_seconds_{0};
   std::atomic<int> device_{-1};
+  // Bit d: the session has a live context on server device d (d < 64). Written by the session
+  // thread (NoteContextDevices), read by any.
+  std::atomic<uint64_t> context_devices_{0};
+  void NoteContextDevices();
+  // With --fair-share: the time the session's copies and memsets took (DeviceUsage's copy_ns).
+  std::atomic<double> copy_busy_seconds_{0};
+  // The client's pid (Hello) and when the session was admitted (Stats' uptime). Set by the
+  // handshake before admitted_ becomes true; read by any thread after it has.
+  uint32_t client_pid_ = 0;
+  std::chrono::steady_clock::time_point admitted_at_;
   // The first failure of a posted call not yet reported to the client.
   CUresult async_error_ = CUDA_SUCCESS;
   std::string async_error_detail_;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 namespace rgpu::interpose {
 
@@ -72,17 +73,46 @@ void LeaveSingleThreadedMode() {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kNamespaceVariable = "RGPU_RUNTIME_NAMESPACE";
+
+// The namespace another shared face of this process loaded its runtime into, if any.
+bool SharedNamespace(Lmid_t* lmid) {
+  const char* v = getenv(kNamespaceVariable);
+  long pid = 0, id = 0;
+  if (v == nullptr || sscanf(v, "%ld:%ld", &pid, &id) != 2 || pid != static_cast<long>(getpid())) {
+    return false;
+  }
+  *lmid = static_cast<Lmid_t>(id);
+  return true;
+}
+
+void PublishNamespace(void* runtime) {
+  Lmid_t lmid = 0;
+  if (dlinfo(runtime, RTLD_DI_LMID, &lmid) != 0) return;
+  char value[64];
+  snprintf(value, sizeof value, "%ld:%ld", static_cast<long>(getpid()), static_cast<long>(lmid));
+  setenv(kNamespaceVariable, value, 1);
+}
+
+}  // namespace
+
 void* LoadPrivateRuntime(const char* override_env, const char* file_name, const void* anchor,
-                         const char* what) {
+                         const char* what, bool shared) {
   LeaveSingleThreadedMode();
   char path[4096];
   RuntimePath(override_env, file_name, anchor, path, sizeof path);
   struct sigaction saved[kSignalCount];
   for (size_t i = 0; i < kSignalCount; ++i) sigaction(kProgramSignals[i], nullptr, &saved[i]);
   const char* plain = getenv("RGPU_NO_DLMOPEN");
-  void* runtime = plain != nullptr && *plain == '1'
-                      ? dlopen(path, RTLD_NOW | RTLD_LOCAL)
-                      : dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+  const bool use_dlopen = plain != nullptr && *plain == '1';
+  Lmid_t lmid = LM_ID_NEWLM;
+  const bool joined = shared && !use_dlopen && SharedNamespace(&lmid);
+  void* runtime =
+      use_dlopen ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : dlmopen(lmid, path, RTLD_NOW | RTLD_LOCAL);
+  if (runtime == nullptr && joined) runtime = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+  if (runtime != nullptr && shared && !use_dlopen && !joined) PublishNamespace(runtime);
   for (size_t i = 0; i < kSignalCount; ++i) sigaction(kProgramSignals[i], &saved[i], nullptr);
   if (runtime == nullptr) {
     // Said even when logging is off: without the runtime no GPU call can work.

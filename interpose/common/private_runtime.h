@@ -15,8 +15,11 @@ bool LoggingEnabled();
 // when it loads (SIGILL, SIGSEGV, SIGBUS, SIGFPE) are put back: they belong to the program.
 // A runtime exporting rgpu_client_set_thread_starter is given a way to start threads of the
 // program's own C library (for running the program's callbacks).
+// `shared`: faces that load the same runtime this way (the CUDA and NVML faces) share one
+// namespace, and so one runtime and one server session, in a process: the first says where it
+// is in RGPU_RUNTIME_NAMESPACE ("pid:namespace", ignored by a child that inherits it).
 // Returns the handle, or nullptr after saying why on stderr (`what` names the runtime there).
 void* LoadPrivateRuntime(const char* override_env, const char* file_name, const void* anchor,
-                         const char* what);
+                         const char* what, bool shared = false);
 
 }  // namespace rgpu::interpose

@@ -52,7 +52,8 @@ extern void* const kFaceEntries[];
 void LoadRuntime() {
   g_runtime =
       rgpu::interpose::LoadPrivateRuntime("RGPU_CLIENT_LIBRARY", "librgpu-client.so",
-                                          reinterpret_cast<void*>(&LoadRuntime), "client runtime");
+                                          reinterpret_cast<void*>(&LoadRuntime), "client runtime",
+                                          /*shared=*/true);
   // cuGetProcAddress hands out these for the entry points the runtime lacks, so a program that
   // finds them that way is answered (and told) exactly as one that calls them by name.
   // The runtime's libc is a private copy with its own environment: what it must set for the

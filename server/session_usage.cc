@@ -1,0 +1,63 @@
+// DeviceUsage: what NVML tells a tenant about one of its devices (interpose/nvml/), from the
+// server's own accounting: the memory the tenant may hold and holds, its metered GPU and copy
+// time, and its sessions with a context on the device. Nothing here names another tenant.
+#include <algorithm>
+#include <chrono>
+
+#include "server/device_catalog.h"
+#include "server/session.h"
+#include "server/tenants.h"
+
+namespace rgpu::server {
+
+CUresult Session::HandleDeviceUsage(CallState&, const DeviceUsageIn& in,
+                                    calls::DeviceUsage::Results* out) {
+  const uint64_t device_bytes = devices_.devices()[in.device].total_mem();
+  // Every admitted session of the server (a server without a status provider: this one).
+  std::vector<wire::SessionStats> sessions;
+  if (status_provider_) {
+    wire::StatusReply all = status_provider_();
+    sessions.assign(all.sessions().begin(), all.sessions().end());
+  } else {
+    sessions.push_back(Stats());
+  }
+  const std::string tenant = tenant_ != nullptr ? tenant_->name : "";
+  uint64_t held_on_device = 0;
+  double busy = 0, copies = 0, window = 0;
+  // The server counts a session's memory, not each device's: a session with contexts on several
+  // devices is listed on each, its memory as NVML's "not available", and counted (memory and
+  // metered time) on its first device.
+  constexpr uint64_t kNotAvailable = ~uint64_t{0};
+  for (const wire::SessionStats& st : sessions) {
+    if (st.tenant() != tenant) continue;
+    const bool here =
+        std::find(st.devices().begin(), st.devices().end(), in.device) != st.devices().end();
+    if (here) {
+      out->pids_and_bytes.push_back(st.pid());
+      out->pids_and_bytes.push_back(st.devices_size() == 1 ? st.memory_bytes() : kNotAvailable);
+    }
+    if (st.device() != in.device) continue;
+    held_on_device += st.memory_bytes();
+    busy += st.gpu_busy_seconds();
+    copies += st.copy_busy_seconds();
+    window = std::max(window, st.uptime_seconds());
+  }
+  if (tenant_ != nullptr) {
+    // Its quota is its device memory (as cuMemGetInfo says), all it holds on the server used.
+    out->total = std::min<uint64_t>(tenant_->memory_quota, device_bytes);
+    out->used = std::min<uint64_t>(tenant_->memory_used.load(), out->total);
+  } else {
+    // No tenants: every session is everyone's; the device's memory, what sessions hold on it.
+    out->total = device_bytes;
+    out->used = std::min<uint64_t>(held_on_device, device_bytes);
+  }
+  out->metered = scheduler_ != nullptr;
+  if (out->metered) {
+    out->busy_ns = static_cast<uint64_t>(busy * 1e9);
+    out->copy_ns = static_cast<uint64_t>(copies * 1e9);
+    out->window_ns = static_cast<uint64_t>(window * 1e9);
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace rgpu::server
