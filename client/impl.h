@@ -49,6 +49,7 @@ extern "C" CUresult rgpu_impl_cuEventRecord(CUevent e, CUstream s);
 extern "C" CUresult rgpu_impl_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev);
 extern "C" CUresult rgpu_impl_cuGetErrorName(CUresult error, const char** name);
 extern "C" CUresult rgpu_impl_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags);
+extern "C" CUresult rgpu_impl_cuDeviceCanAccessPeer(int* can_access, CUdevice dev, CUdevice peer);
 
 namespace rgpu::client {
 

@@ -396,6 +396,27 @@ RGPU_NVML(nvmlDeviceGetComputeMode)(nvmlDevice_t device, nvmlComputeMode_t* mode
   });
 }
 
+RGPU_NVML(nvmlDeviceGetP2PStatus)
+(nvmlDevice_t device, nvmlDevice_t peer, nvmlGpuP2PCapsIndex_t index, nvmlGpuP2PStatus_t* status) {
+  return Guard([&] {
+    const rgpu::wire::DeviceInfo* info;
+    if (nvmlReturn_t r = Nvml::Get().Describe(device, &info); r != NVML_SUCCESS) return r;
+    if (nvmlReturn_t r = Nvml::Get().Describe(peer, &info); r != NVML_SUCCESS) return r;
+    if (status == nullptr || index < NVML_P2P_CAPS_INDEX_READ || index > NVML_P2P_CAPS_INDEX_PROP) {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    // Reads, writes and atomics between the devices are what cuDeviceCanAccessPeer says (a
+    // device is not its own peer, as CUDA has it); there is no NVLink between them.
+    int can = 0;
+    if (index != NVML_P2P_CAPS_INDEX_NVLINK && index != NVML_P2P_CAPS_INDEX_PROP &&
+        rgpu_impl_cuDeviceCanAccessPeer(&can, device->ordinal, peer->ordinal) != CUDA_SUCCESS) {
+      return NVML_ERROR_UNKNOWN;
+    }
+    *status = can ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+  });
+}
+
 RGPU_NVML(nvmlDeviceGetMigMode)(nvmlDevice_t device, unsigned int* current, unsigned int* pending) {
   return Guard([&] {
     const rgpu::wire::DeviceInfo* info;

@@ -1,11 +1,12 @@
 // NVML as a program finds it (dlopen("libnvidia-ml.so.1"), as PyTorch and vLLM do), every answer
 // checked against the CUDA driver's for the same devices: the count, names, UUIDs, PCI bus ids
 // (and the handles found by UUID and by bus id in both of NVML's forms), compute capability,
-// the largest SM clock, MIG off, memory (v1 and v2: total as cuMemGetInfo's, used growing by
-// exactly what the program allocates on its first device), the program among the device's compute
-// processes with its memory, utilization (with `metered`: above 0 after a busy kernel; without: not
-// supported), and NVML's own errors (uninitialized, bad handles and indices, short buffers, a
-// wrong struct version, an unsupported query, a second shutdown).
+// the largest SM clock, MIG off, peer-to-peer status as cuDeviceCanAccessPeer, memory (v1 and v2:
+// total as cuMemGetInfo's, used growing by exactly what the program allocates on its first device),
+// the program among the device's compute processes with its memory, utilization (with `metered`:
+// above 0 after a busy kernel; without: not supported), and NVML's own errors (uninitialized, bad
+// handles and indices, short buffers, a wrong struct version, an unsupported query, a second
+// shutdown).
 //   nvml_check [metered]
 #include <dlfcn.h>
 #include <string.h>
@@ -200,6 +201,17 @@ int main(int argc, char** argv) {
     unsigned temperature = 0;
     EXPECT_NVML(kNotSupported,
                 NVML(nvmlDeviceGetTemperature, nvmlDevice_t, int, unsigned*)(d, 0, &temperature));
+  }
+  // Peer access between each pair, as CUDA says it (a device is not its own peer).
+  auto p2p = NVML(nvmlDeviceGetP2PStatus, nvmlDevice_t, nvmlDevice_t, int, int*);
+  for (unsigned i = 0; i < count; ++i) {
+    for (unsigned j = 0; j < count; ++j) {
+      int can = 0, read = -1, nvlink = -1;
+      CHECK(cuDeviceCanAccessPeer(&can, static_cast<int>(i), static_cast<int>(j)));
+      EXPECT_NVML(kSuccess, p2p(handles[i], handles[j], 0 /* READ */, &read));
+      EXPECT_NVML(kSuccess, p2p(handles[i], handles[j], 2 /* NVLINK */, &nvlink));
+      EXPECT_TRUE(read == (can ? 0 /* OK */ : 5 /* NOT_SUPPORTED */) && nvlink == 5);
+    }
   }
   nvmlDevice_t bad = nullptr;
   EXPECT_NVML(kInvalidArgument, by_index(count, &bad));
