@@ -162,7 +162,9 @@ int main(int argc, char** argv) {
   CLI::App* earnings = app.add_subcommand("earnings", "a provider's earnings");
   earnings->add_option("--provider", subject, "provider (default: the provider key's)");
   for (CLI::App* cmd : {usage, bill, earnings}) {
-    cmd->add_option("--from", from, "start: unix seconds, now, or YYYY-MM-DDTHH:MM:SSZ");
+    cmd->add_option("--from", from,
+                    "start: unix seconds, now, or YYYY-MM-DDTHH:MM:SSZ (default: bill and "
+                    "earnings the current billing period, usage 1970)");
     cmd->add_option("--to", to, "end (default now)");
   }
   for (CLI::App* cmd : {tenant_create, tenant_list, provider_create, provider_list, provider_revoke,

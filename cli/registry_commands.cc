@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "cli/json_text.h"
 #include "proto/crypto.h"
 #include "proto/signed_token.h"
 #include "registry/channel.h"
@@ -92,23 +93,6 @@ int Failed(const char* command, const grpc::Status& g, const std::string& addres
   return s.code() == Status::Code::kInvalidArgument ? 2 : 1;
 }
 
-std::string Json(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 std::string Num(double v) {
   char buf[64];
   snprintf(buf, sizeof buf, "%.10g", v);
@@ -156,8 +140,8 @@ int KeyCommand(RegistryAccess access, const std::string& name, bool provider) {
                             : stub->CreateTenant(&ctx, request, &reply);
   if (!g.ok()) return Failed(command, g, access.address);
   if (access.json) {
-    printf("{\"name\": %s, \"%s\": %s}\n", Json(reply.name()).c_str(),
-           provider ? "provider_key" : "api_key", Json(reply.key()).c_str());
+    printf("{\"name\": %s, \"%s\": %s}\n", JsonString(reply.name()).c_str(),
+           provider ? "provider_key" : "api_key", JsonString(reply.key()).c_str());
   } else {
     printf("%s %s created; its %s (shown once): %s\n", provider ? "provider" : "tenant",
            reply.name().c_str(), provider ? "provider key" : "API key", reply.key().c_str());
@@ -166,9 +150,13 @@ int KeyCommand(RegistryAccess access, const std::string& name, bool provider) {
 }
 
 void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
-  printf("{\"%s\": %s, \"from_unix\": %lld, \"to_unix\": %lld, \"currency\": %s, \"lines\": [",
-         earnings ? "provider" : "tenant", Json(inv.subject()).c_str(), (long long)inv.from_unix(),
-         (long long)inv.to_unix(), Json(inv.currency()).c_str());
+  printf(
+      "{\"%s\": %s, \"from_unix\": %lld, \"to_unix\": %lld, \"period\": %s, \"currency\": %s, "
+      "\"lines\": [",
+      earnings ? "provider" : "tenant", JsonString(inv.subject()).c_str(),
+      (long long)inv.from_unix(), (long long)inv.to_unix(),
+      inv.period().empty() ? "null" : JsonString(inv.period()).c_str(),
+      JsonString(inv.currency()).c_str());
   for (int i = 0; i < inv.lines_size(); ++i) {
     const reg::InvoiceLine& l = inv.lines(i);
     printf(
@@ -178,14 +166,14 @@ void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
         "\"included_gbps\": %s, \"burst_premium\": %s, \"queue_seconds\": %s, \"priority\": %d, "
         "\"priority_multiplier\": %s, \"priority_surcharge\": %s, \"lease\": %s, "
         "\"held_ms\": %s, \"hold_price_per_ms\": %s, \"hold_fee\": %s, \"total\": %s}",
-        i ? "," : "", Json(l.tenant()).c_str(), Json(l.provider()).c_str(),
-        Json(l.server_name()).c_str(), (unsigned long long)l.session_id(), Json(l.model()).c_str(),
-        Num(l.gpu_ms()).c_str(), Num(l.unit_price()).c_str(), Num(l.base_fee()).c_str(),
-        Num(l.bandwidth_gbps()).c_str(), Num(l.included_gbps()).c_str(),
+        i ? "," : "", JsonString(l.tenant()).c_str(), JsonString(l.provider()).c_str(),
+        JsonString(l.server_name()).c_str(), (unsigned long long)l.session_id(),
+        JsonString(l.model()).c_str(), Num(l.gpu_ms()).c_str(), Num(l.unit_price()).c_str(),
+        Num(l.base_fee()).c_str(), Num(l.bandwidth_gbps()).c_str(), Num(l.included_gbps()).c_str(),
         Num(l.burst_premium()).c_str(), Num(l.queue_seconds()).c_str(), l.priority(),
         Num(l.priority_multiplier()).c_str(), Num(l.priority_surcharge()).c_str(),
-        Json(l.lease_id()).c_str(), Num(l.held_ms()).c_str(), Num(l.hold_price_per_ms()).c_str(),
-        Num(l.hold_fee()).c_str(), Num(l.total()).c_str());
+        JsonString(l.lease_id()).c_str(), Num(l.held_ms()).c_str(),
+        Num(l.hold_price_per_ms()).c_str(), Num(l.hold_fee()).c_str(), Num(l.total()).c_str());
   }
   printf(
       "],\n \"base_fee\": %s, \"burst_premium\": %s, \"priority_surcharge\": %s, "
@@ -200,10 +188,12 @@ void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
 }
 
 void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
-  printf("%s for %s %s, %s to %s (%s)\n", earnings ? "Earnings" : "Invoice",
+  const std::string period =
+      inv.period().empty() ? "" : ", the current " + inv.period() + " billing period";
+  printf("%s for %s %s, %s to %s%s (%s)\n", earnings ? "Earnings" : "Invoice",
          earnings ? "provider" : "tenant", inv.subject().c_str(),
          Clock(inv.from_unix() * 1000, false).c_str(), Clock(inv.to_unix() * 1000, false).c_str(),
-         inv.currency().c_str());
+         period.c_str(), inv.currency().c_str());
   printf("%-24s %8s %-22s %12s %12s %12s %12s %12s\n", "server/session", "tenant", "model",
          "GPU ms", "base fee", "burst", "priority", "total");
   for (const auto& l : inv.lines()) {
@@ -309,7 +299,8 @@ int TenantList(RegistryAccess access) {
     printf("[");
     for (int i = 0; i < reply.tenants_size(); ++i) {
       printf("%s{\"name\": %s, \"created_unix\": %lld}", i ? ", " : "",
-             Json(reply.tenants(i).name()).c_str(), (long long)reply.tenants(i).created_unix());
+             JsonString(reply.tenants(i).name()).c_str(),
+             (long long)reply.tenants(i).created_unix());
     }
     printf("]\n");
     return 0;
@@ -334,7 +325,7 @@ int ProviderList(RegistryAccess access) {
     for (int i = 0; i < reply.providers_size(); ++i) {
       const auto& p = reply.providers(i);
       printf("%s{\"name\": %s, \"revoked\": %s, \"gpus\": %u, \"created_unix\": %lld}",
-             i ? ", " : "", Json(p.name()).c_str(), p.revoked() ? "true" : "false", p.gpus(),
+             i ? ", " : "", JsonString(p.name()).c_str(), p.revoked() ? "true" : "false", p.gpus(),
              (long long)p.created_unix());
     }
     printf("]\n");
@@ -359,7 +350,7 @@ int ProviderRevoke(RegistryAccess access, const std::string& name) {
   grpc::Status g = stub->RevokeProvider(&ctx, request, &reply);
   if (!g.ok()) return Failed("provider revoke", g, access.address);
   if (access.json) {
-    printf("{\"name\": %s, \"revoked\": true}\n", Json(name).c_str());
+    printf("{\"name\": %s, \"revoked\": true}\n", JsonString(name).c_str());
   } else {
     printf("provider %s revoked: its GPUs take no new placements\n", name.c_str());
   }
@@ -385,13 +376,13 @@ int Gpus(RegistryAccess access) {
           "\"driver_version\": %d, \"backend\": %s, \"state\": %s, \"memory_committed\": %llu, "
           "\"share_committed\": %u, \"leases\": %u, \"last_heartbeat_ms\": %lld, "
           "\"state_reason\": %s}",
-          i ? "," : "", Json(gpu.gpu_id()).c_str(), Json(gpu.provider()).c_str(),
-          Json(gpu.server_name()).c_str(), Json(gpu.server_url()).c_str(), Json(s.model()).c_str(),
-          (unsigned long long)s.memory_bytes(), s.cc_major(), s.cc_minor(),
-          Num(s.bandwidth_gbps()).c_str(), s.driver_version(), Json(s.backend()).c_str(),
-          Json(gpu.state()).c_str(), (unsigned long long)gpu.memory_committed(),
-          gpu.share_committed(), gpu.leases(), (long long)gpu.last_heartbeat_ms(),
-          Json(gpu.state_reason()).c_str());
+          i ? "," : "", JsonString(gpu.gpu_id()).c_str(), JsonString(gpu.provider()).c_str(),
+          JsonString(gpu.server_name()).c_str(), JsonString(gpu.server_url()).c_str(),
+          JsonString(s.model()).c_str(), (unsigned long long)s.memory_bytes(), s.cc_major(),
+          s.cc_minor(), Num(s.bandwidth_gbps()).c_str(), s.driver_version(),
+          JsonString(s.backend()).c_str(), JsonString(gpu.state()).c_str(),
+          (unsigned long long)gpu.memory_committed(), gpu.share_committed(), gpu.leases(),
+          (long long)gpu.last_heartbeat_ms(), JsonString(gpu.state_reason()).c_str());
     }
     printf("]\n");
     return 0;
@@ -433,8 +424,8 @@ int Usage(RegistryAccess access, const std::string& tenant, const std::string& p
           "\"calls\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu, \"gpu_busy_ms\": %s, "
           "\"memory_gib_seconds\": %s, \"queue_ms\": %s, \"records\": %u, "
           "\"placement_queue_s\": %s, \"priority\": %d, \"calls_by_kind\": {",
-          i ? "," : "", Json(u.tenant()).c_str(), Json(u.provider()).c_str(),
-          Json(u.server_name()).c_str(), u.gpu_index(), Json(u.model()).c_str(),
+          i ? "," : "", JsonString(u.tenant()).c_str(), JsonString(u.provider()).c_str(),
+          JsonString(u.server_name()).c_str(), u.gpu_index(), JsonString(u.model()).c_str(),
           (unsigned long long)u.session_id(), (long long)u.start_ms(), (long long)u.end_ms(),
           Num(u.gpu_ms()).c_str(), (unsigned long long)u.calls(), (unsigned long long)u.bytes_in(),
           (unsigned long long)u.bytes_out(), Num(u.gpu_busy_ms()).c_str(),
@@ -443,7 +434,7 @@ int Usage(RegistryAccess access, const std::string& tenant, const std::string& p
       std::map<std::string, uint64_t> kinds(u.calls_by_kind().begin(), u.calls_by_kind().end());
       const char* sep = "";
       for (const auto& [kind, n] : kinds) {
-        printf("%s%s: %llu", sep, Json(kind).c_str(), (unsigned long long)n);
+        printf("%s%s: %llu", sep, JsonString(kind).c_str(), (unsigned long long)n);
         sep = ", ";
       }
       printf("}}");
@@ -471,6 +462,7 @@ int Bill(RegistryAccess access, const std::string& tenant, const std::string& fr
          const std::string& to) {
   reg::UsageQuery query;
   if (!Range(from, to, &query)) return 2;
+  query.set_current_period(from.empty());  // without --from: the current billing period
   query.set_tenant(tenant);
   auto stub = Connect(&access, "bill");
   if (!stub) return 2;
@@ -487,6 +479,7 @@ int Earnings(RegistryAccess access, const std::string& provider, const std::stri
              const std::string& to) {
   reg::UsageQuery query;
   if (!Range(from, to, &query)) return 2;
+  query.set_current_period(from.empty());
   query.set_provider(provider);
   auto stub = Connect(&access, "earnings");
   if (!stub) return 2;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -49,6 +50,18 @@ Status PriceList::Parse(const std::string& text, PriceList* out) {
         if (a > 1) return LineError(number, "provider_share must be <= 1");
         prices.provider_share = a;
       }
+    } else if (key == "billing_period") {
+      std::string period;
+      in >> period;
+      if (period == "monthly") {
+        prices.billing_period = BillingPeriod::kMonthly;
+      } else if (period == "weekly") {
+        prices.billing_period = BillingPeriod::kWeekly;
+      } else if (period == "daily") {
+        prices.billing_period = BillingPeriod::kDaily;
+      } else {
+        return LineError(number, "billing_period must be monthly, weekly or daily");
+      }
     } else if (key == "priority") {
       int p = 0;
       if (!(in >> p) || !ReadNumber(in, &a) || a < 0) {
@@ -88,6 +101,40 @@ Status PriceList::Load(const std::string& path, PriceList* out) {
   Status s = Parse(text.str(), out);
   if (!s.ok()) return InvalidArgument(path + ": " + s.message());
   return s;
+}
+
+int64_t PeriodStart(BillingPeriod period, int64_t now_unix) {
+  constexpr int64_t kDay = 86400;
+  const int64_t day_start = now_unix - ((now_unix % kDay) + kDay) % kDay;
+  switch (period) {
+    case BillingPeriod::kDaily:
+      return day_start;
+    case BillingPeriod::kWeekly: {
+      // 1970-01-01 was a Thursday: days since the last Monday.
+      const int64_t days = day_start / kDay;
+      return day_start - (((days + 3) % 7) + 7) % 7 * kDay;
+    }
+    case BillingPeriod::kMonthly:
+    default: {
+      const time_t t = static_cast<time_t>(now_unix);
+      struct tm tm;
+      gmtime_r(&t, &tm);
+      tm.tm_mday = 1;
+      tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+      return static_cast<int64_t>(timegm(&tm));
+    }
+  }
+}
+
+const char* PeriodName(BillingPeriod period) {
+  switch (period) {
+    case BillingPeriod::kDaily:
+      return "daily";
+    case BillingPeriod::kWeekly:
+      return "weekly";
+    default:
+      return "monthly";
+  }
 }
 
 const GpuPrice& PriceList::PriceFor(const std::string& model) const {

@@ -39,12 +39,18 @@ struct GpuPrice {
 //   default_gpu UNIT_PRICE_PER_MS INCLUDED_GBPS    (models not listed)
 //   hold_fraction F                 (held time's price per ms as a fraction of the GPU type's
 //                                    unit price; default 1: holding a GPU costs what using it does)
+//   billing_period monthly|weekly|daily   (what a bill without a start covers: the current
+//                                    calendar month, ISO week from Monday, or day, in UTC;
+//                                    default monthly)
+enum class BillingPeriod { kMonthly, kWeekly, kDaily };
+
 struct PriceList {
   std::string currency = "USD";
   double burst_premium_per_gb = 0;
   double hold_fraction = 1;
   double priority_cap = 1;
   double provider_share = 1;
+  BillingPeriod billing_period = BillingPeriod::kMonthly;
   std::map<int, double> priority_coefficient;
   std::map<std::string, GpuPrice> gpus;
   GpuPrice default_gpu;
@@ -55,6 +61,11 @@ struct PriceList {
   const GpuPrice& PriceFor(const std::string& model) const;
   double CoefficientFor(int priority) const;
 };
+
+// The start (unix seconds, UTC) of the billing period that contains `now_unix`.
+int64_t PeriodStart(BillingPeriod period, int64_t now_unix);
+// "monthly", "weekly" or "daily".
+const char* PeriodName(BillingPeriod period);
 
 double BaseFee(double gpu_ms, double unit_price_per_ms);
 // `bytes` moved over `seconds`; 0 when the average stays within `included_gbps` (or seconds <= 0).

@@ -1129,6 +1129,10 @@ grpc::Status RegistryService::InvoiceFor(grpc::ServerContext* ctx, UsageQuery qu
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         earnings ? "name the provider" : "name the tenant to bill");
   }
+  const bool current_period = query.current_period() && query.from_unix() == 0;
+  if (current_period) {
+    query.set_from_unix(PeriodStart(options_.prices.billing_period, Now() / 1000));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     const bool known = earnings ? providers_.count(*subject) > 0 : tenants_.count(*subject) > 0;
@@ -1138,7 +1142,9 @@ grpc::Status RegistryService::InvoiceFor(grpc::ServerContext* ctx, UsageQuery qu
           std::string(earnings ? "no provider named " : "no tenant named ") + *subject);
     }
   }
-  return BuildInvoice(query, *subject, earnings, reply);
+  grpc::Status built = BuildInvoice(query, *subject, earnings, reply);
+  if (built.ok() && current_period) reply->set_period(PeriodName(options_.prices.billing_period));
+  return built;
 }
 
 }  // namespace rgpu::registry

@@ -62,6 +62,27 @@ TEST(Billing, PriceListParses) {
   EXPECT_DOUBLE_EQ(prices.PriceFor("rgpu softgpu").unit_price_per_ms, 0.0005);
 }
 
+// A bill without a start covers the current calendar month, ISO week (from Monday) or day, UTC.
+TEST(Billing, BillingPeriodsStartAtTheMonthTheWeekOrTheDay) {
+  const int64_t now = 1796302800;  // Thursday 2026-12-03T13:00:00Z
+  EXPECT_EQ(PeriodStart(BillingPeriod::kMonthly, now), 1796083200);  // 2026-12-01
+  EXPECT_EQ(PeriodStart(BillingPeriod::kWeekly, now), 1795996800);   // Monday 2026-11-30
+  EXPECT_EQ(PeriodStart(BillingPeriod::kDaily, now), 1796256000);    // 2026-12-03
+  // The first second of a period is its own start.
+  EXPECT_EQ(PeriodStart(BillingPeriod::kMonthly, 1796083200), 1796083200);
+  EXPECT_EQ(PeriodStart(BillingPeriod::kWeekly, 1795996800), 1795996800);
+  EXPECT_EQ(PeriodStart(BillingPeriod::kMonthly, 1796083199), 1793491200);  // 2026-11-01
+  PriceList prices;
+  EXPECT_EQ(prices.billing_period, BillingPeriod::kMonthly);
+  ASSERT_TRUE(PriceList::Parse("billing_period weekly\n", &prices).ok());
+  EXPECT_EQ(prices.billing_period, BillingPeriod::kWeekly);
+  ASSERT_TRUE(PriceList::Parse("billing_period daily\n", &prices).ok());
+  EXPECT_EQ(prices.billing_period, BillingPeriod::kDaily);
+  Status s = PriceList::Parse("billing_period yearly\n", &prices);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("line 1"), std::string::npos) << s.message();
+}
+
 TEST(Billing, BadPriceListsNameTheLine) {
   PriceList prices;
   Status s = PriceList::Parse("currency USD\ngpu 0.1\n", &prices);

@@ -103,6 +103,42 @@ TEST_F(LeaseTest, AStartedSessionClaimsItsLeaseAndOnlyTheTimeBeforeItIsHeld) {
   EXPECT_DOUBLE_EQ(bill.total(), 1.0 + 1.0);
 }
 
+// `rgpu bill` without --from (UsageQuery.current_period) covers the price list's current billing
+// period (monthly by default): a session of January is not on February's bill, though it is on
+// the whole history's.
+TEST_F(LeaseTest, ABillWithoutAStartCoversTheCurrentBillingPeriod) {
+  auto session_at = [&](int64_t unix_seconds, const char* record, uint64_t session) {
+    now_ = unix_seconds * 1000;
+    ASSERT_TRUE(Heartbeat(provider_, "host1").ok());
+    Placement p;
+    ASSERT_TRUE(Place(alice_, G, 25, 0, &p).ok());
+    ReportUsageReply ack;
+    ASSERT_TRUE(
+        Report(provider_, {Record(record, "alice", p, now_, now_ + 1000, 1, true, session)}, &ack)
+            .ok());
+    ASSERT_EQ(ack.stored(), 1u) << Reasons(ack);
+    now_ += 2000;
+  };
+  session_at(1801436400, "january", 1);   // 2027-01-31T23:00:00Z
+  session_at(1801562400, "february", 2);  // 2027-02-02T10:00:00Z
+  UsageQuery q;
+  q.set_tenant("alice");
+  q.set_current_period(true);
+  Invoice bill;
+  grpc::ClientContext ctx;
+  Key(&ctx, "x-rgpu-admin-key", kAdminKey);
+  ASSERT_TRUE(stub_->Bill(&ctx, q, &bill).ok());
+  EXPECT_EQ(bill.from_unix(), 1801440000);  // 2027-02-01T00:00:00Z
+  EXPECT_EQ(bill.period(), "monthly");
+  ASSERT_EQ(bill.lines_size(), 1);
+  EXPECT_EQ(bill.lines(0).session_id(), 2u);
+  EXPECT_DOUBLE_EQ(bill.total(), 1000 * kUnitPrice);
+  const Invoice history = Bill("alice");  // from 1970
+  EXPECT_EQ(history.lines_size(), 2);
+  EXPECT_EQ(history.period(), "");
+  EXPECT_DOUBLE_EQ(history.total(), 2000 * kUnitPrice);
+}
+
 TEST_F(LeaseTest, TheClaimTimeoutCountsFromARestartAtTheEarliest) {
   Placement p;
   ASSERT_TRUE(Place(alice_, G, 25, 0, &p).ok());

@@ -49,10 +49,14 @@ launches=$(json 'sum(n for u in d for k, n in u["calls_by_kind"].items() if k.st
   fail "calls by kind ($by_kind, $launches launches) do not add up to $calls calls"
 "$bin/rgpu" bill --tenant alice --json >"$work/bill.json" || fail "bill"
 python3 - "$work" <<'PY' || fail "bill does not price the usage"
-import json, sys
+import calendar, json, sys, time
 w = sys.argv[1]
 usage = json.load(open(w + "/usage.json"))
 bill = json.load(open(w + "/bill.json"))
+# Without --from the bill covers the current (monthly, by default) billing period.
+now = time.gmtime()
+assert bill["period"] == "monthly", bill["period"]
+assert bill["from_unix"] == calendar.timegm((now.tm_year, now.tm_mon, 1, 0, 0, 0)), bill["from_unix"]
 gpu_ms = sum(u["gpu_ms"] for u in usage)
 assert gpu_ms > 0, usage
 base = gpu_ms * 0.002
@@ -64,7 +68,9 @@ holds = [l for l in bill["lines"] if l["lease"]]
 assert len(holds) <= 1 and all(l["held_ms"] > 0 and l["session"] == 0 for l in holds), holds
 print("run_program: %d session(s), %.0f GPU ms, billed %.6f %s" % (len(usage), gpu_ms, bill["total"], bill["currency"]))
 PY
-"$bin/rgpu" bill --tenant alice | grep -q "^TOTAL" || fail "bill table"
+"$bin/rgpu" bill --tenant alice >"$work/bill.txt" || fail "bill table"
+grep -q "^TOTAL" "$work/bill.txt" && grep -q "the current monthly billing period" "$work/bill.txt" ||
+  fail "bill table: $(cat "$work/bill.txt")"
 
 # The registry is SIGKILLed and restarted while a session streams data: the server's agent keeps
 # its records until the restarted registry acknowledges them, the lease survives the restart, the
