@@ -40,9 +40,12 @@ std::string SelfDir() {
 
 bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
-// The interposer library: RGPU_LIBDIR/librgpu-cuda.so, else ../lib beside this program.
+// The interposer library: RGPU_LIBDIR/librgpu-cuda.so, else in ../lib/rgpu (installed) or ../lib
+// (the build tree) beside this program.
 std::string FindInterposer() {
   if (const char* dir = getenv("RGPU_LIBDIR")) return std::string(dir) + "/librgpu-cuda.so";
+  const std::string installed = SelfDir() + "/../lib/rgpu/librgpu-cuda.so";
+  if (Exists(installed)) return installed;
   return SelfDir() + "/../lib/librgpu-cuda.so";
 }
 

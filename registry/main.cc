@@ -95,6 +95,10 @@ int main(int argc, char** argv) {
                  "refuse GPUs below this compute capability (e.g. 7.0)")
       ->capture_default_str();
   app.add_option("--prices", prices_path, "price list file (see docs/registry.md)");
+  bool init_only = false;
+  app.add_flag("--init", init_only,
+               "create the signing keys and the operator's key file where missing, then exit "
+               "(a package's installation does this)");
   app.add_option("--tls-cert", tls_cert, "serve TLS with this certificate chain (PEM)");
   app.add_option("--tls-key", tls_key, "the certificate's private key (PEM)");
   app.add_option("--port-file", port_file, "write HOST:PORT here once listening");
@@ -161,6 +165,7 @@ int main(int argc, char** argv) {
     RGPU_LOG_ERROR("the operator key must have at least 16 characters");
     return 1;
   }
+  if (init_only) return 0;
 
   std::unique_ptr<rgpu::registry::Db> db;
   rgpu::Status s = postgres.empty() ? rgpu::registry::OpenSqlite(db_path, &db)

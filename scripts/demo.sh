@@ -2,10 +2,17 @@
 # The main job, end to end on one machine: set up and build rgpu, start the registry and an
 # rgpu-server on the software GPU that registers its GPU with it, create a tenant, run real CUDA
 # programs (built with nvcc, unmodified) through `rgpu run --registry`, and print the bill.
+# RGPU_BIN=DIR runs installed binaries instead (a package's /usr/bin, a tarball's bin/) without
+# building; RGPU_PROGRAMS=DIR names where the CUDA programs are (default build/tests/programs).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/setup.sh"
-bin=$root/build/bin
+if [ -n "${RGPU_BIN:-}" ]; then
+  bin=$RGPU_BIN
+else
+  "$root/scripts/setup.sh"
+  bin=$root/build/bin
+fi
+programs=${RGPU_PROGRAMS:-$root/build/tests/programs}
 work=$(mktemp -d)
 registry="" server=""
 trap 'kill $server $registry 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
@@ -43,7 +50,7 @@ echo "   API key ${RGPU_API_KEY:0:12}..."
 for program in driver_vector_add driver_saxpy_streams driver_device_global; do
   echo "== rgpu run --registry $RGPU_REGISTRY --memory 256M -- $program"
   start=$(date +%s%N)
-  "$bin/rgpu" run --registry "$RGPU_REGISTRY" --memory 256M -- "$root/build/tests/programs/$program"
+  "$bin/rgpu" run --registry "$RGPU_REGISTRY" --memory 256M -- "$programs/$program"
   end=$(date +%s%N)
   echo "   wall time $(( (end - start) / 1000000 )) ms"
 done

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Makes rgpu's packages from a built tree (scripts/setup.sh builds one) into OUTDIR:
+#   rgpu-client_VERSION_amd64.deb, rgpu-server_..., rgpu-registry_...   (CPack's DEB generator;
+#     dependencies on Debian's libraries from dpkg-shlibdeps)
+#   rgpu-VERSION-linux-x86_64.tar.gz   a relocatable tree (bin/, lib/rgpu/) holding every binary
+#     and every library they need that is not glibc's or libstdc++'s (UCX's transport modules
+#     too), each found through $ORIGIN: it runs where none of Debian's packages are installed
+#     (glibc 2.36 or newer). The RDMA stack (libibverbs, librdmacm, their providers and libnl) is the
+#     host's, as it must match the host's kernel drivers: without it UCX leaves out its verbs
+#     transports and uses TCP and shared memory.
+# Usage: scripts/package.sh OUTDIR [BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$(realpath -m "$1")
+build=$(realpath "${2:-$root/build}")
+mkdir -p "$out"
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
+cmake --build "$build" --target rgpu rgpu-server rgpu-registry rgpu-client rgpu-cuda rgpu-hip \
+  rgpu-hip-runtime rgpu-nvml rgpu-local rgpu-cuda-local softgpu-cuda rgpu-backend-hip >/dev/null
+
+# Debian packages.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$build" && cpack -G DEB -B "$work/cpack" >"$work/cpack.log") ||
+  { cat "$work/cpack.log"; exit 1; }
+cp "$work"/cpack/*.deb "$out/"
+
+# The relocatable tarball.
+name=rgpu-$version-linux-x86_64
+stage=$work/$name
+cmake --install "$build" --prefix "$stage" --strip >/dev/null
+lib=$stage/lib/rgpu
+# Libraries every Linux machine has (glibc's, the C++ runtime's): never bundled.
+system_library() {
+  case "$(basename "$1")" in
+    linux-vdso.so.*|ld-linux*.so.*|libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|\
+    libresolv.so.*|libutil.so.*|libstdc++.so.*|libgcc_s.so.*) return 0 ;;
+    libibverbs.so.*|librdmacm.so.*|libmlx[45].so.*|libefa.so.*|libnl-3.so.*|libnl-route-3.so.*)
+      return 0 ;;  # the host's RDMA stack
+  esac
+  return 1
+}
+# bundle FILE: copies every library FILE needs (ldd: the whole closure) into lib/rgpu.
+bundle() {
+  ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r dep; do
+    system_library "$dep" && continue
+    case "$dep" in "$stage"/*) continue ;; esac
+    target=$lib/$(basename "$dep")
+    [ -e "$target" ] && continue
+    cp -L "$dep" "$target"
+    chmod u+w "$target"
+    patchelf --set-rpath '$ORIGIN' "$target"
+  done
+}
+# UCX finds its transport modules in ucx/ beside libucs: bring them, and what they need.
+ucx_modules=$(dirname "$(ldconfig -p | awk '/libucs\.so\.0 / {print $NF; exit}')")/ucx
+if [ -d "$ucx_modules" ]; then
+  mkdir -p "$lib/ucx"
+  for m in "$ucx_modules"/*.so*; do
+    cp -L "$m" "$lib/ucx/"
+    chmod u+w "$lib/ucx/$(basename "$m")"
+    patchelf --set-rpath '$ORIGIN:$ORIGIN/..' "$lib/ucx/$(basename "$m")"
+  done
+fi
+for f in "$stage"/bin/* "$lib"/*.so* "$lib"/ucx/*.so*; do
+  [ -L "$f" ] || bundle "$f"
+done
+tar -czf "$out/$name.tar.gz" -C "$work" "$name"
+ls -1 "$out"
