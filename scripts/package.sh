@@ -8,6 +8,10 @@
 #     (glibc 2.36 or newer). The RDMA stack (libibverbs, librdmacm, their providers and libnl) is the
 #     host's, as it must match the host's kernel drivers: without it UCX leaves out its verbs
 #     transports and uses TCP and shared memory.
+#     When the build has the test programs, the tarball carries tests/ too: the real-GPU script
+#     (tests/gpu/run_from_tarball.sh), the end-to-end scripts it runs, the driver and runtime
+#     test programs, and the NVIDIA samples the suite built (build/corpus) with their folders:
+#     a machine with a GPU and nothing else runs it from the tarball alone.
 # Usage: scripts/package.sh OUTDIR [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,5 +69,37 @@ fi
 for f in "$stage"/bin/* "$lib"/*.so* "$lib"/ucx/*.so*; do
   [ -L "$f" ] || bundle "$f"
 done
+
+# The test bundle.
+programs=$build/tests/programs
+if [ -x "$programs/driver_vector_add" ]; then
+  t=$stage/tests
+  mkdir -p "$t/gpu" "$t/e2e" "$t/programs/runtime" "$t/corpus"
+  cp "$root/tests/gpu/run_from_tarball.sh" "$root/tests/gpu/torch_step.py" "$t/gpu/"
+  cp "$root"/tests/e2e/{with_server.sh,lib.sh,isolation.sh,remanence.sh,kill_client.sh} "$t/e2e/"
+  cp "$programs"/driver_* "$programs"/kernels.fatbin "$programs"/kernels.ptx "$t/programs/"
+  cp "$programs"/runtime/rt_*_static "$t/programs/runtime/"
+  corpus=$build/corpus
+  list=$root/../shared/corpus/samples.list
+  if [ -d "$corpus/out" ] && [ -f "$list" ]; then
+    # NAME|DIR|ARGS|SUCCESS for each sample built, its program placed in a copy of its folder
+    # (some read data files or kernels built beside their sources).
+    for d in "$corpus"/out/*/; do
+      n=$(basename "$d")
+      [ -x "$d/$n" ] || continue
+      line=$(grep -v '^[[:space:]]*#' "$list" | grep "^$n|" | head -1)
+      IFS='|' read -r _ dir _ _ _ args success <<<"$line"
+      [ -n "$dir" ] && [ -d "$corpus/src/Samples/$dir" ] || continue
+      mkdir -p "$t/corpus/$n"
+      cp -r "$corpus/src/Samples/$dir/." "$t/corpus/$n/"
+      cp "$d/$n" "$t/corpus/$n/"
+      echo "$n|$args|$success" >>"$t/corpus/samples.run"
+    done
+  fi
+  # Without their symbols (the fat binaries stay): the tarball must also fit where it travels.
+  find "$t" -type f -perm -u+x | while read -r f; do
+    if head -c 4 "$f" | grep -q ELF; then strip --strip-unneeded "$f"; fi
+  done
+fi
 tar -czf "$out/$name.tar.gz" -C "$work" "$name"
 ls -1 "$out"

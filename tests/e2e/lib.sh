@@ -1,14 +1,15 @@
 # Shared by the end-to-end scripts: source it after setting $bin (the build's bin/) and $work (a
 # scratch folder).
 
-# start_server LOG [ARGS...]: starts rgpu-server on the software GPU on an ephemeral loopback port
+# start_server LOG [ARGS...]: starts rgpu-server (on $RGPU_BACKEND, the software GPU unless set) on
+# an ephemeral loopback port
 # (over $scheme, tcp unless set) with ARGS, appending its log to LOG; sets $server (its pid) and
 # $url once it listens.
 start_server() {
   local log=$1
   shift
   rm -f "$work/url"
-  "$bin/rgpu-server" --listen "${scheme:-tcp}://127.0.0.1:0" --backend softgpu \
+  "$bin/rgpu-server" --listen "${scheme:-tcp}://127.0.0.1:0" --backend "${RGPU_BACKEND:-softgpu}" \
     --port-file "$work/url" "$@" \
     2>>"$log" &
   server=$!

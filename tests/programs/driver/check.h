@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,30 @@
     }                                                                                \
   } while (0)
 
-// The test kernels, built by the test build into a fat binary and a PTX file.
-#ifndef RGPU_KERNELS_FATBIN
-#error "RGPU_KERNELS_FATBIN must name the kernels' fat binary"
+// The test kernels, built by the test build into a fat binary and a PTX file; RGPU_KERNELS_DIR
+// names another folder holding them (a test bundle unpacked elsewhere: tests/gpu/).
+#ifndef RGPU_KERNELS_FATBIN_PATH
+#error "RGPU_KERNELS_FATBIN_PATH must name the kernels' fat binary"
 #endif
+inline const char* KernelsFile(const char* built, std::string* moved) {
+  const char* dir = getenv("RGPU_KERNELS_DIR");
+  if (dir == nullptr || *dir == '\0') return built;
+  const char* slash = strrchr(built, '/');
+  *moved = std::string(dir) + "/" + (slash != nullptr ? slash + 1 : built);
+  return moved->c_str();
+}
+inline const char* KernelsFatbin() {
+  static std::string moved;
+  static const char* path = KernelsFile(RGPU_KERNELS_FATBIN_PATH, &moved);
+  return path;
+}
+inline const char* KernelsPtx() {
+  static std::string moved;
+  static const char* path = KernelsFile(RGPU_KERNELS_PTX_PATH, &moved);
+  return path;
+}
+#define RGPU_KERNELS_FATBIN KernelsFatbin()
+#define RGPU_KERNELS_PTX KernelsPtx()
 
 // Initializes the driver and makes a new context on device 0 current.
 inline CUcontext InitContext() {

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The real-GPU check, run from an unpacked rgpu tarball alone (scripts/package.sh makes it; no
+# build, no packages, no network on the machine): the end-to-end programs over TCP and shared
+# memory against rgpu-server --backend cuda, tenant isolation, remanence (a tenant never reads
+# another's memory, live, freed or left at exit) and SIGKILLed clients, the CUDA runtime suite,
+# the NVIDIA samples the suite carries, NVML's answers against CUDA's, and, where PyTorch is
+# installed, a training step of a small transformer through `rgpu run` over shm against the
+# same step without rgpu (the step-time ratio; target 1.05x). Everything is recorded in OUT_DIR
+# (results.txt: one PASS/FAIL/SKIP line per check; a log per check), failures included. Meant to
+# finish in under 8 minutes.
+#   TREE/tests/gpu/run_from_tarball.sh [--backend cuda|softgpu] [OUT_DIR]
+# --backend softgpu stands in for the driver on a machine without a GPU (PyTorch is skipped).
+set -uo pipefail
+tree=$(cd "$(dirname "$0")/../.." && pwd)
+backend=cuda
+if [ "${1:-}" = --backend ]; then
+  backend=$2
+  shift 2
+fi
+out=$(mkdir -p "${1:-$PWD/gpu-results}" && cd "${1:-$PWD/gpu-results}" && pwd)
+bin=$tree/bin programs=$tree/tests/programs e2e=$tree/tests/e2e
+export RGPU_BACKEND=$backend RGPU_KERNELS_DIR=$programs
+unset LD_LIBRARY_PATH
+: >"$out/results.txt"
+rc=0
+start=$SECONDS
+record() { echo "$1" | tee -a "$out/results.txt"; }
+# check NAME TIMEOUT COMMAND...: runs it, logs it, records PASS or FAIL.
+check() {
+  local name=$1 limit=$2
+  shift 2
+  if timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1; then
+    record "PASS $name"
+  else
+    record "FAIL $name (exit $?, log $name.log)"
+    rc=1
+  fi
+}
+{
+  echo "date: $(date -u)"
+  echo "backend: $backend"
+  echo "host: $(uname -srm); $(ldd --version 2>&1 | head -1)"
+  command -v nvidia-smi >/dev/null &&
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+} >"$out/machine.txt"
+cat "$out/machine.txt"
+
+# The end-to-end programs (each against a fresh server), isolation, remanence, killed clients.
+for scheme in tcp shm; do
+  for name in vector_add saxpy_streams memset_copy device_global two_contexts out_of_bounds \
+              bad_calls pipeline launch_ex graph_nodes graph_params jit_link vmm graph_memory \
+              arrays stream_attributes ipc nvml_check; do
+    check "e2e_${scheme}_$name" 120 "$e2e/with_server.sh" "$bin" "$scheme" -- \
+      "$bin/rgpu" run -- "$programs/driver_$name"
+  done
+  check "e2e_${scheme}_isolation" 120 "$e2e/with_server.sh" "$bin" "$scheme" -- \
+    "$e2e/isolation.sh" "$bin" "$programs"
+  check "e2e_${scheme}_remanence" 120 "$e2e/with_server.sh" "$bin" "$scheme" -- \
+    "$e2e/remanence.sh" "$bin" "$programs" 256
+  check "e2e_${scheme}_kill_client" 180 "$e2e/with_server.sh" "$bin" "$scheme" -- \
+    "$e2e/kill_client.sh" "$bin" "$programs" 3
+done
+echo "-- end to end: $((SECONDS - start)) s"
+
+# The CUDA runtime suite (static cudart), all against one server; a program whose libraries
+# (cuBLAS, cuDNN, NCCL) this machine lacks is skipped, saying so.
+runtime_suite() {
+  local failed=0 p name
+  for p in "$programs"/runtime/rt_*_static; do
+    name=$(basename "$p")
+    if env -u LD_LIBRARY_PATH ldd "$p" | grep -q "not found"; then
+      echo "SKIP $name: $(ldd "$p" | awk '/not found/ {print $1}' | paste -sd' ')"
+      continue
+    fi
+    if timeout -k 5 120 "$bin/rgpu" run -- "$p" >"$out/runtime/$name.log" 2>&1; then
+      echo "PASS $name"
+    else
+      echo "FAIL $name (exit $?)"
+      failed=1
+    fi
+  done
+  return $failed
+}
+mkdir -p "$out/runtime"
+check runtime_suite 300 "$e2e/with_server.sh" "$bin" tcp -- bash -c \
+  "$(declare -f runtime_suite); bin='$bin' programs='$programs' out='$out' runtime_suite"
+grep -E "^(PASS|FAIL|SKIP)" "$out/runtime_suite.log" | sed 's/^/  runtime: /' >>"$out/results.txt"
+echo "-- runtime suite: $((SECONDS - start)) s"
+
+# NVIDIA's samples, each run in (a copy of) its own folder, passing on exit 0 and its own
+# success line.
+samples() {
+  local failed=0 n args success
+  while IFS='|' read -r n args success; do
+    # shellcheck disable=SC2086
+    if (cd "$tree/tests/corpus/$n" && timeout -k 5 120 "$bin/rgpu" run -- "./$n" $args) \
+         </dev/null >"$out/samples/$n.log" 2>&1 &&
+       { [ "$success" = - ] || [ -z "$success" ] || grep -Eq -- "$success" "$out/samples/$n.log"; }; then
+      echo "PASS $n"
+    else
+      echo "FAIL $n"
+      failed=1
+    fi
+  done <"$tree/tests/corpus/samples.run"
+  return $failed
+}
+if [ -f "$tree/tests/corpus/samples.run" ]; then
+  mkdir -p "$out/samples"
+  check samples 360 "$e2e/with_server.sh" "$bin" tcp -- bash -c \
+    "$(declare -f samples); bin='$bin' tree='$tree' out='$out' samples"
+  grep -E "^(PASS|FAIL)" "$out/samples.log" | sed 's/^/  sample: /' >>"$out/results.txt"
+else
+  record "SKIP samples: the tarball carries none"
+fi
+echo "-- samples: $((SECONDS - start)) s"
+
+# PyTorch: one training step of a small transformer, with and without rgpu.
+if [ "$backend" != cuda ]; then
+  record "SKIP pytorch: the $backend backend stands in for the driver"
+elif ! python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+  record "SKIP pytorch: no PyTorch with CUDA on this machine"
+else
+  python3 "$tree/tests/gpu/torch_step.py" >"$out/pytorch_native.log" 2>&1
+  native=$(sed -n 's/^step_ms //p' "$out/pytorch_native.log")
+  "$e2e/with_server.sh" "$bin" shm -- "$bin/rgpu" run -- python3 "$tree/tests/gpu/torch_step.py" \
+    >"$out/pytorch_rgpu.log" 2>&1
+  remote=$(sed -n 's/^step_ms //p' "$out/pytorch_rgpu.log")
+  if [ -n "$native" ] && [ -n "$remote" ]; then
+    record "PASS pytorch: step $remote ms through rgpu (shm), $native ms without:" \
+      "$(python3 -c "print('%.3fx' % ($remote / $native))") (target 1.05x)"
+  else
+    record "FAIL pytorch (logs pytorch_native.log, pytorch_rgpu.log)"
+    rc=1
+  fi
+fi
+echo "-- total: $((SECONDS - start)) s" | tee -a "$out/results.txt"
+exit $rc
