@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
   for (CLI::App* cmd : {usage, bill, earnings}) {
     cmd->add_option("--from", from,
                     "start: unix seconds, now, or YYYY-MM-DDTHH:MM:SSZ (default: bill and "
-                    "earnings the current billing period, usage 1970)");
+                    "earnings without --to the current billing period, else 1970)");
     cmd->add_option("--to", to, "end (default now)");
   }
   for (CLI::App* cmd : {tenant_create, tenant_list, provider_create, provider_list, provider_revoke,

@@ -462,7 +462,7 @@ int Bill(RegistryAccess access, const std::string& tenant, const std::string& fr
          const std::string& to) {
   reg::UsageQuery query;
   if (!Range(from, to, &query)) return 2;
-  query.set_current_period(from.empty());  // without --from: the current billing period
+  query.set_current_period(from.empty() && to.empty());  // neither: the current billing period
   query.set_tenant(tenant);
   auto stub = Connect(&access, "bill");
   if (!stub) return 2;
@@ -479,7 +479,7 @@ int Earnings(RegistryAccess access, const std::string& provider, const std::stri
              const std::string& to) {
   reg::UsageQuery query;
   if (!Range(from, to, &query)) return 2;
-  query.set_current_period(from.empty());
+  query.set_current_period(from.empty() && to.empty());
   query.set_provider(provider);
   auto stub = Connect(&access, "earnings");
   if (!stub) return 2;

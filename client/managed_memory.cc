@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,8 +31,10 @@ constexpr uint64_t kPage = 4096;
 // streaming over its data then faults a few times per allocation, not once per window).
 constexpr uint64_t kReadAheadPages = 16;
 constexpr uint64_t kMaxReadAheadPages = 8192;  // 32 MiB
-// The largest engine view registered with the transport as a whole.
-constexpr uint64_t kMaxRegisteredView = 256ull << 20;
+// How much of the engines' views may be registered with the transport at once (registration
+// pins pages on RDMA transports); views beyond it are registered per transfer.
+constexpr uint64_t kMaxRegisteredViews = 1ull << 30;
+std::atomic<uint64_t> g_registered_view_bytes{0};
 // Attempts to find a device address that is also free in this process.
 constexpr int kPlacementAttempts = 8;
 
@@ -53,6 +56,7 @@ struct Allocation {
   CUctx_st* ctx = nullptr;
   int fd = -1;
   uint8_t* view = nullptr;  // the engine's read-write view of the same pages
+  bool registered = false;  // the view is registered with the transport (MakeView)
   std::vector<PageState> state;
   std::vector<bool> device_zero;  // the device's copy of the page is known to be all zero
   std::vector<PageHints> hints;
@@ -270,12 +274,19 @@ CUresult Engine::MakeView(const char* name, uint64_t mapped, Allocation* a) {
   a->mapped = mapped;
   // Every transfer of the allocation's pages starts or ends in this view: registered with the
   // transport, as pinned memory is, they need no registration each (a failure only costs speed).
-  // Registration pins the pages on RDMA transports, so a large allocation (a program may ask
-  // for more managed memory than the host has) is left to per-transfer registration.
-  if (mapped > kMaxRegisteredView) return CUDA_SUCCESS;
+  // Registration pins the pages on RDMA transports, so only up to a budget (a program may ask
+  // for more managed memory than the host has); the rest is registered per transfer.
+  if (g_registered_view_bytes.fetch_add(mapped) + mapped > kMaxRegisteredViews) {
+    g_registered_view_bytes.fetch_sub(mapped);
+    return CUDA_SUCCESS;
+  }
   Status s = LocalTransport().RegisterHostMemory(a->view, mapped);
-  if (!s.ok())
+  if (!s.ok()) {
+    g_registered_view_bytes.fetch_sub(mapped);
     RGPU_LOG_DEBUG("managed memory not registered with the transport: %s", s.ToString().c_str());
+    return CUDA_SUCCESS;
+  }
+  a->registered = true;
   return CUDA_SUCCESS;
 }
 
@@ -351,7 +362,11 @@ void Engine::ForgetAdopted(uint64_t address) {
 }
 
 void Engine::DropView(Allocation& a) {
-  LocalTransport().UnregisterHostMemory(a.view);
+  if (a.registered) {
+    LocalTransport().UnregisterHostMemory(a.view);
+    g_registered_view_bytes.fetch_sub(a.mapped);
+    a.registered = false;
+  }
   munmap(a.view, a.mapped);
   close(a.fd);
 }
@@ -439,6 +454,12 @@ CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last, bool then_i
   }
   const CUresult sent = Server().WaitSent();
   for (auto [from, to] : runs) {
+    if (sent != CUDA_SUCCESS) {
+      // Their bytes may not have left: they stay the host's, dirty and writable.
+      mprotect(reinterpret_cast<void*>(a.base + from * kPage), (to - from) * kPage,
+               PROT_READ | PROT_WRITE);
+      continue;
+    }
     for (uint64_t q = from; q < to; ++q) a.state[q] = PageState::kClean;
   }
   return r != CUDA_SUCCESS ? r : sent;
@@ -467,7 +488,11 @@ CUresult Engine::Fetch(Allocation& a, uint64_t first, uint64_t last) {
       nullptr, nullptr, 0, ReplyBuffer{a.view + first * kPage, bytes}, &got);
   if (r == CUDA_SUCCESS && got != bytes) r = CUDA_ERROR_UNKNOWN;
   if (r != CUDA_SUCCESS) return r;
-  mprotect(reinterpret_cast<void*>(a.base + first * kPage), (last - first) * kPage, PROT_READ);
+  // Readable once the bytes are in; pages that cannot be made so stay invalid (fetched again).
+  if (mprotect(reinterpret_cast<void*>(a.base + first * kPage), (last - first) * kPage,
+               PROT_READ) != 0) {
+    return CUDA_ERROR_UNKNOWN;
+  }
   for (uint64_t p = first; p < last; ++p) a.state[p] = PageState::kClean;
   a.host_accessible = true;
   return CUDA_SUCCESS;
@@ -669,7 +694,13 @@ bool Engine::HandleFault(uint64_t address, bool write) {
   }
   const uint64_t page = (address - a->base) / kPage;
   const PageState state = a->state[page];
-  if (state == PageState::kDirty) return true;  // another thread got here first
+  if (state == PageState::kDirty) {
+    // Another thread got here first, or an earlier protection failed half way: a dirty page is
+    // the host's to write, so it is made so (again); a page that cannot be is passed on rather
+    // than faulting forever.
+    return mprotect(reinterpret_cast<void*>(a->base + page * kPage), kPage,
+                    PROT_READ | PROT_WRITE) == 0;
+  }
   Allocation::Window& window = state == PageState::kClean ? a->write_window : a->fetch_window;
   const uint64_t limit = std::min<uint64_t>(a->state.size(), page + window.Next(page));
   uint64_t end = page;
@@ -690,8 +721,13 @@ bool Engine::HandleFault(uint64_t address, bool write) {
   // A write to pages the host may read: from now on the host's copy is newer, for this page and
   // the clean ones after it (a program writing forward then faults once per window, at the cost
   // of pushing pages it may leave unchanged, which is harmless).
-  mprotect(reinterpret_cast<void*>(a->base + page * kPage), (end - page) * kPage,
-           PROT_READ | PROT_WRITE);
+  if (mprotect(reinterpret_cast<void*>(a->base + page * kPage), (end - page) * kPage,
+               PROT_READ | PROT_WRITE) != 0) {
+    RGPU_LOG_WARN("managed memory: cannot open %llu pages at %#llx for writing (errno %d)",
+                  static_cast<unsigned long long>(end - page),
+                  static_cast<unsigned long long>(a->base + page * kPage), errno);
+    return false;
+  }
   for (uint64_t p = page; p < end; ++p) a->state[p] = PageState::kDirty;
   return true;
 }

@@ -124,7 +124,9 @@ class Nvml {
       copies -= last.copy_ns;
       window -= last.window_ns;
     }
-    last = {true, u.busy_ns, u.copy_ns, u.window_ns};
+    // A sample older than the last one (another thread's, applied late) is not a new baseline.
+    if (!last.taken || u.window_ns >= last.window_ns)
+      last = {true, u.busy_ns, u.copy_ns, u.window_ns};
     auto percent = [window](uint64_t ns) {
       return window == 0 ? 0u : static_cast<unsigned>(std::min<uint64_t>(100, ns * 100 / window));
     };

@@ -57,15 +57,20 @@ bundle() {
   done
 }
 # UCX finds its transport modules in ucx/ beside libucs: bring them, and what they need.
-ucx_modules=$(dirname "$(ldconfig -p | awk '/libucs\.so\.0 / {print $NF; exit}')")/ucx
-if [ -d "$ucx_modules" ]; then
-  mkdir -p "$lib/ucx"
-  for m in "$ucx_modules"/*.so*; do
-    cp -L "$m" "$lib/ucx/"
-    chmod u+w "$lib/ucx/$(basename "$m")"
-    patchelf --set-rpath '$ORIGIN:$ORIGIN/..' "$lib/ucx/$(basename "$m")"
-  done
+shopt -s nullglob
+libucs=$(ldd "$lib/librgpu-client.so" | awk '$1 ~ /^libucs\.so/ {print $3; exit}')
+ucx_modules=$(dirname "$libucs")/ucx
+modules=("$ucx_modules"/*.so*)
+if [ -z "$libucs" ] || [ ${#modules[@]} -eq 0 ]; then
+  echo "package.sh: UCX's transport modules not found (libucs: '${libucs:-none}')" >&2
+  exit 1
 fi
+mkdir -p "$lib/ucx"
+for m in "${modules[@]}"; do
+  cp -L "$m" "$lib/ucx/"
+  chmod u+w "$lib/ucx/$(basename "$m")"
+  patchelf --set-rpath '$ORIGIN:$ORIGIN/..' "$lib/ucx/$(basename "$m")"
+done
 for f in "$stage"/bin/* "$lib"/*.so* "$lib"/ucx/*.so*; do
   [ -L "$f" ] || bundle "$f"
 done
@@ -87,7 +92,7 @@ if [ -x "$programs/driver_vector_add" ]; then
     for d in "$corpus"/out/*/; do
       n=$(basename "$d")
       [ -x "$d/$n" ] || continue
-      line=$(grep -v '^[[:space:]]*#' "$list" | grep "^$n|" | head -1)
+      line=$(awk -F'|' -v n="$n" '$1 == n {print; exit}' "$list")
       IFS='|' read -r _ dir _ _ _ args success <<<"$line"
       [ -n "$dir" ] && [ -d "$corpus/src/Samples/$dir" ] || continue
       mkdir -p "$t/corpus/$n"

@@ -107,12 +107,21 @@ void* LoadPrivateRuntime(const char* override_env, const char* file_name, const 
   for (size_t i = 0; i < kSignalCount; ++i) sigaction(kProgramSignals[i], nullptr, &saved[i]);
   const char* plain = getenv("RGPU_NO_DLMOPEN");
   const bool use_dlopen = plain != nullptr && *plain == '1';
+  // Joined only where the runtime already is (RTLD_NOLOAD): a stale or foreign value (a process
+  // that exec'ed keeps its pid) never loads it into some other namespace.
   Lmid_t lmid = LM_ID_NEWLM;
-  const bool joined = shared && !use_dlopen && SharedNamespace(&lmid);
-  void* runtime =
-      use_dlopen ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : dlmopen(lmid, path, RTLD_NOW | RTLD_LOCAL);
-  if (runtime == nullptr && joined) runtime = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
-  if (runtime != nullptr && shared && !use_dlopen && !joined) PublishNamespace(runtime);
+  void* runtime = nullptr;
+  if (use_dlopen) {
+    runtime = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  } else {
+    if (shared && SharedNamespace(&lmid)) {
+      runtime = dlmopen(lmid, path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    }
+    if (runtime == nullptr) {
+      runtime = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+      if (runtime != nullptr && shared) PublishNamespace(runtime);
+    }
+  }
   for (size_t i = 0; i < kSignalCount; ++i) sigaction(kProgramSignals[i], &saved[i], nullptr);
   if (runtime == nullptr) {
     // Said even when logging is off: without the runtime no GPU call can work.

@@ -17,7 +17,9 @@ bool LoggingEnabled();
 // program's own C library (for running the program's callbacks).
 // `shared`: faces that load the same runtime this way (the CUDA and NVML faces) share one
 // namespace, and so one runtime and one server session, in a process: the first says where it
-// is in RGPU_RUNTIME_NAMESPACE ("pid:namespace", ignored by a child that inherits it).
+// is in RGPU_RUNTIME_NAMESPACE ("pid:namespace", ignored by a child that inherits it; joined
+// only where the runtime is loaded). Two faces loading at the same moment on two threads may
+// each make one (two sessions, both working).
 // Returns the handle, or nullptr after saying why on stderr (`what` names the runtime there).
 void* LoadPrivateRuntime(const char* override_env, const char* file_name, const void* anchor,
                          const char* what, bool shared = false);

@@ -54,3 +54,12 @@ extern "C" __global__ void wait_for_host(int* flag) {
   while (atomicAdd_system(flag, 0) == 0) {
   }
 }
+
+// Sets *found when any of the n words at p equals word (remanence: another tenant's pattern).
+extern "C" __global__ void find_word(const unsigned* p, unsigned long long n, unsigned word,
+                                     int* found) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    if (p[i] == word) *found = 1;
+  }
+}
