@@ -19,6 +19,18 @@
     }                                                                                         \
   } while (0)
 
+// Checks a call of one of NVIDIA's libraries that returns a status: `ok` is its success value,
+// `describe` turns a status into text (cudnnGetErrorString, ncclGetErrorString).
+#define CHECK_LIBRARY(call, ok, describe)                                  \
+  do {                                                                     \
+    auto library_status_ = (call);                                         \
+    if (library_status_ != (ok)) {                                         \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+              describe(library_status_));                                  \
+      exit(1);                                                             \
+    }                                                                      \
+  } while (0)
+
 // Checks the launch just made (cudaGetLastError) and, with SYNC, the kernel's completion.
 #define CHECK_LAUNCH() CHECK(cudaGetLastError())
 #define CHECK_SYNC()                \

@@ -8,15 +8,7 @@
 
 #include "rt_check.h"
 
-#define CHECK_DNN(call)                                                    \
-  do {                                                                     \
-    cudnnStatus_t dnn_status_ = (call);                                    \
-    if (dnn_status_ != CUDNN_STATUS_SUCCESS) {                             \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
-              cudnnGetErrorString(dnn_status_));                           \
-      exit(1);                                                             \
-    }                                                                      \
-  } while (0)
+#define CHECK_DNN(call) CHECK_LIBRARY(call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 
 int main() {
   cudnnHandle_t handle;

@@ -7,15 +7,7 @@
 
 #include "rt_check.h"
 
-#define NCCL_CHECK(call)                                                   \
-  do {                                                                     \
-    ncclResult_t nccl_r_ = (call);                                         \
-    if (nccl_r_ != ncclSuccess) {                                          \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
-              ncclGetErrorString(nccl_r_));                                \
-      exit(1);                                                             \
-    }                                                                      \
-  } while (0)
+#define NCCL_CHECK(call) CHECK_LIBRARY(call, ncclSuccess, ncclGetErrorString)
 
 int main() {
   int n = 0;
