@@ -155,6 +155,12 @@ int main(int argc, char** argv) {
   CLI::App* provider_revoke =
       provider->add_subcommand("revoke", "revoke a provider: its GPUs take no new placements");
   provider_revoke->add_option("name", subject, "provider name")->required();
+  CLI::App* lease = app.add_subcommand("lease", "the tenant's leases");
+  lease->require_subcommand(1);
+  std::string lease_id;
+  CLI::App* lease_release =
+      lease->add_subcommand("release", "end one of your leases now (its GPU is free again)");
+  lease_release->add_option("lease", lease_id, "the lease's id")->required();
   CLI::App* gpus = app.add_subcommand("gpus", "GPUs registered: state, load, last heartbeat");
   std::string usage_tenant, usage_provider;
   CLI::App* usage = app.add_subcommand("usage", "metered usage per session");
@@ -171,7 +177,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--to", to, "end (default now)");
   }
   for (CLI::App* cmd : {tenant_create, tenant_list, provider_create, provider_list, provider_revoke,
-                        gpus, usage, bill, earnings}) {
+                        gpus, usage, bill, earnings, lease_release}) {
     access_options(cmd);
   }
 
@@ -291,6 +297,7 @@ int main(int argc, char** argv) {
   if (provider_list->parsed()) return rgpu::cli::ProviderList(access);
   if (provider_revoke->parsed()) return rgpu::cli::ProviderRevoke(access, subject);
   if (gpus->parsed()) return rgpu::cli::Gpus(access);
+  if (lease_release->parsed()) return rgpu::cli::ReleaseLease(access, lease_id);
   if (usage->parsed()) return rgpu::cli::Usage(access, usage_tenant, usage_provider, from, to);
   if (bill->parsed()) return rgpu::cli::Bill(access, subject, from, to);
   if (earnings->parsed()) return rgpu::cli::Earnings(access, subject, from, to);

@@ -492,6 +492,20 @@ int Earnings(RegistryAccess access, const std::string& provider, const std::stri
   return 0;
 }
 
+int ReleaseLease(RegistryAccess access, const std::string& lease_id) {
+  auto stub = Connect(&access, "lease release");
+  if (!stub) return 2;
+  reg::ReleaseLeaseRequest request;
+  request.set_lease_id(lease_id);
+  reg::Empty reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->ReleaseLease(&ctx, request, &reply);
+  if (!g.ok()) return Failed("lease release", g, access.address);
+  printf("lease %s released\n", lease_id.c_str());
+  return 0;
+}
+
 int Place(RegistryAccess access, const PlaceOptions& options, std::string* server_url,
           std::string* credential) {
   reg::PlaceRequest request;

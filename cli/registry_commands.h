@@ -41,6 +41,9 @@ int Bill(RegistryAccess access, const std::string& tenant, const std::string& fr
          const std::string& to);
 int Earnings(RegistryAccess access, const std::string& provider, const std::string& from,
              const std::string& to);
+// `rgpu lease release LEASE`: ends one of the tenant's own leases (its API key) before its
+// lifetime is over, as a batch job's epilog does.
+int ReleaseLease(RegistryAccess access, const std::string& lease_id);
 
 struct PlaceOptions {
   std::string gpu_type;

@@ -545,6 +545,27 @@ grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest
   return PlaceWith(ctx, req, [writer](const PlaceUpdate& update) { return writer->Write(update); });
 }
 
+grpc::Status RegistryService::ReleaseLease(grpc::ServerContext* ctx, const ReleaseLeaseRequest* req,
+                                           Empty*) {
+  std::string tenant;
+  grpc::Status auth = AuthTenant(ctx, &tenant);
+  if (!auth.ok()) return auth;
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = leases_.find(req->lease_id());
+  // Another tenant's lease reads as no lease at all: its existence is not the caller's to learn.
+  if (it == leases_.end() || it->second.tenant != tenant) {
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        "no active lease " + req->lease_id().substr(0, 80) + " of tenant " + tenant);
+  }
+  EndLease(req->lease_id(), "its tenant released it");
+  Dispatch();
+  const int64_t now = Now();
+  lock.unlock();
+  PersistEnded({req->lease_id()}, now);
+  return grpc::Status::OK;
+}
+
 grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceRequest* req,
                                         const std::function<bool(const PlaceUpdate&)>& write) {
   std::string tenant;

@@ -105,6 +105,8 @@ class RegistryService final : public Registry::Service {
   // gRPC stream (the fuzzer).
   grpc::Status PlaceWith(grpc::ServerContext* ctx, const PlaceRequest* req,
                          const std::function<bool(const PlaceUpdate&)>& write);
+  grpc::Status ReleaseLease(grpc::ServerContext* ctx, const ReleaseLeaseRequest* req,
+                            Empty* reply) override;
   grpc::Status CreateTenant(grpc::ServerContext* ctx, const NameRequest* req,
                             KeyReply* reply) override;
   grpc::Status ListTenants(grpc::ServerContext* ctx, const Empty* req, TenantList* reply) override;

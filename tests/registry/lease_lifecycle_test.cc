@@ -139,6 +139,41 @@ TEST_F(LeaseTest, ABillWithoutAStartCoversTheCurrentBillingPeriod) {
   EXPECT_DOUBLE_EQ(history.total(), 2000 * kUnitPrice);
 }
 
+// A tenant ends its own lease early (a batch job that ended): the GPU is free at once, servers
+// learn of the end at their next heartbeat, the hold is billed up to the release and no further;
+// another tenant cannot end it, nor learn that it exists.
+TEST_F(LeaseTest, ATenantReleasesItsOwnLeaseAndNoOtherCan) {
+  auto release = [&](const std::string& key, const std::string& lease) {
+    Empty empty;
+    ReleaseLeaseRequest request;
+    request.set_lease_id(lease);
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-api-key", key);
+    return stub_->ReleaseLease(&ctx, request, &empty);
+  };
+  const std::string bob = CreateKey(false, "bob");
+  Placement p;
+  ASSERT_TRUE(Place(alice_, G, 100, 0, &p).ok());
+  EXPECT_EQ(Gpu("host1/0").leases(), 1u);
+  now_ += 4000;
+  grpc::Status g = release(bob, p.lease_id());
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::NOT_FOUND) << g.error_message();
+  EXPECT_EQ(Gpu("host1/0").leases(), 1u);
+  g = release(alice_, p.lease_id());
+  ASSERT_TRUE(g.ok()) << g.error_message();
+  EXPECT_EQ(Gpu("host1/0").leases(), 0u);
+  const std::vector<std::string> ended = EndedLeases();
+  EXPECT_NE(std::find(ended.begin(), ended.end(), p.lease_id()), ended.end());
+  EXPECT_EQ(release(alice_, p.lease_id()).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(release(alice_, "lease-nonexistent").error_code(), grpc::StatusCode::NOT_FOUND);
+  // Held unused for 4 s until the release, not for its hour.
+  now_ += 60'000;
+  const Invoice bill = Bill("alice");
+  EXPECT_DOUBLE_EQ(bill.hold_fee(), 4000 * kUnitPrice * kHoldFraction);
+  Placement next;  // the whole GPU is free again
+  EXPECT_TRUE(Place(alice_, G, 100, 0, &next).ok());
+}
+
 TEST_F(LeaseTest, TheClaimTimeoutCountsFromARestartAtTheEarliest) {
   Placement p;
   ASSERT_TRUE(Place(alice_, G, 25, 0, &p).ok());

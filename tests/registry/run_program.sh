@@ -31,6 +31,9 @@ for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
 [ -s "$work/url" ] || fail "server did not start"
 
 "$bin/rgpu" run --memory 256M -- "$programs/driver_vector_add" || fail "program through the registry"
+# Ending a lease that is not the tenant's (or no longer active): refused, saying so.
+out=$("$bin/rgpu" lease release lease-0000 2>&1) && fail "a lease that does not exist was released"
+echo "$out" | grep -q "no active lease lease-0000 of tenant alice" || fail "lease release: $out"
 # The session's end reaches the registry and frees its lease.
 for _ in $(seq 300); do
   [ "$("$bin/rgpu" gpus --json | json 'd[0]["leases"]')" = 0 ] && break
