@@ -5,7 +5,9 @@
 // managed allocations each attached to a stream of its own, kernels on all streams at once, each
 // stream waited for and its range read while the others may still run; allocations freed while
 // their pages are the host's (dirty, never pushed; clean after a fetch) and new ones made in
-// their place; every result compared with the CPU.
+// their place; host threads writing and reading one range at once, their faults racing on the
+// same pages; every result compared with the CPU.
+#include <thread>
 #include <vector>
 
 #include "rt_check.h"
@@ -179,6 +181,48 @@ void RangesAndStreams() {
   }
 }
 
+// Host threads write and read one managed range at once, each every fourth word, so that every
+// page is written by all of them (their faults race on the same pages), between kernels that
+// update every word.
+void HostThreads() {
+  const int kThreads = 4;
+  const size_t words = 64 * kPage / sizeof(int) + 13;
+  int* m = nullptr;
+  CHECK(cudaMallocManaged(&m, words * sizeof(int)));
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) {
+      Scale<<<8, 128>>>(m, words, 3);
+      CHECK_SYNC();
+    }
+    std::vector<std::thread> writers;
+    for (int t = 0; t < kThreads; ++t) {
+      writers.emplace_back([=] {
+        // Word i belongs to thread i % kThreads: every page is written by all of them.
+        for (size_t i = t; i < words; i += kThreads) {
+          m[i] = round == 0 ? static_cast<int>(i) : m[i] + t;
+        }
+      });
+    }
+    for (auto& w : writers) w.join();
+  }
+  Scale<<<8, 128>>>(m, words, 2);
+  CHECK_SYNC();
+  std::vector<int> bad(kThreads, -1);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < kThreads; ++t) {
+    readers.emplace_back([=, &bad] {
+      for (size_t i = t; i < words; i += kThreads) {
+        // i, then twice (x3 + t): ((i*3 + t)*3 + t)*2.
+        const long long want = ((static_cast<long long>(i) * 3 + t) * 3 + t) * 2;
+        if (m[i] != static_cast<int>(want) && bad[t] < 0) bad[t] = static_cast<int>(i);
+      }
+    });
+  }
+  for (auto& r : readers) r.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT(bad[t] < 0, "host threads: word %d is wrong", bad[t]);
+  CHECK(cudaFree(m));
+}
+
 void FreeWhileHostResident() {
   const size_t n = 3 * kPage;
   for (int round = 0; round < 4; ++round) {
@@ -212,6 +256,7 @@ int main() {
   LargeRangeEnds();
   DeviceWritesSomePages();
   RangesAndStreams();
+  HostThreads();
   FreeWhileHostResident();
   printf("rt_managed_ranges: OK\n");
   return 0;
