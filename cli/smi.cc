@@ -51,11 +51,6 @@ struct Gpu {
 
 std::string MiB(unsigned long long bytes) { return std::to_string(bytes >> 20) + "MiB"; }
 
-template <typename T>
-std::string JsonOr(const std::optional<T>& v, std::string (*text)(const T&)) {
-  return v ? text(*v) : "null";
-}
-
 }  // namespace
 
 int RunSmi(const std::string& nvml_library, bool json) {

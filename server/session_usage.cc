@@ -2,7 +2,6 @@
 // server's own accounting: the memory the tenant may hold and holds, its metered GPU and copy
 // time, and its sessions with a context on the device. Nothing here names another tenant.
 #include <algorithm>
-#include <chrono>
 
 #include "server/device_catalog.h"
 #include "server/session.h"
