@@ -5,6 +5,8 @@
 //   rgpu status --server URL [--json]                           a server's live sessions
 //   rgpu run --registry ADDR --api-key KEY [--gpu-type T] [--memory SIZE] [--priority P]
 //            -- PROGRAM ARGS...                                 placed by the registry
+//   rgpu place --registry ADDR --api-key KEY [--job ID] [--json]   a placement for later
+//   rgpu lease release LEASE                                    end it early
 //   rgpu tenant create|list, rgpu provider create|list|revoke, rgpu gpus, rgpu usage,
 //   rgpu bill --tenant NAME, rgpu earnings --provider NAME     the registry (all with --json)
 #include <unistd.h>
@@ -105,20 +107,26 @@ int main(int argc, char** argv) {
                   "ask the registry at HOST:PORT for a placement (default $RGPU_REGISTRY "
                   "when --server is not given)");
   run->add_option("--api-key", access.api_key, "the tenant's API key (default $RGPU_API_KEY)");
-  run->add_option("--gpu-type", place.gpu_type, "GPU model to ask for (substring; default any)");
-  run->add_option("--backend", place.backend,
-                  "server backend to ask for: cuda, hip (HIP programs' kernels) or softgpu")
-      ->check(CLI::IsMember({"cuda", "hip", "softgpu"}));
-  run->add_option("--memory", place.memory, "device memory to ask for (K/M/G suffixes)")
-      ->capture_default_str();
-  run->add_option("--share", place.compute_share, "percent of a GPU's compute to ask for")
-      ->capture_default_str();
-  run->add_option("--priority", place.priority, "0 (lowest) to 9; higher is placed first")
-      ->capture_default_str();
-  run->add_option("--wait", place.wait_seconds, "seconds to wait in the queue for a GPU")
-      ->capture_default_str();
-  run->add_option("--ttl", place.ttl_seconds, "seconds the placement and its token last")
-      ->capture_default_str();
+  // What a placement asks for, the same for `rgpu run --registry` and `rgpu place`.
+  auto place_options = [&place](CLI::App* cmd) {
+    cmd->add_option("--gpu-type", place.gpu_type, "GPU model to ask for (substring; default any)");
+    cmd->add_option("--backend", place.backend,
+                    "server backend to ask for: cuda, hip (HIP programs' kernels) or softgpu")
+        ->check(CLI::IsMember({"cuda", "hip", "softgpu"}));
+    cmd->add_option("--memory", place.memory, "device memory to ask for (K/M/G suffixes)")
+        ->capture_default_str();
+    cmd->add_option("--share", place.compute_share, "percent of a GPU's compute to ask for")
+        ->capture_default_str();
+    cmd->add_option("--priority", place.priority, "0 (lowest) to 9; higher is placed first")
+        ->capture_default_str();
+    cmd->add_option("--wait", place.wait_seconds, "seconds to wait in the queue for a GPU")
+        ->capture_default_str();
+    cmd->add_option("--ttl", place.ttl_seconds, "seconds the placement and its token last")
+        ->capture_default_str();
+    cmd->add_option("--job", place.job,
+                    "the batch job it serves (e.g. slurm:CLUSTER:JOBID), shown on its bill lines");
+  };
+  place_options(run);
   run->add_option("program", program, "program and its arguments (after --)")->required();
 
   // The registry's commands share how they reach it.
@@ -161,6 +169,11 @@ int main(int argc, char** argv) {
   CLI::App* lease_release =
       lease->add_subcommand("release", "end one of your leases now (its GPU is free again)");
   lease_release->add_option("lease", lease_id, "the lease's id")->required();
+  CLI::App* place_cmd = app.add_subcommand(
+      "place",
+      "take a placement for a program started later (a batch job's prolog): prints "
+      "RGPU_SERVER, RGPU_TOKEN, RGPU_LEASE lines, or JSON");
+  place_options(place_cmd);
   CLI::App* gpus = app.add_subcommand("gpus", "GPUs registered: state, load, last heartbeat");
   std::string usage_tenant, usage_provider;
   CLI::App* usage = app.add_subcommand("usage", "metered usage per session");
@@ -170,6 +183,10 @@ int main(int argc, char** argv) {
   bill->add_option("--tenant", subject, "tenant to bill (default: the API key's)");
   CLI::App* earnings = app.add_subcommand("earnings", "a provider's earnings");
   earnings->add_option("--provider", subject, "provider (default: the provider key's)");
+  std::string job;
+  for (CLI::App* cmd : {usage, bill}) {
+    cmd->add_option("--job", job, "only this batch job's sessions and holds (rgpu place --job)");
+  }
   for (CLI::App* cmd : {usage, bill, earnings}) {
     cmd->add_option("--from", from,
                     "start: unix seconds, now, or YYYY-MM-DDTHH:MM:SSZ (default: bill and "
@@ -177,7 +194,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--to", to, "end (default now)");
   }
   for (CLI::App* cmd : {tenant_create, tenant_list, provider_create, provider_list, provider_revoke,
-                        gpus, usage, bill, earnings, lease_release}) {
+                        gpus, usage, bill, earnings, lease_release, place_cmd}) {
     access_options(cmd);
   }
 
@@ -297,9 +314,10 @@ int main(int argc, char** argv) {
   if (provider_list->parsed()) return rgpu::cli::ProviderList(access);
   if (provider_revoke->parsed()) return rgpu::cli::ProviderRevoke(access, subject);
   if (gpus->parsed()) return rgpu::cli::Gpus(access);
+  if (place_cmd->parsed()) return rgpu::cli::PlaceCommand(access, place);
   if (lease_release->parsed()) return rgpu::cli::ReleaseLease(access, lease_id);
-  if (usage->parsed()) return rgpu::cli::Usage(access, usage_tenant, usage_provider, from, to);
-  if (bill->parsed()) return rgpu::cli::Bill(access, subject, from, to);
+  if (usage->parsed()) return rgpu::cli::Usage(access, usage_tenant, usage_provider, from, to, job);
+  if (bill->parsed()) return rgpu::cli::Bill(access, subject, from, to, job);
   if (earnings->parsed()) return rgpu::cli::Earnings(access, subject, from, to);
   if (smi->parsed()) {
     if (!server.empty()) setenv("RGPU_SERVER", server.c_str(), 1);
@@ -325,8 +343,11 @@ int main(int argc, char** argv) {
         fprintf(stderr, "rgpu run: give either --registry or --server/--token, not both\n");
         return 2;
       }
-      const int rc = rgpu::cli::Place(access, place, &server, &token);
+      rgpu::cli::PlaceResult placed;
+      const int rc = rgpu::cli::Place(access, place, "run", &placed);
       if (rc != 0) return rc;
+      server = placed.server_url;
+      token = placed.credential;
     }
     return Run(server, token, program);
   }

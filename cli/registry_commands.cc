@@ -1,7 +1,9 @@
 #include "cli/registry_commands.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -165,7 +167,8 @@ void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
         "\"gpu_ms\": %s, \"unit_price_per_ms\": %s, \"base_fee\": %s, \"bandwidth_gbps\": %s, "
         "\"included_gbps\": %s, \"burst_premium\": %s, \"queue_seconds\": %s, \"priority\": %d, "
         "\"priority_multiplier\": %s, \"priority_surcharge\": %s, \"lease\": %s, "
-        "\"held_ms\": %s, \"hold_price_per_ms\": %s, \"hold_fee\": %s, \"total\": %s}",
+        "\"held_ms\": %s, \"hold_price_per_ms\": %s, \"hold_fee\": %s, \"job\": %s, "
+        "\"total\": %s}",
         i ? "," : "", JsonString(l.tenant()).c_str(), JsonString(l.provider()).c_str(),
         JsonString(l.server_name()).c_str(), (unsigned long long)l.session_id(),
         JsonString(l.model()).c_str(), Num(l.gpu_ms()).c_str(), Num(l.unit_price()).c_str(),
@@ -173,7 +176,8 @@ void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
         Num(l.burst_premium()).c_str(), Num(l.queue_seconds()).c_str(), l.priority(),
         Num(l.priority_multiplier()).c_str(), Num(l.priority_surcharge()).c_str(),
         JsonString(l.lease_id()).c_str(), Num(l.held_ms()).c_str(),
-        Num(l.hold_price_per_ms()).c_str(), Num(l.hold_fee()).c_str(), Num(l.total()).c_str());
+        Num(l.hold_price_per_ms()).c_str(), Num(l.hold_fee()).c_str(),
+        l.job().empty() ? "null" : JsonString(l.job()).c_str(), Num(l.total()).c_str());
   }
   printf(
       "],\n \"base_fee\": %s, \"burst_premium\": %s, \"priority_surcharge\": %s, "
@@ -203,6 +207,7 @@ void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
              l.model().c_str(), l.held_ms(), "", "", "", l.total());
       printf("%24s   lease %s held its GPU %.0f ms before a session started, at %.3g/ms\n", "",
              l.lease_id().c_str(), l.held_ms(), l.hold_price_per_ms());
+      if (!l.job().empty()) printf("%24s   job %s\n", "", l.job().c_str());
       continue;
     }
     const std::string where = l.server_name() + "/" + std::to_string(l.session_id());
@@ -214,6 +219,7 @@ void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
         "%d (x%.4f)\n",
         "", l.unit_price(), l.bandwidth_gbps(), l.included_gbps(), l.queue_seconds(), l.priority(),
         l.priority_multiplier());
+    if (!l.job().empty()) printf("%24s   job %s\n", "", l.job().c_str());
   }
   if (inv.hold_fee() > 0) printf("held (unused) placements: %.6f\n", inv.hold_fee());
   printf("%-24s %8s %-22s %12s %12.6f %12.6f %12.6f %12.6f\n", "TOTAL", "", "", "", inv.base_fee(),
@@ -402,11 +408,12 @@ int Gpus(RegistryAccess access) {
 }
 
 int Usage(RegistryAccess access, const std::string& tenant, const std::string& provider,
-          const std::string& from, const std::string& to) {
+          const std::string& from, const std::string& to, const std::string& job) {
   reg::UsageQuery query;
   if (!Range(from, to, &query)) return 2;
   query.set_tenant(tenant);
   query.set_provider(provider);
+  query.set_job(job);
   auto stub = Connect(&access, "usage");
   if (!stub) return 2;
   reg::UsageReply reply;
@@ -423,14 +430,15 @@ int Usage(RegistryAccess access, const std::string& tenant, const std::string& p
           "\"model\": %s, \"session\": %llu, \"start_ms\": %lld, \"end_ms\": %lld, \"gpu_ms\": %s, "
           "\"calls\": %llu, \"bytes_in\": %llu, \"bytes_out\": %llu, \"gpu_busy_ms\": %s, "
           "\"memory_gib_seconds\": %s, \"queue_ms\": %s, \"records\": %u, "
-          "\"placement_queue_s\": %s, \"priority\": %d, \"calls_by_kind\": {",
+          "\"placement_queue_s\": %s, \"priority\": %d, \"job\": %s, \"calls_by_kind\": {",
           i ? "," : "", JsonString(u.tenant()).c_str(), JsonString(u.provider()).c_str(),
           JsonString(u.server_name()).c_str(), u.gpu_index(), JsonString(u.model()).c_str(),
           (unsigned long long)u.session_id(), (long long)u.start_ms(), (long long)u.end_ms(),
           Num(u.gpu_ms()).c_str(), (unsigned long long)u.calls(), (unsigned long long)u.bytes_in(),
           (unsigned long long)u.bytes_out(), Num(u.gpu_busy_ms()).c_str(),
           Num(u.memory_gib_seconds()).c_str(), Num(u.queue_ms()).c_str(), u.records(),
-          Num(u.placement_queue_s()).c_str(), u.priority());
+          Num(u.placement_queue_s()).c_str(), u.priority(),
+          u.job().empty() ? "null" : JsonString(u.job()).c_str());
       std::map<std::string, uint64_t> kinds(u.calls_by_kind().begin(), u.calls_by_kind().end());
       const char* sep = "";
       for (const auto& [kind, n] : kinds) {
@@ -454,16 +462,18 @@ int Usage(RegistryAccess access, const std::string& tenant, const std::string& p
     std::string line;
     for (const auto& [kind, n] : kinds) line += " " + kind + "=" + std::to_string(n);
     if (!line.empty()) printf("%-10s   calls:%s\n", "", line.c_str());
+    if (!u.job().empty()) printf("%-10s   job %s\n", "", u.job().c_str());
   }
   return 0;
 }
 
 int Bill(RegistryAccess access, const std::string& tenant, const std::string& from,
-         const std::string& to) {
+         const std::string& to, const std::string& job) {
   reg::UsageQuery query;
   if (!Range(from, to, &query)) return 2;
   query.set_current_period(from.empty() && to.empty());  // neither: the current billing period
   query.set_tenant(tenant);
+  query.set_job(job);
   auto stub = Connect(&access, "bill");
   if (!stub) return 2;
   reg::Invoice reply;
@@ -506,18 +516,19 @@ int ReleaseLease(RegistryAccess access, const std::string& lease_id) {
   return 0;
 }
 
-int Place(RegistryAccess access, const PlaceOptions& options, std::string* server_url,
-          std::string* credential) {
+int Place(RegistryAccess access, const PlaceOptions& options, const char* command,
+          PlaceResult* result) {
   reg::PlaceRequest request;
   uint64_t memory = 0;
   if (!ParseSize(options.memory, &memory)) {
-    fprintf(stderr, "rgpu run: bad --memory '%s' (bytes with K/M/G/T suffixes)\n",
+    fprintf(stderr, "rgpu %s: bad --memory '%s' (bytes with K/M/G/T suffixes)\n", command,
             options.memory.c_str());
     return 2;
   }
   if (options.compute_share < 1 || options.compute_share > 100 || options.priority < 0 ||
       options.priority > 9 || options.wait_seconds < 0 || options.ttl_seconds < 1) {
-    fprintf(stderr, "rgpu run: --share is 1-100, --priority 0-9, --wait >= 0, --ttl >= 1\n");
+    fprintf(stderr, "rgpu %s: --share is 1-100, --priority 0-9, --wait >= 0, --ttl >= 1\n",
+            command);
     return 2;
   }
   request.set_gpu_type(options.gpu_type);
@@ -527,19 +538,20 @@ int Place(RegistryAccess access, const PlaceOptions& options, std::string* serve
   request.set_priority(options.priority);
   request.set_wait_seconds(static_cast<uint32_t>(options.wait_seconds));
   request.set_ttl_seconds(static_cast<uint32_t>(options.ttl_seconds));
+  request.set_job(options.job);
   // The token binds this key pair's public half; only the program that holds the private half
   // (in its credential) can use it, so a token seen on the wire cannot be replayed.
   std::string holder_private, holder_public;
   if (Status k = GenerateEd25519(&holder_private, &holder_public); !k.ok()) {
-    fprintf(stderr, "rgpu run: cannot make a holder key: %s\n", k.message().c_str());
+    fprintf(stderr, "rgpu %s: cannot make a holder key: %s\n", command, k.message().c_str());
     return 1;
   }
   request.set_holder_key(holder_public);
   access.tenant_only = true;  // placements are a tenant's, by its API key
-  auto stub = Connect(&access, "run");
+  auto stub = Connect(&access, command);
   if (!stub) return 2;
   if (access.api_key.empty()) {
-    fprintf(stderr, "rgpu run: --registry needs --api-key (or RGPU_API_KEY)\n");
+    fprintf(stderr, "rgpu %s: --registry needs --api-key (or RGPU_API_KEY)\n", command);
     return 2;
   }
   grpc::ClientContext ctx;
@@ -549,25 +561,63 @@ int Place(RegistryAccess access, const PlaceOptions& options, std::string* serve
   bool placed = false;
   while (reader->Read(&update)) {
     if (update.has_queued()) {
-      fprintf(stderr, "rgpu run: no GPU free yet: queue position %u of %u\n",
+      fprintf(stderr, "rgpu %s: no GPU free yet: queue position %u of %u\n", command,
               update.queued().position(), update.queued().length());
     } else if (update.has_placement()) {
       const reg::Placement& p = update.placement();
-      *server_url = p.server_url();
-      *credential = MakeCredential(p.token(), holder_private);
+      result->server_url = p.server_url();
+      result->credential = MakeCredential(p.token(), holder_private);
+      result->lease_id = p.lease_id();
+      result->expires_unix = p.expires_unix();
       placed = true;
       if (getenv("RGPU_LOG") != nullptr) {
-        fprintf(stderr, "rgpu run: placed on %s (%s) at %s, lease %s\n", p.gpu_id().c_str(),
+        fprintf(stderr, "rgpu %s: placed on %s (%s) at %s, lease %s\n", command, p.gpu_id().c_str(),
                 p.model().c_str(), p.server_url().c_str(), p.lease_id().c_str());
       }
     }
   }
   grpc::Status g = reader->Finish();
-  if (!g.ok()) return Failed("run", g, access.address);
+  if (!g.ok()) return Failed(command, g, access.address);
   if (!placed) {
-    fprintf(stderr, "rgpu run: the registry ended the request without a placement\n");
+    fprintf(stderr, "rgpu %s: the registry ended the request without a placement\n", command);
     return 1;
   }
+  return 0;
+}
+
+namespace {
+
+// A value printed as NAME=VALUE for a parser that splits at the first '=' and a shell that
+// reads it unquoted: printable ASCII without spaces, quotes, backslashes or shell specials.
+bool PlainValue(const std::string& v) {
+  for (char c : v) {
+    if (!isalnum(static_cast<unsigned char>(c)) && strchr("+-./:=@_,%", c) == nullptr) {
+      return false;
+    }
+  }
+  return !v.empty();
+}
+
+}  // namespace
+
+int PlaceCommand(RegistryAccess access, const PlaceOptions& options) {
+  const bool json = access.json;
+  PlaceResult r;
+  const int rc = Place(access, options, "place", &r);
+  if (rc != 0) return rc;
+  if (json) {
+    printf("{\"server\": %s, \"token\": %s, \"lease\": %s, \"expires_unix\": %lld}\n",
+           JsonString(r.server_url).c_str(), JsonString(r.credential).c_str(),
+           JsonString(r.lease_id).c_str(), (long long)r.expires_unix);
+    return 0;
+  }
+  if (!PlainValue(r.server_url) || !PlainValue(r.credential) || !PlainValue(r.lease_id)) {
+    // The registry chose these; a value a shell would misread is refused, not printed.
+    fprintf(stderr, "rgpu place: the placement holds characters it cannot print plainly\n");
+    return 1;
+  }
+  printf("RGPU_SERVER=%s\nRGPU_TOKEN=%s\nRGPU_LEASE=%s\nRGPU_LEASE_EXPIRES=%lld\n",
+         r.server_url.c_str(), r.credential.c_str(), r.lease_id.c_str(), (long long)r.expires_unix);
   return 0;
 }
 

@@ -35,10 +35,11 @@ int ProviderCreate(RegistryAccess access, const std::string& name);
 int ProviderList(RegistryAccess access);
 int ProviderRevoke(RegistryAccess access, const std::string& name);
 int Gpus(RegistryAccess access);
+// `job`, when not empty, keeps only the sessions and holds of that batch job's leases.
 int Usage(RegistryAccess access, const std::string& tenant, const std::string& provider,
-          const std::string& from, const std::string& to);
+          const std::string& from, const std::string& to, const std::string& job);
 int Bill(RegistryAccess access, const std::string& tenant, const std::string& from,
-         const std::string& to);
+         const std::string& to, const std::string& job);
 int Earnings(RegistryAccess access, const std::string& provider, const std::string& from,
              const std::string& to);
 // `rgpu lease release LEASE`: ends one of the tenant's own leases (its API key) before its
@@ -53,13 +54,28 @@ struct PlaceOptions {
   int priority = 0;
   int wait_seconds = 60;
   int ttl_seconds = 3600;
+  std::string job;  // the batch job it serves ("" = none), kept on the lease and its bill lines
 };
 
-// Asks the registry for a placement, printing queue positions to stderr while it waits. A new
-// Ed25519 holder key pair is made for it: the registry binds its public half into the token, and
-// `credential` receives MakeCredential(token, private half) (proto/signed_token.h), what the
-// program gets as RGPU_TOKEN. On success returns 0 with the server URL and the credential.
-int Place(RegistryAccess access, const PlaceOptions& options, std::string* server_url,
-          std::string* credential);
+// What a placement gives the program.
+struct PlaceResult {
+  std::string server_url;
+  std::string credential;  // MakeCredential(token, holder's private key): RGPU_TOKEN
+  std::string lease_id;
+  int64_t expires_unix = 0;
+};
+
+// Asks the registry for a placement, printing queue positions to stderr while it waits (as
+// `command`). A new Ed25519 holder key pair is made for it: the registry binds its public half
+// into the token, and the credential carries the private half (proto/credential.h). Returns 0
+// with the result filled in, else the exit status.
+int Place(RegistryAccess access, const PlaceOptions& options, const char* command,
+          PlaceResult* result);
+
+// `rgpu place`: a placement for a program started later (a batch system's prolog). Prints
+// RGPU_SERVER=URL, RGPU_TOKEN=CREDENTIAL, RGPU_LEASE=ID and RGPU_LEASE_EXPIRES=UNIX lines (the
+// values hold no spaces or quotes, so a shell or a parser can read them as they are), or JSON
+// with access.json. The credential's private key is printed: the output is the job's secret.
+int PlaceCommand(RegistryAccess access, const PlaceOptions& options);
 
 }  // namespace rgpu::cli

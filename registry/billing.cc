@@ -197,6 +197,7 @@ InvoiceLine PriceSession(const SessionUsage& u, const PriceList& prices) {
   line.set_provider(u.provider());
   line.set_server_name(u.server_name());
   line.set_session_id(u.session_id());
+  line.set_job(u.job());
   line.set_model(u.model());
   line.set_gpu_ms(u.gpu_ms());
   line.set_unit_price(price.unit_price_per_ms);

@@ -67,6 +67,16 @@ bool ValidName(const std::string& name) {
   return true;
 }
 
+// A batch job's name (PlaceRequest.job): empty, or 1..128 printable ASCII characters without
+// spaces (it is shown in tables and stored as text).
+bool ValidJobName(const std::string& job) {
+  if (job.size() > 128) return false;
+  for (char c : job) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
 std::string GpuId(const std::string& server, uint32_t index) {
   return server + "/" + std::to_string(index);
 }
@@ -509,6 +519,7 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   lease.queue_ms = now - w->enqueued_ms;
   lease.granted_ms = now;
   lease.expires_ms = now + static_cast<int64_t>(w->ttl_seconds) * 1000;
+  lease.job = w->job;
   wire::TokenClaims& claims = w->claims;  // signed by the waiting Place call, outside mu_
   claims.set_tenant(w->tenant);
   claims.set_server(gpu.server_name);
@@ -576,8 +587,13 @@ grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceReq
                         "a placement needs its holder's Ed25519 public key (32 bytes), which its "
                         "token binds (rgpu run makes one)");
   }
+  if (!ValidJobName(req->job())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a job name is at most 128 printable ASCII characters without spaces");
+  }
   auto w = std::make_shared<Waiter>();
   w->holder_key = req->holder_key();
+  w->job = req->job();
   w->tenant = tenant;
   w->ask.gpu_type = req->gpu_type();
   w->ask.backend = req->backend();
@@ -1046,7 +1062,9 @@ Status RegistryService::SessionsUsage(const UsageQuery& q, std::vector<SessionUs
     if (lease != nullptr) {
       u.set_placement_queue_s(lease->queue_ms / 1000.0);
       u.set_priority(lease->priority);
+      u.set_job(lease->job);
     }
+    if (!q.job().empty() && u.job() != q.job()) continue;
     out->push_back(u);
   }
   return Status::Ok();
@@ -1067,6 +1085,7 @@ Status RegistryService::HoldLines(const UsageQuery& q, bool earnings,
     if (gpu == gpu_by_id_.end()) continue;
     const GpuRow& row = gpus_[gpu->second].row;
     if (earnings && row.provider != q.provider()) continue;
+    if (!q.job().empty() && l.job != q.job()) continue;
     // A hold ends when a session under the lease starts, else when the lease ends (or now).
     const int64_t end = l.released_ms > 0 ? LeaseEndMs(l) : std::min(l.expires_ms, now);
     const int64_t until = l.claimed_ms > 0 ? std::min(l.claimed_ms, end) : end;
@@ -1074,6 +1093,7 @@ Status RegistryService::HoldLines(const UsageQuery& q, bool earnings,
     if (held <= 0 || until < from_ms || until >= to_ms) continue;
     out->push_back(PriceHold(l.lease_id, l.tenant, row.provider, row.server_name, row.spec.model(),
                              held, options_.prices));
+    out->back().set_job(l.job);
   }
   return Status::Ok();
 }

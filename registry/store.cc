@@ -56,6 +56,7 @@ CREATE INDEX IF NOT EXISTS usage_by_provider ON usage (provider, end_ms);
 const char* kAddedColumns[] = {
     "ALTER TABLE leases ADD COLUMN claimed_ms BIGINT NOT NULL DEFAULT 0",
     "ALTER TABLE usage ADD COLUMN lease_id TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE leases ADD COLUMN job TEXT NOT NULL DEFAULT ''",
 };
 const char* kAddedIndexes = "CREATE INDEX IF NOT EXISTS usage_by_lease ON usage (lease_id)";
 
@@ -129,7 +130,7 @@ Status Taken(Status s, const std::string& what) {
 
 const char* kLeaseColumns =
     "lease_id, tenant, gpu_id, server_name, memory_bytes, share, priority, queue_ms, granted_ms, "
-    "expires_ms, released_ms, claimed_ms";
+    "expires_ms, released_ms, claimed_ms, job";
 
 // "$FIRST, $FIRST+1, ..." for `n` parameters.
 std::string Placeholders(size_t n, size_t first = 1) {
@@ -155,6 +156,7 @@ LeaseRow ParseLease(const Row& r) {
   l.expires_ms = I(r[9]);
   l.released_ms = I(r[10]);
   l.claimed_ms = I(r[11]);
+  l.job = r[12];
   return l;
 }
 
@@ -266,11 +268,12 @@ Status Store::PutGpus(const std::vector<GpuRow>& rows) {
 }
 
 Status Store::AddLease(const LeaseRow& l) {
-  return Commit({std::string("INSERT INTO leases (") + kLeaseColumns +
-                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                 {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes),
-                  Num(uint64_t{l.share}), Num(int64_t{l.priority}), Num(l.queue_ms),
-                  Num(l.granted_ms), Num(l.expires_ms), Num(l.released_ms), Num(l.claimed_ms)}});
+  return Commit(
+      {std::string("INSERT INTO leases (") + kLeaseColumns +
+           ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+       {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes), Num(uint64_t{l.share}),
+        Num(int64_t{l.priority}), Num(l.queue_ms), Num(l.granted_ms), Num(l.expires_ms),
+        Num(l.released_ms), Num(l.claimed_ms), l.job}});
 }
 
 Status Store::GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out) {

@@ -54,6 +54,7 @@ struct LeaseRow {
   // Start of the earliest accepted usage record naming the lease: when a session under it began
   // (0: none yet). The time before it is the lease's hold.
   int64_t claimed_ms = 0;
+  std::string job;  // the batch job it serves (PlaceRequest.job), "" = none
 };
 
 // A registered server's URL and when the registry last saw it prove it answers there.

@@ -174,6 +174,77 @@ TEST_F(LeaseTest, ATenantReleasesItsOwnLeaseAndNoOtherCan) {
   EXPECT_TRUE(Place(alice_, G, 100, 0, &next).ok());
 }
 
+// A placement names the batch job it serves (a Slurm job, PlaceRequest.job): the lease keeps it
+// across a restart, its sessions' usage and bill lines and its hold show it, and a bill or usage
+// query for one job holds only that job's lines. A name a table or a log would misread is refused.
+TEST_F(LeaseTest, APlacementsJobIsOnItsUsageAndBillLines) {
+  auto place_for = [&](const std::string& job, Placement* p) {
+    PlaceRequest req;
+    req.set_memory_bytes(G);
+    req.set_compute_share(25);
+    req.set_job(job);
+    std::string holder_private, holder_public;
+    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
+    req.set_holder_key(holder_public);
+    return PlaceRequestAs(alice_, req, p);
+  };
+  Placement job7, job8, plain;
+  ASSERT_TRUE(place_for("slurm:lab:7", &job7).ok());
+  ASSERT_TRUE(place_for("slurm:lab:8", &job8).ok());
+  ASSERT_TRUE(place_for("", &plain).ok());
+  for (const std::string bad : {std::string("slurm:lab 9"), std::string("job\n"),
+                                std::string(129, 'j'), std::string("caf\xc3\xa9")}) {
+    Placement refused;
+    EXPECT_EQ(place_for(bad, &refused).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  now_ += 1000;
+  ReportUsageReply ack;
+  ASSERT_TRUE(Report(provider_,
+                     {Record("a", "alice", job7, now_ - 500, now_, 3, true, 1),
+                      Record("b", "alice", plain, now_ - 500, now_, 2, true, 2)},
+                     &ack)
+                  .ok());
+  ASSERT_EQ(ack.stored(), 2u) << Reasons(ack);
+  Stop();  // the job is stored with the lease
+  Start();
+  now_ += 1000;
+  auto bill_for = [&](const std::string& job) {
+    UsageQuery q;
+    q.set_tenant("alice");
+    q.set_job(job);
+    Invoice invoice;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-api-key", alice_);
+    EXPECT_TRUE(stub_->Bill(&ctx, q, &invoice).ok());
+    return invoice;
+  };
+  const Invoice all = bill_for("");
+  int with_job7 = 0, with_job8 = 0, without = 0;
+  for (const auto& line : all.lines()) {
+    with_job7 += line.job() == "slurm:lab:7";
+    with_job8 += line.job() == "slurm:lab:8";
+    without += line.job().empty();
+  }
+  EXPECT_EQ(with_job7, 2);  // its session and the 1 s its lease held the GPU before it
+  EXPECT_EQ(with_job8, 1);  // a hold only: no session started under it
+  EXPECT_EQ(without, 2);
+  const Invoice seven = bill_for("slurm:lab:7");
+  ASSERT_EQ(seven.lines_size(), 2);
+  for (const auto& line : seven.lines()) EXPECT_EQ(line.job(), "slurm:lab:7");
+  EXPECT_GT(seven.total(), 0);
+  EXPECT_LT(seven.total(), all.total());
+  UsageQuery q;
+  q.set_job("slurm:lab:7");
+  UsageReply usage;
+  grpc::ClientContext ctx;
+  Key(&ctx, "x-rgpu-api-key", alice_);
+  ASSERT_TRUE(stub_->Usage(&ctx, q, &usage).ok());
+  ASSERT_EQ(usage.sessions_size(), 1);
+  EXPECT_EQ(usage.sessions(0).job(), "slurm:lab:7");
+  EXPECT_EQ(usage.sessions(0).calls(), 3u);
+  EXPECT_EQ(bill_for("slurm:lab:nothing").lines_size(), 0);
+}
+
 TEST_F(LeaseTest, TheClaimTimeoutCountsFromARestartAtTheEarliest) {
   Placement p;
   ASSERT_TRUE(Place(alice_, G, 25, 0, &p).ok());
