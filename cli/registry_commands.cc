@@ -539,6 +539,7 @@ int Place(RegistryAccess access, const PlaceOptions& options, const char* comman
   request.set_wait_seconds(static_cast<uint32_t>(options.wait_seconds));
   request.set_ttl_seconds(static_cast<uint32_t>(options.ttl_seconds));
   request.set_job(options.job);
+  request.set_until_released(options.until_released);
   // The token binds this key pair's public half; only the program that holds the private half
   // (in its credential) can use it, so a token seen on the wire cannot be replayed.
   std::string holder_private, holder_public;
@@ -600,8 +601,9 @@ bool PlainValue(const std::string& v) {
 
 }  // namespace
 
-int PlaceCommand(RegistryAccess access, const PlaceOptions& options) {
+int PlaceCommand(RegistryAccess access, PlaceOptions options) {
   const bool json = access.json;
+  options.until_released = true;  // the programs it serves start and end later, maybe several
   PlaceResult r;
   const int rc = Place(access, options, "place", &r);
   if (rc != 0) return rc;

@@ -55,6 +55,8 @@ struct PlaceOptions {
   int wait_seconds = 60;
   int ttl_seconds = 3600;
   std::string job;  // the batch job it serves ("" = none), kept on the lease and its bill lines
+  // The lease outlives the sessions under it, until `rgpu lease release` or its ttl (rgpu place).
+  bool until_released = false;
 };
 
 // What a placement gives the program.
@@ -76,6 +78,8 @@ int Place(RegistryAccess access, const PlaceOptions& options, const char* comman
 // RGPU_SERVER=URL, RGPU_TOKEN=CREDENTIAL, RGPU_LEASE=ID and RGPU_LEASE_EXPIRES=UNIX lines (the
 // values hold no spaces or quotes, so a shell or a parser can read them as they are), or JSON
 // with access.json. The credential's private key is printed: the output is the job's secret.
-int PlaceCommand(RegistryAccess access, const PlaceOptions& options);
+// The lease lasts until released (`rgpu lease release`) or its ttl, however many programs
+// start and end under it.
+int PlaceCommand(RegistryAccess access, PlaceOptions options);
 
 }  // namespace rgpu::cli

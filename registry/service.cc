@@ -520,6 +520,7 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   lease.granted_ms = now;
   lease.expires_ms = now + static_cast<int64_t>(w->ttl_seconds) * 1000;
   lease.job = w->job;
+  lease.until_released = w->until_released;
   wire::TokenClaims& claims = w->claims;  // signed by the waiting Place call, outside mu_
   claims.set_tenant(w->tenant);
   claims.set_server(gpu.server_name);
@@ -594,6 +595,7 @@ grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceReq
   auto w = std::make_shared<Waiter>();
   w->holder_key = req->holder_key();
   w->job = req->job();
+  w->until_released = req->until_released();
   w->tenant = tenant;
   w->ask.gpu_type = req->gpu_type();
   w->ask.backend = req->backend();
@@ -727,7 +729,8 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
     RGPU_LOG_WARN("provider %s: %zu more usage records refused", provider.c_str(),
                   refusals.size() - 5);
   }
-  // A session that ended frees the lease it ran under; a session that started claims its lease.
+  // A session that ended frees the lease it ran under (unless the lease lasts until released);
+  // a session that started claims its lease.
   std::unique_lock<std::mutex> lock(mu_);
   for (const auto& [lease_id, start_ms] : effects.claims) {
     auto it = leases_.find(lease_id);
@@ -739,7 +742,8 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
   for (size_t i = 0; i < rows.size(); ++i) {
     const UsageRecord& r = rows[i].record;
     if (!r.session_ended() || !fresh[i]) continue;  // a retry freed it already
-    if (leases_.count(r.lease_id()) == 0) continue;
+    auto lease = leases_.find(r.lease_id());
+    if (lease == leases_.end() || lease->second.until_released) continue;
     ended.push_back(r.lease_id());
     EndLease(r.lease_id(), "its session ended");
   }

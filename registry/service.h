@@ -148,6 +148,7 @@ class RegistryService final : public Registry::Service {
     uint32_t ttl_seconds = 3600;
     std::string holder_key;  // Ed25519 public key the token binds
     std::string job;         // PlaceRequest.job, checked
+    bool until_released = false;
     int64_t enqueued_ms = 0;
     bool done = false;
     grpc::Status error;

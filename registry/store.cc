@@ -57,6 +57,7 @@ const char* kAddedColumns[] = {
     "ALTER TABLE leases ADD COLUMN claimed_ms BIGINT NOT NULL DEFAULT 0",
     "ALTER TABLE usage ADD COLUMN lease_id TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE leases ADD COLUMN job TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE leases ADD COLUMN until_released INTEGER NOT NULL DEFAULT 0",
 };
 const char* kAddedIndexes = "CREATE INDEX IF NOT EXISTS usage_by_lease ON usage (lease_id)";
 
@@ -130,7 +131,7 @@ Status Taken(Status s, const std::string& what) {
 
 const char* kLeaseColumns =
     "lease_id, tenant, gpu_id, server_name, memory_bytes, share, priority, queue_ms, granted_ms, "
-    "expires_ms, released_ms, claimed_ms, job";
+    "expires_ms, released_ms, claimed_ms, job, until_released";
 
 // "$FIRST, $FIRST+1, ..." for `n` parameters.
 std::string Placeholders(size_t n, size_t first = 1) {
@@ -157,6 +158,7 @@ LeaseRow ParseLease(const Row& r) {
   l.released_ms = I(r[10]);
   l.claimed_ms = I(r[11]);
   l.job = r[12];
+  l.until_released = I(r[13]) != 0;
   return l;
 }
 
@@ -270,10 +272,10 @@ Status Store::PutGpus(const std::vector<GpuRow>& rows) {
 Status Store::AddLease(const LeaseRow& l) {
   return Commit(
       {std::string("INSERT INTO leases (") + kLeaseColumns +
-           ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+           ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
        {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes), Num(uint64_t{l.share}),
         Num(int64_t{l.priority}), Num(l.queue_ms), Num(l.granted_ms), Num(l.expires_ms),
-        Num(l.released_ms), Num(l.claimed_ms), l.job}});
+        Num(l.released_ms), Num(l.claimed_ms), l.job, Num(int64_t{l.until_released ? 1 : 0})}});
 }
 
 Status Store::GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out) {

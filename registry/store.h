@@ -54,7 +54,8 @@ struct LeaseRow {
   // Start of the earliest accepted usage record naming the lease: when a session under it began
   // (0: none yet). The time before it is the lease's hold.
   int64_t claimed_ms = 0;
-  std::string job;  // the batch job it serves (PlaceRequest.job), "" = none
+  std::string job;              // the batch job it serves (PlaceRequest.job), "" = none
+  bool until_released = false;  // a session's end does not end it (PlaceRequest.until_released)
 };
 
 // A registered server's URL and when the registry last saw it prove it answers there.

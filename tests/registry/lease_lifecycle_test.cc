@@ -245,6 +245,54 @@ TEST_F(LeaseTest, APlacementsJobIsOnItsUsageAndBillLines) {
   EXPECT_EQ(bill_for("slurm:lab:nothing").lines_size(), 0);
 }
 
+// A batch job's lease (PlaceRequest.until_released, what rgpu place asks for) outlives its
+// sessions: a task's program ends and the next one runs under the same lease and token, across a
+// registry restart, until the tenant releases it; a plain lease ends with its session.
+TEST_F(LeaseTest, ALeaseUntilReleasedOutlivesItsSessions) {
+  auto place = [&](bool until_released, Placement* p) {
+    PlaceRequest req;
+    req.set_memory_bytes(G);
+    req.set_compute_share(25);
+    req.set_until_released(until_released);
+    std::string holder_private, holder_public;
+    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
+    req.set_holder_key(holder_public);
+    return PlaceRequestAs(alice_, req, p);
+  };
+  Placement job, plain;
+  ASSERT_TRUE(place(true, &job).ok());
+  ASSERT_TRUE(place(false, &plain).ok());
+  now_ += 1000;
+  ReportUsageReply ack;
+  ASSERT_TRUE(Report(provider_,
+                     {Record("j1", "alice", job, now_ - 500, now_, 1, true, 1),
+                      Record("p1", "alice", plain, now_ - 500, now_, 1, true, 2)},
+                     &ack)
+                  .ok());
+  ASSERT_EQ(ack.stored(), 2u) << Reasons(ack);
+  EXPECT_EQ(Gpu("host1/0").leases(), 1u);  // the plain lease ended with its session
+  std::vector<std::string> ended = EndedLeases();
+  EXPECT_EQ(std::find(ended.begin(), ended.end(), job.lease_id()), ended.end());
+  EXPECT_NE(std::find(ended.begin(), ended.end(), plain.lease_id()), ended.end());
+  Stop();
+  Start();
+  now_ += 10 * kClaimMs;
+  service_->Sweep();
+  ASSERT_TRUE(
+      Report(provider_, {Record("j2", "alice", job, now_ - 500, now_, 1, true, 3)}, &ack).ok());
+  ASSERT_EQ(ack.stored(), 1u) << Reasons(ack);  // a second program under the same lease
+  EXPECT_EQ(Gpu("host1/0").leases(), 1u);
+  Empty empty;
+  ReleaseLeaseRequest release;
+  release.set_lease_id(job.lease_id());
+  grpc::ClientContext ctx;
+  Key(&ctx, "x-rgpu-api-key", alice_);
+  ASSERT_TRUE(stub_->ReleaseLease(&ctx, release, &empty).ok());
+  EXPECT_EQ(Gpu("host1/0").leases(), 0u);
+  ended = EndedLeases();
+  EXPECT_NE(std::find(ended.begin(), ended.end(), job.lease_id()), ended.end());
+}
+
 TEST_F(LeaseTest, TheClaimTimeoutCountsFromARestartAtTheEarliest) {
   Placement p;
   ASSERT_TRUE(Place(alice_, G, 25, 0, &p).ok());
