@@ -10,7 +10,7 @@ packages=(build-essential cmake ninja-build pkg-config python3 libucx-dev ucx-ut
           libcli11-dev libssl-dev nettle-dev gnuplot-nox
           prometheus-cpp-dev clang-16 libclang-rt-16-dev
           libgrpc++-dev protobuf-compiler-grpc libsqlite3-dev libpq-dev postgresql hipcc hashcat
-          patchelf lintian)
+          patchelf lintian slurmctld slurmd slurm-client munge libslurm-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

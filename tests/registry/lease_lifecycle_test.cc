@@ -192,7 +192,7 @@ TEST_F(LeaseTest, APlacementsJobIsOnItsUsageAndBillLines) {
   ASSERT_TRUE(place_for("slurm:lab:7", &job7).ok());
   ASSERT_TRUE(place_for("slurm:lab:8", &job8).ok());
   ASSERT_TRUE(place_for("", &plain).ok());
-  for (const std::string bad : {std::string("slurm:lab 9"), std::string("job\n"),
+  for (const std::string& bad : {std::string("slurm:lab 9"), std::string("job\n"),
                                 std::string(129, 'j'), std::string("caf\xc3\xa9")}) {
     Placement refused;
     EXPECT_EQ(place_for(bad, &refused).error_code(), grpc::StatusCode::INVALID_ARGUMENT);

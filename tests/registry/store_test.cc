@@ -110,9 +110,12 @@ TEST_P(StoreTest, GpusAndLeasesRoundTrip) {
   ASSERT_TRUE(store_->PutGpus({g}).ok());
   g.server_url = "tcp://127.0.0.1:6000";  // registering again replaces
   ASSERT_TRUE(store_->PutGpus({g}).ok());
-  LeaseRow active{"l1", "alice", "host1/0", "host1", 1ull << 30, 25, 2, 1500, 1000, 900000, 0};
-  LeaseRow ended{"l2", "alice", "host1/0", "host1", 1ull << 30, 25, 0, 0, 2000, 900000, 0};
-  LeaseRow expired{"l3", "bob", "host1/0", "host1", 1ull << 30, 25, 0, 0, 3000, 4000, 0};
+  LeaseRow active{"l1", "alice", "host1/0", "host1", 1ull << 30,     25,  2, 1500,
+                  1000, 900000,  0,         0,       "slurm:lab:42", true};
+  LeaseRow ended{"l2", "alice", "host1/0", "host1", 1ull << 30, 25, 0,
+                 0,    2000,    900000,    0,       0,          "", false};
+  LeaseRow expired{"l3", "bob", "host1/0", "host1", 1ull << 30, 25, 0,
+                   0,    3000,  4000,      0,       0,          "", false};
   ASSERT_TRUE(store_->AddLease(active).ok());
   ASSERT_TRUE(store_->AddLease(ended).ok());
   ASSERT_TRUE(store_->AddLease(expired).ok());
@@ -131,6 +134,8 @@ TEST_P(StoreTest, GpusAndLeasesRoundTrip) {
   EXPECT_EQ(leases[0].lease_id, "l1");
   EXPECT_EQ(leases[0].priority, 2);
   EXPECT_EQ(leases[0].queue_ms, 1500);
+  EXPECT_EQ(leases[0].job, "slurm:lab:42");
+  EXPECT_TRUE(leases[0].until_released);
   leases.clear();
   ASSERT_TRUE(store_->QueryLeases("alice", 10000, &leases).ok());
   EXPECT_EQ(leases.size(), 2u);
@@ -171,12 +176,14 @@ TEST_P(StoreTest, UsageRecordsAreStoredOnce) {
 }
 
 TEST_P(StoreTest, LeasesAreClaimedWithTheirFirstRecordsAndFoundById) {
-  ASSERT_TRUE(
-      store_->AddLease({"l1", "alice", "host1/0", "host1", 1ull << 30, 25, 0, 0, 1000, 900000, 0})
-          .ok());
-  ASSERT_TRUE(
-      store_->AddLease({"l2", "bob", "host1/0", "host1", 1ull << 30, 25, 0, 0, 2000, 900000, 0})
-          .ok());
+  ASSERT_TRUE(store_
+                  ->AddLease({"l1", "alice", "host1/0", "host1", 1ull << 30, 25, 0, 0, 1000, 900000,
+                              0, 0, "", false})
+                  .ok());
+  ASSERT_TRUE(store_
+                  ->AddLease({"l2", "bob", "host1/0", "host1", 1ull << 30, 25, 0, 0, 2000, 900000,
+                              0, 0, "", false})
+                  .ok());
   UsageRow a = Record("a", "alice", 3, 5000);  // 4000..5000
   a.record.set_lease_id("l1");
   UsageRow b = Record("b", "alice", 4, 6000);  // 5000..6000
