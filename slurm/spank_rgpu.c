@@ -101,6 +101,9 @@ static int on_rgpu_option(int value, const char* arg, int remote) {
   (void)value;
   (void)remote;
   unsigned n = 1;
+  // sbatch hands `--rgpu` without its optional argument on to the steps inside the job as the
+  // text "(null)" (Slurm 22.05): the same as no argument.
+  if (arg != NULL && strcmp(arg, "(null)") == 0) arg = NULL;
   if (arg != NULL && *arg != '\0' && !parse_count(arg, 64, &n)) {
     slurm_error("rgpu: --rgpu=%s: give a number of GPUs", arg);
     return -1;
@@ -124,12 +127,14 @@ static int on_memory_option(int value, const char* arg, int remote) {
   return 0;
 }
 
-struct spank_option spank_options[] = {
+// Registered from slurm_spank_init in every context (srun, sbatch/salloc and slurmstepd; the
+// spank_options table would reach srun and slurmstepd only).
+static struct spank_option rgpu_options[] = {
     {"rgpu", "[N]", "run each task on a remote GPU placed by rgpu's registry (N=1)", 2, 0,
      on_rgpu_option},
     {"rgpu-memory", "SIZE", "device memory to ask rgpu for (K/M/G suffixes; default 1G)", 1, 0,
      on_memory_option},
-    SPANK_OPTIONS_TABLE_END};
+};
 
 // plugstack.conf's arguments; an unknown or malformed one fails the plugin's load, naming it.
 static int parse_arguments(int ac, char** av) {
@@ -165,8 +170,14 @@ static int parse_arguments(int ac, char** av) {
 }
 
 int slurm_spank_init(spank_t sp, int ac, char** av) {
-  (void)sp;
-  return parse_arguments(ac, av);
+  if (parse_arguments(ac, av) != 0) return -1;
+  for (size_t i = 0; i < sizeof rgpu_options / sizeof rgpu_options[0]; ++i) {
+    if (spank_option_register(sp, &rgpu_options[i]) != ESPANK_SUCCESS) {
+      slurm_error("rgpu: cannot register --%s", rgpu_options[i].name);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 // Runs `argv` as the job's user with only the given environment, its stdout and stderr in

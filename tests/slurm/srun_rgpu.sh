@@ -87,6 +87,19 @@ RGPU_API_KEY=$alice srun -J two --rgpu --rgpu-memory=128M -n2 "$programs/driver_
 [ "$(grep -c "^vector_add: 100000 elements OK$" "$work/job2.out")" = 2 ] || fail "two tasks: $(cat "$work/job2.out")"
 leases_drop_to_zero || fail "the two-task step's lease was not released"
 
+# A batch job: the script's programs run under the batch step's lease, and an srun inside it
+# gets a lease of its own step.
+cat >"$work/batch.sh" <<SCRIPT
+#!/bin/sh
+echo "batch \$RGPU_JOB"
+"$programs/driver_vector_add" && srun -n1 "$programs/driver_saxpy_streams"
+SCRIPT
+RGPU_API_KEY=$alice sbatch --wait --rgpu -o "$work/batch.out" "$work/batch.sh" >"$work/sbatch.out" 2>&1 ||
+  fail "sbatch --rgpu: $(cat "$work/sbatch.out" "$work/batch.out" 2>/dev/null)"
+grep -q "^batch slurm:rgputest:[0-9]*$" "$work/batch.out" && grep -q "elements OK" "$work/batch.out" &&
+  grep -q "saxpy_streams: OK" "$work/batch.out" || fail "the batch job: $(cat "$work/batch.out")"
+leases_drop_to_zero || fail "the batch job's leases were not released"
+
 # An ordinary user's job: the plugin places and releases as that user (slurmstepd is root).
 if id nobody >/dev/null 2>&1; then
   (cd /tmp && runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" RGPU_API_KEY="$alice" \
