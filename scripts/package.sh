@@ -21,6 +21,11 @@ mkdir -p "$out"
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
 cmake --build "$build" --target rgpu rgpu-server rgpu-registry rgpu-client rgpu-cuda rgpu-hip \
   rgpu-hip-runtime rgpu-nvml rgpu-local rgpu-cuda-local softgpu-cuda rgpu-backend-hip >/dev/null
+# The Slurm plugin, where the tree has it (configured only with Slurm's spank.h); once configured
+# it installs, so a failed build shows at the install below.
+if grep -q '^RGPU_SPANK_INCLUDE:PATH=/' "$build/CMakeCache.txt"; then
+  cmake --build "$build" --target spank_rgpu >/dev/null
+fi
 
 # Debian packages.
 work=$(mktemp -d)

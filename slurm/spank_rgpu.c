@@ -17,6 +17,7 @@
 // Depends on Slurm's spank.h and libc only; no rgpu library is loaded into slurmstepd (the
 // registry is reached through the `rgpu` command). Slurm calls each hook from one thread.
 #define _GNU_SOURCE  // pipe2
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -36,19 +37,12 @@
 
 SPANK_PLUGIN(rgpu, 1);
 
-#ifndef RGPU_DEFAULT_BINARY
-#define RGPU_DEFAULT_BINARY "/usr/bin/rgpu"
-#endif
-#ifndef RGPU_DEFAULT_LIBDIR
-#define RGPU_DEFAULT_LIBDIR "/usr/lib/rgpu"
-#endif
-
 enum { kValueMax = 4096, kOutputMax = 16384 };
 
 // Configuration (plugstack.conf arguments) and the step's state. slurmstepd runs one step; its
 // hooks run one at a time.
-static char rgpu_binary[kValueMax] = RGPU_DEFAULT_BINARY;
-static char faces_dir[kValueMax] = RGPU_DEFAULT_LIBDIR;
+static char rgpu_binary[kValueMax] = "/usr/bin/rgpu";
+static char faces_dir[kValueMax] = "/usr/lib/rgpu";
 static char default_registry[kValueMax] = "";
 static char memory[64] = "1G";
 static char backend[16] = "";
@@ -136,6 +130,33 @@ static struct spank_option rgpu_options[] = {
      on_memory_option},
 };
 
+// The defaults, from where this plugin lies: PREFIX/lib/rgpu/slurm/spank_rgpu.so (a package, the
+// tarball) has the faces in PREFIX/lib/rgpu and the command in PREFIX/bin; the build tree's
+// lib/slurm/spank_rgpu.so has them in lib/ and bin/ beside it.
+static void locate_installation(void) {
+  Dl_info info;
+  if (dladdr((void*)&locate_installation, &info) == 0 || info.dli_fname == NULL ||
+      info.dli_fname[0] != '/') {
+    return;
+  }
+  char dir[kValueMax];
+  if (!copy_value(dir, sizeof dir, info.dli_fname)) return;
+  for (int up = 0; up < 2; ++up) {  // strip the file name, then slurm/
+    char* slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir) return;
+    *slash = '\0';
+  }
+  char candidate[kValueMax + 16];
+  const char* layouts[] = {"/../../bin/rgpu", "/../bin/rgpu"};
+  for (size_t i = 0; i < 2; ++i) {
+    snprintf(candidate, sizeof candidate, "%s%s", dir, layouts[i]);
+    if (access(candidate, X_OK) == 0 && copy_value(rgpu_binary, sizeof rgpu_binary, candidate)) {
+      copy_value(faces_dir, sizeof faces_dir, dir);
+      return;
+    }
+  }
+}
+
 // plugstack.conf's arguments; an unknown or malformed one fails the plugin's load, naming it.
 static int parse_arguments(int ac, char** av) {
   for (int i = 0; i < ac; ++i) {
@@ -170,6 +191,7 @@ static int parse_arguments(int ac, char** av) {
 }
 
 int slurm_spank_init(spank_t sp, int ac, char** av) {
+  locate_installation();
   if (parse_arguments(ac, av) != 0) return -1;
   for (size_t i = 0; i < sizeof rgpu_options / sizeof rgpu_options[0]; ++i) {
     if (spank_option_register(sp, &rgpu_options[i]) != ESPANK_SUCCESS) {

@@ -4,13 +4,15 @@
 # run there: the registry's operator key is made at installation), nothing lands on the system's
 # library path (no libcuda.so.1 or libnvidia-ml.so.1 outside /usr/lib/rgpu), lintian finds
 # nothing but the remarks packaging/README.md explains, and the demo (registry, server on the
-# software GPU, CUDA programs, the bill) runs from the installed files; then the same demo runs
+# software GPU, CUDA programs, the bill) and a Slurm job through the installed SPANK plugin run
+# from the installed files; then the same demo runs
 # from the unpacked tarball, every library of which that is not glibc's, libstdc++'s or the
 # host's RDMA stack resolving inside the tarball.
 #   packages.sh SOURCE_DIR BUILD_DIR PROGRAMS_DIR
 set -uo pipefail
 src=$1 build=$2 programs=$3
 work=$(mktemp -d)
+chmod 755 "$work"  # the Slurm job of an ordinary user runs the installed files
 trap 'rm -rf "$work"' EXIT
 fail() { echo "packages: $*"; exit 1; }
 
@@ -32,7 +34,8 @@ dpkg --root="$root" --force-script-chrootless --force-depends --force-not-root \
 for f in usr/bin/rgpu usr/bin/rgpu-server usr/bin/rgpu-registry usr/lib/rgpu/librgpu-cuda.so \
   usr/lib/rgpu/librgpu-client.so usr/lib/rgpu/librgpu-nvml.so usr/lib/rgpu/libsoftgpu-cuda.so \
   usr/lib/systemd/system/rgpu-server.service usr/lib/systemd/system/rgpu-registry.service \
-  usr/share/rgpu/prices; do
+  usr/share/rgpu/prices usr/lib/rgpu/slurm/spank_rgpu.so \
+  usr/share/doc/rgpu-client/examples/plugstack-rgpu.conf; do
   [ -e "$root/$f" ] || fail "not installed: /$f"
 done
 key=$root/var/lib/rgpu-registry/registry.db.admin-key
@@ -47,6 +50,14 @@ lintian --fail-on warning --suppress-tags no-manual-page,maintscript-calls-ldcon
 RGPU_BIN=$root/usr/bin RGPU_PROGRAMS=$programs "$src/scripts/demo.sh" >"$work/demo.log" 2>&1 &&
   grep -q "^TOTAL" "$work/demo.log" && grep -q "vector_add: 100000 elements OK" "$work/demo.log" ||
   fail "the demo from the installed packages: $(cat "$work/demo.log")"
+
+# The installed Slurm plugin, which finds the installed rgpu and faces beside itself, under a real
+# Slurm (skipped only where Slurm cannot start).
+"$src/tests/slurm/srun_rgpu.sh" "$root/usr/bin" "$programs" "$root/usr/lib/rgpu/slurm/spank_rgpu.so" \
+  >"$work/slurm.log" 2>&1
+rc=$?
+[ $rc = 0 ] || [ $rc = 77 ] || fail "Slurm with the installed plugin: $(cat "$work/slurm.log")"
+[ $rc = 77 ] && echo "packages: Slurm part skipped: $(tail -1 "$work/slurm.log")"
 
 # The tarball: everything but glibc and the C++ runtime inside it.
 mkdir "$work/t"

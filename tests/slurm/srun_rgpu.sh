@@ -57,7 +57,7 @@ for _ in $(seq 200); do
 done
 
 slurm_cluster_start "$work/slurm" \
-  "required $plugin rgpu=$bin/rgpu libdir=$(cd "$bin/../lib" && pwd) memory=256M ttl=600 wait=30"
+  "required $plugin memory=256M ttl=600 wait=30"  # it finds rgpu and the faces beside itself
 rc=$?
 [ $rc = 77 ] && exit 77
 [ $rc = 0 ] || fail "Slurm did not start"
