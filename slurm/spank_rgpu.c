@@ -223,8 +223,9 @@ static int run_as_user(char* const argv[], char* const envp[], char* output, uns
     dup2(fds[1], STDERR_FILENO);
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    // slurmstepd runs as root, with privileges dropped only for its effective ids in user_init:
-    // the command runs as the job's user alone, with no way back.
+    // slurmstepd runs as root (Slurm 22.05 calls user_init and exit with root's ids, whatever
+    // spank.h says of a temporary drop): the command runs as the job's user alone, real and
+    // effective ids and groups, with no way back.
     if (getuid() == 0 || geteuid() == 0) {
       if (seteuid(0) != 0 || setgroups(1, &job_gid) != 0 || setgid(job_gid) != 0 ||
           setuid(job_uid) != 0) {

@@ -4,8 +4,10 @@
 # the job's identity, runs the tasks with rgpu's faces preloaded and the token in their
 # environment, and releases the lease when the step ends; sacct shows the job and `rgpu bill
 # --job` its usage. A CUDA program on a softgpu server, checked for its answer; two programs in
-# one task and two tasks run under the step's lease; a step without --rgpu gets nothing of rgpu;
-# a tenant whose key the registry refuses gets no GPU and the step fails, saying why.
+# one task and two tasks run under the step's lease; a batch job and a step inside it; a job of
+# user nobody, whose placement and release run as nobody (real and effective ids); a step
+# without --rgpu gets nothing of rgpu; a tenant whose key the registry refuses gets no GPU and the
+# step fails, saying why (and sacct says FAILED); --rgpu=2 is refused by srun.
 #   srun_rgpu.sh BIN_DIR PROGRAMS_DIR PLUGIN
 # Exits 77 (skipped) only where Slurm cannot start: not installed, or not root.
 set -uo pipefail
@@ -108,6 +110,26 @@ if id nobody >/dev/null 2>&1; then
   grep -q "^uid $(id -u nobody)$" "$work/nobody.out" && grep -q "elements OK" "$work/nobody.out" ||
     fail "a job of user nobody: $(cat "$work/nobody.out")"
   leases_drop_to_zero || fail "user nobody's lease was not released"
+  # The placement and the release run as the job's user alone (real and effective ids; the
+  # release runs from slurmstepd's root): a recording rgpu in plugstack.conf (read at each step)
+  # notes their ids.
+  cat >"$work/rgpu-recording" <<SCRIPT
+#!/bin/sh
+echo "\$1 \$(id -ru) \$(id -u) \$(id -rg) \$(id -g)" >>"$work/ids"
+exec "$bin/rgpu" "\$@"
+SCRIPT
+  chmod 755 "$work/rgpu-recording"
+  install -m 666 /dev/null "$work/ids"
+  cp "$slurm_dir/plugstack.conf" "$work/plugstack.saved"
+  sed -i "s|\$| rgpu=$work/rgpu-recording|" "$slurm_dir/plugstack.conf"
+  (cd /tmp && runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" RGPU_API_KEY="$alice" \
+    RGPU_REGISTRY="$RGPU_REGISTRY" srun --rgpu -n1 true) >"$work/nobody-ids.out" 2>&1 ||
+    fail "a job of nobody with the recording rgpu: $(cat "$work/nobody-ids.out")"
+  cp "$work/plugstack.saved" "$slurm_dir/plugstack.conf"
+  leases_drop_to_zero || fail "user nobody's second lease was not released"
+  ids="$(id -u nobody) $(id -u nobody) $(id -g nobody) $(id -g nobody)"
+  [ "$(cat "$work/ids")" = "$(printf 'place %s\nlease %s' "$ids" "$ids")" ] ||
+    fail "rgpu ran with other ids than the job's ($ids): $(cat "$work/ids")"
 fi
 
 # Without --rgpu a step gets nothing of rgpu: the CUDA program finds no driver.
