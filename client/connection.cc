@@ -10,6 +10,7 @@
 #include <google/protobuf/arena.h>
 
 #include "client/local_server_link.h"
+#include "client/thread_setup.h"
 #include "common/log.h"
 #include "proto/protocol_version.h"
 #include "proto/session_proof.h"
@@ -30,6 +31,10 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
     if (s.ok()) s = ConnectChannel(url, options, &c->channel_);
   }
   if (!s.ok()) return s;
+  c->url_ = url_text;
+  c->channel_options_ = options;
+  c->open_timeout_ms_ = timeout_ms;
+  if (const char* lanes = getenv("RGPU_LANES")) c->lanes_enabled_ = atoi(lanes) != 0;
   Connection* self = c.get();
   c->channel_->SetPayloadPlacer([self](const std::string&, size_t size) -> void* {
     return size <= self->pending_reply_.capacity ? self->pending_reply_.data : nullptr;
@@ -82,10 +87,9 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   int server_timeout_ms = 10000;
   if (const char* t = getenv("RGPU_SERVER_TIMEOUT_MS")) server_timeout_ms = atoi(t);
   if (c->welcome_.liveness_port() != 0 && server_timeout_ms > 0 && !url.host.empty()) {
-    Channel* channel = c->channel_.get();
     s = LivenessMonitor::Start(
         url.host, static_cast<uint16_t>(c->welcome_.liveness_port()), c->welcome_.liveness_key(),
-        server_timeout_ms, [channel](const std::string& why) { channel->Abandon(why); },
+        server_timeout_ms, [self](const std::string& why) { self->AbandonAll(why); },
         &c->liveness_);
     if (!s.ok()) RGPU_LOG_WARN("no keepalives with the server: %s", s.ToString().c_str());
   }
@@ -265,6 +269,7 @@ CUresult Connection::PostRaw(Op op, uint64_t ctx, std::span<const uint64_t> args
     }
     return CUDA_SUCCESS;
   }
+  NoteThread();
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) return kServerLost;
   if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
@@ -302,7 +307,25 @@ CUresult Connection::CallRaw(Op op, uint64_t ctx, std::span<const uint64_t> args
                              const void* payload, size_t payload_size,
                              std::vector<uint64_t>* values, ReplyBuffer reply_buffer,
                              size_t* reply_size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  NoteThread();
+  if (!WantsLane(op)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return CallLocked(op, ctx, args, payload, payload_size, values, reply_buffer, reply_size, true);
+  }
+  // A wait of a program with several threads: on the connection, which the server holds only
+  // briefly (Call.hand_off); when the work has not ended by then, on a lane.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hand_off_ = true;
+    const CUresult r =
+        CallLocked(op, ctx, args, payload, payload_size, values, reply_buffer, reply_size, true);
+    hand_off_ = false;
+    if (!handed_off_) return r;
+    handed_off_ = false;
+  }
+  CUresult result = CUDA_SUCCESS;
+  if (CallOnLane(op, ctx, args, &result)) return result;
+  std::lock_guard<std::mutex> lock(mu_);  // no lane to be had: the connection waits after all
   return CallLocked(op, ctx, args, payload, payload_size, values, reply_buffer, reply_size, true);
 }
 
@@ -320,6 +343,7 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
   call->set_op(static_cast<uint32_t>(op));
   call->set_ctx(ctx);
   for (uint64_t a : args) call->add_args(a);
+  if (hand_off_) call->set_hand_off(true);
   Status s;
   if (batch_.has_batch() && batch_.batch().calls_size() > 0 && payload_size <= kBatchPayloadLimit) {
     // The waited-for call closes the batch: one message for the whole round trip.
@@ -364,41 +388,13 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
     pending_reply_ = {};
     in_flight_calls_ = in_flight_bytes_ = 0;  // the server has taken every earlier call
     const wire::Reply& r = in.reply();
-    if (!r.device_output().empty()) {
-      // Device printf output belongs on the program's standard output.
-      const std::string& out = r.device_output();
-      for (size_t done = 0; done < out.size();) {
-        ssize_t n = write(1, out.data() + done, out.size() - done);
-        if (n <= 0) break;
-        done += static_cast<size_t>(n);
-      }
-    }
-    if (r.result() != CUDA_SUCCESS && !r.message().empty()) {
-      RGPU_LOG_DEBUG("%s failed on the server: %d (%s)", FindOp(static_cast<uint32_t>(op))->name,
-                     r.result(), r.message().c_str());
-    }
     // Every posted call before this one has been executed, so their payloads have been read.
     s = channel_->Flush();
     if (!s.ok()) return Fail(s.ToString());
-    CUresult result = static_cast<CUresult>(r.result());
-    if (r.async_error() != CUDA_SUCCESS) {
-      RGPU_LOG_DEBUG("an earlier asynchronous call failed: %d (%s)", r.async_error(),
-                     r.async_error_detail().c_str());
-      if (async_error_ == CUDA_SUCCESS) async_error_ = static_cast<CUresult>(r.async_error());
-      if (IsStickyError(static_cast<CUresult>(r.async_error())) && r.async_error_ctx() != 0) {
-        sticky_.emplace(r.async_error_ctx(), static_cast<CUresult>(r.async_error()));
-      }
-    }
-    if (IsStickyError(result) && ctx != 0) sticky_.emplace(ctx, result);
+    // A wait handed to a lane: its result, and an earlier failure, are the lane's to report.
+    handed_off_ = hand_off_ && r.handed_off();
+    const CUresult result = ApplyReplyLocked(op, ctx, r, surface_async_error && !handed_off_);
     const OpInfo* info = FindOp(static_cast<uint32_t>(op));
-    // An asynchronous failure is reported by the next call that succeeds and returns nothing
-    // else (a synchronize, a query, a copy), as CUDA reports asynchronous errors; a call that
-    // created something keeps its own result so that nothing it made is lost.
-    if (surface_async_error && result == CUDA_SUCCESS && async_error_ != CUDA_SUCCESS &&
-        info != nullptr && info->result_count == 0) {
-      result = async_error_;
-      async_error_ = CUDA_SUCCESS;
-    }
     if (values != nullptr) values->assign(r.values().begin(), r.values().end());
     if (m.payload_size > 0) {
       if (m.payload_size > reply_buffer.capacity) {
@@ -412,6 +408,197 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
       return Fail(std::string("short reply to ") + info->name);
     }
     return result;
+  }
+}
+
+CUresult Connection::ApplyReplyLocked(Op op, uint64_t ctx, const wire::Reply& r,
+                                      bool surface_async_error) {
+  if (!r.device_output().empty()) {
+    // Device printf output belongs on the program's standard output.
+    const std::string& out = r.device_output();
+    for (size_t done = 0; done < out.size();) {
+      ssize_t n = write(1, out.data() + done, out.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+  }
+  const OpInfo* info = FindOp(static_cast<uint32_t>(op));
+  if (r.result() != CUDA_SUCCESS && !r.message().empty()) {
+    RGPU_LOG_DEBUG("%s failed on the server: %d (%s)", info ? info->name : "?", r.result(),
+                   r.message().c_str());
+  }
+  CUresult result = static_cast<CUresult>(r.result());
+  if (r.async_error() != CUDA_SUCCESS) {
+    RGPU_LOG_DEBUG("an earlier asynchronous call failed: %d (%s)", r.async_error(),
+                   r.async_error_detail().c_str());
+    if (async_error_ == CUDA_SUCCESS) async_error_ = static_cast<CUresult>(r.async_error());
+    if (IsStickyError(static_cast<CUresult>(r.async_error())) && r.async_error_ctx() != 0) {
+      sticky_.emplace(r.async_error_ctx(), static_cast<CUresult>(r.async_error()));
+    }
+  }
+  if (IsStickyError(result) && ctx != 0) sticky_.emplace(ctx, result);
+  // An asynchronous failure is reported by the next call that succeeds and returns nothing
+  // else (a synchronize, a query, a copy), as CUDA reports asynchronous errors; a call that
+  // created something keeps its own result so that nothing it made is lost.
+  if (surface_async_error && result == CUDA_SUCCESS && async_error_ != CUDA_SUCCESS &&
+      info != nullptr && info->result_count == 0) {
+    result = async_error_;
+    async_error_ = CUDA_SUCCESS;
+  }
+  return result;
+}
+
+void Connection::NoteThread() {
+  if (multi_threaded_.load(std::memory_order_relaxed)) return;
+  const uint64_t self = static_cast<uint64_t>(pthread_self());
+  uint64_t first = 0;
+  if (!first_thread_.compare_exchange_strong(first, self) && first != self) {
+    multi_threaded_.store(true);
+  }
+}
+
+bool Connection::WantsLane(Op op) {
+  if (op != Op::kStreamSynchronize && op != Op::kEventSynchronize && op != Op::kCtxSynchronize) {
+    return false;
+  }
+  return lanes_enabled_ && multi_threaded_.load() && welcome_.max_lanes() > 0 &&
+         !welcome_.lane_key().empty();
+}
+
+size_t Connection::lanes_opened() {
+  std::lock_guard<std::mutex> lock(lanes_mu_);
+  return lanes_.size();
+}
+
+Status Connection::OpenLane(std::unique_ptr<Channel>* out) {
+  rgpu_client_prepare_thread();  // UCX's parser needs this thread's ctype tables here
+  TransportUrl url;
+  Status s = TransportUrl::Parse(url_, &url);
+  std::unique_ptr<Channel> channel;
+  if (s.ok()) s = ConnectChannel(url, channel_options_, &channel);
+  if (!s.ok()) return s;
+  wire::Envelope join;
+  join.mutable_lane_join()->set_session_id(welcome_.session_id());
+  join.mutable_lane_join()->set_lane_key(welcome_.lane_key());
+  s = channel->Send(join.SerializeAsString(), nullptr, 0);
+  ReceivedMessage m;
+  if (s.ok()) s = channel->Receive(open_timeout_ms_, &m);
+  if (!s.ok()) return s;
+  wire::Envelope reply;
+  if (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+      reply.body_case() != wire::Envelope::kWelcome) {
+    return ProtocolError("the server did not answer the lane's join");
+  }
+  if (reply.welcome().status() != 0) {
+    return PermissionDenied("lane refused: " + reply.welcome().error());
+  }
+  *out = std::move(channel);
+  return Status::Ok();
+}
+
+Connection::Lane* Connection::AcquireLane() {
+  std::unique_lock<std::mutex> lock(lanes_mu_);
+  for (;;) {
+    for (auto& lane : lanes_) {
+      if (!lane->busy) {
+        lane->busy = true;
+        return lane.get();
+      }
+    }
+    if (lanes_failed_) return nullptr;
+    if (lanes_.size() < welcome_.max_lanes()) break;
+    // Every lane waits for another thread: wait for one (not on the connection, which would
+    // hold up every thread).
+    lanes_cv_.wait(lock);
+  }
+  auto lane = std::make_unique<Lane>();
+  lane->busy = true;
+  Lane* mine = lane.get();
+  lanes_.push_back(std::move(lane));  // counted now, so no other thread opens one too many
+  lock.unlock();
+  std::unique_ptr<Channel> channel;
+  Status s = OpenLane(&channel);
+  lock.lock();
+  if (!s.ok()) {
+    RGPU_LOG_WARN("no lane to wait on (waits then hold up the other threads): %s",
+                  s.ToString().c_str());
+    lanes_failed_ = true;
+    std::erase_if(lanes_, [mine](const std::unique_ptr<Lane>& l) { return l.get() == mine; });
+    lanes_cv_.notify_all();
+    return nullptr;
+  }
+  mine->channel = std::move(channel);
+  return mine;
+}
+
+void Connection::ReleaseLane(Lane* lane) {
+  {
+    std::lock_guard<std::mutex> lock(lanes_mu_);
+    lane->busy = false;
+  }
+  lanes_cv_.notify_one();
+}
+
+bool Connection::CallOnLane(Op op, uint64_t ctx, std::span<const uint64_t> args, CUresult* result) {
+  uint64_t after = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) {
+      *result = kServerLost;
+      return true;
+    }
+    if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) {
+      *result = it->second;
+      return true;
+    }
+    // What this thread (or any) posted before the wait leaves first; the wait comes after it.
+    Status s = SendBatch();
+    if (!s.ok()) {
+      *result = Fail(s.ToString());
+      return true;
+    }
+    after = next_seq_ - 1;
+  }
+  Lane* lane = AcquireLane();
+  if (lane == nullptr) return false;
+  wire::Envelope out;
+  wire::Call* call = out.mutable_call();
+  const uint64_t seq = lane->next_seq++;
+  call->set_seq(seq);
+  call->set_op(static_cast<uint32_t>(op));
+  call->set_ctx(ctx);
+  call->set_after_seq(after);
+  for (uint64_t a : args) call->add_args(a);
+  Status s = lane->channel->Send(out.SerializeAsString(), nullptr, 0);
+  wire::Envelope in;
+  while (s.ok()) {
+    ReceivedMessage m;
+    s = lane->channel->Receive(-1, &m);
+    if (!s.ok()) break;
+    if (!in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
+      s = ProtocolError("malformed message on a lane");
+    } else if (in.body_case() == wire::Envelope::kGoodbye) {
+      s = Unavailable("the server closed a lane: " + in.goodbye().reason());
+    } else if (in.body_case() != wire::Envelope::kReply || in.reply().seq() != seq) {
+      continue;
+    }
+    break;
+  }
+  ReleaseLane(lane);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s.ok()) {
+    *result = Fail(s.ToString());
+    return true;
+  }
+  *result = ApplyReplyLocked(op, ctx, in.reply(), true);
+  return true;
+}
+
+void Connection::AbandonAll(const std::string& why) {
+  channel_->Abandon(why);
+  std::lock_guard<std::mutex> lock(lanes_mu_);
+  for (auto& lane : lanes_) {
+    if (lane->channel) lane->channel->Abandon(why);
   }
 }
 

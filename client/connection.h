@@ -9,10 +9,20 @@
 // catch up, as a GPU's full push buffer blocks the launching thread.
 // Once the server is gone (or stops answering keepalives for RGPU_SERVER_TIMEOUT_MS, default
 // 10000) every waiting and later call fails with kServerLost; nothing waits forever.
+//
+// Lanes: once calls come from more than one thread, a thread's waits (cuStreamSynchronize,
+// cuEventSynchronize, cuCtxSynchronize) may be handed off (Call.hand_off): the server waits a
+// short while and, if the work has not ended, says so, and the thread waits on a lane, another
+// connection to the same session (opened on first need, up to the server's Welcome.max_lanes;
+// RGPU_LANES=0 turns them off), so that the connection stays free for the other threads. A
+// lane's call names the last call sent on the connection before it (Call.after_seq), which the
+// server serves first: everything the program did before the wait, on any thread, comes before
+// it. A program with one thread never uses a lane.
 #pragma once
 
 #include <cuda.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -118,6 +128,8 @@ class Connection {
   void StopBatching(int wait_ms);
 
   bool broken();
+  // Lanes opened so far (for tests and logs).
+  size_t lanes_opened();
   // The transport lanes in use, for logs.
   std::string DescribeTransport();
 
@@ -147,6 +159,29 @@ class Connection {
   CUresult ThrottleLocked(size_t payload_size);
   // The batch-delay thread: sends a batch that waited batch_delay_us_ for company.
   void FlushLoop();
+  // A lane: its own channel to the session, used by one thread at a time.
+  struct Lane {
+    std::unique_ptr<Channel> channel;
+    uint64_t next_seq = 1;
+    bool busy = false;
+  };
+  // Notes the calling thread: a second one turns lanes on.
+  void NoteThread();
+  // True when `op` should wait on a lane now (a wait, several threads, lanes offered).
+  bool WantsLane(Op op);
+  // Runs a wait on a free lane (opening one when none is free and the server allows more).
+  // False (nothing sent) when no lane can be had: the caller then uses the connection.
+  bool CallOnLane(Op op, uint64_t ctx, std::span<const uint64_t> args, CUresult* result);
+  // A free lane, marked busy; null when none can be had.
+  Lane* AcquireLane();
+  void ReleaseLane(Lane* lane);
+  // Connects a new lane and joins the session (LaneJoin, answered by a Welcome).
+  Status OpenLane(std::unique_ptr<Channel>* out);
+  // Applies a reply's asynchronous error and sticky state and returns the call's result, as
+  // CallLocked does (mu_ held).
+  CUresult ApplyReplyLocked(Op op, uint64_t ctx, const wire::Reply& r, bool surface_async_error);
+  // Ends every wait on the server: the connection's and every lane's (the server is gone).
+  void AbandonAll(const std::string& why);
 
   std::mutex mu_;
   std::unique_ptr<Channel> channel_;
@@ -171,6 +206,19 @@ class Connection {
   // Posted calls (and their payload bytes) sent since the last reply.
   size_t in_flight_calls_ = 0;
   size_t in_flight_bytes_ = 0;
+  std::string url_;  // where the lanes connect
+  ChannelOptions channel_options_;
+  int open_timeout_ms_ = 10000;
+  // The first thread that made a call, and whether another one has since.
+  std::atomic<uint64_t> first_thread_{0};
+  std::atomic<bool> multi_threaded_{false};
+  bool lanes_enabled_ = true;  // RGPU_LANES != 0
+  bool hand_off_ = false;      // the wait CallLocked sends may be handed to a lane (under mu_)
+  bool handed_off_ = false;    // ... and it was (under mu_)
+  std::mutex lanes_mu_;  // guards lanes_ (their busy flags) and lanes_failed_; never taken in mu_
+  std::condition_variable lanes_cv_;  // a lane was released
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  bool lanes_failed_ = false;  // a lane could not be opened: the connection serves waits
   std::thread flusher_;
   std::condition_variable flush_cv_;
   bool closing_ = false;

@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 6;  // 6: a client Goodbye with status 0 (exiting)
+constexpr uint32_t kProtocolVersion = 7;  // 7: lanes (Welcome.lane_key, LaneJoin, Call.after_seq)
 }  // namespace rgpu

@@ -51,7 +51,13 @@ int main(int argc, char** argv) {
                  "serve Prometheus metrics on this port (0: off)");
   app.add_flag("--fair-share", options.fair_share,
                "tenants' kernels take turns on the GPU in proportion to their weights");
-  app.add_option("--max-sessions", options.max_sessions, "sessions at once (0: no limit)")
+  app.add_option("--max-sessions", options.max_sessions,
+                 "sessions at once, lanes included (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--max-lanes", options.max_lanes,
+                 "per session: connections its threads may wait on while its other threads' "
+                 "calls go on (0: none)")
+      ->check(CLI::Range(0, 64))
       ->capture_default_str();
   app.add_option("--max-queued-calls", options.max_queued_calls,
                  "per session: requests waiting to be served before the session is closed")

@@ -11,6 +11,7 @@
 
 #include "server/metrics.h"
 #include "proto/crypto.h"
+#include "proto/protocol_version.h"
 #include "registry/operator_key.h"
 #include "server/registry_agent.h"
 #include "server/session.h"
@@ -193,6 +194,29 @@ Status Server::Start(const ServerOptions& options) {
   return Status::Ok();
 }
 
+void Server::JoinLane(uint64_t session_id, const std::string& lane_key, Channel& lane) {
+  Session* target = nullptr;
+  {
+    // Under mu_ the session is in sessions_, so alive; once attached, it waits for the lane
+    // before it ends (Session::CloseLanes).
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(session_id);
+    if (it != sessions_.end() && it->second->AttachLane(lane_key)) target = it->second;
+  }
+  if (target == nullptr) {
+    RGPU_LOG_WARN("lane from %s refused: no session %llu takes it", lane.peer().c_str(),
+                  (unsigned long long)session_id);
+    wire::Envelope refusal;
+    refusal.mutable_welcome()->set_protocol_version(kProtocolVersion);
+    refusal.mutable_welcome()->set_status(CUDA_ERROR_NOT_PERMITTED);
+    refusal.mutable_welcome()->set_error(
+        "no session takes this lane (a wrong key, or its lanes are all in use)");
+    lane.Send(refusal.SerializeAsString(), nullptr, 0);
+    return;
+  }
+  target->ServeLane(lane);
+}
+
 void Server::EndLeases(const std::vector<std::string>& lease_ids) {
   tenants_->EndLeases(lease_ids);
   std::lock_guard<std::mutex> lock(mu_);
@@ -289,6 +313,11 @@ void Server::Serve() {
         session.SetScrubAllocations(options_.backend != "softgpu" || !options_.backend_extensions);
         session.SetDeviceMemoryLock(&device_memory_mu_);
         session.SetIpcRegistry(&ipc_);
+        if (options_.max_lanes > 0) {
+          session.SetLaneJoiner([this](uint64_t target, const std::string& key,
+                                       Channel& lane) { JoinLane(target, key, lane); },
+                                static_cast<uint32_t>(options_.max_lanes));
+        }
         {
           std::lock_guard<std::mutex> lock(mu_);
           sessions_[id] = &session;

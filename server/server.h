@@ -45,8 +45,11 @@ struct ServerOptions {
   std::string operator_key_file;
   int metrics_port = 0;      // serve Prometheus metrics here (0: off)
   std::string metrics_host;  // ... on this address ("": the listen URL's host)
-  int max_sessions = 0;      // sessions at once (0: no limit)
-  bool fair_share = false;   // kernels take turns by weight (FairScheduler)
+  int max_sessions = 0;      // sessions at once (0: no limit; each lane counts as one)
+  // Lanes a session may have besides its channel (Session::ServeLane; 0: none offered), where
+  // the client's threads wait without holding up its other threads' calls.
+  int max_lanes = 4;
+  bool fair_share = false;  // kernels take turns by weight (FairScheduler)
   // The registry (rgpu-server --registry HOST:PORT): register the GPUs, heartbeat, report usage,
   // and admit tokens the registry signs (its key comes with the registration unless
   // token_public_key is given).
@@ -111,6 +114,9 @@ class Server {
   std::map<std::string, wire::EndedSessions> ended_;
   // Counts one ended session of `tenant` (mu_ held).
   void CountEnded(const std::string& tenant, SessionEnd end);
+  // Serves `lane` (a connection whose first message was LaneJoin) as a lane of session
+  // `session_id`, on the calling thread, when its key is right; refuses it otherwise.
+  void JoinLane(uint64_t session_id, const std::string& lane_key, Channel& lane);
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Collectable> metrics_;
   std::atomic<int> running_threads_{0};

@@ -120,7 +120,11 @@ void Session::Run(const std::atomic<bool>& stop) {
       }
       break;
     }
-    if (!Serve(m)) break;
+    state_lock_.lock();
+    const bool served = Serve(m);
+    state_lock_.unlock();
+    state_cv_.notify_all();  // lanes waiting for these calls
+    if (!served) break;
   }
   if (end_ == SessionEnd::kNone) {
     end_ = stop.load()            ? SessionEnd::kShutdown
@@ -128,6 +132,7 @@ void Session::Run(const std::atomic<bool>& stop) {
            : client_said_goodbye_ ? SessionEnd::kExited
                                   : SessionEnd::kLost;
   }
+  CloseLanes();  // before anything they might wait on goes
   if (stop.load() && !channel_->broken()) {
     wire::Envelope bye;
     bye.mutable_goodbye()->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
@@ -240,6 +245,11 @@ bool Session::Handshake() {
     channel_->Send(proof.SerializeAsString(), nullptr, 0);
     return false;  // a probe is not a session
   }
+  if (parsed && in.body_case() == wire::Envelope::kLaneJoin && lane_joiner_) {
+    // Another connection of a running session's client: served as its lane on this thread.
+    lane_joiner_(in.lane_join().session_id(), in.lane_join().lane_key(), *channel_);
+    return false;  // a lane is not a session
+  }
   if (!parsed || in.body_case() != wire::Envelope::kHello) {
     w->set_status(CUDA_ERROR_INVALID_VALUE);
     w->set_error("malformed handshake: expected Hello");
@@ -281,6 +291,11 @@ bool Session::Handshake() {
       // Run before the channel goes.
       liveness_->Watch(liveness_key_, client_timeout_ms_,
                        [this](const std::string& reason) { Abort(reason); });
+    }
+    if (lane_joiner_ && max_lanes_ > 0) {
+      lane_key_ = RandomBytes(16);
+      w->set_lane_key(lane_key_);
+      w->set_max_lanes(max_lanes_);
     }
   }
   if (w->status() == 0) {
@@ -487,6 +502,7 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
   cs.unfetched = unfetched_;
   cs.reply = reply;
   const CUresult result = RunCall(call, cs);
+  executed_seq_ = std::max(executed_seq_, call.seq());  // lanes wait for it (state_mu_ held)
   const OpInfo* info = FindOp(call.op());
   if (result != CUDA_SUCCESS && LogEnabled(LogLevel::kDebug)) {
     std::string args;
@@ -596,7 +612,9 @@ void Session::NoteContextDevices() {
 }
 
 void Session::DestroyContext(uint64_t id) {
-  ContextRecord* rec = contexts_.Find(id);
+  if (contexts_.Find(id) == nullptr) return;
+  AwaitLaneWaits([id](const LaneWait& w) { return w.ctx == id; });
+  ContextRecord* rec = contexts_.Find(id);  // again: the wait may have let lanes look things up
   if (rec == nullptr) return;
   // The backend frees everything that lived in the context; forget it here too.
   ForgetPoolBlocks(id);

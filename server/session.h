@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <cstdint>
 #include <map>
@@ -118,6 +119,29 @@ class Session {
   // (session_ipc.cc); null: it shares nothing (those calls fail with CUDA_ERROR_NOT_SUPPORTED).
   // Must outlive the session.
   void SetIpcRegistry(IpcRegistry* registry) { ipc_ = registry; }
+
+  // Lanes: more connections of the same client, where its threads wait (StreamSynchronize,
+  // EventSynchronize, CtxSynchronize) while the session's own channel goes on serving its other
+  // threads' calls. A lane's call waits until the session has served the call the client sent
+  // before it (Call.after_seq), resolves its handle under the session's state lock, and waits on
+  // the backend without it; a stream, event or context being waited on is destroyed only once its
+  // waits are over.
+  //
+  // Called on a connection's thread whose first message is a LaneJoin: finds the session and
+  // serves the lane on this thread (Server::JoinLane). Set before Run; null: no lanes offered.
+  using LaneJoiner =
+      std::function<void(uint64_t session_id, const std::string& lane_key, Channel& lane)>;
+  void SetLaneJoiner(LaneJoiner joiner, uint32_t max_lanes) {
+    lane_joiner_ = std::move(joiner);
+    max_lanes_ = max_lanes;
+  }
+  // Admits one more lane presenting `key` (constant-time comparison): false when the key is wrong,
+  // the session offers no lanes, has max_lanes already or is ending. Any thread; the session must
+  // not end meanwhile (Server holds it in its table). A true return must be followed by ServeLane.
+  bool AttachLane(const std::string& key);
+  // Serves an attached lane until it closes or the session ends; Run waits for it before it
+  // releases anything.
+  void ServeLane(Channel& lane);
 
  private:
   // Everything a handler needs about the call it serves.
@@ -325,6 +349,21 @@ class Session {
   // Makes `pool` shareable (its ExportedPool, registered as kPool).
   CUresult ShareablePool(CallState& cs, PoolRecord& pool);
   void ReleaseAll();
+  // A wait on the session's channel from a client with lanes (Call.hand_off): true when the work
+  // `query` asks about (CUDA_ERROR_NOT_READY while running) has not ended within a short while;
+  // the reply then says so (Reply.handed_off) and the handler returns without waiting.
+  bool HandOff(CallState& cs, const std::function<CUresult()>& query);
+  // A lane's wait (ServeLane): its reply's result, after the session served `call.after_seq`.
+  CUresult RunLaneCall(const wire::Call& call, wire::Reply* reply);
+  // Waits, on the session's thread, until no lane waits on what `matches` says (state_lock_
+  // released meanwhile): before the backend object goes.
+  struct LaneWait {
+    uint64_t ctx = 0;
+    const void* handle = nullptr;  // the CUstream or CUevent waited on (null: the context)
+  };
+  void AwaitLaneWaits(const std::function<bool(const LaneWait&)>& matches);
+  // Ends every lane and waits until none is served (Run's end).
+  void CloseLanes();
 
   const uint64_t id_;
   const CudaDriver& drv_;
@@ -422,6 +461,22 @@ class Session {
   std::mutex output_mu_;
   std::string device_output_;
   static void OnDeviceOutput(void* session, const char* data, size_t size);
+
+  // The session's state (its tables, async error, metering slots) is the session thread's, held
+  // under state_mu_ while it serves a message, so that lanes may read it between messages.
+  std::mutex state_mu_;
+  std::unique_lock<std::mutex> state_lock_{state_mu_, std::defer_lock};  // the session thread's
+  std::condition_variable state_cv_;  // executed_seq_ moved on, or a lane wait ended
+  uint64_t executed_seq_ = 0;         // the last call the session served (GUARDED_BY state_mu_)
+  std::vector<LaneWait> lane_waits_;  // waits in progress on lanes (GUARDED_BY state_mu_)
+  LaneJoiner lane_joiner_;
+  uint32_t max_lanes_ = 0;
+  std::string lane_key_;  // Welcome.lane_key (empty: no lanes)
+  std::mutex lanes_mu_;
+  std::condition_variable lanes_cv_;
+  uint32_t lanes_active_ = 0;               // GUARDED_BY lanes_mu_
+  std::atomic<bool> lanes_closing_{false};  // set under lanes_mu_
+  std::vector<Channel*> lane_channels_;     // GUARDED_BY lanes_mu_
 };
 
 }  // namespace rgpu::server

@@ -24,8 +24,19 @@ CUresult Session::HandleCtxDestroy(CallState& cs, const CtxDestroyIn& in,
   return CUDA_SUCCESS;
 }
 
-CUresult Session::HandleCtxSynchronize(CallState&, const CtxSynchronizeIn&,
+CUresult Session::HandleCtxSynchronize(CallState& cs, const CtxSynchronizeIn&,
                                        calls::CtxSynchronize::Results*) {
+  // The context's work has ended when its default stream's and every stream's of it has.
+  if (drv_.cuStreamQuery != nullptr && HandOff(cs, [&] {
+        CUresult q = drv_.cuStreamQuery(nullptr);
+        for (const auto& [id, stream] : streams_.records()) {
+          if (q != CUDA_SUCCESS) break;
+          if (stream.ctx == cs.ctx_id) q = drv_.cuStreamQuery(stream.stream);
+        }
+        return q;
+      })) {
+    return CUDA_SUCCESS;  // the client waits on a lane
+  }
   const CUresult r = drv_.cuCtxSynchronize();
   if (r == CUDA_SUCCESS) TrimPoolsAfterSync();
   return r;

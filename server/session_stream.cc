@@ -30,13 +30,19 @@ CUresult Session::HandleStreamCreate(CallState& cs, const StreamCreateIn& in,
 
 CUresult Session::HandleStreamDestroy(CallState&, const StreamDestroyIn& in,
                                       calls::StreamDestroy::Results*) {
-  CUresult r = drv_.cuStreamDestroy(in.stream->stream);
+  const CUstream stream = in.stream->stream;
+  AwaitLaneWaits([stream](const LaneWait& w) { return w.handle == stream; });
+  CUresult r = drv_.cuStreamDestroy(stream);
   streams_.Erase(in.stream.id);
   return r;
 }
 
-CUresult Session::HandleStreamSynchronize(CallState&, const StreamSynchronizeIn& in,
+CUresult Session::HandleStreamSynchronize(CallState& cs, const StreamSynchronizeIn& in,
                                           calls::StreamSynchronize::Results*) {
+  if (drv_.cuStreamQuery != nullptr &&
+      HandOff(cs, [&] { return drv_.cuStreamQuery(in.stream.stream); })) {
+    return CUDA_SUCCESS;  // the client waits on a lane
+  }
   const CUresult r = drv_.cuStreamSynchronize(in.stream.stream);
   if (r == CUDA_SUCCESS) TrimPoolsAfterSync();
   return r;
@@ -74,6 +80,10 @@ CUresult Session::HandleEventRecord(CallState&, const EventRecordIn& in,
 CUresult Session::HandleEventSynchronize(CallState& cs, const EventSynchronizeIn& in,
                                          calls::EventSynchronize::Results*) {
   REQUIRE_FN(cuEventSynchronize);
+  if (drv_.cuEventQuery != nullptr &&
+      HandOff(cs, [&] { return drv_.cuEventQuery(in.event->event); })) {
+    return CUDA_SUCCESS;  // the client waits on a lane
+  }
   const CUresult r = drv_.cuEventSynchronize(in.event->event);
   if (r == CUDA_SUCCESS) TrimPoolsAfterSync();
   return r;
@@ -98,7 +108,9 @@ CUresult Session::HandleEventElapsedTime(CallState& cs, const EventElapsedTimeIn
 CUresult Session::HandleEventDestroy(CallState&, const EventDestroyIn& in,
                                      calls::EventDestroy::Results*) {
   RevokeEventExport(*in.event.record);
-  CUresult r = drv_.cuEventDestroy(in.event->event);
+  const CUevent event = in.event->event;
+  AwaitLaneWaits([event](const LaneWait& w) { return w.handle == event; });
+  CUresult r = drv_.cuEventDestroy(event);
   events_.Erase(in.event.id);
   return r;
 }

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -108,7 +109,8 @@ struct WarpSlot {
   bool done = false;
 };
 
-enum class RunResult { kFinished, kBarrier, kFault, kCalled, kReturned, kYield };
+// kSleep: a yield of a warp that sleeps (nanosleep), which leaves the processor to others.
+enum class RunResult { kFinished, kBarrier, kFault, kCalled, kReturned, kYield, kSleep };
 
 // A handler of `in` faulted the warp: records the instruction's PTX line with the block's fault.
 RunResult FaultedAt(Warp& w, const Insn& in) {
@@ -177,7 +179,8 @@ class BlockRunner {
   std::vector<uint32_t> cluster_arrivals_;  // per thread (Block::cluster_arrivals)
   Cluster own_cluster_;                     // a launch without clusters: the block's own
   std::vector<WarpSlot> warps_;
-  uint32_t cursor_ = 0;  // the warp a pass starts at (the one after the last to yield)
+  uint32_t cursor_ = 0;    // the warp a pass starts at (the one after the last to yield)
+  uint32_t sleepers_ = 0;  // warps that yielded asleep one after another
   std::string printf_out_;
   std::vector<CallSite::Copy> call_args_;  // scratch for PushCallee
 };
@@ -261,6 +264,7 @@ void BlockRunner::Start(const LaunchParams& launch, uint64_t launch_id, const ui
   block_.cluster = cluster;
   block_.cluster_rank = rank;
   cursor_ = 0;
+  sleepers_ = 0;
   block_.block_countdown = kBlockQuantum;
   block_.fault = &fault_;
   for (int i = 0; i < 3; ++i) block_.ctaid[i] = ctaid[i];
@@ -319,9 +323,19 @@ BlockState BlockRunner::Resume() {
       }
       if (r == RunResult::kFinished) {
         s.done = true;
-      } else if (r == RunResult::kYield) {
+      } else if (r == RunResult::kYield || r == RunResult::kSleep) {
         yielded = true;
         cursor_ = i + 1 < nwarps ? i + 1 : 0;
+        // Every live warp asleep in turn: the block sleeps, as an SM's sleeping warps leave it
+        // to others (this worker's processor, to the host's other threads). Not a resident block
+        // (cooperative, clustered): its turn goes to its grid's other blocks instead.
+        sleepers_ = r == RunResult::kSleep ? sleepers_ + 1 : 0;
+        uint32_t live = 0;
+        for (const WarpSlot& w : warps_) live += !w.done;
+        if (sleepers_ >= live && !block_.resident) {
+          sleepers_ = 0;
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
       } else {
         waiting = true;
       }
@@ -380,6 +394,8 @@ RunResult BlockRunner::RunWarp(WarpSlot& s) {
         return RunResult::kBarrier;
       case RunResult::kYield:
         return RunResult::kYield;
+      case RunResult::kSleep:
+        return RunResult::kSleep;
       case RunResult::kCalled:
         if (!PushCallee(s)) return RunResult::kFault;
         break;
@@ -473,7 +489,8 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
         }
         ++g.pc;
         gs.MergeFrom(gi);
-        if (em != 0) return RunResult::kYield;
+        // nanosleep (no handler) sleeps; mbarrier.try_wait yields to the block's other warps.
+        if (em != 0) return in.exec == nullptr ? RunResult::kSleep : RunResult::kYield;
         break;
       case Control::kWait:
         if (em != 0) {

@@ -63,3 +63,10 @@ extern "C" __global__ void find_word(const unsigned* p, unsigned long long n, un
     if (p[i] == word) *found = 1;
   }
 }
+
+// Runs until *flag is set by work on another stream (lanes: a long wait of one thread while
+// another's work goes on).
+extern "C" __global__ void wait_for_flag(int* flag) {
+  while (atomicAdd(flag, 0) == 0) {
+  }
+}
