@@ -65,16 +65,21 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The mean: a round that waited for the other thread's whole wait counts in full.
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / v.size();
+}
+
 struct Kernels {
   CUcontext ctx;
   CUfunction empty, wait_ns;
 };
 
-// Rounds on a stream of this thread until `stop` (or `seconds` pass); their latencies in us.
-std::vector<double> Rounds(const Kernels& k, double seconds, const std::atomic<bool>* stop) {
-  CK(cuCtxSetCurrent(k.ctx));
-  CUstream s;
-  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+// Rounds on `s` until `stop` (or `seconds` pass); their latencies in us.
+std::vector<double> RoundsOn(const Kernels& k, CUstream s, double seconds,
+                             const std::atomic<bool>* stop) {
   std::vector<double> us;
   const double end = Now() + seconds;
   while (Now() < end && (stop == nullptr || !stop->load())) {
@@ -83,6 +88,15 @@ std::vector<double> Rounds(const Kernels& k, double seconds, const std::atomic<b
     CK(cuStreamSynchronize(s));
     us.push_back((Now() - t0) * 1e6);
   }
+  return us;
+}
+
+// Rounds on a stream of this thread's own.
+std::vector<double> Rounds(const Kernels& k, double seconds, const std::atomic<bool>* stop) {
+  CK(cuCtxSetCurrent(k.ctx));
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  std::vector<double> us = RoundsOn(k, s, seconds, stop);
   CK(cuStreamDestroy(s));
   return us;
 }
@@ -106,11 +120,14 @@ int main(int argc, char** argv) {
   std::thread([&] { Rounds(k, 0.2, nullptr); }).join();
   Rounds(k, 0.2, nullptr);  // warm
 
-  const double solo = Median(Rounds(k, seconds, nullptr));
+  const std::vector<double> solo_rounds = Rounds(k, seconds, nullptr);
+  const double solo = Median(solo_rounds), solo_mean = Mean(solo_rounds);
 
   // Beside a 1 s wait on another thread, three times.
   std::vector<double> beside;
   double wait_s = 0;
+  CUstream mine;  // made before the waits: only rounds are measured beside them
+  CK(cuStreamCreate(&mine, CU_STREAM_NON_BLOCKING));
   for (int i = 0; i < 3; ++i) {
     std::atomic<bool> waiting{false}, done{false};
     std::thread waiter([&] {
@@ -129,11 +146,12 @@ int main(int argc, char** argv) {
     });
     while (!waiting.load()) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // its wait has begun
-    std::vector<double> us = Rounds(k, 0.8, &done);
+    std::vector<double> us = RoundsOn(k, mine, 0.8, &done);
     waiter.join();
     beside.insert(beside.end(), us.begin(), us.end());
   }
-  const double beside_median = Median(beside);
+  CK(cuStreamDestroy(mine));
+  const double beside_median = Median(beside), beside_mean = Mean(beside);
 
   // T threads at once.
   const int threads[] = {1, 2, 4};
@@ -152,8 +170,11 @@ int main(int argc, char** argv) {
 
   printf("%-44s %12s\n", "measurement", "value");
   printf("%-44s %12.1f\n", "solo round, median us", solo);
+  printf("%-44s %12.1f\n", "solo round, mean us", solo_mean);
   printf("%-44s %12.1f\n", "round beside a 1 s wait, median us", beside_median);
-  printf("%-44s %12.2f\n", "beside / solo", solo > 0 ? beside_median / solo : 0);
+  printf("%-44s %12.1f\n", "round beside a 1 s wait, mean us", beside_mean);
+  printf("%-44s %12.2f\n", "beside / solo, medians", solo > 0 ? beside_median / solo : 0);
+  printf("%-44s %12.2f\n", "beside / solo, means", solo_mean > 0 ? beside_mean / solo_mean : 0);
   printf("%-44s %12zu\n", "rounds measured beside the waits", beside.size());
   printf("%-44s %12.2f\n", "the wait's own length, s", wait_s);
   for (int t = 0; t < 3; ++t) {
@@ -163,9 +184,11 @@ int main(int argc, char** argv) {
   }
   printf(
       "{\"bench\": \"lanes\", \"solo_us\": %.2f, \"beside_wait_us\": %.2f, \"ratio\": %.3f, "
+      "\"solo_mean_us\": %.2f, \"beside_wait_mean_us\": %.2f, "
       "\"beside_rounds\": %zu, \"wait_s\": %.3f, \"rounds_per_s\": {\"1\": %.0f, \"2\": %.0f, "
       "\"4\": %.0f}}\n",
-      solo, beside_median, solo > 0 ? beside_median / solo : 0, beside.size(), wait_s, rate[0],
+      solo, beside_median, solo > 0 ? beside_median / solo : 0, solo_mean, beside_mean,
+      beside.size(), wait_s, rate[0],
       rate[1], rate[2]);
   return 0;
 }
