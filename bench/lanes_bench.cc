@@ -11,7 +11,7 @@
 //   1 s kernel of its own stream; median latency and its ratio to solo (target: within 1.2x);
 // - T threads (1, 2, 4) doing rounds at once: aggregate rounds per second, and against one thread.
 // Prints a table and one JSON line.
-#include <cuda.h>
+#include "bench/driver_check.h"
 
 #include <algorithm>
 #include <atomic>
@@ -22,17 +22,6 @@
 #include <vector>
 
 namespace {
-
-#define CK(call)                                                                 \
-  do {                                                                           \
-    CUresult r_ = (call);                                                        \
-    if (r_ != CUDA_SUCCESS) {                                                    \
-      const char* name_ = nullptr;                                               \
-      cuGetErrorName(r_, &name_);                                                \
-      fprintf(stderr, "%s failed: %s\n", #call, name_ != nullptr ? name_ : "?"); \
-      exit(1);                                                                   \
-    }                                                                            \
-  } while (0)
 
 // empty(); wait_ns(ns): returns once `ns` nanoseconds have passed (sleeping 1 ms at a time).
 const char kPtx[] = R"(
@@ -54,10 +43,6 @@ LOOP:
   ret;
 }
 )";
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -188,7 +173,6 @@ int main(int argc, char** argv) {
       "\"beside_rounds\": %zu, \"wait_s\": %.3f, \"rounds_per_s\": {\"1\": %.0f, \"2\": %.0f, "
       "\"4\": %.0f}}\n",
       solo, beside_median, solo > 0 ? beside_median / solo : 0, solo_mean, beside_mean,
-      beside.size(), wait_s, rate[0],
-      rate[1], rate[2]);
+      beside.size(), wait_s, rate[0], rate[1], rate[2]);
   return 0;
 }

@@ -12,7 +12,7 @@
 // memory) and the host's pass alone. Prefetches of the whole range to the device and
 // back are compared with pinned copies of the same size, alternating with them. Then the host
 // reading through faults and the latency of one isolated fault. Prints a table and one JSON line.
-#include <cuda.h>
+#include "bench/driver_check.h"
 
 #include <algorithm>
 #include <chrono>
@@ -23,17 +23,6 @@
 #include <vector>
 
 namespace {
-
-#define CK(call)                                                                 \
-  do {                                                                           \
-    CUresult r_ = (call);                                                        \
-    if (r_ != CUDA_SUCCESS) {                                                    \
-      const char* name_ = nullptr;                                               \
-      cuGetErrorName(r_, &name_);                                                \
-      fprintf(stderr, "%s failed: %s\n", #call, name_ != nullptr ? name_ : "?"); \
-      exit(1);                                                                   \
-    }                                                                            \
-  } while (0)
 
 // p[i] += 1 for i < n, grid-stride.
 const char kIncrementPtx[] = R"(
@@ -69,10 +58,6 @@ DONE:
   ret;
 }
 )";
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The host's pass: every word incremented (read and written).
 void HostUpdates(unsigned* p, size_t words) {

@@ -529,6 +529,14 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
     if (!cs.detail.empty()) reply->set_message(cs.detail);
     cs.out_size = 0;
   }
+  ReportPending(reply);
+  AddOwned(bytes_out_, cs.out_size);
+  reply_envelope_.SerializeToString(&reply_bytes_);
+  Status s = channel_->Send(reply_bytes_, cs.out_payload, cs.out_size);
+  return s.ok();
+}
+
+void Session::ReportPending(wire::Reply* reply) {
   {
     std::lock_guard<std::mutex> lock(output_mu_);
     if (!device_output_.empty()) {
@@ -543,10 +551,6 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
     async_error_ = CUDA_SUCCESS;
     async_error_detail_.clear();
   }
-  AddOwned(bytes_out_, cs.out_size);
-  reply_envelope_.SerializeToString(&reply_bytes_);
-  Status s = channel_->Send(reply_bytes_, cs.out_payload, cs.out_size);
-  return s.ok();
 }
 
 void Session::OnDeviceOutput(void* session, const char* data, size_t size) {

@@ -353,6 +353,9 @@ class Session {
   // `query` asks about (CUDA_ERROR_NOT_READY while running) has not ended within a short while;
   // the reply then says so (Reply.handed_off) and the handler returns without waiting.
   bool HandOff(CallState& cs, const std::function<CUresult()>& query);
+  // Moves the device output and the first posted call's failure not yet reported into `reply`
+  // (state_mu_ held).
+  void ReportPending(wire::Reply* reply);
   // A lane's wait (ServeLane): its reply's result, after the session served `call.after_seq`.
   CUresult RunLaneCall(const wire::Call& call, wire::Reply* reply);
   // Waits, on the session's thread, until no lane waits on what `matches` says (state_lock_

@@ -150,22 +150,9 @@ CUresult Session::RunLaneCall(const wire::Call& call, wire::Reply* reply) {
   });
   if (it != lane_waits_.end()) lane_waits_.erase(it);
   // An earlier posted call's failure is reported by this wait, as by one on the channel.
-  if (async_error_ != CUDA_SUCCESS) {
-    reply->set_async_error(async_error_);
-    reply->set_async_error_detail(async_error_detail_);
-    reply->set_async_error_ctx(async_error_ctx_);
-    async_error_ = CUDA_SUCCESS;
-    async_error_detail_.clear();
-  }
+  ReportPending(reply);
   lock.unlock();
   state_cv_.notify_all();
-  {
-    std::lock_guard<std::mutex> out(output_mu_);
-    if (!device_output_.empty()) {
-      reply->set_device_output(std::move(device_output_));
-      device_output_.clear();
-    }
-  }
   return r;
 }
 

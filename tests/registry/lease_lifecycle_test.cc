@@ -34,6 +34,18 @@ class LeaseTest : public RegistryTest {
     if (epoch) *epoch = reply.ended_epoch();
     return {reply.ended_leases().begin(), reply.ended_leases().end()};
   }
+  // Alice's placement of 1 GiB and 25% for batch job `job`, lasting until released or not.
+  grpc::Status PlaceFor(const std::string& job, bool until_released, Placement* p) {
+    PlaceRequest req;
+    req.set_memory_bytes(G);
+    req.set_compute_share(25);
+    req.set_job(job);
+    req.set_until_released(until_released);
+    std::string holder_private, holder_public;
+    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
+    req.set_holder_key(holder_public);
+    return PlaceRequestAs(alice_, req, p);
+  }
   std::string provider_, alice_;
 };
 
@@ -178,22 +190,13 @@ TEST_F(LeaseTest, ATenantReleasesItsOwnLeaseAndNoOtherCan) {
 // across a restart, its sessions' usage and bill lines and its hold show it, and a bill or usage
 // query for one job holds only that job's lines. A name a table or a log would misread is refused.
 TEST_F(LeaseTest, APlacementsJobIsOnItsUsageAndBillLines) {
-  auto place_for = [&](const std::string& job, Placement* p) {
-    PlaceRequest req;
-    req.set_memory_bytes(G);
-    req.set_compute_share(25);
-    req.set_job(job);
-    std::string holder_private, holder_public;
-    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
-    req.set_holder_key(holder_public);
-    return PlaceRequestAs(alice_, req, p);
-  };
+  auto place_for = [&](const std::string& job, Placement* p) { return PlaceFor(job, false, p); };
   Placement job7, job8, plain;
   ASSERT_TRUE(place_for("slurm:lab:7", &job7).ok());
   ASSERT_TRUE(place_for("slurm:lab:8", &job8).ok());
   ASSERT_TRUE(place_for("", &plain).ok());
   for (const std::string& bad : {std::string("slurm:lab 9"), std::string("job\n"),
-                                std::string(129, 'j'), std::string("caf\xc3\xa9")}) {
+                                 std::string(129, 'j'), std::string("caf\xc3\xa9")}) {
     Placement refused;
     EXPECT_EQ(place_for(bad, &refused).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
@@ -249,16 +252,7 @@ TEST_F(LeaseTest, APlacementsJobIsOnItsUsageAndBillLines) {
 // sessions: a task's program ends and the next one runs under the same lease and token, across a
 // registry restart, until the tenant releases it; a plain lease ends with its session.
 TEST_F(LeaseTest, ALeaseUntilReleasedOutlivesItsSessions) {
-  auto place = [&](bool until_released, Placement* p) {
-    PlaceRequest req;
-    req.set_memory_bytes(G);
-    req.set_compute_share(25);
-    req.set_until_released(until_released);
-    std::string holder_private, holder_public;
-    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
-    req.set_holder_key(holder_public);
-    return PlaceRequestAs(alice_, req, p);
-  };
+  auto place = [&](bool until_released, Placement* p) { return PlaceFor("", until_released, p); };
   Placement job, plain;
   ASSERT_TRUE(place(true, &job).ok());
   ASSERT_TRUE(place(false, &plain).ok());
