@@ -122,6 +122,9 @@ void Session::Run(const std::atomic<bool>& stop) {
     }
     state_lock_.lock();
     const bool served = Serve(m);
+    // After a lane's synchronize, pools give back what they keep past their thresholds, as
+    // after one on the channel (the lane cannot: pools are the session thread's).
+    if (served && lane_synchronized_.exchange(false)) TrimPoolsAfterSync();
     state_lock_.unlock();
     state_cv_.notify_all();  // lanes waiting for these calls
     if (!served) break;

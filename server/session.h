@@ -472,6 +472,7 @@ class Session {
   std::condition_variable state_cv_;  // executed_seq_ moved on, or a lane wait ended
   uint64_t executed_seq_ = 0;         // the last call the session served (GUARDED_BY state_mu_)
   std::vector<LaneWait> lane_waits_;  // waits in progress on lanes (GUARDED_BY state_mu_)
+  std::atomic<bool> lane_synchronized_{false};  // a lane's wait succeeded: pools may be trimmed
   LaneJoiner lane_joiner_;
   uint32_t max_lanes_ = 0;
   std::string lane_key_;  // Welcome.lane_key (empty: no lanes)

@@ -151,6 +151,7 @@ CUresult Session::RunLaneCall(const wire::Call& call, wire::Reply* reply) {
   if (it != lane_waits_.end()) lane_waits_.erase(it);
   // An earlier posted call's failure is reported by this wait, as by one on the channel.
   ReportPending(reply);
+  if (r == CUDA_SUCCESS) lane_synchronized_.store(true);
   lock.unlock();
   state_cv_.notify_all();
   return r;
