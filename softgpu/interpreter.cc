@@ -181,6 +181,8 @@ class BlockRunner {
   std::vector<WarpSlot> warps_;
   uint32_t cursor_ = 0;    // the warp a pass starts at (the one after the last to yield)
   uint32_t sleepers_ = 0;  // warps that yielded asleep one after another
+  int64_t sleep_ns_ = 0;   // the time the last warp to sleep asked for (0: unknown)
+  int64_t nap_ns_ = 0;     // the shortest of the sleepers' times
   std::string printf_out_;
   std::vector<CallSite::Copy> call_args_;  // scratch for PushCallee
 };
@@ -329,12 +331,18 @@ BlockState BlockRunner::Resume() {
         // Every live warp asleep in turn: the block sleeps, as an SM's sleeping warps leave it
         // to others (this worker's processor, to the host's other threads). Not a resident block
         // (cooperative, clustered): its turn goes to its grid's other blocks instead.
-        sleepers_ = r == RunResult::kSleep ? sleepers_ + 1 : 0;
+        // It sleeps the shortest time its warps asked for (at least 20 us when unknown).
+        if (r == RunResult::kSleep) {
+          nap_ns_ = sleepers_ == 0 ? sleep_ns_ : std::min(nap_ns_, sleep_ns_);
+          ++sleepers_;
+        } else {
+          sleepers_ = 0;
+        }
         uint32_t live = 0;
         for (const WarpSlot& w : warps_) live += !w.done;
         if (sleepers_ >= live && !block_.resident) {
           sleepers_ = 0;
-          std::this_thread::sleep_for(std::chrono::microseconds(20));
+          std::this_thread::sleep_for(std::chrono::nanoseconds(nap_ns_ > 0 ? nap_ns_ : 20000));
         }
       } else {
         waiting = true;
@@ -490,7 +498,11 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
         ++g.pc;
         gs.MergeFrom(gi);
         // nanosleep (no handler) sleeps; mbarrier.try_wait yields to the block's other warps.
-        if (em != 0) return in.exec == nullptr ? RunResult::kSleep : RunResult::kYield;
+        if (em != 0 && in.exec == nullptr) {
+          sleep_ns_ = in.imm;
+          return RunResult::kSleep;
+        }
+        if (em != 0) return RunResult::kYield;
         break;
       case Control::kWait:
         if (em != 0) {

@@ -875,6 +875,11 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
     // (and, in a cooperative launch, other blocks) run instead.
     Insn& in = Emit(src, nullptr);
     in.control = Control::kYield;
+    // The requested time, when it is a constant (0: unknown, a register's).
+    if (ops.size() == 1 && ops[0].kind == ptx::Operand::Kind::kImmediate &&
+        ops[0].imm_kind == ptx::TokenKind::kInteger) {
+      in.imm = static_cast<int64_t>(std::min<uint64_t>(ops[0].imm_bits, 1000000));
+    }
     return true;
   }
   if (b == "mbarrier") return DecodeMbarrier(src, m);
