@@ -324,7 +324,16 @@ CUresult Connection::CallRaw(Op op, uint64_t ctx, std::span<const uint64_t> args
     handed_off_ = false;
   }
   CUresult result = CUDA_SUCCESS;
-  if (CallOnLane(op, ctx, args, &result)) return result;
+  if (op == Op::kMemcpyDtoH) {
+    // A copy out behind long work: the work is waited for on a lane (its stream: the copy's
+    // third argument), then the copy is made.
+    const uint64_t stream[] = {args[2]};
+    if (CallOnLane(Op::kStreamSynchronize, ctx, stream, &result) && result != CUDA_SUCCESS) {
+      return result;
+    }
+  } else if (CallOnLane(op, ctx, args, &result)) {
+    return result;
+  }
   std::lock_guard<std::mutex> lock(mu_);  // no lane to be had: the connection waits after all
   return CallLocked(op, ctx, args, payload, payload_size, values, reply_buffer, reply_size, true);
 }
@@ -458,7 +467,8 @@ void Connection::NoteThread() {
 }
 
 bool Connection::WantsLane(Op op) {
-  if (op != Op::kStreamSynchronize && op != Op::kEventSynchronize && op != Op::kCtxSynchronize) {
+  if (op != Op::kStreamSynchronize && op != Op::kEventSynchronize && op != Op::kCtxSynchronize &&
+      op != Op::kMemcpyDtoH) {
     return false;
   }
   return lanes_enabled_ && multi_threaded_.load() && welcome_.max_lanes() > 0 &&

@@ -11,13 +11,14 @@
 // 10000) every waiting and later call fails with kServerLost; nothing waits forever.
 //
 // Lanes: once calls come from more than one thread, a thread's waits (cuStreamSynchronize,
-// cuEventSynchronize, cuCtxSynchronize) may be handed off (Call.hand_off): the server waits a
-// short while and, if the work has not ended, says so, and the thread waits on a lane, another
-// connection to the same session (opened on first need, up to the server's Welcome.max_lanes;
-// RGPU_LANES=0 turns them off), so that the connection stays free for the other threads. A
-// lane's call names the last call sent on the connection before it (Call.after_seq), which the
-// server serves first: everything the program did before the wait, on any thread, comes before
-// it. A program with one thread never uses a lane.
+// cuEventSynchronize, cuCtxSynchronize, and copies to the host, which wait for their stream) go
+// with Call.hand_off: the server waits a short while and, if the work has not ended, says so
+// (making no copy). The thread then waits on a lane, another connection to the same session
+// (opened on first need, up to the server's Welcome.max_lanes; RGPU_LANES=0 turns them off), so
+// that the connection stays free for the other threads, and a copy is asked for again after the
+// wait. A lane's call names the last call sent on the connection before it (Call.after_seq),
+// which the server serves first: everything the program did before the wait, on any thread,
+// comes before it. A program with one thread never uses a lane.
 #pragma once
 
 #include <cuda.h>

@@ -125,6 +125,11 @@ CUresult Session::HandleMemcpyDtoH(CallState& cs, const MemcpyDtoHIn& in,
                                    calls::MemcpyDtoH::Results*) {
   if (in.bytes == 0) return CUDA_SUCCESS;
   CUstream stream = in.stream.stream;
+  // Behind long work on its stream, the copy is not made now: the client waits on a lane and
+  // asks again (Call.hand_off).
+  if (drv_.cuStreamQuery != nullptr && HandOff(cs, [&] { return drv_.cuStreamQuery(stream); })) {
+    return CUDA_SUCCESS;
+  }
   CUresult direct_result = CUDA_SUCCESS;
   if (void* direct = DirectAccess(in.src, in.bytes, stream, &direct_result)) {
     // Sent straight from device memory; the send completes before the next call runs.

@@ -5,7 +5,9 @@
 // would never be served (the program then hangs). Then the order of waits across threads: the
 // main thread writes a value with a kernel, records an event and tells thread C (a host condition
 // variable) without synchronizing; C's cuEventSynchronize must come after that record, so that
-// what C then reads is the value. Last, cuCtxSynchronize from a third thread while A waits again.
+// what C then reads is the value. Then cuCtxSynchronize from a third thread while A waits again;
+// last, A copies a result out (cuMemcpyDtoHAsync, which waits for its stream) behind a kernel that
+// only the main thread's later rounds end, and reads what that kernel's stream wrote before it.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -126,8 +128,53 @@ int main() {
   d.join();
   CHECK(a_result);
   CHECK(ctx_result);
+
+  // 4. A copy out behind long work waits without holding up the main thread's rounds.
+  CHECK(cuMemsetD32(flag, 0, 1));
+  CHECK(cuMemsetD32(counter, 0, 1));
+  int copied = -1;
+  CUresult copy_result = CUDA_ERROR_UNKNOWN;
+  std::atomic<bool> copying{false};
+  std::thread e([&] {
+    CHECK(cuCtxSetCurrent(ctx));
+    void* wait_args[] = {&flag};
+    CHECK(cuLaunchKernel(wait_for_flag, 1, 1, 1, 1, 1, 1, 0, sa, wait_args, nullptr));
+    int five = 5, count = 1;
+    void* set_args[] = {&data, &five, &count};
+    CHECK(cuLaunchKernel(set_all, 1, 1, 1, 1, 1, 1, 0, sa, set_args, nullptr));
+    copying.store(true);
+    copy_result = cuMemcpyDtoHAsync(&copied, data, sizeof copied, sa);
+    if (copy_result == CUDA_SUCCESS) copy_result = cuStreamSynchronize(sa);
+  });
+  while (!copying.load()) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the copy reaches the server
+  for (int round = 1; round <= 20; ++round) {
+    int one = 1;
+    void* args[] = {&counter, &one};
+    CHECK(cuLaunchKernel(add_to, 1, 1, 1, 32, 1, 1, 0, sb, args, nullptr));
+    int value = 0;
+    CHECK(cuMemcpyDtoHAsync(&value, counter, sizeof value, sb));
+    CHECK(cuStreamSynchronize(sb));
+    if (value != round) {
+      fprintf(stderr, "lanes: beside the copy, round %d read %d\n", round, value);
+      return 1;
+    }
+  }
+  {
+    int one = 1, count = 1;
+    void* args[] = {&flag, &one, &count};
+    CHECK(cuLaunchKernel(set_all, 1, 1, 1, 1, 1, 1, 0, sb, args, nullptr));
+    CHECK(cuStreamSynchronize(sb));
+  }
+  e.join();
+  CHECK(copy_result);
+  if (copied != 5) {
+    fprintf(stderr, "lanes: the copy behind the long kernel read %d, not 5\n", copied);
+    return 1;
+  }
   for (CUstream s : {sa, sb, sc}) CHECK(cuStreamDestroy(s));
   CHECK(cuEventDestroy(written));
-  printf("lanes: 20 rounds while another thread waited; waits ordered across threads: OK\n");
+  printf(
+      "lanes: 20 rounds while another thread waited or copied; waits ordered across threads: OK\n");
   return 0;
 }
