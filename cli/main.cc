@@ -314,7 +314,10 @@ int main(int argc, char** argv) {
   if (provider_list->parsed()) return rgpu::cli::ProviderList(access);
   if (provider_revoke->parsed()) return rgpu::cli::ProviderRevoke(access, subject);
   if (gpus->parsed()) return rgpu::cli::Gpus(access);
-  if (place_cmd->parsed()) return rgpu::cli::PlaceCommand(access, place);
+  if (place_cmd->parsed()) {
+    if (place.job.empty()) place.job = rgpu::cli::SlurmJobName();
+    return rgpu::cli::PlaceCommand(access, place);
+  }
   if (lease_release->parsed()) return rgpu::cli::ReleaseLease(access, lease_id);
   if (usage->parsed()) return rgpu::cli::Usage(access, usage_tenant, usage_provider, from, to, job);
   if (bill->parsed()) return rgpu::cli::Bill(access, subject, from, to, job);
@@ -343,6 +346,9 @@ int main(int argc, char** argv) {
         fprintf(stderr, "rgpu run: give either --registry or --server/--token, not both\n");
         return 2;
       }
+      // Inside a Slurm job (without the plugin's --rgpu), the job's identity, as the plugin sets
+      // it.
+      if (place.job.empty()) place.job = rgpu::cli::SlurmJobName();
       rgpu::cli::PlaceResult placed;
       const int rc = rgpu::cli::Place(access, place, "run", &placed);
       if (rc != 0) return rc;

@@ -601,6 +601,16 @@ bool PlainValue(const std::string& v) {
 
 }  // namespace
 
+std::string SlurmJobName() {
+  const std::string job = Env("SLURM_JOB_ID");
+  if (job.empty() || job.size() > 20 || job.find_first_not_of("0123456789") != std::string::npos) {
+    return "";
+  }
+  std::string cluster = Env("SLURM_CLUSTER_NAME");
+  if (cluster.empty() || cluster.size() > 64 || !PlainValue(cluster)) cluster = "slurm";
+  return "slurm:" + cluster + ":" + job;
+}
+
 int PlaceCommand(RegistryAccess access, PlaceOptions options) {
   const bool json = access.json;
   options.until_released = true;  // the programs it serves start and end later, maybe several

@@ -74,6 +74,10 @@ struct PlaceResult {
 int Place(RegistryAccess access, const PlaceOptions& options, const char* command,
           PlaceResult* result);
 
+// "slurm:CLUSTER:JOBID" inside a Slurm job (SLURM_JOB_ID, SLURM_CLUSTER_NAME), the name the
+// SPANK plugin gives its placements; "" elsewhere.
+std::string SlurmJobName();
+
 // `rgpu place`: a placement for a program started later (a batch system's prolog). Prints
 // RGPU_SERVER=URL, RGPU_TOKEN=CREDENTIAL, RGPU_LEASE=ID and RGPU_LEASE_EXPIRES=UNIX lines (the
 // values hold no spaces or quotes, so a shell or a parser can read them as they are), or JSON

@@ -7,7 +7,8 @@
 # one task and two tasks run under the step's lease; a batch job and a step inside it; a job of
 # user nobody, whose placement and release run as nobody (real and effective ids); a step
 # without --rgpu gets nothing of rgpu; a tenant whose key the registry refuses gets no GPU and the
-# step fails, saying why (and sacct says FAILED); --rgpu=2 is refused by srun.
+# step fails, saying why (and sacct says FAILED); --rgpu=2 is refused by srun; `rgpu run
+# --registry` inside a job bills under the job's name too.
 #   srun_rgpu.sh BIN_DIR PROGRAMS_DIR PLUGIN
 # Exits 77 (skipped) only where Slurm cannot start: not installed, or not root.
 set -uo pipefail
@@ -179,4 +180,17 @@ print("srun_rgpu: %s: %d sessions, %d calls, billed %.6f %s" % (
 PY
 RGPU_API_KEY=$alice "$bin/rgpu" bill --job "slurm:rgputest:$job" | grep -q "job slurm:rgputest:$job" ||
   fail "the bill's table does not name the job"
+
+# `rgpu run --registry` inside a job (no --rgpu) names the job too.
+RGPU_API_KEY=$alice srun -n1 sh -c 'echo "job $SLURM_JOB_ID"; "$0" run --memory 256M -- "$1"' \
+  "$bin/rgpu" "$programs/driver_vector_add" >"$work/viarun.out" 2>&1 ||
+  fail "rgpu run in a job: $(cat "$work/viarun.out")"
+job2=$(sed -n 's/^job \([0-9]*\)$/\1/p' "$work/viarun.out")
+n=0
+for _ in $(seq 100); do
+  n=$(RGPU_API_KEY=$alice "$bin/rgpu" usage --job "slurm:rgputest:$job2" --json | json 'len(d)')
+  [ "$n" = 1 ] && break
+  sleep 0.1
+done
+[ "$n" = 1 ] || fail "rgpu run in job $job2: $n sessions under its name"
 echo "srun_rgpu: placed with the job's identity, preloaded, released at the step's end, billed"
