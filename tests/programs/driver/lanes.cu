@@ -38,6 +38,29 @@ int main() {
   CHECK(cuStreamCreate(&sb, CU_STREAM_NON_BLOCKING));
   CHECK(cuStreamCreate(&sc, CU_STREAM_NON_BLOCKING));
 
+  // 20 rounds on sb (a launch adding 1 to counter, its value copied out, checked), then the flag
+  // set, which ends the other thread's kernel.
+  auto RoundsThenRelease = [&]() {
+    CHECK(cuMemsetD32(counter, 0, 1));
+    for (int round = 1; round <= 20; ++round) {
+      int one = 1;
+      void* args[] = {&counter, &one};
+      CHECK(cuLaunchKernel(add_to, 1, 1, 1, 32, 1, 1, 0, sb, args, nullptr));
+      int value = 0;
+      CHECK(cuMemcpyDtoHAsync(&value, counter, sizeof value, sb));
+      CHECK(cuStreamSynchronize(sb));
+      if (value != round) {
+        fprintf(stderr, "lanes: round %d read %d\n", round, value);
+        return false;
+      }
+    }
+    int one = 1, count = 1;
+    void* args[] = {&flag, &one, &count};
+    CHECK(cuLaunchKernel(set_all, 1, 1, 1, 1, 1, 1, 0, sb, args, nullptr));
+    CHECK(cuStreamSynchronize(sb));
+    return true;
+  };
+
   // 1. A waits on a kernel that only the main thread's later work ends.
   auto wait_on_flag = [&](CUresult* result, std::atomic<bool>* waiting) {
     CHECK(cuCtxSetCurrent(ctx));
@@ -51,24 +74,7 @@ int main() {
   std::thread a(wait_on_flag, &a_result, &a_waiting);
   while (!a_waiting.load()) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // A's wait reaches the server
-  for (int round = 1; round <= 20; ++round) {
-    int one = 1;
-    void* args[] = {&counter, &one};
-    CHECK(cuLaunchKernel(add_to, 1, 1, 1, 32, 1, 1, 0, sb, args, nullptr));
-    int value = 0;
-    CHECK(cuMemcpyDtoHAsync(&value, counter, sizeof value, sb));
-    CHECK(cuStreamSynchronize(sb));
-    if (value != round) {
-      fprintf(stderr, "lanes: round %d read %d\n", round, value);
-      return 1;
-    }
-  }
-  {
-    int one = 1, count = 1;
-    void* args[] = {&flag, &one, &count};
-    CHECK(cuLaunchKernel(set_all, 1, 1, 1, 1, 1, 1, 0, sb, args, nullptr));
-    CHECK(cuStreamSynchronize(sb));
-  }
+  if (!RoundsThenRelease()) return 1;
   a.join();
   CHECK(a_result);
 
@@ -131,7 +137,6 @@ int main() {
 
   // 4. A copy out behind long work waits without holding up the main thread's rounds.
   CHECK(cuMemsetD32(flag, 0, 1));
-  CHECK(cuMemsetD32(counter, 0, 1));
   int copied = -1;
   CUresult copy_result = CUDA_ERROR_UNKNOWN;
   std::atomic<bool> copying{false};
@@ -148,24 +153,7 @@ int main() {
   });
   while (!copying.load()) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the copy reaches the server
-  for (int round = 1; round <= 20; ++round) {
-    int one = 1;
-    void* args[] = {&counter, &one};
-    CHECK(cuLaunchKernel(add_to, 1, 1, 1, 32, 1, 1, 0, sb, args, nullptr));
-    int value = 0;
-    CHECK(cuMemcpyDtoHAsync(&value, counter, sizeof value, sb));
-    CHECK(cuStreamSynchronize(sb));
-    if (value != round) {
-      fprintf(stderr, "lanes: beside the copy, round %d read %d\n", round, value);
-      return 1;
-    }
-  }
-  {
-    int one = 1, count = 1;
-    void* args[] = {&flag, &one, &count};
-    CHECK(cuLaunchKernel(set_all, 1, 1, 1, 1, 1, 1, 0, sb, args, nullptr));
-    CHECK(cuStreamSynchronize(sb));
-  }
+  if (!RoundsThenRelease()) return 1;
   e.join();
   CHECK(copy_result);
   if (copied != 5) {
