@@ -89,6 +89,9 @@ if [ -x "$programs/driver_vector_add" ]; then
   cp "$root"/tests/e2e/{with_server.sh,lib.sh,isolation.sh,remanence.sh,kill_client.sh} "$t/e2e/"
   cp "$programs"/driver_* "$programs"/kernels.fatbin "$programs"/kernels.ptx "$t/programs/"
   cp "$programs"/runtime/rt_*_static "$t/programs/runtime/"
+  # The lanes benchmark: a real GPU says whether a thread's rounds beside another's long wait
+  # stay within 1.2x of its solo rounds (docs/performance.md, "Lanes").
+  [ -x "$build/bin/lanes_bench" ] && cp "$build/bin/lanes_bench" "$t/programs/"
   corpus=$build/corpus
   list=$root/../shared/corpus/samples.list
   if [ -d "$corpus/out" ] && [ -f "$list" ]; then

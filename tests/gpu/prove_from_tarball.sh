@@ -18,7 +18,7 @@ rc=$?
 cat "$work/results/results.txt"
 [ $rc -eq 0 ] || { echo "run_from_tarball.sh failed (exit $rc):"; tail -40 "$work/run.log"; exit 1; }
 grep -q "^FAIL" "$work/results/results.txt" && { echo "a check failed"; exit 1; }
-wants="e2e_tcp_vector_add e2e_shm_remanence e2e_tcp_isolation runtime_suite"
+wants="e2e_tcp_vector_add e2e_shm_remanence e2e_tcp_isolation runtime_suite e2e_tcp_lanes lanes_bench"
 # The samples travel when the build has them (corpus_build, from ../shared/corpus).
 [ -f "$tree/tests/corpus/samples.run" ] && wants="$wants samples"
 for want in $wants; do

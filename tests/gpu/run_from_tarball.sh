@@ -3,7 +3,8 @@
 # build, no packages, no network on the machine): the end-to-end programs over TCP and shared
 # memory against rgpu-server --backend cuda, tenant isolation, remanence (a tenant never reads
 # another's memory, live, freed or left at exit) and SIGKILLed clients, the CUDA runtime suite,
-# the NVIDIA samples the suite carries, NVML's answers against CUDA's, and, where PyTorch is
+# the NVIDIA samples the suite carries, NVML's answers against CUDA's, the lanes benchmark (a
+# thread's rounds beside another's long wait, with and without rgpu), and, where PyTorch is
 # installed, a training step of a small transformer through `rgpu run` over shm against the
 # same step without rgpu (the step-time ratio; target 1.05x). Everything is recorded in OUT_DIR
 # (results.txt: one PASS/FAIL/SKIP line per check; a log per check), failures included. Meant to
@@ -49,7 +50,7 @@ cat "$out/machine.txt"
 for scheme in tcp shm; do
   for name in vector_add saxpy_streams memset_copy device_global two_contexts out_of_bounds \
               bad_calls pipeline launch_ex graph_nodes graph_params jit_link vmm graph_memory \
-              arrays stream_attributes ipc nvml_check; do
+              arrays stream_attributes ipc nvml_check lanes; do
     check "e2e_${scheme}_$name" 120 "$e2e/with_server.sh" "$bin" "$scheme" -- \
       "$bin/rgpu" run -- "$programs/driver_$name"
   done
@@ -114,6 +115,24 @@ else
   record "SKIP samples: the tarball carries none"
 fi
 echo "-- samples: $((SECONDS - start)) s"
+
+# Lanes: a thread's launch+synchronize rounds beside another thread's 1 s wait, through rgpu over
+# shm, and (on the real driver) without rgpu, the floor; the figures are recorded, the target
+# (within 1.2x of solo) is read from them, not asserted.
+if [ -x "$programs/lanes_bench" ]; then
+  check lanes_bench 120 "$e2e/with_server.sh" "$bin" shm -- "$bin/rgpu" run -- \
+    "$programs/lanes_bench" 1
+  figures=$(grep '^{' "$out/lanes_bench.log")
+  [ -n "$figures" ] && record "  lanes (rgpu, shm): $figures"
+  if [ "$backend" = cuda ]; then
+    check lanes_bench_native 120 "$programs/lanes_bench" 1
+    figures=$(grep '^{' "$out/lanes_bench_native.log")
+    [ -n "$figures" ] && record "  lanes (no rgpu): $figures"
+  fi
+else
+  record "SKIP lanes_bench: the tarball carries none"
+fi
+echo "-- lanes: $((SECONDS - start)) s"
 
 # PyTorch: one training step of a small transformer, with and without rgpu.
 if [ "$backend" != cuda ]; then
