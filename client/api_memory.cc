@@ -3,6 +3,7 @@
 // program's buffer.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "client/graph_memory.h"
 #include "client/impl.h"
@@ -20,12 +21,24 @@ RGPU_IMPL(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  calls::MemAlloc::Results allocated;
-  r = Server().Call<calls::MemAlloc>(ctx->remote, {.bytesize = bytesize}, &allocated);
-  if (r != CUDA_SUCCESS) return r;
-  *dptr = allocated.dptr;
-  Memory().InsertDevice(allocated.dptr, bytesize, ctx);
-  return CUDA_SUCCESS;
+  // Addresses another server's memory already has (client/memory_map.h) are kept aside while
+  // the server is asked again, a few times, and then given back.
+  constexpr int kTries = 4;
+  std::vector<uint64_t> taken;
+  r = CUDA_ERROR_OUT_OF_MEMORY;
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    calls::MemAlloc::Results allocated;
+    r = Server().Call<calls::MemAlloc>(ctx->remote, {.bytesize = bytesize}, &allocated);
+    if (r != CUDA_SUCCESS) break;
+    if (Memory().InsertDevice(allocated.dptr, bytesize, ctx)) {
+      *dptr = allocated.dptr;
+      break;
+    }
+    taken.push_back(allocated.dptr);
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  for (uint64_t d : taken) Server().Post<calls::MemFree>(ctx->remote, {.dptr = d});
+  return r;
 }
 
 RGPU_IMPL(cuMemAllocPitch_v2)

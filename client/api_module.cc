@@ -322,7 +322,8 @@ RGPU_IMPL(cuModuleGetGlobal_v2)(CUdeviceptr* dptr, size_t* bytes, CUmodule m, co
     range.type = CU_MEMORYTYPE_DEVICE;
     range.ctx = m->ctx;
     range.freeable = false;
-    rgpu::client::Memory().Insert(range);
+    // A global at another server's device addresses cannot be told apart from them.
+    if (!rgpu::client::Memory().Insert(range)) return CUDA_ERROR_OUT_OF_MEMORY;
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     m->globals.push_back(global.dptr);
   }

@@ -1,12 +1,16 @@
-// Peer access between the devices of the server: which pairs can reach each other and their link
-// attributes are the backend's (asked once per pair); enabling access lets kernels of the current
-// context use memory of a context on another device; cuMemcpyPeer copies between two contexts
-// (so do unified-address copies whose ends lie in different contexts, client/api_memory.cc).
-// Every device of a process is a device of its one server today, so every pair is asked there.
+// Peer access between devices: which pairs of one server's devices can reach each other and their
+// link attributes are the backend's (asked once per pair); devices of two servers never can (no
+// kernel reaches another server's memory). Enabling access lets kernels of the current context use
+// memory of a context on another device; cuMemcpyPeer copies between two contexts (so do
+// unified-address copies whose ends lie in different contexts, client/api_memory.cc): on one
+// server by the server, between two servers through this process (CopyAcrossServers).
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <utility>
+#include <vector>
+
 
 #include "client/impl.h"
 #include "client/managed_memory.h"
@@ -14,6 +18,7 @@
 
 using rgpu::client::ClientState;
 using rgpu::client::Server;
+using rgpu::client::ServerSet;
 namespace calls = rgpu::calls;
 
 namespace {
@@ -44,6 +49,48 @@ CUresult CheckPeer(CUcontext peer) {
                                                           : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+// True when devices `a` and `b` are on one server.
+bool SameServer(CUdevice a, CUdevice b) {
+  const ServerSet& set = ClientState::Get().servers();
+  return set.device(a) != nullptr && set.device(b) != nullptr &&
+         set.device(a)->server == set.device(b)->server;
+}
+
+// Host staging for copies between servers: at most this much at a time.
+constexpr size_t kRelayChunk = size_t{8} << 20;
+
+// A copy between devices of two servers (`ctx`, `remote_stream`: where an asynchronous copy is
+// ordered). Made through this process: the work before it in its stream (for a synchronous copy,
+// in both contexts' default streams) ends first, then each chunk is copied out of the source
+// synchronously and into the destination synchronously, so that whatever the program sends next,
+// on any stream, comes after the copy. The servers do not yet send to each other directly.
+CUresult CopyAcrossServers(CUdeviceptr dst, CUctx_st* dst_ctx, CUdeviceptr src, CUctx_st* src_ctx,
+                           size_t bytes, CUctx_st* ctx, uint64_t remote_stream, bool async) {
+  if (async) {
+    if (CUresult r = Server().Call<calls::StreamSynchronize>(ctx->remote, {.stream = remote_stream});
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
+  std::vector<char> staging(std::min(bytes, kRelayChunk));
+  for (size_t done = 0; done < bytes; done += staging.size()) {
+    const size_t n = std::min(staging.size(), bytes - done);
+    size_t got = 0;
+    CUresult r = Server().Call<calls::MemcpyDtoH>(
+        src_ctx->remote, {.src = src + done, .bytes = n, .stream = 0, .async = false}, nullptr,
+        nullptr, 0, rgpu::client::ReplyBuffer{staging.data(), n}, &got);
+    if (r == CUDA_SUCCESS && got != n) r = CUDA_ERROR_UNKNOWN;
+    if (r != CUDA_SUCCESS) return r;
+    // Not posted: the copy has been made on the destination's server when this returns.
+    calls::MemcpyHtoD::Args a{.dst = dst + done, .bytes = n, .stream = 0, .async = false};
+    r = Server().Post<calls::MemcpyHtoD>(dst_ctx->remote, a, staging.data(), n);
+    if (r == CUDA_SUCCESS) r = Server().Call<calls::StreamQuery>(dst_ctx->remote, {.stream = 0});
+    if (r == CUDA_ERROR_NOT_READY) r = CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
 // Copies `bytes` from `src` (memory of `src_ctx`) to `dst` (memory of `dst_ctx`) on `stream`.
 CUresult CopyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
                   size_t bytes, CUstream stream, bool async) {
@@ -64,6 +111,9 @@ CUresult CopyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext
   if (CUresult r = rgpu::client::CheckDeviceRange(dst_ctx, dst, bytes); r != CUDA_SUCCESS) return r;
   if (CUresult r = rgpu::client::CheckDeviceRange(src_ctx, src, bytes); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_SUCCESS;
+  if (!SameServer(dst_ctx->device, src_ctx->device)) {
+    return CopyAcrossServers(dst, dst_ctx, src, src_ctx, bytes, ctx, remote_stream, async);
+  }
   return Server().Post<calls::MemcpyPeer>(ctx->remote, {.dst = dst,
                                                         .dst_ctx = dst_ctx->remote,
                                                         .src = src,
@@ -88,7 +138,7 @@ RGPU_IMPL(cuDeviceCanAccessPeer)(int* can_access, CUdevice dev, CUdevice peer) {
   if (can_access == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CheckPair(dev, peer);
   if (r != CUDA_SUCCESS) return r;
-  if (dev == peer) {
+  if (dev == peer || !SameServer(dev, peer)) {
     *can_access = 0;
     return CUDA_SUCCESS;
   }
@@ -116,6 +166,19 @@ RGPU_IMPL(cuDeviceGetP2PAttribute)
   CUresult r = CheckPair(src, dst);
   if (r != CUDA_SUCCESS) return r;
   if (src == dst) return CUDA_ERROR_INVALID_DEVICE;
+  if (!SameServer(src, dst)) {  // no link between servers' devices: every attribute is 0
+    switch (attrib) {
+      case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+      case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+      case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+      case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
+      case CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED:
+        *value = 0;
+        return CUDA_SUCCESS;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
   switch (attrib) {
     case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
     case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
@@ -158,8 +221,9 @@ RGPU_IMPL(cuCtxEnablePeerAccess)(CUcontext peer, unsigned int flags) {
   }
   if (ctx->device == peer->device) return CUDA_ERROR_INVALID_DEVICE;
   if (!can) {
-    RGPU_LOG_WARN("cuCtxEnablePeerAccess: the server's devices %d and %d cannot reach each other",
-                  ctx->device, peer->device);
+    RGPU_LOG_WARN("cuCtxEnablePeerAccess: devices %d and %d cannot reach each other%s", ctx->device,
+                  peer->device,
+                  SameServer(ctx->device, peer->device) ? "" : " (they are on two servers)");
     return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
   }
   return Server().Call<calls::CtxEnablePeerAccess>(ctx->remote, {.peer = peer->remote});

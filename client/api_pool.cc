@@ -154,8 +154,11 @@ CUresult AllocFrom(CUdeviceptr* dptr, size_t bytes, CUmemPoolHandle_st* pool, CU
   r = Server().Call<calls::MemAllocFromPool>(
       ctx->remote, {.pool = pool->remote, .bytesize = bytes, .stream = remote_stream}, &got);
   if (r != CUDA_SUCCESS) return r;
+  if (!Memory().InsertDevice(got.dptr, bytes, ctx)) {  // another server's addresses
+    Server().Post<calls::MemFreeAsync>(ctx->remote, {.dptr = got.dptr, .stream = remote_stream});
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *dptr = got.dptr;
-  Memory().InsertDevice(got.dptr, bytes, ctx);
   return CUDA_SUCCESS;
 }
 

@@ -148,17 +148,22 @@ RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
   if (r != CUDA_SUCCESS) return r;
   r = CheckEvent(e);
   if (r != CUDA_SUCCESS) return r;
-  if (e->ctx != ctx) {
-    RGPU_LOG_WARN("cuStreamWaitEvent across contexts is not supported");
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
   if (rgpu::client::CaptureStreamWait(s, e)) return CUDA_SUCCESS;  // a dependency inside a capture
+  const bool same_server =
+      rgpu::client::ServerSet::ServerOfContext(e->ctx) == rgpu::client::ServerSet::ServerOfContext(ctx);
   if (rgpu::client::Defer(
           s, CU_GRAPH_NODE_TYPE_WAIT_EVENT,
           [e, flags](CUstream stream) { return rgpu_impl_cuStreamWaitEvent(stream, e, flags); },
-          /*recordable=*/true)) {
+          /*recordable=*/same_server)) {
     return CUDA_SUCCESS;
   }
+  if (!same_server) {
+    // An event of another server's device: the program's later work on `s` is sent once the
+    // event has completed, which orders it after the event (the host waits here meanwhile).
+    if (flags != 0 && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+    return rgpu_impl_cuEventSynchronize(e);
+  }
+  // An event of any context of the same server: the server's stream waits for it.
   return Server().Post<calls::StreamWaitEvent>(
       ctx->remote, {.stream = remote, .event = e->remote, .flags = flags});
 }

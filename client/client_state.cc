@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "client/thread_setup.h"
+#include "client/visible_devices.h"
 #include "common/log.h"
 
 extern "C" void rgpu_client_prepare_thread() {
@@ -111,52 +112,126 @@ ClientState& ClientState::Get() {
 void ClientState::StopBatching() {
   // A thread still connecting holds mu_; at exit that connection is not waited for.
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock() || connection_ == nullptr) return;
+  if (!lock.owns_lock() || servers_.size() == 0) return;
   constexpr int kWaitMs = 100;
-  connection_->StopBatching(kWaitMs);
+  servers_.StopBatching(kWaitMs);
 }
+
+namespace {
+
+// `text` cut at commas, each piece without surrounding spaces.
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string piece = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    const size_t b = piece.find_first_not_of(" \t"), e = piece.find_last_not_of(" \t");
+    out.push_back(b == std::string::npos ? "" : piece.substr(b, e - b + 1));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+// The device is remote: whatever needs it to reach this process's memory is not available,
+// whatever the backend itself could do.
+void HideHostAccess(wire::DeviceInfo* d) {
+  for (CUdevice_attribute a :
+       {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+        CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
+        CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+        CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
+        CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+        CU_DEVICE_ATTRIBUTE_INTEGRATED}) {
+    if (a < d->attributes_size()) d->set_attributes(a, 0);
+  }
+}
+
+}  // namespace
 
 CUresult ClientState::Initialize() {
   rgpu_client_prepare_thread();
   std::lock_guard<std::mutex> lock(mu_);
   if (init_done_) return init_result_;
   init_done_ = true;
-  const char* url = getenv("RGPU_SERVER");
-  if (url == nullptr || *url == '\0') url = default_server.load(std::memory_order_acquire);
-  if (url == nullptr || *url == '\0') {
+  const char* list = getenv("RGPU_SERVER");
+  if (list == nullptr || *list == '\0') list = default_server.load(std::memory_order_acquire);
+  if (list == nullptr || *list == '\0') {
     RGPU_LOG_ERROR("RGPU_SERVER is not set; no remote GPU to use");
     init_result_ = CUDA_ERROR_NO_DEVICE;
     return init_result_;
   }
-  const char* token = getenv("RGPU_TOKEN");
+  const std::vector<std::string> urls = SplitList(list);
+  const char* token_text = getenv("RGPU_TOKEN");
+  std::vector<std::string> tokens(1, token_text != nullptr ? token_text : "");
+  if (urls.size() > 1) tokens = SplitList(tokens[0]);
+  // Always said when the program is about to see "no device": the reason is only here.
+  auto refuse = [this](CUresult r) {
+    init_result_ = r;
+    return r;
+  };
+  auto say = [] {
+    if (!LogEnabled(LogLevel::kError)) SetLogLevel(LogLevel::kError);
+  };
+  if (urls.size() > static_cast<size_t>(ServerSet::kMaxServers)) {
+    say();
+    RGPU_LOG_ERROR("RGPU_SERVER names %zu servers; at most %d", urls.size(), ServerSet::kMaxServers);
+    return refuse(CUDA_ERROR_NO_DEVICE);
+  }
+  if (tokens.size() != 1 && tokens.size() != urls.size()) {
+    say();
+    RGPU_LOG_ERROR("RGPU_TOKEN has %zu tokens for %zu servers (give one each, or one for all)",
+                   tokens.size(), urls.size());
+    return refuse(CUDA_ERROR_NOT_PERMITTED);
+  }
   int timeout_ms = 10000;
   if (const char* t = getenv("RGPU_CONNECT_TIMEOUT_MS")) timeout_ms = atoi(t);
-  Status s = Connection::Open(url, token ? token : "", timeout_ms, &connection_);
-  if (!s.ok()) {
-    // Always said: the program is about to see "no device" and the reason is only here.
-    if (!LogEnabled(LogLevel::kError)) SetLogLevel(LogLevel::kError);
-    RGPU_LOG_ERROR("cannot use the GPU server at %s: %s", url, s.ToString().c_str());
-    init_result_ = s.code() == Status::Code::kPermissionDenied    ? CUDA_ERROR_NOT_PERMITTED
-                   : s.code() == Status::Code::kResourceExhausted ? CUDA_ERROR_DEVICE_UNAVAILABLE
-                                                                  : CUDA_ERROR_NO_DEVICE;
-    return init_result_;
-  }
-  const wire::Welcome& w = connection_->welcome();
-  devices_.assign(w.devices().begin(), w.devices().end());
-  // The device is remote: whatever needs it to reach this process's memory is not available,
-  // whatever the backend itself could do.
-  for (wire::DeviceInfo& d : devices_) {
-    for (CUdevice_attribute a :
-         {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
-          CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
-          CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
-          CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
-          CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED,
-          CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
-          CU_DEVICE_ATTRIBUTE_INTEGRATED}) {
-      if (a < d.attributes_size()) d.set_attributes(a, 0);
+  std::vector<wire::DeviceInfo> all;
+  std::vector<ServerSet::DeviceSlot> slots;
+  std::vector<std::string> uuids;
+  bool softgpu = false;
+  for (size_t i = 0; i < urls.size(); ++i) {
+    const std::string& url = urls[i];
+    std::unique_ptr<Connection> connection;
+    Status s = url.empty() ? InvalidArgument("an empty server URL in RGPU_SERVER")
+                           : Connection::Open(url, tokens.size() == 1 ? tokens[0] : tokens[i],
+                                              timeout_ms, &connection);
+    if (!s.ok()) {
+      say();
+      RGPU_LOG_ERROR("cannot use the GPU server at %s: %s", url.c_str(), s.ToString().c_str());
+      return refuse(s.code() == Status::Code::kPermissionDenied      ? CUDA_ERROR_NOT_PERMITTED
+                    : s.code() == Status::Code::kResourceExhausted ? CUDA_ERROR_DEVICE_UNAVAILABLE
+                                                                    : CUDA_ERROR_NO_DEVICE);
     }
+    const wire::Welcome& w = connection->welcome();
+    for (int d = 0; d < w.devices_size(); ++d) {
+      all.push_back(w.devices(d));
+      HideHostAccess(&all.back());
+      slots.push_back({static_cast<int>(i), d});
+      uuids.push_back(w.devices(d).uuid());
+    }
+    softgpu = softgpu || w.backend() == "softgpu";
+    RGPU_LOG_INFO("connected to %s (%s backend, %d device(s), session %llu)", url.c_str(),
+                  w.backend().c_str(), w.devices_size(), (unsigned long long)w.session_id());
+    if (LogEnabled(LogLevel::kDebug)) {
+      RGPU_LOG_DEBUG("transport: %s", connection->DescribeTransport().c_str());
+    }
+    servers_.Add(std::move(connection));
   }
+  std::vector<int> order(all.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int>(d);
+  if (const char* visible = getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+    order = SelectVisibleDevices(visible, uuids);
+    RGPU_LOG_INFO("CUDA_VISIBLE_DEVICES=%s: %zu of %zu device(s)", visible, order.size(),
+                  all.size());
+  }
+  std::vector<ServerSet::DeviceSlot> visible_slots;
+  for (int d : order) {
+    devices_.push_back(all[d]);
+    visible_slots.push_back(slots[d]);
+  }
+  servers_.SetDevices(std::move(visible_slots));
   for (size_t i = 0; i < devices_.size(); ++i) {
     auto p = std::make_unique<CUctx_st>();
     p->device = static_cast<int>(i);
@@ -164,12 +239,7 @@ CUresult ClientState::Initialize() {
     Register(p.get());
     primaries_.push_back(std::move(p));
   }
-  RGPU_LOG_INFO("connected to %s (%s backend, %zu device(s), session %llu)", url,
-                w.backend().c_str(), devices_.size(), (unsigned long long)w.session_id());
-  if (w.backend() == "softgpu") AnnouncePtxOnly();
-  if (LogEnabled(LogLevel::kDebug)) {
-    RGPU_LOG_DEBUG("transport: %s", connection_->DescribeTransport().c_str());
-  }
+  if (softgpu) AnnouncePtxOnly();
   init_result_ = CUDA_SUCCESS;
   return init_result_;
 }
@@ -185,6 +255,11 @@ const wire::DeviceInfo* ClientState::device(CUdevice d) const {
 }
 
 int ClientState::driver_version() const { return CUDA_VERSION; }
+
+std::string ClientState::backend(CUdevice d) {
+  const ServerSet::DeviceSlot* slot = servers_.device(d);
+  return slot != nullptr ? servers_.at(slot->server).welcome().backend() : "";
+}
 
 CUctx_st* ClientState::primary_context(CUdevice d) {
   if (d < 0 || d >= static_cast<int>(primaries_.size())) return nullptr;

@@ -1,5 +1,5 @@
-// ClientState: everything the client runtime holds for the tenant process: the server connection
-// (opened lazily by cuInit), the devices it described, the primary contexts, the registry of live
+// ClientState: everything the client runtime holds for the tenant process: its servers' connections
+// (opened lazily by cuInit, client/server_set.h), the devices they described, the primary contexts, the registry of live
 // shadow objects and each thread's context stack.
 #pragma once
 
@@ -7,11 +7,12 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
-#include "client/connection.h"
 #include "client/objects.h"
+#include "client/server_set.h"
 
 namespace rgpu::client {
 
@@ -19,21 +20,25 @@ class ClientState {
  public:
   static ClientState& Get();
 
-  // Connects to the server named by RGPU_SERVER (else the interposer's default, if it set one:
-  // rgpu_client_set_default_server) on first call; later calls return the first call's result.
-  // CUDA_ERROR_NO_DEVICE when the server cannot be reached.
+  // Connects to the servers named by RGPU_SERVER (URLs separated by commas; else the interposer's
+  // default, if it set one: rgpu_client_set_default_server) on first call, presenting RGPU_TOKEN
+  // (with several servers: one token each, separated by commas, or one for all); later calls
+  // return the first call's result. The program's devices are the servers' in that order, as
+  // CUDA_VISIBLE_DEVICES selects them. CUDA_ERROR_NO_DEVICE when a server cannot be reached.
   CUresult Initialize();
   // CUDA_SUCCESS once Initialize succeeded, else CUDA_ERROR_NOT_INITIALIZED.
   CUresult CheckInitialized() const;
 
-  Connection& connection() { return *connection_; }
-  // Sends what the connection has batched and stops its batch-delay thread
+  ServerSet& servers() { return servers_; }
+  // Sends what the connections have batched and stops their batch-delay threads
   // (Connection::StopBatching, waiting at most 100 ms for another thread's call in progress);
   // for the library's unload path.
   void StopBatching();
   int device_count() const { return static_cast<int>(devices_.size()); }
   // The device's description, or nullptr for an invalid ordinal.
   const wire::DeviceInfo* device(CUdevice d) const;
+  // The backend of the server of device `d` ("softgpu", "cuda", ...; "" for an invalid ordinal).
+  std::string backend(CUdevice d);
   int driver_version() const;
 
   // The stable handle of a device's primary context (inactive until retained).
@@ -52,7 +57,7 @@ class ClientState {
   mutable std::mutex mu_;
   bool init_done_ = false;
   CUresult init_result_ = CUDA_ERROR_NOT_INITIALIZED;
-  std::unique_ptr<Connection> connection_;
+  ServerSet servers_;
   std::vector<wire::DeviceInfo> devices_;
   std::vector<std::unique_ptr<CUctx_st>> primaries_;
   std::mutex registry_mu_;

@@ -254,6 +254,8 @@ thread_local PostRecording* t_recording = nullptr;
 
 void Connection::RecordPosts(PostRecording* recording) { t_recording = recording; }
 
+PostRecording* Connection::Recording() { return t_recording; }
+
 CUresult Connection::PostRaw(Op op, uint64_t ctx, std::span<const uint64_t> args,
                              const void* payload, size_t payload_size, bool payload_stays_valid) {
   if (PostRecording* rec = t_recording; rec != nullptr) {

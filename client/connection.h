@@ -60,6 +60,10 @@ bool IsStickyError(CUresult r);
 struct PostRecording {
   wire::Batch batch;
   std::string payloads;
+  // The server (client/server_set.h index) the recorded calls are for; -1 before the first, and
+  // `mixed` once calls for two servers were recorded (such a run cannot be kept by one server).
+  int server = -1;
+  bool mixed = false;
 };
 
 class Connection {
@@ -128,6 +132,18 @@ class Connection {
   // does nothing.
   void StopBatching(int wait_ms);
 
+  // The untyped forms of Call and Post, over encoded arguments (what client/server_set.h sends
+  // after routing them): `values` receives the reply's result values.
+  CUresult CallRaw(Op op, uint64_t ctx, std::span<const uint64_t> args, const void* payload,
+                   size_t payload_size, std::vector<uint64_t>* values, ReplyBuffer reply,
+                   size_t* reply_size);
+  CUresult PostRaw(Op op, uint64_t ctx, std::span<const uint64_t> args, const void* payload,
+                   size_t payload_size, bool payload_stays_valid);
+  // Logs a reply whose results do not decode as `op`'s and returns CUDA_ERROR_UNKNOWN.
+  static CUresult MalformedReply(Op op);
+  // The calling thread's recording (RecordPosts), or nullptr.
+  static PostRecording* Recording();
+
   bool broken();
   // Lanes opened so far (for tests and logs).
   size_t lanes_opened();
@@ -138,14 +154,6 @@ class Connection {
   static constexpr size_t kMaxArgs = calls::kMaxArgCount;
   Connection() = default;
   CUresult Fail(const std::string& why);
-  // Logs a reply whose results do not decode as `op`'s and returns CUDA_ERROR_UNKNOWN.
-  CUresult MalformedReply(Op op);
-  // The untyped forms of Call and Post, over encoded arguments.
-  CUresult CallRaw(Op op, uint64_t ctx, std::span<const uint64_t> args, const void* payload,
-                   size_t payload_size, std::vector<uint64_t>* values, ReplyBuffer reply,
-                   size_t* reply_size);
-  CUresult PostRaw(Op op, uint64_t ctx, std::span<const uint64_t> args, const void* payload,
-                   size_t payload_size, bool payload_stays_valid);
   // The parts of Call and Post that run with mu_ held. `surface_async_error`: an earlier posted
   // call's failure may be returned by this call (false for the connection's own barriers).
   CUresult CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> args, const void* payload,

@@ -65,7 +65,7 @@ ConditionalBody::~ConditionalBody() {
 
 CUresult CreateConditionalHandle(CUgraph_st* graph, CUctx_st* ctx, unsigned default_value,
                                  unsigned flags, CUgraphConditionalHandle* out) {
-  if (ClientState::Get().connection().welcome().backend() != "softgpu") {
+  if (ClientState::Get().backend(ctx->device) != "softgpu") {
     RGPU_LOG_WARN(
         "cuGraphConditionalHandleCreate: conditional graph nodes run on the software GPU only "
         "(NVIDIA's driver sets its own handles from kernels)");

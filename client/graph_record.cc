@@ -48,6 +48,10 @@ uint64_t Record(const CUgraphExec_st& exec, CUgraphExec_st::ServerRun& run, CUst
   *r = ReplayNodes(exec, run.first, run.count, stream);
   Connection::RecordPosts(nullptr);
   if (*r != CUDA_SUCCESS || recording.batch.calls_size() == 0) return 0;
+  if (recording.mixed) {  // work on devices of two servers: no one server can keep it
+    run.refused = true;
+    return 0;
+  }
   const std::string batch = recording.batch.SerializeAsString();
   const uint32_t batch_bytes = static_cast<uint32_t>(batch.size());
   std::string payload(sizeof batch_bytes, '\0');
@@ -56,7 +60,8 @@ uint64_t Record(const CUgraphExec_st& exec, CUgraphExec_st::ServerRun& run, CUst
   payload += recording.payloads;
   calls::GraphRecord::Results got;
   const CUresult kept =
-      Server().Call<calls::GraphRecord>(0, {}, &got, payload.data(), payload.size());
+      Server().CallOn<calls::GraphRecord>(recording.server, 0, {}, &got, payload.data(),
+                                          payload.size());
   if (kept != CUDA_SUCCESS) {
     // Not for the server to keep (an operation it does not hold in graphs, or past its bounds):
     // this run goes node by node.

@@ -49,15 +49,17 @@ extern "C" CUresult rgpu_impl_cuEventRecord(CUevent e, CUstream s);
 extern "C" CUresult rgpu_impl_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev);
 extern "C" CUresult rgpu_impl_cuGetErrorName(CUresult error, const char** name);
 extern "C" CUresult rgpu_impl_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags);
+extern "C" CUresult rgpu_impl_cuEventSynchronize(CUevent e);
 extern "C" CUresult rgpu_impl_cuDeviceCanAccessPeer(int* can_access, CUdevice dev, CUdevice peer);
 
 namespace rgpu::client {
 
-// Shorthand for the connection of an initialized client.
-inline Connection& Server() { return ClientState::Get().connection(); }
-// The same connection, for what stays in this process and sends nothing (registering pinned
-// memory with the transport); docs/compatibility.md counts such entry points as local.
-inline Connection& LocalTransport() { return ClientState::Get().connection(); }
+// Shorthand for the servers of an initialized client: calls made through it go to the server of
+// what they name (client/server_set.h).
+inline ServerSet& Server() { return ClientState::Get().servers(); }
+// The same, for what stays in this process and sends nothing (registering pinned memory with the
+// transports); docs/compatibility.md counts such entry points as local.
+inline ServerSet& LocalTransport() { return ClientState::Get().servers(); }
 
 // Maps the stream handle a program passes (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
 // stream) to the context the work runs in and the stream's session id (0 = the context's

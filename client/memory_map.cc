@@ -1,20 +1,40 @@
 #include "client/memory_map.h"
 
+#include "client/client_state.h"
+#include "common/log.h"
+
 namespace rgpu::client {
 
-void MemoryMap::InsertDevice(uint64_t base, uint64_t size, CUctx_st* ctx) {
+bool MemoryMap::InsertDevice(uint64_t base, uint64_t size, CUctx_st* ctx) {
   MemoryRange range;
   range.base = base;
   range.size = size;
   range.type = CU_MEMORYTYPE_DEVICE;
   range.ctx = ctx;
-  Insert(range);
+  return Insert(range);
 }
 
-void MemoryMap::Insert(MemoryRange range) {
+bool MemoryMap::Insert(MemoryRange range) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (range.ctx != nullptr && ClientState::Get().servers().size() > 1) {
+    const int server = ServerSet::ServerOfContext(range.ctx);
+    const uint64_t end = range.base + range.size;  // device ranges end below 2^64
+    auto it = ranges_.upper_bound(range.base);
+    if (it != ranges_.begin()) --it;
+    for (; it != ranges_.end() && it->second.base < end; ++it) {
+      const MemoryRange& other = it->second;
+      if (other.base + other.size <= range.base || other.ctx == nullptr) continue;
+      if (ServerSet::ServerOfContext(other.ctx) != server) {
+        RGPU_LOG_WARN("device memory at 0x%llx of server %d overlaps memory of server %d",
+                      (unsigned long long)range.base, server,
+                      ServerSet::ServerOfContext(other.ctx));
+        return false;
+      }
+    }
+  }
   range.buffer_id = next_buffer_id_++;
   ranges_[range.base] = range;
+  return true;
 }
 
 std::optional<MemoryRange> MemoryMap::Erase(uint64_t base) {

@@ -27,10 +27,12 @@ struct MemoryRange {
 
 class MemoryMap {
  public:
-  // Records [base, base+size). Ranges never overlap.
-  void Insert(MemoryRange range);
-  // Records freeable device memory of `ctx` at [base, base+size).
-  void InsertDevice(uint64_t base, uint64_t size, CUctx_st* ctx);
+  // Records [base, base+size). Ranges of one server never overlap; a range of a context that
+  // overlaps one of another server's context (two servers chose the same device addresses,
+  // client/server_set.h) is not recorded: false, and the caller must not hand it out.
+  bool Insert(MemoryRange range);
+  // Records freeable device memory of `ctx` at [base, base+size) (false as Insert).
+  bool InsertDevice(uint64_t base, uint64_t size, CUctx_st* ctx);
   // Forgets the range starting at `base`; returns it if there was one.
   std::optional<MemoryRange> Erase(uint64_t base);
   // The range containing `address`, if any.

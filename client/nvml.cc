@@ -16,6 +16,7 @@
 
 #include "client/abi/nvml_types.h"
 #include "client/impl.h"
+#include "client/visible_devices.h"
 
 // Each implementation's signature is the description's.
 #define NVML_FN(name, params, args) \
@@ -34,6 +35,7 @@ namespace {
 
 namespace calls = rgpu::calls;
 using rgpu::client::ClientState;
+using rgpu::client::DeviceUuidText;
 using rgpu::client::Server;
 
 // A device's last utilization sample (the server's cumulative figures and when they were read).
@@ -160,19 +162,6 @@ nvmlReturn_t CopyString(const std::string& s, char* out, unsigned length) {
   return NVML_SUCCESS;
 }
 
-// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML and nvidia-smi print CUDA's UUID.
-std::string UuidText(const std::string& uuid) {
-  if (uuid.size() != 16) return "";
-  std::string text = "GPU-";
-  char hex[3];
-  for (size_t i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
-    snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(uuid[i]));
-    text += hex;
-  }
-  return text;
-}
-
 struct BusId {
   unsigned domain = 0, bus = 0, device = 0, function = 0;
 };
@@ -272,7 +261,7 @@ RGPU_NVML(nvmlDeviceGetHandleByUUID)(const char* uuid, nvmlDevice_t* device) {
     if (nvmlReturn_t r = Nvml::Get().Check(); r != NVML_SUCCESS) return r;
     for (unsigned i = 0; i < Nvml::Get().count(); ++i) {
       const rgpu::wire::DeviceInfo* info = ClientState::Get().device(static_cast<CUdevice>(i));
-      if (info != nullptr && strcasecmp(UuidText(info->uuid()).c_str(), uuid) == 0) {
+      if (info != nullptr && strcasecmp(DeviceUuidText(info->uuid()).c_str(), uuid) == 0) {
         *device = Nvml::Get().handle(i);
         return NVML_SUCCESS;
       }
@@ -325,7 +314,7 @@ RGPU_NVML(nvmlDeviceGetUUID)(nvmlDevice_t device, char* uuid, unsigned int lengt
   return Guard([&] {
     const rgpu::wire::DeviceInfo* info;
     if (nvmlReturn_t r = Nvml::Get().Describe(device, &info); r != NVML_SUCCESS) return r;
-    const std::string text = UuidText(info->uuid());
+    const std::string text = DeviceUuidText(info->uuid());
     if (text.empty()) return NVML_ERROR_NOT_SUPPORTED;
     return CopyString(text, uuid, length);
   });

@@ -10,9 +10,16 @@
 
 namespace rgpu::calls {
 
+// What a field means to a client with several servers (client/server_set.h): which server a call
+// goes to and how the field is translated on the way. kCtx, kPool and kGraph are session-local ids
+// the client keeps with its server's index in their top bits; kDevice is a device ordinal, the
+// program's on the client and the session's on the wire. Every other kind travels unchanged.
+enum class Route : uint8_t { kNone, kCtx, kPool, kGraph, kDevice };
+
 // 64-bit values: device addresses, sizes, limits.
 struct KindU64 {
   using Wire = uint64_t;
+  static constexpr Route kRoute = Route::kNone;
   static uint64_t Encode(uint64_t v) { return v; }
   static bool Decode(uint64_t raw, uint64_t* v) {
     *v = raw;
@@ -23,6 +30,7 @@ struct KindDevPtr : KindU64 {};
 struct KindBytes : KindU64 {};
 
 struct KindU32 {
+  static constexpr Route kRoute = Route::kNone;
   using Wire = uint32_t;
   static uint64_t Encode(uint32_t v) { return v; }
   static bool Decode(uint64_t raw, uint32_t* v) {
@@ -34,6 +42,7 @@ struct KindU32 {
 
 // Signed 32-bit values, sign-extended to 64 bits.
 struct KindI32 {
+  static constexpr Route kRoute = Route::kNone;
   using Wire = int32_t;
   static uint64_t Encode(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
   static bool Decode(uint64_t raw, int32_t* v) {
@@ -45,6 +54,7 @@ struct KindI32 {
 };
 
 struct KindBool {
+  static constexpr Route kRoute = Route::kNone;
   using Wire = bool;
   static uint64_t Encode(bool v) { return v ? 1 : 0; }
   static bool Decode(uint64_t raw, bool* v) {
@@ -56,6 +66,7 @@ struct KindBool {
 
 // A device ordinal of the session.
 struct KindDevice {
+  static constexpr Route kRoute = Route::kDevice;
   using Wire = int;
   static uint64_t Encode(int v) { return static_cast<uint64_t>(v); }
   static bool Decode(uint64_t raw, int* v) {
@@ -67,13 +78,18 @@ struct KindDevice {
 
 // Session-local handle ids (0 is no handle; for Stream, the default stream).
 struct KindHandle : KindU64 {};
-struct KindCtx : KindHandle {};
+struct KindCtx : KindHandle {
+  static constexpr Route kRoute = Route::kCtx;
+};
 struct KindModule : KindHandle {};
 struct KindFunction : KindHandle {};
 struct KindEvent : KindHandle {};
+struct KindSessionEvent : KindHandle {};
 struct KindStream : KindHandle {};
 struct KindOwnStream : KindHandle {};
-struct KindPool : KindHandle {};
+struct KindPool : KindHandle {
+  static constexpr Route kRoute = Route::kPool;
+};
 struct KindArray : KindHandle {};
 struct KindOptArray : KindHandle {};
 // Texture and surface objects travel as the backend's own values (kernels receive them).
@@ -81,7 +97,9 @@ struct KindTexture : KindHandle {};
 struct KindSurface : KindHandle {};
 struct KindLink : KindHandle {};
 struct KindPhysicalMemory : KindHandle {};
-struct KindGraph : KindHandle {};
+struct KindGraph : KindHandle {
+  static constexpr Route kRoute = Route::kGraph;
+};
 struct KindMipmappedArray : KindHandle {};
 struct KindOptMipmappedArray : KindHandle {};
 

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "proto/call_kinds.h"
@@ -118,5 +119,42 @@ inline constexpr size_t kMaxArgCount = std::max({size_t{0}
 #undef RGPU_CALL
 #undef RGPU_RES_LIST
 #undef RGPU_RES
+
+// How each field routes on a client with several servers (Route, proto/call_kinds.h): the kinds
+// of an operation's arguments and results in wire order (a result list is not described).
+struct Routes {
+  const Route* args = nullptr;
+  size_t arg_count = 0;
+  const Route* results = nullptr;
+  size_t result_count = 0;
+};
+namespace routes_detail {
+#define RGPU_ARG(kind, name) Kind##kind::kRoute,
+#define RGPU_RES(kind, name) Kind##kind::kRoute,
+#define RGPU_RES_LIST(name)
+#define RGPU_CALL(Name, mode, context, in, out, args, results, checks) \
+  inline constexpr Route k##Name##Args[] = {Route::kNone, args};       \
+  inline constexpr Route k##Name##Results[] = {Route::kNone, results};
+#include "proto/calls.def"
+#undef RGPU_CALL
+#undef RGPU_RES_LIST
+#undef RGPU_RES
+#undef RGPU_ARG
+}  // namespace routes_detail
+
+// The routes of `op` (all empty for an unknown op).
+inline Routes RoutesOf(Op op) {
+  switch (op) {
+#define RGPU_CALL(Name, mode, context, in, out, args, results, checks)                      \
+  case Op::k##Name:                                                                        \
+    return {routes_detail::k##Name##Args + 1, std::size(routes_detail::k##Name##Args) - 1, \
+            routes_detail::k##Name##Results + 1,                                           \
+            std::size(routes_detail::k##Name##Results) - 1};
+#include "proto/calls.def"
+#undef RGPU_CALL
+    default:
+      return {};
+  }
+}
 
 }  // namespace rgpu::calls

@@ -130,6 +130,12 @@ CUresult Session::Resolve(CallState& cs, calls::KindEvent, uint64_t raw, Handle<
   return out->record != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+CUresult Session::Resolve(CallState&, calls::KindSessionEvent, uint64_t raw,
+                          Handle<EventRecord>* out) {
+  *out = {raw, events_.Find(raw)};
+  return out->record != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 CUresult Session::Resolve(CallState& cs, calls::KindOwnStream, uint64_t raw,
                           Handle<StreamRecord>* out) {
   *out = {raw, InContext(streams_, raw, cs.ctx_id)};

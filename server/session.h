@@ -210,6 +210,7 @@ class Session {
   CUresult Resolve(CallState& cs, calls::KindModule, uint64_t raw, Handle<ModuleRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindFunction, uint64_t raw, Handle<FunctionRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindEvent, uint64_t raw, Handle<EventRecord>* out);
+  CUresult Resolve(CallState& cs, calls::KindSessionEvent, uint64_t raw, Handle<EventRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindOwnStream, uint64_t raw, Handle<StreamRecord>* out);
   CUresult Resolve(CallState& cs, calls::KindStream, uint64_t raw, StreamRef* out);
   CUresult Resolve(CallState& cs, calls::KindPool, uint64_t raw, Handle<PoolRecord>* out);

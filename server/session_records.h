@@ -224,6 +224,10 @@ struct Resolved<calls::KindEvent> {
   using Type = Handle<EventRecord>;
 };
 template <>
+struct Resolved<calls::KindSessionEvent> {
+  using Type = Handle<EventRecord>;
+};
+template <>
 struct Resolved<calls::KindOwnStream> {
   using Type = Handle<StreamRecord>;
 };

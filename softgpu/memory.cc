@@ -5,17 +5,42 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 namespace softgpu {
 namespace {
 
+constexpr uint64_t kFirstAddressLimit = 0x0000500000000000ull;
+constexpr uint64_t kFirstAddressAlignment = uint64_t{1} << 30;
+
+uint64_t ChooseFirstAddress() {
+  if (const char* v = getenv("RGPU_SOFTGPU_ADDRESS_BASE"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const unsigned long long base = strtoull(v, &end, 0);
+    if (end != nullptr && *end == '\0' && base >= kGlobalAddressBase && base < kFirstAddressLimit &&
+        base % kFirstAddressAlignment == 0) {
+      return base;
+    }
+    fprintf(stderr,
+            "softgpu: RGPU_SOFTGPU_ADDRESS_BASE=%s is not a 1 GiB boundary in [0x%llx, 0x%llx); "
+            "ignored\n",
+            v, (unsigned long long)kGlobalAddressBase, (unsigned long long)kFirstAddressLimit);
+  }
+  std::random_device random;
+  const uint64_t slots = (kFirstAddressLimit - kGlobalAddressBase) / kFirstAddressAlignment;
+  const uint64_t slot = ((static_cast<uint64_t>(random()) << 32) | random()) % slots;
+  return kGlobalAddressBase + slot * kFirstAddressAlignment;
+}
+
+const uint64_t g_first_address = ChooseFirstAddress();
 // Process-wide so that device addresses are unique across contexts and devices. Addresses are
 // never reused, which turns a use-after-free into a clean fault; a gap between allocations does
 // the same for small overruns.
-std::atomic<uint64_t> g_next_address{kGlobalAddressBase};
+std::atomic<uint64_t> g_next_address{g_first_address};
 constexpr uint64_t kGuardGap = 4096;
 constexpr uint64_t kBaseAlignment = 512;
 
@@ -106,8 +131,10 @@ HostMappings& GlobalHostMappings() {
   return *mappings;
 }
 
+uint64_t FirstDeviceAddress() { return g_first_address; }
+
 bool IsDeviceAddress(uint64_t address) {
-  return address >= kGlobalAddressBase && address < g_next_address.load(std::memory_order_relaxed);
+  return address >= g_first_address && address < g_next_address.load(std::memory_order_relaxed);
 }
 
 uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {

@@ -22,8 +22,15 @@
 namespace softgpu {
 
 constexpr uint64_t kAllocationAlignment = 256;
-// Device addresses start here; generic-address windows for shared and local memory lie below.
-constexpr uint64_t kGlobalAddressBase = 0x0000500000000000ull;
+// Device addresses lie at or above this; generic-address windows for shared and local memory lie
+// below. Each process starts its device addresses at its own place above it (FirstDeviceAddress),
+// so that two servers' devices in one program have addresses of their own, as one process's
+// devices do under unified addressing.
+constexpr uint64_t kGlobalAddressBase = 0x0000400000000000ull;
+// Where this process's device addresses start: RGPU_SOFTGPU_ADDRESS_BASE (a number at or above
+// kGlobalAddressBase and below 0x500000000000, aligned to 1 GiB) if set, else a random 1 GiB
+// boundary in that range.
+uint64_t FirstDeviceAddress();
 
 class DeviceMemoryBudget;
 
