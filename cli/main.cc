@@ -1,5 +1,6 @@
 // rgpu: the command-line front end.
 //   rgpu run --server URL [--token T] -- PROGRAM ARGS...   run a program on a remote GPU
+//                                       (--server and --token again: devices of several servers)
 //   rgpu bench --transport tcp|shm [--json FILE] [--png FILE]  measure against the floor
 //   rgpu token keygen|sign ...                                  signed session tokens
 //   rgpu status --server URL [--json]                           a server's live sessions
@@ -94,13 +95,16 @@ int main(int argc, char** argv) {
   CLI::App app{"rgpu: run CUDA programs on remote GPUs"};
   app.require_subcommand(1);
 
-  std::string server, token;
+  std::vector<std::string> servers, tokens;
   std::vector<std::string> program;
   CLI::App* run = app.add_subcommand("run", "run a program with its GPU calls sent to a server");
-  run->add_option("--server", server,
+  run->add_option("--server", servers,
                   "server URL, e.g. tcp://host:port, or local: the software GPU inside the program "
-                  "(default $RGPU_SERVER)");
-  run->add_option("--token", token, "session token (default $RGPU_TOKEN)");
+                  "(default $RGPU_SERVER); again for devices of several servers, numbered in "
+                  "this order");
+  run->add_option("--token", tokens,
+                  "session token (default $RGPU_TOKEN); with several servers one per --server, "
+                  "in the same order, or one for all");
   rgpu::cli::RegistryAccess access;
   rgpu::cli::PlaceOptions place;
   run->add_option("--registry", access.address,
@@ -145,8 +149,8 @@ int main(int argc, char** argv) {
   std::string subject, from, to;
   bool smi_json = false;
   CLI::App* smi = app.add_subcommand("smi", "nvidia-smi's table for the GPUs a server gives you");
-  smi->add_option("--server", server, "server URL (default $RGPU_SERVER)");
-  smi->add_option("--token", token, "session token (default $RGPU_TOKEN)");
+  smi->add_option("--server", servers, "server URL (default $RGPU_SERVER; again: several)");
+  smi->add_option("--token", tokens, "session token (default $RGPU_TOKEN; again: one per server)");
   smi->add_flag("--json", smi_json, "print JSON");
 
   CLI::App* tenant = app.add_subcommand("tenant", "the registry's tenants");
@@ -318,6 +322,13 @@ int main(int argc, char** argv) {
     if (place.job.empty()) place.job = rgpu::cli::SlurmJobName();
     return rgpu::cli::PlaceCommand(access, place);
   }
+  // Several servers (and their tokens) travel to the program as one comma-separated list.
+  auto join = [](const std::vector<std::string>& list) {
+    std::string out;
+    for (const std::string& item : list) out += (out.empty() ? "" : ",") + item;
+    return out;
+  };
+  std::string server = join(servers), token = join(tokens);
   if (lease_release->parsed()) return rgpu::cli::ReleaseLease(access, lease_id);
   if (usage->parsed()) return rgpu::cli::Usage(access, usage_tenant, usage_provider, from, to, job);
   if (bill->parsed()) return rgpu::cli::Bill(access, subject, from, to, job);

@@ -1,6 +1,7 @@
 #include "softgpu/device.h"
 
 #include "softgpu/architecture.h"
+#include "softgpu/memory.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -41,10 +42,21 @@ Device::Device(int ordinal, const DeviceConfig& config)
       kernel_timeout_ms_(config.kernel_timeout_ms),
       budget_(config.memory_bytes) {}
 
+namespace {
+// What tells this process's devices from another's (two servers' devices in one program): the
+// 1 GiB slot its device addresses start at (softgpu/memory.h), at most 16 bits.
+unsigned InstanceNumber() {
+  return static_cast<unsigned>((FirstDeviceAddress() - kGlobalAddressBase) >> 30) & 0xffff;
+}
+}  // namespace
+
+// "rgpu-softg", the instance number, the ordinal.
 CUuuid Device::uuid() const {
   CUuuid u;
-  const char prefix[] = "rgpu-softgpu";
-  for (int i = 0; i < 16; ++i) u.bytes[i] = i < 12 ? prefix[i] : 0;
+  const char prefix[] = "rgpu-softg";
+  for (int i = 0; i < 10; ++i) u.bytes[i] = prefix[i];
+  u.bytes[10] = static_cast<char>(InstanceNumber() >> 8);
+  u.bytes[11] = static_cast<char>(InstanceNumber());
   u.bytes[12] = static_cast<char>(ordinal_ >> 24);
   u.bytes[13] = static_cast<char>(ordinal_ >> 16);
   u.bytes[14] = static_cast<char>(ordinal_ >> 8);
@@ -54,7 +66,7 @@ CUuuid Device::uuid() const {
 
 std::string Device::pci_bus_id() const {
   char buf[32];
-  snprintf(buf, sizeof buf, "0000:%02x:00.0", 0x10 + ordinal_);
+  snprintf(buf, sizeof buf, "%04x:%02x:00.0", InstanceNumber(), 0x10 + ordinal_);
   return buf;
 }
 
@@ -153,7 +165,7 @@ bool Device::Attribute(int attribute, int* value) const {
       v = 0;
       break;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
-      v = 0;
+      v = static_cast<int>(InstanceNumber());
       break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
       v = 5001000;

@@ -36,11 +36,20 @@ uint64_t ChooseFirstAddress() {
   return kGlobalAddressBase + slot * kFirstAddressAlignment;
 }
 
-const uint64_t g_first_address = ChooseFirstAddress();
 // Process-wide so that device addresses are unique across contexts and devices. Addresses are
 // never reused, which turns a use-after-free into a clean fault; a gap between allocations does
-// the same for small overruns.
-std::atomic<uint64_t> g_next_address{g_first_address};
+// the same for small overruns. 0 until the first reservation (constant-initialized, so that no
+// other file's static initializer can run before it).
+std::atomic<uint64_t> g_next_address{0};
+
+// g_next_address, started at FirstDeviceAddress() on first use.
+std::atomic<uint64_t>& NextAddress() {
+  if (g_next_address.load(std::memory_order_acquire) == 0) {
+    uint64_t zero = 0;
+    g_next_address.compare_exchange_strong(zero, FirstDeviceAddress(), std::memory_order_acq_rel);
+  }
+  return g_next_address;
+}
 constexpr uint64_t kGuardGap = 4096;
 constexpr uint64_t kBaseAlignment = 512;
 
@@ -131,10 +140,14 @@ HostMappings& GlobalHostMappings() {
   return *mappings;
 }
 
-uint64_t FirstDeviceAddress() { return g_first_address; }
+uint64_t FirstDeviceAddress() {
+  static const uint64_t first = ChooseFirstAddress();
+  return first;
+}
 
 bool IsDeviceAddress(uint64_t address) {
-  return address >= g_first_address && address < g_next_address.load(std::memory_order_relaxed);
+  return address >= FirstDeviceAddress() &&
+         address < NextAddress().load(std::memory_order_relaxed);
 }
 
 uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {
@@ -144,7 +157,7 @@ uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {
   }
   const uint64_t align = std::max<uint64_t>(alignment, kBaseAlignment);
   // Over-reserve by the alignment so that an aligned start lies inside what was taken.
-  const uint64_t start = g_next_address.fetch_add(RoundUp(size + align + kGuardGap, kBaseAlignment),
+  const uint64_t start = NextAddress().fetch_add(RoundUp(size + align + kGuardGap, kBaseAlignment),
                                                   std::memory_order_relaxed);
   return RoundUp(start, align);
 }
@@ -186,8 +199,8 @@ AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address, Al
   a->kind = kind;
   // Bases are kBaseAlignment-aligned (as the real driver's are), so that any allocation can back
   // a linear or pitched texture (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT).
-  a->base = g_next_address.fetch_add(RoundUp(reserved + kGuardGap, kBaseAlignment),
-                                     std::memory_order_relaxed);
+  a->base = NextAddress().fetch_add(RoundUp(reserved + kGuardGap, kBaseAlignment),
+                                    std::memory_order_relaxed);
   *address = a->base;
   std::unique_lock lock(mu_);
   allocations_.emplace(a->base, std::move(a));

@@ -18,7 +18,7 @@ RGPU_SOFTGPU_DEVICES=2 start_server "$work/server.log"
 # NVML and CUDA share one runtime in the program: one session, not one per face.
 [ "$(grep -c ' connected' "$work/server.log")" -eq 1 ] || fail "nvml_check opened several sessions"
 "$bin/rgpu" smi --server "$url" >"$work/table" || fail "rgpu smi"
-grep -q "rgpu softgpu" "$work/table" && grep -q "00000000:11:00.0" "$work/table" &&
+grep -q "rgpu softgpu" "$work/table" && grep -Eq "[0-9A-F]{8}:11:00.0" "$work/table" &&
   grep -q "No running processes found" "$work/table" || fail "rgpu smi's table: $(cat "$work/table")"
 "$bin/rgpu" smi --server "$url" --json >"$work/smi.json" || fail "rgpu smi --json"
 python3 - "$work/smi.json" <<'PY' || fail "rgpu smi --json: $(cat "$work/smi.json")"
