@@ -101,10 +101,14 @@ int main(int argc, char** argv) {
   run->add_option("--server", servers,
                   "server URL, e.g. tcp://host:port, or local: the software GPU inside the program "
                   "(default $RGPU_SERVER); again for devices of several servers, numbered in "
-                  "this order");
+                  "this order")
+      ->expected(1)
+      ->take_all();
   run->add_option("--token", tokens,
                   "session token (default $RGPU_TOKEN); with several servers one per --server, "
-                  "in the same order, or one for all");
+                  "in the same order, or one for all")
+      ->expected(1)
+      ->take_all();
   rgpu::cli::RegistryAccess access;
   rgpu::cli::PlaceOptions place;
   run->add_option("--registry", access.address,
@@ -131,6 +135,12 @@ int main(int argc, char** argv) {
                     "the batch job it serves (e.g. slurm:CLUSTER:JOBID), shown on its bill lines");
   };
   place_options(run);
+  int gpu_count = 1;
+  run->add_option("--gpus", gpu_count,
+                  "with --registry: GPUs to place, each its own lease and token, possibly on "
+                  "several servers; the program's devices 0..N-1 in placement order")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   run->add_option("program", program, "program and its arguments (after --)")->required();
 
   // The registry's commands share how they reach it.
@@ -149,8 +159,12 @@ int main(int argc, char** argv) {
   std::string subject, from, to;
   bool smi_json = false;
   CLI::App* smi = app.add_subcommand("smi", "nvidia-smi's table for the GPUs a server gives you");
-  smi->add_option("--server", servers, "server URL (default $RGPU_SERVER; again: several)");
-  smi->add_option("--token", tokens, "session token (default $RGPU_TOKEN; again: one per server)");
+  smi->add_option("--server", servers, "server URL (default $RGPU_SERVER; again: several)")
+      ->expected(1)
+      ->take_all();
+  smi->add_option("--token", tokens, "session token (default $RGPU_TOKEN; again: one per server)")
+      ->expected(1)
+      ->take_all();
   smi->add_flag("--json", smi_json, "print JSON");
 
   CLI::App* tenant = app.add_subcommand("tenant", "the registry's tenants");
@@ -360,11 +374,26 @@ int main(int argc, char** argv) {
       // Inside a Slurm job (without the plugin's --rgpu), the job's identity, as the plugin sets
       // it.
       if (place.job.empty()) place.job = rgpu::cli::SlurmJobName();
-      rgpu::cli::PlaceResult placed;
-      const int rc = rgpu::cli::Place(access, place, "run", &placed);
-      if (rc != 0) return rc;
-      server = placed.server_url;
-      token = placed.credential;
+      // One placement per GPU; if one cannot be had, those already granted are given back.
+      std::vector<std::string> urls, credentials;
+      std::vector<std::string> leases;
+      for (int i = 0; i < gpu_count; ++i) {
+        rgpu::cli::PlaceResult placed;
+        const int rc = rgpu::cli::Place(access, place, "run", &placed);
+        if (rc != 0) {
+          for (const std::string& lease : leases) rgpu::cli::ReleaseLease(access, lease);
+          return rc;
+        }
+        urls.push_back(placed.server_url);
+        credentials.push_back(placed.credential);
+        leases.push_back(placed.lease_id);
+        place.excluded_gpus.push_back(placed.gpu_id);
+      }
+      server = join(urls);
+      token = join(credentials);
+    } else if (gpu_count != 1) {
+      fprintf(stderr, "rgpu run: --gpus needs --registry (with --server, give --server again)\n");
+      return 2;
     }
     return Run(server, token, program);
   }

@@ -540,6 +540,7 @@ int Place(RegistryAccess access, const PlaceOptions& options, const char* comman
   request.set_ttl_seconds(static_cast<uint32_t>(options.ttl_seconds));
   request.set_job(options.job);
   request.set_until_released(options.until_released);
+  for (const std::string& id : options.excluded_gpus) request.add_excluded_gpus(id);
   // The token binds this key pair's public half; only the program that holds the private half
   // (in its credential) can use it, so a token seen on the wire cannot be replayed.
   std::string holder_private, holder_public;
@@ -570,6 +571,7 @@ int Place(RegistryAccess access, const PlaceOptions& options, const char* comman
       result->credential = MakeCredential(p.token(), holder_private);
       result->lease_id = p.lease_id();
       result->expires_unix = p.expires_unix();
+      result->gpu_id = p.gpu_id();
       placed = true;
       if (getenv("RGPU_LOG") != nullptr) {
         fprintf(stderr, "rgpu %s: placed on %s (%s) at %s, lease %s\n", command, p.gpu_id().c_str(),

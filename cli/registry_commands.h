@@ -57,6 +57,8 @@ struct PlaceOptions {
   std::string job;  // the batch job it serves ("" = none), kept on the lease and its bill lines
   // The lease outlives the sessions under it, until `rgpu lease release` or its ttl (rgpu place).
   bool until_released = false;
+  // GPUs it must not go to (the program's other placements: rgpu run --gpus N).
+  std::vector<std::string> excluded_gpus;
 };
 
 // What a placement gives the program.
@@ -65,6 +67,7 @@ struct PlaceResult {
   std::string credential;  // MakeCredential(token, holder's private key): RGPU_TOKEN
   std::string lease_id;
   int64_t expires_unix = 0;
+  std::string gpu_id;  // the GPU placed on
 };
 
 // Asks the registry for a placement, printing queue positions to stderr while it waits (as

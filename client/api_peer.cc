@@ -5,18 +5,20 @@
 // unified-address copies whose ends lie in different contexts, client/api_memory.cc): on one
 // server by the server, between two servers through this process (CopyAcrossServers).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <utility>
 #include <vector>
 
-
 #include "client/impl.h"
 #include "client/managed_memory.h"
 #include "client/memory_map.h"
 
 using rgpu::client::ClientState;
+using rgpu::client::Connection;
 using rgpu::client::Server;
 using rgpu::client::ServerSet;
 namespace calls = rgpu::calls;
@@ -59,15 +61,45 @@ bool SameServer(CUdevice a, CUdevice b) {
 // Host staging for copies between servers: at most this much at a time.
 constexpr size_t kRelayChunk = size_t{8} << 20;
 
-// A copy between devices of two servers (`ctx`, `remote_stream`: where an asynchronous copy is
-// ordered). Made through this process: the work before it in its stream (for a synchronous copy,
-// in both contexts' default streams) ends first, then each chunk is copied out of the source
-// synchronously and into the destination synchronously, so that whatever the program sends next,
-// on any stream, comes after the copy. The servers do not yet send to each other directly.
-CUresult CopyAcrossServers(CUdeviceptr dst, CUctx_st* dst_ctx, CUdeviceptr src, CUctx_st* src_ctx,
-                           size_t bytes, CUctx_st* ctx, uint64_t remote_stream, bool async) {
+// A copy between devices of two servers, server to server (server/session_peer.cc): the server
+// of the stream it is ordered on (`ctx`, `remote_stream`; a synchronous copy: the destination's
+// default stream) copies once the stream reaches it, to or from the range the other server
+// granted a ticket for. RGPU_PEER_COPIES=0, or a stream on a third server, makes it
+// RelayAcrossServers instead. A synchronous copy has ended when this returns.
+CUresult CopyBetweenServers(CUdeviceptr dst, CUctx_st* dst_ctx, CUdeviceptr src, CUctx_st* src_ctx,
+                            size_t bytes, CUctx_st* ctx, uint64_t remote_stream, bool async) {
+  ServerSet& set = Server();
+  const int here = ServerSet::ServerOfContext(ctx);
+  const bool pull = here == ServerSet::ServerOfContext(dst_ctx);  // else it pushes
+  CUctx_st* other_ctx = pull ? src_ctx : dst_ctx;
+  Connection& other = set.at(ServerSet::ServerOfContext(other_ctx));
+  calls::PeerGrant::Results ticket;
+  CUresult r = set.Call<calls::PeerGrant>(
+      other_ctx->remote, {.ptr = pull ? src : dst, .bytes = bytes, .write = !pull}, &ticket);
+  if (r != CUDA_SUCCESS) return r;
+  const std::string& url = other.url();
+  RGPU_LOG_DEBUG("copy of %zu bytes between servers: server %d %s server %d's", bytes, here,
+                 pull ? "fetches from" : "sends to", ServerSet::ServerOfContext(other_ctx));
+  const calls::MemcpyPeerRemote::Args a{.local = pull ? dst : src,
+                                        .bytes = bytes,
+                                        .stream = remote_stream,
+                                        .to_peer = !pull,
+                                        .peer_session = other.welcome().session_id(),
+                                        .ticket0 = ticket.ticket0,
+                                        .ticket1 = ticket.ticket1};
+  if (async) return set.Post<calls::MemcpyPeerRemote>(ctx->remote, a, url.c_str(), url.size() + 1);
+  return set.Call<calls::MemcpyPeerRemote>(ctx->remote, a, nullptr, url.c_str(), url.size() + 1);
+}
+
+// A copy between devices of two servers made through this process: the work before it in its
+// stream (for a synchronous copy, in both contexts' default streams) ends first, then each chunk
+// is copied out of the source synchronously and into the destination synchronously, so that
+// whatever the program sends next, on any stream, comes after the copy.
+CUresult RelayAcrossServers(CUdeviceptr dst, CUctx_st* dst_ctx, CUdeviceptr src, CUctx_st* src_ctx,
+                            size_t bytes, CUctx_st* ctx, uint64_t remote_stream, bool async) {
   if (async) {
-    if (CUresult r = Server().Call<calls::StreamSynchronize>(ctx->remote, {.stream = remote_stream});
+    if (CUresult r =
+            Server().Call<calls::StreamSynchronize>(ctx->remote, {.stream = remote_stream});
         r != CUDA_SUCCESS) {
       return r;
     }
@@ -112,7 +144,25 @@ CUresult CopyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext
   if (CUresult r = rgpu::client::CheckDeviceRange(src_ctx, src, bytes); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_SUCCESS;
   if (!SameServer(dst_ctx->device, src_ctx->device)) {
-    return CopyAcrossServers(dst, dst_ctx, src, src_ctx, bytes, ctx, remote_stream, async);
+    // cuMemcpyPeer is serialized with all work of both contexts (the driver's documentation):
+    // what they hold ends first, and the copy has ended when this returns.
+    if (!async) {
+      for (CUctx_st* c : {src_ctx, dst_ctx}) {
+        if (CUresult r = Server().Call<calls::CtxSynchronize>(c->remote, {}); r != CUDA_SUCCESS) {
+          return r;
+        }
+      }
+    }
+    static const bool direct = [] {
+      const char* v = getenv("RGPU_PEER_COPIES");
+      return v == nullptr || strcmp(v, "0") != 0;
+    }();
+    const int here = ServerSet::ServerOfContext(ctx);
+    if (direct && (here == ServerSet::ServerOfContext(dst_ctx) ||
+                   here == ServerSet::ServerOfContext(src_ctx))) {
+      return CopyBetweenServers(dst, dst_ctx, src, src_ctx, bytes, ctx, remote_stream, async);
+    }
+    return RelayAcrossServers(dst, dst_ctx, src, src_ctx, bytes, ctx, remote_stream, async);
   }
   return Server().Post<calls::MemcpyPeer>(ctx->remote, {.dst = dst,
                                                         .dst_ctx = dst_ctx->remote,

@@ -149,8 +149,8 @@ RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
   r = CheckEvent(e);
   if (r != CUDA_SUCCESS) return r;
   if (rgpu::client::CaptureStreamWait(s, e)) return CUDA_SUCCESS;  // a dependency inside a capture
-  const bool same_server =
-      rgpu::client::ServerSet::ServerOfContext(e->ctx) == rgpu::client::ServerSet::ServerOfContext(ctx);
+  const bool same_server = rgpu::client::ServerSet::ServerOfContext(e->ctx) ==
+                           rgpu::client::ServerSet::ServerOfContext(ctx);
   if (rgpu::client::Defer(
           s, CU_GRAPH_NODE_TYPE_WAIT_EVENT,
           [e, flags](CUstream stream) { return rgpu_impl_cuStreamWaitEvent(stream, e, flags); },

@@ -176,7 +176,8 @@ CUresult ClientState::Initialize() {
   };
   if (urls.size() > static_cast<size_t>(ServerSet::kMaxServers)) {
     say();
-    RGPU_LOG_ERROR("RGPU_SERVER names %zu servers; at most %d", urls.size(), ServerSet::kMaxServers);
+    RGPU_LOG_ERROR("RGPU_SERVER names %zu servers; at most %d", urls.size(),
+                   ServerSet::kMaxServers);
     return refuse(CUDA_ERROR_NO_DEVICE);
   }
   if (tokens.size() != 1 && tokens.size() != urls.size()) {
@@ -200,9 +201,9 @@ CUresult ClientState::Initialize() {
     if (!s.ok()) {
       say();
       RGPU_LOG_ERROR("cannot use the GPU server at %s: %s", url.c_str(), s.ToString().c_str());
-      return refuse(s.code() == Status::Code::kPermissionDenied      ? CUDA_ERROR_NOT_PERMITTED
+      return refuse(s.code() == Status::Code::kPermissionDenied    ? CUDA_ERROR_NOT_PERMITTED
                     : s.code() == Status::Code::kResourceExhausted ? CUDA_ERROR_DEVICE_UNAVAILABLE
-                                                                    : CUDA_ERROR_NO_DEVICE);
+                                                                   : CUDA_ERROR_NO_DEVICE);
     }
     const wire::Welcome& w = connection->welcome();
     for (int d = 0; d < w.devices_size(); ++d) {

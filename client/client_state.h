@@ -1,6 +1,6 @@
 // ClientState: everything the client runtime holds for the tenant process: its servers' connections
-// (opened lazily by cuInit, client/server_set.h), the devices they described, the primary contexts, the registry of live
-// shadow objects and each thread's context stack.
+// (opened lazily by cuInit, client/server_set.h), the devices they described, the primary contexts,
+// the registry of live shadow objects and each thread's context stack.
 #pragma once
 
 #include <cuda.h>

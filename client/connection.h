@@ -81,6 +81,8 @@ class Connection {
   ~Connection();
 
   const wire::Welcome& welcome() const { return welcome_; }
+  // The URL it connected to (what another server is told to reach this one's session at).
+  const std::string& url() const { return url_; }
 
   // Runs operation C (a struct of proto/calls.h) on the server in session context `ctx` with
   // `args` and an optional payload, and waits for the reply. Its results go to `results` (may be

@@ -59,9 +59,8 @@ uint64_t Record(const CUgraphExec_st& exec, CUgraphExec_st::ServerRun& run, CUst
   payload += batch;
   payload += recording.payloads;
   calls::GraphRecord::Results got;
-  const CUresult kept =
-      Server().CallOn<calls::GraphRecord>(recording.server, 0, {}, &got, payload.data(),
-                                          payload.size());
+  const CUresult kept = Server().CallOn<calls::GraphRecord>(recording.server, 0, {}, &got,
+                                                            payload.data(), payload.size());
   if (kept != CUDA_SUCCESS) {
     // Not for the server to keep (an operation it does not hold in graphs, or past its bounds):
     // this run goes node by node.

@@ -133,8 +133,7 @@ CUresult ServerSet::CallRouted(int server, Op op, uint64_t ctx, std::span<uint64
 }
 
 CUresult ServerSet::PostRouted(int server, Op op, uint64_t ctx, std::span<uint64_t> args,
-                               const void* payload, size_t payload_size,
-                               bool payload_stays_valid) {
+                               const void* payload, size_t payload_size, bool payload_stays_valid) {
   if (CUresult r = Route(&server, op, &ctx, args); r != CUDA_SUCCESS) return r;
   if (PostRecording* recording = Connection::Recording(); recording != nullptr) {
     if (recording->server == -1) recording->server = server;

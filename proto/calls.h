@@ -145,11 +145,10 @@ namespace routes_detail {
 // The routes of `op` (all empty for an unknown op).
 inline Routes RoutesOf(Op op) {
   switch (op) {
-#define RGPU_CALL(Name, mode, context, in, out, args, results, checks)                      \
+#define RGPU_CALL(Name, mode, context, in, out, args, results, checks)                     \
   case Op::k##Name:                                                                        \
     return {routes_detail::k##Name##Args + 1, std::size(routes_detail::k##Name##Args) - 1, \
-            routes_detail::k##Name##Results + 1,                                           \
-            std::size(routes_detail::k##Name##Results) - 1};
+            routes_detail::k##Name##Results + 1, std::size(routes_detail::k##Name##Results) - 1};
 #include "proto/calls.def"
 #undef RGPU_CALL
     default:

@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 7;  // 7: lanes (Welcome.lane_key, LaneJoin, Call.after_seq)
+constexpr uint32_t kProtocolVersion = 8;  // 8: copies between servers (PeerJoin, PeerGrant)
 }  // namespace rgpu

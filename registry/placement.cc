@@ -20,6 +20,7 @@ bool TypeMatches(const std::string& model, const std::string& type) {
 
 bool Fits(const GpuLoad& gpu, const PlacementAsk& ask) {
   if (!gpu.placeable || !TypeMatches(gpu.model, ask.gpu_type)) return false;
+  if (ask.excluded.count(gpu.id) != 0) return false;
   if (!ask.backend.empty() && gpu.backend != ask.backend) return false;
   const uint64_t free_memory =
       gpu.memory_total > gpu.memory_committed ? gpu.memory_total - gpu.memory_committed : 0;
@@ -53,7 +54,7 @@ int ChooseGpu(const std::vector<GpuLoad>& gpus, const PlacementAsk& ask) {
 }
 
 bool EverFits(const std::vector<GpuLoad>& gpus, const PlacementAsk& ask) {
-  for (const auto& gpu : gpus) {
+  for (const auto& gpu : gpus) {  // an excluded GPU never fits, empty or not
     GpuLoad empty = gpu;
     empty.placeable = true;
     empty.memory_committed = 0;

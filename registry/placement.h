@@ -11,11 +11,14 @@
 //         score = m + c + |m - c|   (= 2 max(m, c))
 //     so the tightest fit wins (large GPUs stay whole for large requests) and a placement that
 //     would strand one resource (much memory left but no compute, or the reverse) is avoided;
-//   - ties go to the GPU with fewer leases, then to the earlier GPU.
+//   - ties go to the GPU with fewer leases, then to the earlier GPU;
+//   - a GPU the request excludes (the program's other placements, `rgpu run --gpus N`) is never
+//     a candidate.
 // Priority is the queue's business (registry/service.h): higher priorities are placed first.
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,7 @@ namespace rgpu::registry {
 constexpr uint32_t kSharePerGpu = 100;  // compute share units (percent) a GPU offers
 
 struct GpuLoad {
+  std::string id;  // the GPU's registry id
   bool placeable = false;
   std::string model;
   std::string backend;  // the serving backend's kind ("cuda", "hip", "softgpu")
@@ -36,8 +40,9 @@ struct GpuLoad {
 struct PlacementAsk {
   std::string gpu_type;  // "" = any
   uint64_t memory = 0;
-  uint32_t share = 25;  // 1..kSharePerGpu
-  std::string backend;  // "" = any
+  uint32_t share = 25;             // 1..kSharePerGpu
+  std::string backend;             // "" = any
+  std::set<std::string> excluded;  // ids of GPUs it must not go to
 };
 
 // True when the GPU could take the request now.
@@ -46,8 +51,8 @@ bool Fits(const GpuLoad& gpu, const PlacementAsk& ask);
 double FitScore(const GpuLoad& gpu, const PlacementAsk& ask);
 // The index of the chosen GPU, or -1 when none fits.
 int ChooseGpu(const std::vector<GpuLoad>& gpus, const PlacementAsk& ask);
-// True when some GPU of the requested type could take the request once it were empty (i.e. the
-// request is satisfiable at all on these GPUs, placeable or not).
+// True when some GPU of the requested type, not excluded, could take the request once it were
+// empty (i.e. the request is satisfiable at all on these GPUs, placeable or not).
 bool EverFits(const std::vector<GpuLoad>& gpus, const PlacementAsk& ask);
 
 }  // namespace rgpu::registry

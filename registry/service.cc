@@ -140,6 +140,7 @@ Status RegistryService::Load() {
   for (auto& g : gpus) {
     const size_t i = gpus_.size();
     GpuLoad load;
+    load.id = g.gpu_id;
     load.model = g.spec.model();
     load.backend = g.spec.backend();
     load.memory_total = g.spec.memory_bytes();
@@ -360,6 +361,7 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
       index = gpus_.size();
       gpus_.push_back({row});
       loads_.push_back({});
+      loads_[index].id = row.gpu_id;
       gpu_by_id_[row.gpu_id] = index;
       server.gpus.push_back(index);
     } else {
@@ -601,6 +603,15 @@ grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceReq
   w->ask.backend = req->backend();
   w->ask.memory = req->memory_bytes() ? req->memory_bytes() : (1ull << 30);
   w->ask.share = req->compute_share() ? req->compute_share() : 25;
+  if (req->excluded_gpus_size() > 64) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "at most 64 GPUs may be excluded");
+  }
+  for (const std::string& id : req->excluded_gpus()) {
+    if (id.size() > 256) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "an excluded GPU id is too long");
+    }
+    w->ask.excluded.insert(id);
+  }
   w->priority = req->priority();
   w->ttl_seconds = req->ttl_seconds() ? req->ttl_seconds() : 3600;
   if (w->ask.share > kSharePerGpu) {

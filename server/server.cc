@@ -217,6 +217,29 @@ void Server::JoinLane(uint64_t session_id, const std::string& lane_key, Channel&
   target->ServeLane(lane);
 }
 
+void Server::JoinPeer(uint64_t session_id, const std::string& ticket, Channel& peer) {
+  Session* target = nullptr;
+  Session::PeerGrantRecord grant;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // as JoinLane: alive while in sessions_
+    auto it = sessions_.find(session_id);
+    if (it != sessions_.end() && it->second->AttachPeer(ticket, &grant)) target = it->second;
+  }
+  if (target == nullptr) {
+    RGPU_LOG_WARN("transfer from %s refused: no session %llu granted it", peer.peer().c_str(),
+                  (unsigned long long)session_id);
+    wire::Envelope refusal;
+    refusal.mutable_welcome()->set_protocol_version(kProtocolVersion);
+    refusal.mutable_welcome()->set_status(CUDA_ERROR_NOT_PERMITTED);
+    refusal.mutable_welcome()->set_error(
+        "no session granted this transfer (a wrong, used or "
+        "expired ticket)");
+    peer.Send(refusal.SerializeAsString(), nullptr, 0);
+    return;
+  }
+  target->ServePeer(peer, grant);
+}
+
 void Server::EndLeases(const std::vector<std::string>& lease_ids) {
   tenants_->EndLeases(lease_ids);
   std::lock_guard<std::mutex> lock(mu_);
@@ -318,6 +341,20 @@ void Server::Serve() {
                                        Channel& lane) { JoinLane(target, key, lane); },
                                 static_cast<uint32_t>(options_.max_lanes));
         }
+        session.SetPeerConnector([this](const std::string& text, std::unique_ptr<Channel>* out) {
+          TransportUrl url;
+          if (Status s = TransportUrl::Parse(text, &url); !s.ok()) return s;
+          if (url.scheme == TransportUrl::Scheme::kLocal) {
+            return InvalidArgument("not a server's URL: " + text);
+          }
+          ChannelOptions options;
+          options.poll_us = options_.poll_us;
+          options.max_message_bytes = size_t{8} << 20;
+          return ConnectChannel(url, options, out);
+        });
+        session.SetPeerJoiner([this](uint64_t target, const std::string& ticket, Channel& peer) {
+          JoinPeer(target, ticket, peer);
+        });
         {
           std::lock_guard<std::mutex> lock(mu_);
           sessions_[id] = &session;

@@ -116,6 +116,8 @@ class Server {
   void CountEnded(const std::string& tenant, SessionEnd end);
   // Serves `lane` (a connection whose first message was LaneJoin) as a lane of session
   // `session_id`, on the calling thread, when its key is right; refuses it otherwise.
+  // Serves a PeerJoin (another server's transfer) for session `session_id`, on this thread.
+  void JoinPeer(uint64_t session_id, const std::string& ticket, Channel& peer);
   void JoinLane(uint64_t session_id, const std::string& lane_key, Channel& lane);
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Collectable> metrics_;

@@ -253,6 +253,11 @@ bool Session::Handshake() {
     lane_joiner_(in.lane_join().session_id(), in.lane_join().lane_key(), *channel_);
     return false;  // a lane is not a session
   }
+  if (parsed && in.body_case() == wire::Envelope::kPeerJoin && peer_joiner_) {
+    // Another server's transfer for a session of this server: served on this thread.
+    peer_joiner_(in.peer_join().session_id(), in.peer_join().ticket(), *channel_);
+    return false;  // a transfer is not a session
+  }
   if (!parsed || in.body_case() != wire::Envelope::kHello) {
     w->set_status(CUDA_ERROR_INVALID_VALUE);
     w->set_error("malformed handshake: expected Hello");

@@ -58,6 +58,9 @@ enum class SessionEnd : uint8_t {
   kShutdown,  // the server was stopping
 };
 
+// The name in a kName payload (checked to be 1..4096 bytes), up to its NUL.
+std::string PayloadName(const char* payload, size_t size);
+
 class Session {
  public:
   // `tenants`: when not null, a session must present one of its tokens. A non-empty `refusal`
@@ -135,10 +138,34 @@ class Session {
     lane_joiner_ = std::move(joiner);
     max_lanes_ = max_lanes;
   }
+  // Called on a connection's thread whose first message is a PeerJoin (another server's transfer
+  // into or out of a session of this server: Server::JoinPeer). Null: no transfers served.
+  using PeerJoiner =
+      std::function<void(uint64_t session_id, const std::string& ticket, Channel& peer)>;
+  void SetPeerJoiner(PeerJoiner joiner) { peer_joiner_ = std::move(joiner); }
+  // Opens a connection to another server (MemcpyPeerRemote's). Null: such copies are refused.
+  using PeerConnector = std::function<Status(const std::string& url, std::unique_ptr<Channel>*)>;
+  void SetPeerConnector(PeerConnector connector) { peer_connector_ = std::move(connector); }
   // Admits one more lane presenting `key` (constant-time comparison): false when the key is wrong,
   // the session offers no lanes, has max_lanes already or is ending. Any thread; the session must
   // not end meanwhile (Server holds it in its table). A true return must be followed by ServeLane.
   bool AttachLane(const std::string& key);
+  // A transfer of another server under one of this session's PeerGrants (server/session_peer.cc):
+  // what it may reach.
+  struct PeerGrantRecord {
+    std::string ticket;  // 16 random bytes
+    uint64_t ctx_id = 0;
+    CUdeviceptr ptr = 0;
+    uint64_t bytes = 0;
+    bool write = false;  // the other server writes the range (else it reads it)
+    int64_t expires_ms = 0;
+  };
+  // Admits the transfer presenting `ticket` (constant-time comparison; each ticket once, within
+  // its minute): false otherwise. As AttachLane, a true return must be followed by ServePeer.
+  bool AttachPeer(const std::string& ticket, PeerGrantRecord* grant);
+  // Serves an attached transfer on `peer` (the granted bytes, in chunks), each chunk under the
+  // state lock with the range checked again; Run waits for it before it releases anything.
+  void ServePeer(Channel& peer, const PeerGrantRecord& grant);
   // Serves an attached lane until it closes or the session ends; Run waits for it before it
   // releases anything.
   void ServeLane(Channel& lane);
@@ -366,6 +393,9 @@ class Session {
     const void* handle = nullptr;  // the CUstream or CUevent waited on (null: the context)
   };
   void AwaitLaneWaits(const std::function<bool(const LaneWait&)>& matches);
+  // Copies one chunk of a peer transfer between `host` and the granted range at `offset`, on a
+  // stream of the server's own, under the state lock, the range checked again first.
+  CUresult PeerChunk(const PeerGrantRecord& grant, uint64_t offset, void* host, size_t size);
   // Ends every lane and waits until none is served (Run's end).
   void CloseLanes();
 
@@ -481,7 +511,10 @@ class Session {
   std::condition_variable lanes_cv_;
   uint32_t lanes_active_ = 0;               // GUARDED_BY lanes_mu_
   std::atomic<bool> lanes_closing_{false};  // set under lanes_mu_
-  std::vector<Channel*> lane_channels_;     // GUARDED_BY lanes_mu_
+  std::vector<Channel*> lane_channels_;     // GUARDED_BY lanes_mu_ (peer transfers' too)
+  std::vector<PeerGrantRecord> grants_;     // GUARDED_BY lanes_mu_
+  PeerJoiner peer_joiner_;
+  PeerConnector peer_connector_;
 };
 
 }  // namespace rgpu::server

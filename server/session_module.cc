@@ -122,14 +122,12 @@ CUresult Session::HandleModuleUnload(CallState&, const ModuleUnloadIn& in,
   return r;
 }
 
-namespace {
 // The name in a kName payload (checked to be 1..4096 bytes), up to its NUL.
 std::string PayloadName(const char* payload, size_t size) {
   std::string name(payload, size);
   if (size_t nul = name.find('\0'); nul != std::string::npos) name.resize(nul);
   return name;
 }
-}  // namespace
 
 CUresult Session::HandleModuleGetFunction(CallState& cs, const ModuleGetFunctionIn& in,
                                           calls::ModuleGetFunction::Results* out) {

@@ -146,8 +146,7 @@ uint64_t FirstDeviceAddress() {
 }
 
 bool IsDeviceAddress(uint64_t address) {
-  return address >= FirstDeviceAddress() &&
-         address < NextAddress().load(std::memory_order_relaxed);
+  return address >= FirstDeviceAddress() && address < NextAddress().load(std::memory_order_relaxed);
 }
 
 uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {
@@ -158,7 +157,7 @@ uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {
   const uint64_t align = std::max<uint64_t>(alignment, kBaseAlignment);
   // Over-reserve by the alignment so that an aligned start lies inside what was taken.
   const uint64_t start = NextAddress().fetch_add(RoundUp(size + align + kGuardGap, kBaseAlignment),
-                                                  std::memory_order_relaxed);
+                                                 std::memory_order_relaxed);
   return RoundUp(start, align);
 }
 

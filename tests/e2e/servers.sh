@@ -3,6 +3,8 @@
 # with one, RGPU_SERVER=A,B (rgpu run --server A --server B), over $scheme (tcp unless set):
 #   - driver_servers check 001: work on each device, peer answers, copies both ways and event
 #     waits across servers (and between A's own two devices), a kernel given B's pointer on A;
+#     the copies between servers go server to server (seen in the client's debug log), and the
+#     check passes with them through the client too (RGPU_PEER_COPIES=0);
 #   - CUDA_VISIBLE_DEVICES reorders and selects the three devices by index and by UUID prefix;
 #   - the same with both servers made to start their device addresses at the same place: the
 #     client refuses the addresses that collide (cuMemAlloc asks again) and the check still holds;
@@ -47,6 +49,18 @@ start_pair
 "$bin/rgpu" run --server "$a_url" --server "$b_url" -- "$programs/driver_servers" check 001 \
   >"$work/out" 2>&1 || { cat "$work/out"; fail "check over two servers failed"; }
 cat "$work/out"
+# The bytes went server to server (the client only asked for the copies), and the same check
+# passes with the copies made through the client instead (RGPU_PEER_COPIES=0).
+RGPU_LOG=debug "$bin/rgpu" run --server "$a_url" --server "$b_url" -- \
+  "$programs/driver_servers" check 001 >"$work/out" 2>&1 || { cat "$work/out"; fail "check (debug)"; }
+grep -q "between servers: server 1 fetches from server 0" "$work/out" &&
+  grep -q "between servers: server 0 sends to server 1" "$work/out" &&
+  grep -q "between servers: server 0 fetches from server 1" "$work/out" ||
+  fail "copies between the servers did not go server to server"
+RGPU_PEER_COPIES=0 "$bin/rgpu" run --server "$a_url" --server "$b_url" -- \
+  "$programs/driver_servers" check 001 >"$work/out" 2>&1 ||
+  { cat "$work/out"; fail "check with copies through the client failed"; }
+echo "servers: copies between the servers go server to server (and through the client when asked)"
 
 # CUDA_VISIBLE_DEVICES on top of the servers' devices: by index, and by UUID prefix.
 RGPU_SERVER="$a_url,$b_url" "$bin/rgpu" run -- "$programs/driver_servers" uuids >"$work/uuids" ||

@@ -1,5 +1,5 @@
-// One program, devices of several servers (tests/e2e/servers.sh: server A with two devices, server B
-// with one, RGPU_SERVER=A,B). Usage:
+// One program, devices of several servers (tests/e2e/servers.sh: server A with two devices, server
+// B with one, RGPU_SERVER=A,B). Usage:
 //   driver_servers check LAYOUT      LAYOUT: each device's server, e.g. "001" (devices 0 and 1 on
 //                                    one server, device 2 on another); checks per-device work,
 //                                    peer answers, copies both ways and event waits across

@@ -1,0 +1,281 @@
+// Copies between two servers' devices (proto/calls.def: PeerGrant, MemcpyPeerRemote; the wire's
+// PeerJoin). The client of a program with devices on servers S and O copies between them by
+// asking O for a ticket to one range of its session (PeerGrant, one use, a minute) and posting
+// MemcpyPeerRemote on S's stream: when the stream reaches it, S connects to O, presents the
+// ticket (PeerJoin) and the bytes travel between the servers in chunks, not through the tenant.
+//
+// Locking: a server serving a peer transfer (ServePeer, on the connection's thread) takes its
+// session's state lock for each chunk's copy only, and checks the range again each time, so the
+// tenant cannot free the memory under a transfer; the session thread running MemcpyPeerRemote
+// releases its own state lock while bytes travel (its tables are touched by no other thread's
+// writes meanwhile), so that two transfers in opposite directions never wait for each other.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "common/log.h"
+#include "proto/crypto.h"
+#include "proto/protocol_version.h"
+#include "server/require_fn.h"
+#include "server/session.h"
+
+namespace rgpu::server {
+namespace {
+
+constexpr size_t kPeerChunk = size_t{4} << 20;  // bytes per message
+constexpr int kPeerTimeoutMs = 30000;           // a silent peer fails the transfer
+constexpr int64_t kGrantLifetimeMs = 60000;
+constexpr size_t kMaxGrants = 64;
+constexpr size_t kTicketBytes = 16;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string TicketOf(uint64_t t0, uint64_t t1) {
+  std::string t(kTicketBytes, '\0');
+  memcpy(t.data(), &t0, 8);
+  memcpy(t.data() + 8, &t1, 8);
+  return t;
+}
+
+// A Reply message of a peer transfer: `status`, and for a chunk its offset.
+std::string PeerReply(CUresult status, uint64_t offset, const std::string& message = "") {
+  wire::Envelope e;
+  e.mutable_reply()->set_result(status);
+  e.mutable_reply()->add_values(offset);
+  if (!message.empty()) e.mutable_reply()->set_message(message);
+  return e.SerializeAsString();
+}
+
+// Reads one Reply of a peer transfer from `channel`; its payload (fetched) lands in `data`.
+CUresult ReceivePeerReply(Channel& channel, std::vector<char>* data, wire::Reply* reply,
+                          std::string* why) {
+  ReceivedMessage m;
+  Status s = channel.Receive(kPeerTimeoutMs, &m);
+  if (!s.ok()) {
+    *why = "the other server: " + s.ToString();
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+  }
+  wire::Envelope e;
+  if (!e.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+      e.body_case() != wire::Envelope::kReply || e.reply().values_size() != 1 ||
+      m.payload_size > kPeerChunk) {
+    *why = "the other server sent something other than a transfer's reply";
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+  }
+  data->resize(m.payload_size);
+  if (m.payload_pending) {
+    if (!channel.FetchPayload(&m, data->data()).ok()) {
+      *why = "the other server's bytes did not arrive";
+      return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+  } else if (m.payload_size > 0) {
+    memcpy(data->data(), m.payload, m.payload_size);
+  }
+  *reply = e.reply();
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult Session::HandlePeerGrant(CallState& cs, const PeerGrantIn& in,
+                                  calls::PeerGrant::Results* out) {
+  if (in.bytes == 0) {
+    cs.detail = "an empty range";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const std::string ticket = RandomBytes(kTicketBytes);
+  if (ticket.size() != kTicketBytes) return CUDA_ERROR_UNKNOWN;
+  std::lock_guard<std::mutex> lock(lanes_mu_);
+  const int64_t now = NowMs();
+  std::erase_if(grants_, [now](const PeerGrantRecord& g) { return g.expires_ms <= now; });
+  if (grants_.size() >= kMaxGrants) {
+    cs.detail = "too many copies between servers pending for this session";
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  grants_.push_back({ticket, cs.ctx_id, in.ptr, in.bytes, in.write, now + kGrantLifetimeMs});
+  memcpy(&out->ticket0, ticket.data(), 8);
+  memcpy(&out->ticket1, ticket.data() + 8, 8);
+  return CUDA_SUCCESS;
+}
+
+bool Session::AttachPeer(const std::string& ticket, PeerGrantRecord* grant) {
+  if (ticket.size() != kTicketBytes) return false;
+  std::lock_guard<std::mutex> lock(lanes_mu_);
+  if (lanes_closing_.load()) return false;
+  const int64_t now = NowMs();
+  for (auto it = grants_.begin(); it != grants_.end(); ++it) {
+    if (ConstantTimeEquals(it->ticket, ticket)) {
+      const bool live = it->expires_ms > now;
+      *grant = *it;
+      grants_.erase(it);  // one use, whatever happens next
+      if (!live) return false;
+      ++lanes_active_;
+      return true;
+    }
+  }
+  return false;
+}
+
+CUresult Session::PeerChunk(const PeerGrantRecord& grant, uint64_t offset, void* host,
+                            size_t size) {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  const ContextRecord* ctx = contexts_.Find(grant.ctx_id);
+  if (ctx == nullptr || ctx->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!OwnsRange(grant.ctx_id, grant.ptr + offset, size)) return CUDA_ERROR_INVALID_VALUE;
+  if (drv_.cuCtxSetCurrent == nullptr || drv_.cuStreamCreate == nullptr ||
+      drv_.cuStreamSynchronize == nullptr || drv_.cuStreamDestroy == nullptr ||
+      drv_.cuMemcpyHtoDAsync == nullptr || drv_.cuMemcpyDtoHAsync == nullptr) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  CUresult r = drv_.cuCtxSetCurrent(ctx->context);
+  if (r != CUDA_SUCCESS) return r;
+  // A stream of the server's own, ordered after nothing of the tenant's: the copy is ordered on
+  // the other server's stream, as CUDA orders a peer copy on one stream.
+  CUstream stream = nullptr;
+  r = drv_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS) {
+    r = grant.write ? drv_.cuMemcpyHtoDAsync(grant.ptr + offset, host, size, stream)
+                    : drv_.cuMemcpyDtoHAsync(host, grant.ptr + offset, size, stream);
+    const CUresult synced = drv_.cuStreamSynchronize(stream);
+    if (r == CUDA_SUCCESS) r = synced;
+    drv_.cuStreamDestroy(stream);
+  }
+  drv_.cuCtxSetCurrent(nullptr);
+  return r;
+}
+
+void Session::ServePeer(Channel& peer, const PeerGrantRecord& grant) {
+  {
+    std::lock_guard<std::mutex> lock(lanes_mu_);
+    lane_channels_.push_back(&peer);
+  }
+  wire::Envelope welcome;
+  welcome.mutable_welcome()->set_protocol_version(kProtocolVersion);
+  welcome.mutable_welcome()->set_session_id(id_);
+  Status s = peer.Send(welcome.SerializeAsString(), nullptr, 0);
+  std::vector<char> buffer;
+  CUresult r = CUDA_SUCCESS;
+  std::string why;
+  for (uint64_t done = 0; s.ok() && r == CUDA_SUCCESS && done < grant.bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kPeerChunk, grant.bytes - done));
+    if (grant.write) {
+      wire::Reply chunk;
+      r = ReceivePeerReply(peer, &buffer, &chunk, &why);
+      if (r != CUDA_SUCCESS) break;
+      if (chunk.values(0) != done || buffer.size() != n) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        why = "a chunk out of order or of the wrong size";
+        break;
+      }
+      r = PeerChunk(grant, done, buffer.data(), n);
+    } else {
+      buffer.resize(n);
+      r = PeerChunk(grant, done, buffer.data(), n);
+      if (r == CUDA_SUCCESS) s = peer.Send(PeerReply(CUDA_SUCCESS, done), buffer.data(), n);
+    }
+    done += n;
+  }
+  if (r != CUDA_SUCCESS) {
+    RGPU_LOG_WARN("session %llu: a copy to another server failed (%d)%s%s", (unsigned long long)id_,
+                  r, why.empty() ? "" : ": ", why.c_str());
+    peer.Send(PeerReply(r, 0, why), nullptr, 0);
+  } else if (grant.write && s.ok()) {
+    peer.Send(PeerReply(CUDA_SUCCESS, grant.bytes), nullptr, 0);
+  }
+  {
+    std::lock_guard<std::mutex> lock(lanes_mu_);
+    std::erase(lane_channels_, &peer);
+    --lanes_active_;
+  }
+  lanes_cv_.notify_all();
+}
+
+CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn& in,
+                                         calls::MemcpyPeerRemote::Results*) {
+  if (in.bytes == 0) return CUDA_SUCCESS;
+  const std::string url_text = PayloadName(cs.payload, cs.payload_size);
+  if (!peer_connector_) {
+    cs.detail = "this server makes no copies to other servers";
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  REQUIRE_FN(cuStreamSynchronize);
+  REQUIRE_FN(cuMemcpyHtoD);
+  REQUIRE_FN(cuMemcpyDtoH);
+  // In stream order: what the stream holds before the copy ends first.
+  if (CUresult r = drv_.cuStreamSynchronize(in.stream.stream); r != CUDA_SUCCESS) return r;
+  const CUcontext context = cs.ctx->context;
+  // Bytes travel without this session's state lock (see the file's comment).
+  const bool relock = state_lock_.owns_lock();
+  if (relock) state_lock_.unlock();
+  std::unique_ptr<Channel> channel;
+  CUresult r = CUDA_SUCCESS;
+  std::string why;
+  if (Status s = peer_connector_(url_text, &channel); !s.ok()) {
+    why = "cannot reach the other server at " + url_text + ": " + s.message();
+    r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+  }
+  if (r == CUDA_SUCCESS) {
+    wire::Envelope join;
+    join.mutable_peer_join()->set_session_id(in.peer_session);
+    join.mutable_peer_join()->set_ticket(TicketOf(in.ticket0, in.ticket1));
+    ReceivedMessage m;
+    wire::Envelope answer;
+    Status s = channel->Send(join.SerializeAsString(), nullptr, 0);
+    if (s.ok()) s = channel->Receive(kPeerTimeoutMs, &m);
+    if (!s.ok() || !answer.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+        answer.body_case() != wire::Envelope::kWelcome || answer.welcome().status() != 0) {
+      why = "the other server refused the transfer" +
+            (answer.has_welcome() ? ": " + answer.welcome().error() : std::string());
+      r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+    }
+  }
+  std::vector<char> buffer;
+  for (uint64_t done = 0; r == CUDA_SUCCESS && done < in.bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kPeerChunk, in.bytes - done));
+    if (in.to_peer) {
+      buffer.resize(n);
+      drv_.cuCtxSetCurrent(context);
+      r = drv_.cuMemcpyDtoH(buffer.data(), in.local + done, n);
+      if (r == CUDA_SUCCESS &&
+          !channel->Send(PeerReply(CUDA_SUCCESS, done), buffer.data(), n).ok()) {
+        why = "the other server went away";
+        r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+      }
+    } else {
+      wire::Reply chunk;
+      r = ReceivePeerReply(*channel, &buffer, &chunk, &why);
+      if (r == CUDA_SUCCESS && chunk.result() != CUDA_SUCCESS) {
+        why = "the other server: " + chunk.message();
+        r = static_cast<CUresult>(chunk.result());
+      } else if (r == CUDA_SUCCESS && (chunk.values(0) != done || buffer.size() != n)) {
+        why = "the other server sent a chunk out of order";
+        r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+      }
+      if (r == CUDA_SUCCESS) {
+        drv_.cuCtxSetCurrent(context);
+        r = drv_.cuMemcpyHtoD(in.local + done, buffer.data(), n);
+      }
+    }
+    done += n;
+  }
+  if (r == CUDA_SUCCESS && in.to_peer) {  // the other server says whether it wrote them all
+    wire::Reply done;
+    r = ReceivePeerReply(*channel, &buffer, &done, &why);
+    if (r == CUDA_SUCCESS && done.result() != CUDA_SUCCESS) {
+      why = "the other server: " + done.message();
+      r = static_cast<CUresult>(done.result());
+    }
+  }
+  channel.reset();
+  if (relock) state_lock_.lock();
+  drv_.cuCtxSetCurrent(context);
+  if (r != CUDA_SUCCESS) cs.detail = why;
+  return r;
+}
+
+}  // namespace rgpu::server
