@@ -102,13 +102,11 @@ int main(int argc, char** argv) {
                   "server URL, e.g. tcp://host:port, or local: the software GPU inside the program "
                   "(default $RGPU_SERVER); again for devices of several servers, numbered in "
                   "this order")
-      ->expected(1)
-      ->take_all();
+      ->allow_extra_args(false);  // one value each time: "--" still ends the options
   run->add_option("--token", tokens,
                   "session token (default $RGPU_TOKEN); with several servers one per --server, "
                   "in the same order, or one for all")
-      ->expected(1)
-      ->take_all();
+      ->allow_extra_args(false);  // one value each time: "--" still ends the options
   rgpu::cli::RegistryAccess access;
   rgpu::cli::PlaceOptions place;
   run->add_option("--registry", access.address,
@@ -160,11 +158,9 @@ int main(int argc, char** argv) {
   bool smi_json = false;
   CLI::App* smi = app.add_subcommand("smi", "nvidia-smi's table for the GPUs a server gives you");
   smi->add_option("--server", servers, "server URL (default $RGPU_SERVER; again: several)")
-      ->expected(1)
-      ->take_all();
+      ->allow_extra_args(false);  // one value each time: "--" still ends the options
   smi->add_option("--token", tokens, "session token (default $RGPU_TOKEN; again: one per server)")
-      ->expected(1)
-      ->take_all();
+      ->allow_extra_args(false);  // one value each time: "--" still ends the options
   smi->add_flag("--json", smi_json, "print JSON");
 
   CLI::App* tenant = app.add_subcommand("tenant", "the registry's tenants");

@@ -126,4 +126,8 @@ if RGPU_TOKEN=alpha-secret,beta-secret,gamma "$bin/rgpu" run --server "$a_url" \
 fi
 grep -q "3 tokens for 2 servers" "$work/out" || { cat "$work/out"; fail "no reason given"; }
 kill -TERM $a_pid $b_pid; wait $a_pid $b_pid 2>/dev/null
+# The program's own options after "--" stay the program's, with --server given twice.
+out=$("$bin/rgpu" run --server "$a_url" --server "$b_url" -- /bin/echo -hA=256 --foo) ||
+  fail "rgpu run with two --server and program options"
+[ "$out" = "-hA=256 --foo" ] || fail "the program's options were taken by rgpu run: $out"
 echo "servers: OK"
