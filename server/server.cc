@@ -217,7 +217,33 @@ void Server::JoinLane(uint64_t session_id, const std::string& lane_key, Channel&
   target->ServeLane(lane);
 }
 
-void Server::JoinPeer(uint64_t session_id, const std::string& ticket, Channel& peer) {
+void Server::JoinPeer(uint64_t first_session, const std::string& first_ticket, Channel& peer) {
+  uint64_t session_id = first_session;
+  std::string ticket = first_ticket;
+  // One connection carries the other server's transfers one after another: after each, the next
+  // PeerJoin is waited for a while (in slices, so that a stopping server does not wait long).
+  constexpr int kIdleSlices = 50, kSliceMs = 200;
+  for (;;) {
+    if (!ServeOnePeerTransfer(session_id, ticket, peer)) return;
+    ReceivedMessage m;
+    Status s = Status::Ok();
+    int slice = 0;
+    for (; slice < kIdleSlices && !stop_.load(); ++slice) {
+      s = peer.Receive(kSliceMs, &m);
+      if (s.code() != Status::Code::kTimeout) break;
+    }
+    wire::Envelope next;
+    if (slice == kIdleSlices || stop_.load() || !s.ok() ||
+        !next.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+        next.body_case() != wire::Envelope::kPeerJoin || m.payload_size != 0) {
+      return;
+    }
+    session_id = next.peer_join().session_id();
+    ticket = next.peer_join().ticket();
+  }
+}
+
+bool Server::ServeOnePeerTransfer(uint64_t session_id, const std::string& ticket, Channel& peer) {
   Session* target = nullptr;
   Session::PeerGrantRecord grant;
   {
@@ -235,9 +261,9 @@ void Server::JoinPeer(uint64_t session_id, const std::string& ticket, Channel& p
         "no session granted this transfer (a wrong, used or "
         "expired ticket)");
     peer.Send(refusal.SerializeAsString(), nullptr, 0);
-    return;
+    return false;
   }
-  target->ServePeer(peer, grant);
+  return target->ServePeer(peer, grant);
 }
 
 void Server::EndLeases(const std::vector<std::string>& lease_ids) {

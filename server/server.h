@@ -117,7 +117,10 @@ class Server {
   // Serves `lane` (a connection whose first message was LaneJoin) as a lane of session
   // `session_id`, on the calling thread, when its key is right; refuses it otherwise.
   // Serves a PeerJoin (another server's transfer) for session `session_id`, on this thread.
+  // Further transfers may follow on the same connection, each with its own ticket.
   void JoinPeer(uint64_t session_id, const std::string& ticket, Channel& peer);
+  // One of them: false when it was refused or the connection failed.
+  bool ServeOnePeerTransfer(uint64_t session_id, const std::string& ticket, Channel& peer);
   void JoinLane(uint64_t session_id, const std::string& lane_key, Channel& lane);
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Collectable> metrics_;

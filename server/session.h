@@ -165,7 +165,8 @@ class Session {
   bool AttachPeer(const std::string& ticket, PeerGrantRecord* grant);
   // Serves an attached transfer on `peer` (the granted bytes, in chunks), each chunk under the
   // state lock with the range checked again; Run waits for it before it releases anything.
-  void ServePeer(Channel& peer, const PeerGrantRecord& grant);
+  // True when the transfer completed (the connection may carry another).
+  bool ServePeer(Channel& peer, const PeerGrantRecord& grant);
   // Serves an attached lane until it closes or the session ends; Run waits for it before it
   // releases anything.
   void ServeLane(Channel& lane);
@@ -515,6 +516,8 @@ class Session {
   std::vector<PeerGrantRecord> grants_;     // GUARDED_BY lanes_mu_
   PeerJoiner peer_joiner_;
   PeerConnector peer_connector_;
+  // Connections to other servers kept for the next copy, by URL (the session thread's only).
+  std::map<std::string, std::unique_ptr<Channel>> peer_channels_;
 };
 
 }  // namespace rgpu::server

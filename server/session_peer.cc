@@ -149,7 +149,7 @@ CUresult Session::PeerChunk(const PeerGrantRecord& grant, uint64_t offset, void*
   return r;
 }
 
-void Session::ServePeer(Channel& peer, const PeerGrantRecord& grant) {
+bool Session::ServePeer(Channel& peer, const PeerGrantRecord& grant) {
   {
     std::lock_guard<std::mutex> lock(lanes_mu_);
     lane_channels_.push_back(&peer);
@@ -193,6 +193,7 @@ void Session::ServePeer(Channel& peer, const PeerGrantRecord& grant) {
     --lanes_active_;
   }
   lanes_cv_.notify_all();
+  return s.ok() && r == CUDA_SUCCESS;
 }
 
 CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn& in,
@@ -212,28 +213,46 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
   // Bytes travel without this session's state lock (see the file's comment).
   const bool relock = state_lock_.owns_lock();
   if (relock) state_lock_.unlock();
-  std::unique_ptr<Channel> channel;
   CUresult r = CUDA_SUCCESS;
   std::string why;
-  if (Status s = peer_connector_(url_text, &channel); !s.ok()) {
-    why = "cannot reach the other server at " + url_text + ": " + s.message();
-    r = CUDA_ERROR_DEVICE_UNAVAILABLE;
-  }
-  if (r == CUDA_SUCCESS) {
-    wire::Envelope join;
-    join.mutable_peer_join()->set_session_id(in.peer_session);
-    join.mutable_peer_join()->set_ticket(TicketOf(in.ticket0, in.ticket1));
+  // Presents the ticket on `ch`: 1 admitted, 0 refused (why says so), -1 the connection failed.
+  auto join = [&](Channel* ch) {
+    wire::Envelope j;
+    j.mutable_peer_join()->set_session_id(in.peer_session);
+    j.mutable_peer_join()->set_ticket(TicketOf(in.ticket0, in.ticket1));
     ReceivedMessage m;
     wire::Envelope answer;
-    Status s = channel->Send(join.SerializeAsString(), nullptr, 0);
-    if (s.ok()) s = channel->Receive(kPeerTimeoutMs, &m);
-    if (!s.ok() || !answer.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+    Status s = ch->Send(j.SerializeAsString(), nullptr, 0);
+    if (s.ok()) s = ch->Receive(kPeerTimeoutMs, &m);
+    if (!s.ok()) {
+      why = "the other server did not answer: " + s.message();
+      return -1;
+    }
+    if (!answer.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
         answer.body_case() != wire::Envelope::kWelcome || answer.welcome().status() != 0) {
       why = "the other server refused the transfer" +
             (answer.has_welcome() ? ": " + answer.welcome().error() : std::string());
-      r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+      return 0;
+    }
+    return 1;
+  };
+  // A connection kept from an earlier copy to that server, else a new one.
+  std::unique_ptr<Channel> channel;
+  int joined = -1;
+  if (auto kept = peer_channels_.find(url_text); kept != peer_channels_.end()) {
+    channel = std::move(kept->second);
+    peer_channels_.erase(kept);
+    joined = join(channel.get());
+  }
+  if (joined < 0) {
+    channel.reset();
+    if (Status s = peer_connector_(url_text, &channel); !s.ok()) {
+      why = "cannot reach the other server at " + url_text + ": " + s.message();
+    } else {
+      joined = join(channel.get());
     }
   }
+  if (joined != 1) r = CUDA_ERROR_DEVICE_UNAVAILABLE;
   std::vector<char> buffer;
   for (uint64_t done = 0; r == CUDA_SUCCESS && done < in.bytes;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kPeerChunk, in.bytes - done));
@@ -270,6 +289,11 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
       why = "the other server: " + done.message();
       r = static_cast<CUresult>(done.result());
     }
+  }
+  // A connection that carried a whole transfer serves the next one to that server.
+  constexpr size_t kKeptConnections = 8;
+  if (r == CUDA_SUCCESS && peer_channels_.size() < kKeptConnections) {
+    peer_channels_[url_text] = std::move(channel);
   }
   channel.reset();
   if (relock) state_lock_.lock();
