@@ -216,19 +216,6 @@ RGPU_IMPL(cuDeviceGetP2PAttribute)
   CUresult r = CheckPair(src, dst);
   if (r != CUDA_SUCCESS) return r;
   if (src == dst) return CUDA_ERROR_INVALID_DEVICE;
-  if (!SameServer(src, dst)) {  // no link between servers' devices: every attribute is 0
-    switch (attrib) {
-      case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
-      case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
-      case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
-      case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
-      case CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED:
-        *value = 0;
-        return CUDA_SUCCESS;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-  }
   switch (attrib) {
     case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
     case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
@@ -238,6 +225,10 @@ RGPU_IMPL(cuDeviceGetP2PAttribute)
       break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!SameServer(src, dst)) {  // no link between servers' devices: every attribute is 0
+    *value = 0;
+    return CUDA_SUCCESS;
   }
   Answers& a = State();
   const auto key = std::make_tuple(static_cast<int>(attrib), src, dst);
