@@ -239,17 +239,23 @@ Slot kLogSink[2] = {reinterpret_cast<Slot>(2 * sizeof(void*)), reinterpret_cast<
 
 // ---- CUEXP_FUNCTION (6e163fbe-...) ----
 // [7]: hands each kernel of a module to a callback (cuFFT, after loading a module: its callback
-// keeps the function it is given). The size word and the other slots are not known: 16 slots,
-// all refusing but [7].
-CUresult EnumerateModuleFunctions(CUcontext ctx, CUmodule module,
-                                  void (*callback)(void* user, CUfunction f), void* user) {
+// keeps the function it is given) and returns how many it handed over, not a CUresult: cuFFT
+// takes only 1 (its modules hold one kernel each) as success and anything else as a failed load
+// (CUFFT_INTERNAL_ERROR), so a refusal (bad module, no callback) returns 0, never an error code
+// (CUDA_ERROR_INVALID_VALUE is 1). The size word and the other slots are not known: 16 slots, all
+// refusing but [7].
+int EnumerateModuleFunctions(CUcontext ctx, CUmodule module,
+                             void (*callback)(void* user, CUfunction f), void* user) {
   (void)ctx;  // the module's own context is the one that counts
-  if (callback == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (callback == nullptr) return 0;
   std::vector<CUfunction> functions;
-  CUresult r = rgpu::client::ModuleFunctions(module, &functions);
-  if (r != CUDA_SUCCESS) return r;
+  const CUresult r = rgpu::client::ModuleFunctions(module, &functions);
+  if (r != CUDA_SUCCESS) {
+    RGPU_LOG_DEBUG("export table CUEXP_FUNCTION[7]: module %p refused (%d)", (void*)module, r);
+    return 0;
+  }
   for (CUfunction f : functions) callback(user, f);
-  return CUDA_SUCCESS;
+  return static_cast<int>(functions.size());
 }
 Slot kFunctionExports[16] = {reinterpret_cast<Slot>(16 * sizeof(void*)),
                              UNKNOWN(6, 1),

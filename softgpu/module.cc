@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_set>
 
 #include "common/fatbin.h"
 #include "common/log.h"
@@ -40,9 +43,23 @@ constexpr const char* kNoPtxAdvice =
     "arch=compute_75,code=compute_75 (a program linked with -rdc=true, as dynamic parallelism "
     "requires, keeps only SASS after nvcc's device link)";
 
-// Explains a refused image on stderr (and to the caller's JIT log, if any).
+// Explains a refused image on stderr (and to the caller's JIT log, if any): each distinct
+// explanation once per process, later ones at debug level (cuFFT tries a SASS-only module before
+// the one it falls back to for many of its plans: the tenant needs to read why once, not per plan).
 CUresult Refuse(CUresult code, const std::string& message, std::string* error) {
-  fprintf(stderr, "softgpu: %s\n", message.c_str());
+  static std::mutex mu;
+  static std::unordered_set<std::string> told;
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    first = told.count(message) == 0;
+    if (first && told.size() < 4096) told.insert(message);  // bounded: past it, all are told
+  }
+  if (first) {
+    fprintf(stderr, "softgpu: %s\n", message.c_str());
+  } else {
+    RGPU_LOG_DEBUG("softgpu: %s", message.c_str());
+  }
   if (error != nullptr) *error = message;
   return code;
 }
