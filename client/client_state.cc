@@ -192,6 +192,9 @@ CUresult ClientState::Initialize() {
   std::vector<ServerSet::DeviceSlot> slots;
   std::vector<std::string> uuids;
   bool softgpu = false;
+  // The sessions opened so far: joined to the set only once every server accepted, so that when
+  // one refuses (or cannot be reached) the others' sessions end here, not at the program's exit.
+  std::vector<std::unique_ptr<Connection>> opened;
   for (size_t i = 0; i < urls.size(); ++i) {
     const std::string& url = urls[i];
     std::unique_ptr<Connection> connection;
@@ -218,8 +221,9 @@ CUresult ClientState::Initialize() {
     if (LogEnabled(LogLevel::kDebug)) {
       RGPU_LOG_DEBUG("transport: %s", connection->DescribeTransport().c_str());
     }
-    servers_.Add(std::move(connection));
+    opened.push_back(std::move(connection));
   }
+  for (auto& connection : opened) servers_.Add(std::move(connection));
   std::vector<int> order(all.size());
   for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int>(d);
   if (const char* visible = getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {

@@ -9,7 +9,8 @@
 #   - the same with both servers made to start their device addresses at the same place: the
 #     client refuses the addresses that collide (cuMemAlloc asks again) and the check still holds;
 #   - driver_servers survive: server B killed mid-run, its device fails with a CUDA error, A's go on;
-#   - a token for each server (--token twice), and a token list of the wrong length refused.
+#   - a token for each server (--token twice), and a token list of the wrong length refused;
+#   - a server that refuses the token fails cuInit and the sessions the others opened end at once.
 #   servers.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
@@ -125,6 +126,28 @@ if RGPU_TOKEN=alpha-secret,beta-secret,gamma "$bin/rgpu" run --server "$a_url" \
   fail "three tokens for two servers were accepted"
 fi
 grep -q "3 tokens for 2 servers" "$work/out" || { cat "$work/out"; fail "no reason given"; }
+# A server that refuses (B, given A's token) fails cuInit, and the session A had already opened
+# ends then, not when the program exits: nothing stays open (or billed) on a server for a program
+# that cannot start.
+ended_before=$(grep -Ec "session [0-9]+: (ended by its client|client gone)" "$work/a.log")
+rm -f "$work/ready" "$work/go"
+"$bin/rgpu" run --server "$a_url" --server "$b_url" --token alpha-secret --token alpha-secret -- \
+  "$programs/driver_servers" refused "$work/ready" "$work/go" >"$work/out" 2>&1 &
+client=$!
+for _ in $(seq 600); do [ -e "$work/ready" ] && break; sleep 0.05; done
+[ -e "$work/ready" ] || { kill -KILL $client; cat "$work/out"; fail "refused: the program did not get ready"; }
+ended=$ended_before
+for _ in $(seq 100); do
+  ended=$(grep -Ec "session [0-9]+: (ended by its client|client gone)" "$work/a.log")
+  [ "$ended" -gt "$ended_before" ] && break
+  sleep 0.05
+done
+touch "$work/go"
+wait $client || { cat "$work/out"; fail "refused: the program failed"; }
+[ "$ended" -gt "$ended_before" ] ||
+  { cat "$work/out"; fail "server A kept the session of a program whose cuInit failed on server B"; }
+grep -q "cuInit answered CUDA_ERROR_NOT_PERMITTED" "$work/out" || { cat "$work/out"; fail "refused: cuInit"; }
+echo "servers: a refusing server fails cuInit and ends the sessions the others opened"
 kill -TERM $a_pid $b_pid; wait $a_pid $b_pid 2>/dev/null
 # The program's own options after "--" stay the program's, with --server given twice.
 out=$("$bin/rgpu" run --server "$a_url" --server "$b_url" -- /bin/echo -hA=256 --foo) ||

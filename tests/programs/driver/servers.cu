@@ -9,6 +9,9 @@
 //   driver_servers survive READY GO  works on every device, creates READY, waits for GO (the test
 //                                    kills the last device's server meanwhile), then checks that
 //                                    the last device fails with a CUDA error and the others go on
+//   driver_servers refused READY GO  cuInit must fail (the test makes the last server refuse);
+//                                    creates READY, waits for GO (the test checks meanwhile that
+//                                    the servers that accepted have their sessions ended already)
 #include <unistd.h>
 
 #include <string>
@@ -283,14 +286,32 @@ int Survive(const char* ready, const char* go) {
   return 0;
 }
 
+int Refused(const char* ready, const char* go) {
+  const CUresult r = cuInit(0);
+  EXPECT_TRUE(r != CUDA_SUCCESS);
+  FILE* f = fopen(ready, "w");
+  EXPECT_TRUE(f != nullptr);
+  fclose(f);
+  for (int waited = 0; access(go, F_OK) != 0; ++waited) {
+    EXPECT_TRUE(waited < 3000);
+    usleep(10000);
+  }
+  const char* name = nullptr;
+  cuGetErrorName(r, &name);
+  printf("servers: cuInit answered %s\n", name != nullptr ? name : "?");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CHECK(cuInit(0));
   const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "refused" && argc == 4) return Refused(argv[2], argv[3]);
+  CHECK(cuInit(0));
   if (mode == "check" && argc == 3) return Check(argv[2]);
   if (mode == "uuids" && argc == 2) return Uuids();
   if (mode == "survive" && argc == 4) return Survive(argv[2], argv[3]);
-  fprintf(stderr, "usage: %s check LAYOUT | uuids | survive READY GO\n", argv[0]);
+  fprintf(stderr, "usage: %s check LAYOUT | uuids | survive READY GO | refused READY GO\n",
+          argv[0]);
   return 2;
 }
