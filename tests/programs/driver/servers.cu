@@ -257,13 +257,8 @@ int Uuids() {
   return 0;
 }
 
-int Survive(const char* ready, const char* go) {
-  int count = 0;
-  CHECK(cuDeviceGetCount(&count));
-  EXPECT_TRUE(count >= 2);
-  std::vector<Device> devices;
-  for (int i = 0; i < count; ++i) devices.push_back(Open(i));
-  for (int i = 0; i < count; ++i) CHECK(Work(devices[i], i));
+// Creates the file `ready`, then waits (up to 30 s) for the test to create `go`.
+void ReadyThenWait(const char* ready, const char* go) {
   FILE* f = fopen(ready, "w");
   EXPECT_TRUE(f != nullptr);
   fclose(f);
@@ -271,6 +266,16 @@ int Survive(const char* ready, const char* go) {
     EXPECT_TRUE(waited < 3000);
     usleep(10000);
   }
+}
+
+int Survive(const char* ready, const char* go) {
+  int count = 0;
+  CHECK(cuDeviceGetCount(&count));
+  EXPECT_TRUE(count >= 2);
+  std::vector<Device> devices;
+  for (int i = 0; i < count; ++i) devices.push_back(Open(i));
+  for (int i = 0; i < count; ++i) CHECK(Work(devices[i], i));
+  ReadyThenWait(ready, go);
   // The last device's server is gone: its calls fail with a CUDA error, now and later.
   const CUresult lost = Work(devices[count - 1], 1.0);
   EXPECT_TRUE(lost != CUDA_SUCCESS);
@@ -289,13 +294,7 @@ int Survive(const char* ready, const char* go) {
 int Refused(const char* ready, const char* go) {
   const CUresult r = cuInit(0);
   EXPECT_TRUE(r != CUDA_SUCCESS);
-  FILE* f = fopen(ready, "w");
-  EXPECT_TRUE(f != nullptr);
-  fclose(f);
-  for (int waited = 0; access(go, F_OK) != 0; ++waited) {
-    EXPECT_TRUE(waited < 3000);
-    usleep(10000);
-  }
+  ReadyThenWait(ready, go);
   const char* name = nullptr;
   cuGetErrorName(r, &name);
   printf("servers: cuInit answered %s\n", name != nullptr ? name : "?");
