@@ -172,6 +172,13 @@ class Session {
   void ServeLane(Channel& lane);
 
  private:
+  // The two ends of serving an attached side channel (a lane or a peer transfer), shared by
+  // ServeLane and ServePeer: Begin lists it (so that ending the session closes it) and sends the
+  // Welcome naming the session, returning the send's status; End unlists it, gives back its
+  // AttachLane/AttachPeer admission and wakes Run, which waits for every side channel to end.
+  Status BeginSideChannel(Channel& channel);
+  void EndSideChannel(Channel& channel);
+
   // Everything a handler needs about the call it serves.
   struct CallState {
     const wire::Call* call = nullptr;

@@ -32,15 +32,28 @@ bool Session::AttachLane(const std::string& key) {
   return true;
 }
 
-void Session::ServeLane(Channel& lane) {
+Status Session::BeginSideChannel(Channel& channel) {
   {
     std::lock_guard<std::mutex> lock(lanes_mu_);
-    lane_channels_.push_back(&lane);
+    lane_channels_.push_back(&channel);
   }
   wire::Envelope welcome;
   welcome.mutable_welcome()->set_protocol_version(kProtocolVersion);
   welcome.mutable_welcome()->set_session_id(id_);
-  Status s = lane.Send(welcome.SerializeAsString(), nullptr, 0);
+  return channel.Send(welcome.SerializeAsString(), nullptr, 0);
+}
+
+void Session::EndSideChannel(Channel& channel) {
+  {
+    std::lock_guard<std::mutex> lock(lanes_mu_);
+    std::erase(lane_channels_, &channel);
+    --lanes_active_;
+  }
+  lanes_cv_.notify_all();
+}
+
+void Session::ServeLane(Channel& lane) {
+  Status s = BeginSideChannel(lane);
   ReceivedMessage m;
   while (s.ok() && !lanes_closing_.load() && !aborted_.load()) {
     s = lane.Receive(kLanePollMs, &m);
@@ -69,12 +82,7 @@ void Session::ServeLane(Channel& lane) {
     reply->set_result(r);
     s = lane.Send(out.SerializeAsString(), nullptr, 0);
   }
-  {
-    std::lock_guard<std::mutex> lock(lanes_mu_);
-    std::erase(lane_channels_, &lane);
-    --lanes_active_;
-  }
-  lanes_cv_.notify_all();
+  EndSideChannel(lane);
 }
 
 bool Session::HandOff(CallState& cs, const std::function<CUresult()>& query) {

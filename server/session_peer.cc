@@ -150,14 +150,7 @@ CUresult Session::PeerChunk(const PeerGrantRecord& grant, uint64_t offset, void*
 }
 
 bool Session::ServePeer(Channel& peer, const PeerGrantRecord& grant) {
-  {
-    std::lock_guard<std::mutex> lock(lanes_mu_);
-    lane_channels_.push_back(&peer);
-  }
-  wire::Envelope welcome;
-  welcome.mutable_welcome()->set_protocol_version(kProtocolVersion);
-  welcome.mutable_welcome()->set_session_id(id_);
-  Status s = peer.Send(welcome.SerializeAsString(), nullptr, 0);
+  Status s = BeginSideChannel(peer);
   std::vector<char> buffer;
   CUresult r = CUDA_SUCCESS;
   std::string why;
@@ -187,12 +180,7 @@ bool Session::ServePeer(Channel& peer, const PeerGrantRecord& grant) {
   } else if (grant.write && s.ok()) {
     peer.Send(PeerReply(CUDA_SUCCESS, grant.bytes), nullptr, 0);
   }
-  {
-    std::lock_guard<std::mutex> lock(lanes_mu_);
-    std::erase(lane_channels_, &peer);
-    --lanes_active_;
-  }
-  lanes_cv_.notify_all();
+  EndSideChannel(peer);
   return s.ok() && r == CUDA_SUCCESS;
 }
 
