@@ -11,22 +11,13 @@ work=$(mktemp -d)
 registry="" a="" b=""
 trap 'kill $registry $a $b 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "gpus: $*"; for l in registry a b; do echo "-- $l log"; tail -20 "$work/$l.log"; done; exit 1; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 printf 'gpu 0.002 1 rgpu softgpu\n' >"$work/prices"
-"$bin/rgpu-registry" --listen 127.0.0.1:0 --db "$work/registry.db" --signing-key "$work/key.pem" \
-  --prices "$work/prices" --port-file "$work/port" --heartbeat-ms 500 2>"$work/registry.log" &
-registry=$!
-for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
-export RGPU_REGISTRY=$(cat "$work/port")
-export RGPU_ADMIN_KEY_FILE=$work/registry.db.admin-key
-pkey=$("$bin/rgpu" provider create acme --json | json 'd["provider_key"]') || fail "provider create"
-export RGPU_API_KEY=$("$bin/rgpu" tenant create alice --json | json 'd["api_key"]') || fail "tenant create"
+source "$(dirname "$0")/lib.sh"
+start_registry
+open_accounts
 for host in a b; do
-  "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --registry "$RGPU_REGISTRY" \
-    --provider-key "$pkey" --name "host-$host" --port-file "$work/$host.url" 2>"$work/$host.log" &
-  eval "$host=$!"
-  for _ in $(seq 200); do [ -s "$work/$host.url" ] && break; sleep 0.05; done
-  [ -s "$work/$host.url" ] || fail "server $host did not start"
+  start_server "host-$host" "$work/$host.url" "$work/$host.log"
+  eval "$host=$launched"
 done
 # Both servers' GPUs placeable (their URLs proven).
 for _ in $(seq 300); do

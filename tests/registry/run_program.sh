@@ -14,21 +14,12 @@ registry="" server=""
 hold=""
 trap 'kill -9 $hold 2>/dev/null; kill $registry $server 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "run_program: $*"; echo "-- registry log"; tail -20 "$work/registry.log"; echo "-- server log"; tail -20 "$work/server.log"; exit 1; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 printf 'gpu 0.002 1 rgpu softgpu\nburst_premium_per_gb 0.5\n' >"$work/prices"
-"$bin/rgpu-registry" --listen 127.0.0.1:0 --db "$work/registry.db" --signing-key "$work/key.pem" \
-  --prices "$work/prices" --port-file "$work/port" --heartbeat-ms 500 2>"$work/registry.log" &
-registry=$!
-for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
-export RGPU_REGISTRY=$(cat "$work/port")
-export RGPU_ADMIN_KEY_FILE=$work/registry.db.admin-key  # made by the registry at first start
-pkey=$("$bin/rgpu" provider create acme --json | json 'd["provider_key"]') || fail "provider create"
-export RGPU_API_KEY=$("$bin/rgpu" tenant create alice --json | json 'd["api_key"]') || fail "tenant create"
-"$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --registry "$RGPU_REGISTRY" \
-  --provider-key "$pkey" --name host1 --port-file "$work/url" 2>"$work/server.log" &
-server=$!
-for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
-[ -s "$work/url" ] || fail "server did not start"
+source "$(dirname "$0")/lib.sh"
+start_registry
+open_accounts
+start_server host1 "$work/url" "$work/server.log"
+server=$launched
 
 "$bin/rgpu" run --memory 256M -- "$programs/driver_vector_add" || fail "program through the registry"
 # Ending a lease that is not the tenant's (or no longer active): refused, saying so.
