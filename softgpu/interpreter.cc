@@ -490,6 +490,56 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
         if (backward && --block_.yield_countdown == 0) return RunResult::kYield;
         break;
       }
+      case Control::kIndirect: {
+        // Each lane to its own target; lanes that share one go on together, the rest split off
+        // (as a divergent bra), the guard's other lanes fall through.
+        const std::vector<uint32_t>& table = fn.branch_tables[in.aux];
+        const uint64_t* index = w.R(in.a[0]);
+        uint32_t targets[kWarpSize];
+        bool backward = false;
+        for (uint32_t lanes = em; lanes != 0; lanes &= lanes - 1) {
+          const uint32_t lane = static_cast<uint32_t>(__builtin_ctz(lanes));
+          const uint32_t i = static_cast<uint32_t>(index[lane]);
+          if (i >= table.size()) {
+            w.SetFault(FaultKind::kIllegalAddress, "brx.idx index " + std::to_string(i) +
+                                                       " past its " + std::to_string(table.size()) +
+                                                       " targets");
+            return FaultedAt(w, in);
+          }
+          targets[lane] = table[i];
+          backward = backward || table[i] <= pc;
+        }
+        if (backward && --block_.watch_countdown == 0 && !Watch(w)) return RunResult::kFault;
+        uint32_t rest = em;
+        if ((mask & ~em) != 0) {
+          g.mask = mask & ~em;
+          ++g.pc;
+        } else {
+          // The group goes to its first lane's target with the lanes that go there too.
+          const uint32_t first = targets[__builtin_ctz(em)];
+          uint32_t same = 0;
+          for (uint32_t lanes = em; lanes != 0; lanes &= lanes - 1) {
+            const uint32_t lane = static_cast<uint32_t>(__builtin_ctz(lanes));
+            if (targets[lane] == first) same |= 1u << lane;
+          }
+          g.mask = same;
+          g.pc = first;
+          rest &= ~same;
+        }
+        gs.MergeFrom(gi);
+        while (rest != 0) {
+          const uint32_t target = targets[__builtin_ctz(rest)];
+          uint32_t same = 0;
+          for (uint32_t lanes = rest; lanes != 0; lanes &= lanes - 1) {
+            const uint32_t lane = static_cast<uint32_t>(__builtin_ctz(lanes));
+            if (targets[lane] == target) same |= 1u << lane;
+          }
+          gs.Add(target, same);
+          rest &= ~same;
+        }
+        if (backward && --block_.yield_countdown == 0) return RunResult::kYield;
+        break;
+      }
       case Control::kYield:
         if (in.exec != nullptr && em != 0) {
           in.exec(w, in, em);

@@ -31,16 +31,17 @@ using Handler = void (*)(Warp& warp, const Insn& insn, uint32_t mask);
 
 // What an instruction does to control flow; the warp scheduler acts on it after the handler.
 enum class Control : uint8_t {
-  kNone,     // fall through
-  kBranch,   // to `target` for lanes in the (guarded) mask
-  kExit,     // lanes terminate (exit, or ret from the kernel's own body)
-  kReturn,   // ret from a .func
-  kBarrier,  // bar.sync: the warp waits for the rest of the block (handler runs first if any)
-  kCall,     // call of function `target`; operands in Function::call_sites[aux]
-  kTrap,     // trap/brkpt: the kernel fails
-  kYield,    // nanosleep, mbarrier.try_wait: the handler runs, then the warp lets others run
-  kWait,     // barrier.cluster.wait: the handler runs; while it sets Warp::stall, the warp stays
-             // at the instruction and lets others run
+  kNone,      // fall through
+  kBranch,    // to `target` for lanes in the (guarded) mask
+  kExit,      // lanes terminate (exit, or ret from the kernel's own body)
+  kReturn,    // ret from a .func
+  kBarrier,   // bar.sync: the warp waits for the rest of the block (handler runs first if any)
+  kCall,      // call of function `target`; operands in Function::call_sites[aux]
+  kTrap,      // trap/brkpt: the kernel fails
+  kYield,     // nanosleep, mbarrier.try_wait: the handler runs, then the warp lets others run
+  kWait,      // barrier.cluster.wait: the handler runs; while it sets Warp::stall, the warp stays
+              // at the instruction and lets others run
+  kIndirect,  // brx.idx: each lane in the mask to Function::branch_tables[aux][its a[0] (u32)]
 };
 
 struct Insn {
@@ -107,6 +108,7 @@ struct Function {
   uint32_t max_cluster_rank = 0;         // .maxclusterrank, 0 if unconstrained
   uint32_t max_call_depth = 0;  // functions reachable by nested calls; kUnbounded for recursion
   std::vector<CallSite> call_sites;
+  std::vector<std::vector<uint32_t>> branch_tables;  // brx.idx target lists (instruction indices)
   std::vector<std::string> unsupported;  // instructions this function cannot run (with lines)
 };
 

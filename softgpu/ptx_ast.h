@@ -123,7 +123,9 @@ struct Function {
   std::vector<Variable> vars;  // variables declared in the body (.local/.shared/.param)
   std::vector<Instruction> insns;
   std::unordered_map<std::string, uint32_t> labels;  // label -> index of the next instruction
-  uint32_t max_threads = 0;                          // from .maxntid/.reqntid (product), 0 if none
+  // `NAME: .branchtargets L1, L2, ...;` lists (brx.idx's targets), by NAME.
+  std::unordered_map<std::string, std::vector<std::string>> branch_target_lists;
+  uint32_t max_threads = 0;              // from .maxntid/.reqntid (product), 0 if none
   uint32_t cluster_dims[3] = {0, 0, 0};  // from .reqnctapercluster (missing dims 1), 0s if none
   bool explicit_cluster = false;         // .explicitcluster: must be launched as clusters
   uint32_t max_cluster_rank = 0;         // from .maxclusterrank, 0 if none

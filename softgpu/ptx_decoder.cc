@@ -91,6 +91,12 @@ class FunctionDecoder {
     std::string label;
     uint32_t line;
   };
+  // brx.idx's list `list`, resolved into branch_tables[table] once the labels are known.
+  struct PendingTable {
+    uint32_t table;
+    std::string list;
+    uint32_t line;
+  };
 
   Insn& Emit(const ptx::Instruction& src, Handler h);
   // Marks the current instruction unsupported; returns true so callers can `return Unsupported()`.
@@ -151,6 +157,7 @@ class FunctionDecoder {
   Function& out_;
   const FunctionLayout& layout_;
   std::vector<PendingBranch> branches_;
+  std::vector<PendingTable> tables_;
   uint32_t scratch_ = kNoOperand;
   uint32_t carry_ = kNoOperand;
   std::string why_;         // reason for the last operand failure
@@ -788,6 +795,22 @@ Status FunctionDecoder::Run() {
     }
     out_.insns[b.insn].target = first_of_source[it->second];
   }
+  for (const PendingTable& t : tables_) {
+    auto list = src_.branch_target_lists.find(t.list);
+    if (list == src_.branch_target_lists.end()) {
+      return rgpu::InvalidArgument("PTX line " + std::to_string(t.line) +
+                                   ": unknown .branchtargets list '" + t.list + "'");
+    }
+    std::vector<uint32_t>& table = out_.branch_tables[t.table];
+    for (const std::string& label : list->second) {
+      auto it = src_.labels.find(label);
+      if (it == src_.labels.end()) {
+        return rgpu::InvalidArgument("PTX line " + std::to_string(t.line) + ": unknown label '" +
+                                     label + "' in .branchtargets '" + t.list + "'");
+      }
+      table.push_back(first_of_source[it->second]);
+    }
+  }
   return Status::Ok();
 }
 
@@ -798,8 +821,21 @@ bool FunctionDecoder::DecodeInstruction(const ptx::Instruction& src) {
 
   if (b == "bra" || b == "brx") {
     if (b == "brx") {
-      why_ = "indirect branches";
-      return false;
+      // brx.idx{.uni} index, list: to the index-th label of a .branchtargets list (an index past
+      // its end faults, where PTX leaves it undefined).
+      if (!m.Has("idx") || ops.size() != 2 || ops[1].kind != Operand::Kind::kSymbol) {
+        hard_error_ = "bad brx.idx operands";
+        return false;
+      }
+      uint32_t index;
+      if (!Src(src, ops[0], Type::kU32, &index)) return false;
+      Insn& in = Emit(src, nullptr);
+      in.control = Control::kIndirect;
+      in.a[0] = index;
+      in.aux = static_cast<uint32_t>(out_.branch_tables.size());
+      out_.branch_tables.emplace_back();
+      tables_.push_back({in.aux, ops[1].name, src.line});
+      return true;
     }
     if (ops.size() != 1 || ops[0].kind != Operand::Kind::kSymbol) {
       hard_error_ = "bad branch target";

@@ -481,6 +481,10 @@ class Parser {
           if (Status s = SkipPast(';'); !s.ok()) return s;
           continue;
         }
+        if (Peek().Is(".branchtargets")) {
+          if (Status s = ParseBranchTargets(label); !s.ok()) return s;
+          continue;
+        }
         function_->labels[label] = static_cast<uint32_t>(function_->insns.size());
         continue;
       }
@@ -510,6 +514,26 @@ class Parser {
       if (Status s = ParseInstruction(); !s.ok()) return s;
     }
     return Status::Ok();
+  }
+
+  // `.branchtargets L1, L2, ...;` after `name:` (the label is consumed): brx.idx's list `name`.
+  Status ParseBranchTargets(const std::string& name) {
+    Next();  // .branchtargets
+    std::vector<std::string> targets;
+    for (;;) {
+      const Token& t = Peek();
+      if (t.kind != TokenKind::kIdentifier || t.text[0] == '.') {
+        return Error("expected a label in .branchtargets");
+      }
+      targets.emplace_back(t.text);
+      Next();
+      if (!Accept(',')) break;
+    }
+    if (targets.size() > (1u << 16)) return Error(".branchtargets list too long");
+    if (!function_->branch_target_lists.emplace(name, std::move(targets)).second) {
+      return Error("branch target list '" + name + "' declared twice");
+    }
+    return Expect(';');
   }
 
   Status ParseInstruction() {

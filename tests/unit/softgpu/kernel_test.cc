@@ -605,6 +605,91 @@ TEST_F(KernelTest, SharedAddressInA32BitRegisterWraps) {
   CU_ASSERT_OK(cuModuleUnload(m));
 }
 
+// brx.idx through a .branchtargets list: lanes of one warp take three targets (and one lane, its
+// guard false, falls through), and a loop whose backward edge is a brx.idx runs tid times.
+const char* kIndirectBranchPtx = R"(
+.version 8.0
+.target sm_75
+.address_size 64
+.visible .entry jump(.param .u64 out, .param .u32 bias)
+{
+  .reg .b32 %r<8>;
+  .reg .b64 %rd<4>;
+  .reg .pred %p<3>;
+  ld.param.u64 %rd1, [out];
+  ld.param.u32 %r7, [bias];
+  mov.u32 %r1, %tid.x;
+  rem.u32 %r2, %r1, 3;
+  add.u32 %r2, %r2, %r7;
+  mov.u32 %r3, 0;
+  setp.eq.u32 %p1, %r1, 5;
+ts: .branchtargets L0, L1, L2;
+  @!%p1 brx.idx %r2, ts;
+  mov.u32 %r4, 99;
+  bra.uni LOOP;
+L0:
+  mov.u32 %r4, 100;
+  bra.uni LOOP;
+L1:
+  mov.u32 %r4, 200;
+  bra.uni LOOP;
+L2:
+  mov.u32 %r4, 300;
+LOOP:
+  add.u32 %r3, %r3, 1;
+  setp.lt.u32 %p2, %r3, %r1;
+  selp.u32 %r5, 0, 1, %p2;
+back: .branchtargets LOOP, DONE;
+  brx.idx.uni %r5, back;
+DONE:
+  add.u32 %r4, %r4, %r3;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r4;
+  ret;
+}
+)";
+
+TEST_F(KernelTest, IndirectBranchTakesEachLanesTarget) {
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, kIndirectBranchPtx));
+  CUfunction f;
+  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "jump"));
+  const int n = 70;  // three warps, the last partial
+  CUdeviceptr d;
+  CU_ASSERT_OK(cuMemAlloc(&d, n * 4));
+  uint32_t bias = 0;
+  CU_ASSERT_OK(Launch(f, 1, n, {&d, &bias}));
+  const std::vector<uint32_t> got = Download<uint32_t>(d, n);
+  for (int t = 0; t < n; ++t) {
+    const uint32_t base = t == 5 ? 99 : 100 * (t % 3 + 1);
+    EXPECT_EQ(got[t], base + std::max(t, 1)) << t;
+  }
+  CU_ASSERT_OK(cuModuleUnload(m));
+}
+
+TEST_F(KernelTest, IndirectBranchPastItsListFaults) {
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, kIndirectBranchPtx));
+  CUfunction f;
+  CU_ASSERT_OK(cuModuleGetFunction(&f, m, "jump"));
+  CUdeviceptr d;
+  CU_ASSERT_OK(cuMemAlloc(&d, 32 * 4));
+  uint32_t bias = 1;  // tid % 3 == 2 indexes a fourth target of three
+  CU_ASSERT_OK(Launch(f, 1, 32, {&d, &bias}));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST_F(KernelTest, IndirectBranchToAnUnknownListIsInvalidPtx) {
+  std::string ptx = kIndirectBranchPtx;
+  ptx.replace(ptx.find("brx.idx %r2, ts"), 15, "brx.idx %r2, zz");
+  testing::internal::CaptureStderr();
+  CUmodule m;
+  CU_EXPECT_EQ(cuModuleLoadData(&m, ptx.c_str()), CUDA_ERROR_INVALID_PTX);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("unknown .branchtargets list 'zz'"), std::string::npos) << err;
+}
+
 TEST_F(KernelTest, UnimplementedInstructionFailsTheLaunchByName) {
   const char* ptx = R"(
 .version 9.0
