@@ -510,30 +510,28 @@ RunResult BlockRunner::RunActivation(WarpSlot& s) {
           backward = backward || table[i] <= pc;
         }
         if (backward && --block_.watch_countdown == 0 && !Watch(w)) return RunResult::kFault;
+        // The lanes of `from` whose target is `target`.
+        auto going_to = [&targets](uint32_t from, uint32_t target) {
+          uint32_t same = 0;
+          for (uint32_t lanes = from; lanes != 0; lanes &= lanes - 1) {
+            const uint32_t lane = static_cast<uint32_t>(__builtin_ctz(lanes));
+            if (targets[lane] == target) same |= 1u << lane;
+          }
+          return same;
+        };
         uint32_t rest = em;
         if ((mask & ~em) != 0) {
           g.mask = mask & ~em;
           ++g.pc;
-        } else {
-          // The group goes to its first lane's target with the lanes that go there too.
-          const uint32_t first = targets[__builtin_ctz(em)];
-          uint32_t same = 0;
-          for (uint32_t lanes = em; lanes != 0; lanes &= lanes - 1) {
-            const uint32_t lane = static_cast<uint32_t>(__builtin_ctz(lanes));
-            if (targets[lane] == first) same |= 1u << lane;
-          }
-          g.mask = same;
-          g.pc = first;
-          rest &= ~same;
+        } else {  // the group goes on with its first lane's target
+          g.pc = targets[__builtin_ctz(em)];
+          g.mask = going_to(em, g.pc);
+          rest &= ~g.mask;
         }
         gs.MergeFrom(gi);
         while (rest != 0) {
           const uint32_t target = targets[__builtin_ctz(rest)];
-          uint32_t same = 0;
-          for (uint32_t lanes = rest; lanes != 0; lanes &= lanes - 1) {
-            const uint32_t lane = static_cast<uint32_t>(__builtin_ctz(lanes));
-            if (targets[lane] == target) same |= 1u << lane;
-          }
+          const uint32_t same = going_to(rest, target);
           gs.Add(target, same);
           rest &= ~same;
         }
