@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 8;  // 8: copies between servers (PeerJoin, PeerGrant)
+constexpr uint32_t kProtocolVersion = 9;  // 9: tensor maps (TensorMapEncode)
 }  // namespace rgpu

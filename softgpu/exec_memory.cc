@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <type_traits>
 
+#include "softgpu/atomics.h"
 #include "softgpu/exec.h"
 #include "softgpu/handlers.h"
 
@@ -254,63 +255,6 @@ void Store(Warp& w, const Insn& in, uint32_t mask) {
   }
 }
 
-template <typename T>
-using Bits = std::conditional_t<sizeof(T) == 8, uint64_t,
-                                std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>>;
-
-template <AtomOp kOp, typename T>
-T AtomicApply(uint8_t* p, T b, T c) {
-  using B = Bits<T>;
-  std::atomic_ref<B> ref(*reinterpret_cast<B*>(p));
-  B old_bits = ref.load(std::memory_order_relaxed);
-  for (;;) {
-    const T old = std::bit_cast<T>(old_bits);
-    T next;
-    switch (kOp) {
-      case AtomOp::kAdd:
-        if constexpr (std::is_floating_point_v<T>)
-          next = old + b;
-        else
-          next = static_cast<T>(static_cast<B>(old) + static_cast<B>(b));
-        break;
-      case AtomOp::kMin:
-        next = b < old ? b : old;
-        break;
-      case AtomOp::kMax:
-        next = b > old ? b : old;
-        break;
-      case AtomOp::kExch:
-        next = b;
-        break;
-      case AtomOp::kCas:
-        if (old_bits != std::bit_cast<B>(b)) return old;
-        next = c;
-        break;
-      case AtomOp::kAnd:
-        next = static_cast<T>(static_cast<B>(old) & static_cast<B>(b));
-        break;
-      case AtomOp::kOr:
-        next = static_cast<T>(static_cast<B>(old) | static_cast<B>(b));
-        break;
-      case AtomOp::kXor:
-        next = static_cast<T>(static_cast<B>(old) ^ static_cast<B>(b));
-        break;
-      case AtomOp::kInc:
-        next =
-            static_cast<T>(static_cast<B>(old) >= static_cast<B>(b) ? 0 : static_cast<B>(old) + 1);
-        break;
-      case AtomOp::kDec:
-        next = static_cast<T>((static_cast<B>(old) == 0 || static_cast<B>(old) > static_cast<B>(b))
-                                  ? static_cast<B>(b)
-                                  : static_cast<B>(old) - 1);
-        break;
-    }
-    if (ref.compare_exchange_weak(old_bits, std::bit_cast<B>(next), std::memory_order_relaxed)) {
-      return old;
-    }
-  }
-}
-
 template <MemSpace kSpace, AtomOp kOp, typename T>
 void Atom(Warp& w, const Insn& in, uint32_t mask) {
   uint64_t* d = in.a[0] == kNoOperand ? nullptr : w.R(in.a[0]);
@@ -499,6 +443,11 @@ void Cvta(Warp& w, const Insn& in, uint32_t mask) {
         v = static_cast<uint32_t>(v) + kLocalWindowBase;
       else if (v - kLocalWindowBase < kWindowSize)
         v -= kLocalWindowBase;
+    } else if constexpr (kSpace == MemSpace::kKernelParam) {
+      if (kToGeneric)
+        v = static_cast<uint32_t>(v) + kParamWindowBase;
+      else if (v - kParamWindowBase < kWindowSize)
+        v -= kParamWindowBase;
     }
     d[l] = v;
   });
@@ -530,61 +479,6 @@ void Isspacep(Warp& w, const Insn& in, uint32_t mask) {
 }
 
 void Nop(Warp&, const Insn&, uint32_t) {}
-
-void CpAsync(Warp& w, const Insn& in, uint32_t mask) {
-  const uint64_t* dst = w.R(in.a[0]);
-  const uint64_t* src = w.R(in.a[1]);
-  const uint64_t* src_size = in.a[2] == kNoOperand ? nullptr : w.R(in.a[2]);
-  const uint32_t size = in.aux;
-  for (uint32_t m = mask; m != 0; m &= m - 1) {
-    const uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
-    const uint32_t n =
-        src_size == nullptr ? size : std::min<uint32_t>(size, static_cast<uint32_t>(src_size[l]));
-    uint8_t* d = Translate(w, ptx::Space::kShared, dst[l], size, size, l, true);
-    if (d == nullptr) return;
-    if (n != 0) {
-      const uint8_t* s = Translate(w, ptx::Space::kGlobal, src[l], n, 1, l, false);
-      if (s == nullptr) return;
-      memcpy(d, s, n);
-    }
-    memset(d + n, 0, size - n);
-  }
-}
-
-void CpAsyncBulk(Warp& w, const Insn& in, uint32_t mask) {
-  const uint64_t* dst = w.R(in.a[0]);
-  const uint64_t* src = w.R(in.a[1]);
-  const uint64_t* size = w.R(in.a[2]);
-  const uint64_t* mbar = in.a[3] == kNoOperand ? nullptr : w.R(in.a[3]);
-  const auto direction = static_cast<CpBulkDirection>(in.aux);
-  const ptx::Space from =
-      direction == CpBulkDirection::kGlobalToShared ? ptx::Space::kGlobal : ptx::Space::kShared;
-  const ptx::Space to =
-      direction == CpBulkDirection::kSharedToGlobal ? ptx::Space::kGlobal : ptx::Space::kShared;
-  for (uint32_t m = mask; m != 0; m &= m - 1) {
-    const uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
-    const uint64_t n = size[l] & 0xffffffffu;
-    if (n % 16 != 0) {
-      w.SetFault(FaultKind::kMisalignedAddress,
-                 "cp.async.bulk of " + std::to_string(n) + " bytes (not a multiple of 16)");
-      return;
-    }
-    uint8_t* d = nullptr;
-    const uint8_t* s = nullptr;
-    if (n != 0) {
-      s = Translate(w, from, src[l], static_cast<uint32_t>(n), 16, l, false);
-      if (s == nullptr) return;
-      d = Translate(w, to, dst[l], static_cast<uint32_t>(n), 16, l, true);
-      if (d == nullptr) return;
-      memmove(d, s, n);
-    }
-    if (mbar != nullptr) {
-      uint8_t* object = Translate(w, ptx::Space::kShared, mbar[l], 8, 8, l, true);
-      if (object == nullptr) return;
-      MbarrierCompleteTx(reinterpret_cast<uint64_t*>(object), n);
-    }
-  }
-}
 
 }  // namespace
 
@@ -673,7 +567,5 @@ Handler IsspacepHandler(MemSpace space) {
 }
 
 Handler NopHandler() { return &Nop; }
-Handler CpAsyncHandler() { return &CpAsync; }
-Handler CpAsyncBulkHandler() { return &CpAsyncBulk; }
 
 }  // namespace softgpu

@@ -245,7 +245,6 @@ enum class MemSpace : uint8_t {
 Handler LoadHandler(MemSpace space, ptx::Type type, uint32_t count);
 // st: a0..a3 = sources, a4/imm as ld.
 Handler StoreHandler(MemSpace space, ptx::Type type, uint32_t count);
-enum class AtomOp : uint8_t { kAdd, kMin, kMax, kExch, kCas, kAnd, kOr, kXor, kInc, kDec };
 // atom: a0 = d (or kNoOperand for red), a4/imm = address, a1 = b, a2 = c (cas new value).
 Handler AtomHandler(MemSpace space, AtomOp op, ptx::Type type);
 // cvta.<space> (to_generic) / cvta.to.<space>: a0 = d, a1 = a.
@@ -314,12 +313,77 @@ Handler MbarrierHandler(MbarrierOp op, MemSpace space);
 // mbarrier::complete_tx::bytes), completing its phase if nothing else is pending.
 void MbarrierCompleteTx(uint64_t* object, uint64_t bytes);
 
-// cp.async.bulk without tensor maps: a0 = destination address, a1 = source address, a2 = bytes
-// (a multiple of 16, both addresses 16-byte aligned), a3 = the shared mbarrier whose transaction
-// count the copy completes (kNoOperand for bulk groups); aux = CpBulkDirection. The copy is done
-// when issued (so commit and wait of bulk groups have nothing to wait for).
+// ---- the asynchronous proxy: bulk copies, tensor-map copies, st.async (exec_async.cc) ----
+// Every copy is done when issued, so commit and wait of bulk groups have nothing to wait for,
+// and an mbarrier's transactions complete at once.
+
+// cp.async.bulk / cp.reduce.async.bulk without tensor maps: a0 = destination address, a1 =
+// source address, a2 = bytes (a multiple of 16, both addresses 16-byte aligned), a3 = the shared
+// mbarrier whose transaction count the copy completes (kNoOperand for bulk groups), a4 = the
+// .multicast::cluster mask (a load into the same offset of each block it names, completing each
+// one's mbarrier at the mbarrier's offset); aux = CpBulkMode::Pack().
 enum class CpBulkDirection : uint8_t { kGlobalToShared, kSharedToShared, kSharedToGlobal };
+struct CpBulkMode {
+  CpBulkDirection direction = CpBulkDirection::kGlobalToShared;
+  bool multicast = false;
+  bool reduce = false;  // cp.reduce.async.bulk: each element of `type` combined with `op`
+  AtomOp op = AtomOp::kAdd;
+  ptx::Type type = ptx::Type::kNone;
+
+  uint32_t Pack() const {
+    return static_cast<uint32_t>(direction) | (multicast ? 1u << 8 : 0) | (reduce ? 1u << 9 : 0) |
+           static_cast<uint32_t>(op) << 16 | static_cast<uint32_t>(type) << 24;
+  }
+  static CpBulkMode Unpack(uint32_t v) {
+    CpBulkMode m;
+    m.direction = static_cast<CpBulkDirection>(v & 0xff);
+    m.multicast = (v >> 8) & 1;
+    m.reduce = (v >> 9) & 1;
+    m.op = static_cast<AtomOp>((v >> 16) & 0xff);
+    m.type = static_cast<ptx::Type>(v >> 24);
+    return m;
+  }
+};
 Handler CpAsyncBulkHandler();
+// True when the reducing copies and red.async can combine elements of `type` with `op`: add,
+// min and max (32- and 64-bit integers, f16, bf16, f32, f64), inc and dec (u32), and, or and xor
+// (32- and 64-bit bit and integer types).
+bool BulkReduceSupported(AtomOp op, ptx::Type type);
+
+// cp.async.bulk.tensor (tile mode) and its reducing form (a prefetch decodes to a no-op): Insn::aux
+// indexes Program::tensor_sites. The tensor map (tensor_map.h) is read and checked at every copy:
+// bytes that are no map softgpu made, a rank other than the instruction's, or a box the shared
+// memory cannot hold fault the kernel (CUDA_ERROR_ILLEGAL_ADDRESS), as do elements of the map's
+// global range that are not the context's memory. Loads fill elements outside the tensor with
+// zeros, complete box-bytes of transactions on the mbarrier (of each block with
+// .multicast::cluster) and lay the box out in shared memory with the map's swizzle; stores and
+// reductions write only the elements inside the tensor. The shared address must be 128-byte
+// aligned.
+Handler TensorCopyHandler();
+
+// st.async / red.async: a0 = shared::cluster address, a1..a4 = values (vector count), a5 = the
+// mbarrier (in the same block as the address) whose transactions the store's bytes complete;
+// aux = AsyncStoreMode::Pack().
+struct AsyncStoreMode {
+  ptx::Type type = ptx::Type::kNone;
+  uint32_t count = 1;
+  bool reduce = false;  // red.async: combined with `op`
+  AtomOp op = AtomOp::kAdd;
+
+  uint32_t Pack() const {
+    return static_cast<uint32_t>(type) | count << 8 | (reduce ? 1u << 12 : 0) |
+           static_cast<uint32_t>(op) << 16;
+  }
+  static AsyncStoreMode Unpack(uint32_t v) {
+    AsyncStoreMode m;
+    m.type = static_cast<ptx::Type>(v & 0xff);
+    m.count = (v >> 8) & 0xf;
+    m.reduce = (v >> 12) & 1;
+    m.op = static_cast<AtomOp>((v >> 16) & 0xff);
+    return m;
+  }
+};
+Handler AsyncStoreHandler();
 
 // ---- thread-block clusters (exec_cluster.cc) ----
 // barrier.cluster.arrive: the lanes arrive at their cluster's barrier (Block::cluster).

@@ -198,7 +198,7 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   regs_.assign(static_cast<size_t>(nwarps) * fn.num_regs * kWarpSize, 0);
   preds_.assign(static_cast<size_t>(nwarps) * std::max<uint32_t>(fn.num_preds, 1), 0);
   frames_.assign(static_cast<size_t>(nwarps) * fn.frame_bytes * kWarpSize, 0);
-  shared_.assign(fn.shared_bytes + launch.dynamic_shared + 16, 0);
+  shared_.assign(fn.dynamic_shared_offset + launch.dynamic_shared + 16, 0);
   const uint32_t local_per_thread = (fn.local_bytes + launch.stack_bytes + 15) / 16 * 16;
   local_.assign(static_cast<size_t>(threads) * local_per_thread, 0);
   warps_.resize(nwarps);
@@ -216,9 +216,9 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   block_.memory = launch.memory;
   block_.owner = launch.owner;
   block_.shared = shared_.data();
-  // Dynamic shared memory starts at the static variables' end rounded up to 16 bytes (the decoder's
-  // extern .shared base): the block's shared memory runs to its end.
-  block_.shared_size = (fn.shared_bytes + 15) / 16 * 16 + launch.dynamic_shared;
+  // Dynamic shared memory starts at the decoder's extern .shared base (the static variables' end,
+  // aligned): the block's shared memory runs to its end.
+  block_.shared_size = fn.dynamic_shared_offset + launch.dynamic_shared;
   block_.dynamic_shared_size = launch.dynamic_shared;
   block_.params = launch.params;
   block_.param_size = launch.param_size;

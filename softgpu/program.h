@@ -102,7 +102,10 @@ struct Function {
   uint32_t frame_bytes = 0;   // per-lane parameter frame (functions' params+returns, call args)
   uint32_t local_bytes = 0;   // per-thread .local bytes of one activation
   uint32_t shared_bytes = 0;  // kernels: static shared memory (module-level + own)
-  uint32_t max_threads = 0;   // .maxntid/.reqntid product, 0 if unconstrained
+  // Kernels: where dynamic shared memory starts (shared_bytes rounded up to 16 bytes or to the
+  // largest alignment an extern .shared declaration asks for).
+  uint32_t dynamic_shared_offset = 0;
+  uint32_t max_threads = 0;              // .maxntid/.reqntid product, 0 if unconstrained
   uint32_t cluster_dims[3] = {0, 0, 0};  // .reqnctapercluster, 0s if the launch chooses
   bool explicit_cluster = false;         // .explicitcluster: launched as clusters only
   uint32_t max_cluster_rank = 0;         // .maxclusterrank, 0 if unconstrained
@@ -211,12 +214,35 @@ struct MatrixSite {
   std::vector<uint32_t> d, a, b, c;
 };
 
+// Tensor-map copies (cp.async.bulk.tensor, cp.reduce.async.bulk.tensor, their prefetch) name
+// more operands than an Insn holds; their Insn::aux indexes one of these in
+// Program::tensor_sites.
+enum class TensorCopy : uint8_t {
+  kLoad,      // global -> shared::cluster, completing an mbarrier's transactions
+  kStore,     // shared::cta -> global (bulk group)
+  kReduce,    // shared::cta -> global, each element combined with `reduce` (bulk group)
+  kPrefetch,  // to L2: a hint
+};
+// The read-modify-write operations of atom, red and the reducing copies.
+enum class AtomOp : uint8_t { kAdd, kMin, kMax, kExch, kCas, kAnd, kOr, kXor, kInc, kDec };
+struct TensorSite {
+  TensorCopy op = TensorCopy::kLoad;
+  AtomOp reduce = AtomOp::kAdd;    // kReduce: how each element combines
+  uint8_t rank = 0;                // the instruction's .1d to .5d
+  uint32_t map = kNoOperand;       // generic address of the 128-byte tensor map
+  uint32_t shared = kNoOperand;    // load: shared::cluster destination; store: shared source
+  uint32_t mbarrier = kNoOperand;  // load: shared::cluster mbarrier
+  uint32_t cta_mask = kNoOperand;  // load with .multicast::cluster: the destination blocks
+  uint32_t coords[5] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand, kNoOperand};  // .s32
+};
+
 struct Program {
   std::string target;        // e.g. "sm_75"
   uint32_t target_arch = 0;  // its number (75; 90 for "sm_90a"), 0 if it names none
   std::vector<Function> functions;
   std::vector<TextureSite> texture_sites;
   std::vector<MatrixSite> matrix_sites;
+  std::vector<TensorSite> tensor_sites;
   std::unordered_map<std::string, uint32_t> function_index;
   std::vector<GlobalVariable> globals;
   std::unordered_map<std::string, uint32_t> global_index;

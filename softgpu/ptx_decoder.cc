@@ -9,6 +9,7 @@
 #include "softgpu/exec.h"
 #include "softgpu/handlers.h"
 #include "softgpu/ptx_parser.h"
+#include "softgpu/tensor_map.h"
 
 namespace softgpu {
 namespace {
@@ -41,6 +42,21 @@ struct Mods {
     return 1;
   }
 };
+
+// The operation of an atom, red or reducing bulk copy (its .add, .min, ... modifier).
+bool AtomOpOf(const Mods& m, AtomOp* op) {
+  static const std::pair<const char*, AtomOp> kOps[] = {
+      {"add", AtomOp::kAdd}, {"min", AtomOp::kMin}, {"max", AtomOp::kMax}, {"exch", AtomOp::kExch},
+      {"cas", AtomOp::kCas}, {"and", AtomOp::kAnd}, {"or", AtomOp::kOr},   {"xor", AtomOp::kXor},
+      {"inc", AtomOp::kInc}, {"dec", AtomOp::kDec}};
+  for (const auto& [name, o] : kOps) {
+    if (m.Has(name)) {
+      *op = o;
+      return true;
+    }
+  }
+  return false;
+}
 
 Mods SplitOpcode(const std::string& opcode) {
   Mods m;
@@ -134,10 +150,20 @@ class FunctionDecoder {
   bool DecodeCompare(const ptx::Instruction& src, const Mods& m);
   bool DecodeCvt(const ptx::Instruction& src, const Mods& m);
   // cp.async (4/8/16 bytes to shared memory), cp.async.mbarrier.arrive, and cp.async.bulk
-  // without tensor maps (global or shared to shared with an mbarrier, shared to global in bulk
-  // groups); clusters are of one block, so shared::cluster addresses are the block's own.
+  // (global or shared to shared::cluster with an mbarrier, multicast to several blocks of the
+  // cluster, shared to global in bulk groups; cp.reduce.async.bulk combining into the
+  // destination).
   bool DecodeCpAsync(const ptx::Instruction& src, const Mods& m);
   bool DecodeCpAsyncBulk(const ptx::Instruction& src, const Mods& m);
+  // cp.async.bulk.tensor, cp.reduce.async.bulk.tensor and cp.async.bulk.prefetch.tensor in
+  // tile mode (Program::tensor_sites).
+  bool DecodeCpAsyncBulkTensor(const ptx::Instruction& src, const Mods& m);
+  // [tensorMap, {coordinates}]: the map's generic address and `rank` .s32 coordinates.
+  bool TensorMapOperand(const ptx::Instruction& src, const Operand& op, uint32_t rank,
+                        TensorSite* site);
+  // st.async and red.async: a store or reduction into (another block's) shared memory that
+  // completes that block's mbarrier.
+  bool DecodeAsyncStore(const ptx::Instruction& src, const Mods& m);
   // mbarrier.{init,inval,arrive,arrive_drop,expect_tx,complete_tx,test_wait,try_wait,
   // pending_count}, with transaction counts; cluster scope and shared::cluster name the block's
   // own barrier (clusters are of one block).
@@ -235,6 +261,11 @@ class ProgramDecoder {
   const std::unordered_map<std::string, uint32_t>& shared_offsets() const { return shared_; }
   bool IsDynamicShared(const std::string& name) const { return dynamic_shared_.count(name) != 0; }
   uint32_t module_shared_bytes() const { return module_shared_bytes_; }
+  // Where dynamic shared memory starts after `static_bytes` of static shared variables: rounded
+  // up to 16 bytes, or to the largest alignment an extern .shared declaration asks for.
+  uint32_t DynamicSharedBase(uint32_t static_bytes) const {
+    return AlignUp(static_bytes, dynamic_shared_align_);
+  }
 
  private:
   Status LayoutGlobals() {
@@ -243,6 +274,10 @@ class ProgramDecoder {
       if (v.space == Space::kShared) {
         if (v.unsized || (v.is_extern && v.size == 0)) {
           dynamic_shared_.insert(v.name);
+          if (v.align > (1u << 16)) {
+            return rgpu::InvalidArgument("alignment of '" + v.name + "' too large");
+          }
+          dynamic_shared_align_ = std::max(dynamic_shared_align_, v.align);
           continue;
         }
         shared_end = AlignUp(shared_end, v.align);
@@ -415,6 +450,7 @@ class ProgramDecoder {
     out->frame_bytes = AlignUp(frame, 8);
     out->local_bytes = AlignUp(local, 16);
     out->shared_bytes = shared;
+    out->dynamic_shared_offset = DynamicSharedBase(shared);
     return Status::Ok();
   }
 
@@ -431,6 +467,7 @@ class ProgramDecoder {
   std::map<std::pair<uint32_t, int64_t>, uint32_t> reloc_index_;
   std::unordered_map<std::string, uint32_t> shared_;
   std::unordered_set<std::string> dynamic_shared_;
+  uint32_t dynamic_shared_align_ = 16;
   std::unordered_map<const ptx::Variable*, uint32_t> function_shared_;
   std::unordered_set<std::string> functions_with_shared_;
   uint32_t module_level_shared_bytes_ = 0;
@@ -595,7 +632,7 @@ bool FunctionDecoder::SymbolAddress(const ptx::Instruction& src, const Operand& 
   }
   if (pd_.IsDynamicShared(op.name)) {
     const uint32_t base =
-        out_.is_entry ? AlignUp(out_.shared_bytes, 16) : AlignUp(pd_.module_shared_bytes(), 16);
+        pd_.DynamicSharedBase(out_.is_entry ? out_.shared_bytes : pd_.module_shared_bytes());
     *slot = pd_.Const(base + static_cast<uint64_t>(op.offset));
     return true;
   }
@@ -750,7 +787,7 @@ bool FunctionDecoder::Address(const ptx::Instruction& src, const Operand& op, Me
   }
   if (pd_.IsDynamicShared(op.name)) {
     const uint32_t dyn =
-        out_.is_entry ? AlignUp(out_.shared_bytes, 16) : AlignUp(pd_.module_shared_bytes(), 16);
+        pd_.DynamicSharedBase(out_.is_entry ? out_.shared_bytes : pd_.module_shared_bytes());
     *imm = dyn + op.offset;
     if (*space == MemSpace::kGeneric) *imm += static_cast<int64_t>(kSharedWindowBase);
     return true;
@@ -1325,6 +1362,7 @@ bool FunctionDecoder::DecodeMov(const ptx::Instruction& src, const Mods& m) {
 }
 
 bool FunctionDecoder::DecodeMemory(const ptx::Instruction& src, const Mods& m) {
+  if (m.base == "st" && m.Has("async")) return DecodeAsyncStore(src, m);
   const auto& ops = src.operands;
   const bool store = m.base == "st";
   if (ops.size() != 2) return false;
@@ -1392,6 +1430,7 @@ bool FunctionDecoder::DecodeMemory(const ptx::Instruction& src, const Mods& m) {
 }
 
 bool FunctionDecoder::DecodeAtom(const ptx::Instruction& src, const Mods& m) {
+  if (m.Has("async")) return DecodeAsyncStore(src, m);
   const auto& ops = src.operands;
   const bool red = m.base == "red";
   MemSpace space = MemSpace::kGeneric;
@@ -1400,28 +1439,7 @@ bool FunctionDecoder::DecodeAtom(const ptx::Instruction& src, const Mods& m) {
   else if (m.Has("shared") || m.Has("shared::cluster"))
     space = MemSpace::kShared;
   AtomOp op;
-  if (m.Has("add"))
-    op = AtomOp::kAdd;
-  else if (m.Has("min"))
-    op = AtomOp::kMin;
-  else if (m.Has("max"))
-    op = AtomOp::kMax;
-  else if (m.Has("exch"))
-    op = AtomOp::kExch;
-  else if (m.Has("cas"))
-    op = AtomOp::kCas;
-  else if (m.Has("and"))
-    op = AtomOp::kAnd;
-  else if (m.Has("or"))
-    op = AtomOp::kOr;
-  else if (m.Has("xor"))
-    op = AtomOp::kXor;
-  else if (m.Has("inc"))
-    op = AtomOp::kInc;
-  else if (m.Has("dec"))
-    op = AtomOp::kDec;
-  else
-    return false;
+  if (!AtomOpOf(m, &op)) return false;
   if (m.Vector() != 1) {
     why_ = "vector atomics";
     return false;
@@ -1852,55 +1870,219 @@ bool FunctionDecoder::DecodeCpAsync(const ptx::Instruction& src, const Mods& m) 
 
 bool FunctionDecoder::DecodeCpAsyncBulk(const ptx::Instruction& src, const Mods& m) {
   const auto& ops = src.operands;
+  if (m.Has("tensor")) return DecodeCpAsyncBulkTensor(src, m);
   if (m.Has("prefetch")) {  // cp.async.bulk.prefetch.L2.global [src], size: a hint
     Emit(src, NopHandler());
     return true;
   }
-  if (m.Has("tensor") || m.Has("multicast::cluster") || m.Has("reduce")) {
-    why_ =
-        m.Has("tensor") ? "cp.async.bulk.tensor (tensor-map copies)" : "this form of cp.async.bulk";
-    return false;
-  }
   // The destination's space comes first, then the source's.
   std::vector<std::string> spaces;
   for (const std::string& f : m.flags) {
-    if (f == "global" || f == "shared" || f == "shared::cta" || f == "shared::cluster") {
-      spaces.push_back(f);
-    }
+    if (f == "global" || f == "shared" || f == "shared::cluster") spaces.push_back(f);
   }
   const bool with_mbarrier = m.Has("mbarrier::complete_tx::bytes");
+  const bool multicast = m.Has("multicast::cluster");
+  const bool reduce = m.Has("reduce");
   CpBulkDirection direction;
-  if (spaces.size() == 2 && spaces[0] != "global" && spaces[1] == "global" && with_mbarrier) {
+  if (spaces.size() == 2 && spaces[0] != "global" && spaces[1] == "global" && with_mbarrier &&
+      !reduce) {
     direction = CpBulkDirection::kGlobalToShared;
-  } else if (spaces.size() == 2 && spaces[0] == "shared::cluster" && spaces[1] == "shared::cta" &&
-             with_mbarrier) {
+  } else if (spaces.size() == 2 && spaces[0] == "shared::cluster" && spaces[1] == "shared" &&
+             with_mbarrier && !multicast) {
     direction = CpBulkDirection::kSharedToShared;
   } else if (spaces.size() == 2 && spaces[0] == "global" && spaces[1] != "global" &&
-             m.Has("bulk_group")) {
+             m.Has("bulk_group") && !multicast) {
     direction = CpBulkDirection::kSharedToGlobal;
   } else {
     why_ = "this form of cp.async.bulk";
     return false;
   }
-  // [dst], [src], size{, [mbar]}{, cache-policy (ignored)}
-  const size_t needed = with_mbarrier ? 4 : 3;
-  if (ops.size() < needed || ops.size() > needed + 1) return false;
+  CpBulkMode mode;
+  mode.direction = direction;
+  mode.multicast = multicast;
+  if (reduce) {
+    if (!AtomOpOf(m, &mode.op) || mode.op == AtomOp::kExch || mode.op == AtomOp::kCas ||
+        m.types.size() != 1 || !BulkReduceSupported(mode.op, m.type())) {
+      why_ = "this operation or type of cp.reduce.async.bulk";
+      return false;
+    }
+    mode.reduce = true;
+    mode.type = m.type();
+  }
+  // [dst], [src], size{, [mbar]}{, ctaMask}{, cache-policy}
+  const size_t needed =
+      3 + (with_mbarrier ? 1 : 0) + (multicast ? 1 : 0) + (m.Has("L2::cache_hint") ? 1 : 0);
+  if (ops.size() != needed) return false;
   const MemSpace to =
       direction == CpBulkDirection::kSharedToGlobal ? MemSpace::kGlobal : MemSpace::kShared;
   const MemSpace from =
       direction == CpBulkDirection::kGlobalToShared ? MemSpace::kGlobal : MemSpace::kShared;
-  uint32_t dst, from_reg, size, mbar = kNoOperand;
+  uint32_t dst, from_reg, size, mbar = kNoOperand, mask = kNoOperand;
   if (!AddressRegister(src, ops[0], to, &dst) || !AddressRegister(src, ops[1], from, &from_reg) ||
       !Src(src, ops[2], Type::kU32, &size)) {
     return false;
   }
   if (with_mbarrier && !AddressRegister(src, ops[3], MemSpace::kShared, &mbar)) return false;
+  if (multicast && !Src(src, ops[4], Type::kU16, &mask)) return false;
   Insn& in = Emit(src, CpAsyncBulkHandler());
   in.a[0] = dst;
   in.a[1] = from_reg;
   in.a[2] = size;
   in.a[3] = mbar;
-  in.aux = static_cast<uint32_t>(direction);
+  in.a[4] = mask;
+  in.aux = mode.Pack();
+  return true;
+}
+
+bool FunctionDecoder::TensorMapOperand(const ptx::Instruction& src, const Operand& op,
+                                       uint32_t rank, TensorSite* site) {
+  if (op.kind != Operand::Kind::kAddress || op.elems.size() != 1 ||
+      op.elems[0].kind != Operand::Kind::kVector || op.elems[0].elems.size() != rank) {
+    why_ = "tensor-map operand (a map and one coordinate per dimension)";
+    return false;
+  }
+  // The map: a generic address (a register, or a global or const variable), or the name of a
+  // kernel parameter (a __grid_constant__ CUtensorMap), which reads through the parameter window.
+  MemSpace space = MemSpace::kGeneric;
+  uint32_t base;
+  int64_t imm;
+  if (!Address(src, op, &space, &base, &imm)) return false;
+  if (space == MemSpace::kKernelParam) {
+    site->map = pd_.Const(kParamWindowBase + static_cast<uint64_t>(imm));
+  } else if (space != MemSpace::kGeneric || !AddressRegister(src, op, space, &site->map)) {
+    why_ = "a tensor map in this state space";
+    return false;
+  }
+  for (uint32_t k = 0; k < rank; ++k) {
+    if (!Src(src, op.elems[0].elems[k], Type::kS32, &site->coords[k])) return false;
+  }
+  return true;
+}
+
+bool FunctionDecoder::DecodeCpAsyncBulkTensor(const ptx::Instruction& src, const Mods& m) {
+  const auto& ops = src.operands;
+  static const char* const kModes[] = {"im2col",         "im2col_no_offs", "im2col::w",
+                                       "im2col::w::128", "tile::gather4",  "tile::scatter4"};
+  for (const char* mode : kModes) {
+    if (m.Has(mode)) {
+      why_ = std::string("cp.async.bulk.tensor in .") + mode + " mode (only .tile is supported)";
+      return false;
+    }
+  }
+  for (const std::string& f : m.flags) {
+    if (f.compare(0, 10, "cta_group:") == 0) {
+      why_ = "cp.async.bulk.tensor with ." + f;
+      return false;
+    }
+  }
+  TensorSite site;
+  for (uint32_t r = 1; r <= kTensorMapMaxRank; ++r) {
+    if (m.Has(std::to_string(r) + "d")) site.rank = static_cast<uint8_t>(r);
+  }
+  if (site.rank == 0) {
+    why_ = "cp.async.bulk.tensor dimensionality";
+    return false;
+  }
+  std::vector<std::string> spaces;
+  for (const std::string& f : m.flags) {
+    if (f == "global" || f == "shared" || f == "shared::cluster") spaces.push_back(f);
+  }
+  const bool hint = m.Has("L2::cache_hint");
+  size_t needed;
+  if (m.Has("prefetch")) {  // cp.async.bulk.prefetch.tensor.Nd.L2.global [map, {c}]
+    site.op = TensorCopy::kPrefetch;
+    needed = 1;
+  } else if (spaces.size() == 2 && spaces[0] != "global" && spaces[1] == "global" &&
+             m.Has("mbarrier::complete_tx::bytes") && !m.Has("reduce")) {
+    site.op = TensorCopy::kLoad;  // [dst], [map, {c}], [mbar]{, ctaMask}
+    needed = 3 + (m.Has("multicast::cluster") ? 1 : 0);
+  } else if (spaces.size() == 2 && spaces[0] == "global" && spaces[1] == "shared" &&
+             m.Has("bulk_group") && !m.Has("multicast::cluster")) {
+    site.op = m.Has("reduce") ? TensorCopy::kReduce : TensorCopy::kStore;  // [map, {c}], [src]
+    needed = 2;
+    if (site.op == TensorCopy::kReduce &&
+        (!AtomOpOf(m, &site.reduce) || site.reduce == AtomOp::kExch ||
+         site.reduce == AtomOp::kCas)) {
+      why_ = "this operation of cp.reduce.async.bulk.tensor";
+      return false;
+    }
+  } else {
+    why_ = "this form of cp.async.bulk.tensor";
+    return false;
+  }
+  if (ops.size() != needed + (hint ? 1 : 0)) return false;
+  switch (site.op) {
+    case TensorCopy::kPrefetch:
+      if (!TensorMapOperand(src, ops[0], site.rank, &site)) return false;
+      break;
+    case TensorCopy::kLoad:
+      if (!AddressRegister(src, ops[0], MemSpace::kShared, &site.shared) ||
+          !TensorMapOperand(src, ops[1], site.rank, &site) ||
+          !AddressRegister(src, ops[2], MemSpace::kShared, &site.mbarrier)) {
+        return false;
+      }
+      if (needed == 4 && !Src(src, ops[3], Type::kU16, &site.cta_mask)) return false;
+      break;
+    case TensorCopy::kStore:
+    case TensorCopy::kReduce:
+      if (!TensorMapOperand(src, ops[0], site.rank, &site) ||
+          !AddressRegister(src, ops[1], MemSpace::kShared, &site.shared)) {
+        return false;
+      }
+      break;
+  }
+  if (site.op == TensorCopy::kPrefetch) {  // a hint: nothing to do once the operands are valid
+    Emit(src, NopHandler());
+    return true;
+  }
+  Program& p = pd_.program();
+  p.tensor_sites.push_back(site);
+  Insn& in = Emit(src, TensorCopyHandler());
+  in.aux = static_cast<uint32_t>(p.tensor_sites.size() - 1);
+  return true;
+}
+
+bool FunctionDecoder::DecodeAsyncStore(const ptx::Instruction& src, const Mods& m) {
+  // st.async{.weak}{.shared::cluster}.mbarrier::complete_tx::bytes{.v2,.v4}.type [a], b, [mbar]
+  // red.async.relaxed.cluster{.shared::cluster}.mbarrier::complete_tx::bytes.op.type [a], b,
+  // [mbar]
+  const auto& ops = src.operands;
+  const bool red = m.base == "red";
+  AsyncStoreMode mode;
+  mode.type = m.type();
+  mode.count = m.Vector();
+  if (!m.Has("mbarrier::complete_tx::bytes") || m.types.size() != 1 || ops.size() != 3 ||
+      m.Has("global") || mode.count > 4 || (red && mode.count != 1) ||
+      (ptx::TypeSize(mode.type) != 4 && ptx::TypeSize(mode.type) != 8) ||
+      (mode.count == 4 && ptx::TypeSize(mode.type) != 4)) {
+    why_ = red ? "this form of red.async" : "this form of st.async";
+    return false;
+  }
+  if (red) {
+    if (!AtomOpOf(m, &mode.op) || mode.op == AtomOp::kExch || mode.op == AtomOp::kCas ||
+        !BulkReduceSupported(mode.op, mode.type)) {
+      why_ = "this operation or type of red.async";
+      return false;
+    }
+    mode.reduce = true;
+  }
+  uint32_t address, mbar;
+  uint32_t values[4] = {kNoOperand, kNoOperand, kNoOperand, kNoOperand};
+  if (!AddressRegister(src, ops[0], MemSpace::kShared, &address)) return false;
+  if (mode.count == 1) {
+    if (!Src(src, ops[1], mode.type, &values[0])) return false;
+  } else {
+    if (ops[1].kind != Operand::Kind::kVector || ops[1].elems.size() != mode.count) return false;
+    for (uint32_t i = 0; i < mode.count; ++i) {
+      if (!Src(src, ops[1].elems[i], mode.type, &values[i])) return false;
+    }
+  }
+  if (!AddressRegister(src, ops[2], MemSpace::kShared, &mbar)) return false;
+  Insn& in = Emit(src, AsyncStoreHandler());
+  in.a[0] = address;
+  for (uint32_t i = 0; i < 4; ++i) in.a[1 + i] = values[i];
+  in.a[5] = mbar;
+  in.aux = mode.Pack();
   return true;
 }
 
