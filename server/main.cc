@@ -104,6 +104,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-allocations", options.session_limits.max_allocations,
                  "per session: device allocations")
       ->capture_default_str();
+  uint64_t max_staging_mib = options.session_limits.max_staging_bytes >> 20;
+  app.add_option("--max-staging-mib", max_staging_mib,
+                 "per session: pinned memory for asynchronous copies to busy streams, "
+                 "which let the session serve its other streams meanwhile (0: none)")
+      ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "write the bound URL to this file once listening (for scripts and tests)");
   CLI11_PARSE(app, argc, argv);
@@ -119,6 +124,7 @@ int main(int argc, char** argv) {
     options.operator_key_file.clear();
   }
   options.session_limits.max_module_bytes = max_module_mib << 20;
+  options.session_limits.max_staging_bytes = max_staging_mib << 20;
   if (options.provider_key.empty() && getenv("RGPU_PROVIDER_KEY") != nullptr) {
     options.provider_key = getenv("RGPU_PROVIDER_KEY");
   }

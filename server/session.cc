@@ -609,7 +609,7 @@ CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
       if (drv_.cuCtxGetLimit(&value, limits[i]) == CUDA_SUCCESS) rec.limit_default[i] = value;
     }
   }
-  *id = contexts_.Insert(rec);
+  *id = contexts_.Insert(std::move(rec));
   if (device_.load() < 0) device_.store(device);
   NoteContextDevices();
   return CUDA_SUCCESS;

@@ -285,6 +285,12 @@ class Session {
   // ends the copy, if any.
   void* DirectAccess(CUdeviceptr dptr, size_t bytes, CUstream stream, CUresult* r);
 
+  // An asynchronous copy of the call's payload (`bytes` to `dst`) on `stream`, staged in the
+  // call's context's pinned buffers and queued when the stream is still busy and a buffer is free
+  // (*staged true: the result is the copy's); otherwise nothing is done (*staged false) and the
+  // caller copies in stream order as usual.
+  CUresult StageCopyIn(CallState& cs, CUdeviceptr dst, size_t bytes, CUstream stream, bool* staged);
+
   // A buffer of at least `bytes` for a reply's payload, reused across calls (fresh memory costs
   // a page fault per page); valid until the next call. nullptr when memory is exhausted.
   char* OutputBuffer(size_t bytes);
@@ -452,6 +458,9 @@ class Session {
   std::string client_name_;
   CUcontext current_ = nullptr;
 
+  // The pinned bytes all contexts' staging buffers may hold (made on first use, from limits_);
+  // declared before contexts_, whose records' buffers give their bytes back to it.
+  std::unique_ptr<StagingBudget> staging_budget_;
   HandleTable<ContextRecord> contexts_;
   std::map<int, uint64_t> primary_by_device_;
   std::map<CUdeviceptr, Allocation> allocations_;  // by base address

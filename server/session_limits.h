@@ -24,6 +24,10 @@ struct SessionLimits {
   uint32_t max_vmm_objects = 1u << 14;  // physical allocations, reservations, mappings each
   uint32_t max_graphs = 4096;           // graphs recorded on the server
   uint64_t max_graph_bytes = uint64_t{64} << 20;  // what they hold, all together
+  // Pinned host memory for staging asynchronous copies to busy streams, all of a session's
+  // contexts together (server/staging_buffers.h); rgpu-server --max-staging-mib. 0: never
+  // staged.
+  uint64_t max_staging_bytes = uint64_t{64} << 20;
 };
 
 }  // namespace rgpu::server

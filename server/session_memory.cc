@@ -98,6 +98,14 @@ CUresult Session::HandleMemGetInfo(CallState&, const MemGetInfoIn&,
 CUresult Session::HandleMemcpyHtoD(CallState& cs, const MemcpyHtoDIn& in,
                                    calls::MemcpyHtoD::Results*) {
   if (in.bytes == 0) return CUDA_SUCCESS;
+  // Behind work still running on its stream, an asynchronous copy is staged in pinned memory and
+  // queued: the session goes on serving its other streams instead of waiting for this one.
+  if (in.async && in.stream.stream != nullptr) {
+    bool staged = false;
+    if (CUresult r = StageCopyIn(cs, in.dst, in.bytes, in.stream.stream, &staged); staged) {
+      return r;
+    }
+  }
   if (cs.unfetched != nullptr) {
     // The payload is still with the sender: fetch it straight into device memory once the
     // copy's turn has come, or else into a buffer and copy as usual.
@@ -259,6 +267,38 @@ CUresult Session::HandleMemset2D(CallState& cs, const Memset2DIn& in, calls::Mem
 }
 
 // ---- Helpers ----
+
+CUresult Session::StageCopyIn(CallState& cs, CUdeviceptr dst, size_t bytes, CUstream stream,
+                              bool* staged) {
+  *staged = false;
+  if (limits_.max_staging_bytes == 0 || !StagingBuffers::Supported(drv_) ||
+      drv_.cuStreamQuery(stream) != CUDA_ERROR_NOT_READY) {
+    return CUDA_SUCCESS;
+  }
+  std::unique_ptr<StagingBuffers>& staging = cs.ctx->staging;
+  if (staging == nullptr) {
+    if (staging_budget_ == nullptr) {
+      staging_budget_ = std::make_unique<StagingBudget>(limits_.max_staging_bytes);
+    }
+    staging = std::make_unique<StagingBuffers>(drv_, staging_budget_.get());
+  }
+  void* buffer = staging->Take(bytes);
+  if (buffer == nullptr) return CUDA_SUCCESS;  // the budget is taken: the copy waits its turn
+  *staged = true;
+  if (cs.unfetched != nullptr) {
+    Status s = channel_->FetchPayload(cs.unfetched, buffer);
+    if (!s.ok()) {
+      staging->ReleaseAfter(buffer, stream);
+      cs.detail = "payload lost: " + s.ToString();
+      return CUDA_ERROR_UNKNOWN;
+    }
+  } else {
+    memcpy(buffer, cs.payload, bytes);
+  }
+  CUresult r = drv_.cuMemcpyHtoDAsync(dst, buffer, bytes, stream);
+  const CUresult released = staging->ReleaseAfter(buffer, stream);
+  return r != CUDA_SUCCESS ? r : released;
+}
 
 void* Session::DirectAccess(CUdeviceptr dptr, size_t bytes, CUstream stream, CUresult* r) {
   *r = CUDA_SUCCESS;

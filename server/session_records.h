@@ -13,6 +13,7 @@
 #include "proto/call_kinds.h"
 #include "proto/rgpu.pb.h"
 #include "server/ipc_registry.h"
+#include "server/staging_buffers.h"
 
 namespace rgpu::server {
 
@@ -33,6 +34,9 @@ struct ContextRecord {
   bool destroyed = false;  // to stop a kernel (Session::WaitForKernel): calls then fail
   uint64_t limit_default[kChargedLimits] = {};  // the backend's values at creation
   uint64_t limit_charge[kChargedLimits] = {};   // bytes charged for each
+  // Pinned buffers of asynchronous copies to busy streams, made on first use; they go with the
+  // record, which outlives the backend context (DestroyContext).
+  std::unique_ptr<StagingBuffers> staging;
 };
 
 struct Allocation {
