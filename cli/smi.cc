@@ -29,6 +29,12 @@ struct NvmlFace {
   nvmlReturn_t (*max_clock)(nvmlDevice_t, nvmlClockType_t, unsigned*);
   nvmlReturn_t (*mig)(nvmlDevice_t, unsigned*, unsigned*);
   nvmlReturn_t (*processes)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*);
+  nvmlReturn_t (*driver_version)(char*, unsigned);
+  nvmlReturn_t (*temperature)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned*);
+  nvmlReturn_t (*power)(nvmlDevice_t, unsigned*);
+  nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned*);
+  nvmlReturn_t (*fan)(nvmlDevice_t, unsigned*);
+  nvmlReturn_t (*pstate)(nvmlDevice_t, nvmlPstates_t*);
 };
 
 template <typename Fn>
@@ -45,6 +51,8 @@ struct Gpu {
   std::optional<nvmlUtilization_t> utilization;
   std::optional<std::pair<int, int>> capability;
   std::optional<unsigned> sm_mhz, memory_mhz;
+  // What the GPU's sensors say, where the server has a reading.
+  std::optional<unsigned> temperature_c, power_mw, power_limit_mw, fan_percent, pstate;
   bool mig = false;
   std::vector<nvmlProcessInfo_t> processes;
 };
@@ -72,7 +80,13 @@ int RunSmi(const std::string& nvml_library, bool json) {
       !Bind(lib, "nvmlDeviceGetCudaComputeCapability", &f.capability) ||
       !Bind(lib, "nvmlDeviceGetMaxClockInfo", &f.max_clock) ||
       !Bind(lib, "nvmlDeviceGetMigMode", &f.mig) ||
-      !Bind(lib, "nvmlDeviceGetComputeRunningProcesses_v3", &f.processes)) {
+      !Bind(lib, "nvmlDeviceGetComputeRunningProcesses_v3", &f.processes) ||
+      !Bind(lib, "nvmlSystemGetDriverVersion", &f.driver_version) ||
+      !Bind(lib, "nvmlDeviceGetTemperature", &f.temperature) ||
+      !Bind(lib, "nvmlDeviceGetPowerUsage", &f.power) ||
+      !Bind(lib, "nvmlDeviceGetEnforcedPowerLimit", &f.power_limit) ||
+      !Bind(lib, "nvmlDeviceGetFanSpeed", &f.fan) ||
+      !Bind(lib, "nvmlDeviceGetPerformanceState", &f.pstate)) {
     return 2;
   }
   if (nvmlReturn_t r = f.init(); r != NVML_SUCCESS) {
@@ -81,6 +95,9 @@ int RunSmi(const std::string& nvml_library, bool json) {
   }
   int cuda = 0;
   f.cuda_version(&cuda);
+  char driver_text[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+  const std::string driver =
+      f.driver_version(driver_text, sizeof driver_text) == NVML_SUCCESS ? driver_text : "";
   unsigned count = 0;
   if (nvmlReturn_t r = f.count(&count); r != NVML_SUCCESS) {
     fprintf(stderr, "rgpu smi: nvmlDeviceGetCount: %s\n", f.error_string(r));
@@ -110,6 +127,12 @@ int RunSmi(const std::string& nvml_library, bool json) {
     unsigned mhz = 0;
     if (f.max_clock(d, NVML_CLOCK_SM, &mhz) == NVML_SUCCESS) g.sm_mhz = mhz;
     if (f.max_clock(d, NVML_CLOCK_MEM, &mhz) == NVML_SUCCESS) g.memory_mhz = mhz;
+    if (f.temperature(d, NVML_TEMPERATURE_GPU, &mhz) == NVML_SUCCESS) g.temperature_c = mhz;
+    if (f.power(d, &mhz) == NVML_SUCCESS) g.power_mw = mhz;
+    if (f.power_limit(d, &mhz) == NVML_SUCCESS) g.power_limit_mw = mhz;
+    if (f.fan(d, &mhz) == NVML_SUCCESS) g.fan_percent = mhz;
+    nvmlPstates_t pstate;
+    if (f.pstate(d, &pstate) == NVML_SUCCESS) g.pstate = static_cast<unsigned>(pstate);
     unsigned current = 0, pending = 0;
     g.mig = f.mig(d, &current, &pending) == NVML_SUCCESS && current == NVML_DEVICE_MIG_ENABLE;
     unsigned n = 0;
@@ -123,7 +146,8 @@ int RunSmi(const std::string& nvml_library, bool json) {
   f.shutdown();
 
   if (json) {
-    printf("{\"cuda_driver_version\": %d, \"gpus\": [", cuda);
+    printf("{\"cuda_driver_version\": %d, \"driver_version\": %s, \"gpus\": [", cuda,
+           driver.empty() ? "null" : JsonString(driver).c_str());
     for (size_t i = 0; i < gpus.size(); ++i) {
       const Gpu& g = gpus[i];
       printf("%s{\"index\": %u, \"name\": %s, \"uuid\": %s, \"pci_bus_id\": %s, ", i ? ", " : "",
@@ -146,6 +170,15 @@ int RunSmi(const std::string& nvml_library, bool json) {
       } else {
         printf("\"compute_capability\": null, ");
       }
+      auto number = [](const std::optional<unsigned>& v) {
+        return v ? std::to_string(*v) : std::string("null");
+      };
+      printf(
+          "\"temperature_c\": %s, \"power_mw\": %s, \"power_limit_mw\": %s, "
+          "\"fan_percent\": %s, \"performance_state\": %s, ",
+          number(g.temperature_c).c_str(), number(g.power_mw).c_str(),
+          number(g.power_limit_mw).c_str(), number(g.fan_percent).c_str(),
+          number(g.pstate).c_str());
       printf("\"max_sm_clock_mhz\": %s, \"max_memory_clock_mhz\": %s, \"mig\": %s, ",
              g.sm_mhz ? std::to_string(*g.sm_mhz).c_str() : "null",
              g.memory_mhz ? std::to_string(*g.memory_mhz).c_str() : "null",
@@ -174,12 +207,14 @@ int RunSmi(const std::string& nvml_library, bool json) {
     printf("| %-*.*s |\n", kWhole, kWhole, text.c_str());
   };
   char line[256];
-  snprintf(line, sizeof line, "rgpu smi%*sCUDA Version: %d.%d", kWhole - 8 - 18, "", cuda / 1000,
-           (cuda % 1000) / 10);
+  const std::string driver_field = "Driver Version: " + (driver.empty() ? "N/A" : driver);
+  snprintf(line, sizeof line, "rgpu smi%*s%-30s CUDA Version: %d.%d", kWhole - 8 - 18 - 31, "",
+           driver_field.c_str(), cuda / 1000, (cuda % 1000) / 10);
   printf("%s", rule.c_str());
   whole(line);
   printf("%s", rule.c_str());
   row("GPU  Name                          CC   MIG", "Bus-Id", "Memory-Usage        GPU-Util");
+  row("     UUID", "", "Fan  Temp Perf Pwr:Usage/Cap");
   printf("%s", rule.c_str());
   for (const Gpu& g : gpus) {
     const std::string cc = g.capability ? std::to_string(g.capability->first) + "." +
@@ -193,7 +228,15 @@ int RunSmi(const std::string& nvml_library, bool json) {
     char use[64];
     snprintf(use, sizeof use, "%-19s %8s", memory.c_str(), util.c_str());
     row(line, g.bus_id, use);
-    row("     " + g.uuid, "", "");
+    auto or_na = [](const std::optional<unsigned>& v, const char* unit, unsigned scale) {
+      return v ? std::to_string(*v / scale) + unit : std::string("N/A");
+    };
+    const std::string perf = g.pstate ? "P" + std::to_string(*g.pstate) : "N/A";
+    char sensors[64];
+    snprintf(sensors, sizeof sensors, "%3s  %4s %4s %6s/%-6s", or_na(g.fan_percent, "%", 1).c_str(),
+             or_na(g.temperature_c, "C", 1).c_str(), perf.c_str(),
+             or_na(g.power_mw, "W", 1000).c_str(), or_na(g.power_limit_mw, "W", 1000).c_str());
+    row("     " + g.uuid, "", sensors);
   }
   printf("%s", rule.c_str());
   whole("Processes (this tenant's):");

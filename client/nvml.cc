@@ -2,13 +2,15 @@
 // exported as rgpu_nvml_<name> for the NVML face). What a device is comes from the server's
 // description of it (the Welcome, as for cuDeviceGet*); what the tenant holds and does there
 // from the server's accounting (the DeviceUsage call): its quota as the memory's total, its use
-// as used, its kernels' metered share of time as utilization, its sessions as processes. What
-// neither knows (power, temperature, current clocks, the kernel driver's version) is not
-// answered: those entry points return NVML_ERROR_NOT_SUPPORTED from the face.
+// as used, its kernels' metered share of time as utilization, its sessions as processes; what
+// the GPU's sensors say (temperature, power, current clocks, fan, performance state, the kernel
+// driver's version) from the server's host NVML (the DeviceSensors call), NOT_SUPPORTED where the
+// server has no reading (every software GPU).
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -17,6 +19,7 @@
 #include "client/abi/nvml_types.h"
 #include "client/impl.h"
 #include "client/visible_devices.h"
+#include "proto/sensors.h"
 
 // Each implementation's signature is the description's.
 #define NVML_FN(name, params, args) \
@@ -111,6 +114,22 @@ class Nvml {
     const CUresult r = Server().Call<calls::DeviceUsage>(0, {.device = device->ordinal}, usage);
     if (r == CUDA_SUCCESS) return NVML_SUCCESS;
     return r == CUDA_ERROR_NOT_SUPPORTED ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_GPU_IS_LOST;
+  }
+
+  // What the GPU's sensors say of `device`, and the kernel driver's version (its server's).
+  nvmlReturn_t Sensors(nvmlDevice_t device, calls::DeviceSensors::Results* sensors,
+                       std::string* driver_version = nullptr) {
+    const rgpu::wire::DeviceInfo* info;
+    if (nvmlReturn_t r = Describe(device, &info); r != NVML_SUCCESS) return r;
+    char text[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    size_t got = 0;
+    const CUresult r = Server().Call<calls::DeviceSensors>(0, {.device = device->ordinal}, sensors,
+                                                           nullptr, 0, {text, sizeof text}, &got);
+    if (r != CUDA_SUCCESS) {
+      return r == CUDA_ERROR_NOT_SUPPORTED ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_GPU_IS_LOST;
+    }
+    if (driver_version != nullptr) driver_version->assign(text, std::min(got, sizeof text));
+    return NVML_SUCCESS;
   }
 
   // The percentages of the time since the last sample of `device` (or, the first time, since
@@ -373,6 +392,96 @@ RGPU_NVML(nvmlDeviceGetMaxClockInfo)(nvmlDevice_t device, nvmlClockType_t type, 
     if (khz <= 0) return NVML_ERROR_NOT_SUPPORTED;  // the device does not say
     *mhz = static_cast<unsigned>(khz / 1000);
     return NVML_SUCCESS;
+  });
+}
+
+namespace {
+
+// One sensor reading of `device`: `pick` returns the field when `known` has its bit.
+template <typename Pick>
+nvmlReturn_t Reading(nvmlDevice_t device, unsigned int* out, uint32_t bit, Pick pick) {
+  calls::DeviceSensors::Results s;
+  if (nvmlReturn_t r = Nvml::Get().Sensors(device, &s); r != NVML_SUCCESS) return r;
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if ((s.known & bit) == 0) return NVML_ERROR_NOT_SUPPORTED;
+  *out = pick(s);
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+RGPU_NVML(nvmlSystemGetDriverVersion)(char* version, unsigned int length) {
+  return Guard([&] {
+    if (nvmlReturn_t r = Nvml::Get().Check(); r != NVML_SUCCESS) return r;
+    if (version == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlDevice_t first = Nvml::Get().handle(0);
+    if (first == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+    calls::DeviceSensors::Results s;
+    std::string text;
+    if (nvmlReturn_t r = Nvml::Get().Sensors(first, &s, &text); r != NVML_SUCCESS) return r;
+    if (text.empty()) return NVML_ERROR_NOT_SUPPORTED;
+    if (length < text.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(version, text.c_str(), text.size() + 1);
+    return NVML_SUCCESS;
+  });
+}
+
+RGPU_NVML(nvmlDeviceGetTemperature)
+(nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int* temperature) {
+  return Guard([&] {
+    if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    return Reading(device, temperature, calls::kSensorTemperature,
+                   [](const auto& s) { return s.temperature_c; });
+  });
+}
+
+RGPU_NVML(nvmlDeviceGetPowerUsage)(nvmlDevice_t device, unsigned int* milliwatts) {
+  return Guard([&] {
+    return Reading(device, milliwatts, calls::kSensorPower,
+                   [](const auto& s) { return s.power_mw; });
+  });
+}
+
+RGPU_NVML(nvmlDeviceGetEnforcedPowerLimit)(nvmlDevice_t device, unsigned int* milliwatts) {
+  return Guard([&] {
+    return Reading(device, milliwatts, calls::kSensorPowerLimit,
+                   [](const auto& s) { return s.power_limit_mw; });
+  });
+}
+
+RGPU_NVML(nvmlDeviceGetClockInfo)(nvmlDevice_t device, nvmlClockType_t type, unsigned int* mhz) {
+  return Guard([&] {
+    switch (type) {
+      case NVML_CLOCK_GRAPHICS:
+        return Reading(device, mhz, calls::kSensorGraphicsClock,
+                       [](const auto& s) { return s.graphics_mhz; });
+      case NVML_CLOCK_SM:
+        return Reading(device, mhz, calls::kSensorSmClock, [](const auto& s) { return s.sm_mhz; });
+      case NVML_CLOCK_MEM:
+        return Reading(device, mhz, calls::kSensorMemoryClock,
+                       [](const auto& s) { return s.memory_mhz; });
+      case NVML_CLOCK_VIDEO:
+        return NVML_ERROR_NOT_SUPPORTED;
+      default:
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+  });
+}
+
+RGPU_NVML(nvmlDeviceGetFanSpeed)(nvmlDevice_t device, unsigned int* percent) {
+  return Guard([&] {
+    return Reading(device, percent, calls::kSensorFan, [](const auto& s) { return s.fan_percent; });
+  });
+}
+
+RGPU_NVML(nvmlDeviceGetPerformanceState)(nvmlDevice_t device, nvmlPstates_t* state) {
+  return Guard([&] {
+    if (state == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned value = 0;
+    const nvmlReturn_t r = Reading(device, &value, calls::kSensorPerformanceState,
+                                   [](const auto& s) { return s.performance_state; });
+    if (r == NVML_SUCCESS) *state = static_cast<nvmlPstates_t>(value);
+    return r;
   });
 }
 

@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "common/device_uuid.h"
+
 namespace rgpu::client {
 
-// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML, nvidia-smi and CUDA_VISIBLE_DEVICES write
-// a device's 16-byte UUID ("" when `uuid` is not 16 bytes).
-std::string DeviceUuidText(const std::string& uuid);
+using rgpu::DeviceUuidText;  // common/device_uuid.h
 
 // The devices `value` (CUDA_VISIBLE_DEVICES, comma-separated) selects among `count` devices whose
 // UUIDs are `uuids`, as indices in the program's order, as CUDA reads it: each entry is an index

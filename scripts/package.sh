@@ -85,7 +85,8 @@ programs=$build/tests/programs
 if [ -x "$programs/driver_vector_add" ]; then
   t=$stage/tests
   mkdir -p "$t/gpu" "$t/e2e" "$t/programs/runtime" "$t/corpus"
-  cp "$root/tests/gpu/run_from_tarball.sh" "$root/tests/gpu/torch_step.py" "$t/gpu/"
+  cp "$root/tests/gpu/run_from_tarball.sh" "$root/tests/gpu/torch_step.py" \
+    "$root/tests/gpu/smi_sensors.sh" "$t/gpu/"
   cp "$root"/tests/e2e/{with_server.sh,lib.sh,isolation.sh,remanence.sh,kill_client.sh} "$t/e2e/"
   cp "$programs"/driver_* "$programs"/kernels.fatbin "$programs"/kernels.ptx "$t/programs/"
   cp "$programs"/runtime/rt_*_static "$t/programs/runtime/"

@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
                  "per session: pinned memory for asynchronous copies to busy streams, "
                  "which let the session serve its other streams meanwhile (0: none)")
       ->capture_default_str();
+  app.add_option("--host-nvml", options.host_nvml,
+                 "the host's NVML library, read for the GPUs' temperature, power, clocks and "
+                 "driver version (devices matched by UUID; \"none\": not read)")
+      ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "write the bound URL to this file once listening (for scripts and tests)");
   CLI11_PARSE(app, argc, argv);

@@ -128,6 +128,17 @@ Status Server::Start(const ServerOptions& options) {
   if (r != CUDA_SUCCESS) return Internal("backend cuInit failed with " + std::to_string(r));
   s = devices_.Load(driver_, options.backend);
   if (!s.ok()) return s;
+  if (options.host_nvml != "none") {
+    const int count = static_cast<int>(devices_.devices().size());
+    if (Status n = HostNvml::Load(options.host_nvml, driver_, count, &host_nvml_); n.ok()) {
+      RGPU_LOG_INFO(
+          "NVML: %d of %d device(s) have sensor readings (driver %s)",
+          host_nvml_->matched_devices(), count,
+          host_nvml_->driver_version().empty() ? "unknown" : host_nvml_->driver_version().c_str());
+    } else {
+      RGPU_LOG_INFO("no sensor readings: %s", n.message().c_str());
+    }
+  }
   tenants_ = std::make_unique<TenantTable>();
   if (!options.operator_key_file.empty()) {
     // The operator's credential for `rgpu status` (every session's figures).
@@ -358,6 +369,7 @@ void Server::Serve() {
         session.SetReachabilitySecret(&reachability_secret_);
         session.SetLiveness(liveness_.get(), options_.client_timeout_ms);
         session.SetLimits(options_.session_limits);
+        session.SetHostNvml(host_nvml_.get());
         session.SetKernelBound(options_.max_kernel_ms);
         session.SetScrubAllocations(options_.backend != "softgpu" || !options_.backend_extensions);
         session.SetDeviceMemoryLock(&device_memory_mu_);

@@ -13,6 +13,7 @@
 
 #include "server/cuda_driver.h"
 #include "server/device_catalog.h"
+#include "server/host_nvml.h"
 #include "server/fair_scheduler.h"
 #include "server/ipc_registry.h"
 #include "server/liveness_service.h"
@@ -73,6 +74,8 @@ struct ServerOptions {
   // Use softgpu's extensions where the backend has them; false serves as for a backend without
   // them (NVIDIA's driver), so that tests on the software GPU exercise the CUDA backend's ways.
   bool backend_extensions = true;
+  // The host's NVML, read for the sensors the driver API lacks (HostNvml; "none": not read).
+  std::string host_nvml = "libnvidia-ml.so.1";
 };
 
 class Server {
@@ -98,6 +101,7 @@ class Server {
   ServerOptions options_;
   CudaDriver driver_;
   DeviceCatalog devices_;
+  std::unique_ptr<HostNvml> host_nvml_;  // null: no sensor readings
   std::unique_ptr<TenantTable> tenants_;
   std::unique_ptr<FairScheduler> scheduler_;
   std::unique_ptr<Listener> listener_;

@@ -24,6 +24,7 @@
 #include "server/cuda_driver.h"
 #include "server/fair_scheduler.h"
 #include "server/handle_table.h"
+#include "server/host_nvml.h"
 #include "server/ipc_registry.h"
 #include "server/session_records.h"
 #include "server/session_limits.h"
@@ -92,6 +93,8 @@ class Session {
   // closed once its client (having announced itself there) sends no keepalive for that long.
   // Bounds on module sizes and handle counts (default: SessionLimits' defaults).
   void SetLimits(const SessionLimits& limits) { limits_ = limits; }
+  // The host's NVML for DeviceSensors (null: no readings). Outlives the session.
+  void SetHostNvml(const HostNvml* nvml) { host_nvml_ = nvml; }
   // Backends that cannot say what a module holds (softgpuModuleGetFootprint) have it measured
   // as the drop in the device's free memory across the load, while every session's allocations,
   // frees, loads and unloads are held off by `lock` (shared by all sessions of the server).
@@ -432,6 +435,7 @@ class Session {
   StatusProvider status_provider_;
   const std::string* reachability_secret_ = nullptr;
   SessionLimits limits_;
+  const HostNvml* host_nvml_ = nullptr;
   uint64_t max_kernel_ms_ = 0;
   bool scrub_allocations_ = true;
   std::atomic<bool> aborted_{false};

@@ -1,7 +1,9 @@
 // DeviceUsage: what NVML tells a tenant about one of its devices (interpose/nvml/), from the
 // server's own accounting: the memory the tenant may hold and holds, its metered GPU and copy
 // time, and its sessions with a context on the device. Nothing here names another tenant.
+// DeviceSensors: what the GPU's own sensors say (the host's NVML, server/host_nvml.h).
 #include <algorithm>
+#include <cstring>
 
 #include "server/device_catalog.h"
 #include "server/session.h"
@@ -55,6 +57,30 @@ CUresult Session::HandleDeviceUsage(CallState&, const DeviceUsageIn& in,
     out->busy_ns = static_cast<uint64_t>(busy * 1e9);
     out->copy_ns = static_cast<uint64_t>(copies * 1e9);
     out->window_ns = static_cast<uint64_t>(window * 1e9);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::HandleDeviceSensors(CallState& cs, const DeviceSensorsIn& in,
+                                      calls::DeviceSensors::Results* out) {
+  if (host_nvml_ == nullptr) return CUDA_SUCCESS;  // nothing known: every field unread
+  // The session's device index is the server's (Device arguments are resolved to it).
+  const DeviceSensorReadings r = host_nvml_->Read(in.device);
+  out->known = r.known;
+  out->temperature_c = r.temperature_c;
+  out->power_mw = r.power_mw;
+  out->power_limit_mw = r.power_limit_mw;
+  out->graphics_mhz = r.graphics_mhz;
+  out->sm_mhz = r.sm_mhz;
+  out->memory_mhz = r.memory_mhz;
+  out->fan_percent = r.fan_percent;
+  out->performance_state = r.performance_state;
+  const std::string& version = host_nvml_->driver_version();
+  if (!version.empty()) {
+    cs.out_payload = OutputBuffer(version.size());
+    if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(cs.out_payload, version.data(), version.size());
+    cs.out_size = version.size();
   }
   return CUDA_SUCCESS;
 }

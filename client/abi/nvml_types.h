@@ -130,6 +130,19 @@ typedef enum nvmlGpuP2PStatus_enum {
   NVML_P2P_STATUS_UNKNOWN = 6,
 } nvmlGpuP2PStatus_t;
 
+typedef enum nvmlTemperatureSensors_enum {
+  NVML_TEMPERATURE_GPU = 0,
+} nvmlTemperatureSensors_t;
+
+// Performance states: P0 (the most) to P15 (the least); 32 when unknown.
+typedef enum nvmlPStates_enum {
+  NVML_PSTATE_0 = 0,
+  NVML_PSTATE_15 = 15,
+  NVML_PSTATE_UNKNOWN = 32,
+} nvmlPstates_t;
+
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+
 #define NVML_DEVICE_MIG_DISABLE 0
 #define NVML_DEVICE_MIG_ENABLE 1
 

@@ -116,6 +116,16 @@ else
 fi
 echo "-- samples: $((SECONDS - start)) s"
 
+# The GPUs' sensors as a tenant sees them (rgpu smi through the server's host NVML) beside
+# nvidia-smi's own; on the real driver every device must have a temperature and a power reading.
+check smi_sensors 60 "$e2e/with_server.sh" "$bin" tcp -- \
+  "$tree/tests/gpu/smi_sensors.sh" "$bin" "$backend" "$out/smi.json"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=index,uuid,temperature.gpu,power.draw,power.limit,clocks.sm,pstate \
+    --format=csv >"$out/nvidia_smi_sensors.csv" 2>&1
+fi
+[ -s "$out/smi.json" ] && record "  smi: $(tr -d '\n' <"$out/smi.json" | cut -c1-400)"
+
 # Lanes: a thread's launch+synchronize rounds beside another thread's 1 s wait, through rgpu over
 # shm, and (on the real driver) without rgpu, the floor; the figures are recorded, the target
 # (within 1.2x of solo) is read from them, not asserted.

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# run_peer.sh: starts one system's server on softgpu on loopback, runs a command under that
+# system's client, and stops the server. Systems: rgpu-tcp and rgpu-shm (rgpu-server --backend
+# softgpu, programs under `rgpu run --server URL --`), and each peer build.sh built: lupine
+# (lupine_driver_server with softgpu as its libcuda.so.1, programs with LUPINE_SERVER set and
+# LUPINE's libcuda.so.1 in LD_PRELOAD, as its README says), cricket (cricket-rpc-server, programs
+# with REMOTE_GPU_ADDRESS and cricket-client.so in LD_PRELOAD).
+#   bench/peers/run_peer.sh SCRATCH SYSTEM [--outer] -- COMMAND [ARGS...]
+# COMMAND runs under the client; with --outer it runs as it is, with RGPU_PEERS_CLIENT naming a
+# script that runs its arguments under the client (to run many programs against one server) and
+# RGPU_PEERS_SERVER_PID the server's process. Exits with COMMAND's status.
+# Every server dlopens SCRATCH/softgpu/libcuda.so.1 (build.sh's copy of softgpu's bare driver);
+# a peer's server also gets SCRATCH/PEER/libsoftgpu-compat.so in LD_PRELOAD (softgpu_compat.c).
+# Files: SCRATCH/run/SYSTEM/{server.log,client}. Env: RGPU_BUILD (rgpu's build folder; default
+# the repository's build/).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+[[ $# -ge 4 ]] || { sed -n '2,15p' "$0" >&2; exit 2; }
+scratch=$(realpath "$1")
+system=$2
+shift 2
+outer=0
+[[ "${1:-}" == --outer ]] && { outer=1; shift; }
+[[ "${1:-}" == -- ]] || { echo "run_peer.sh: expected -- before the command" >&2; exit 2; }
+shift
+rgpu_build=$(realpath "${RGPU_BUILD:-$here/../../build}")
+softgpu=$scratch/softgpu
+[[ -e "$softgpu/libcuda.so.1" ]] || { echo "run_peer.sh: no $softgpu/libcuda.so.1: run build.sh first" >&2; exit 2; }
+run=$scratch/run/$system
+mkdir -p "$run"
+log=$run/server.log
+client=$run/client
+server_pid=""
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+wait_listening() {  # wait_listening PORT: until something accepts on 127.0.0.1:PORT (10 s)
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "run_peer.sh: $system's server did not start (see $log)" >&2
+  tail -n 5 "$log" >&2
+  return 1
+}
+
+stop_server() {
+  [[ -n "$server_pid" ]] || return 0
+  kill -TERM "$server_pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+}
+trap stop_server EXIT
+
+peer_ready() {  # peer_ready PEER: build.sh built it
+  [[ "$(head -n 1 "$scratch/$1/STATUS" 2>/dev/null)" == OK ]] ||
+    { echo "run_peer.sh: $1 is not built: $(head -n 1 "$scratch/$1/STATUS" 2>/dev/null || echo 'run build.sh')" >&2; exit 3; }
+}
+
+case "$system" in
+  rgpu-tcp | rgpu-shm)
+    rm -f "$run/url"
+    "$rgpu_build/bin/rgpu-server" --listen "${system#rgpu-}://127.0.0.1:0" --backend softgpu \
+      --cuda-library "$softgpu/libcuda.so.1" --operator-key-file none --port-file "$run/url" \
+      >"$log" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 100); do [[ -s "$run/url" ]] && break; sleep 0.1; done
+    [[ -s "$run/url" ]] || { echo "run_peer.sh: rgpu-server did not start (see $log)" >&2; exit 1; }
+    printf '#!/bin/sh\nexec %q run --server %q -- "$@"\n' "$rgpu_build/bin/rgpu" "$(cat "$run/url")" >"$client"
+    ;;
+  lupine)
+    peer_ready lupine
+    port=$(free_port)
+    # LUPINE's server binds every interface (INADDR_ANY, not configurable); clients use loopback.
+    LUPINE_PORT=$port LD_LIBRARY_PATH="$softgpu" LD_PRELOAD="$scratch/lupine/libsoftgpu-compat.so" \
+      "$scratch/lupine/lupine_driver_server" >"$log" 2>&1 &
+    server_pid=$!
+    wait_listening "$port"
+    printf '#!/bin/sh\nLUPINE_SERVER=127.0.0.1:%s LD_PRELOAD=%q${LD_PRELOAD:+:$LD_PRELOAD} exec "$@"\n' \
+      "$port" "$scratch/lupine/libcuda.so.1" >"$client"
+    ;;
+  cricket)
+    peer_ready cricket
+    # Cricket's server registers with rpcbind under its RPC id; its client looks it up there.
+    LD_LIBRARY_PATH="$softgpu" LD_PRELOAD="$scratch/cricket/libsoftgpu-compat.so" \
+      "$scratch/cricket/cricket-rpc-server" >"$log" 2>&1 &
+    server_pid=$!
+    sleep 1
+    kill -0 "$server_pid" 2>/dev/null || { echo "run_peer.sh: cricket's server exited (see $log)" >&2; exit 1; }
+    printf '#!/bin/sh\nREMOTE_GPU_ADDRESS=127.0.0.1 LD_PRELOAD=%q${LD_PRELOAD:+:$LD_PRELOAD} exec "$@"\n' \
+      "$scratch/cricket/cricket-client.so" >"$client"
+    ;;
+  *)
+    echo "run_peer.sh: unknown system $system (rgpu-tcp, rgpu-shm, lupine, cricket)" >&2
+    exit 2
+    ;;
+esac
+chmod +x "$client"
+
+rc=0
+if [[ $outer -eq 1 ]]; then
+  RGPU_PEERS_CLIENT=$client RGPU_PEERS_SERVER_PID=$server_pid "$@" || rc=$?
+else
+  "$client" "$@" || rc=$?
+fi
+exit $rc
