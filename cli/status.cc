@@ -43,12 +43,13 @@ int RunStatus(const std::string& server_url, const std::string& credential, bool
       const wire::SessionStats& x = r.sessions(i);
       printf(
           "%s{\"session\": %llu, \"tenant\": %s, \"client\": %s, \"memory_bytes\": %llu, "
-          "\"gpu_busy_seconds\": %.6f, \"calls\": %llu, \"bytes_in\": %llu, "
-          "\"bytes_out\": %llu, \"queue_depth\": %llu}",
+          "\"gpu_busy_seconds\": %.6f, \"calls\": %llu, \"waited_calls\": %llu, "
+          "\"bytes_in\": %llu, \"bytes_out\": %llu, \"queue_depth\": %llu}",
           i ? ", " : "", (unsigned long long)x.session_id(), JsonString(x.tenant()).c_str(),
           JsonString(x.client()).c_str(), (unsigned long long)x.memory_bytes(),
-          x.gpu_busy_seconds(), (unsigned long long)x.calls(), (unsigned long long)x.bytes_in(),
-          (unsigned long long)x.bytes_out(), (unsigned long long)x.queue_depth());
+          x.gpu_busy_seconds(), (unsigned long long)x.calls(), (unsigned long long)x.waited_calls(),
+          (unsigned long long)x.bytes_in(), (unsigned long long)x.bytes_out(),
+          (unsigned long long)x.queue_depth());
     }
     printf("], \"ended\": [");
     for (int i = 0; i < r.ended_size(); ++i) {

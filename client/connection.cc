@@ -355,6 +355,12 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
   call->set_ctx(ctx);
   for (uint64_t a : args) call->add_args(a);
   if (hand_off_) call->set_hand_off(true);
+  if (LogEnabled(LogLevel::kDebug)) {
+    const OpInfo* info = FindOp(static_cast<uint32_t>(op));
+    RGPU_LOG_DEBUG("round trip %llu: %s (after %d posted)", (unsigned long long)++round_trips_,
+                   info != nullptr ? info->name : "?",
+                   batch_.has_batch() ? batch_.batch().calls_size() : 0);
+  }
   Status s;
   if (batch_.has_batch() && batch_.batch().calls_size() > 0 && payload_size <= kBatchPayloadLimit) {
     // The waited-for call closes the batch: one message for the whole round trip.

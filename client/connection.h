@@ -225,6 +225,7 @@ class Connection {
   std::atomic<bool> multi_threaded_{false};
   bool lanes_enabled_ = true;  // RGPU_LANES != 0
   bool hand_off_ = false;      // the wait CallLocked sends may be handed to a lane (under mu_)
+  uint64_t round_trips_ = 0;   // waited calls so far, for the debug log (under mu_)
   bool handed_off_ = false;    // ... and it was (under mu_)
   std::mutex lanes_mu_;  // guards lanes_ (their busy flags) and lanes_failed_; never taken in mu_
   std::condition_variable lanes_cv_;  // a lane was released

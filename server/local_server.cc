@@ -42,6 +42,7 @@ Status StartedServer() {
       options.name = "rgpu-local";
       options.keepalive = false;
       options.max_kernel_ms = 0;
+      options.host_nvml = "none";  // the software GPU has no sensors; loading NVML costs time
       // Nothing may escape this thread: an exception here would end the program.
       Server* server = nullptr;
       Status s;

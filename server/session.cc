@@ -61,6 +61,7 @@ wire::SessionStats Session::Stats() const {
     if (n > 0 && info != nullptr) (*st.mutable_calls_by_kind())[info->name] = n;
   }
   st.set_calls(calls);
+  st.set_waited_calls(waited_calls_.load(std::memory_order_relaxed));
   st.set_queue_seconds(queue_seconds_.load());
   st.set_device(device_.load());
   st.set_bytes_in(bytes_in_.load());
@@ -158,9 +159,13 @@ void Session::Run(const std::atomic<bool>& stop) {
     }
   }
   ReleaseAll();
-  RGPU_LOG_INFO("session %llu: closed after %llu calls; released %llu allocations (%llu bytes)",
-                (unsigned long long)id_, (unsigned long long)Stats().calls(),
-                (unsigned long long)allocs, (unsigned long long)bytes);
+  const wire::SessionStats stats = Stats();
+  RGPU_LOG_INFO(
+      "session %llu: closed after %llu calls (%llu waited for); released %llu allocations "
+      "(%llu bytes)",
+      (unsigned long long)id_, (unsigned long long)stats.calls(),
+      (unsigned long long)stats.waited_calls(), (unsigned long long)allocs,
+      (unsigned long long)bytes);
   if (scheduler_ != nullptr) {
     // Metering: the GPU time this session's kernels were measured to take.
     RGPU_LOG_INFO("session %llu: tenant %s gpu_busy_ms %.3f", (unsigned long long)id_,
@@ -499,6 +504,7 @@ CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
 
 bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size) {
   AddOwned(bytes_in_, payload_size);
+  if (!call.posted()) AddOwned(waited_calls_, 1);
   // One reply envelope, cleared and refilled for every call (no allocation once warm).
   wire::Reply* reply = reply_envelope_.mutable_reply();
   reply->Clear();

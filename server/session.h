@@ -432,6 +432,7 @@ class Session {
   ShareAccount own_account_;
   std::atomic<double> gpu_busy_seconds_{0};  // metering: measured GPU time of its kernels
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0};
+  std::atomic<uint64_t> waited_calls_{0};  // calls not posted: the client's round trips
   StatusProvider status_provider_;
   const std::string* reachability_secret_ = nullptr;
   SessionLimits limits_;

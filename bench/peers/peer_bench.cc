@@ -3,12 +3,16 @@
 // fails one row (a call its server or softgpu lacks) still reports the others. Prints one JSON
 // object per line as each row ends: {"METRIC": value} or {"error": {"metric": M, "call": C,
 // "result": R}}. Adds what driver_bench lacks: 64 MiB device-to-host from pageable memory.
+// The 64 MiB rows move pseudo-random bytes, which no transport can compress (LUPINE compresses
+// payloads of 64 KiB or more with LZ4; driver_bench's constant fill would flatter it); the
+// *_zeros_* rows move zeros, the other extreme, pageable both ways.
 //   peer_bench KERNELS_FATBIN [--quick] [METRIC...]     (KERNELS_FATBIN: rgpu-bench-kernels.fatbin)
 // Built by bench/peers/peers_bench.sh into its scratch folder (g++ ... -lcuda, CUDA's stub).
 #include <cuda.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -38,6 +42,18 @@ double Median(int reps, const std::function<double()>& f) {
   for (int i = 0; i < reps; ++i) v.push_back(f());
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Fills with xorshift64 output: bytes no compressor shrinks.
+void Random(void* p, size_t n, uint64_t seed) {
+  uint64_t x = 0x9e3779b97f4a7c15ull * (seed + 1);
+  auto* w = static_cast<uint64_t*>(p);
+  for (size_t i = 0; i < n / 8; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    w[i] = x;
+  }
 }
 
 std::string Quoted(const char* s) {
@@ -121,7 +137,8 @@ int main(int argc, char** argv) {
        }},
       {"", [&] {
          CHECK(cuMemAlloc(&d, big));
-         pageable.assign(big, 1);
+         pageable.resize(big);
+         Random(pageable.data(), big, 1);
          return 0.0;
        }},
       {"h2d_pageable_64MiB_MiBps", [&] {
@@ -141,7 +158,7 @@ int main(int argc, char** argv) {
        }},
       {"", [&] {
          CHECK(cuMemAllocHost(&pinned, big));
-         memset(pinned, 2, big);
+         Random(pinned, big, 2);
          return 0.0;
        }},
       {"h2d_pinned_64MiB_MiBps", [&] {
@@ -157,6 +174,27 @@ int main(int argc, char** argv) {
            auto t0 = Clock::now();
            CHECK(cuMemcpyDtoHAsync(pinned, d, big, s));
            CHECK(cuStreamSynchronize(s));
+           return mibps(Seconds(t0, Clock::now()));
+         });
+       }},
+      {"", [&] {
+         memset(pageable.data(), 0, big);
+         CHECK(cuMemsetD8(d, 0, big));
+         CHECK(cuCtxSynchronize());
+         return 0.0;
+       }},
+      {"h2d_pageable_64MiB_zeros_MiBps", [&] {
+         return Median(bw_reps, [&] {
+           auto t0 = Clock::now();
+           CHECK(cuMemcpyHtoD(d, pageable.data(), big));
+           CHECK(cuCtxSynchronize());
+           return mibps(Seconds(t0, Clock::now()));
+         });
+       }},
+      {"d2h_pageable_64MiB_zeros_MiBps", [&] {
+         return Median(bw_reps, [&] {
+           auto t0 = Clock::now();
+           CHECK(cuMemcpyDtoH(pageable.data(), d, big));
            return mibps(Seconds(t0, Clock::now()));
          });
        }},
