@@ -24,16 +24,75 @@ using rgpu::client::Server;
 
 namespace {
 
+// A kernel's handle and what the server told of it (ModuleGetFunction's answer, or one entry
+// of a module load's listing), registered with module `m` under `name` (objects_mutex held).
+CUfunc_st* AddFunction(CUmod_st* m, const std::string& name, uint64_t remote, uint64_t max_threads,
+                       uint64_t static_shared, uint64_t max_dynamic_shared, const uint64_t* params,
+                       uint64_t param_count) {
+  auto* f = new CUfunc_st();
+  f->remote = remote;
+  f->max_threads = static_cast<uint32_t>(max_threads);
+  f->static_shared = static_cast<uint32_t>(static_shared);
+  f->max_dynamic_shared = static_cast<uint32_t>(max_dynamic_shared);
+  f->ctx = m->ctx;
+  f->module = m;
+  f->name = name;
+  for (uint64_t i = 0; i < param_count; ++i) {
+    rgpu::client::ParamSlot p{static_cast<uint32_t>(params[2 * i]),
+                              static_cast<uint32_t>(params[2 * i + 1])};
+    f->params.push_back(p);
+    f->params_bytes = std::max(f->params_bytes, p.offset + p.size);
+  }
+  ClientState::Get().Register(f);
+  m->functions.emplace(name, f);
+  return f;
+}
+
+// Takes a module load's listing of its kernels (names NUL-terminated in `names`); false when it
+// does not add up (nothing is taken then).
+bool TakeListing(CUmod_st* m, const std::vector<uint64_t>& list, const char* names, size_t size) {
+  struct Entry {
+    std::string name;
+    size_t at;
+  };
+  std::vector<Entry> entries;
+  size_t name_at = 0;
+  for (size_t i = 0; i < list.size();) {
+    if (i + 5 > list.size() || list[i + 4] > (list.size() - i - 5) / 2) return false;
+    const void* end = memchr(names + name_at, '\0', size - name_at);
+    if (name_at >= size || end == nullptr) return false;
+    const size_t length = static_cast<const char*>(end) - (names + name_at);
+    entries.push_back({std::string(names + name_at, length), i});
+    name_at += length + 1;
+    i += 5 + 2 * list[i + 4];
+  }
+  if (name_at != size) return false;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  for (const Entry& e : entries) {
+    const uint64_t* x = &list[e.at];
+    AddFunction(m, e.name, x[0], x[1], x[2], x[3], x + 5, x[4]);
+  }
+  m->all_functions = true;
+  return true;
+}
+
 CUresult LoadImage(const std::string& image, CUctx_st* ctx, CUmod_st** out) {
   calls::ModuleLoadData::Results loaded;
+  // The kernels' names, when the server lists them (at most 64 KiB).
+  std::vector<char> names(size_t{64} << 10);
+  size_t names_size = 0;
   CUresult r =
-      Server().Call<calls::ModuleLoadData>(ctx->remote, {}, &loaded, image.data(), image.size());
+      Server().Call<calls::ModuleLoadData>(ctx->remote, {}, &loaded, image.data(), image.size(),
+                                           {names.data(), names.size()}, &names_size);
   if (r != CUDA_SUCCESS) return r;
   auto* m = new CUmod_st();
   m->remote = loaded.module;
   m->ctx = ctx;
   m->generation = ctx->generation;
   ClientState::Get().Register(m);
+  if (loaded.listed && !TakeListing(m, loaded.functions, names.data(), names_size)) {
+    RGPU_LOG_WARN("a module's kernel listing did not add up; asking for kernels by name");
+  }
   *out = m;
   return CUDA_SUCCESS;
 }
@@ -72,6 +131,7 @@ CUresult GetFunction(CUmod_st* m, const char* name, CUfunc_st** out) {
     *out = it->second;
     return CUDA_SUCCESS;
   }
+  if (m->all_functions) return CUDA_ERROR_NOT_FOUND;  // the module listed all of its kernels
   calls::ModuleGetFunction::Results got;
   CUresult r = Server().Call<calls::ModuleGetFunction>(m->ctx->remote, {.module = m->remote}, &got,
                                                        name, strlen(name) + 1);
@@ -80,23 +140,8 @@ CUresult GetFunction(CUmod_st* m, const char* name, CUfunc_st** out) {
   const uint64_t count = got.param_count;
   const std::vector<uint64_t>& slots = got.param_offsets_and_sizes;
   if (slots.size() != 2 * count) return CUDA_ERROR_UNKNOWN;
-  auto* f = new CUfunc_st();
-  f->remote = got.function;
-  f->max_threads = got.max_threads_per_block;
-  f->static_shared = got.static_shared_bytes;
-  f->max_dynamic_shared = got.max_dynamic_shared_bytes;
-  f->ctx = m->ctx;
-  f->module = m;
-  f->name = name;
-  for (uint64_t i = 0; i < count; ++i) {
-    rgpu::client::ParamSlot p{static_cast<uint32_t>(slots[2 * i]),
-                              static_cast<uint32_t>(slots[2 * i + 1])};
-    f->params.push_back(p);
-    f->params_bytes = std::max(f->params_bytes, p.offset + p.size);
-  }
-  ClientState::Get().Register(f);
-  m->functions.emplace(name, f);
-  *out = f;
+  *out = AddFunction(m, name, got.function, got.max_threads_per_block, got.static_shared_bytes,
+                     got.max_dynamic_shared_bytes, slots.data(), count);
   return CUDA_SUCCESS;
 }
 

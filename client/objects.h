@@ -88,7 +88,10 @@ struct CUmod_st {
   CUctx_st* ctx = nullptr;
   uint64_t generation = 0;                      // of ctx when loaded
   std::map<std::string, CUfunc_st*> functions;  // handles are stable per name
-  std::vector<uint64_t> globals;                // device addresses of globals looked up
+  // True when `functions` holds every kernel of the module (the load listed them): a name not
+  // there names none.
+  bool all_functions = false;
+  std::vector<uint64_t> globals;  // device addresses of globals looked up
 };
 
 struct CUfunc_st {

@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 9;  // 9: tensor maps (TensorMapEncode)
+constexpr uint32_t kProtocolVersion = 10;  // 10: a module's kernels in its load's reply
 }  // namespace rgpu

@@ -288,6 +288,23 @@ class Session {
   // ends the copy, if any.
   void* DirectAccess(CUdeviceptr dptr, size_t bytes, CUstream stream, CUresult* r);
 
+  // What a client learns of a kernel with its handle: launch limits and the parameter layout
+  // ((offset, size) pairs).
+  struct FunctionSummary {
+    uint32_t max_threads_per_block = 0;
+    uint32_t static_shared_bytes = 0;
+    uint32_t max_dynamic_shared_bytes = 0;
+    std::vector<uint64_t> params;
+  };
+  // Fills `f`'s parameter layout and `out` from the backend; false (cs.detail says why) when the
+  // backend cannot tell the layout.
+  bool DescribeFunction(CallState& cs, FunctionRecord* f, FunctionSummary* out);
+  // After a module load: every kernel of the module as a function record, described in `out`
+  // (functions, listed, and the names as the reply's payload) when there are few enough; else
+  // nothing, and the client asks per name.
+  void ListFunctions(CallState& cs, uint64_t module_id, CUmodule module,
+                     calls::ModuleLoadData::Results* out);
+
   // An asynchronous copy of the call's payload (`bytes` to `dst`) on `stream`, staged in the
   // call's context's pinned buffers and queued when the stream is still busy and a buffer is free
   // (*staged true: the result is the copy's); otherwise nothing is done (*staged false) and the

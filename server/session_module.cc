@@ -68,7 +68,87 @@ CUresult Session::HandleModuleLoadData(CallState& cs, const ModuleLoadDataIn&,
     return r;
   }
   out->module = modules_.Insert(ModuleRecord{module, cs.ctx_id, cs.payload_size + footprint});
+  ListFunctions(cs, out->module, module, out);
   return CUDA_SUCCESS;
+}
+
+void Session::ListFunctions(CallState& cs, uint64_t module_id, CUmodule module,
+                            calls::ModuleLoadData::Results* out) {
+  constexpr unsigned kMostListed = 64;
+  constexpr size_t kMostNameBytes = size_t{64} << 10;
+  unsigned count = 0;
+  if (drv_.cuModuleGetFunctionCount == nullptr || drv_.cuModuleEnumerateFunctions == nullptr ||
+      drv_.cuFuncGetName == nullptr ||
+      drv_.cuModuleGetFunctionCount(&count, module) != CUDA_SUCCESS || count == 0 ||
+      count > kMostListed || functions_.size() + count > limits_.max_functions) {
+    return;
+  }
+  std::vector<CUfunction> functions(count);
+  if (drv_.cuModuleEnumerateFunctions(functions.data(), count, module) != CUDA_SUCCESS) return;
+  std::string names;
+  for (CUfunction f : functions) {
+    const char* name = nullptr;
+    if (drv_.cuFuncGetName(&name, f) != CUDA_SUCCESS || name == nullptr) return;
+    names.append(name);
+    names.push_back('\0');
+    if (names.size() > kMostNameBytes) return;
+  }
+  cs.out_payload = OutputBuffer(names.size());
+  if (cs.out_payload == nullptr) return;
+  for (CUfunction f : functions) {
+    FunctionRecord record;
+    record.module = module_id;
+    record.ctx = cs.ctx_id;
+    record.function = f;
+    FunctionSummary summary;
+    if (!DescribeFunction(cs, &record, &summary)) {
+      // Undo: the listing is all or nothing (the client then asks per name).
+      for (size_t i = 0; i < out->functions.size();) {
+        functions_.Erase(out->functions[i]);
+        i += 5 + 2 * out->functions[i + 4];
+      }
+      out->functions.clear();
+      return;
+    }
+    out->functions.push_back(functions_.Insert(std::move(record)));
+    out->functions.push_back(summary.max_threads_per_block);
+    out->functions.push_back(summary.static_shared_bytes);
+    out->functions.push_back(summary.max_dynamic_shared_bytes);
+    out->functions.push_back(summary.params.size() / 2);
+    out->functions.insert(out->functions.end(), summary.params.begin(), summary.params.end());
+  }
+  memcpy(cs.out_payload, names.data(), names.size());
+  cs.out_size = names.size();
+  out->listed = true;
+}
+
+bool Session::DescribeFunction(CallState& cs, FunctionRecord* f, FunctionSummary* out) {
+  if (drv_.cuFuncGetParamInfo == nullptr) {
+    cs.detail = "backend lacks cuFuncGetParamInfo";
+    return false;
+  }
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    if (drv_.cuFuncGetParamInfo(f->function, i, &offset, &size) != CUDA_SUCCESS) break;
+    f->params.push_back(ParamSlot{static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
+    f->params_bytes = std::max<uint32_t>(f->params_bytes, offset + size);
+    out->params.push_back(offset);
+    out->params.push_back(size);
+  }
+  // Limits the client checks launches against, so that bad configurations fail at the launch
+  // as CUDA's do, even when the launch itself is posted.
+  auto attribute = [&](CUfunction_attribute a) -> uint32_t {
+    int v = 0;
+    if (drv_.cuFuncGetAttribute == nullptr ||
+        drv_.cuFuncGetAttribute(&v, a, f->function) != CUDA_SUCCESS) {
+      return 0;
+    }
+    return static_cast<uint32_t>(std::max(v, 0));
+  };
+  out->max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  out->static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+  out->max_dynamic_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  return true;
 }
 
 CUresult Session::LoadModule(const char* image, CUmodule* module, uint64_t* footprint) {
@@ -144,31 +224,13 @@ CUresult Session::HandleModuleGetFunction(CallState& cs, const ModuleGetFunction
     cs.detail = "no kernel named " + name;
     return r;
   }
-  REQUIRE_FN(cuFuncGetParamInfo);
-  for (size_t i = 0;; ++i) {
-    size_t offset = 0, size = 0;
-    if (drv_.cuFuncGetParamInfo(f.function, i, &offset, &size) != CUDA_SUCCESS) break;
-    f.params.push_back(ParamSlot{static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
-    f.params_bytes = std::max<uint32_t>(f.params_bytes, offset + size);
-  }
-  // Limits the client checks launches against, so that bad configurations fail at the launch
-  // as CUDA's do, even when the launch itself is posted.
-  auto attribute = [&](CUfunction_attribute a) -> uint32_t {
-    int v = 0;
-    if (drv_.cuFuncGetAttribute == nullptr ||
-        drv_.cuFuncGetAttribute(&v, a, f.function) != CUDA_SUCCESS) {
-      return 0;
-    }
-    return static_cast<uint32_t>(std::max(v, 0));
-  };
-  out->max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-  out->static_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
-  out->max_dynamic_shared_bytes = attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  FunctionSummary summary;
+  if (!DescribeFunction(cs, &f, &summary)) return CUDA_ERROR_NOT_SUPPORTED;
+  out->max_threads_per_block = summary.max_threads_per_block;
+  out->static_shared_bytes = summary.static_shared_bytes;
+  out->max_dynamic_shared_bytes = summary.max_dynamic_shared_bytes;
   out->param_count = static_cast<uint32_t>(f.params.size());
-  for (const ParamSlot& p : f.params) {
-    out->param_offsets_and_sizes.push_back(p.offset);
-    out->param_offsets_and_sizes.push_back(p.size);
-  }
+  out->param_offsets_and_sizes = std::move(summary.params);
   out->function = functions_.Insert(std::move(f));
   return CUDA_SUCCESS;
 }

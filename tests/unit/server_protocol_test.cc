@@ -34,6 +34,39 @@ TEST_F(ServerProtocolTest, RefusesGarbageHandshake) {
   EXPECT_NE(w.welcome().status(), 0);
 }
 
+// A module's kernels come with its load (one round trip): each one's handle, limits and
+// parameter layout, and its name in the reply's payload; the handles launch.
+TEST_F(ServerProtocolTest, AModuleLoadListsItsKernels) {
+  const char ptx[] =
+      ".version 7.0\n.target sm_75\n.address_size 64\n"
+      ".visible .entry first(.param .u64 p, .param .u32 n) { ret; }\n"
+      ".visible .entry second() { ret; }\n";
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  std::string names;
+  wire::Envelope load = Exchange(ch.get(), Call(20, Op::kModuleLoadData, ctx, {}), ptx, &names);
+  ASSERT_EQ(load.reply().result(), CUDA_SUCCESS);
+  const auto& v = load.reply().values();
+  ASSERT_GE(v.size(), 2);
+  EXPECT_EQ(v[1], 1u) << "listed";
+  // [module, listed, then per kernel: id, max threads, static shared, max dynamic shared,
+  //  parameter count, (offset, size)...]
+  std::vector<uint64_t> list(v.begin() + 2, v.end());
+  ASSERT_EQ(list.size(), 5u + 4u + 5u);
+  EXPECT_EQ(names, std::string("first\0second\0", 13));
+  EXPECT_EQ(list[4], 2u) << "first takes two parameters";
+  EXPECT_EQ(list[5], 0u);
+  EXPECT_EQ(list[6], 8u);
+  EXPECT_EQ(list[7], 8u);
+  EXPECT_EQ(list[8], 4u);
+  EXPECT_EQ(list[9 + 4], 0u) << "second takes none";
+  EXPECT_GT(list[1], 0u) << "max threads per block";
+  // The listed handle of `second` launches.
+  EXPECT_EQ(Result(ch.get(), Call(21, Op::kLaunchKernel, ctx, {list[9], 1, 1, 1, 1, 1, 1, 0, 0})),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Result(ch.get(), Call(22, Op::kCtxSynchronize, ctx, {})), CUDA_SUCCESS);
+}
+
 TEST_F(ServerProtocolTest, BadCallsGetErrorsAndTheSessionSurvives) {
   auto ch = Connect();
   const uint64_t ctx = OpenSession(ch.get());
