@@ -1,4 +1,5 @@
 // Streams and events: shadow handles naming server-side streams and events of one context.
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <thread>
@@ -7,11 +8,19 @@
 
 namespace calls = rgpu::calls;
 using rgpu::client::ClientState;
+using rgpu::client::NewClientId;
 using rgpu::client::ObjectKind;
 using rgpu::client::RequireContext;
 using rgpu::client::Server;
 
 namespace rgpu::client {
+
+// A fresh id of the client's own for an object a posted call creates (never used twice in the
+// process, so never twice in a session).
+uint64_t NewClientId() {
+  static std::atomic<uint64_t> next{calls::kFirstClientId};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 CUresult PerThreadStream(CUctx_st* ctx, CUstream* out) {
   {
@@ -90,12 +99,14 @@ RGPU_IMPL(cuStreamCreateWithPriority)(CUstream* out, unsigned int flags, int pri
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  calls::StreamCreate::Results created;
-  r = Server().Call<calls::StreamCreate>(ctx->remote, {.flags = flags, .priority = priority},
-                                         &created);
+  // Posted under an id of the client's: no round trip (a refusal surfaces at the next
+  // synchronizing call, as for any posted work).
+  const uint64_t id = NewClientId();
+  r = Server().Post<calls::StreamCreate>(ctx->remote,
+                                         {.flags = flags, .priority = priority, .id = id});
   if (r != CUDA_SUCCESS) return r;
   auto* s = new CUstream_st();
-  s->remote = created.stream;
+  s->remote = id;
   s->ctx = ctx;
   s->flags = flags;
   s->priority = priority;
@@ -116,7 +127,7 @@ RGPU_IMPL(cuStreamDestroy_v2)(CUstream s) {
   }
   CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
   if (r != CUDA_SUCCESS) return r;
-  r = Server().Call<calls::StreamDestroy>(ctx->remote, {.stream = remote});
+  r = Server().Post<calls::StreamDestroy>(ctx->remote, {.stream = remote});
   ClientState::Get().Unregister(s);
   delete s;
   return r;
@@ -193,11 +204,11 @@ RGPU_IMPL(cuEventCreate)(CUevent* out, unsigned int flags) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  calls::EventCreate::Results created;
-  r = Server().Call<calls::EventCreate>(ctx->remote, {.flags = flags}, &created);
+  const uint64_t id = NewClientId();  // posted, as cuStreamCreate
+  r = Server().Post<calls::EventCreate>(ctx->remote, {.flags = flags, .id = id});
   if (r != CUDA_SUCCESS) return r;
   auto* e = new CUevent_st();
-  e->remote = created.event;
+  e->remote = id;
   e->ctx = ctx;
   e->flags = flags;
   ClientState::Get().Register(e);
@@ -264,7 +275,7 @@ RGPU_IMPL(cuEventElapsedTime_v2)(float* ms, CUevent start, CUevent end) {
 RGPU_IMPL(cuEventDestroy_v2)(CUevent e) {
   CUresult r = CheckEvent(e);
   if (r != CUDA_SUCCESS) return r;
-  r = Server().Call<calls::EventDestroy>(e->ctx->remote, {.event = e->remote});
+  r = Server().Post<calls::EventDestroy>(e->ctx->remote, {.event = e->remote});
   ClientState::Get().Unregister(e);
   delete e;
   return r;

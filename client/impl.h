@@ -61,6 +61,10 @@ inline ServerSet& Server() { return ClientState::Get().servers(); }
 // transports); docs/compatibility.md counts such entry points as local.
 inline ServerSet& LocalTransport() { return ClientState::Get().servers(); }
 
+// A fresh id of the client's own (in [calls::kFirstClientId, calls::kClientIdLimit)) for an
+// object that a posted call creates, so that making it costs no round trip. Thread-safe.
+uint64_t NewClientId();
+
 // Maps the stream handle a program passes (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
 // stream) to the context the work runs in and the stream's session id (0 = the context's
 // default stream; CU_STREAM_PER_THREAD: the calling thread's per-thread stream).

@@ -10,6 +10,11 @@
 
 namespace rgpu::calls {
 
+// Ids a client chooses itself for what it creates with a posted call (no round trip): this range,
+// which the ids a server chooses never reach (server/handle_table.h).
+constexpr uint64_t kFirstClientId = uint64_t{1} << 32;
+constexpr uint64_t kClientIdLimit = uint64_t{1} << 40;
+
 // What a field means to a client with several servers (client/server_set.h): which server a call
 // goes to and how the field is translated on the way. kCtx, kPool and kGraph are session-local ids
 // the client keeps with its server's index in their top bits; kDevice is a device ordinal, the

@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 10;  // 10: a module's kernels in its load's reply
+constexpr uint32_t kProtocolVersion = 11;  // 11: streams and events made with client-chosen ids
 }  // namespace rgpu

@@ -6,16 +6,27 @@
 #include <cstdint>
 #include <map>
 
+#include "proto/call_kinds.h"
+
 namespace rgpu::server {
+
+using calls::kClientIdLimit;
+using calls::kFirstClientId;
 
 template <typename Record>
 class HandleTable {
  public:
-  // Stores `record` and returns its new id.
+  // Stores `record` and returns its new id (below kFirstClientId).
   uint64_t Insert(Record record) {
     uint64_t id = next_id_++;
     records_.emplace(id, std::move(record));
     return id;
+  }
+  // Stores `record` under `id`, which the client chose: false (nothing stored) unless `id` is in
+  // [kFirstClientId, kClientIdLimit) and names nothing yet.
+  bool InsertAt(uint64_t id, Record record) {
+    if (id < kFirstClientId || id >= kClientIdLimit) return false;
+    return records_.emplace(id, std::move(record)).second;
   }
   // The record with `id`, or nullptr when this session has none.
   Record* Find(uint64_t id) {

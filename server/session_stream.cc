@@ -24,7 +24,15 @@ CUresult Session::HandleStreamCreate(CallState& cs, const StreamCreateIn& in,
     r = drv_.cuStreamCreate(&s, in.flags);
   }
   if (r != CUDA_SUCCESS) return r;
-  out->stream = streams_.Insert(StreamRecord{s, cs.ctx_id});
+  if (in.id == 0) {
+    out->stream = streams_.Insert(StreamRecord{s, cs.ctx_id});
+  } else if (streams_.InsertAt(in.id, StreamRecord{s, cs.ctx_id})) {
+    out->stream = in.id;
+  } else {
+    drv_.cuStreamDestroy(s);
+    cs.detail = "stream id " + std::to_string(in.id) + " is taken or outside the client's range";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -68,7 +76,15 @@ CUresult Session::HandleEventCreate(CallState& cs, const EventCreateIn& in,
   CUevent e = nullptr;
   CUresult r = drv_.cuEventCreate(&e, in.flags);
   if (r != CUDA_SUCCESS) return r;
-  out->event = events_.Insert(EventRecord{e, cs.ctx_id});
+  if (in.id == 0) {
+    out->event = events_.Insert(EventRecord{e, cs.ctx_id});
+  } else if (events_.InsertAt(in.id, EventRecord{e, cs.ctx_id})) {
+    out->event = in.id;
+  } else {
+    drv_.cuEventDestroy(e);
+    cs.detail = "event id " + std::to_string(in.id) + " is taken or outside the client's range";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   return CUDA_SUCCESS;
 }
 

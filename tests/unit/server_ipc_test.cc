@@ -165,13 +165,13 @@ TEST_F(ServerIpcTest, EventsAreShared) {
   auto a = Connect(), b = Connect();
   const uint64_t ca = OpenSession(a.get(), "tok-alice");
   const uint64_t cb = OpenSession(b.get(), "tok-alice");
-  wire::Envelope plain = Exchange(a.get(), Call(3, Op::kEventCreate, ca, {0}));
+  wire::Envelope plain = Exchange(a.get(), Call(3, Op::kEventCreate, ca, {0, 0}));
   ASSERT_EQ(plain.reply().result(), CUDA_SUCCESS);
   EXPECT_NE(Result(a.get(), Call(4, Op::kIpcGetEventHandle, ca, {plain.reply().values(0)})),
             CUDA_SUCCESS)
       << "an event made without CU_EVENT_INTERPROCESS";
   wire::Envelope made = Exchange(
-      a.get(), Call(5, Op::kEventCreate, ca, {CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING}));
+      a.get(), Call(5, Op::kEventCreate, ca, {CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING, 0}));
   ASSERT_EQ(made.reply().result(), CUDA_SUCCESS);
   const uint64_t ea = made.reply().values(0);
   wire::Envelope got = Exchange(a.get(), Call(6, Op::kIpcGetEventHandle, ca, {ea}));

@@ -49,7 +49,7 @@ class ServerLanesTest : public test::RawServerTest {
     EXPECT_EQ(m.reply().result(), CUDA_SUCCESS) << m.reply().message();
     wire::Envelope f =
         Exchange(s.ch.get(), Call(3, Op::kModuleGetFunction, s.ctx, {m.reply().values(0)}), "spin");
-    wire::Envelope st = Exchange(s.ch.get(), Call(4, Op::kStreamCreate, s.ctx, {1, 0}));
+    wire::Envelope st = Exchange(s.ch.get(), Call(4, Op::kStreamCreate, s.ctx, {1, 0, 0}));
     EXPECT_EQ(st.reply().result(), CUDA_SUCCESS) << st.reply().message();
     const uint64_t stream = st.reply().values(0);
     wire::Envelope launch =
@@ -119,7 +119,7 @@ TEST_F(ServerTwoLanesTest, OnlyTheSessionsKeyJoinsAndAtMostMaxLanes) {
 TEST_F(ServerLanesTest, ALaneServesOnlyWaitsAndItsSessionsHandles) {
   Session s = Open();
   Session other = Open();
-  wire::Envelope st = Exchange(other.ch.get(), Call(4, Op::kStreamCreate, other.ctx, {1, 0}));
+  wire::Envelope st = Exchange(other.ch.get(), Call(4, Op::kStreamCreate, other.ctx, {1, 0, 0}));
   const uint64_t others_stream = st.reply().values(0);
   wire::Welcome w;
   auto lane = Join(s.welcome.session_id(), s.welcome.lane_key(), &w);
@@ -177,7 +177,7 @@ TEST_F(ServerLanesTest, AWaitComesAfterTheCallsSentBeforeIt) {
 TEST_F(ServerLanesKernelBoundTest, WhatALaneWaitsOnIsDestroyedAfterTheWait) {
   Session s = Open();
   const uint64_t stream = StreamWithEndlessKernel(s);
-  wire::Envelope ev = Exchange(s.ch.get(), Call(6, Op::kEventCreate, s.ctx, {0}));
+  wire::Envelope ev = Exchange(s.ch.get(), Call(6, Op::kEventCreate, s.ctx, {0, 0}));
   ASSERT_EQ(ev.reply().result(), CUDA_SUCCESS);
   const uint64_t event = ev.reply().values(0);
   wire::Envelope record = Call(7, Op::kEventRecord, s.ctx, {event, stream}, true);

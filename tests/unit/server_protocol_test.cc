@@ -67,6 +67,39 @@ TEST_F(ServerProtocolTest, AModuleLoadListsItsKernels) {
   EXPECT_EQ(Result(ch.get(), Call(22, Op::kCtxSynchronize, ctx, {})), CUDA_SUCCESS);
 }
 
+// Streams and events may be made under ids the client chose (so the call can be posted): only
+// in the client's range, never twice, each session its own; the server's own ids never collide.
+TEST_F(ServerProtocolTest, ClientChosenIdsAreCheckedAndPerSession) {
+  constexpr uint64_t kFirst = uint64_t{1} << 32, kLimit = uint64_t{1} << 40;
+  auto a = Connect(), b = Connect();
+  const uint64_t ca = OpenSession(a.get()), cb = OpenSession(b.get());
+  EXPECT_EQ(Result(a.get(), Call(30, Op::kStreamCreate, ca, {1, 0, kFirst + 5})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(a.get(), Call(31, Op::kStreamSynchronize, ca, {kFirst + 5})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(a.get(), Call(32, Op::kStreamCreate, ca, {1, 0, kFirst + 5})),
+            CUDA_ERROR_INVALID_VALUE)
+      << "an id already taken";
+  EXPECT_EQ(Result(a.get(), Call(33, Op::kStreamCreate, ca, {1, 0, 7})), CUDA_ERROR_INVALID_VALUE)
+      << "an id of the server's range";
+  EXPECT_EQ(Result(a.get(), Call(34, Op::kStreamCreate, ca, {1, 0, kLimit})),
+            CUDA_ERROR_INVALID_VALUE)
+      << "past the client's range";
+  // The same id in another session is that session's own.
+  EXPECT_EQ(Result(b.get(), Call(35, Op::kStreamCreate, cb, {1, 0, kFirst + 5})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(b.get(), Call(36, Op::kEventCreate, cb, {0, kFirst + 6})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(b.get(), Call(37, Op::kEventRecord, cb, {kFirst + 6, kFirst + 5})),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Result(a.get(), Call(38, Op::kEventSynchronize, ca, {kFirst + 6})),
+            CUDA_ERROR_INVALID_HANDLE)
+      << "b's event is not a's";
+  // Destroyed, the id names nothing; server-chosen ids stay below the client's range.
+  EXPECT_EQ(Result(a.get(), Call(39, Op::kStreamDestroy, ca, {kFirst + 5})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(a.get(), Call(40, Op::kStreamSynchronize, ca, {kFirst + 5})),
+            CUDA_ERROR_INVALID_HANDLE);
+  wire::Envelope mine = Exchange(a.get(), Call(41, Op::kStreamCreate, ca, {1, 0, 0}));
+  ASSERT_EQ(mine.reply().result(), CUDA_SUCCESS);
+  EXPECT_LT(mine.reply().values(0), kFirst);
+}
+
 TEST_F(ServerProtocolTest, BadCallsGetErrorsAndTheSessionSurvives) {
   auto ch = Connect();
   const uint64_t ctx = OpenSession(ch.get());

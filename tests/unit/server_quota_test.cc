@@ -209,7 +209,7 @@ TEST_F(ServerHandleLimitsTest, HandleCountsAreBoundedPerSession) {
   EXPECT_EQ(Result(ch.get(), Call(5, Op::kPrimaryCtxRetain, 0, {0})), CUDA_ERROR_OUT_OF_MEMORY);
   for (Op op : {Op::kStreamCreate, Op::kEventCreate}) {
     const std::vector<uint64_t> args =
-        op == Op::kStreamCreate ? std::vector<uint64_t>{0, 0} : std::vector<uint64_t>{0};
+        op == Op::kStreamCreate ? std::vector<uint64_t>{0, 0, 0} : std::vector<uint64_t>{0, 0};
     EXPECT_EQ(Result(ch.get(), Call(6, op, ctx, args)), CUDA_SUCCESS);
     EXPECT_EQ(Result(ch.get(), Call(7, op, ctx, args)), CUDA_SUCCESS);
     EXPECT_EQ(Result(ch.get(), Call(8, op, ctx, args)), CUDA_ERROR_OUT_OF_MEMORY);
@@ -248,15 +248,15 @@ TEST_F(ServerQuotaTest, MemoryReturnsToItsBaselineAfterManySessions) {
                      std::string(4 * kMiB, 'x')),
               CUDA_SUCCESS);
     ASSERT_EQ(Load(ch.get(), ctx, ModuleWithGlobal(kMiB)).reply().result(), CUDA_SUCCESS);
-    ASSERT_EQ(Result(ch.get(), Call(4, Op::kStreamCreate, ctx, {0, 0})), CUDA_SUCCESS);
-    ASSERT_EQ(Result(ch.get(), Call(5, Op::kEventCreate, ctx, {0})), CUDA_SUCCESS);
+    ASSERT_EQ(Result(ch.get(), Call(4, Op::kStreamCreate, ctx, {0, 0, 0})), CUDA_SUCCESS);
+    ASSERT_EQ(Result(ch.get(), Call(5, Op::kEventCreate, ctx, {0, 0})), CUDA_SUCCESS);
     for (int c = 0; c < 10; ++c) {
       wire::Envelope r = Exchange(ch.get(), Call(6, Op::kCtxCreate, 0, {0, 0}));
       ASSERT_EQ(r.reply().result(), CUDA_SUCCESS);
       const uint64_t x = r.reply().values(0);
       ASSERT_EQ(Load(ch.get(), x, ModuleWithGlobal(4096 + c)).reply().result(), CUDA_SUCCESS);
       for (int k = 0; k < 10; ++k) {
-        ASSERT_EQ(Result(ch.get(), Call(7, Op::kStreamCreate, x, {0, 0})), CUDA_SUCCESS);
+        ASSERT_EQ(Result(ch.get(), Call(7, Op::kStreamCreate, x, {0, 0, 0})), CUDA_SUCCESS);
       }
     }
   };
