@@ -51,6 +51,7 @@ CUresult DeactivatePrimary(CUctx_st* ctx, bool reset) {
   CUresult r = reset ? Server().Call<calls::PrimaryCtxReset>(0, {.device = ctx->device})
                      : Server().Call<calls::PrimaryCtxRelease>(0, {.device = ctx->device});
   rgpu::client::Memory().EraseContext(ctx);
+  ctx->suballocator.Clear();  // its slabs went with the server's context
   rgpu::client::ForgetManaged(ctx);
   rgpu::client::ForgetPerThreadStreams(ctx);
   ctx->remote = 0;

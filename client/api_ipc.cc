@@ -19,10 +19,16 @@ namespace calls = rgpu::calls;
 
 namespace {
 
-// How many times each opened range is open (the server counts the same way).
+// How many times each opened range is open (the server counts the same way), by the address
+// the program got, and the address of the export the server opened (the same, or the start of
+// the slab a piece lies in).
+struct Open {
+  int count = 0;
+  CUdeviceptr export_base = 0;
+};
 struct Opened {
   std::mutex mu;
-  std::map<CUdeviceptr, int> opens;  // GUARDED_BY(mu)
+  std::map<CUdeviceptr, Open> opens;  // GUARDED_BY(mu)
 };
 
 Opened& State() {
@@ -41,10 +47,18 @@ RGPU_IMPL(cuIpcGetMemHandle)(CUipcMemHandle* handle, CUdeviceptr dptr) {
   if (!range || range->base != dptr || range->type != CU_MEMORYTYPE_DEVICE || !range->freeable) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // A piece of a slab: the slab is exported, the handle names the piece in it (the opening
+  // process of the same tenant can then reach the whole slab, as an IPC mapping reaches a page).
+  uint64_t export_base = dptr, offset = 0, size = 0, slab = 0, piece = 0;
+  if (range->ctx->suballocator.Find(dptr, &slab, &piece)) {
+    export_base = slab;
+    offset = dptr - slab;
+    size = range->size;
+  }
   calls::IpcGetMemHandle::Results got;
-  r = Server().Call<calls::IpcGetMemHandle>(range->ctx->remote, {.dptr = dptr}, &got);
+  r = Server().Call<calls::IpcGetMemHandle>(range->ctx->remote, {.dptr = export_base}, &got);
   if (r != CUDA_SUCCESS) return r;
-  rgpu::client::EncodeHandle(rgpu::client::KeyFrom(got), handle->reserved);
+  rgpu::client::EncodeMemoryHandle(rgpu::client::KeyFrom(got), offset, size, handle->reserved);
   return CUDA_SUCCESS;
 }
 
@@ -54,24 +68,36 @@ RGPU_IMPL(cuIpcOpenMemHandle_v2)(CUdeviceptr* dptr, CUipcMemHandle handle, unsig
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
   rgpu::client::ShareKey key;
-  if (!rgpu::client::DecodeHandle(handle.reserved, &key)) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t offset = 0, size = 0;
+  if (!rgpu::client::DecodeMemoryHandle(handle.reserved, &key, &offset, &size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   calls::IpcOpenMemHandle::Results got;
   r = Server().Call<calls::IpcOpenMemHandle>(
       ctx->remote, rgpu::client::WithKey<calls::IpcOpenMemHandle::Args>({.flags = flags}, key),
       &got);
   if (r != CUDA_SUCCESS) return r;
+  // A piece of the export: it must lie inside it.
+  const bool piece = size != 0;
+  if (piece && (offset > got.bytes || size > got.bytes - offset)) {
+    Server().Call<calls::IpcCloseMemHandle>(ctx->remote, {.dptr = got.dptr});
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const CUdeviceptr address = got.dptr + offset;
   Opened& o = State();
   std::lock_guard<std::mutex> lock(o.mu);
-  if (o.opens[got.dptr]++ == 0) {
+  Open& open = o.opens[address];
+  open.export_base = got.dptr;
+  if (open.count++ == 0) {
     rgpu::client::MemoryRange range;
-    range.base = got.dptr;
-    range.size = got.bytes;
+    range.base = address;
+    range.size = piece ? size : got.bytes;
     range.type = CU_MEMORYTYPE_DEVICE;
     range.ctx = ctx;
     range.freeable = false;  // closed with cuIpcCloseMemHandle, never freed here
     Memory().Insert(range);
   }
-  *dptr = got.dptr;
+  *dptr = address;
   return CUDA_SUCCESS;
 }
 // The first revision takes the same arguments.
@@ -88,9 +114,9 @@ RGPU_IMPL(cuIpcCloseMemHandle)(CUdeviceptr dptr) {
   if (it == o.opens.end() || !range || range->base != dptr || range->ctx != ctx) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  r = Server().Call<calls::IpcCloseMemHandle>(ctx->remote, {.dptr = dptr});
+  r = Server().Call<calls::IpcCloseMemHandle>(ctx->remote, {.dptr = it->second.export_base});
   if (r != CUDA_SUCCESS) return r;
-  if (--it->second == 0) {
+  if (--it->second.count == 0) {
     o.opens.erase(it);
     Memory().Erase(dptr);
   }

@@ -16,21 +16,28 @@ using rgpu::client::RequireContext;
 using rgpu::client::ResolveStream;
 using rgpu::client::Server;
 
-RGPU_IMPL(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
-  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
-  CUctx_st* ctx;
-  CUresult r = RequireContext(&ctx);
-  if (r != CUDA_SUCCESS) return r;
+namespace rgpu::client {
+
+bool SuballocationOn() {
+  static const bool on = [] {
+    const char* v = getenv("RGPU_SUBALLOCATE");
+    return v == nullptr || strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+CUresult AllocateDevice(CUctx_st* ctx, size_t bytesize, CUdeviceptr* dptr, bool record) {
   // Addresses another server's memory already has (client/memory_map.h) are kept aside while
   // the server is asked again, a few times, and then given back.
   constexpr int kTries = 4;
   std::vector<uint64_t> taken;
-  r = CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
   for (int attempt = 0; attempt < kTries; ++attempt) {
     calls::MemAlloc::Results allocated;
     r = Server().Call<calls::MemAlloc>(ctx->remote, {.bytesize = bytesize}, &allocated);
     if (r != CUDA_SUCCESS) break;
     if (Memory().InsertDevice(allocated.dptr, bytesize, ctx)) {
+      if (!record) Memory().Erase(allocated.dptr);  // a slab: only its pieces are recorded
       *dptr = allocated.dptr;
       break;
     }
@@ -39,6 +46,51 @@ RGPU_IMPL(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
   }
   for (uint64_t d : taken) Server().Post<calls::MemFree>(ctx->remote, {.dptr = d});
   return r;
+}
+
+}  // namespace rgpu::client
+
+namespace {
+
+// A piece of a slab of `ctx`'s (client/suballocator.h), taking a new slab when none has room;
+// false when none could be had (then the caller allocates the size itself).
+bool CarvePiece(CUctx_st* ctx, size_t bytesize, CUdeviceptr* dptr) {
+  constexpr int kTries = 8;
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    const uint64_t piece = ctx->suballocator.Take(bytesize);
+    if (piece == 0) {
+      CUdeviceptr slab = 0;
+      if (rgpu::client::AllocateDevice(ctx, rgpu::client::Suballocator::kSlabBytes, &slab,
+                                       /*record=*/false) != CUDA_SUCCESS) {
+        return false;
+      }
+      ctx->suballocator.AddSlab(slab);
+      continue;
+    }
+    // A piece whose addresses another server's memory has is left taken, never handed out.
+    if (Memory().InsertDevice(piece, bytesize, ctx)) {
+      *dptr = piece;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+RGPU_IMPL(cuMemAlloc_v2)(CUdeviceptr* dptr, size_t bytesize) {
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  CUresult r = RequireContext(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  // Small sizes: carved from a slab, no round trip but the slab's; a slab that cannot be had
+  // (the quota has less than a slab left) leaves the size to be allocated as asked.
+  if (rgpu::client::Suballocator::Carves(bytesize) && rgpu::client::SuballocationOn()) {
+    // A context whose kernel faulted fails every call, this one too, as the driver's does.
+    if (CUresult sticky = Server().StickyError(ctx->remote); sticky != CUDA_SUCCESS) return sticky;
+    if (CarvePiece(ctx, bytesize, dptr)) return CUDA_SUCCESS;
+  }
+  return rgpu::client::AllocateDevice(ctx, bytesize, dptr, /*record=*/true);
 }
 
 RGPU_IMPL(cuMemAllocPitch_v2)
@@ -97,6 +149,14 @@ RGPU_IMPL(cuMemFree_v2)(CUdeviceptr dptr) {
   if (CUresult ended; rgpu::client::EndGraphAllocationByProgram(dptr, &ended)) {
     if (ended == CUDA_SUCCESS) ended = rgpu::client::WaitStreamDrained(nullptr);  // as cuMemFree
     return ended;
+  }
+  // A piece of a slab goes back to the slab; its space may be handed out again at once, so
+  // the server first waits for the context's work, as the driver's free does (FreeFence). A
+  // slab left empty goes back to the server (whose free waits the same way).
+  if (uint64_t emptied = 0; ctx->suballocator.Give(dptr, &emptied)) {
+    Memory().Erase(dptr);
+    if (emptied != 0) return Server().Post<calls::MemFree>(ctx->remote, {.dptr = emptied});
+    return Server().Post<calls::FreeFence>(ctx->remote, {});
   }
   // Stream-ordered on the server after everything posted before it, as the driver's free waits
   // for the work using the memory; the range is checked above, so the server's answer can only

@@ -271,6 +271,7 @@ RGPU_IMPL(cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* d
         range.size = it->second.size;
         range.ctx = ctx;
         range.freeable = false;  // unmapped, never cuMemFree'd
+        range.mapping = true;
         Memory().Insert(range);
       }
     }

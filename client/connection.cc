@@ -114,6 +114,13 @@ bool IsStickyError(CUresult r) {
   }
 }
 
+CUresult Connection::StickyError(uint64_t ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lost_) return kServerLost;
+  auto it = sticky_.find(ctx);
+  return ctx != 0 && it != sticky_.end() ? it->second : CUDA_SUCCESS;
+}
+
 CUresult Connection::WaitSent(size_t keep) {
   std::lock_guard<std::mutex> lock(mu_);
   if (lost_) return kServerLost;

@@ -123,6 +123,10 @@ class Connection {
   // reused), without waiting for replies.
   CUresult WaitSent(size_t keep = 0);
 
+  // The sticky error the server reported for context `ctx` (a session-local id; a faulting
+  // kernel's), or CUDA_SUCCESS: what a call on the context that makes no round trip answers.
+  CUresult StickyError(uint64_t ctx);
+
   // Registers pinned host memory with the transport (Channel::RegisterMemory) and drops it.
   Status RegisterHostMemory(void* address, size_t size);
   void UnregisterHostMemory(void* address);

@@ -37,7 +37,8 @@ CUresult GraphAllocation::Make(size_t bytes, std::shared_ptr<GraphAllocation>* o
   CUctx_st* ctx;
   if (CUresult r = RequireContext(&ctx); r != CUDA_SUCCESS) return r;
   CUdeviceptr dptr = 0;
-  if (CUresult r = rgpu_impl_cuMemAlloc_v2(&dptr, bytes); r != CUDA_SUCCESS) return r;
+  // The server's own allocation (never a slab's piece): freed with MemFree below.
+  if (CUresult r = AllocateDevice(ctx, bytes, &dptr, /*record=*/true); r != CUDA_SUCCESS) return r;
   std::shared_ptr<GraphAllocation> a(new GraphAllocation);
   a->dptr_ = dptr;
   a->bytes_ = bytes;

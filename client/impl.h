@@ -65,6 +65,14 @@ inline ServerSet& LocalTransport() { return ClientState::Get().servers(); }
 // object that a posted call creates, so that making it costs no round trip. Thread-safe.
 uint64_t NewClientId();
 
+// Device memory of `bytesize` bytes in `ctx` from the server (one round trip), never carved from
+// a slab; `record`: entered in the memory map as a freeable allocation of the program's (a slab
+// is not). Addresses that collide with another server's memory are refused and asked again.
+CUresult AllocateDevice(CUctx_st* ctx, size_t bytesize, CUdeviceptr* dptr, bool record);
+// Whether small cuMemAlloc sizes are carved from slabs (RGPU_SUBALLOCATE, default on; 0: every
+// allocation is the server's own, one round trip each).
+bool SuballocationOn();
+
 // Maps the stream handle a program passes (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
 // stream) to the context the work runs in and the stream's session id (0 = the context's
 // default stream; CU_STREAM_PER_THREAD: the calling thread's per-thread stream).

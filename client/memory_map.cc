@@ -64,16 +64,21 @@ void MemoryMap::EraseContext(CUctx_st* ctx) {
 }
 
 CUresult CheckDeviceRange(CUctx_st* ctx, uint64_t address, uint64_t bytes) {
-  // A range may span ranges that adjoin (mappings placed side by side in a reservation).
+  // A range may span mappings that adjoin (placed side by side in a reservation), never two
+  // allocations that happen to (two pieces of one slab, client/suballocator.h).
+  bool first = true;
   while (bytes > 0) {
     auto r = Memory().Find(address);
-    if (!r || (r->type != CU_MEMORYTYPE_DEVICE && !r->managed) || r->ctx != ctx) {
+    if (!r || (r->type != CU_MEMORYTYPE_DEVICE && !r->managed) || r->ctx != ctx ||
+        (!first && !r->mapping)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     const uint64_t here = r->size - (address - r->base);
     if (bytes <= here) return CUDA_SUCCESS;
+    if (!r->mapping) return CUDA_ERROR_INVALID_VALUE;
     bytes -= here;
     address = r->base + r->size;
+    first = false;
   }
   return CUDA_SUCCESS;
 }

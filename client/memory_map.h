@@ -23,6 +23,10 @@ struct MemoryRange {
   // Managed memory, or mapped pinned memory (HOST): one address for host and device, kept
   // coherent by client/managed_memory.h; copies treat it as device memory.
   bool managed = false;
+  // A mapping of virtual memory management (cuMemMap): a copy may run on into the mapping that
+  // adjoins it (side by side in one reservation), as it may on the driver; other ranges end a
+  // copy at their end.
+  bool mapping = false;
 };
 
 class MemoryMap {

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "client/suballocator.h"
+
 namespace rgpu::client {
 
 enum class ObjectKind : uint32_t {
@@ -80,6 +82,8 @@ struct CUctx_st {
   // Each thread's per-thread default stream (CU_STREAM_PER_THREAD) in this context, a blocking
   // stream on the server made on the thread's first use (guarded by objects_mutex()).
   std::map<std::thread::id, CUstream_st*> per_thread_streams;
+  // Small allocations carved from slabs of the context's (cuMemAlloc without a round trip).
+  rgpu::client::Suballocator suballocator;
 };
 
 struct CUmod_st {

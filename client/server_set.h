@@ -67,6 +67,8 @@ class ServerSet {
   int ProgramDevice(int server, int remote) const;
   // The server a context handle's tagged id is on.
   static int ServerOfContext(const CUctx_st* ctx);
+  // The sticky error of the context with tagged id `ctx` (Connection::StickyError).
+  CUresult StickyError(uint64_t ctx) { return at(ServerOf(ctx)).StickyError(Untag(ctx)); }
 
   // Connection::Call and Post, routed: to the server of what the call names (see above).
   template <typename C>

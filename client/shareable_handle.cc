@@ -31,6 +31,22 @@ bool DecodeHandle(const char handle[64], ShareKey* key) {
   return true;
 }
 
+void EncodeMemoryHandle(const ShareKey& key, uint64_t offset, uint64_t size, char handle[64]) {
+  EncodeHandle(key, handle);
+  memcpy(handle + sizeof kMagic + sizeof key.words, &offset, sizeof offset);
+  memcpy(handle + sizeof kMagic + sizeof key.words + sizeof offset, &size, sizeof size);
+}
+
+bool DecodeMemoryHandle(const char handle[64], ShareKey* key, uint64_t* offset, uint64_t* size) {
+  constexpr size_t kPiece = sizeof kMagic + sizeof key->words;
+  char plain[kHandleBytes];
+  memcpy(plain, handle, kHandleBytes);
+  memcpy(offset, handle + kPiece, sizeof *offset);
+  memcpy(size, handle + kPiece + sizeof *offset, sizeof *size);
+  memset(plain + kPiece, 0, 2 * sizeof(uint64_t));  // the rest must be a plain handle
+  return DecodeHandle(plain, key);
+}
+
 int KeyToFd(const ShareKey& key) {
   const int fd = memfd_create("rgpu-shareable-handle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;

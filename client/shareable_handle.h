@@ -36,6 +36,13 @@ void EncodeHandle(const ShareKey& key, char handle[64]);
 // The key in a 64-byte handle; false when the bytes are not a handle rgpu made.
 bool DecodeHandle(const char handle[64], ShareKey* key);
 
+// A memory handle for a piece of an exported allocation (a slab the client carves small
+// allocations from, client/suballocator.h): the export's key, and the piece's offset in it and
+// size; offset and size 0 for a whole allocation.
+void EncodeMemoryHandle(const ShareKey& key, uint64_t offset, uint64_t size, char handle[64]);
+// The same read back; false when the bytes are not a memory handle rgpu made.
+bool DecodeMemoryHandle(const char handle[64], ShareKey* key, uint64_t* offset, uint64_t* size);
+
 // A new file descriptor holding `key` (close-on-exec, sealed against change); -1 with errno set
 // when none can be made.
 int KeyToFd(const ShareKey& key);

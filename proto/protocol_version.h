@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 11;  // 11: streams and events made with client-chosen ids
+constexpr uint32_t kProtocolVersion = 12;  // 12: small allocations carved by the client (FreeFence)
 }  // namespace rgpu

@@ -95,6 +95,10 @@ CUresult Session::HandleMemGetInfo(CallState&, const MemGetInfoIn&,
   return CUDA_SUCCESS;
 }
 
+CUresult Session::HandleFreeFence(CallState&, const FreeFenceIn&, calls::FreeFence::Results*) {
+  return drv_.cuCtxSynchronize();
+}
+
 CUresult Session::HandleMemcpyHtoD(CallState& cs, const MemcpyHtoDIn& in,
                                    calls::MemcpyHtoD::Results*) {
   if (in.bytes == 0) return CUDA_SUCCESS;
