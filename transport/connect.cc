@@ -1,6 +1,7 @@
 // ConnectChannel and CreateListener: the transport a URL's scheme names.
 #include "transport/channel.h"
 #include "transport/local/local_channel.h"
+#include "transport/socket/socket_channel.h"
 #include "transport/ucx/ucx_channel.h"
 
 namespace rgpu {
@@ -8,11 +9,13 @@ namespace rgpu {
 Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
                       std::unique_ptr<Channel>* out) {
   if (url.scheme == TransportUrl::Scheme::kLocal) return ConnectLocalChannel(url, options, out);
+  if (url.scheme == TransportUrl::Scheme::kSock) return ConnectSocketChannel(url, options, out);
   return ucx::ConnectChannel(url, options, out);
 }
 
 Status CreateListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
   if (url.scheme == TransportUrl::Scheme::kLocal) return CreateLocalListener(url, out);
+  if (url.scheme == TransportUrl::Scheme::kSock) return CreateSocketListener(url, out);
   return ucx::CreateListener(url, out);
 }
 

@@ -14,6 +14,9 @@ Status TransportUrl::Parse(const std::string& text, TransportUrl* out) {
   } else if (text.rfind("shm://", 0) == 0) {
     url.scheme = Scheme::kShm;
     rest = text.substr(6);
+  } else if (text.rfind("sock://", 0) == 0) {
+    url.scheme = Scheme::kSock;
+    rest = text.substr(7);
   } else if (text.rfind("local://", 0) == 0) {
     url.scheme = Scheme::kLocal;
     url.host = text.substr(8);
@@ -27,7 +30,7 @@ Status TransportUrl::Parse(const std::string& text, TransportUrl* out) {
     return Status::Ok();
   } else {
     return InvalidArgument("unknown transport in '" + text +
-                           "' (expected tcp://, shm:// or local://)");
+                           "' (expected tcp://, shm://, sock:// or local://)");
   }
   size_t colon = rest.rfind(':');
   if (colon == std::string::npos || colon + 1 >= rest.size()) {
@@ -52,7 +55,10 @@ Status TransportUrl::Parse(const std::string& text, TransportUrl* out) {
 std::string TransportUrl::ToString() const {
   if (scheme == Scheme::kLocal) return "local://" + host;
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return std::string(scheme == Scheme::kShm ? "shm://" : "tcp://") + h + ":" + std::to_string(port);
+  const char* prefix = scheme == Scheme::kShm    ? "shm://"
+                       : scheme == Scheme::kSock ? "sock://"
+                                                 : "tcp://";
+  return std::string(prefix) + h + ":" + std::to_string(port);
 }
 
 }  // namespace rgpu

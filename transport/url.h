@@ -2,6 +2,8 @@
 //   tcp://HOST:PORT  UCX over TCP sockets.
 //   shm://HOST:PORT  client and server on one host: the connection is set up over a loopback
 //                    socket and the data then moves through shared memory (UCX sm transports).
+//   sock://HOST:PORT the kernel's TCP sockets directly (transport/socket): one connect to set up,
+//                    one send and one receive per message.
 //   local://NAME     client and server in one process (transport/local): NAME is the listener's
 //                    name, kept in `host`; there is no port.
 #pragma once
@@ -14,13 +16,13 @@
 namespace rgpu {
 
 struct TransportUrl {
-  enum class Scheme { kTcp, kShm, kLocal };
+  enum class Scheme { kTcp, kShm, kSock, kLocal };
   Scheme scheme = Scheme::kTcp;
   std::string host;
   uint16_t port = 0;  // 0 on a listener: pick an ephemeral port
 
-  // Parses "tcp://host:port", "shm://host:port" ("[v6addr]:port" is accepted for the host) or
-  // "local://name" (letters, digits, "-", "_" and ".").
+  // Parses "tcp://host:port", "shm://host:port", "sock://host:port" ("[v6addr]:port" is accepted
+  // for the host) or "local://name" (letters, digits, "-", "_" and ".").
   static Status Parse(const std::string& text, TransportUrl* out);
   std::string ToString() const;
 };

@@ -1,0 +1,438 @@
+#include "transport/socket/socket_channel.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace rgpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Every message: header size (u32) and payload size (u64), little-endian, then both.
+constexpr size_t kPrefixBytes = 12;
+// Protocol envelopes are small; a larger header is a broken or hostile peer.
+constexpr uint32_t kMaxHeaderBytes = 16u << 20;
+constexpr int kConnectTimeoutMs = 10000;
+
+// Large payloads land in recycled buffers: fresh memory costs a page fault per page.
+std::shared_ptr<BufferPool> SocketPool() {
+  static auto* pool =
+      new std::shared_ptr<BufferPool>(std::make_shared<BufferPool>(8, size_t{512} << 20));
+  return *pool;
+}
+
+std::string Describe(const sockaddr* a) {
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  const socklen_t len = a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (getnameinfo(a, len, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) !=
+      0) {
+    return "?";
+  }
+  return a->sa_family == AF_INET6 ? "[" + std::string(host) + "]:" + port
+                                  : std::string(host) + ":" + port;
+}
+
+void Tune(int fd) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+}
+
+class SocketChannel final : public Channel {
+ public:
+  SocketChannel(int fd, const ChannelOptions& options, std::string peer)
+      : fd_(fd), options_(options), peer_(std::move(peer)) {}
+  ~SocketChannel() override { close(fd_); }
+
+  Status Send(const std::string& header, const void* payload, size_t size) override {
+    if (Status s = Queue(header, payload, size); !s.ok()) return s;
+    return Pump(0);  // this message and every one before it are in the kernel's hands
+  }
+  Status Post(std::string header, const void* payload, size_t size) override {
+    if (Status s = Queue(header, payload, size); !s.ok()) return s;
+    return PumpAvailable();
+  }
+  Status Flush(size_t keep) override { return Pump(keep); }
+
+  // Written is enough: what the kernel holds it sends after this process is gone (a closed
+  // socket still delivers its queued data), so nothing waits for the peer's acknowledgements,
+  // which a delayed ACK may hold back for tens of milliseconds.
+  Status Drain(int) override { return Pump(0); }
+
+  Status Receive(int timeout_ms, ReceivedMessage* out) override {
+    out->owned.reset();
+    out->payload = nullptr;
+    out->payload_size = 0;
+    out->payload_pending = false;
+    out->pending = nullptr;
+    if (!cut_off_.empty()) return ResourceExhausted(cut_off_);
+    // The last message's payload, left for FetchPayload and not fetched: dropped.
+    if (unfetched_ > 0) {
+      if (Status s = Skip(unfetched_); !s.ok()) return s;
+      unfetched_ = 0;
+    }
+    unsigned char prefix[kPrefixBytes];
+    if (Status s = Read(prefix, sizeof prefix, timeout_ms); !s.ok()) return s;
+    uint32_t header_bytes;
+    uint64_t payload_bytes;
+    memcpy(&header_bytes, prefix, sizeof header_bytes);
+    memcpy(&payload_bytes, prefix + 4, sizeof payload_bytes);
+    if (header_bytes > kMaxHeaderBytes ||
+        (options_.max_message_bytes > 0 && payload_bytes > options_.max_message_bytes)) {
+      // Nothing of it is read: this end takes no more (sending still works).
+      cut_off_ = "the peer sent a message past this end's size limit (" +
+                 std::to_string(header_bytes) + " + " + std::to_string(payload_bytes) + " bytes)";
+      return ResourceExhausted(cut_off_);
+    }
+    out->header.resize(header_bytes);
+    if (Status s = Read(out->header.data(), header_bytes, -1); !s.ok()) return s;
+    if (payload_bytes == 0) return Status::Ok();
+    out->payload_size = payload_bytes;
+    if (options_.defer_payload_bytes > 0 && payload_bytes >= options_.defer_payload_bytes) {
+      out->payload_pending = true;
+      out->pending = this;
+      unfetched_ = payload_bytes;
+      return Status::Ok();
+    }
+    void* destination = placer_ ? placer_(out->header, payload_bytes) : nullptr;
+    if (destination == nullptr) {
+      out->owned = SocketPool()->Acquire(payload_bytes);
+      if (out->owned == nullptr) {
+        cut_off_ = "no memory for a payload of " + std::to_string(payload_bytes) + " bytes";
+        return ResourceExhausted(cut_off_);
+      }
+      destination = out->owned.get();
+    }
+    if (Status s = Read(destination, payload_bytes, -1); !s.ok()) return s;
+    out->payload = static_cast<char*>(destination);
+    return Status::Ok();
+  }
+
+  void SetPayloadPlacer(PayloadPlacer placer) override { placer_ = std::move(placer); }
+
+  Status FetchPayload(ReceivedMessage* m, void* destination) override {
+    if (!m->payload_pending) return Status::Ok();
+    if (m->pending != this || unfetched_ != m->payload_size) {
+      return Internal("the payload to fetch is not the last message's");
+    }
+    if (destination == nullptr) {
+      m->owned = SocketPool()->Acquire(m->payload_size);
+      if (m->owned == nullptr) return ResourceExhausted("no memory for the payload");
+      destination = m->owned.get();
+    }
+    unfetched_ = 0;
+    if (Status s = Read(destination, m->payload_size, -1); !s.ok()) return s;
+    m->payload = static_cast<char*>(destination);
+    m->payload_pending = false;
+    m->pending = nullptr;
+    return Status::Ok();
+  }
+
+  Status RegisterMemory(void*, size_t) override { return Status::Ok(); }
+  void UnregisterMemory(void*) override {}
+
+  bool broken() const override { return broken_.load(); }
+
+  void Abandon(const std::string& why) override {
+    {
+      std::lock_guard<std::mutex> lock(why_mu_);
+      if (!broken_.load()) why_ = why;
+    }
+    broken_.store(true);
+    shutdown(fd_, SHUT_RDWR);  // wakes every wait on the socket
+  }
+
+  std::string peer() const override { return peer_; }
+  size_t queued() const override { return 0; }  // messages stay in the socket until read
+  std::string Describe() override { return "sock: a kernel TCP socket to " + peer_; }
+
+ private:
+  // A message waiting to be written: its prefix and header (owned), its payload (the
+  // caller's, valid until Flush), and how much of the whole has been written.
+  struct Outgoing {
+    std::string head;
+    const char* payload = nullptr;
+    size_t size = 0;
+    size_t written = 0;
+  };
+
+  std::string why() const {
+    std::lock_guard<std::mutex> lock(why_mu_);
+    return why_;
+  }
+  Status Usable() const { return broken_.load() ? Unavailable(why()) : Status::Ok(); }
+  Status Broke(const std::string& why) {
+    Abandon(why);
+    return Unavailable(this->why());
+  }
+
+  Status Queue(const std::string& header, const void* payload, size_t size) {
+    if (Status s = Usable(); !s.ok()) return s;
+    if (header.size() > kMaxHeaderBytes) return InvalidArgument("header too large");
+    Outgoing m;
+    m.head.resize(kPrefixBytes + header.size());
+    const uint32_t header_bytes = static_cast<uint32_t>(header.size());
+    const uint64_t payload_bytes = size;
+    memcpy(m.head.data(), &header_bytes, sizeof header_bytes);
+    memcpy(m.head.data() + 4, &payload_bytes, sizeof payload_bytes);
+    memcpy(m.head.data() + kPrefixBytes, header.data(), header.size());
+    m.payload = static_cast<const char*>(payload);
+    m.size = size;
+    outgoing_.push_back(std::move(m));
+    return Status::Ok();
+  }
+
+  // Writes what the socket takes now without waiting; true once nothing is left queued.
+  Status PumpAvailable() {
+    while (!outgoing_.empty()) {
+      Outgoing& m = outgoing_.front();
+      iovec parts[2];
+      int count = 0;
+      if (m.written < m.head.size()) {
+        parts[count++] = {m.head.data() + m.written, m.head.size() - m.written};
+      }
+      const size_t payload_done = m.written > m.head.size() ? m.written - m.head.size() : 0;
+      if (m.size > payload_done) {
+        parts[count++] = {const_cast<char*>(m.payload) + payload_done, m.size - payload_done};
+      }
+      if (count == 0) {
+        outgoing_.pop_front();
+        continue;
+      }
+      msghdr h = {};
+      h.msg_iov = parts;
+      h.msg_iovlen = static_cast<size_t>(count);
+      const ssize_t sent = sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+        return Broke(std::string("send: ") + strerror(errno));
+      }
+      m.written += static_cast<size_t>(sent);
+      if (m.written == m.head.size() + m.size) outgoing_.pop_front();
+    }
+    return Status::Ok();
+  }
+
+  // Writes until at most `keep` messages are left queued, waiting for room as needed.
+  Status Pump(size_t keep) {
+    for (;;) {
+      if (Status s = Usable(); !s.ok()) return s;
+      if (Status s = PumpAvailable(); !s.ok()) return s;
+      if (outgoing_.size() <= keep) return Status::Ok();
+      if (Status s = Wait(POLLOUT, -1); !s.ok()) return s;
+    }
+  }
+
+  // Waits up to timeout_ms (-1: no limit) until the socket is ready for `events` (and, while
+  // messages wait to be written, for writing too, which then happens).
+  Status Wait(short events, int timeout_ms) {
+    pollfd p = {fd_, static_cast<short>(events | (outgoing_.empty() ? 0 : POLLOUT)), 0};
+    const int r = poll(&p, 1, timeout_ms);
+    if (r < 0 && errno != EINTR) return Broke(std::string("poll: ") + strerror(errno));
+    if (r == 0) return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
+    if (Status s = Usable(); !s.ok()) return s;
+    if ((p.revents & POLLOUT) != 0 && !outgoing_.empty()) return PumpAvailable();
+    return Status::Ok();
+  }
+
+  // Reads exactly n bytes. The timeout applies to the first byte only: once a message has
+  // begun, the rest comes or the peer is gone. Messages waiting to be written go meanwhile.
+  Status Read(void* destination, size_t n, int timeout_ms) {
+    char* to = static_cast<char*>(destination);
+    size_t done = 0;
+    const auto start = Clock::now();
+    const auto spin_until = start + std::chrono::microseconds(options_.poll_us);
+    while (done < n) {
+      if (Status s = Usable(); !s.ok()) return s;
+      const ssize_t got = recv(fd_, to + done, n - done, MSG_DONTWAIT);
+      if (got > 0) {
+        done += static_cast<size_t>(got);
+        continue;
+      }
+      if (got == 0) return Broke("the peer closed the connection");
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        return Broke(std::string("recv: ") + strerror(errno));
+      }
+      if (!outgoing_.empty()) {
+        if (Status s = PumpAvailable(); !s.ok()) return s;
+      }
+      const auto now = Clock::now();
+      if (now < spin_until) continue;  // a reply often follows within microseconds
+      int wait_ms = -1;
+      if (done == 0 && timeout_ms >= 0) {
+        const auto spent =
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+        if (spent >= timeout_ms)
+          return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
+        wait_ms = static_cast<int>(timeout_ms - spent);
+      }
+      if (Status s = Wait(POLLIN, wait_ms); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  // Reads and drops n bytes (a payload nobody fetched).
+  Status Skip(size_t n) {
+    char scratch[65536];
+    while (n > 0) {
+      const size_t chunk = n < sizeof scratch ? n : sizeof scratch;
+      if (Status s = Read(scratch, chunk, -1); !s.ok()) return s;
+      n -= chunk;
+    }
+    return Status::Ok();
+  }
+
+  const int fd_;
+  const ChannelOptions options_;
+  const std::string peer_;
+  PayloadPlacer placer_;
+  std::deque<Outgoing> outgoing_;  // messages not yet (wholly) written, oldest first
+  uint64_t unfetched_ = 0;         // payload bytes of the last message left in the socket
+  std::string cut_off_;            // why this end takes no more messages ("": it does)
+  std::atomic<bool> broken_{false};
+  mutable std::mutex why_mu_;
+  std::string why_;  // GUARDED_BY(why_mu_)
+};
+
+class PendingSocket final : public PendingConnection {
+ public:
+  PendingSocket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+  ~PendingSocket() override {
+    if (fd_ >= 0) close(fd_);
+  }
+  Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) override {
+    if (fd_ < 0) return Internal("already accepted");
+    Tune(fd_);
+    *out = std::make_unique<SocketChannel>(fd_, options, peer_);
+    fd_ = -1;
+    return Status::Ok();
+  }
+  std::string peer() const override { return peer_; }
+
+ private:
+  int fd_;
+  const std::string peer_;
+};
+
+class SocketListener final : public Listener {
+ public:
+  SocketListener(int fd, uint16_t port) : fd_(fd), port_(port) {}
+  ~SocketListener() override { close(fd_); }
+
+  Status WaitConnection(int timeout_ms, std::unique_ptr<PendingConnection>* out) override {
+    pollfd p = {fd_, POLLIN, 0};
+    const int r = poll(&p, 1, timeout_ms);
+    if (r == 0) return Timeout("no connection");
+    if (r < 0) return errno == EINTR ? Timeout("interrupted") : Internal(strerror(errno));
+    sockaddr_storage address;
+    socklen_t length = sizeof address;
+    const int fd =
+        accept4(fd_, reinterpret_cast<sockaddr*>(&address), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return Timeout(std::string("accept: ") + strerror(errno));
+    *out =
+        std::make_unique<PendingSocket>(fd, rgpu::Describe(reinterpret_cast<sockaddr*>(&address)));
+    return Status::Ok();
+  }
+  uint16_t port() const override { return port_; }
+
+ private:
+  const int fd_;
+  const uint16_t port_;
+};
+
+// The addresses of url's host and port.
+Status Resolve(const TransportUrl& url, bool passive, addrinfo** out) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  const std::string port = std::to_string(url.port);
+  const int r = getaddrinfo(url.host.c_str(), port.c_str(), &hints, out);
+  if (r != 0) return NotFound("cannot resolve " + url.host + ": " + gai_strerror(r));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ConnectSocketChannel(const TransportUrl& url, const ChannelOptions& options,
+                            std::unique_ptr<Channel>* out) {
+  addrinfo* addresses = nullptr;
+  if (Status s = Resolve(url, false, &addresses); !s.ok()) return s;
+  std::string error = "no address";
+  for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
+    const int fd =
+        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int r = connect(fd, a->ai_addr, a->ai_addrlen);
+    if (r != 0 && errno == EINPROGRESS) {
+      pollfd p = {fd, POLLOUT, 0};
+      r = poll(&p, 1, kConnectTimeoutMs) == 1 ? 0 : -1;
+      int so_error = r == 0 ? 0 : ETIMEDOUT;
+      socklen_t length = sizeof so_error;
+      if (r == 0) getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &length);
+      if (so_error != 0) {
+        errno = so_error;
+        r = -1;
+      }
+    }
+    if (r != 0) {
+      error = strerror(errno);
+      close(fd);
+      continue;
+    }
+    Tune(fd);
+    const std::string peer = Describe(a->ai_addr);
+    freeaddrinfo(addresses);
+    *out = std::make_unique<SocketChannel>(fd, options, peer);
+    return Status::Ok();
+  }
+  freeaddrinfo(addresses);
+  return Unavailable("cannot connect to " + url.ToString() + ": " + error);
+}
+
+Status CreateSocketListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
+  addrinfo* addresses = nullptr;
+  if (Status s = Resolve(url, true, &addresses); !s.ok()) return s;
+  std::string error = "no address";
+  for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+      error = strerror(errno);
+      close(fd);
+      continue;
+    }
+    sockaddr_storage bound;
+    socklen_t length = sizeof bound;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
+    const uint16_t port =
+        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    freeaddrinfo(addresses);
+    *out = std::make_unique<SocketListener>(fd, port);
+    return Status::Ok();
+  }
+  freeaddrinfo(addresses);
+  return Unavailable("cannot listen on " + url.ToString() + ": " + error);
+}
+
+}  // namespace rgpu
