@@ -17,12 +17,10 @@ constexpr size_t kMaxCachedStates = 200000;  // then the cache starts over
 
 class FragmentationPolicy : public PlacementPolicy {
  public:
-  FragmentationPolicy(FragmentMeasure measure, size_t max_shapes)
-      : measure_(measure), workload_(max_shapes) {}
+  FragmentationPolicy(std::string name, double reach_weight, size_t max_shapes)
+      : name_(std::move(name)), reach_weight_(reach_weight), workload_(max_shapes) {}
 
-  std::string_view name() const override {
-    return measure_ == FragmentMeasure::kFgd ? "fgd" : "reach";
-  }
+  std::string_view name() const override { return name_; }
 
   void Observe(const PlacementAsk& ask) override { workload_.Observe(ask); }
 
@@ -135,30 +133,39 @@ class FragmentationPolicy : public PlacementPolicy {
     auto [it, fresh] = offsets_.try_emplace(key_, values_.size());
     if (fresh) {
       for (size_t s = 0; s < shapes; ++s) {
-        values_.push_back(static_cast<uint32_t>(ShapeFragment(free, workload_, s, measure_)));
+        const double fgd =
+            reach_weight_ < 1
+                ? static_cast<double>(ShapeFragment(free, workload_, s, FragmentMeasure::kFgd))
+                : 0.0;
+        const double reach =
+            reach_weight_ > 0
+                ? static_cast<double>(ShapeFragment(free, workload_, s, FragmentMeasure::kReach))
+                : 0.0;
+        values_.push_back(static_cast<float>((1 - reach_weight_) * fgd + reach_weight_ * reach));
       }
     }
-    const uint32_t* v = values_.data() + it->second;
+    const float* v = values_.data() + it->second;
     double sum = 0;
     for (size_t s = 0; s < shapes; ++s) sum += popularity_[s] * v[s];
     return sum;
   }
 
-  FragmentMeasure measure_;
+  std::string name_;
+  double reach_weight_;
   Workload workload_;
   std::vector<double> popularity_;
   uint64_t cached_version_ = ~0ull;
   std::unordered_map<std::string, size_t> offsets_;  // state key -> offset into values_
-  std::vector<uint32_t> values_;                     // per state, one fragment per shape
+  std::vector<float> values_;                        // per state, one fragment per shape
   std::string key_;
   std::vector<NodeFree::Gpu> sorted_;
 };
 
 }  // namespace
 
-std::unique_ptr<PlacementPolicy> NewFragmentationPolicy(FragmentMeasure measure,
+std::unique_ptr<PlacementPolicy> NewFragmentationPolicy(std::string name, double reach_weight,
                                                         size_t max_shapes) {
-  return std::make_unique<FragmentationPolicy>(measure, max_shapes);
+  return std::make_unique<FragmentationPolicy>(std::move(name), reach_weight, max_shapes);
 }
 
 }  // namespace rgpu::registry

@@ -1,7 +1,13 @@
 // Fragmentation-aware placement (FGD's idea, Weng et al., USENIX ATC'23, in this project's
-// code, with either fragmentation measure of registry/fragmentation.h): place each request where
-// the popularity-weighted fragmentation of the node it lands on grows least (or shrinks most),
-// the workload being what the policy has observed so far (registry/workload.h).
+// code): place each request where the popularity-weighted fragmentation of the node it lands on
+// grows least (or shrinks most), the workload being what the policy has observed so far
+// (registry/workload.h). A shape's fragment is
+//     (1 - w) x kFgd + w x kReach        (registry/fragmentation.h)
+// kFgd is the optimistic estimate (any idle GPU a task of the shape could use counts as usable,
+// however few of them the node's CPU and memory can hold), kReach the pessimistic one (only tasks
+// of that shape come, so what their number cannot reach is lost). "fgd" is w = 0 (FGD's
+// measure); "reach", this project's policy, is w = 1/2, the midpoint of the two estimates;
+// "reach:W" any w in [0, 1] (for experiments: "reach:1" is the pessimistic estimate alone).
 //
 // Candidates: every node that fits, and on it, for one GPU, each fitting GPU (GPUs with the same
 // kind and free compute and memory are one candidate: the one with fewer leases, then the
@@ -14,13 +20,15 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "registry/fragmentation.h"
 #include "registry/placement.h"
 
 namespace rgpu::registry {
 
-std::unique_ptr<PlacementPolicy> NewFragmentationPolicy(FragmentMeasure measure,
+// `reach_weight` is w above, within [0, 1]; `name` is what name() answers.
+std::unique_ptr<PlacementPolicy> NewFragmentationPolicy(std::string name, double reach_weight,
                                                         size_t max_shapes = 256);
 
 }  // namespace rgpu::registry

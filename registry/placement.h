@@ -11,11 +11,11 @@
 // compute cover the request. A node fits when its free CPU and host memory (where tracked) cover
 // the request and at least `gpus` of its GPUs fit.
 //
-// Policies (by name, MakePlacementPolicy; registry/placement_policies.h describes each):
-// "first-fit", "random", "best-fit", "dot-product", "fgd" (fragmentation gradient descent,
-// FGD's published idea) and "reach" (this project's: fragmentation that counts the GPU capacity a
-// node's CPU, memory and GPU count leave out of any task's reach). The registry's default is
-// kDefaultPlacementPolicy.
+// Policies (by name, MakePlacementPolicy): "first-fit", "random", "best-fit", "dot-product"
+// (registry/placement_policies.h), "fgd" (fragmentation gradient descent, FGD's published idea)
+// and "reach" (this project's: fragmentation that also counts the GPU capacity a node's CPU,
+// memory and GPU count put out of reach; registry/fragmentation_policy.h), and "reach:W" (its
+// measure's weight, for experiments). The registry's default is kDefaultPlacementPolicy.
 #pragma once
 
 #include <cstdint>
@@ -87,7 +87,8 @@ class PlacementPolicy {
 extern const char kDefaultPlacementPolicy[];
 // The names MakePlacementPolicy knows, in a fixed order.
 const std::vector<std::string>& PlacementPolicyNames();
-// The policy called `name`; `seed` feeds the random one. kInvalidArgument for an unknown name.
+// The policy called `name` (one of PlacementPolicyNames, or "reach:W" with W within 0..1);
+// `seed` feeds the random one. kInvalidArgument for an unknown name.
 Status MakePlacementPolicy(std::string_view name, uint64_t seed,
                            std::unique_ptr<PlacementPolicy>* out);
 

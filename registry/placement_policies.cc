@@ -1,6 +1,7 @@
 #include "registry/placement_policies.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <tuple>
 
@@ -242,9 +243,18 @@ Status MakePlacementPolicy(std::string_view name, uint64_t seed,
   } else if (name == "dot-product") {
     *out = NewDotProductPolicy();
   } else if (name == "fgd") {
-    *out = NewFragmentationPolicy(FragmentMeasure::kFgd);
+    *out = NewFragmentationPolicy("fgd", 0.0);
   } else if (name == "reach") {
-    *out = NewFragmentationPolicy(FragmentMeasure::kReach);
+    *out = NewFragmentationPolicy("reach", 0.5);
+  } else if (name.substr(0, 6) == "reach:") {  // reach:W, an experiment's weight
+    const std::string weight(name.substr(6));
+    char* end = nullptr;
+    const double w = std::strtod(weight.c_str(), &end);
+    if (weight.empty() || *end != 0 || !(w >= 0 && w <= 1)) {
+      return InvalidArgument("placement policy reach:W needs a weight W within 0..1, not '" +
+                             weight + "'");
+    }
+    *out = NewFragmentationPolicy(std::string(name), w);
   } else {
     std::string known;
     for (const auto& n : PlacementPolicyNames()) known += (known.empty() ? "" : ", ") + n;

@@ -2,8 +2,8 @@
 // policies. See bench/placement_sim/README.md.
 //   placement_sim --data DIR --experiment fgd|queueing --seeds N --json FILE
 //                 [--table FILE] [--tsv FILE] [--png FILE] [--traces a,b] [--policies a,b]
-//                 [--disciplines fcfs,sjf,backfill] [--load 1.0] [--compress K]
-//                 [--node-fraction F] [--jobs N]
+//                 [--first-seed S] [--disciplines fcfs,sjf,backfill] [--load 1.0]
+//                 [--offered-load 0.9 | --compress K] [--node-fraction F] [--jobs N]
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -56,7 +56,7 @@ std::string ShellQuote(const std::string& s) {
 
 int main(int argc, char** argv) {
   std::string data, experiment = "fgd", json_path, table_path, tsv_path, png_path;
-  int seeds = 10, jobs = 1;
+  int seeds = 10, first_seed = 1, jobs = 1;
   std::vector<std::string> traces, policies = rgpu::registry::PlacementPolicyNames();
   std::vector<std::string> disciplines = {"fcfs", "sjf", "backfill"};
   double load = 1.0;
@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("--seeds", seeds, "runs (arrival orders) per trace and policy")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  app.add_option("--first-seed", first_seed, "seeds are first-seed, first-seed + 1, ...")
+      ->capture_default_str();
   app.add_option("--json", json_path, "write the results as JSON here");
   app.add_option("--table", table_path, "write the Markdown table here (it is printed anyway)");
   app.add_option("--tsv", tsv_path, "write the curves (fgd) or time series (queueing) here");
@@ -82,13 +84,17 @@ int main(int argc, char** argv) {
   app.add_option("--disciplines", disciplines, "queue disciplines (queueing)")->delimiter(',');
   app.add_option("--load", load, "fgd: arrived load to stop at, share of the GPUs")
       ->capture_default_str();
-  app.add_option("--compress", queue.compress, "queueing: arrival gaps divided by this")
+  app.add_option("--offered-load", queue.offered_load,
+                 "queueing: compress arrivals until the GPU demand averages this share")
       ->capture_default_str();
+  auto* compress =
+      app.add_option("--compress", queue.compress, "queueing: divide arrival gaps by this instead");
   app.add_option("--node-fraction", queue.node_fraction,
                  "queueing: share of the trace's nodes in the cluster")
       ->capture_default_str();
   app.add_option("--jobs", jobs, "runs at once")->check(CLI::Range(1, 64))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (compress->count() > 0) queue.offered_load = 0;
 
   if (traces.empty()) {
     traces = experiment == "fgd" ? std::vector<std::string>{"default", "gpushare100", "multigpu50"}
@@ -118,6 +124,7 @@ int main(int argc, char** argv) {
     sim::ArrivalReport report;
     report.default_policy = rgpu::registry::kDefaultPlacementPolicy;
     report.seeds = seeds;
+    report.first_seed = first_seed;
     report.target_load = load;
     report.traces = traces;
     report.policies = policies;
@@ -129,7 +136,7 @@ int main(int argc, char** argv) {
     for (const auto& t : traces) {
       for (const auto& p : policies) {
         report.results[t][p].runs.resize(static_cast<size_t>(seeds));
-        for (int k = 0; k < seeds; ++k) work.push_back({t, p, k + 1});
+        for (int k = 0; k < seeds; ++k) work.push_back({t, p, first_seed + k});
       }
     }
     s = Parallel(work.size(), jobs, [&](size_t i) {
@@ -138,7 +145,7 @@ int main(int argc, char** argv) {
       options.seed = static_cast<uint64_t>(j.seed);
       options.target_load = load;
       sim::ArrivalResult* out =
-          &report.results[j.trace][j.policy].runs[static_cast<size_t>(j.seed - 1)];
+          &report.results[j.trace][j.policy].runs[static_cast<size_t>(j.seed - first_seed)];
       rgpu::Status st = sim::RunArrivals(nodes, pods.at(j.trace), j.policy, options, out);
       if (st.ok()) {
         fprintf(stderr, "%s %s seed %d: %.2f%% unallocated (%.1f s)\n", j.trace.c_str(),
@@ -175,6 +182,7 @@ int main(int argc, char** argv) {
       const auto& [discipline, policy] = runs[i % runs.size()];
       sim::QueueOptions options = queue;
       options.discipline = discipline;
+      options.seed = static_cast<uint64_t>(first_seed);
       sim::QueueResult* out = &report.results[trace][report.runs[i % runs.size()]];
       rgpu::Status st = sim::RunQueueing(nodes, pods.at(trace), policy, options, out);
       if (st.ok()) {

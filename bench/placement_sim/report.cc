@@ -87,6 +87,7 @@ double PublishedUnallocatedPct(const std::string& trace, const std::string& poli
 std::string ArrivalJson(const ArrivalReport& r) {
   std::string out = "{\"experiment\": \"fgd\", \"default_policy\": " + Quote(r.default_policy) +
                     ", \"seeds\": " + std::to_string(r.seeds) +
+                    ", \"first_seed\": " + std::to_string(r.first_seed) +
                     ", \"target_load_pct\": " + Fmt("%.1f", 100 * r.target_load) +
                     ", \"traces\": {";
   for (size_t t = 0; t < r.traces.size(); ++t) {
@@ -110,8 +111,10 @@ std::string ArrivalJson(const ArrivalReport& r) {
 
 std::string ArrivalTable(const ArrivalReport& r) {
   std::string out = "Unallocated GPU share at " + Fmt("%.0f", 100 * r.target_load) +
-                    "% arrived load, mean of " + std::to_string(r.seeds) +
-                    " seeds (min-max); FGD's published figure in brackets\n\n| policy |";
+                    "% arrived load, mean of " + std::to_string(r.seeds) + " seeds (" +
+                    std::to_string(r.first_seed) + "-" +
+                    std::to_string(r.first_seed + r.seeds - 1) +
+                    "; min-max); FGD's published figure in brackets\n\n| policy |";
   for (const auto& t : r.traces) out += " " + t + " |";
   out += "\n| --- |";
   for (size_t i = 0; i < r.traces.size(); ++i) out += " --- |";
@@ -195,9 +198,10 @@ std::string QueueTable(const QueueReport& r) {
     const QueueResult& any = runs.at(r.runs[0]);
     out += trace + ": " + std::to_string(any.pods) + " pods (" + std::to_string(any.refused) +
            " refused: they fit no node) on " + std::to_string(any.cluster_gpus) +
-           " GPUs, arrivals compressed " + Fmt("%g", r.options.compress) + "x over " +
-           Fmt("%.0f", any.window_s) + " s\n\n" +
-           "| queue+policy | wait mean | p50 | p99 | waited | vs " + r.baseline +
+           " GPUs; arrivals compressed " + Fmt("%.1f", any.compress) + "x, offered GPU load " +
+           Fmt("%.2f", any.offered_load) + " over a " + Fmt("%.0f", any.window_s) +
+           " s arrival window\n\n" + "| queue+policy | wait mean | p50 | p99 | waited | vs " +
+           r.baseline +
            " | allocated (mean) | fragmented (mean) |\n| --- | --- | --- | --- | --- | --- | --- | "
            "--- |\n";
     for (const auto& run : r.runs) {

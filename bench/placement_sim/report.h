@@ -31,6 +31,7 @@ double PublishedUnallocatedPct(const std::string& trace, const std::string& poli
 struct ArrivalReport {
   std::string default_policy;
   int seeds = 0;
+  int first_seed = 1;
   double target_load = 1;
   std::vector<std::string> traces, policies;
   std::map<std::string, std::map<std::string, ArrivalSummary>> results;

@@ -137,13 +137,55 @@ double FragmentationGauge::Percent(const Cluster& cluster) {
   return capacity == 0 ? 0 : 100.0 * fragment / static_cast<double>(capacity);
 }
 
+namespace {
+
+// Pods that have times, by creation time (file order among equals).
+std::vector<const TracePod*> ByCreation(const std::vector<TracePod>& trace) {
+  std::vector<const TracePod*> pods;
+  for (const TracePod& p : trace) {
+    if (p.has_times) pods.push_back(&p);
+  }
+  std::stable_sort(pods.begin(), pods.end(), [](const TracePod* a, const TracePod* b) {
+    return a->creation_s < b->creation_s;
+  });
+  return pods;
+}
+
+double Duration(const TracePod& p) {
+  return static_cast<double>(std::max<int64_t>(0, p.deletion_s - p.creation_s));
+}
+
+// The pod whose arrival opens the window: the first percentile.
+size_t WindowOpener(size_t pods) { return pods / 100; }
+
+}  // namespace
+
+double OfferedLoad(const std::vector<TracePod>& trace, double compress, uint64_t gpus) {
+  const std::vector<const TracePod*> pods = ByCreation(trace);
+  if (pods.empty() || gpus == 0) return 0;
+  const double t0 = static_cast<double>(pods.front()->creation_s);
+  auto arrival = [&](const TracePod* p) {
+    return (static_cast<double>(p->creation_s) - t0) / compress;
+  };
+  const double begin = arrival(pods[WindowOpener(pods.size())]);
+  const double end = arrival(pods.back());
+  if (!(end > begin)) return INFINITY;
+  double demand = 0;  // thousandths of a GPU x seconds within the window
+  for (const TracePod* p : pods) {
+    const double from = std::max(begin, arrival(p));
+    const double to = std::min(end, arrival(p) + Duration(*p));
+    if (to > from) demand += static_cast<double>(p->GpuMilli()) * (to - from);
+  }
+  return demand / (static_cast<double>(gpus) * registry::kMilliPerGpu * (end - begin));
+}
+
 Status RunQueueing(const std::vector<TraceNode>& all_nodes, const std::vector<TracePod>& trace,
                    const std::string& policy_name, const QueueOptions& options,
                    QueueResult* result) {
   const auto started = Clock::now();
   *result = QueueResult();
-  if (!(options.compress > 0) || !(options.node_fraction > 0) || options.node_fraction > 1) {
-    return InvalidArgument("compress must be positive and the node fraction within (0, 1]");
+  if (!(options.node_fraction > 0) || options.node_fraction > 1) {
+    return InvalidArgument("the node fraction must be within (0, 1]");
   }
   std::unique_ptr<PlacementPolicy> policy;
   Status s = registry::MakePlacementPolicy(policy_name, options.seed, &policy);
@@ -159,25 +201,35 @@ Status RunQueueing(const std::vector<TraceNode>& all_nodes, const std::vector<Tr
   result->cluster_gpus = cluster.gpus.size();
   if (capacity == 0) return InvalidArgument("the cluster has no GPU");
 
-  // Pods by creation time (file order among equals), arrival gaps compressed.
-  std::vector<const TracePod*> pods;
+  // Pods by creation time, arrival gaps compressed, the clock starting with the window.
   for (const TracePod& p : trace) {
     if (!p.has_times) return InvalidArgument("the pod list has no creation and deletion times");
-    pods.push_back(&p);
   }
+  const std::vector<const TracePod*> pods = ByCreation(trace);
   if (pods.empty()) return InvalidArgument("no pods");
-  std::stable_sort(pods.begin(), pods.end(), [](const TracePod* a, const TracePod* b) {
-    return a->creation_s < b->creation_s;
-  });
-  const int64_t t0 = pods.front()->creation_s;
+  double compress = options.compress;
+  if (options.offered_load > 0) {  // bisection on log(compress): the load grows with it
+    double low = 1e-3, high = 1e7;
+    if (OfferedLoad(trace, high, cluster.gpus.size()) < options.offered_load) {
+      return InvalidArgument("no compression reaches that offered load on this cluster");
+    }
+    for (int i = 0; i < 100; ++i) {
+      const double mid = std::sqrt(low * high);
+      (OfferedLoad(trace, mid, cluster.gpus.size()) < options.offered_load ? low : high) = mid;
+    }
+    compress = high;
+  }
+  if (!(compress > 0)) return InvalidArgument("compress must be positive");
+  result->compress = compress;
+  result->offered_load = OfferedLoad(trace, compress, cluster.gpus.size());
   const size_t n = pods.size();
+  const double t0 = static_cast<double>(pods[WindowOpener(n)]->creation_s);
   std::vector<double> arrival(n), duration(n), start(n, -1);
   std::vector<PlacementAsk> asks(n);
   std::vector<PlacementChoice> placed(n);
   for (size_t i = 0; i < n; ++i) {
-    arrival[i] = static_cast<double>(pods[i]->creation_s - t0) / options.compress;
-    duration[i] =
-        static_cast<double>(std::max<int64_t>(0, pods[i]->deletion_s - pods[i]->creation_s));
+    arrival[i] = (static_cast<double>(pods[i]->creation_s) - t0) / compress;
+    duration[i] = Duration(*pods[i]);
     asks[i] = AskOf(*pods[i]);
   }
   result->pods = n;
@@ -194,7 +246,7 @@ Status RunQueueing(const std::vector<TraceNode>& all_nodes, const std::vector<Tr
   FragmentationGauge gauge(trace);
   std::vector<double> waits;
   uint64_t allocated = 0;
-  double now = 0, allocated_area = 0;
+  double now = std::min(0.0, arrival[0]), allocated_area = 0;
   int next_sample = 0;
 
   auto place = [&](size_t i, const PlacementChoice& choice) {
@@ -236,8 +288,8 @@ Status RunQueueing(const std::vector<TraceNode>& all_nodes, const std::vector<Tr
     }
   };
   auto advance_to = [&](double t) {  // time passes with the state unchanged
-    const double window_end = std::min(t, result->window_s);
-    if (window_end > now) allocated_area += static_cast<double>(allocated) * (window_end - now);
+    const double from = std::max(now, 0.0), to = std::min(t, result->window_s);
+    if (to > from) allocated_area += static_cast<double>(allocated) * (to - from);
     while (next_sample < options.samples &&
            result->window_s * next_sample / std::max(1, options.samples - 1) <= t) {
       QueueSample q;
@@ -281,7 +333,7 @@ Status RunQueueing(const std::vector<TraceNode>& all_nodes, const std::vector<Tr
     }
   }
   advance_to(now);
-  result->makespan_s = now;
+  result->makespan_s = now - arrival[0];
   result->wait_mean_s = 0;
   for (double w : waits) result->wait_mean_s += w;
   if (!waits.empty()) result->wait_mean_s /= static_cast<double>(waits.size());

@@ -11,9 +11,13 @@
 // Queueing: pods arrive at their creation time, with the gaps between arrivals divided by
 // `compress`, and each runs for its trace duration (deletion - creation) once placed, on a
 // cluster of every node of the trace or an evenly spaced `node_fraction` of them (the list is
-// grouped by model, so the mix of models is kept). A pod that could never fit the cluster is
-// refused when it arrives, as the registry refuses it. Waiting pods are placed by one of three
-// disciplines: fcfs (arrival order; nothing passes a head that does not fit), sjf (shortest
+// grouped by model, so the mix of models is kept). With `offered_load` set, `compress` is the
+// factor at which the pods' GPU demand over the arrival window, were every pod placed on
+// arrival, averages that share of the cluster's GPUs (OfferedLoad). The arrival window runs from
+// the arrival of the pod at the first percentile (a trace's first few pods come weeks before the
+// rest) to the last arrival; the time series and the means cover it. A pod that could never fit the
+// cluster is refused when it arrives, as the registry refuses it. Waiting pods are placed by one of
+// three disciplines: fcfs (arrival order; nothing passes a head that does not fit), sjf (shortest
 // trace duration first, same rule) and backfill (arrival order, every waiting pod that fits is
 // placed: the registry's queue, RegistryService::Dispatch).
 #pragma once
@@ -59,6 +63,7 @@ const char* DisciplineName(Discipline d);
 
 struct QueueOptions {
   Discipline discipline = Discipline::kBackfill;
+  double offered_load = 0.9;   // choose `compress` for this offered GPU load (0: use compress)
   double compress = 1000;      // arrival gaps are divided by this; durations are kept
   double node_fraction = 1.0;  // share of the trace's nodes in the cluster (0 < f <= 1)
   int samples = 200;           // points of the time series, over the arrival window
@@ -79,12 +84,18 @@ struct QueueResult {
   double waited_share = 0;         // share of placed pods that waited at all
   double allocated_mean_pct = 0;   // time-average over the arrival window
   double fragmented_mean_pct = 0;  // time-average of the samples
-  double window_s = 0;             // first to last arrival
-  double makespan_s = 0;           // first arrival to last departure
+  double compress = 0;             // the factor used
+  double offered_load = 0;         // OfferedLoad at that factor
+  double window_s = 0;             // the arrival window's length
+  double makespan_s = 0;           // the first arrival to the last departure
   uint64_t cluster_gpus = 0;
   std::vector<QueueSample> series;
   double seconds = 0;  // wall time of the run
 };
+
+// The pods' GPU demand over the arrival window, were each placed on arrival and left at the end
+// of its trace duration, as a share of `gpus` GPUs, with arrival gaps divided by `compress`.
+double OfferedLoad(const std::vector<TracePod>& pods, double compress, uint64_t gpus);
 
 Status RunQueueing(const std::vector<TraceNode>& nodes, const std::vector<TracePod>& pods,
                    const std::string& policy, const QueueOptions& options, QueueResult* result);
