@@ -56,7 +56,8 @@ uint64_t ShapeFragment(const NodeFree& free, const Workload& workload, size_t sh
     if (usable == 64) break;
     if (!workload.Accepts(shape, g.kind) || g.milli < s.milli || g.memory < s.memory) continue;
     usable_milli[usable] = g.milli;
-    slots[usable] = s.milli == 0 ? kUnbounded : g.milli / s.milli;
+    slots[usable] = std::min(s.milli == 0 ? kUnbounded : g.milli / s.milli,
+                             s.memory == 0 ? kUnbounded : g.memory / s.memory);
     usable_total += g.milli;
     ++usable;
   }

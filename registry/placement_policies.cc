@@ -224,7 +224,7 @@ std::unique_ptr<PlacementPolicy> NewDotProductPolicy() {
   return std::make_unique<DotProductPolicy>();
 }
 
-const char kDefaultPlacementPolicy[] = "best-fit";
+const char kDefaultPlacementPolicy[] = "reach";
 
 const std::vector<std::string>& PlacementPolicyNames() {
   static const std::vector<std::string> names = {"random",      "first-fit", "best-fit",
