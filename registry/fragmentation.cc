@@ -37,15 +37,14 @@ NodeFree FreeOf(const Cluster& cluster, uint32_t node, Workload* workload,
   return free;
 }
 
-uint64_t ShapeFragment(const NodeFree& free, const Workload& workload, size_t shape,
-                       FragmentMeasure measure) {
+ShapeFragments BothFragments(const NodeFree& free, const Workload& workload, size_t shape) {
   const PlacementAsk& s = workload.shape(shape);
   uint64_t idle = 0;
   for (const auto& g : free.gpus) idle += g.milli;
   const uint64_t by_cpu = Copies(free.cpu_tracked, free.cpu_milli, s.cpu_milli);
   const uint64_t by_memory = Copies(free.memory_tracked, free.memory, s.host_memory);
   const bool host_fits = by_cpu > 0 && by_memory > 0;
-  if (s.gpus == 0) return measure == FragmentMeasure::kReach || host_fits ? 0 : idle;
+  if (s.gpus == 0) return {host_fits ? 0 : idle, 0};
 
   // The usable GPUs' free compute, and how many copies of s each could hold.
   uint32_t usable_milli[64];
@@ -61,21 +60,25 @@ uint64_t ShapeFragment(const NodeFree& free, const Workload& workload, size_t sh
     usable_total += g.milli;
     ++usable;
   }
-  if (measure == FragmentMeasure::kFgd) {
-    return host_fits && usable >= s.gpus ? idle - usable_total : idle;
-  }
+  ShapeFragments f;
+  f.fgd = host_fits && usable >= s.gpus ? idle - usable_total : idle;
 
   // kReach: n copies fit when the CPU and memory hold n and the usable GPUs do, each copy on
   // s.gpus distinct GPUs (sum over GPUs of min(slots, n) >= n x s.gpus). Copies beyond the
-  // point where they touch every usable GPU reach nothing more, so counting stops there.
+  // point where they touch every usable GPU reach nothing more, so counting stops there. (One
+  // GPU each: every usable GPU holds a copy, so the GPUs hold as many as there are of them.)
   const uint64_t host_copies = std::min(by_cpu, by_memory);
   const uint64_t enough = (usable + s.gpus - 1) / s.gpus;  // copies that touch them all
   uint64_t copies = 0;
-  while (copies < host_copies && copies < enough) {
-    uint64_t places = 0;
-    for (size_t i = 0; i < usable; ++i) places += std::min<uint64_t>(slots[i], copies + 1);
-    if (places < (copies + 1) * s.gpus) break;
-    ++copies;
+  if (s.gpus == 1) {
+    copies = std::min(host_copies, enough);
+  } else {
+    while (copies < host_copies && copies < enough) {
+      uint64_t places = 0;
+      for (size_t i = 0; i < usable; ++i) places += std::min<uint64_t>(slots[i], copies + 1);
+      if (places < (copies + 1) * s.gpus) break;
+      ++copies;
+    }
   }
   uint64_t reached = usable_total;
   if (copies < enough) {  // the copies reach the copies x s.gpus usable GPUs with most free
@@ -83,7 +86,14 @@ uint64_t ShapeFragment(const NodeFree& free, const Workload& workload, size_t sh
     reached = 0;
     for (uint64_t i = 0; i < copies * s.gpus; ++i) reached += usable_milli[i];
   }
-  return idle - reached;
+  f.reach = idle - reached;
+  return f;
+}
+
+uint64_t ShapeFragment(const NodeFree& free, const Workload& workload, size_t shape,
+                       FragmentMeasure measure) {
+  const ShapeFragments f = BothFragments(free, workload, shape);
+  return measure == FragmentMeasure::kFgd ? f.fgd : f.reach;
 }
 
 double NodeFragmentation(const NodeFree& free, const Workload& workload, FragmentMeasure measure) {

@@ -53,6 +53,12 @@ NodeFree FreeOf(const Cluster& cluster, uint32_t node, Workload* workload,
 // The fragment of shape `shape` of `workload` on `free`, in thousandths of a GPU.
 uint64_t ShapeFragment(const NodeFree& free, const Workload& workload, size_t shape,
                        FragmentMeasure measure);
+// Both measures at once (each what ShapeFragment gives).
+struct ShapeFragments {
+  uint64_t fgd = 0;
+  uint64_t reach = 0;
+};
+ShapeFragments BothFragments(const NodeFree& free, const Workload& workload, size_t shape);
 // Sum over the workload's shapes of popularity x ShapeFragment, in thousandths of a GPU.
 double NodeFragmentation(const NodeFree& free, const Workload& workload, FragmentMeasure measure);
 

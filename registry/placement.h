@@ -14,8 +14,9 @@
 // Policies (by name, MakePlacementPolicy): "first-fit", "random", "best-fit", "dot-product"
 // (registry/placement_policies.h), "fgd" (fragmentation gradient descent, FGD's published idea)
 // and "reach" (this project's: fragmentation that also counts the GPU capacity a node's CPU,
-// memory and GPU count put out of reach; registry/fragmentation_policy.h), and "reach:W" (its
-// measure's weight, for experiments). The registry's default is kDefaultPlacementPolicy.
+// memory and GPU count put out of reach; registry/fragmentation_policy.h), with "reach:W" (its
+// measure's weight) and "@N" (shapes remembered) variants for experiments. The registry's
+// default is kDefaultPlacementPolicy.
 #pragma once
 
 #include <cstdint>
@@ -87,8 +88,9 @@ class PlacementPolicy {
 extern const char kDefaultPlacementPolicy[];
 // The names MakePlacementPolicy knows, in a fixed order.
 const std::vector<std::string>& PlacementPolicyNames();
-// The policy called `name` (one of PlacementPolicyNames, or "reach:W" with W within 0..1);
-// `seed` feeds the random one. kInvalidArgument for an unknown name.
+// The policy called `name` (one of PlacementPolicyNames, or a variant: "reach:W" with W within
+// 0..1, "fgd@N" or "reach[:W]@N" with N shapes); `seed` feeds the random one. kInvalidArgument
+// for an unknown name.
 Status MakePlacementPolicy(std::string_view name, uint64_t seed,
                            std::unique_ptr<PlacementPolicy>* out);
 

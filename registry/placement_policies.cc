@@ -67,30 +67,35 @@ class BestFitPolicy : public PlacementPolicy {
     std::optional<PlacementChoice> best;
     double best_score = 0;
     uint32_t best_leases = 0;
-    auto consider = [&](PlacementChoice choice) {
-      const double score = BestFitScore(cluster, ask, choice);
-      const uint32_t leases = LeasesOf(cluster, choice.gpus);
-      bool better = !best || score < best_score;
-      if (!better && score == best_score) {
-        // Then fewer leases; then, on a full tie, the earlier GPU (or node, for none).
-        const bool earlier =
-            !choice.gpus.empty() ? choice.gpus[0] < best->gpus[0] : choice.node < best->node;
-        better = leases < best_leases || (leases == best_leases && earlier);
-      }
-      if (better) {
-        best = std::move(choice);
-        best_score = score;
-        best_leases = leases;
-      }
+    // Lower score, then fewer leases, then (a full tie) the earlier GPU, or node for none.
+    auto better = [&](double score, uint32_t leases, uint32_t node, uint32_t first_gpu) {
+      if (!best || score < best_score) return true;
+      if (score > best_score) return false;
+      if (leases != best_leases) return leases < best_leases;
+      return best->gpus.empty() ? node < best->node : first_gpu < best->gpus[0];
     };
     for (uint32_t n = 0; n < cluster.nodes.size(); ++n) {
       if (!NodeFits(cluster, n, ask)) continue;
       if (ask.gpus == 1) {
         for (uint32_t g : cluster.nodes[n].gpus) {
-          if (GpuFits(cluster.gpus[g], ask)) consider({n, {g}});
+          if (!GpuFits(cluster.gpus[g], ask)) continue;
+          const double score = BestFitScore(cluster, ask, n, {&g, 1});
+          const uint32_t leases = cluster.gpus[g].leases;
+          if (better(score, leases, n, g)) {
+            best = PlacementChoice{n, {g}};
+            best_score = score;
+            best_leases = leases;
+          }
         }
       } else {
-        consider({n, TightestGpus(cluster, n, ask)});
+        PlacementChoice choice{n, TightestGpus(cluster, n, ask)};
+        const double score = BestFitScore(cluster, ask, choice);
+        const uint32_t leases = LeasesOf(cluster, choice.gpus);
+        if (better(score, leases, n, choice.gpus.empty() ? 0 : choice.gpus[0])) {
+          best = std::move(choice);
+          best_score = score;
+          best_leases = leases;
+        }
       }
     }
     return best;
@@ -121,12 +126,17 @@ class DotProductPolicy : public PlacementPolicy {
 
 double BestFitScore(const Cluster& cluster, const PlacementAsk& ask,
                     const PlacementChoice& choice) {
+  return BestFitScore(cluster, ask, choice.node, choice.gpus);
+}
+
+double BestFitScore(const Cluster& cluster, const PlacementAsk& ask, uint32_t node_index,
+                    std::span<const uint32_t> gpus) {
   double left[5];
   int dims = 0;
-  if (!choice.gpus.empty()) {
+  if (!gpus.empty()) {
     double compute = 0, memory = 0;
     int memory_gpus = 0;
-    for (uint32_t g : choice.gpus) {
+    for (uint32_t g : gpus) {
       const GpuLoad& gpu = cluster.gpus[g];
       compute += (static_cast<double>(gpu.FreeMilli()) - ask.milli) / kMilliPerGpu;
       if (gpu.memory_total > 0) {
@@ -135,10 +145,10 @@ double BestFitScore(const Cluster& cluster, const PlacementAsk& ask,
         ++memory_gpus;
       }
     }
-    left[dims++] = compute / static_cast<double>(choice.gpus.size());
+    left[dims++] = compute / static_cast<double>(gpus.size());
     if (memory_gpus > 0) left[dims++] = memory / memory_gpus;
   }
-  const NodeLoad& node = cluster.nodes[choice.node];
+  const NodeLoad& node = cluster.nodes[node_index];
   if (node.TracksCpu() || node.TracksMemory()) {  // a node-level view: its GPUs as a whole too
     double total = 0, free = 0;
     for (uint32_t g : node.gpus) {
@@ -205,7 +215,7 @@ std::vector<uint32_t> TightestGpus(const Cluster& cluster, uint32_t node, const 
   std::vector<std::tuple<double, uint32_t, uint32_t>> fitting;  // score, leases, index
   for (uint32_t g : cluster.nodes[node].gpus) {
     if (!GpuFits(cluster.gpus[g], ask)) continue;
-    fitting.emplace_back(BestFitScore(cluster, one, {node, {g}}), cluster.gpus[g].leases, g);
+    fitting.emplace_back(BestFitScore(cluster, one, node, {&g, 1}), cluster.gpus[g].leases, g);
   }
   const size_t keep = std::min<size_t>(ask.gpus, fitting.size());
   std::partial_sort(fitting.begin(), fitting.begin() + static_cast<std::ptrdiff_t>(keep),
@@ -232,6 +242,43 @@ const std::vector<std::string>& PlacementPolicyNames() {
   return names;
 }
 
+namespace {
+
+// "fgd" or "reach", then ":W" (the reach weight, reach only) and "@N" (the shapes the workload
+// keeps), both optional.
+Status MakeFragmentationPolicy(std::string_view name, std::unique_ptr<PlacementPolicy>* out) {
+  const std::string full(name);
+  std::string base = full;
+  size_t shapes = kWorkloadShapes;
+  if (const size_t at = base.find('@'); at != std::string::npos) {
+    const std::string count = base.substr(at + 1);
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(count.c_str(), &end, 10);
+    if (count.empty() || *end != 0 || n < 1 || n > 4096) {
+      return InvalidArgument("placement policy " + full + ": @N needs a shape count 1..4096");
+    }
+    shapes = n;
+    base.resize(at);
+  }
+  double weight = 0.5;
+  if (base == "fgd") {
+    weight = 0;
+  } else if (base.substr(0, 6) == "reach:") {
+    const std::string w = base.substr(6);
+    char* end = nullptr;
+    weight = std::strtod(w.c_str(), &end);
+    if (w.empty() || *end != 0 || !(weight >= 0 && weight <= 1)) {
+      return InvalidArgument("placement policy " + full + ": reach:W needs a weight W within 0..1");
+    }
+  } else if (base != "reach") {
+    return InvalidArgument("unknown placement policy '" + full + "'");
+  }
+  *out = NewFragmentationPolicy(full, weight, shapes);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status MakePlacementPolicy(std::string_view name, uint64_t seed,
                            std::unique_ptr<PlacementPolicy>* out) {
   if (name == "first-fit") {
@@ -242,19 +289,8 @@ Status MakePlacementPolicy(std::string_view name, uint64_t seed,
     *out = NewBestFitPolicy();
   } else if (name == "dot-product") {
     *out = NewDotProductPolicy();
-  } else if (name == "fgd") {
-    *out = NewFragmentationPolicy("fgd", 0.0);
-  } else if (name == "reach") {
-    *out = NewFragmentationPolicy("reach", 0.5);
-  } else if (name.substr(0, 6) == "reach:") {  // reach:W, an experiment's weight
-    const std::string weight(name.substr(6));
-    char* end = nullptr;
-    const double w = std::strtod(weight.c_str(), &end);
-    if (weight.empty() || *end != 0 || !(w >= 0 && w <= 1)) {
-      return InvalidArgument("placement policy reach:W needs a weight W within 0..1, not '" +
-                             weight + "'");
-    }
-    *out = NewFragmentationPolicy(std::string(name), w);
+  } else if (name.substr(0, 3) == "fgd" || name.substr(0, 5) == "reach") {
+    return MakeFragmentationPolicy(name, out);
   } else {
     std::string known;
     for (const auto& n : PlacementPolicyNames()) known += (known.empty() ? "" : ", ") + n;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "registry/placement.h"
@@ -28,6 +29,9 @@ namespace rgpu::registry {
 // stranded (much memory free on a GPU with no compute left, or the reverse). For one GPU on a
 // node that tracks nothing this is m + c + |m - c|. `choice` must fit.
 double BestFitScore(const Cluster& cluster, const PlacementAsk& ask, const PlacementChoice& choice);
+// The same for node `node` and the GPUs `gpus` of it (no PlacementChoice to build).
+double BestFitScore(const Cluster& cluster, const PlacementAsk& ask, uint32_t node,
+                    std::span<const uint32_t> gpus);
 // Tetris's alignment of node `node` with the request (higher is better); `node` must fit.
 double DotProductScore(const Cluster& cluster, const PlacementAsk& ask, uint32_t node);
 // The `ask.gpus` fitting GPUs of node `node` with the lowest one-GPU BestFitScore (ties: fewer

@@ -27,30 +27,27 @@ void Workload::Observe(const PlacementAsk& ask) {
     total_++;
     return;
   }
-  if (shapes_.size() == max_shapes_) {  // forget the least frequent (the oldest of those)
-    size_t rarest = 0;
+  size_t slot = shapes_.size();
+  if (shapes_.size() == max_shapes_) {  // forget the least frequent (the first of those)
+    slot = 0;
     for (size_t i = 1; i < shapes_.size(); ++i) {
-      if (shapes_[i].count < shapes_[rarest].count) rarest = i;
+      if (shapes_[i].count < shapes_[slot].count) slot = i;
     }
-    total_ -= shapes_[rarest].count;
-    index_.erase(shapes_[rarest].key);
-    shapes_.erase(shapes_.begin() + static_cast<std::ptrdiff_t>(rarest));
-    accepts_.erase(accepts_.begin() + static_cast<std::ptrdiff_t>(rarest));
-    for (auto& [k, i] : index_) {
-      if (i > rarest) --i;
-    }
+    total_ -= shapes_[slot].count;
+    index_.erase(shapes_[slot].key);
+  } else {
+    shapes_.emplace_back();
+    accepts_.emplace_back();
   }
-  Counted counted;
+  Counted& counted = shapes_[slot];
   counted.ask = ask;
   counted.ask.excluded.clear();
   counted.key = key;
   counted.count = 1;
-  index_[std::move(key)] = shapes_.size();
-  shapes_.push_back(std::move(counted));
-  accepts_.emplace_back();
-  FillAccepts(shapes_.size() - 1);
+  counted.generation = ++generations_;
+  index_[std::move(key)] = slot;
+  FillAccepts(slot);
   total_++;
-  version_++;
 }
 
 double Workload::popularity(size_t i) const {

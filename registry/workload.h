@@ -16,30 +16,33 @@ namespace rgpu::registry {
 
 class Workload {
  public:
-  // Keeps at most `max_shapes` shapes: when a new one would exceed that, the least frequent is
-  // forgotten (so a registry with ever-new request sizes keeps the common ones).
-  explicit Workload(size_t max_shapes = 256);
+  // Keeps at most `max_shapes` shapes: when a new one would exceed that, it takes the place
+  // (index) of the least frequent, which is forgotten (so a registry with ever-new request
+  // sizes keeps the common ones).
+  explicit Workload(size_t max_shapes = 64);
 
   // Counts one request of `ask`'s shape.
   void Observe(const PlacementAsk& ask);
   size_t size() const { return shapes_.size(); }
-  // The i-th shape (excluded is always empty).
+  // The i-th shape (excluded is always empty). A shape keeps its index until it is forgotten.
   const PlacementAsk& shape(size_t i) const { return shapes_[i].ask; }
   // The share of the counted requests that had shape i (they add up to 1; 0 before any).
   double popularity(size_t i) const;
-  // Changes whenever a shape is added or forgotten (not when counts change).
-  uint64_t version() const { return version_; }
+  // A number that identifies the shape at index i for as long as it is there (a new shape at
+  // that index gets a new one), so that values computed per shape can be kept.
+  uint64_t generation(size_t i) const { return shapes_[i].generation; }
 
   // The id of a GPU kind (model and backend), made on first sight.
   uint32_t KindOf(const std::string& model, const std::string& backend);
   // Whether shape `shape` accepts GPUs of kind `kind` (GpuKindAccepted).
-  bool Accepts(size_t shape, uint32_t kind) const { return accepts_[shape][kind]; }
+  bool Accepts(size_t shape, uint32_t kind) const { return accepts_[shape][kind] != 0; }
 
  private:
   struct Counted {
     PlacementAsk ask;
     std::string key;
     uint64_t count = 0;
+    uint64_t generation = 0;
   };
   void FillAccepts(size_t shape);
 
@@ -47,10 +50,10 @@ class Workload {
   std::vector<Counted> shapes_;
   std::map<std::string, size_t> index_;  // key -> index into shapes_
   uint64_t total_ = 0;
-  uint64_t version_ = 0;
+  uint64_t generations_ = 0;
   std::vector<std::pair<std::string, std::string>> kinds_;  // model, backend
   std::map<std::pair<std::string, std::string>, uint32_t> kind_ids_;
-  std::vector<std::vector<bool>> accepts_;  // [shape][kind]
+  std::vector<std::vector<uint8_t>> accepts_;  // [shape][kind]: 1 when accepted
 };
 
 }  // namespace rgpu::registry

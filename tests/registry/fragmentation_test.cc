@@ -129,22 +129,26 @@ TEST(Fragmentation, ShapesOfOtherModelsFindAllIdleComputeUnusable) {
 TEST(PlacementWorkload, CountsShapesAndForgetsTheRarestBeyondItsLimit) {
   Workload w(2);
   Observe(&w, Shape(1, 500, 1), 3);
-  const uint64_t v = w.version();
+  const uint64_t first = w.generation(0);
   PlacementAsk excluded = Shape(1, 500, 1);
   excluded.excluded = {"gpu-1"};  // exclusions are not part of a shape
   w.Observe(excluded);
   EXPECT_EQ(w.size(), 1u);
-  EXPECT_EQ(w.version(), v);  // a count changed, not the shapes
   w.Observe(Shape(1, 1000, 8));
-  EXPECT_NE(w.version(), v);
   ASSERT_EQ(w.size(), 2u);
   EXPECT_DOUBLE_EQ(w.popularity(0), 0.8);
   EXPECT_DOUBLE_EQ(w.popularity(1), 0.2);
-  w.Observe(Shape(2, 1000, 8));  // a third shape: the rarest (1 request) goes
+  const uint64_t second = w.generation(1);
+  w.Observe(Shape(2, 1000, 8));  // a third shape takes the place of the rarest (1 request)
   ASSERT_EQ(w.size(), 2u);
   EXPECT_EQ(w.shape(1).gpus, 2u);
+  EXPECT_NE(w.generation(1), second);
+  EXPECT_EQ(w.generation(0), first);       // counts changed, the shape did not
   EXPECT_DOUBLE_EQ(w.popularity(0), 0.8);  // 4 of the 5 requests still counted
   EXPECT_DOUBLE_EQ(w.popularity(1), 0.2);
+  w.Observe(Shape(1, 1000, 8));  // back, in place of the newest (1 request, the first of those)
+  EXPECT_EQ(w.shape(1).cpu_milli, 8000u);
+  EXPECT_EQ(w.shape(1).gpus, 1u);
 }
 
 TEST(PlacementWorkload, KnowsWhichGpuKindsAShapeAccepts) {
@@ -283,6 +287,13 @@ TEST(FragmentationPolicy, TheWeightIsNamedAndChecked) {
   EXPECT_FALSE(MakePlacementPolicy("reach:2", 1, &p).ok());
   EXPECT_FALSE(MakePlacementPolicy("reach:", 1, &p).ok());
   EXPECT_FALSE(MakePlacementPolicy("reach:x", 1, &p).ok());
+  ASSERT_TRUE(MakePlacementPolicy("fgd@256", 1, &p).ok());
+  EXPECT_EQ(p->name(), "fgd@256");
+  ASSERT_TRUE(MakePlacementPolicy("reach:1@8", 1, &p).ok());
+  EXPECT_FALSE(MakePlacementPolicy("fgd:0.5", 1, &p).ok());  // a weight is reach's
+  EXPECT_FALSE(MakePlacementPolicy("fgd@0", 1, &p).ok());
+  EXPECT_FALSE(MakePlacementPolicy("reach@", 1, &p).ok());
+  EXPECT_FALSE(MakePlacementPolicy("fgdx", 1, &p).ok());
 }
 
 }  // namespace
