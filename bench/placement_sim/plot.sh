@@ -13,7 +13,7 @@ ntraces=$(echo $traces | wc -w)
 if head -1 "$tsv" | grep -q '^trace	arrived_pct'; then
   columns=$(head -1 "$tsv" | awk -F'\t' '{ print NF }')
   gnuplot <<GNUPLOT
-set terminal pngcairo size $((560 * ntraces)),480 font ",10"
+set terminal pngcairo size $((560 * ntraces)),480 font ",10" noenhanced
 set output "$png"
 set datafile separator "\t"
 set key top right
@@ -23,8 +23,8 @@ do for [t in "$traces"] {
   set title sprintf("openb %s: unallocated GPUs as pods arrive (never leave)", t)
   set xlabel "arrived load (% of the cluster's GPUs)"
   set ylabel "unallocated GPUs (%)"
-  set xrange [50:100]
-  set yrange [0:*]
+  set xrange [70:100]
+  set yrange [0:35]
   plot for [i=3:$columns] "$tsv" using 2:(strcol(1) eq t ? column(i) : 1/0) \
        with lines lw 2 title columnheader(i)
 }
@@ -33,7 +33,7 @@ GNUPLOT
 else
   runs=$(awk -F'\t' 'NR > 1 && !seen[$2]++ { printf "%s ", $2 }' "$tsv")
   gnuplot <<GNUPLOT
-set terminal pngcairo size 1680,$((420 * ntraces)) font ",9"
+set terminal pngcairo size 1680,$((420 * ntraces)) font ",9" noenhanced
 set output "$png"
 set datafile separator "\t"
 set key outside right
