@@ -21,8 +21,10 @@ mkdir -p "$out"
 # Experiment 2 (queueing): a tenth of the nodes, arrivals compressed to 90% offered GPU load.
 "$bin" --data "$data" --experiment queueing --node-fraction 0.1 --offered-load 0.9 \
   --policies random,first-fit,best-fit,dot-product,fgd,reach --disciplines fcfs,sjf,backfill \
-  --json "$out/queueing.json" --table "$out/queueing.md" --png "$out/queueing.png" \
+  --json "$out/queueing.json" --table "$out/queueing.md" --tsv "$out/queueing.png.tsv" \
   2>"$out/queueing.log"
+"$(dirname "$0")/plot.sh" "$out/queueing.png.tsv" "$out/queueing.png" \
+  fcfs+best-fit,sjf+best-fit,backfill+best-fit,backfill+fgd,backfill+reach
 for load in 0.7 1.1; do
   "$bin" --data "$data" --experiment queueing --node-fraction 0.1 --offered-load $load \
     --policies best-fit,fgd,reach --disciplines fcfs,sjf,backfill \
