@@ -46,12 +46,34 @@ class FragmentationPolicy : public PlacementPolicy {
         Consider(cluster, ask, &best, Growth(view, before, ask, {}), n, {});
       } else if (ask.gpus == 1) {
         // Every fitting GPU is a candidate; those in the same state grow the node's
-        // fragmentation alike, so each state's growth is computed once.
+        // fragmentation alike, so each state's growth is computed once (and looked up once per
+        // node: `seen` holds the positions already looked up).
+        size_t seen[64];
+        double seen_growth[64];
+        size_t seen_count = 0;
         for (size_t p = 0; p < view.free.gpus.size(); ++p) {
           const uint32_t g = view.index[p];
           if (!GpuFits(cluster.gpus[g], ask)) continue;
-          const size_t position[] = {p};
-          Consider(cluster, ask, &best, Growth(view, before, ask, position), n, {&g, 1});
+          const NodeFree::Gpu& state = view.free.gpus[p];
+          double growth = 0;
+          size_t i = 0;
+          for (; i < seen_count; ++i) {
+            const NodeFree::Gpu& other = view.free.gpus[seen[i]];
+            if (other.kind == state.kind && other.milli == state.milli &&
+                other.memory == state.memory) {
+              growth = seen_growth[i];
+              break;
+            }
+          }
+          if (i == seen_count) {
+            const size_t position[] = {p};
+            growth = Growth(view, before, ask, position);
+            if (seen_count < 64) {
+              seen[seen_count] = p;
+              seen_growth[seen_count++] = growth;
+            }
+          }
+          Consider(cluster, ask, &best, growth, n, {&g, 1});
         }
       } else {
         const std::vector<uint32_t> gpus = TightestGpus(cluster, n, ask);
@@ -178,7 +200,11 @@ class FragmentationPolicy : public PlacementPolicy {
       after.gpus[p].milli -= std::min(after.gpus[p].milli, ask.milli);
       after.gpus[p].memory -= std::min(after.gpus[p].memory, ask.memory);
     }
-    const double growth = Weighted(StateOf(after), after) - before;
+    // Not kept: a state a placement would lead to is rarely met again, but for the one chosen,
+    // which the node's next view computes once.
+    double weighted = 0;
+    for (size_t s = 0; s < workload_.size(); ++s) weighted += popularity_[s] * Blend(after, s);
+    const double growth = weighted - before;
     if (memo) growths_.emplace(key, growth);
     return growth;
   }
@@ -218,15 +244,20 @@ class FragmentationPolicy : public PlacementPolicy {
     for (size_t s = 0; s < workload_.size(); ++s) {
       if (g[s] != workload_.generation(s)) {
         g[s] = workload_.generation(s);
-        const ShapeFragments f = BothFragments(free, workload_, s);
-        v[s] = static_cast<float>((1 - reach_weight_) * static_cast<double>(f.fgd) +
-                                  reach_weight_ * static_cast<double>(f.reach));
+        v[s] = static_cast<float>(Blend(free, s));
       }
       sum += popularity_[s] * v[s];
     }
     weighted_call_[state] = call_;
     weighted_[state] = sum;
     return sum;
+  }
+
+  // Shape s's fragment on `free`: (1 - w) x FGD's + w x reach's.
+  double Blend(const NodeFree& free, size_t s) const {
+    const ShapeFragments f = BothFragments(free, workload_, s);
+    return (1 - reach_weight_) * static_cast<double>(f.fgd) +
+           reach_weight_ * static_cast<double>(f.reach);
   }
 
   void ForgetStates() {
