@@ -2,66 +2,94 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 
 namespace rgpu::registry {
 namespace {
 
-bool TypeMatches(const std::string& model, const std::string& type) {
-  if (type.empty()) return true;
-  auto it = std::search(model.begin(), model.end(), type.begin(), type.end(), [](char a, char b) {
+bool ContainsIgnoringCase(const std::string& text, const std::string& part) {
+  if (part.empty()) return true;
+  auto it = std::search(text.begin(), text.end(), part.begin(), part.end(), [](char a, char b) {
     return std::tolower(static_cast<unsigned char>(a)) ==
            std::tolower(static_cast<unsigned char>(b));
   });
-  return it != model.end();
+  return it != text.end();
+}
+
+bool CpuAndMemoryFit(const NodeLoad& node, const PlacementAsk& ask, bool empty) {
+  const uint64_t cpu = empty ? node.cpu_milli_total : node.FreeCpu();
+  const uint64_t memory = empty ? node.memory_total : node.FreeMemory();
+  return (!node.TracksCpu() || ask.cpu_milli <= cpu) &&
+         (!node.TracksMemory() || ask.host_memory <= memory);
 }
 
 }  // namespace
 
-bool Fits(const GpuLoad& gpu, const PlacementAsk& ask) {
-  if (!gpu.placeable || !TypeMatches(gpu.model, ask.gpu_type)) return false;
-  if (ask.excluded.count(gpu.id) != 0) return false;
-  if (!ask.backend.empty() && gpu.backend != ask.backend) return false;
-  const uint64_t free_memory =
-      gpu.memory_total > gpu.memory_committed ? gpu.memory_total - gpu.memory_committed : 0;
-  const uint32_t free_share =
-      kSharePerGpu > gpu.share_committed ? kSharePerGpu - gpu.share_committed : 0;
-  return ask.memory <= free_memory && ask.share <= free_share;
-}
-
-double FitScore(const GpuLoad& gpu, const PlacementAsk& ask) {
-  const double total = gpu.memory_total > 0 ? static_cast<double>(gpu.memory_total) : 1.0;
-  const double m =
-      (static_cast<double>(gpu.memory_total) - gpu.memory_committed - ask.memory) / total;
-  const double c = (static_cast<double>(kSharePerGpu) - gpu.share_committed - ask.share) /
-                   static_cast<double>(kSharePerGpu);
-  return m + c + std::fabs(m - c);
-}
-
-int ChooseGpu(const std::vector<GpuLoad>& gpus, const PlacementAsk& ask) {
-  int best = -1;
-  double best_score = 0;
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    if (!Fits(gpus[i], ask)) continue;
-    const double score = FitScore(gpus[i], ask);
-    if (best < 0 || score < best_score ||
-        (score == best_score && gpus[i].leases < gpus[static_cast<size_t>(best)].leases)) {
-      best = static_cast<int>(i);
-      best_score = score;
-    }
+bool GpuKindAccepted(const std::string& model, const std::string& backend,
+                     const PlacementAsk& ask) {
+  if (!ask.backend.empty() && backend != ask.backend) return false;
+  if (!ask.gpu_models.empty() &&
+      std::find(ask.gpu_models.begin(), ask.gpu_models.end(), model) == ask.gpu_models.end()) {
+    return false;
   }
-  return best;
+  return ContainsIgnoringCase(model, ask.gpu_type);
 }
 
-bool EverFits(const std::vector<GpuLoad>& gpus, const PlacementAsk& ask) {
-  for (const auto& gpu : gpus) {  // an excluded GPU never fits, empty or not
-    GpuLoad empty = gpu;
-    empty.placeable = true;
-    empty.memory_committed = 0;
-    empty.share_committed = 0;
-    if (Fits(empty, ask)) return true;
+bool GpuFits(const GpuLoad& gpu, const PlacementAsk& ask) {
+  if (!gpu.placeable || !GpuKindAccepted(gpu.model, gpu.backend, ask)) return false;
+  if (!ask.excluded.empty() && ask.excluded.count(gpu.id) != 0) return false;
+  return ask.memory <= gpu.FreeMemory() && ask.milli <= gpu.FreeMilli();
+}
+
+bool NodeFits(const Cluster& cluster, uint32_t node, const PlacementAsk& ask) {
+  const NodeLoad& n = cluster.nodes[node];
+  if (!CpuAndMemoryFit(n, ask, false)) return false;
+  if (ask.gpus == 0) return true;
+  uint32_t fitting = 0;
+  for (uint32_t g : n.gpus) {
+    if (GpuFits(cluster.gpus[g], ask) && ++fitting == ask.gpus) return true;
   }
   return false;
+}
+
+bool EverFits(const Cluster& cluster, const PlacementAsk& ask) {
+  if (ask.milli > kMilliPerGpu) return false;
+  for (const NodeLoad& node : cluster.nodes) {
+    if (!CpuAndMemoryFit(node, ask, true)) continue;
+    uint32_t fitting = 0;
+    for (uint32_t g : node.gpus) {
+      const GpuLoad& gpu = cluster.gpus[g];
+      if (!GpuKindAccepted(gpu.model, gpu.backend, ask) || ask.excluded.count(gpu.id) != 0) {
+        continue;
+      }
+      if (ask.memory <= gpu.memory_total) ++fitting;
+    }
+    if (fitting >= ask.gpus) return true;
+  }
+  return false;
+}
+
+void Commit(Cluster* cluster, const PlacementAsk& ask, const PlacementChoice& choice) {
+  NodeLoad& node = cluster->nodes[choice.node];
+  node.cpu_milli_committed += ask.cpu_milli;
+  node.memory_committed += ask.host_memory;
+  for (uint32_t g : choice.gpus) {
+    GpuLoad& gpu = cluster->gpus[g];
+    gpu.memory_committed += ask.memory;
+    gpu.milli_committed += ask.milli;
+    gpu.leases++;
+  }
+}
+
+void Release(Cluster* cluster, const PlacementAsk& ask, const PlacementChoice& choice) {
+  NodeLoad& node = cluster->nodes[choice.node];
+  node.cpu_milli_committed -= std::min(node.cpu_milli_committed, ask.cpu_milli);
+  node.memory_committed -= std::min(node.memory_committed, ask.host_memory);
+  for (uint32_t g : choice.gpus) {
+    GpuLoad& gpu = cluster->gpus[g];
+    gpu.memory_committed -= std::min(gpu.memory_committed, ask.memory);
+    gpu.milli_committed -= std::min(gpu.milli_committed, ask.milli);
+    if (gpu.leases > 0) gpu.leases--;
+  }
 }
 
 }  // namespace rgpu::registry

@@ -81,6 +81,14 @@ std::string GpuId(const std::string& server, uint32_t index) {
   return server + "/" + std::to_string(index);
 }
 
+// What a lease holds of its GPU, as a placement request.
+PlacementAsk LeaseAsk(const LeaseRow& lease) {
+  PlacementAsk ask;
+  ask.memory = lease.memory_bytes;
+  ask.milli = lease.share * kMilliPerShare;
+  return ask;
+}
+
 }  // namespace
 
 Status RegistryService::Create(std::unique_ptr<Store> store, RegistryOptions options,
@@ -97,7 +105,9 @@ Status RegistryService::Create(std::unique_ptr<Store> store, RegistryOptions opt
   }
   if (options.claim_timeout_ms < 0) return InvalidArgument("claim timeout must not be negative");
   std::unique_ptr<RegistryService> service(new RegistryService(std::move(store), options));
-  Status s = TokenSigner::Load(options.signing_key_path, &service->signer_);
+  Status s = MakePlacementPolicy(options.placement_policy, 1, &service->policy_);
+  if (!s.ok()) return s;
+  s = TokenSigner::Load(options.signing_key_path, &service->signer_);
   if (s.ok()) s = service->Load();
   if (!s.ok()) return s;
   *out = std::move(service);
@@ -138,7 +148,6 @@ Status RegistryService::Load() {
     tenants_[t.name] = t;
   }
   for (auto& g : gpus) {
-    const size_t i = gpus_.size();
     GpuLoad load;
     load.id = g.gpu_id;
     load.model = g.spec.model();
@@ -147,18 +156,14 @@ Status RegistryService::Load() {
     ServerState& server = servers_[g.server_name];
     server.provider = g.provider;
     server.url = g.server_url;
-    server.gpus.push_back(i);
+    const size_t i = AddGpu(&server, g.server_name, std::move(load));
     gpu_by_id_[g.gpu_id] = i;
     gpus_.push_back({std::move(g)});
-    loads_.push_back(load);
   }
   for (auto& l : leases) {
     auto it = gpu_by_id_.find(l.gpu_id);
     if (it == gpu_by_id_.end()) continue;
-    GpuLoad& load = loads_[it->second];
-    load.memory_committed += l.memory_bytes;
-    load.share_committed += l.share;
-    load.leases++;
+    Commit(&cluster_, LeaseAsk(l), {cluster_.gpus[it->second].node, {uint32_t(it->second)}});
     leases_[l.lease_id] = l;
   }
   for (const auto& l : ended) ended_.Add(l.server_name, l.lease_id, l.expires_ms);
@@ -221,7 +226,7 @@ void RegistryService::UpdatePlaceable(const std::string& server_name) {
   if (it == servers_.end()) return;
   const bool revoked = providers_[it->second.provider].row.revoked;
   const bool placeable = it->second.online && !revoked && it->second.reach == Reach::kVerified;
-  for (size_t i : it->second.gpus) loads_[i].placeable = placeable;
+  for (size_t i : it->second.gpus) cluster_.gpus[i].placeable = placeable;
 }
 
 void RegistryService::WaitForProbes() { probes_->WaitIdle(); }
@@ -358,19 +363,18 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
     auto found = gpu_by_id_.find(row.gpu_id);
     size_t index;
     if (found == gpu_by_id_.end()) {
-      index = gpus_.size();
+      GpuLoad load;
+      load.id = row.gpu_id;
+      index = AddGpu(&server, req->server_name(), std::move(load));
       gpus_.push_back({row});
-      loads_.push_back({});
-      loads_[index].id = row.gpu_id;
       gpu_by_id_[row.gpu_id] = index;
-      server.gpus.push_back(index);
     } else {
       index = found->second;
       gpus_[index].row = row;
     }
-    loads_[index].model = spec.model();
-    loads_[index].backend = spec.backend();
-    loads_[index].memory_total = spec.memory_bytes();
+    cluster_.gpus[index].model = spec.model();
+    cluster_.gpus[index].backend = spec.backend();
+    cluster_.gpus[index].memory_total = spec.memory_bytes();
   }
   server.online = true;
   server.last_heartbeat_ms = Now();
@@ -480,12 +484,21 @@ void RegistryService::EndLease(const std::string& lease_id, const char* why) {
   }
   auto gpu = gpu_by_id_.find(it->second.gpu_id);
   if (gpu != gpu_by_id_.end()) {
-    GpuLoad& load = loads_[gpu->second];
-    load.memory_committed -= std::min(load.memory_committed, it->second.memory_bytes);
-    load.share_committed -= std::min(load.share_committed, it->second.share);
-    if (load.leases > 0) load.leases--;
+    const uint32_t index = static_cast<uint32_t>(gpu->second);
+    Release(&cluster_, LeaseAsk(it->second), {cluster_.gpus[index].node, {index}});
   }
   leases_.erase(it);
+}
+
+size_t RegistryService::AddGpu(ServerState* server, const std::string& server_name, GpuLoad load) {
+  if (server->node < 0) {
+    NodeLoad node;
+    node.name = server_name;
+    server->node = static_cast<int>(cluster_.AddNode(std::move(node)));
+  }
+  const size_t index = cluster_.AddGpu(static_cast<uint32_t>(server->node), std::move(load));
+  server->gpus.push_back(index);
+  return index;
 }
 
 void RegistryService::Dispatch() {
@@ -493,14 +506,14 @@ void RegistryService::Dispatch() {
   for (auto it = queue_.begin(); it != queue_.end();) {
     Waiter* w = it->get();
     const auto start = std::chrono::steady_clock::now();
-    const int index = ChooseGpu(loads_, w->ask);
+    const std::optional<PlacementChoice> choice = policy_->Choose(cluster_, w->ask);
     const double decision_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    if (index < 0) {
+    if (!choice) {
       ++it;
       continue;
     }
-    Grant(w, static_cast<size_t>(index), decision_us);
+    Grant(w, choice->gpus[0], decision_us);
     it = queue_.erase(it);
     placed = true;
   }
@@ -516,7 +529,7 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   lease.gpu_id = gpu.gpu_id;
   lease.server_name = gpu.server_name;
   lease.memory_bytes = w->ask.memory;
-  lease.share = w->ask.share;
+  lease.share = w->ask.milli / kMilliPerShare;
   lease.priority = w->priority;
   lease.queue_ms = now - w->enqueued_ms;
   lease.granted_ms = now;
@@ -529,15 +542,12 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   claims.add_gpus(gpu.spec.index());
   claims.set_lease_id(lease.lease_id);
   claims.set_memory_quota(w->ask.memory);
-  claims.set_weight(w->ask.share / 25.0);
+  claims.set_weight(lease.share / 25.0);
   claims.set_expires_unix(lease.expires_ms / 1000);
   claims.set_holder_key(w->holder_key);
   w->done = true;
   w->lease = lease;  // stored by the waiting Place call, outside mu_
-  GpuLoad& load = loads_[index];
-  load.memory_committed += lease.memory_bytes;
-  load.share_committed += lease.share;
-  load.leases++;
+  Commit(&cluster_, w->ask, {cluster_.gpus[index].node, {static_cast<uint32_t>(index)}});
   leases_[lease.lease_id] = lease;
   Placement& p = w->placement;
   p.set_lease_id(lease.lease_id);
@@ -602,7 +612,7 @@ grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceReq
   w->ask.gpu_type = req->gpu_type();
   w->ask.backend = req->backend();
   w->ask.memory = req->memory_bytes() ? req->memory_bytes() : (1ull << 30);
-  w->ask.share = req->compute_share() ? req->compute_share() : 25;
+  const uint32_t share = req->compute_share() ? req->compute_share() : 25;
   if (req->excluded_gpus_size() > 64) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "at most 64 GPUs may be excluded");
   }
@@ -614,9 +624,10 @@ grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceReq
   }
   w->priority = req->priority();
   w->ttl_seconds = req->ttl_seconds() ? req->ttl_seconds() : 3600;
-  if (w->ask.share > kSharePerGpu) {
+  if (share > kSharePerGpu) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "compute share is a percentage 1-100");
   }
+  w->ask.milli = share * kMilliPerShare;
   if (w->priority < 0 || w->priority > 9) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "priority must be 0-9");
   }
@@ -627,13 +638,14 @@ grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceReq
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(req->wait_seconds());
   std::unique_lock<std::mutex> lock(mu_);
-  if (!EverFits(loads_, w->ask)) {
+  if (!EverFits(cluster_, w->ask)) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "no registered GPU" +
                             (w->ask.gpu_type.empty() ? "" : " of type '" + w->ask.gpu_type + "'") +
                             " has " + std::to_string(w->ask.memory >> 20) + " MiB and " +
-                            std::to_string(w->ask.share) + "% compute to offer");
+                            std::to_string(share) + "% compute to offer");
   }
+  policy_->Observe(w->ask);
   w->seq = next_seq_++;
   w->enqueued_ms = Now();
   auto pos = std::find_if(queue_.begin(), queue_.end(),
@@ -998,9 +1010,9 @@ grpc::Status RegistryService::ListGpus(grpc::ServerContext* ctx, const Empty*, G
                  : server.online                       ? "available"
                                                        : "offline");
     g->set_state_reason(server.reach_reason);
-    g->set_memory_committed(loads_[i].memory_committed);
-    g->set_share_committed(loads_[i].share_committed);
-    g->set_leases(loads_[i].leases);
+    g->set_memory_committed(cluster_.gpus[i].memory_committed);
+    g->set_share_committed(cluster_.gpus[i].milli_committed / kMilliPerShare);
+    g->set_leases(cluster_.gpus[i].leases);
     g->set_last_heartbeat_ms(server.last_heartbeat_ms);
   }
   return grpc::Status::OK;

@@ -76,6 +76,9 @@ struct RegistryOptions {
   // How a server's reachability is proven (default: ProbeReachability over the transport). An
   // in-process benchmark simulating a fleet of servers that do not exist passes its own.
   ReachabilityProbe probe;
+  // The placement policy, by name (registry/placement.h, MakePlacementPolicy); each server is a
+  // node whose CPU and host memory are not tracked.
+  std::string placement_policy = kDefaultPlacementPolicy;
 };
 
 class RegistryService final : public Registry::Service {
@@ -131,7 +134,8 @@ class RegistryService final : public Registry::Service {
     std::string url;
     int64_t last_heartbeat_ms = 0;  // 0: not heard from since the registry started
     bool online = false;
-    std::vector<size_t> gpus;  // indices into gpus_/loads_
+    std::vector<size_t> gpus;  // indices into gpus_/cluster_.gpus
+    int node = -1;             // its node in cluster_ (-1: none yet)
     Reach reach = Reach::kUnverified;
     std::string reach_reason;       // why it is unreachable
     uint64_t probe_generation = 0;  // of the latest probe queued; older outcomes are stale
@@ -180,6 +184,8 @@ class RegistryService final : public Registry::Service {
   // The hold lines of the leases in `query` (of the subject tenant, or on the subject provider's
   // GPUs when `earnings`).
   Status HoldLines(const UsageQuery& query, bool earnings, std::vector<InvoiceLine>* out);
+  // Adds a GPU to cluster_ on its server's node (made on first use); returns its index. Under mu_.
+  size_t AddGpu(ServerState* server, const std::string& server_name, GpuLoad load);
   // Places waiting requests that fit, in queue order. Under mu_.
   void Dispatch();
   // Grants `w` the GPU at `index`: reserves it and fills the lease and token claims for the
@@ -210,8 +216,9 @@ class RegistryService final : public Registry::Service {
   std::map<std::string, std::string> provider_by_key_;  // key hash -> name
   std::map<std::string, TenantRow> tenants_;
   std::map<std::string, std::string> tenant_by_key_;
-  std::vector<GpuMeta> gpus_;  // parallel to loads_
-  std::vector<GpuLoad> loads_;
+  std::vector<GpuMeta> gpus_;  // parallel to cluster_.gpus
+  Cluster cluster_;            // a node per server that registered GPUs
+  std::unique_ptr<PlacementPolicy> policy_;
   std::map<std::string, size_t> gpu_by_id_;
   std::map<std::string, ServerState> servers_;
   std::map<std::string, LeaseRow> leases_;     // active, by id

@@ -50,7 +50,10 @@ TEST_F(ServiceTest, PlacementSignsATokenTheServerCanVerify) {
   Placement p;
   grpc::Status g = Place(tenant, 12 * G, 50, 0, &p);
   ASSERT_TRUE(g.ok()) << g.error_message();
-  EXPECT_EQ(p.gpu_id(), "host1/0");  // the tighter fit
+  // The default policy (reach) keeps GPUs usable for the requests it has seen: on the 16 GiB GPU
+  // this one would leave 4 GiB beside half the compute, which no such request could use; on
+  // the 80 GiB one nothing is stranded. (Best fit took the tighter 16 GiB GPU.)
+  EXPECT_EQ(p.gpu_id(), "host1/1");
   EXPECT_EQ(p.server_url(), responder_.url());
   TokenVerifier verifier;
   ASSERT_TRUE(TokenVerifier::FromPublicKeyFile(dir_ + "/key.pub", &verifier).ok());
@@ -60,7 +63,7 @@ TEST_F(ServiceTest, PlacementSignsATokenTheServerCanVerify) {
   EXPECT_EQ(claims.tenant(), "alice");
   EXPECT_EQ(claims.server(), "host1");
   ASSERT_EQ(claims.gpus_size(), 1);
-  EXPECT_EQ(claims.gpus(0), 0u);
+  EXPECT_EQ(claims.gpus(0), 1u);
   EXPECT_EQ(claims.lease_id(), p.lease_id());
   EXPECT_EQ(claims.memory_quota(), 12 * G);
   // The token dies with its lease: same lifetime (Place's ttl, default 3600 s).

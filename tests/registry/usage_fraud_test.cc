@@ -235,7 +235,8 @@ TEST_F(UsageFraudTest, ASessionEndFreesTheLeaseItNames) {
   // Alice holds two leases on the same GPU; the session of the newer one ends. The registry
   // used to free the tenant's oldest lease on that GPU instead.
   Placement newer;
-  ASSERT_TRUE(Place(alice_, G, 25, 0, &newer).ok());
+  // Half the compute: it fills GPU 0 exactly, where any policy puts it.
+  ASSERT_TRUE(Place(alice_, G, 50, 0, &newer).ok());
   ASSERT_EQ(newer.gpu_id(), lease_.gpu_id());
   now_ += 1000;
   EXPECT_EQ(ReportOne(Record("end", "alice", newer, now_ - 1000, now_, 1, true)), "");
