@@ -4,7 +4,7 @@
 // a request is sent on schedule whether or not earlier ones are answered); sessions end about
 // a second after their placement, as servers report. Prints p50/p99 of the placement decision
 // (time spent choosing the GPU) and of end-to-end allocation (request sent to token received).
-//   registry_bench [--gpus 6000] [--rate 100] [--seconds 30] [--json FILE]
+//   registry_bench [--gpus 6000] [--rate 100] [--seconds 30] [--policy reach] [--json FILE]
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -47,11 +47,12 @@ int64_t NowMs() {
 int main(int argc, char** argv) {
   rgpu::InitLogging("registry_bench", rgpu::LogLevel::kError);
   int gpus = 6000, rate = 100, seconds = 30, tenants = 50;
-  std::string json_path;
+  std::string json_path, policy = reg::kDefaultPlacementPolicy;
   CLI::App app{"registry_bench: placement decision and allocation latency under load"};
   app.add_option("--gpus", gpus, "GPUs to register (8 per server)")->capture_default_str();
   app.add_option("--rate", rate, "placement requests per second")->capture_default_str();
   app.add_option("--seconds", seconds, "how long to send requests")->capture_default_str();
+  app.add_option("--policy", policy, "the registry's placement policy")->capture_default_str();
   app.add_option("--json", json_path, "write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
 
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
   reg::RegistryOptions options;
   options.signing_key_path = work + "/key.pem";
   options.heartbeat_ms = 2000;
+  options.placement_policy = policy;
   options.admin_key = rgpu::registry::NewKey("bench-operator-");
   // The fleet is simulated: its servers do not exist, so their reachability is taken as proven
   // (an in-process option; rgpu-registry always probes).
@@ -276,9 +278,10 @@ int main(int argc, char** argv) {
     }
   }
   printf(
-      "registry_bench: %d GPUs on %d servers (registered in %.1f s), %d requests at %d/s "
-      "over %.1f s, %d failed, %d GPUs overcommitted\n",
-      gpus, servers, register_s, total, rate, elapsed, failures.load(), overcommitted);
+      "registry_bench: %d GPUs on %d servers (registered in %.1f s), policy %s, %d requests at "
+      "%d/s over %.1f s, %d failed, %d GPUs overcommitted\n",
+      gpus, servers, register_s, policy.c_str(), total, rate, elapsed, failures.load(),
+      overcommitted);
   printf("| measure | p50 | p99 | max |\n|---|---|---|---|\n");
   printf("| placement decision (choose the GPU) | %.0f us | %.0f us | %.0f us |\n",
          Percentile(d, 50), Percentile(d, 99), Percentile(d, 100));
@@ -292,13 +295,13 @@ int main(int argc, char** argv) {
     FILE* f = fopen(json_path.c_str(), "w");
     if (f != nullptr) {
       fprintf(f,
-              "{\"gpus\": %d, \"rate\": %d, \"requests\": %d, \"failed\": %d, "
+              "{\"gpus\": %d, \"policy\": \"%s\", \"rate\": %d, \"requests\": %d, \"failed\": %d, "
               "\"decision_us\": {\"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f}, "
               "\"allocation_ms\": {\"p50\": %.3f, \"p99\": %.3f, \"max\": %.3f}, "
               "\"heartbeat_ms\": {\"p50\": %.3f, \"p99\": %.3f}}\n",
-              gpus, rate, total, failures.load(), Percentile(d, 50), Percentile(d, 99),
-              Percentile(d, 100), Percentile(e, 50), Percentile(e, 99), Percentile(e, 100),
-              Percentile(heartbeat_ms, 50), Percentile(heartbeat_ms, 99));
+              gpus, policy.c_str(), rate, total, failures.load(), Percentile(d, 50),
+              Percentile(d, 99), Percentile(d, 100), Percentile(e, 50), Percentile(e, 99),
+              Percentile(e, 100), Percentile(heartbeat_ms, 50), Percentile(heartbeat_ms, 99));
       fclose(f);
     }
   }

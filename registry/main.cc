@@ -95,6 +95,10 @@ int main(int argc, char** argv) {
                  "refuse GPUs below this compute capability (e.g. 7.0)")
       ->capture_default_str();
   app.add_option("--prices", prices_path, "price list file (see docs/registry.md)");
+  app.add_option("--placement-policy", options.placement_policy,
+                 "how sessions are placed on GPUs: reach, fgd, best-fit, first-fit, dot-product or "
+                 "random (see docs/registry.md)")
+      ->capture_default_str();
   bool init_only = false;
   app.add_flag("--init", init_only,
                "create the signing keys and the operator's key file where missing, then exit "
