@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run_peer.sh: starts one system's server on softgpu on loopback, runs a command under that
-# system's client, and stops the server. Systems: rgpu-tcp and rgpu-shm (rgpu-server --backend
-# softgpu, programs under `rgpu run --server URL --`), and each peer build.sh built: lupine
+# system's client, and stops the server. Systems: rgpu-tcp, rgpu-shm and rgpu-sock (rgpu-server
+# --backend softgpu on that transport, programs under `rgpu run --server URL --`), rgpu-tcp-staged (rgpu-tcp on a softgpu
+# without softgpuMemDirectAccess: bulk copies staged as on NVIDIA's driver), and each peer
+# build.sh built: lupine
 # (lupine_driver_server with softgpu as its libcuda.so.1, programs with LUPINE_SERVER set and
 # LUPINE's libcuda.so.1 in LD_PRELOAD, as its README says), cricket (cricket-rpc-server, programs
 # with REMOTE_GPU_ADDRESS and cricket-client.so in LD_PRELOAD).
@@ -62,10 +64,12 @@ peer_ready() {  # peer_ready PEER: build.sh built it
 }
 
 case "$system" in
-  rgpu-tcp | rgpu-shm)
+  rgpu-tcp | rgpu-shm | rgpu-sock | rgpu-tcp-staged)
     rm -f "$run/url"
-    "$rgpu_build/bin/rgpu-server" --listen "${system#rgpu-}://127.0.0.1:0" --backend softgpu \
-      --cuda-library "$softgpu/libcuda.so.1" --operator-key-file none --port-file "$run/url" \
+    transport=${system#rgpu-} library=$softgpu/libcuda.so.1
+    if [[ "$system" == rgpu-tcp-staged ]]; then transport=tcp library=$scratch/softgpu-staged/libcuda.so.1; fi
+    "$rgpu_build/bin/rgpu-server" --listen "$transport://127.0.0.1:0" --backend softgpu \
+      --cuda-library "$library" --operator-key-file none --port-file "$run/url" \
       >"$log" 2>&1 &
     server_pid=$!
     for _ in $(seq 100); do [[ -s "$run/url" ]] && break; sleep 0.1; done
@@ -95,7 +99,7 @@ case "$system" in
       "$scratch/cricket/cricket-client.so" >"$client"
     ;;
   *)
-    echo "run_peer.sh: unknown system $system (rgpu-tcp, rgpu-shm, lupine, cricket)" >&2
+    echo "run_peer.sh: unknown system $system (rgpu-tcp, rgpu-shm, rgpu-sock, rgpu-tcp-staged, lupine, cricket)" >&2
     exit 2
     ;;
 esac
