@@ -4,7 +4,7 @@
 # ratios.png (see peers_bench.py and README.md).
 #   bench/peers/build.sh SCRATCH                      # once: the peers, and softgpu's copy
 #   bench/peers/peers_bench.sh SCRATCH [--out DIR] [--rounds N] [--systems rgpu-tcp,lupine,...]
-#                              [--samples vectorAdd,...] [--quick] [--wait-idle PCT]
+#                              [--samples vectorAdd,...] [--quick] [--wait-idle PCT] [--delay-ms D]
 # Builds its programs (peer_bench, chatty, startup) into SCRATCH/progs and the CUDA samples into
 # SCRATCH/samples when missing or stale, and copies rgpu's binaries (rgpu, rgpu-server,
 # driver_bench, lib/) into SCRATCH/rgpu first, so that a rebuild of rgpu during the run changes
@@ -35,7 +35,7 @@ rgpu_build=$(realpath "${RGPU_BUILD:-$here/../../build}")
 if [[ "${RGPU_SNAPSHOT:-1}" != 0 ]]; then
   snap=$scratch/rgpu
   rm -rf "$snap.part" && mkdir -p "$snap.part/bin"
-  cp "$rgpu_build"/bin/{rgpu,rgpu-server,driver_bench} "$snap.part/bin/"
+  cp "$rgpu_build"/bin/{rgpu,rgpu-server,driver_bench,latency_proxy} "$snap.part/bin/"
   cp -a "$rgpu_build/lib" "$snap.part/lib"
   git -C "$here" describe --always --dirty >"$snap.part/COMMIT" 2>/dev/null || echo unknown >"$snap.part/COMMIT"
   rm -rf "$snap" && mv "$snap.part" "$snap"
