@@ -32,10 +32,12 @@ RGPU_IMPL(cuDevicePrimaryCtxRetain)(CUcontext* pctx, CUdevice dev) {
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard<std::mutex> lock(st.objects_mutex());
   if (ctx->remote == 0) {
-    calls::PrimaryCtxRetain::Results retained;
-    r = Server().Call<calls::PrimaryCtxRetain>(0, {.device = dev}, &retained);
+    // Posted, under an id of the client's: the context costs no round trip (a failure to make
+    // it surfaces at the next call that waits, as a posted call's).
+    const uint64_t id = rgpu::client::NewClientId();
+    r = Server().Post<calls::PrimaryCtxRetain>(0, {.device = dev, .id = id});
     if (r != CUDA_SUCCESS) return r;
-    ctx->remote = retained.ctx;
+    ctx->remote = rgpu::client::ServerSet::Tag(Server().device(dev)->server, id);
     ctx->generation++;
     ctx->primary_refs = 0;
   }

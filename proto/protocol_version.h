@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 13;  // 13: posted device-to-host copies (ReadData)
+constexpr uint32_t kProtocolVersion = 13;  // 13: posted device-to-host copies (ReadData), posted PrimaryCtxRetain
 }  // namespace rgpu

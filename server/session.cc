@@ -595,7 +595,7 @@ CUresult Session::MakeCurrent(ContextRecord* ctx) {
   return r;
 }
 
-CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
+CUresult Session::CreateContext(int device, bool primary, uint64_t* id, uint64_t chosen_id) {
   if (device < 0 || device >= static_cast<int>(devices_.devices().size())) {
     return CUDA_ERROR_INVALID_DEVICE;
   }
@@ -628,7 +628,12 @@ CUresult Session::CreateContext(int device, bool primary, uint64_t* id) {
       if (drv_.cuCtxGetLimit(&value, limits[i]) == CUDA_SUCCESS) rec.limit_default[i] = value;
     }
   }
-  *id = contexts_.Insert(std::move(rec));
+  if (chosen_id != 0) {
+    contexts_.InsertAt(chosen_id, std::move(rec));  // the caller checked that it is free
+    *id = chosen_id;
+  } else {
+    *id = contexts_.Insert(std::move(rec));
+  }
   if (device_.load() < 0) device_.store(device);
   NoteContextDevices();
   return CUDA_SUCCESS;

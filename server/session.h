@@ -384,7 +384,9 @@ class Session {
   CUresult AfterStreamWork(CUstream stream);
   // True when work issued on `stream` (nullptr: the legacy default stream) has not ended.
   bool StreamBusy(CUstream stream);
-  CUresult CreateContext(int device, bool primary, uint64_t* id);
+  // Creates a backend context on `device` and records it under a new id, or under `chosen_id`
+  // (the client's, checked by the caller to be in range and free) when not 0.
+  CUresult CreateContext(int device, bool primary, uint64_t* id, uint64_t chosen_id = 0);
   // Destroys a context and forgets every resource that lived in it.
   void DestroyContext(uint64_t id);
   // Memory pools (session_pool.cc). The device's default pool, made on first use.

@@ -53,12 +53,21 @@ CUresult Session::HandlePrimaryCtxRetain(CallState& cs, const PrimaryCtxRetainIn
   uint64_t id = 0;
   if (it != primary_by_device_.end()) {
     id = it->second;
+    if (in.id != 0 && in.id != id) {
+      cs.detail = "the device's primary context has another id";
+      return CUDA_ERROR_INVALID_VALUE;
+    }
   } else {
     if (CUresult r = RoomFor(cs, contexts_.size(), limits_.max_contexts, "contexts");
         r != CUDA_SUCCESS) {
       return r;
     }
-    CUresult r = CreateContext(in.device, true, &id);
+    if (in.id != 0 && (in.id < calls::kFirstClientId || in.id >= calls::kClientIdLimit ||
+                       contexts_.Find(in.id) != nullptr)) {
+      cs.detail = "a context id the client chooses must be in [2^32, 2^40) and free";
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult r = CreateContext(in.device, true, &id, in.id);
     if (r != CUDA_SUCCESS) return r;
     primary_by_device_[in.device] = id;
   }

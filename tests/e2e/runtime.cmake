@@ -61,3 +61,11 @@ foreach(name managed managed_ranges)
                    ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_${name}_static)
   set_tests_properties(rt_shm_static_${name} PROPERTIES TIMEOUT 120 LABELS runtime)
 endforeach()
+
+# A cudart program's first kernels cost at most 3 waited round trips (static and shared cudart).
+foreach(variant static shared)
+  add_test(NAME rt_${variant}_first_kernel_round_trips
+           COMMAND ${with_server} ${bin} tcp -- ${CMAKE_CURRENT_SOURCE_DIR}/first_kernel_round_trips.sh
+                   ${bin} ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_vector_add_${variant})
+  set_tests_properties(rt_${variant}_first_kernel_round_trips PROPERTIES TIMEOUT 120 LABELS runtime)
+endforeach()

@@ -174,7 +174,7 @@ TEST_F(ServerAuthTest, TokenOpensExactlyTheGpusItNames) {
   wire::Envelope ctx = Exchange(ch.get(), Call(1, Op::kCtxCreate, 0, {0, 0}));
   ASSERT_EQ(ctx.reply().result(), CUDA_SUCCESS);
   EXPECT_EQ(Result(ch.get(), Call(2, Op::kCtxCreate, 0, {0, 1})), CUDA_ERROR_INVALID_DEVICE);
-  EXPECT_EQ(Result(ch.get(), Call(3, Op::kPrimaryCtxRetain, 0, {2})), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(Result(ch.get(), Call(3, Op::kPrimaryCtxRetain, 0, {2, 0})), CUDA_ERROR_INVALID_DEVICE);
   const wire::StatusReply status = StatusAs(OperatorKey());
   ASSERT_EQ(status.sessions_size(), 1);
   EXPECT_EQ(status.sessions(0).device(), 2) << "device 0 of the tenant is the server's GPU 2";

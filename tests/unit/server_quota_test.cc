@@ -206,7 +206,7 @@ TEST_F(ServerHandleLimitsTest, HandleCountsAreBoundedPerSession) {
   const uint64_t ctx = OpenSession(ch.get());
   EXPECT_EQ(Result(ch.get(), Call(3, Op::kCtxCreate, 0, {0, 0})), CUDA_SUCCESS);
   EXPECT_EQ(Result(ch.get(), Call(4, Op::kCtxCreate, 0, {0, 0})), CUDA_ERROR_OUT_OF_MEMORY);
-  EXPECT_EQ(Result(ch.get(), Call(5, Op::kPrimaryCtxRetain, 0, {0})), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(Result(ch.get(), Call(5, Op::kPrimaryCtxRetain, 0, {0, 0})), CUDA_ERROR_OUT_OF_MEMORY);
   for (Op op : {Op::kStreamCreate, Op::kEventCreate}) {
     const std::vector<uint64_t> args =
         op == Op::kStreamCreate ? std::vector<uint64_t>{0, 0, 0} : std::vector<uint64_t>{0, 0};
