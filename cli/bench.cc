@@ -1,4 +1,5 @@
 #include "cli/bench.h"
+#include "cli/run_program.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,13 +21,6 @@
 
 namespace rgpu::cli {
 namespace {
-
-std::string SelfDir() {
-  char path[PATH_MAX] = {};
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  std::string p = n > 0 ? std::string(path, n) : ".";
-  return p.substr(0, p.rfind('/'));
-}
 
 // Starts `argv` with `env` added to the environment; stdout/stderr to `out_path` when given.
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,

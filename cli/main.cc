@@ -1,4 +1,5 @@
-// rgpu: the command-line front end.
+// rgpu-tool: the full command-line front end, which the `rgpu` binary (launcher.cc) execs for
+// everything but a plain `rgpu run --server`. As `rgpu`:
 //   rgpu run --server URL [--token T] -- PROGRAM ARGS...   run a program on a remote GPU
 //                                       (--server and --token again: devices of several servers)
 //   rgpu bench --transport tcp|shm|sock [--json FILE] [--png FILE]  measure against the floor
@@ -25,71 +26,15 @@
 
 #include "cli/bench.h"
 #include "cli/registry_commands.h"
+#include "cli/run_program.h"
 #include "cli/smi.h"
 #include "cli/status.h"
 #include "common/state_dir.h"
 #include "proto/crypto.h"
 #include "proto/signed_token.h"
 
-namespace {
-
-// The directory holding this executable.
-std::string SelfDir() {
-  char path[PATH_MAX] = {};
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  std::string p = n > 0 ? std::string(path, n) : ".";
-  return p.substr(0, p.rfind('/'));
-}
-
-bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
-
-// The interposer library: RGPU_LIBDIR/librgpu-cuda.so, else in ../lib/rgpu (installed) or ../lib
-// (the build tree) beside this program.
-std::string FindInterposer() {
-  if (const char* dir = getenv("RGPU_LIBDIR")) return std::string(dir) + "/librgpu-cuda.so";
-  const std::string installed = SelfDir() + "/../lib/rgpu/librgpu-cuda.so";
-  if (Exists(installed)) return installed;
-  return SelfDir() + "/../lib/librgpu-cuda.so";
-}
-
-int Run(const std::string& server, const std::string& token, std::vector<std::string> argv) {
-  if (argv.empty()) {
-    fprintf(stderr, "rgpu run: no program given (rgpu run --server URL -- PROGRAM ARGS...)\n");
-    return 2;
-  }
-  std::string lib = FindInterposer();
-  if (!Exists(lib)) {
-    fprintf(stderr, "rgpu run: interposer library not found at %s\n", lib.c_str());
-    return 2;
-  }
-  char resolved[PATH_MAX];
-  if (realpath(lib.c_str(), resolved) != nullptr) lib = resolved;
-  std::string preload = lib;
-  // HIP programs get the HIP face beside it (it loads nothing in a process that never calls HIP).
-  const std::string hip = lib.substr(0, lib.rfind('/') + 1) + "librgpu-hip.so";
-  if (Exists(hip)) preload += ":" + hip;
-  // NVML's face too, so that dlopen("libnvidia-ml.so.1") finds it (tools read NVML before CUDA).
-  const std::string nvml = lib.substr(0, lib.rfind('/') + 1) + "librgpu-nvml.so";
-  if (Exists(nvml)) preload += ":" + nvml;
-  if (const char* existing = getenv("LD_PRELOAD"); existing && *existing) {
-    preload += std::string(":") + existing;
-  }
-  setenv("LD_PRELOAD", preload.c_str(), 1);
-  if (!server.empty()) setenv("RGPU_SERVER", server.c_str(), 1);
-  if (!token.empty()) setenv("RGPU_TOKEN", token.c_str(), 1);
-  if (getenv("RGPU_SERVER") == nullptr) {
-    fprintf(stderr, "rgpu run: no server: pass --server URL or set RGPU_SERVER\n");
-    return 2;
-  }
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  execvp(args[0], args.data());
-  fprintf(stderr, "rgpu run: cannot run %s: %s\n", args[0], strerror(errno));
-  return 127;
-}
-
-}  // namespace
+using rgpu::cli::Exists;
+using rgpu::cli::FindInterposer;
 
 int main(int argc, char** argv) {
   CLI::App app{"rgpu: run CUDA programs on remote GPUs"};
@@ -392,7 +337,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "rgpu run: --gpus needs --registry (with --server, give --server again)\n");
       return 2;
     }
-    return Run(server, token, program);
+    return rgpu::cli::RunProgram(server, token, program);
   }
   if (bench->parsed()) return rgpu::cli::RunBench(bench_options);
   return 0;

@@ -31,7 +31,7 @@ mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
 touch "$root/var/lib/dpkg/status" "$root/var/lib/dpkg/available"
 dpkg --root="$root" --force-script-chrootless --force-depends --force-not-root \
   -i "$work"/out/*.deb >"$work/dpkg.log" 2>&1 || fail "dpkg -i: $(cat "$work/dpkg.log")"
-for f in usr/bin/rgpu usr/bin/rgpu-server usr/bin/rgpu-registry usr/lib/rgpu/librgpu-cuda.so \
+for f in usr/bin/rgpu usr/bin/rgpu-tool usr/bin/rgpu-server usr/bin/rgpu-registry usr/lib/rgpu/librgpu-cuda.so \
   usr/lib/rgpu/librgpu-client.so usr/lib/rgpu/librgpu-nvml.so usr/lib/rgpu/libsoftgpu-cuda.so \
   usr/lib/systemd/system/rgpu-server.service usr/lib/systemd/system/rgpu-registry.service \
   usr/share/rgpu/prices usr/lib/rgpu/slurm/spank_rgpu.so \
