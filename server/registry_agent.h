@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +52,9 @@ struct RegistryAgentOptions {
   // tokens are still valid (an id may come again, e.g. after a registry restart); the server
   // refuses those tokens from then on. Must not call the agent.
   std::function<void(const std::vector<std::string>& lease_ids)> on_leases_ended;
+  // When the server's GPUs are lendable (windows and notice; registry/availability.h). Its UTC
+  // offset and zone are the host's, filled in at each registration and heartbeat.
+  registry::Availability availability;
 };
 
 class RegistryAgent {
@@ -95,6 +99,8 @@ class RegistryAgent {
   uint64_t ended_cursor_ = 0;
   std::string ended_epoch_;
   std::string last_heartbeat_error_;  // logged once until it changes
+  // Leases under notice the log has told of, with when they end (agent thread only).
+  std::map<std::string, int64_t> noticed_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> report_now_{false};  // a session ended: report without waiting
   std::mutex wake_mu_;
