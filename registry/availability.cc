@@ -179,8 +179,10 @@ bool LendableAt(const Availability& a, int64_t t_ms) {
 
 int64_t LendableUntil(const Availability& a, int64_t t_ms) {
   if (AlwaysLendable(a)) return kLendableForever;
-  // A stretch is shorter than a day (windows together never cover the whole day).
-  for (const LendableSpan& s : LendableSpans(a, t_ms, t_ms + 1)) {
+  // A stretch is shorter than a day (windows together never cover the whole day), so the days
+  // up to a day after `t_ms` hold all of the one it lies in (windows that meet at midnight
+  // continue it into the next day).
+  for (const LendableSpan& s : LendableSpans(a, t_ms, t_ms + kDayMs)) {
     if (s.from_ms <= t_ms && t_ms < s.to_ms) return s.to_ms;
   }
   return t_ms;

@@ -91,11 +91,6 @@ PlacementAsk LeaseAsk(const LeaseRow& lease) {
   return ask;
 }
 
-// When an active lease ends at the latest: its lifetime, or the end of its notice.
-int64_t LeaseDueMs(const LeaseRow& lease) {
-  return lease.ending_ms > 0 ? std::min(lease.ending_ms, lease.expires_ms) : lease.expires_ms;
-}
-
 // UTC time of `unix_ms` for messages, "2026-11-02 08:00:00 UTC".
 std::string UtcTime(int64_t unix_ms) {
   const time_t t = static_cast<time_t>(unix_ms / 1000);
@@ -354,6 +349,13 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "server " + req->server_name() + " belongs to another provider");
   }
+  if (existing != servers_.end()) {
+    if (const std::string why = ReservationBrokenBy(existing->second, req->availability(), Now());
+        !why.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "server " + req->server_name() + "'s availability refused: " + why);
+    }
+  }
   // One provider cannot keep the probe thread to itself (each probe may wait seconds).
   constexpr int kMaxPendingProbesPerProvider = 16;
   int pending = 0;
@@ -430,6 +432,7 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
   }
   if (!stored.ok()) return ToGrpc(stored);
   server.availability = req->availability();
+  server.availability_since_ms = Now();
   server.lendable = LendableAt(server.availability, Now());
   next_window_edge_ms_ = 0;  // its windows are read at the next RefreshWindows
   for (const GpuRow& row : rows) {
@@ -504,6 +507,7 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
     RGPU_LOG_INFO("server %s is now at UTC offset %d s (%s)", req->server_name().c_str(),
                   moved.utc_offset_seconds(), moved.zone().c_str());
     server.availability = std::move(moved);
+    server.availability_since_ms = Now();
     next_window_edge_ms_ = 0;
     RefreshWindows(Now());
   }
@@ -528,7 +532,7 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
     if (lease.server_name != req->server_name()) continue;
     LeaseNotice* notice = reply->add_ending_leases();
     notice->set_lease_id(id);
-    notice->set_ends_unix_ms(LeaseDueMs(lease));
+    notice->set_ends_unix_ms(LeaseEndMs(lease));
     notice->set_reason(lease.end_reason);
   }
   return grpc::Status::OK;
@@ -603,7 +607,7 @@ void RegistryService::PutUnderNotice(LeaseRow* lease, int64_t ending_ms,
 void RegistryService::RefreshWindows(int64_t now) {
   if (now < next_window_edge_ms_) return;
   int64_t next = kLendableForever;
-  std::map<std::string, int64_t> closed;  // server -> when its leases end
+  std::set<std::string> closed;
   for (auto& [name, server] : servers_) {
     const Availability& a = server.availability;
     if (AlwaysLendable(a)) {
@@ -620,21 +624,45 @@ void RegistryService::RefreshWindows(int64_t now) {
       UpdatePlaceable(name);
       RGPU_LOG_INFO("server %s's lendable window %s", name.c_str(), lendable ? "opened" : "closed");
     }
-    if (!lendable) {
-      // Notice counts from the close (a registry that was down when it came may give less).
-      closed[name] = std::max(now, LastClose(a, now) + int64_t{a.notice_seconds()} * 1000);
-    }
+    if (!lendable) closed.insert(name);
   }
   next_window_edge_ms_ = next;
   if (closed.empty()) return;
   for (auto& [id, lease] : leases_) {
-    auto it = closed.find(lease.server_name);
-    if (it == closed.end()) continue;
-    const Availability& a = servers_[lease.server_name].availability;
-    PutUnderNotice(&lease, it->second,
-                   "the provider's lendable window (" + DescribeAvailability(a) + ") closed at " +
-                       UtcTime(LastClose(a, now)));
+    if (closed.count(lease.server_name) == 0) continue;
+    const ServerState& server = servers_.at(lease.server_name);
+    const Availability& a = server.availability;
+    // The notice counts from the close, or from when the server's windows last changed if that
+    // is later (windows or an offset reported anew must not cut a running lease's notice
+    // short), and is the one promised at the grant, whatever the server says now.
+    const int64_t close = LastClose(a, now);
+    const int64_t from = std::max(close, server.availability_since_ms);
+    const int64_t notice_ms = int64_t{std::min(lease.notice_s, kMaxNoticeSeconds)} * 1000;
+    const std::string when = from == close
+                                 ? "closed at " + UtcTime(close)
+                                 : "closed (its windows changed at " + UtcTime(from) + ")";
+    PutUnderNotice(&lease, std::max(now, from + notice_ms),
+                   "the provider's lendable window (" + DescribeAvailability(a) + ") " + when +
+                       "; notice " + std::to_string(notice_ms / 1000) + " s");
   }
+}
+
+std::string RegistryService::ReservationBrokenBy(const ServerState& server, const Availability& a,
+                                                 int64_t now) const {
+  for (size_t g : server.gpus) {
+    auto reserved = reserved_gpus_.find(g);
+    if (reserved == reserved_gpus_.end()) continue;
+    for (const std::string& id : reserved->second) {
+      const ReservationRow& r = reservations_.at(id).row;
+      if (r.end_ms > now && !LendsThroughout(a, std::max(r.start_ms, now), r.end_ms)) {
+        return "reservation " + id + " holds " + cluster_.gpus[g].id + " from " +
+               UtcTime(r.start_ms) + " to " + UtcTime(r.end_ms) +
+               ", which these lendable windows do not cover (keep the windows until it ends, or "
+               "ask the operator to cancel it)";
+      }
+    }
+  }
+  return "";
 }
 
 void RegistryService::Shutdown() {
@@ -659,7 +687,8 @@ void RegistryService::EndLease(const std::string& lease_id, const std::string& w
     const uint32_t index = static_cast<uint32_t>(gpu->second);
     Release(&cluster_, LeaseAsk(it->second), {cluster_.gpus[index].node, {index}});
   }
-  ended_unpersisted_.emplace_back(lease_id, now, why);
+  // Recorded as ended when it was due (its expiry, the end of its notice) if a sweep came later.
+  ended_unpersisted_.emplace_back(lease_id, std::min(now, LeaseEndMs(it->second)), why);
   under_notice_.erase(lease_id);
   leases_.erase(it);
 }
@@ -743,7 +772,7 @@ std::vector<TimedHold> RegistryService::HoldsOn(size_t index, int64_t now) const
   for (const auto& [id, lease] : leases_) {
     // Leases under a reservation use the reservation's room, counted with it.
     if (lease.gpu_id != gpu_id || !lease.reservation_id.empty()) continue;
-    holds.push_back({now, LeaseDueMs(lease), lease.memory_bytes, lease.share * kMilliPerShare});
+    holds.push_back({now, LeaseEndMs(lease), lease.memory_bytes, lease.share * kMilliPerShare});
   }
   auto reserved = reserved_gpus_.find(index);
   if (reserved != reserved_gpus_.end()) {
@@ -847,10 +876,13 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   lease.granted_ms = now;
   lease.expires_ms = now + static_cast<int64_t>(w->ttl_seconds) * 1000;
   lease.reservation_id = w->reservation_id;
-  if (!w->reservation_id.empty())
+  if (!w->reservation_id.empty()) {
     lease.expires_ms = std::min(lease.expires_ms, w->reservation_end_ms);
+  }
   lease.job = w->job;
   lease.until_released = w->until_released;
+  const Availability& availability = servers_[gpu.server_name].availability;
+  lease.notice_s = std::min(availability.notice_seconds(), kMaxNoticeSeconds);
   wire::TokenClaims& claims = w->claims;  // signed by the waiting Place call, outside mu_
   claims.set_tenant(w->tenant);
   claims.set_server(gpu.server_name);
@@ -880,10 +912,9 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   if (options_.claim_timeout_ms > 0) {
     p.set_claim_by_unix((lease.granted_ms + options_.claim_timeout_ms) / 1000);
   }
-  const Availability& availability = servers_[gpu.server_name].availability;
   const int64_t until = LendableUntil(availability, now);
   p.set_lendable_until_unix(until == kLendableForever ? 0 : until / 1000);
-  p.set_notice_seconds(availability.notice_seconds());
+  p.set_notice_seconds(lease.notice_s);
   p.set_reservation_id(w->reservation_id);
 }
 
@@ -1399,7 +1430,7 @@ grpc::Status RegistryService::ListLeases(grpc::ServerContext* ctx, const Empty*,
     info->set_granted_unix_ms(l.granted_ms);
     info->set_expires_unix_ms(l.expires_ms);
     info->set_claimed_unix_ms(l.claimed_ms);
-    info->set_ending_unix_ms(l.ending_ms > 0 ? LeaseDueMs(l) : 0);
+    info->set_ending_unix_ms(l.ending_ms > 0 ? LeaseEndMs(l) : 0);
     info->set_end_reason(l.ending_ms > 0 ? l.end_reason : "");
     info->set_reservation_id(l.reservation_id);
     info->set_job(l.job);
@@ -1757,9 +1788,16 @@ Status RegistryService::SessionsUsage(const UsageQuery& q, std::vector<SessionUs
       u.set_start_ms(r.start_ms());
       session_lease[key] = r.lease_id();
     }
+    // A lease given notice (its window closed, it was preempted) is billed up to the notice's
+    // end and no further, whenever its server stopped the session.
+    int64_t end_ms = r.end_ms();
+    if (auto lease = lease_by_id.find(r.lease_id());
+        lease != lease_by_id.end() && lease->second->ending_ms > 0) {
+      end_ms = std::max(r.start_ms(), std::min(end_ms, LeaseEndMs(*lease->second)));
+    }
     u.set_start_ms(std::min(u.start_ms(), r.start_ms()));
-    u.set_end_ms(std::max(u.end_ms(), r.end_ms()));
-    u.set_gpu_ms(u.gpu_ms() + static_cast<double>(r.end_ms() - r.start_ms()));
+    u.set_end_ms(std::max(u.end_ms(), end_ms));
+    u.set_gpu_ms(u.gpu_ms() + static_cast<double>(end_ms - r.start_ms()));
     u.set_calls(u.calls() + r.calls());
     for (const auto& [kind, n] : r.calls_by_kind()) (*u.mutable_calls_by_kind())[kind] += n;
     u.set_bytes_in(u.bytes_in() + r.bytes_in());

@@ -175,6 +175,10 @@ class RegistryService final : public Registry::Service {
     int64_t verified_ms = 0;    // when it last proved its URL (0: not since its registration)
     Availability availability;  // checked (CheckAvailability)
     bool lendable = true;       // inside its lendable window (RefreshWindows)
+    // When the registry took its availability as it is now (a registration, an offset changed
+    // by a heartbeat; 0: loaded from the store): notices of its leases count from then at the
+    // earliest.
+    int64_t availability_since_ms = 0;
   };
   struct ProviderState {
     ProviderRow row;
@@ -254,6 +258,10 @@ class RegistryService final : public Registry::Service {
   // Opens and closes servers' windows as `now` passes their edges: a closed server's GPUs are
   // not placeable and its leases go under notice. Cheap until the next edge. Under mu_.
   void RefreshWindows(int64_t now);
+  // Why `a` would break a reservation on one of `server`'s GPUs (its windows would not cover the
+  // rest of it), or "" when it breaks none. Under mu_.
+  std::string ReservationBrokenBy(const ServerState& server, const Availability& a,
+                                  int64_t now) const;
   // Starts reservations whose start has come (their room held on their GPUs) and, when
   // `end_finished`, ends those over (their room freed, the leases under them ended). Under mu_.
   void RefreshReservations(int64_t now, bool end_finished);

@@ -67,6 +67,8 @@ const char* kAddedColumns[] = {
     "ALTER TABLE leases ADD COLUMN ending_ms BIGINT NOT NULL DEFAULT 0",
     "ALTER TABLE leases ADD COLUMN end_reason TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE leases ADD COLUMN reservation_id TEXT NOT NULL DEFAULT ''",
+    // The notice its server promised at the grant (seconds; 0 for leases from before windows).
+    "ALTER TABLE leases ADD COLUMN notice_s BIGINT NOT NULL DEFAULT 0",
     // A server's availability (rgpu-server --available): windows as "START-END,..." in minutes
     // of the day; none: always.
     "ALTER TABLE servers ADD COLUMN windows TEXT NOT NULL DEFAULT ''",
@@ -147,7 +149,7 @@ Status Taken(Status s, const std::string& what) {
 const char* kLeaseColumns =
     "lease_id, tenant, gpu_id, server_name, memory_bytes, share, priority, queue_ms, granted_ms, "
     "expires_ms, released_ms, claimed_ms, job, until_released, ending_ms, end_reason, "
-    "reservation_id";
+    "reservation_id, notice_s";
 const char* kReservationColumns =
     "reservation_id, tenant, gpu_ids, gpu_type, backend, memory_bytes, share, start_ms, end_ms, "
     "created_ms, cancelled_ms, job";
@@ -235,6 +237,7 @@ LeaseRow ParseLease(const Row& r) {
   l.ending_ms = I(r[14]);
   l.end_reason = r[15];
   l.reservation_id = r[16];
+  l.notice_s = static_cast<uint32_t>(std::min<uint64_t>(U(r[17]), ~0u));
   return l;
 }
 
@@ -347,11 +350,11 @@ Status Store::PutGpus(const std::vector<GpuRow>& rows) {
 
 Status Store::AddLease(const LeaseRow& l) {
   return Commit(
-      {std::string("INSERT INTO leases (") + kLeaseColumns + ") VALUES (" + Placeholders(17) + ")",
+      {std::string("INSERT INTO leases (") + kLeaseColumns + ") VALUES (" + Placeholders(18) + ")",
        {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes), Num(uint64_t{l.share}),
         Num(int64_t{l.priority}), Num(l.queue_ms), Num(l.granted_ms), Num(l.expires_ms),
         Num(l.released_ms), Num(l.claimed_ms), l.job, Num(int64_t{l.until_released ? 1 : 0}),
-        Num(l.ending_ms), l.end_reason, l.reservation_id}});
+        Num(l.ending_ms), l.end_reason, l.reservation_id, Num(uint64_t{l.notice_s})}});
 }
 
 Status Store::GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out) {

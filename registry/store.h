@@ -62,6 +62,9 @@ struct LeaseRow {
   int64_t ending_ms = 0;
   std::string end_reason;
   std::string reservation_id;  // the reservation it was placed under ("" = none)
+  // The notice its server promised when it was granted (Placement.notice_seconds): what it gets
+  // when the server's lendable window closes, whatever the server reports later.
+  uint32_t notice_s = 0;
 };
 
 // GPUs held for a tenant over [start_ms, end_ms): gpu_ids each hold memory_bytes and share.

@@ -278,15 +278,18 @@ void RegistryAgent::Heartbeat() {
   }
   last_heartbeat_error_.clear();
   if (reply.heartbeat_ms() > 0) heartbeat_ms_ = reply.heartbeat_ms();
-  // Notices: said once each (again if the end moves), so the log names why sessions end.
-  std::map<std::string, int64_t> noticed;
+  // Notices: said once each (again if the end moves), so the log names why sessions end; the
+  // agent ends their sessions itself when the notice runs out (EndNoticedLeases).
+  std::map<std::string, Notice> noticed;
   for (const auto& notice : reply.ending_leases()) {
     auto it = noticed_.find(notice.lease_id());
-    if (it == noticed_.end() || it->second != notice.ends_unix_ms()) {
+    if (it == noticed_.end() || it->second.ends_ms != notice.ends_unix_ms()) {
       RGPU_LOG_WARN("registry: lease %s ends at %s: %s", notice.lease_id().c_str(),
                     UtcTime(notice.ends_unix_ms()).c_str(), notice.reason().c_str());
     }
-    noticed[notice.lease_id()] = notice.ends_unix_ms();
+    const bool ended =
+        it != noticed_.end() && it->second.ends_ms == notice.ends_unix_ms() && it->second.ended;
+    noticed[notice.lease_id()] = {notice.ends_unix_ms(), notice.reason(), ended};
   }
   noticed_.swap(noticed);
   for (int i = 0; i < reply.ended_leases_size(); ++i) {
@@ -304,6 +307,19 @@ void RegistryAgent::Heartbeat() {
   ended_epoch_ = reply.ended_epoch();
 }
 
+void RegistryAgent::EndNoticedLeases() {
+  const int64_t now = NowMs();
+  std::vector<std::string> due;
+  for (auto& [id, notice] : noticed_) {
+    if (notice.ended || notice.ends_ms > now) continue;
+    notice.ended = true;
+    RGPU_LOG_WARN("lease %s: its notice ran out at %s: %s", id.c_str(),
+                  UtcTime(notice.ends_ms).c_str(), notice.reason.c_str());
+    due.push_back(id);
+  }
+  if (!due.empty() && options_.on_leases_ended) options_.on_leases_ended(due);
+}
+
 void RegistryAgent::Loop() {
   auto next_heartbeat = std::chrono::steady_clock::now();
   auto next_report = next_heartbeat + std::chrono::milliseconds(options_.report_ms);
@@ -313,6 +329,7 @@ void RegistryAgent::Loop() {
       Heartbeat();
       next_heartbeat = now + std::chrono::milliseconds(heartbeat_ms_);
     }
+    EndNoticedLeases();
     // Memory is observed every observe_ms; records are made and sent every report_ms, and
     // at once when a session ends (its end frees its lease at the registry).
     const bool report = report_now_.exchange(false) || now >= next_report;

@@ -80,6 +80,9 @@ class RegistryAgent {
   // One heartbeat: liveness, registering again when asked, and the ended leases.
   void Heartbeat();
   void Loop();
+  // Ends, through on_leases_ended, the leases whose notice has run out on this host's clock,
+  // without waiting for the registry's next heartbeat reply to list them as ended.
+  void EndNoticedLeases();
   // Sends up to one batch of pending records; true when the registry acknowledged it.
   bool SendBatch();
   void AddRecords(std::vector<registry::UsageRecord> records);
@@ -99,8 +102,14 @@ class RegistryAgent {
   uint64_t ended_cursor_ = 0;
   std::string ended_epoch_;
   std::string last_heartbeat_error_;  // logged once until it changes
-  // Leases under notice the log has told of, with when they end (agent thread only).
-  std::map<std::string, int64_t> noticed_;
+  // Leases under notice (from the latest heartbeat), with when they end and why, and whether
+  // the agent has ended them on this server already (agent thread only).
+  struct Notice {
+    int64_t ends_ms = 0;
+    std::string reason;
+    bool ended = false;
+  };
+  std::map<std::string, Notice> noticed_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> report_now_{false};  // a session ended: report without waiting
   std::mutex wake_mu_;
