@@ -97,10 +97,14 @@ class CapacityTest : public RegistryTest {
     req.set_holder_key(holder_public);
     return req;
   }
+  // `give_up_ms` > 0: the caller leaves after that long (real time), whatever its wait says.
   grpc::Status PlaceAs(const std::string& api_key, const PlaceRequest& req, Placement* placement,
-                       Watch* watch = nullptr) {
+                       Watch* watch = nullptr, int give_up_ms = 0) {
     grpc::ClientContext ctx;
     Key(&ctx, "x-rgpu-api-key", api_key);
+    if (give_up_ms > 0) {
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(give_up_ms));
+    }
     auto reader = stub_->Place(&ctx, req);
     PlaceUpdate update;
     while (reader->Read(&update)) {
@@ -172,14 +176,40 @@ class CapacityTest : public RegistryTest {
     }
     return nullptr;
   }
+  // Waits up to 20 s for `done`; false if it never came.
   template <typename F>
-  static void WaitFor(F done) {
-    while (!done()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  static bool WaitFor(F done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+  // A request of `priority` for the whole GPU that would wait a minute (long enough for a 30 s
+  // notice) but whose caller leaves after half a second: whether it preempted shows in the
+  // leases' notices, which stand once given.
+  grpc::Status BriefWholeGpuRequest(const std::string& api_key, int priority) {
+    Placement p;
+    grpc::Status g = PlaceAs(api_key, Ask(G, 100, 60, priority), &p, nullptr, 500);
+    EXPECT_TRUE(QueueEmpties());
+    return g;
+  }
+  // Waits until the registry has dropped the requests whose callers left (it notices within
+  // 200 ms): a priority-0 request for a whole GPU that cannot wait is then alone in the queue.
+  // Call only while no GPU is free.
+  bool QueueEmpties() {
+    if (prober_.empty()) prober_ = CreateKey(false, "prober");
+    return WaitFor([&] {
+      Placement p;
+      grpc::Status g = PlaceAs(prober_, Ask(G, 100, 0, 0), &p);
+      return Has(g.error_message(), "queue position 1 of 1 ");
+    });
   }
 
   std::string prices_ = "default_gpu 0.001 1\n";
   uint32_t max_reservations_ = 64;
-  std::string provider_, alice_, bob_;
+  std::string provider_, alice_, bob_, prober_;
 };
 
 // ---- Lendable windows ----
@@ -407,21 +437,21 @@ TEST_F(CapacityTest, PreemptionNeedsThePriceListAndALowerPriorityVictim) {
   ASSERT_TRUE(RegisterHost({}).ok());
   Placement low;
   ASSERT_TRUE(PlaceAs(alice_, Ask(G, 100, 0, 0), &low).ok());
-  Placement p;
-  EXPECT_EQ(PlaceAs(bob_, Ask(G, 100, 1, 9), &p).error_code(),
-            grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_EQ(FindLease(Leases(), low.lease_id())->ending_unix_ms(), 0);
+  EXPECT_EQ(BriefWholeGpuRequest(bob_, 9).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(FindLease(Leases(), low.lease_id())->ending_unix_ms(), 0) << "no rule, yet preempted";
   Reprice("default_gpu 0.001 1\npreemption 5 30\n");
   ASSERT_TRUE(Heartbeat(provider_, "host1").ok());  // online again after the restart
   ASSERT_EQ(GpuState("host1/0"), "available");
   // Priority 4 is below the rule's 5: not allowed to preempt.
-  EXPECT_EQ(PlaceAs(bob_, Ask(G, 100, 1, 4), &p).error_code(),
-            grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_EQ(FindLease(Leases(), low.lease_id())->ending_unix_ms(), 0);
+  EXPECT_EQ(BriefWholeGpuRequest(bob_, 4).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(FindLease(Leases(), low.lease_id())->ending_unix_ms(), 0) << "preempted below the rule";
   // A request that would give up before the notice runs out preempts nothing.
-  EXPECT_EQ(PlaceAs(bob_, Ask(G, 100, 0, 9), &p).error_code(),
-            grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_EQ(FindLease(Leases(), low.lease_id())->ending_unix_ms(), 0);
+  Placement p;
+  EXPECT_EQ(PlaceAs(bob_, Ask(G, 100, 10, 9), &p, nullptr, 500).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  ASSERT_TRUE(QueueEmpties());
+  EXPECT_EQ(FindLease(Leases(), low.lease_id())->ending_unix_ms(), 0)
+      << "preempted for a request that leaves before the notice's end";
   // Equal priority: never.
   ReleaseLeaseRequest release;
   release.set_lease_id(low.lease_id());
@@ -431,10 +461,14 @@ TEST_F(CapacityTest, PreemptionNeedsThePriceListAndALowerPriorityVictim) {
   grpc::Status released = stub_->ReleaseLease(&ctx, release, &empty);
   ASSERT_TRUE(released.ok()) << released.error_message();
   Placement same;
-  ASSERT_TRUE(PlaceAs(alice_, Ask(G, 100, 0, 7), &same).ok());
-  EXPECT_EQ(PlaceAs(bob_, Ask(G, 100, 1, 7), &p).error_code(),
-            grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_EQ(FindLease(Leases(), same.lease_id())->ending_unix_ms(), 0);
+  grpc::Status placed = PlaceAs(alice_, Ask(G, 100, 0, 7), &same);
+  ASSERT_TRUE(placed.ok()) << placed.error_message();
+  EXPECT_EQ(BriefWholeGpuRequest(bob_, 7).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(FindLease(Leases(), same.lease_id())->ending_unix_ms(), 0)
+      << "equal priority preempted";
+  // A higher one does (the rule applies from 5 up).
+  EXPECT_EQ(BriefWholeGpuRequest(bob_, 8).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(FindLease(Leases(), same.lease_id())->ending_unix_ms(), now_ + 30 * kSecond);
 }
 
 // Alice's priority-0 lease fills the GPU; dave waits at priority 4 (below the price list's
@@ -453,13 +487,13 @@ TEST_F(CapacityTest, AHigherPriorityRequestPreemptsAfterNoticeAndQueuePositionsS
   grpc::Status dave_status, bob_status;
   std::thread dave_thread(
       [&] { dave_status = PlaceAs(dave, Ask(G, 100, 600, 4), &dave_p, &dave_watch); });
-  WaitFor([&] { return dave_watch.position.load() == 1; });
+  ASSERT_TRUE(WaitFor([&] { return dave_watch.position.load() == 1; }));
   EXPECT_EQ(FindLease(Leases(), alice_p.lease_id())->ending_unix_ms(), 0);
   const int64_t asked = now_;
   std::thread bob_thread(
       [&] { bob_status = PlaceAs(bob_, Ask(G, 100, 600, 5), &bob_p, &bob_watch); });
-  WaitFor([&] { return bob_watch.preemption_ends_ms.load() != 0; });
-  WaitFor([&] { return dave_watch.position.load() == 2; });
+  ASSERT_TRUE(WaitFor([&] { return bob_watch.preemption_ends_ms.load() != 0; }));
+  ASSERT_TRUE(WaitFor([&] { return dave_watch.position.load() == 2; }));
   EXPECT_EQ(bob_watch.preemption_ends_ms.load(), asked + 30 * kSecond);
   {
     std::lock_guard<std::mutex> lock(bob_watch.mu);
@@ -487,7 +521,7 @@ TEST_F(CapacityTest, AHigherPriorityRequestPreemptsAfterNoticeAndQueuePositionsS
   EXPECT_EQ(bob_p.gpu_id(), "host1/0");
   EXPECT_EQ(bob_p.queue_ms(), 30 * kSecond);
   EXPECT_EQ(FindLease(Leases(), alice_p.lease_id()), nullptr);
-  WaitFor([&] { return dave_watch.position.load() == 1; });
+  ASSERT_TRUE(WaitFor([&] { return dave_watch.position.load() == 1; }));
   EXPECT_EQ(dave_watch.Positions(), (std::vector<uint32_t>{1, 2, 1}));
   // Bob's session: 10 s, billed with the priority multiplier of his 30 s in the queue.
   ReportUsageReply ack;
@@ -626,13 +660,9 @@ TEST_F(CapacityTest, AReservationNeedsTheWindowAndKeepsIt) {
   EXPECT_TRUE(RegisterHost(Window("19:00-09:00", 3600, 60)).ok());  // still covers it
 }
 
-// What a tenant may ask for is bounded: start (from now to 90 days ahead, no overflow),
-// duration, GPUs, share, names, the number of reservations it holds; and placements' priority,
-// duration and reservation id.
-TEST_F(CapacityTest, HostileTenantRequestsAreRefused) {
-  max_reservations_ = 2;
-  Stop();
-  Start();
+// What a tenant may put in a reservation is bounded: start (from now to 90 days ahead, no
+// overflow), duration, GPUs, share, memory, names; and it must say who it is.
+TEST_F(CapacityTest, HostileReservationRequestsAreRefused) {
   ASSERT_TRUE(RegisterHost({}, 2).ok());
   const int64_t now_s = now_ / 1000;
   auto refused = [&](ReserveRequest req, const char* why) {
@@ -662,19 +692,36 @@ TEST_F(CapacityTest, HostileTenantRequestsAreRefused) {
   EXPECT_EQ(Reserve(alice_, huge, &r).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(Reserve("", Reservation1(now_s + 60, 3600), &r).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  // The quota: two at once.
+  ReservationList list;
+  ASSERT_TRUE(Reservations(alice_, "", &list).ok());
+  EXPECT_EQ(list.reservations_size(), 0);
+}
+
+// A tenant holds at most --max-reservations-per-tenant reservations at once, and sees only its
+// own.
+TEST_F(CapacityTest, ATenantsReservationsAreLimitedAndItsOwn) {
+  max_reservations_ = 2;
+  Stop();
+  Start();
+  ASSERT_TRUE(RegisterHost({}, 2).ok());
+  const int64_t now_s = now_ / 1000;
+  Reservation r;
   ASSERT_TRUE(Reserve(alice_, Reservation1(now_s + 60, 3600, 10), &r).ok());
   ASSERT_TRUE(Reserve(alice_, Reservation1(now_s + 60, 3600, 10), &r).ok());
   grpc::Status g = Reserve(alice_, Reservation1(now_s + 60, 3600, 10), &r);
   EXPECT_EQ(g.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_TRUE(Has(g.error_message(), "at most 2")) << g.error_message();
-  // Another tenant sees none of them and may not ask for alice's.
   ReservationList list;
   ASSERT_TRUE(Reservations(bob_, "", &list).ok());
   EXPECT_EQ(list.reservations_size(), 0);
   EXPECT_EQ(Reservations(bob_, "alice", &list).error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(Leases(bob_).leases_size(), 0);
-  // Placements.
+  ASSERT_TRUE(Reserve(bob_, Reservation1(now_s + 60, 3600, 10), &r).ok());  // bob's own quota
+}
+
+// Placements: priority 0-9, a duration of at most a week, a reservation id of 1-128 printable
+// characters (and one that is the tenant's).
+TEST_F(CapacityTest, HostilePlacementRequestsAreRefused) {
+  ASSERT_TRUE(RegisterHost({}).ok());
   Placement p;
   for (int priority : {-1, 10, INT32_MAX}) {
     EXPECT_EQ(PlaceAs(alice_, Ask(G, 25, 0, priority), &p).error_code(),
@@ -691,6 +738,7 @@ TEST_F(CapacityTest, HostileTenantRequestsAreRefused) {
   EXPECT_EQ(PlaceAs(alice_, req, &p).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   req.set_reservation_id("resv-none");
   EXPECT_EQ(PlaceAs(alice_, req, &p).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Leases(bob_).leases_size(), 0);
 }
 
 }  // namespace
