@@ -4,7 +4,7 @@
 // the floor and rgpu have); the client sends a small message (the size of a call) and waits for
 // a small reply, and sends large payloads that the server takes as rendezvous data. Prints a
 // table and a JSON object of medians.
-//   channel_bench [--transport tcp|shm] [--quick]
+//   channel_bench [--transport tcp|shm|sock] [--quick]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
   CLI::App app{"rgpu's transport layer alone: round trip and bulk bandwidth"};
   std::string transport = "shm";
   bool quick = false;
-  app.add_option("--transport", transport, "tcp or shm")->check(CLI::IsMember({"tcp", "shm"}));
+  app.add_option("--transport", transport, "tcp, shm or sock")
+      ->check(CLI::IsMember({"tcp", "shm", "sock"}));
   app.add_flag("--quick", quick, "fewer repetitions");
   CLI11_PARSE(app, argc, argv);
 

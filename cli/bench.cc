@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -109,6 +110,60 @@ std::vector<double> PerfTest(const std::string& transport, const std::string& te
   return fields;
 }
 
+// A kernel socket round trip on loopback by sockperf's ping-pong of 64-byte messages: over TCP
+// (blocking sockets, Nagle off) or over UDP (non-blocking, busy-polled: the leanest exchange the
+// kernel offers). Twice sockperf's median one-way figure (its mean is skewed by the VM's rare
+// millisecond stalls); 0 when sockperf is missing or fails, or when the run stalled (sockperf
+// sometimes falls into a mode of one message per timer tick, 4 ms here: fewer than 1000
+// observations a second).
+double SockperfRttUs(bool tcp, int seconds, const std::string& scratch, int port) {
+  std::vector<std::string> mode =
+      tcp ? std::vector<std::string>{"--tcp"} : std::vector<std::string>{"--nonblocked"};
+  std::vector<std::string> server_args = {"sockperf",  "server", "-i",
+                                          "127.0.0.1", "-p",     std::to_string(port)};
+  server_args.insert(server_args.end(), mode.begin(), mode.end());
+  pid_t server = Spawn(server_args, {}, scratch + ".server");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // (--mps=max with --nonblocked makes sockperf stall for milliseconds: UDP runs without it.)
+  std::vector<std::string> client_args = {
+      "sockperf",           "ping-pong", "-i", "127.0.0.1", "-p",
+      std::to_string(port), "-m",        "64", "-t",        std::to_string(seconds)};
+  if (tcp) client_args.push_back("--mps=max");
+  client_args.insert(client_args.end(), mode.begin(), mode.end());
+  int rc = 0;
+  std::string out = Run(client_args, {}, scratch, &rc);
+  kill(server, SIGTERM);
+  Wait(server);
+  std::smatch m, total;
+  if (rc != 0 || !std::regex_search(out, m, std::regex("percentile 50\\.000 = +([0-9.]+)")) ||
+      !std::regex_search(out, total, std::regex("Total ([0-9]+) observations")) ||
+      std::stod(total[1]) < 1000.0 * seconds) {
+    return 0;
+  }
+  return 2 * std::stod(m[1]);
+}
+
+// The kernel's TCP bulk bandwidth on loopback: iperf3 sending 1 GiB in 1 MiB writes, in MiB/s.
+// 0 when iperf3 is missing or fails.
+double Iperf3MiBps(const std::string& scratch, int port) {
+  pid_t server = Spawn({"iperf3", "-s", "-1", "-p", std::to_string(port)}, {}, scratch + ".server");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int rc = 0;
+  std::string out =
+      Run({"iperf3", "-c", "127.0.0.1", "-p", std::to_string(port), "-n", "1G", "-l", "1M", "-J"},
+          {}, scratch, &rc);
+  kill(server, SIGTERM);
+  Wait(server);
+  // The receiver's figure: the last "bits_per_second" (end.sum_received).
+  std::regex field("\"bits_per_second\"\\s*:\\s*([0-9.eE+]+)");
+  double bits = 0;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), field); it != std::sregex_iterator();
+       ++it) {
+    bits = std::stod((*it)[1]);
+  }
+  return rc == 0 ? bits / 8 / (1 << 20) : 0;
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -118,10 +173,11 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int RunBench(const BenchOptions& o) {
-  if (o.transport != "tcp" && o.transport != "shm") {
-    fprintf(stderr, "rgpu bench: --transport must be tcp or shm\n");
+  if (o.transport != "tcp" && o.transport != "shm" && o.transport != "sock") {
+    fprintf(stderr, "rgpu bench: --transport must be tcp, shm or sock\n");
     return 2;
   }
+  const bool kernel_socket = o.transport == "sock";
   const std::string bin = SelfDir(), lib = bin + "/../lib";
   const std::string bench = bin + "/driver_bench", kernels = lib + "/rgpu-bench-kernels.fatbin";
   char tmpl[] = "/tmp/rgpu-bench-XXXXXX";
@@ -129,21 +185,51 @@ int RunBench(const BenchOptions& o) {
   const int reps = o.quick ? 1 : 3;
   const int base_port = 20000 + getpid() % 20000;
 
-  // The floor: ucx_perftest on the same transport, same settings.
-  std::vector<double> am_lat, am_bw;
-  for (int i = 0; i < reps; ++i) {
-    auto lat = PerfTest(o.transport, "ucp_am_lat", 64, o.quick ? 5000 : 20000,
-                        work + "/perftest.txt", base_port + 2 * i);
-    if (lat.size() >= 3) am_lat.push_back(2 * lat[1]);  // perftest reports one way
-    auto bw = PerfTest(o.transport, "ucp_am_bw", size_t{64} << 20, o.quick ? 5 : 20,
-                       work + "/perftest.txt", base_port + 2 * i + 1);
-    if (bw.size() >= 6) am_bw.push_back(bw[4] * 1e6 / (1 << 20));  // MB/s -> MiB/s
+  // The floors. UCX's (ucx_perftest on the same transport, same settings) for tcp and shm; the
+  // kernel's sockets (sockperf, iperf3) for sock, and beside UCX's for tcp.
+  std::vector<double> am_lat, am_bw, socket_lat, udp_lat, socket_bw;
+  // The socket floors are the best of at least three runs: sockperf's runs vary more than the
+  // links they measure (see SockperfRttUs).
+  const int floor_reps = o.transport == "shm" ? reps : std::max(reps, 3);
+  for (int i = 0; i < floor_reps; ++i) {
+    const int port = base_port + 5 * i;
+    if (!kernel_socket && i < reps) {
+      auto lat = PerfTest(o.transport, "ucp_am_lat", 64, o.quick ? 5000 : 20000,
+                          work + "/perftest.txt", port);
+      if (lat.size() >= 3) am_lat.push_back(2 * lat[1]);  // perftest reports one way
+      auto bw = PerfTest(o.transport, "ucp_am_bw", size_t{64} << 20, o.quick ? 5 : 20,
+                         work + "/perftest.txt", port + 1);
+      if (bw.size() >= 6) am_bw.push_back(bw[4] * 1e6 / (1 << 20));  // MB/s -> MiB/s
+    }
+    if (o.transport != "shm") {
+      if (double rtt = SockperfRttUs(true, 1, work + "/sockperf.txt", port + 2); rtt > 0) {
+        socket_lat.push_back(rtt);
+      }
+      if (double rtt = SockperfRttUs(false, 1, work + "/sockperf.txt", port + 3); rtt > 0) {
+        udp_lat.push_back(rtt);
+      }
+      if (double bw = Iperf3MiBps(work + "/iperf3.txt", port + 4); bw > 0) socket_bw.push_back(bw);
+    }
   }
-  if (am_lat.empty() || am_bw.empty()) {
+  if (!kernel_socket && (am_lat.empty() || am_bw.empty())) {
     fprintf(stderr, "rgpu bench: ucx_perftest failed (is ucx-utils installed?)\n%s\n",
             ReadAll(work + "/perftest.txt").c_str());
     return 1;
   }
+  if (kernel_socket && (socket_lat.empty() || socket_bw.empty())) {
+    fprintf(stderr, "rgpu bench: sockperf or iperf3 failed (are they installed?)\n%s\n%s\n",
+            ReadAll(work + "/sockperf.txt").c_str(), ReadAll(work + "/iperf3.txt").c_str());
+    return 1;
+  }
+  // The socket floors: the best run of each.
+  const double socket_rtt =
+      socket_lat.empty() ? 0 : *std::min_element(socket_lat.begin(), socket_lat.end());
+  const double udp_rtt = udp_lat.empty() ? 0 : *std::min_element(udp_lat.begin(), udp_lat.end());
+  const double socket_mibps =
+      socket_bw.empty() ? 0 : *std::max_element(socket_bw.begin(), socket_bw.end());
+  // What the ratios are taken against: the transport's own floor.
+  const double floor_rtt = kernel_socket ? socket_rtt : Median(am_lat);
+  const double floor_bw = kernel_socket ? socket_mibps : Median(am_bw);
 
   // rgpu-server on the software GPU.
   pid_t server = Spawn({bin + "/rgpu-server", "--listen", o.transport + "://127.0.0.1:0",
@@ -183,38 +269,52 @@ int RunBench(const BenchOptions& o) {
 
   std::map<std::string, double> result;
   for (const auto& [k, v] : remote) result[k] = v;
-  result["ucx_am_rtt_us"] = Median(am_lat);
-  result["ucx_am_bw_64MiB_MiBps"] = Median(am_bw);
+  if (!am_lat.empty()) result["ucx_am_rtt_us"] = Median(am_lat);
+  if (!am_bw.empty()) result["ucx_am_bw_64MiB_MiBps"] = Median(am_bw);
+  if (socket_rtt > 0) result["socket_rtt_us"] = socket_rtt;
+  if (socket_mibps > 0) result["socket_bw_MiBps"] = socket_mibps;
+  if (udp_rtt > 0) result["udp_busy_poll_rtt_us"] = udp_rtt;
+  result["floor_rtt_us"] = floor_rtt;
+  result["floor_bw_MiBps"] = floor_bw;
   result["local_launch_per_s"] = local["async_launch_per_s"];
   result["local_sync_launch_us"] = local["sync_launch_us"];
   result["local_chatty_s"] = local["chatty_s"];
   // The targets, as ratios.
-  result["null_rtt_vs_floor"] = result["null_rtt_us"] / result["ucx_am_rtt_us"];
+  result["null_rtt_vs_floor"] = result["null_rtt_us"] / floor_rtt;
+  if (!socket_lat.empty()) result["null_rtt_vs_socket"] = result["null_rtt_us"] / socket_rtt;
+  if (udp_rtt > 0) result["null_rtt_vs_udp"] = result["null_rtt_us"] / udp_rtt;
   result["async_vs_local_launch"] = result["async_launch_per_s"] / result["local_launch_per_s"];
   result["async_vs_sync_launch"] = result["async_launch_per_s"] * result["sync_launch_us"] / 1e6;
-  result["h2d_pinned_vs_floor"] =
-      result["h2d_pinned_64MiB_MiBps"] / result["ucx_am_bw_64MiB_MiBps"];
-  result["d2h_pinned_vs_floor"] =
-      result["d2h_pinned_64MiB_MiBps"] / result["ucx_am_bw_64MiB_MiBps"];
+  result["h2d_pinned_vs_floor"] = result["h2d_pinned_64MiB_MiBps"] / floor_bw;
+  result["d2h_pinned_vs_floor"] = result["d2h_pinned_64MiB_MiBps"] / floor_bw;
   result["chatty_vs_local"] = result["chatty_s"] / result["local_chatty_s"];
   // The software GPU in process has no graphs: a graph's nodes against the same kernels launched
   // one by one, through rgpu and in process.
   result["graph_vs_async_launch"] = result["graph_nodes_per_s"] / result["async_launch_per_s"];
   result["graph_vs_local_launch"] = result["graph_nodes_per_s"] / result["local_launch_per_s"];
 
-  printf("rgpu bench over %s (software GPU; medians)\n", o.transport.c_str());
+  printf("rgpu bench over %s (software GPU; medians; floor: %s)\n", o.transport.c_str(),
+         kernel_socket ? "sockperf TCP round trip, iperf3 bandwidth" : "ucx_perftest");
   printf("  %-28s %12s %12s %10s\n", "metric", "rgpu", "floor/local", "ratio");
   auto row = [&](const char* name, double value, double reference, const char* ratio_key) {
     printf("  %-28s %12.2f %12.2f %10.2f\n", name, value, reference, result[ratio_key]);
   };
-  row("null round trip (us)", result["null_rtt_us"], result["ucx_am_rtt_us"], "null_rtt_vs_floor");
+  row("null round trip (us)", result["null_rtt_us"], floor_rtt, "null_rtt_vs_floor");
+  if (!kernel_socket && socket_rtt > 0) {
+    row("  against a TCP socket (us)", result["null_rtt_us"], result["socket_rtt_us"],
+        "null_rtt_vs_socket");
+  }
+  if (udp_rtt > 0) {
+    row("  against busy-polled UDP (us)", result["null_rtt_us"], result["udp_busy_poll_rtt_us"],
+        "null_rtt_vs_udp");
+  }
   row("async launches (/s)", result["async_launch_per_s"], result["local_launch_per_s"],
       "async_vs_local_launch");
   printf("  %-28s %12.2f %12s %10.2f\n", "sync launch (us)", result["sync_launch_us"], "",
          result["async_vs_sync_launch"]);
-  row("h2d pinned 64MiB (MiB/s)", result["h2d_pinned_64MiB_MiBps"], result["ucx_am_bw_64MiB_MiBps"],
+  row("h2d pinned 64MiB (MiB/s)", result["h2d_pinned_64MiB_MiBps"], floor_bw,
       "h2d_pinned_vs_floor");
-  row("d2h pinned 64MiB (MiB/s)", result["d2h_pinned_64MiB_MiBps"], result["ucx_am_bw_64MiB_MiBps"],
+  row("d2h pinned 64MiB (MiB/s)", result["d2h_pinned_64MiB_MiBps"], floor_bw,
       "d2h_pinned_vs_floor");
   printf("  %-28s %12.2f\n", "h2d pageable 64MiB (MiB/s)", result["h2d_pageable_64MiB_MiBps"]);
   row("chatty 20k launches (s)", result["chatty_s"], result["local_chatty_s"], "chatty_vs_local");

@@ -1,7 +1,7 @@
 // rgpu: the command-line front end.
 //   rgpu run --server URL [--token T] -- PROGRAM ARGS...   run a program on a remote GPU
 //                                       (--server and --token again: devices of several servers)
-//   rgpu bench --transport tcp|shm [--json FILE] [--png FILE]  measure against the floor
+//   rgpu bench --transport tcp|shm|sock [--json FILE] [--png FILE]  measure against the floor
 //   rgpu token keygen|sign ...                                  signed session tokens
 //   rgpu status --server URL [--json]                           a server's live sessions
 //   rgpu run --registry ADDR --api-key KEY [--gpu-type T] [--memory SIZE] [--priority P]
@@ -248,7 +248,8 @@ int main(int argc, char** argv) {
   rgpu::cli::BenchOptions bench_options;
   CLI::App* bench = app.add_subcommand(
       "bench", "measure rgpu against the transport's floor and the in-process software GPU");
-  bench->add_option("--transport", bench_options.transport, "tcp or shm")->capture_default_str();
+  bench->add_option("--transport", bench_options.transport, "tcp, shm or sock")
+      ->capture_default_str();
   bench->add_option("--json", bench_options.json_path, "write the results as JSON here");
   bench->add_option("--png", bench_options.png_path, "draw the copy-latency curve here (gnuplot)");
   bench->add_flag("--quick", bench_options.quick, "fewer repetitions (a smoke test)");

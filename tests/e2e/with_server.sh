@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command against a fresh rgpu-server on the software GPU.
 #   with_server.sh BIN_DIR SCHEME -- COMMAND ARGS...
-# Starts `rgpu-server` on an ephemeral loopback port with SCHEME (tcp or shm), exports RGPU_SERVER
+# Starts `rgpu-server` on an ephemeral loopback port with SCHEME (tcp, shm or sock), exports RGPU_SERVER
 # for COMMAND, and fails if COMMAND fails or the server died meanwhile. The server's log is
 # printed when anything fails. RGPU_BACKEND picks the backend (softgpu, the default, or cuda);
 # RGPU_SERVER_ARGS adds server options.

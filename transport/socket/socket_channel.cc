@@ -9,11 +9,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -27,6 +29,14 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kPrefixBytes = 12;
 // Protocol envelopes are small; a larger header is a broken or hostile peer.
 constexpr uint32_t kMaxHeaderBytes = 16u << 20;
+// A read with at least this much left does not spin: it sleeps until kLowWaterBytes (or all of
+// it, if less) have arrived.
+constexpr size_t kSpinBytes = 64 << 10;
+// Reads of less than kDirectBytes go through a buffer of kBufferBytes (prefix, header, small
+// payloads); larger ones land straight in their destination.
+constexpr size_t kDirectBytes = 16 << 10;
+constexpr size_t kBufferBytes = 64 << 10;
+constexpr int kLowWaterBytes = 256 << 10;
 constexpr int kConnectTimeoutMs = 10000;
 
 // Large payloads land in recycled buffers: fresh memory costs a page fault per page.
@@ -253,16 +263,26 @@ class SocketChannel final : public Channel {
 
   // Reads exactly n bytes. The timeout applies to the first byte only: once a message has
   // begun, the rest comes or the peer is gone. Messages waiting to be written go meanwhile.
+  // Small reads go through rx_, so that one recv brings a message's prefix and header (and the
+  // next messages, when they came together); large ones go straight to their destination.
   Status Read(void* destination, size_t n, int timeout_ms) {
     char* to = static_cast<char*>(destination);
-    size_t done = 0;
+    size_t done = TakeBuffered(to, n);
     const auto start = Clock::now();
     const auto spin_until = start + std::chrono::microseconds(options_.poll_us);
     while (done < n) {
       if (Status s = Usable(); !s.ok()) return s;
-      const ssize_t got = recv(fd_, to + done, n - done, MSG_DONTWAIT);
+      const size_t left = n - done;
+      const bool direct = left >= kDirectBytes;
+      const ssize_t got = direct ? recv(fd_, to + done, left, MSG_DONTWAIT)
+                                 : recv(fd_, rx_.get(), kBufferBytes, MSG_DONTWAIT);
       if (got > 0) {
-        done += static_cast<size_t>(got);
+        if (direct) {
+          done += static_cast<size_t>(got);
+        } else {
+          rx_end_ = static_cast<size_t>(got);
+          done += TakeBuffered(to + done, left);
+        }
         continue;
       }
       if (got == 0) return Broke("the peer closed the connection");
@@ -274,7 +294,11 @@ class SocketChannel final : public Channel {
         if (Status s = PumpAvailable(); !s.ok()) return s;
       }
       const auto now = Clock::now();
-      if (now < spin_until) continue;  // a reply often follows within microseconds
+      // A reply often follows within microseconds: spin for it. A large remainder comes at the
+      // link's pace instead, so sleep until a good part of it is there (SO_RCVLOWAT wakes poll
+      // only then), not on every segment.
+      if (left < kSpinBytes && now < spin_until) continue;
+      SetLowWater(left < kLowWaterBytes ? static_cast<int>(left) : kLowWaterBytes);
       int wait_ms = -1;
       if (done == 0 && timeout_ms >= 0) {
         const auto spent =
@@ -285,18 +309,36 @@ class SocketChannel final : public Channel {
       }
       if (Status s = Wait(POLLIN, wait_ms); !s.ok()) return s;
     }
+    SetLowWater(1);
     return Status::Ok();
+  }
+
+  // Copies up to n bytes received earlier into `to`; returns how many.
+  size_t TakeBuffered(char* to, size_t n) {
+    const size_t take = std::min(n, rx_end_ - rx_begin_);
+    if (take == 0) return 0;
+    memcpy(to, rx_.get() + rx_begin_, take);
+    rx_begin_ += take;
+    if (rx_begin_ == rx_end_) rx_begin_ = rx_end_ = 0;
+    return take;
   }
 
   // Reads and drops n bytes (a payload nobody fetched).
   Status Skip(size_t n) {
-    char scratch[65536];
+    std::unique_ptr<char[]> scratch(new char[kDirectBytes * 4]);
     while (n > 0) {
-      const size_t chunk = n < sizeof scratch ? n : sizeof scratch;
-      if (Status s = Read(scratch, chunk, -1); !s.ok()) return s;
+      const size_t chunk = std::min(n, kDirectBytes * 4);
+      if (Status s = Read(scratch.get(), chunk, -1); !s.ok()) return s;
       n -= chunk;
     }
     return Status::Ok();
+  }
+
+  // Sets the socket's receive low-water mark (what poll waits for) when it changes.
+  void SetLowWater(int bytes) {
+    if (bytes == low_water_) return;
+    setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes);
+    low_water_ = bytes;
   }
 
   const int fd_;
@@ -304,8 +346,12 @@ class SocketChannel final : public Channel {
   const std::string peer_;
   PayloadPlacer placer_;
   std::deque<Outgoing> outgoing_;  // messages not yet (wholly) written, oldest first
-  uint64_t unfetched_ = 0;         // payload bytes of the last message left in the socket
-  std::string cut_off_;            // why this end takes no more messages ("": it does)
+  int low_water_ = 1;              // the socket's SO_RCVLOWAT
+  // Bytes received and not yet read: rx_[rx_begin_, rx_end_).
+  std::unique_ptr<char[]> rx_{new char[kBufferBytes]};
+  size_t rx_begin_ = 0, rx_end_ = 0;
+  uint64_t unfetched_ = 0;  // payload bytes of the last message left in the socket
+  std::string cut_off_;     // why this end takes no more messages ("": it does)
   std::atomic<bool> broken_{false};
   mutable std::mutex why_mu_;
   std::string why_;  // GUARDED_BY(why_mu_)
