@@ -564,7 +564,14 @@ int ReleaseLease(RegistryAccess access, const std::string& lease_id) {
   return 0;
 }
 
+// A tenant's command where an API key is given (flag or RGPU_API_KEY): the operator key, which
+// the environment may hold too, is not sent, so that the tenant sees and acts on its own only.
+void TenantWhenKeyed(RegistryAccess* access) {
+  if (!access->api_key.empty() || !Env("RGPU_API_KEY").empty()) access->tenant_only = true;
+}
+
 int LeaseList(RegistryAccess access) {
+  TenantWhenKeyed(&access);
   auto stub = Connect(&access, "lease list");
   if (!stub) return 2;
   reg::LeaseList reply;
@@ -683,6 +690,7 @@ int Reserve(RegistryAccess access, const ReserveOptions& options) {
 }
 
 int ReservationList(RegistryAccess access, const std::string& tenant) {
+  if (tenant.empty()) TenantWhenKeyed(&access);
   auto stub = Connect(&access, "reservation list");
   if (!stub) return 2;
   reg::ReservationQuery query;
@@ -708,6 +716,7 @@ int ReservationList(RegistryAccess access, const std::string& tenant) {
 }
 
 int ReservationCancel(RegistryAccess access, const std::string& reservation_id) {
+  TenantWhenKeyed(&access);
   auto stub = Connect(&access, "reservation cancel");
   if (!stub) return 2;
   reg::CancelReservationRequest request;

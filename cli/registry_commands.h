@@ -48,8 +48,9 @@ int Earnings(RegistryAccess access, const std::string& provider, const std::stri
 // `rgpu lease release LEASE`: ends one of the tenant's own leases (its API key) before its
 // lifetime is over, as a batch job's epilog does.
 int ReleaseLease(RegistryAccess access, const std::string& lease_id);
-// `rgpu lease list`: the tenant's active leases (the operator: everyone's), with the end and its
-// reason of those under notice (a lendable window closed, a preemption).
+// `rgpu lease list`: the tenant's active leases (with an API key; the operator without one:
+// everyone's), with the end and its reason of those under notice (a lendable window closed, a
+// preemption).
 int LeaseList(RegistryAccess access);
 
 // What `rgpu reserve` asks for.
@@ -67,9 +68,11 @@ struct ReserveOptions {
 // price list's reservation_fraction says; prints the reservation (its id is what
 // `rgpu run --reservation` and `rgpu reservation cancel` take).
 int Reserve(RegistryAccess access, const ReserveOptions& options);
-// `rgpu reservation list`: the tenant's reservations (the operator: `tenant`'s, or all).
+// `rgpu reservation list`: the tenant's reservations (with an API key and no `tenant`; the
+// operator: `tenant`'s, or all).
 int ReservationList(RegistryAccess access, const std::string& tenant);
-// `rgpu reservation cancel ID`: ends it now (before its start it costs nothing).
+// `rgpu reservation cancel ID`: ends it now (before its start it costs nothing); with an API key
+// only the tenant's own, without one (the operator) any.
 int ReservationCancel(RegistryAccess access, const std::string& reservation_id);
 
 struct PlaceOptions {

@@ -11,6 +11,9 @@
 #     priority-0 program holds the whole GPU; a priority-5 request is queued, told that the
 #     lower-priority work was given notice, and placed once it has run out; the preempted
 #     program fails with a CUDA error after the notice, and the server logs why.
+#  3. `rgpu reserve`, `rgpu reservation list|cancel` against the real registry: a reservation
+#     goes to the GPU that lends then, is refused a placement before its start and to another
+#     tenant's cancel, and is cancelled by its own; a start in the past is refused.
 #   capacity.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
@@ -124,4 +127,26 @@ grep -q "registry: lease .* ends at .*: preempted by a priority-5 request of ten
   "$work/always.log" || fail "the server did not log the preemption"
 grep -q "stopping its work: its lease .* ended" "$work/always.log" || fail "the preempted session was not stopped"
 echo "capacity: preempted after $(python3 -c "print('%.1f' % ($ended - $asked))") s with $(grep -o 'CUDA_ERROR_[A-Z_]*' "$work/prog.out" | head -1); the priority-5 request was placed"
+
+# ---- 3. Reservations through the CLI ----
+start=$(($(date +%s) + 7200))
+out=$("$bin/rgpu" reserve --start "$start" --duration 1h --share 25 --memory 256M --json 2>&1) ||
+  fail "rgpu reserve: $out"
+id=$(echo "$out" | json 'd["reservation"]')
+[ "$(echo "$out" | json 'd["state"]')" = pending ] || fail "a new reservation is not pending: $out"
+[ "$(echo "$out" | json 'd["gpus"]')" = "['always/0']" ] || fail "reserved elsewhere than the lending GPU: $out"
+"$bin/rgpu" reservation list | grep -q "^$id .* pending" ||
+  fail "rgpu reservation list: $("$bin/rgpu" reservation list)"
+out=$("$bin/rgpu" run --reservation "$id" --wait 0 -- true 2>&1) && fail "placed under a reservation before its start"
+echo "$out" | grep -q "reservation $id starts at" || fail "placement before the start: $out"
+out=$(RGPU_API_KEY=$bob "$bin/rgpu" reservation cancel "$id" 2>&1) && fail "bob cancelled alice's reservation"
+echo "$out" | grep -q "no reservation $id of tenant bob" || fail "bob's cancel: $out"
+"$bin/rgpu" reservation cancel "$id" >/dev/null || fail "alice could not cancel her reservation"
+[ "$("$bin/rgpu" reservation list --json | json "[r['state'] for r in d if r['reservation'] == '$id'][0]")" = cancelled ] ||
+  fail "the reservation is not cancelled"
+out=$("$bin/rgpu" reserve --start "$(($(date +%s) - 100))" --duration 1h 2>&1) && fail "a reservation in the past"
+echo "$out" | grep -q "from now to 90 days ahead" || fail "a reservation in the past: $out"
+"$bin/rgpu" reserve --start soon --duration 1h >/dev/null 2>&1
+[ $? = 2 ] || fail "a start that is no time was not refused as bad input"
+echo "capacity: reserved, listed, refused before its start and to another tenant, cancelled"
 echo "capacity: OK"
