@@ -8,7 +8,9 @@
 //   rgpu run --registry ADDR --api-key KEY [--gpu-type T] [--memory SIZE] [--priority P]
 //            -- PROGRAM ARGS...                                 placed by the registry
 //   rgpu place --registry ADDR --api-key KEY [--job ID] [--json]   a placement for later
-//   rgpu lease release LEASE                                    end it early
+//   rgpu lease release LEASE | lease list                       end it early; with notices
+//   rgpu reserve --start T --duration D [--gpus N] ...          GPUs held from T for D
+//   rgpu reservation list | cancel ID                           the tenant's reservations
 //   rgpu tenant create|list, rgpu provider create|list|revoke, rgpu gpus, rgpu usage,
 //   rgpu bill --tenant NAME, rgpu earnings --provider NAME     the registry (all with --json)
 #include <unistd.h>
@@ -76,6 +78,11 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     cmd->add_option("--job", place.job,
                     "the batch job it serves (e.g. slurm:CLUSTER:JOBID), shown on its bill lines");
+    cmd->add_option("--duration", place.duration,
+                    "how long the work needs the GPU (seconds, or 90m, 2h): only GPUs whose "
+                    "lendable window lasts that long take it");
+    cmd->add_option("--reservation", place.reservation_id,
+                    "place under this reservation of yours (rgpu reserve), on its GPUs");
   };
   place_options(run);
   int gpu_count = 1;
@@ -128,6 +135,31 @@ int main(int argc, char** argv) {
   CLI::App* lease_release =
       lease->add_subcommand("release", "end one of your leases now (its GPU is free again)");
   lease_release->add_option("lease", lease_id, "the lease's id")->required();
+  CLI::App* lease_list =
+      lease->add_subcommand("list", "your active leases, and when and why those under notice end");
+  rgpu::cli::ReserveOptions reserve;
+  CLI::App* reserve_cmd = app.add_subcommand(
+      "reserve", "hold GPUs from a start time for a duration (billed by the price list)");
+  reserve_cmd->add_option("--start", reserve.start, "unix seconds, now, or YYYY-MM-DDTHH:MM:SSZ")
+      ->required();
+  reserve_cmd->add_option("--duration", reserve.duration, "seconds, or 90m, 2h, 1d")->required();
+  reserve_cmd->add_option("--gpus", reserve.gpus, "GPUs to hold")->capture_default_str();
+  reserve_cmd->add_option("--gpu-type", reserve.gpu_type, "GPU model (substring; default any)");
+  reserve_cmd->add_option("--backend", reserve.backend, "server backend (default any)");
+  reserve_cmd->add_option("--memory", reserve.memory, "device memory on each GPU")
+      ->capture_default_str();
+  reserve_cmd->add_option("--share", reserve.compute_share, "percent of each GPU's compute")
+      ->capture_default_str();
+  reserve_cmd->add_option("--job", reserve.job, "the batch job it serves");
+  CLI::App* reservation = app.add_subcommand("reservation", "the tenant's reservations");
+  reservation->require_subcommand(1);
+  std::string reservation_tenant, reservation_id;
+  CLI::App* reservation_list = reservation->add_subcommand("list", "list reservations");
+  reservation_list->add_option("--tenant", reservation_tenant,
+                               "the operator: only this tenant's (default all)");
+  CLI::App* reservation_cancel =
+      reservation->add_subcommand("cancel", "cancel a reservation (before its start: no charge)");
+  reservation_cancel->add_option("reservation", reservation_id, "the reservation's id")->required();
   CLI::App* place_cmd = app.add_subcommand(
       "place",
       "take a placement for a program started later (a batch job's prolog): prints "
@@ -153,7 +185,8 @@ int main(int argc, char** argv) {
     cmd->add_option("--to", to, "end (default now)");
   }
   for (CLI::App* cmd : {tenant_create, tenant_list, provider_create, provider_list, provider_revoke,
-                        gpus, usage, bill, earnings, lease_release, place_cmd}) {
+                        gpus, usage, bill, earnings, lease_release, lease_list, place_cmd,
+                        reserve_cmd, reservation_list, reservation_cancel}) {
     access_options(cmd);
   }
 
@@ -286,6 +319,13 @@ int main(int argc, char** argv) {
   };
   std::string server = join(servers), token = join(tokens);
   if (lease_release->parsed()) return rgpu::cli::ReleaseLease(access, lease_id);
+  if (lease_list->parsed()) return rgpu::cli::LeaseList(access);
+  if (reserve_cmd->parsed()) {
+    if (reserve.job.empty()) reserve.job = rgpu::cli::SlurmJobName();
+    return rgpu::cli::Reserve(access, reserve);
+  }
+  if (reservation_list->parsed()) return rgpu::cli::ReservationList(access, reservation_tenant);
+  if (reservation_cancel->parsed()) return rgpu::cli::ReservationCancel(access, reservation_id);
   if (usage->parsed()) return rgpu::cli::Usage(access, usage_tenant, usage_provider, from, to, job);
   if (bill->parsed()) return rgpu::cli::Bill(access, subject, from, to, job);
   if (earnings->parsed()) return rgpu::cli::Earnings(access, subject, from, to);

@@ -168,7 +168,8 @@ void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
         "\"included_gbps\": %s, \"burst_premium\": %s, \"queue_seconds\": %s, \"priority\": %d, "
         "\"priority_multiplier\": %s, \"priority_surcharge\": %s, \"lease\": %s, "
         "\"held_ms\": %s, \"hold_price_per_ms\": %s, \"hold_fee\": %s, \"job\": %s, "
-        "\"total\": %s}",
+        "\"reservation\": %s, \"reserved_ms\": %s, \"reservation_price_per_ms\": %s, "
+        "\"reservation_fee\": %s, \"total\": %s}",
         i ? "," : "", JsonString(l.tenant()).c_str(), JsonString(l.provider()).c_str(),
         JsonString(l.server_name()).c_str(), (unsigned long long)l.session_id(),
         JsonString(l.model()).c_str(), Num(l.gpu_ms()).c_str(), Num(l.unit_price()).c_str(),
@@ -177,13 +178,17 @@ void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
         Num(l.priority_multiplier()).c_str(), Num(l.priority_surcharge()).c_str(),
         JsonString(l.lease_id()).c_str(), Num(l.held_ms()).c_str(),
         Num(l.hold_price_per_ms()).c_str(), Num(l.hold_fee()).c_str(),
-        l.job().empty() ? "null" : JsonString(l.job()).c_str(), Num(l.total()).c_str());
+        l.job().empty() ? "null" : JsonString(l.job()).c_str(),
+        JsonString(l.reservation_id()).c_str(), Num(l.reserved_ms()).c_str(),
+        Num(l.reservation_price_per_ms()).c_str(), Num(l.reservation_fee()).c_str(),
+        Num(l.total()).c_str());
   }
   printf(
       "],\n \"base_fee\": %s, \"burst_premium\": %s, \"priority_surcharge\": %s, "
-      "\"hold_fee\": %s, \"total\": %s",
+      "\"hold_fee\": %s, \"reservation_fee\": %s, \"total\": %s",
       Num(inv.base_fee()).c_str(), Num(inv.burst_premium()).c_str(),
-      Num(inv.priority_surcharge()).c_str(), Num(inv.hold_fee()).c_str(), Num(inv.total()).c_str());
+      Num(inv.priority_surcharge()).c_str(), Num(inv.hold_fee()).c_str(),
+      Num(inv.reservation_fee()).c_str(), Num(inv.total()).c_str());
   if (earnings) {
     printf(", \"provider_share\": %s, \"earnings\": %s", Num(inv.provider_share()).c_str(),
            Num(inv.earnings()).c_str());
@@ -201,6 +206,15 @@ void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
   printf("%-24s %8s %-22s %12s %12s %12s %12s %12s\n", "server/session", "tenant", "model",
          "GPU ms", "base fee", "burst", "priority", "total");
   for (const auto& l : inv.lines()) {
+    if (!l.reservation_id().empty()) {  // a reservation: the time it held its GPU
+      const std::string where = l.server_name() + " (reserved)";
+      printf("%-24s %8s %-22.22s %12.1f %12s %12s %12s %12.6f\n", where.c_str(), l.tenant().c_str(),
+             l.model().c_str(), l.reserved_ms(), "", "", "", l.total());
+      printf("%24s   reservation %s held its GPU %.0f ms, at %.3g/ms\n", "",
+             l.reservation_id().c_str(), l.reserved_ms(), l.reservation_price_per_ms());
+      if (!l.job().empty()) printf("%24s   job %s\n", "", l.job().c_str());
+      continue;
+    }
     if (!l.lease_id().empty()) {  // a hold: the time a lease held its GPU unused
       const std::string where = l.server_name() + " (held)";
       printf("%-24s %8s %-22.22s %12.1f %12s %12s %12s %12.6f\n", where.c_str(), l.tenant().c_str(),
@@ -222,6 +236,7 @@ void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
     if (!l.job().empty()) printf("%24s   job %s\n", "", l.job().c_str());
   }
   if (inv.hold_fee() > 0) printf("held (unused) placements: %.6f\n", inv.hold_fee());
+  if (inv.reservation_fee() > 0) printf("reservations: %.6f\n", inv.reservation_fee());
   printf("%-24s %8s %-22s %12s %12.6f %12.6f %12.6f %12.6f\n", "TOTAL", "", "", "", inv.base_fee(),
          inv.burst_premium(), inv.priority_surcharge(), inv.total());
   if (earnings) {
@@ -252,6 +267,35 @@ bool ParseTime(const std::string& text, int64_t* unix_seconds) {
     }
   }
   return false;
+}
+
+bool ParseDuration(const std::string& text, uint32_t* seconds) {
+  char* end = nullptr;
+  const double amount = strtod(text.c_str(), &end);
+  if (text.empty() || end == text.c_str() || !(amount >= 0)) return false;
+  double scale = 1;
+  if (*end != '\0') {
+    if (end[1] != '\0') return false;
+    switch (*end) {
+      case 's':
+        break;
+      case 'm':
+        scale = 60;
+        break;
+      case 'h':
+        scale = 3600;
+        break;
+      case 'd':
+        scale = 86400;
+        break;
+      default:
+        return false;
+    }
+  }
+  const double total = amount * scale;
+  if (total > 366.0 * 86400) return false;
+  *seconds = static_cast<uint32_t>(total);
+  return true;
 }
 
 bool ParseSize(const std::string& text, uint64_t* bytes) {
@@ -381,14 +425,15 @@ int Gpus(RegistryAccess access) {
           "\"memory_bytes\": %llu, \"compute_capability\": \"%u.%u\", \"bandwidth_gbps\": %s, "
           "\"driver_version\": %d, \"backend\": %s, \"state\": %s, \"memory_committed\": %llu, "
           "\"share_committed\": %u, \"leases\": %u, \"last_heartbeat_ms\": %lld, "
-          "\"state_reason\": %s}",
+          "\"state_reason\": %s, \"availability\": %s, \"lendable_until_unix\": %lld}",
           i ? "," : "", JsonString(gpu.gpu_id()).c_str(), JsonString(gpu.provider()).c_str(),
           JsonString(gpu.server_name()).c_str(), JsonString(gpu.server_url()).c_str(),
           JsonString(s.model()).c_str(), (unsigned long long)s.memory_bytes(), s.cc_major(),
           s.cc_minor(), Num(s.bandwidth_gbps()).c_str(), s.driver_version(),
           JsonString(s.backend()).c_str(), JsonString(gpu.state()).c_str(),
           (unsigned long long)gpu.memory_committed(), gpu.share_committed(), gpu.leases(),
-          (long long)gpu.last_heartbeat_ms(), JsonString(gpu.state_reason()).c_str());
+          (long long)gpu.last_heartbeat_ms(), JsonString(gpu.state_reason()).c_str(),
+          JsonString(gpu.availability()).c_str(), (long long)gpu.lendable_until_unix());
     }
     printf("]\n");
     return 0;
@@ -403,6 +448,9 @@ int Gpus(RegistryAccess access) {
            gpu.provider().c_str(), gpu.spec().model().c_str(), gpu.state().c_str(), mem,
            gpu.share_committed(), gpu.leases(), Clock(gpu.last_heartbeat_ms()).c_str());
     if (!gpu.state_reason().empty()) printf("%20s   %s\n", "", gpu.state_reason().c_str());
+    if (!gpu.availability().empty() && gpu.availability() != "always") {
+      printf("%20s   lendable %s\n", "", gpu.availability().c_str());
+    }
   }
   return 0;
 }
@@ -516,6 +564,177 @@ int ReleaseLease(RegistryAccess access, const std::string& lease_id) {
   return 0;
 }
 
+// A tenant's command where an API key is given (flag or RGPU_API_KEY): the operator key, which
+// the environment may hold too, is not sent, so that the tenant sees and acts on its own only.
+void TenantWhenKeyed(RegistryAccess* access) {
+  if (!access->api_key.empty() || !Env("RGPU_API_KEY").empty()) access->tenant_only = true;
+}
+
+int LeaseList(RegistryAccess access) {
+  TenantWhenKeyed(&access);
+  auto stub = Connect(&access, "lease list");
+  if (!stub) return 2;
+  reg::LeaseList reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->ListLeases(&ctx, reg::Empty(), &reply);
+  if (!g.ok()) return Failed("lease list", g, access.address);
+  if (access.json) {
+    printf("[");
+    for (int i = 0; i < reply.leases_size(); ++i) {
+      const auto& l = reply.leases(i);
+      printf(
+          "%s\n {\"lease\": %s, \"tenant\": %s, \"gpu\": %s, \"memory_bytes\": %llu, "
+          "\"share\": %u, \"priority\": %d, \"granted_ms\": %lld, \"expires_ms\": %lld, "
+          "\"claimed_ms\": %lld, \"ending_ms\": %lld, \"end_reason\": %s, \"reservation\": %s, "
+          "\"job\": %s}",
+          i ? "," : "", JsonString(l.lease_id()).c_str(), JsonString(l.tenant()).c_str(),
+          JsonString(l.gpu_id()).c_str(), (unsigned long long)l.memory_bytes(), l.compute_share(),
+          l.priority(), (long long)l.granted_unix_ms(), (long long)l.expires_unix_ms(),
+          (long long)l.claimed_unix_ms(), (long long)l.ending_unix_ms(),
+          JsonString(l.end_reason()).c_str(), JsonString(l.reservation_id()).c_str(),
+          l.job().empty() ? "null" : JsonString(l.job()).c_str());
+    }
+    printf("]\n");
+    return 0;
+  }
+  printf("%-28s %-10s %-20s %6s %4s %-20s %s\n", "LEASE", "TENANT", "GPU", "SHARE", "PRIO",
+         "EXPIRES", "ENDS");
+  for (const auto& l : reply.leases()) {
+    printf("%-28s %-10s %-20s %5u%% %4d %-20s %s\n", l.lease_id().c_str(), l.tenant().c_str(),
+           l.gpu_id().c_str(), l.compute_share(), l.priority(), Clock(l.expires_unix_ms()).c_str(),
+           l.ending_unix_ms() > 0 ? Clock(l.ending_unix_ms()).c_str() : "-");
+    if (l.ending_unix_ms() > 0) printf("%28s   under notice: %s\n", "", l.end_reason().c_str());
+    if (!l.reservation_id().empty()) {
+      printf("%28s   under reservation %s\n", "", l.reservation_id().c_str());
+    }
+  }
+  return 0;
+}
+
+namespace {
+
+void PrintReservationJson(const reg::Reservation& r) {
+  std::string gpus;
+  for (const std::string& id : r.gpu_ids()) gpus += (gpus.empty() ? "" : ", ") + JsonString(id);
+  printf(
+      "{\"reservation\": %s, \"tenant\": %s, \"gpus\": [%s], \"memory_bytes\": %llu, "
+      "\"share\": %u, \"start_unix\": %lld, \"end_unix\": %lld, \"created_unix\": %lld, "
+      "\"cancelled_unix\": %lld, \"state\": %s, \"job\": %s}",
+      JsonString(r.reservation_id()).c_str(), JsonString(r.tenant()).c_str(), gpus.c_str(),
+      (unsigned long long)r.memory_bytes(), r.compute_share(), (long long)r.start_unix(),
+      (long long)r.end_unix(), (long long)r.created_unix(), (long long)r.cancelled_unix(),
+      JsonString(r.state()).c_str(), r.job().empty() ? "null" : JsonString(r.job()).c_str());
+}
+
+void PrintReservationText(const reg::Reservation& r) {
+  std::string gpus;
+  for (const std::string& id : r.gpu_ids()) gpus += (gpus.empty() ? "" : ",") + id;
+  printf("%-28s %-10s %-9s %-20s %-20s %5u%% %s\n", r.reservation_id().c_str(), r.tenant().c_str(),
+         r.state().c_str(), Clock(r.start_unix() * 1000).c_str(),
+         Clock(r.end_unix() * 1000).c_str(), r.compute_share(), gpus.c_str());
+}
+
+}  // namespace
+
+int Reserve(RegistryAccess access, const ReserveOptions& options) {
+  reg::ReserveRequest request;
+  int64_t start = 0;
+  uint32_t duration = 0;
+  uint64_t memory = 0;
+  if (!ParseTime(options.start, &start)) {
+    fprintf(stderr, "rgpu reserve: bad --start '%s' (unix seconds, now, or YYYY-MM-DDTHH:MM:SSZ)\n",
+            options.start.c_str());
+    return 2;
+  }
+  if (!ParseDuration(options.duration, &duration)) {
+    fprintf(stderr, "rgpu reserve: bad --duration '%s' (seconds, or a number with s/m/h/d)\n",
+            options.duration.c_str());
+    return 2;
+  }
+  if (!ParseSize(options.memory, &memory)) {
+    fprintf(stderr, "rgpu reserve: bad --memory '%s' (bytes with K/M/G/T suffixes)\n",
+            options.memory.c_str());
+    return 2;
+  }
+  if (options.gpus < 1 || options.gpus > 16 || options.compute_share < 1 ||
+      options.compute_share > 100) {
+    fprintf(stderr, "rgpu reserve: --gpus is 1-16, --share 1-100\n");
+    return 2;
+  }
+  request.set_start_unix(start);
+  request.set_duration_seconds(duration);
+  request.set_gpus(static_cast<uint32_t>(options.gpus));
+  request.set_gpu_type(options.gpu_type);
+  request.set_backend(options.backend);
+  request.set_memory_bytes(memory);
+  request.set_compute_share(static_cast<uint32_t>(options.compute_share));
+  request.set_job(options.job);
+  access.tenant_only = true;  // a tenant's, by its API key
+  auto stub = Connect(&access, "reserve");
+  if (!stub) return 2;
+  reg::Reservation reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->Reserve(&ctx, request, &reply);
+  if (!g.ok()) return Failed("reserve", g, access.address);
+  if (access.json) {
+    PrintReservationJson(reply);
+    printf("\n");
+  } else {
+    printf("reservation %s: %d GPU(s) from %s to %s (%s)\n", reply.reservation_id().c_str(),
+           reply.gpu_ids_size(), Clock(reply.start_unix() * 1000).c_str(),
+           Clock(reply.end_unix() * 1000).c_str(), reply.state().c_str());
+  }
+  return 0;
+}
+
+int ReservationList(RegistryAccess access, const std::string& tenant) {
+  if (tenant.empty()) TenantWhenKeyed(&access);
+  auto stub = Connect(&access, "reservation list");
+  if (!stub) return 2;
+  reg::ReservationQuery query;
+  query.set_tenant(tenant);
+  reg::ReservationList reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->ListReservations(&ctx, query, &reply);
+  if (!g.ok()) return Failed("reservation list", g, access.address);
+  if (access.json) {
+    printf("[");
+    for (int i = 0; i < reply.reservations_size(); ++i) {
+      printf("%s\n ", i ? "," : "");
+      PrintReservationJson(reply.reservations(i));
+    }
+    printf("]\n");
+    return 0;
+  }
+  printf("%-28s %-10s %-9s %-20s %-20s %6s %s\n", "RESERVATION", "TENANT", "STATE", "START", "END",
+         "SHARE", "GPUS");
+  for (const auto& r : reply.reservations()) PrintReservationText(r);
+  return 0;
+}
+
+int ReservationCancel(RegistryAccess access, const std::string& reservation_id) {
+  TenantWhenKeyed(&access);
+  auto stub = Connect(&access, "reservation cancel");
+  if (!stub) return 2;
+  reg::CancelReservationRequest request;
+  request.set_reservation_id(reservation_id);
+  reg::Reservation reply;
+  grpc::ClientContext ctx;
+  Authorize(access, &ctx);
+  grpc::Status g = stub->CancelReservation(&ctx, request, &reply);
+  if (!g.ok()) return Failed("reservation cancel", g, access.address);
+  if (access.json) {
+    PrintReservationJson(reply);
+    printf("\n");
+  } else {
+    printf("reservation %s cancelled\n", reservation_id.c_str());
+  }
+  return 0;
+}
+
 int Place(RegistryAccess access, const PlaceOptions& options, const char* command,
           PlaceResult* result) {
   reg::PlaceRequest request;
@@ -541,6 +760,16 @@ int Place(RegistryAccess access, const PlaceOptions& options, const char* comman
   request.set_job(options.job);
   request.set_until_released(options.until_released);
   for (const std::string& id : options.excluded_gpus) request.add_excluded_gpus(id);
+  if (!options.duration.empty()) {
+    uint32_t seconds = 0;
+    if (!ParseDuration(options.duration, &seconds)) {
+      fprintf(stderr, "rgpu %s: bad --duration '%s' (seconds, or a number with s/m/h/d)\n", command,
+              options.duration.c_str());
+      return 2;
+    }
+    request.set_duration_seconds(seconds);
+  }
+  request.set_reservation_id(options.reservation_id);
   // The token binds this key pair's public half; only the program that holds the private half
   // (in its credential) can use it, so a token seen on the wire cannot be replayed.
   std::string holder_private, holder_public;
@@ -563,8 +792,17 @@ int Place(RegistryAccess access, const PlaceOptions& options, const char* comman
   bool placed = false;
   while (reader->Read(&update)) {
     if (update.has_queued()) {
-      fprintf(stderr, "rgpu %s: no GPU free yet: queue position %u of %u\n", command,
-              update.queued().position(), update.queued().length());
+      const reg::Queued& q = update.queued();
+      if (q.preempting_gpu().empty()) {
+        fprintf(stderr, "rgpu %s: no GPU free yet: queue position %u of %u\n", command,
+                q.position(), q.length());
+      } else {
+        fprintf(stderr,
+                "rgpu %s: no GPU free yet: queue position %u of %u; lower-priority work on %s "
+                "was given notice and ends at %s\n",
+                command, q.position(), q.length(), q.preempting_gpu().c_str(),
+                Clock(q.preemption_ends_unix_ms()).c_str());
+      }
     } else if (update.has_placement()) {
       const reg::Placement& p = update.placement();
       result->server_url = p.server_url();
@@ -572,7 +810,16 @@ int Place(RegistryAccess access, const PlaceOptions& options, const char* comman
       result->lease_id = p.lease_id();
       result->expires_unix = p.expires_unix();
       result->gpu_id = p.gpu_id();
+      result->lendable_until_unix = p.lendable_until_unix();
       placed = true;
+      if (p.lendable_until_unix() > 0) {
+        // Said whatever RGPU_LOG is: the program may be ended then.
+        fprintf(stderr,
+                "rgpu %s: %s is lendable until %s; a session still running then ends %u s "
+                "later\n",
+                command, p.gpu_id().c_str(), Clock(p.lendable_until_unix() * 1000).c_str(),
+                p.notice_seconds());
+      }
       if (getenv("RGPU_LOG") != nullptr) {
         fprintf(stderr, "rgpu %s: placed on %s (%s) at %s, lease %s\n", command, p.gpu_id().c_str(),
                 p.model().c_str(), p.server_url().c_str(), p.lease_id().c_str());
@@ -620,9 +867,12 @@ int PlaceCommand(RegistryAccess access, PlaceOptions options) {
   const int rc = Place(access, options, "place", &r);
   if (rc != 0) return rc;
   if (json) {
-    printf("{\"server\": %s, \"token\": %s, \"lease\": %s, \"expires_unix\": %lld}\n",
-           JsonString(r.server_url).c_str(), JsonString(r.credential).c_str(),
-           JsonString(r.lease_id).c_str(), (long long)r.expires_unix);
+    printf(
+        "{\"server\": %s, \"token\": %s, \"lease\": %s, \"expires_unix\": %lld, "
+        "\"lendable_until_unix\": %lld}\n",
+        JsonString(r.server_url).c_str(), JsonString(r.credential).c_str(),
+        JsonString(r.lease_id).c_str(), (long long)r.expires_unix,
+        (long long)r.lendable_until_unix);
     return 0;
   }
   if (!PlainValue(r.server_url) || !PlainValue(r.credential) || !PlainValue(r.lease_id)) {

@@ -1,6 +1,7 @@
 // The rgpu subcommands that talk to the registry: tenant, provider, gpus, usage, bill, earnings,
-// and the placement step of `rgpu run --registry`. Each prints a table, or JSON with --json, and
-// returns the process exit status (0 ok, 1 refused/failed, 2 bad input).
+// lease, reserve and reservation, and the placement step of `rgpu run --registry`. Each prints a
+// table, or JSON with --json, and returns the process exit status (0 ok, 1 refused/failed, 2 bad
+// input).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,8 @@ struct RegistryAccess {
 bool ParseTime(const std::string& text, int64_t* unix_seconds);
 // Parses a size with an optional K/M/G/T suffix (powers of 1024).
 bool ParseSize(const std::string& text, uint64_t* bytes);
+// Parses a duration: seconds, or a number with an s, m, h or d suffix ("90m"); at most a year.
+bool ParseDuration(const std::string& text, uint32_t* seconds);
 
 int TenantCreate(RegistryAccess access, const std::string& name);
 int TenantList(RegistryAccess access);
@@ -45,6 +48,32 @@ int Earnings(RegistryAccess access, const std::string& provider, const std::stri
 // `rgpu lease release LEASE`: ends one of the tenant's own leases (its API key) before its
 // lifetime is over, as a batch job's epilog does.
 int ReleaseLease(RegistryAccess access, const std::string& lease_id);
+// `rgpu lease list`: the tenant's active leases (with an API key; the operator without one:
+// everyone's), with the end and its reason of those under notice (a lendable window closed, a
+// preemption).
+int LeaseList(RegistryAccess access);
+
+// What `rgpu reserve` asks for.
+struct ReserveOptions {
+  std::string start;     // as ParseTime reads it
+  std::string duration;  // as ParseDuration reads it
+  int gpus = 1;
+  std::string gpu_type;
+  std::string backend;
+  std::string memory = "1G";
+  int compute_share = 25;
+  std::string job;
+};
+// `rgpu reserve`: GPUs held for the tenant from a start time for a duration, billed as the
+// price list's reservation_fraction says; prints the reservation (its id is what
+// `rgpu run --reservation` and `rgpu reservation cancel` take).
+int Reserve(RegistryAccess access, const ReserveOptions& options);
+// `rgpu reservation list`: the tenant's reservations (with an API key and no `tenant`; the
+// operator: `tenant`'s, or all).
+int ReservationList(RegistryAccess access, const std::string& tenant);
+// `rgpu reservation cancel ID`: ends it now (before its start it costs nothing); with an API key
+// only the tenant's own, without one (the operator) any.
+int ReservationCancel(RegistryAccess access, const std::string& reservation_id);
 
 struct PlaceOptions {
   std::string gpu_type;
@@ -59,6 +88,9 @@ struct PlaceOptions {
   bool until_released = false;
   // GPUs it must not go to (the program's other placements: rgpu run --gpus N).
   std::vector<std::string> excluded_gpus;
+  // How long the work needs its GPU ("" = not said): only GPUs lendable that long take it.
+  std::string duration;
+  std::string reservation_id;  // place under this reservation of the tenant's ("" = none)
 };
 
 // What a placement gives the program.
@@ -67,7 +99,8 @@ struct PlaceResult {
   std::string credential;  // MakeCredential(token, holder's private key): RGPU_TOKEN
   std::string lease_id;
   int64_t expires_unix = 0;
-  std::string gpu_id;  // the GPU placed on
+  std::string gpu_id;               // the GPU placed on
+  int64_t lendable_until_unix = 0;  // its server stops lending then (0: always lends)
 };
 
 // Asks the registry for a placement, printing queue positions to stderr while it waits (as

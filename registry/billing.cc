@@ -4,6 +4,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace rgpu::registry {
@@ -38,10 +39,11 @@ Status PriceList::Parse(const std::string& text, PriceList* out) {
     if (key == "currency") {
       if (!(in >> prices.currency)) return LineError(number, "currency needs a name");
     } else if (key == "burst_premium_per_gb" || key == "priority_cap" || key == "provider_share" ||
-               key == "hold_fraction") {
+               key == "hold_fraction" || key == "reservation_fraction") {
       if (!ReadNumber(in, &a) || a < 0) return LineError(number, key + " needs a number >= 0");
       if (key == "burst_premium_per_gb") prices.burst_premium_per_gb = a;
       if (key == "hold_fraction") prices.hold_fraction = a;
+      if (key == "reservation_fraction") prices.reservation_fraction = a;
       if (key == "priority_cap") {
         if (a < 1) return LineError(number, "priority_cap must be >= 1");
         prices.priority_cap = a;
@@ -68,6 +70,14 @@ Status PriceList::Parse(const std::string& text, PriceList* out) {
         return LineError(number, "expected: priority P COEFFICIENT");
       }
       prices.priority_coefficient[p] = a;
+    } else if (key == "preemption") {
+      int p = 0;
+      long notice = -1;
+      if (!(in >> p) || !(in >> notice) || p < 0 || p > 9 || notice < 0 || notice > 86400) {
+        return LineError(number,
+                         "expected: preemption PRIORITY NOTICE_S (priority 0-9, notice 0-86400)");
+      }
+      prices.preemption_notice_s[p] = static_cast<uint32_t>(notice);
     } else if (key == "gpu" || key == "default_gpu") {
       if (!ReadNumber(in, &a) || !ReadNumber(in, &b) || a < 0 || b < 0) {
         return LineError(number, "expected: " + key + " UNIT_PRICE_PER_MS INCLUDED_GBPS" +
@@ -147,6 +157,12 @@ double PriceList::CoefficientFor(int priority) const {
   return it == priority_coefficient.end() ? 0.0 : it->second;
 }
 
+int64_t PriceList::PreemptionNoticeFor(int priority) const {
+  auto it = preemption_notice_s.upper_bound(priority);
+  if (it == preemption_notice_s.begin()) return -1;
+  return std::prev(it)->second;
+}
+
 double BaseFee(double gpu_ms, double unit_price_per_ms) {
   return std::max(0.0, gpu_ms) * unit_price_per_ms;
 }
@@ -190,6 +206,26 @@ InvoiceLine PriceHold(const std::string& lease_id, const std::string& tenant,
   return line;
 }
 
+InvoiceLine PriceReservation(const std::string& reservation_id, const std::string& tenant,
+                             const std::string& provider, const std::string& server,
+                             const std::string& model, double reserved_ms,
+                             const PriceList& prices) {
+  const GpuPrice& price = prices.PriceFor(model);
+  InvoiceLine line;
+  line.set_tenant(tenant);
+  line.set_provider(provider);
+  line.set_server_name(server);
+  line.set_model(model);
+  line.set_reservation_id(reservation_id);
+  line.set_reserved_ms(std::max(0.0, reserved_ms));
+  line.set_unit_price(price.unit_price_per_ms);
+  line.set_reservation_price_per_ms(price.unit_price_per_ms * prices.reservation_fraction);
+  line.set_reservation_fee(line.reserved_ms() * line.reservation_price_per_ms());
+  line.set_priority_multiplier(1);
+  line.set_total(line.reservation_fee());
+  return line;
+}
+
 InvoiceLine PriceSession(const SessionUsage& u, const PriceList& prices) {
   const GpuPrice& price = prices.PriceFor(u.model());
   InvoiceLine line;
@@ -201,7 +237,8 @@ InvoiceLine PriceSession(const SessionUsage& u, const PriceList& prices) {
   line.set_model(u.model());
   line.set_gpu_ms(u.gpu_ms());
   line.set_unit_price(price.unit_price_per_ms);
-  line.set_base_fee(BaseFee(u.gpu_ms(), price.unit_price_per_ms));
+  // Under a reservation the GPU time is the reservation's, billed on its own line.
+  line.set_base_fee(u.reservation_id().empty() ? BaseFee(u.gpu_ms(), price.unit_price_per_ms) : 0);
   const double seconds = u.gpu_ms() / 1000.0;
   const double bytes = static_cast<double>(u.bytes_in()) + static_cast<double>(u.bytes_out());
   line.set_bandwidth_gbps(seconds > 0 ? bytes / 1e9 / seconds : 0);
@@ -219,19 +256,21 @@ InvoiceLine PriceSession(const SessionUsage& u, const PriceList& prices) {
 }
 
 void Total(const PriceList& prices, Invoice* invoice) {
-  double base = 0, burst = 0, surcharge = 0, hold = 0;
+  double base = 0, burst = 0, surcharge = 0, hold = 0, reserved = 0;
   for (const auto& line : invoice->lines()) {
     base += line.base_fee();
     burst += line.burst_premium();
     surcharge += line.priority_surcharge();
     hold += line.hold_fee();
+    reserved += line.reservation_fee();
   }
   invoice->set_currency(prices.currency);
   invoice->set_base_fee(base);
   invoice->set_burst_premium(burst);
   invoice->set_priority_surcharge(surcharge);
   invoice->set_hold_fee(hold);
-  invoice->set_total(base + burst + surcharge + hold);
+  invoice->set_reservation_fee(reserved);
+  invoice->set_total(base + burst + surcharge + hold + reserved);
   invoice->set_provider_share(prices.provider_share);
   invoice->set_earnings(invoice->total() * prices.provider_share);
 }

@@ -9,6 +9,10 @@
 //   hold fee           = held milliseconds x the GPU type's unit price x hold fraction
 //                        (a line of its own per lease: the time from the grant until the first
 //                        session under the lease started, or until the lease ended if none did)
+//   reservation fee    = reserved milliseconds x the GPU type's unit price x reservation fraction
+//                        (a line per reservation and GPU: the time from its start to its end, or
+//                        its cancellation, or now; sessions under a reservation pay no base fee
+//                        and hold no GPU unused: the reservation's fee covers their GPU time)
 //   provider earnings  = sum of line totals on the provider's GPUs x provider share
 //
 // GB is 10^9 bytes. GPU milliseconds are the wall time a session held its GPU.
@@ -42,12 +46,23 @@ struct GpuPrice {
 //   billing_period monthly|weekly|daily   (what a bill without a start covers: the current
 //                                    calendar month, ISO week from Monday, or day, in UTC;
 //                                    default monthly)
+//   preemption P NOTICE_S           (a request of priority P or higher waiting for a GPU may end
+//                                    leases of lower priority on it, after NOTICE_S seconds'
+//                                    notice (at most a day); with several lines, the one with
+//                                    the highest P at or below the request's priority applies;
+//                                    none: nothing is preempted. The priority surcharge pays
+//                                    for it: the request's queue time includes the notice)
+//   reservation_fraction F          (reserved time's price per ms as a fraction of the GPU
+//                                    type's unit price; default 1)
 enum class BillingPeriod { kMonthly, kWeekly, kDaily };
 
 struct PriceList {
   std::string currency = "USD";
   double burst_premium_per_gb = 0;
   double hold_fraction = 1;
+  double reservation_fraction = 1;
+  // Preemption rules: the lowest priority of a rule -> its notice in seconds.
+  std::map<int, uint32_t> preemption_notice_s;
   double priority_cap = 1;
   double provider_share = 1;
   BillingPeriod billing_period = BillingPeriod::kMonthly;
@@ -60,6 +75,9 @@ struct PriceList {
   static Status Load(const std::string& path, PriceList* out);
   const GpuPrice& PriceFor(const std::string& model) const;
   double CoefficientFor(int priority) const;
+  // The notice a request of `priority` gives the leases it preempts, or -1 when the price list
+  // lets it preempt nothing.
+  int64_t PreemptionNoticeFor(int priority) const;
 };
 
 // The start (unix seconds, UTC) of the billing period that contains `now_unix`.
@@ -82,6 +100,12 @@ InvoiceLine PriceSession(const SessionUsage& usage, const PriceList& prices);
 InvoiceLine PriceHold(const std::string& lease_id, const std::string& tenant,
                       const std::string& provider, const std::string& server,
                       const std::string& model, double held_ms, const PriceList& prices);
+
+// The reservation line of `reservation_id` on one GPU of `model` (session_id 0): `reserved_ms`
+// of it billed.
+InvoiceLine PriceReservation(const std::string& reservation_id, const std::string& tenant,
+                             const std::string& provider, const std::string& server,
+                             const std::string& model, double reserved_ms, const PriceList& prices);
 
 // Sums lines into an invoice (totals filled in; earnings from provider_share).
 void Total(const PriceList& prices, Invoice* invoice);

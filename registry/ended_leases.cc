@@ -5,13 +5,13 @@
 namespace rgpu::registry {
 
 void EndedLeases::Add(const std::string& server, const std::string& lease_id,
-                      int64_t token_expires_ms) {
-  by_server_[server].push_back({++last_seq_, lease_id, token_expires_ms});
+                      int64_t token_expires_ms, const std::string& reason) {
+  by_server_[server].push_back({++last_seq_, lease_id, token_expires_ms, reason});
 }
 
 void EndedLeases::Since(const std::string& server, const std::string& epoch, uint64_t cursor,
                         int64_t now_ms, size_t max, std::vector<std::string>* out,
-                        uint64_t* next_cursor) {
+                        uint64_t* next_cursor, std::vector<std::string>* reasons) {
   if (epoch != epoch_) cursor = 0;
   *next_cursor = std::max(cursor, last_seq_);
   auto it = by_server_.find(server);
@@ -27,6 +27,7 @@ void EndedLeases::Since(const std::string& server, const std::string& epoch, uin
       break;
     }
     out->push_back(e.lease_id);
+    if (reasons) reasons->push_back(e.reason);
   }
   if (entries.empty()) by_server_.erase(it);
 }

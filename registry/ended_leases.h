@@ -22,14 +22,18 @@ class EndedLeases {
 
   const std::string& epoch() const { return epoch_; }
 
-  // Lease `lease_id` on `server` ended; its token expires at `token_expires_ms` (unix ms).
-  void Add(const std::string& server, const std::string& lease_id, int64_t token_expires_ms);
+  // Lease `lease_id` on `server` ended for `reason`; its token expires at `token_expires_ms`
+  // (unix ms).
+  void Add(const std::string& server, const std::string& lease_id, int64_t token_expires_ms,
+           const std::string& reason = "");
 
   // The leases of `server` added after `cursor` (all of them when `epoch` is not this log's),
   // at most `max` of them, whose tokens are still valid at `now_ms`. `next_cursor` receives the
-  // cursor to read from next time. Drops the server's expired entries.
+  // cursor to read from next time. `reasons`, when given, receives why each ended, in the same
+  // order. Drops the server's expired entries.
   void Since(const std::string& server, const std::string& epoch, uint64_t cursor, int64_t now_ms,
-             size_t max, std::vector<std::string>* out, uint64_t* next_cursor);
+             size_t max, std::vector<std::string>* out, uint64_t* next_cursor,
+             std::vector<std::string>* reasons = nullptr);
 
   // Entries held for all servers (for tests and logs).
   size_t size() const;
@@ -39,6 +43,7 @@ class EndedLeases {
     uint64_t seq;
     std::string lease_id;
     int64_t expires_ms;
+    std::string reason;
   };
   std::string epoch_;
   uint64_t last_seq_ = 0;

@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-sessions-per-lease", options.usage_limits.max_sessions_per_lease,
                  "client sessions one lease may be billed for")
       ->capture_default_str();
+  app.add_option("--max-reservations-per-tenant", options.max_reservations_per_tenant,
+                 "reservations a tenant may hold at once (rgpu reserve)")
+      ->check(CLI::Range(0u, 100000u))
+      ->capture_default_str();
   app.add_option("--heartbeat-ms", options.heartbeat_ms,
                  "servers heartbeat this often; three missed heartbeats mark a server offline")
       ->capture_default_str();

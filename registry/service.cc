@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <set>
 #include <tuple>
 
 #include "common/log.h"
 #include "proto/crypto.h"
 #include "registry/keys.h"
+#include "registry/preemption.h"
 #include "transport/url.h"
 
 namespace rgpu::registry {
@@ -89,6 +91,25 @@ PlacementAsk LeaseAsk(const LeaseRow& lease) {
   return ask;
 }
 
+// UTC time of `unix_ms` for messages, "2026-11-02 08:00:00 UTC".
+std::string UtcTime(int64_t unix_ms) {
+  const time_t t = static_cast<time_t>(unix_ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[40];
+  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+// Reservation ids and lease ids a request names: at most 128 printable characters.
+bool ValidId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Status RegistryService::Create(std::unique_ptr<Store> store, RegistryOptions options,
@@ -130,6 +151,7 @@ Status RegistryService::Load() {
   std::vector<GpuRow> gpus;
   std::vector<LeaseRow> leases, ended;
   std::vector<ServerRow> servers;
+  std::vector<ReservationRow> reservations;
   started_ms_ = Now();
   Status s = store_->LoadProviders(&providers);
   if (s.ok()) s = store_->LoadTenants(&tenants);
@@ -137,6 +159,7 @@ Status RegistryService::Load() {
   if (s.ok()) s = store_->LoadActiveLeases(started_ms_, &leases);
   if (s.ok()) s = store_->LoadEndedLeases(started_ms_, &ended);
   if (s.ok()) s = store_->LoadServers(&servers);
+  if (s.ok()) s = store_->LoadLiveReservations(started_ms_, &reservations);
   if (!s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& p : providers) {
@@ -163,20 +186,52 @@ Status RegistryService::Load() {
   for (auto& l : leases) {
     auto it = gpu_by_id_.find(l.gpu_id);
     if (it == gpu_by_id_.end()) continue;
-    Commit(&cluster_, LeaseAsk(l), {cluster_.gpus[it->second].node, {uint32_t(it->second)}});
+    // A lease under a reservation takes the room the reservation holds.
+    if (l.reservation_id.empty()) {
+      Commit(&cluster_, LeaseAsk(l), {cluster_.gpus[it->second].node, {uint32_t(it->second)}});
+    }
+    if (l.ending_ms > 0) under_notice_.insert(l.lease_id);
     leases_[l.lease_id] = l;
   }
-  for (const auto& l : ended) ended_.Add(l.server_name, l.lease_id, l.expires_ms);
+  for (const auto& l : ended) ended_.Add(l.server_name, l.lease_id, l.expires_ms, l.end_reason);
   for (const auto& row : servers) {
     auto it = servers_.find(row.name);
+    if (it == servers_.end()) continue;
+    // Its availability as accepted at its registration, checked again: a store is not trusted
+    // to be well formed. One that fails makes the server register again.
+    const std::string why = CheckAvailability(row.availability);
+    if (!why.empty()) {
+      RGPU_LOG_WARN("server %s: stored availability refused (%s); it must register again",
+                    row.name.c_str(), why.c_str());
+      continue;
+    }
+    it->second.availability = row.availability;
     // Proven for the URL its GPUs are registered with; anything else proves again.
-    if (it != servers_.end() && it->second.url == row.url && row.verified_ms > 0) {
+    if (it->second.url == row.url && row.verified_ms > 0) {
       it->second.reach = Reach::kVerified;
+      it->second.verified_ms = row.verified_ms;
     }
   }
-  RGPU_LOG_INFO("store (%s): %zu provider(s), %zu tenant(s), %zu GPU(s), %zu active lease(s)",
-                store_->engine().c_str(), providers_.size(), tenants_.size(), gpus_.size(),
-                leases_.size());
+  for (auto& r : reservations) {
+    ReservationState state;
+    bool known = true;
+    for (const std::string& id : r.gpu_ids) {
+      auto it = gpu_by_id_.find(id);
+      known = known && it != gpu_by_id_.end();
+      if (known) state.gpus.push_back(it->second);
+    }
+    if (!known || r.gpu_ids.empty()) continue;
+    for (size_t g : state.gpus) reserved_gpus_[g].insert(r.reservation_id);
+    state.row = std::move(r);
+    reservations_[state.row.reservation_id] = std::move(state);
+  }
+  RefreshWindows(started_ms_);
+  RefreshReservations(started_ms_, /*end_finished=*/false);
+  RGPU_LOG_INFO(
+      "store (%s): %zu provider(s), %zu tenant(s), %zu GPU(s), %zu active lease(s), %zu "
+      "reservation(s)",
+      store_->engine().c_str(), providers_.size(), tenants_.size(), gpus_.size(), leases_.size(),
+      reservations_.size());
   return Status::Ok();
 }
 
@@ -225,7 +280,8 @@ void RegistryService::UpdatePlaceable(const std::string& server_name) {
   auto it = servers_.find(server_name);
   if (it == servers_.end()) return;
   const bool revoked = providers_[it->second.provider].row.revoked;
-  const bool placeable = it->second.online && !revoked && it->second.reach == Reach::kVerified;
+  const bool placeable =
+      it->second.online && !revoked && it->second.reach == Reach::kVerified && it->second.lendable;
   for (size_t i : it->second.gpus) cluster_.gpus[i].placeable = placeable;
 }
 
@@ -251,9 +307,10 @@ void RegistryService::OnProbed(const std::string& server_name, uint64_t generati
                     server_name.c_str(), server.provider.c_str(), server.url.c_str(),
                     result.message().c_str());
     }
+    server.verified_ms = result.ok() ? Now() : 0;
     UpdatePlaceable(server_name);
     if (result.ok()) Dispatch();
-    row = {server_name, server.provider, server.url, result.ok() ? Now() : 0};
+    row = {server_name, server.provider, server.url, server.verified_ms, server.availability};
   }
   Status s = store_->PutServer(row);
   if (!s.ok()) {
@@ -282,11 +339,22 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
                         "no reachability secret (16-64 bytes) in the registration: the registry "
                         "checks that a server answers at its URL (rgpu-server too old?)");
   }
+  if (const std::string why = CheckAvailability(req->availability()); !why.empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "server " + req->server_name() + "'s availability refused: " + why);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto existing = servers_.find(req->server_name());
   if (existing != servers_.end() && existing->second.provider != provider) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "server " + req->server_name() + " belongs to another provider");
+  }
+  if (existing != servers_.end()) {
+    if (const std::string why = ReservationBrokenBy(existing->second, req->availability(), Now());
+        !why.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "server " + req->server_name() + "'s availability refused: " + why);
+    }
   }
   // One provider cannot keep the probe thread to itself (each probe may wait seconds).
   constexpr int kMaxPendingProbesPerProvider = 16;
@@ -304,6 +372,7 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
   // one proven at the same URL before keeps its GPUs placeable meanwhile.
   if (server.url != req->server_url() || server.reach != Reach::kVerified) {
     server.reach = Reach::kUnverified;
+    server.verified_ms = 0;
   }
   if (!probes_->Submit(req->server_name(), req->server_url(), req->reachability_secret(),
                        server.probe_generation + 1)) {
@@ -357,7 +426,15 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
     rows.push_back(std::move(row));
   }
   Status stored = store_->PutGpus(rows);
+  if (stored.ok()) {
+    stored = store_->PutServer(
+        {req->server_name(), provider, req->server_url(), server.verified_ms, req->availability()});
+  }
   if (!stored.ok()) return ToGrpc(stored);
+  server.availability = req->availability();
+  server.availability_since_ms = Now();
+  server.lendable = LendableAt(server.availability, Now());
+  next_window_edge_ms_ = 0;  // its windows are read at the next RefreshWindows
   for (const GpuRow& row : rows) {
     const GpuSpec& spec = row.spec;
     auto found = gpu_by_id_.find(row.gpu_id);
@@ -379,9 +456,10 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
   server.online = true;
   server.last_heartbeat_ms = Now();
   UpdatePlaceable(req->server_name());
-  RGPU_LOG_INFO("provider %s registered server %s (%s) with %d GPU(s); checking its URL",
-                provider.c_str(), req->server_name().c_str(), req->server_url().c_str(),
-                req->gpus_size());
+  RGPU_LOG_INFO(
+      "provider %s registered server %s (%s) with %d GPU(s), lendable %s; checking its URL",
+      provider.c_str(), req->server_name().c_str(), req->server_url().c_str(), req->gpus_size(),
+      DescribeAvailability(server.availability).c_str());
   reply->set_heartbeat_ms(options_.heartbeat_ms);
   reply->set_public_key_pem(options_.public_key_pem);
   Dispatch();
@@ -412,6 +490,27 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
         grpc::StatusCode::NOT_FOUND,
         "server " + req->server_name() + " has not proved it answers at its URL; register again");
   }
+  if (req->has_utc_offset_seconds() &&
+      (req->utc_offset_seconds() != server.availability.utc_offset_seconds() ||
+       req->zone() != server.availability.zone())) {
+    // Daylight saving time began or ended where the server is: its windows move with it.
+    Availability moved = server.availability;
+    moved.set_utc_offset_seconds(req->utc_offset_seconds());
+    moved.set_zone(req->zone());
+    if (const std::string why = CheckAvailability(moved); !why.empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "server " + req->server_name() + "'s time zone refused: " + why);
+    }
+    Status stored =
+        store_->PutServer({req->server_name(), provider, server.url, server.verified_ms, moved});
+    if (!stored.ok()) return ToGrpc(stored);
+    RGPU_LOG_INFO("server %s is now at UTC offset %d s (%s)", req->server_name().c_str(),
+                  moved.utc_offset_seconds(), moved.zone().c_str());
+    server.availability = std::move(moved);
+    server.availability_since_ms = Now();
+    next_window_edge_ms_ = 0;
+    RefreshWindows(Now());
+  }
   server.last_heartbeat_ms = Now();
   if (!server.online) {
     server.online = true;
@@ -420,13 +519,22 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
     Dispatch();
   }
   reply->set_heartbeat_ms(options_.heartbeat_ms);
-  std::vector<std::string> ended;
+  std::vector<std::string> ended, reasons;
   uint64_t cursor = 0;
   ended_.Since(req->server_name(), req->ended_epoch(), req->ended_cursor(), Now(), 10000, &ended,
-               &cursor);
+               &cursor, &reasons);
   for (auto& id : ended) reply->add_ended_leases(std::move(id));
+  for (auto& why : reasons) reply->add_ended_reasons(std::move(why));
   reply->set_ended_cursor(cursor);
   reply->set_ended_epoch(ended_.epoch());
+  for (const std::string& id : under_notice_) {
+    const LeaseRow& lease = leases_.at(id);
+    if (lease.server_name != req->server_name()) continue;
+    LeaseNotice* notice = reply->add_ending_leases();
+    notice->set_lease_id(id);
+    notice->set_ends_unix_ms(LeaseEndMs(lease));
+    notice->set_reason(lease.end_reason);
+  }
   return grpc::Status::OK;
 }
 
@@ -441,30 +549,120 @@ void RegistryService::Sweep() {
       RGPU_LOG_WARN("server %s missed three heartbeats: its GPUs are offline", name.c_str());
     }
   }
-  std::vector<std::string> expired, unclaimed;
+  RefreshWindows(now);
+  RefreshReservations(now, /*end_finished=*/true);
+  std::vector<std::string> expired, unclaimed, noticed;
   for (const auto& [id, lease] : leases_) {
     if (lease.expires_ms <= now) {
       expired.push_back(id);
+    } else if (lease.ending_ms > 0 && lease.ending_ms <= now) {
+      noticed.push_back(id);
     } else if (lease.claimed_ms == 0 && options_.claim_timeout_ms > 0 &&
                now - std::max(lease.granted_ms, started_ms_) >= options_.claim_timeout_ms) {
       unclaimed.push_back(id);
     }
   }
   for (const auto& id : expired) EndLease(id, "its lifetime is over");
+  for (const auto& id : noticed) {
+    const std::string why = leases_.at(id).end_reason;  // EndLease forgets the lease
+    EndLease(id, why);
+  }
   for (const auto& id : unclaimed) EndLease(id, "no session started under it (claim timeout)");
-  expired.insert(expired.end(), unclaimed.begin(), unclaimed.end());
   Dispatch();
   lock.unlock();
-  PersistEnded(expired, now);
+  PersistEnded();
 }
 
-void RegistryService::PersistEnded(const std::vector<std::string>& lease_ids, int64_t now_ms) {
-  for (const auto& id : lease_ids) {
-    Status s = store_->ReleaseLease(id, now_ms);
+void RegistryService::PersistEnded() {
+  std::vector<std::tuple<std::string, int64_t, std::string>> ends;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ends.swap(ended_unpersisted_);
+  }
+  for (const auto& [id, when, why] : ends) {
+    Status s = store_->ReleaseLease(id, when, why);
     if (!s.ok()) {
       RGPU_LOG_ERROR("cannot record the end of lease %s: %s", id.c_str(), s.ToString().c_str());
     }
   }
+}
+
+void RegistryService::PutUnderNotice(LeaseRow* lease, int64_t ending_ms,
+                                     const std::string& reason) {
+  if (lease->ending_ms > 0 && lease->ending_ms <= ending_ms) return;  // ends sooner already
+  lease->ending_ms = ending_ms;
+  lease->end_reason = reason;
+  under_notice_.insert(lease->lease_id);
+  RGPU_LOG_INFO("lease %s of tenant %s on %s ends at %s: %s", lease->lease_id.c_str(),
+                lease->tenant.c_str(), lease->gpu_id.c_str(), UtcTime(ending_ms).c_str(),
+                reason.c_str());
+  // Stored before anyone can read the notice (it is read under mu_, which the caller holds).
+  Status s = store_->SetLeaseEnding(lease->lease_id, ending_ms, reason);
+  if (!s.ok()) {
+    RGPU_LOG_ERROR("cannot record the notice of lease %s: %s", lease->lease_id.c_str(),
+                   s.ToString().c_str());
+  }
+}
+
+void RegistryService::RefreshWindows(int64_t now) {
+  if (now < next_window_edge_ms_) return;
+  int64_t next = kLendableForever;
+  std::set<std::string> closed;
+  for (auto& [name, server] : servers_) {
+    const Availability& a = server.availability;
+    if (AlwaysLendable(a)) {
+      if (!server.lendable) {
+        server.lendable = true;
+        UpdatePlaceable(name);
+      }
+      continue;
+    }
+    const bool lendable = LendableAt(a, now);
+    next = std::min(next, lendable ? LendableUntil(a, now) : NextOpening(a, now));
+    if (lendable != server.lendable) {
+      server.lendable = lendable;
+      UpdatePlaceable(name);
+      RGPU_LOG_INFO("server %s's lendable window %s", name.c_str(), lendable ? "opened" : "closed");
+    }
+    if (!lendable) closed.insert(name);
+  }
+  next_window_edge_ms_ = next;
+  if (closed.empty()) return;
+  for (auto& [id, lease] : leases_) {
+    if (closed.count(lease.server_name) == 0) continue;
+    const ServerState& server = servers_.at(lease.server_name);
+    const Availability& a = server.availability;
+    // The notice counts from the close, or from when the server's windows last changed if that
+    // is later (windows or an offset reported anew must not cut a running lease's notice
+    // short), and is the one promised at the grant, whatever the server says now.
+    const int64_t close = LastClose(a, now);
+    const int64_t from = std::max(close, server.availability_since_ms);
+    const int64_t notice_ms = int64_t{std::min(lease.notice_s, kMaxNoticeSeconds)} * 1000;
+    const std::string when = from == close
+                                 ? "closed at " + UtcTime(close)
+                                 : "closed (its windows changed at " + UtcTime(from) + ")";
+    PutUnderNotice(&lease, std::max(now, from + notice_ms),
+                   "the provider's lendable window (" + DescribeAvailability(a) + ") " + when +
+                       "; notice " + std::to_string(notice_ms / 1000) + " s");
+  }
+}
+
+std::string RegistryService::ReservationBrokenBy(const ServerState& server, const Availability& a,
+                                                 int64_t now) const {
+  for (size_t g : server.gpus) {
+    auto reserved = reserved_gpus_.find(g);
+    if (reserved == reserved_gpus_.end()) continue;
+    for (const std::string& id : reserved->second) {
+      const ReservationRow& r = reservations_.at(id).row;
+      if (r.end_ms > now && !LendsThroughout(a, std::max(r.start_ms, now), r.end_ms)) {
+        return "reservation " + id + " holds " + cluster_.gpus[g].id + " from " +
+               UtcTime(r.start_ms) + " to " + UtcTime(r.end_ms) +
+               ", which these lendable windows do not cover (keep the windows until it ends, or "
+               "ask the operator to cancel it)";
+      }
+    }
+  }
+  return "";
 }
 
 void RegistryService::Shutdown() {
@@ -473,20 +671,25 @@ void RegistryService::Shutdown() {
   changed_.notify_all();
 }
 
-void RegistryService::EndLease(const std::string& lease_id, const char* why) {
+void RegistryService::EndLease(const std::string& lease_id, const std::string& why) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
+  const int64_t now = Now();
   RGPU_LOG_INFO("lease %s of tenant %s on %s ended: %s", lease_id.c_str(),
-                it->second.tenant.c_str(), it->second.gpu_id.c_str(), why);
+                it->second.tenant.c_str(), it->second.gpu_id.c_str(), why.c_str());
   // Its token stays valid until the lease's expiry: the server is told to refuse it.
-  if (it->second.expires_ms > Now()) {
-    ended_.Add(it->second.server_name, lease_id, it->second.expires_ms);
+  if (it->second.expires_ms > now) {
+    ended_.Add(it->second.server_name, lease_id, it->second.expires_ms, why);
   }
   auto gpu = gpu_by_id_.find(it->second.gpu_id);
-  if (gpu != gpu_by_id_.end()) {
+  // A lease under a reservation used the room the reservation holds; that stays held.
+  if (gpu != gpu_by_id_.end() && it->second.reservation_id.empty()) {
     const uint32_t index = static_cast<uint32_t>(gpu->second);
     Release(&cluster_, LeaseAsk(it->second), {cluster_.gpus[index].node, {index}});
   }
+  // Recorded as ended when it was due (its expiry, the end of its notice) if a sweep came later.
+  ended_unpersisted_.emplace_back(lease_id, std::min(now, LeaseEndMs(it->second)), why);
+  under_notice_.erase(lease_id);
   leases_.erase(it);
 }
 
@@ -502,11 +705,21 @@ size_t RegistryService::AddGpu(ServerState* server, const std::string& server_na
 }
 
 void RegistryService::Dispatch() {
+  const int64_t now = Now();
+  RefreshWindows(now);
+  RefreshReservations(now, /*end_finished=*/false);
   bool placed = false;
+  // Only requests with a duration, and clusters with reservations or GPUs kept for a
+  // preemption, need more than the request's own ask.
+  const bool constrained = !reserved_gpus_.empty() || !kept_for_preemption_.empty();
   for (auto it = queue_.begin(); it != queue_.end();) {
     Waiter* w = it->get();
     const auto start = std::chrono::steady_clock::now();
-    const std::optional<PlacementChoice> choice = policy_->Choose(cluster_, w->ask);
+    PlacementAsk narrowed;
+    const bool narrow = constrained || w->duration_seconds > 0;
+    if (narrow) narrowed = ConstrainedAsk(*w, now);
+    const std::optional<PlacementChoice> choice =
+        policy_->Choose(cluster_, narrow ? narrowed : w->ask);
     const double decision_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     if (!choice) {
@@ -517,7 +730,135 @@ void RegistryService::Dispatch() {
     it = queue_.erase(it);
     placed = true;
   }
-  if (placed) changed_.notify_all();
+  // Requests still waiting whose priority may preempt, and that no preemption serves yet.
+  bool preempted = false;
+  if (!options_.prices.preemption_notice_s.empty()) {
+    for (auto& waiter : queue_) {
+      if (waiter->preempting_index >= 0) continue;
+      const int64_t notice_s = options_.prices.PreemptionNoticeFor(waiter->priority);
+      if (notice_s < 0) continue;
+      preempted = TryPreempt(waiter.get(), notice_s * 1000, now) || preempted;
+    }
+  }
+  if (placed || preempted) changed_.notify_all();
+}
+
+PlacementAsk RegistryService::ConstrainedAsk(const Waiter& w, int64_t now) const {
+  PlacementAsk ask = w.ask;
+  if (w.duration_seconds > 0) {
+    const int64_t until = now + int64_t{w.duration_seconds} * 1000;
+    for (const auto& [name, server] : servers_) {
+      if (AlwaysLendable(server.availability)) continue;
+      if (LendableUntil(server.availability, now) < until) {
+        for (size_t g : server.gpus) ask.excluded.insert(cluster_.gpus[g].id);
+      }
+    }
+  }
+  const int64_t until = now + int64_t{w.ttl_seconds} * 1000;
+  for (const auto& [index, ids] : reserved_gpus_) {
+    if (!FitsBesideReservations(index, w.ask, now, until)) {
+      ask.excluded.insert(cluster_.gpus[index].id);
+    }
+  }
+  for (const auto& [index, kept_for] : kept_for_preemption_) {
+    if (kept_for != &w) ask.excluded.insert(cluster_.gpus[index].id);
+  }
+  return ask;
+}
+
+std::vector<TimedHold> RegistryService::HoldsOn(size_t index, int64_t now) const {
+  std::vector<TimedHold> holds;
+  const std::string& gpu_id = cluster_.gpus[index].id;
+  for (const auto& [id, lease] : leases_) {
+    // Leases under a reservation use the reservation's room, counted with it.
+    if (lease.gpu_id != gpu_id || !lease.reservation_id.empty()) continue;
+    holds.push_back({now, LeaseEndMs(lease), lease.memory_bytes, lease.share * kMilliPerShare});
+  }
+  auto reserved = reserved_gpus_.find(index);
+  if (reserved != reserved_gpus_.end()) {
+    for (const std::string& id : reserved->second) {
+      const ReservationRow& r = reservations_.at(id).row;
+      holds.push_back({r.start_ms, r.end_ms, r.memory_bytes, r.share * kMilliPerShare});
+    }
+  }
+  return holds;
+}
+
+bool RegistryService::FitsBesideReservations(size_t index, const PlacementAsk& ask, int64_t from_ms,
+                                             int64_t to_ms) const {
+  const GpuLoad& gpu = cluster_.gpus[index];
+  return FitsOverTime(HoldsOn(index, from_ms), {from_ms, to_ms, ask.memory, ask.milli},
+                      gpu.memory_total, kMilliPerGpu);
+}
+
+bool RegistryService::TryPreempt(Waiter* w, int64_t notice_ms, int64_t now) {
+  const int64_t ends = now + notice_ms;
+  if (w->deadline_ms < ends) return false;  // it would be gone before the room is made
+  // The leases on each GPU, and what those already under notice free by then.
+  std::map<std::string, std::vector<LeaseRow*>> by_gpu;
+  for (auto& [id, lease] : leases_) by_gpu[lease.gpu_id].push_back(&lease);
+  struct Best {
+    size_t index = 0;
+    std::vector<std::string> victims;
+    int32_t top_priority = 0;
+  };
+  std::optional<Best> best;
+  for (size_t i = 0; i < cluster_.gpus.size(); ++i) {
+    const GpuLoad& gpu = cluster_.gpus[i];
+    if (!gpu.placeable || !GpuKindAccepted(gpu.model, gpu.backend, w->ask) ||
+        w->ask.excluded.count(gpu.id) != 0 || w->ask.memory > gpu.memory_total ||
+        kept_for_preemption_.count(i) != 0 || reserved_gpus_.count(i) != 0) {
+      continue;
+    }
+    if (w->duration_seconds > 0) {
+      const ServerState& server = servers_.at(gpus_[i].row.server_name);
+      if (LendableUntil(server.availability, now) < ends + int64_t{w->duration_seconds} * 1000) {
+        continue;
+      }
+    }
+    uint64_t free_memory = gpu.FreeMemory();
+    uint32_t free_milli = gpu.FreeMilli();
+    std::vector<PreemptionCandidate> candidates;
+    for (const LeaseRow* lease : by_gpu[gpu.id]) {
+      if (lease->ending_ms > 0 && lease->ending_ms <= ends) {
+        free_memory = free_memory > UINT64_MAX - lease->memory_bytes
+                          ? UINT64_MAX
+                          : free_memory + lease->memory_bytes;
+        free_milli += lease->share * kMilliPerShare;
+      } else if (lease->reservation_id.empty()) {
+        candidates.push_back({lease->lease_id, lease->priority, lease->granted_ms,
+                              lease->memory_bytes, lease->share * kMilliPerShare});
+      }
+    }
+    std::vector<std::string> victims = ChoosePreemptionVictims(
+        candidates, free_memory, free_milli, w->ask.memory, w->ask.milli, w->priority);
+    if (victims.empty()) continue;
+    int32_t top = 0;
+    for (const std::string& id : victims) top = std::max(top, leases_.at(id).priority);
+    if (!best || victims.size() < best->victims.size() ||
+        (victims.size() == best->victims.size() && top < best->top_priority)) {
+      best = Best{i, std::move(victims), top};
+    }
+  }
+  if (!best) return false;
+  const std::string reason = "preempted by a priority-" + std::to_string(w->priority) +
+                             " request of tenant " + w->tenant + " (notice " +
+                             std::to_string(notice_ms / 1000) + " s)";
+  for (const std::string& id : best->victims) PutUnderNotice(&leases_.at(id), ends, reason);
+  w->preempting_index = static_cast<int64_t>(best->index);
+  w->preemption_ends_ms = ends;
+  kept_for_preemption_[best->index] = w;
+  RGPU_LOG_INFO("tenant %s's priority-%d request waits for %zu lease(s) on %s to end at %s",
+                w->tenant.c_str(), w->priority, best->victims.size(),
+                cluster_.gpus[best->index].id.c_str(), UtcTime(ends).c_str());
+  return true;
+}
+
+void RegistryService::ForgetPreemption(Waiter* w) {
+  if (w->preempting_index < 0) return;
+  auto it = kept_for_preemption_.find(static_cast<size_t>(w->preempting_index));
+  if (it != kept_for_preemption_.end() && it->second == w) kept_for_preemption_.erase(it);
+  w->preempting_index = -1;
 }
 
 void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
@@ -534,8 +875,14 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   lease.queue_ms = now - w->enqueued_ms;
   lease.granted_ms = now;
   lease.expires_ms = now + static_cast<int64_t>(w->ttl_seconds) * 1000;
+  lease.reservation_id = w->reservation_id;
+  if (!w->reservation_id.empty()) {
+    lease.expires_ms = std::min(lease.expires_ms, w->reservation_end_ms);
+  }
   lease.job = w->job;
   lease.until_released = w->until_released;
+  const Availability& availability = servers_[gpu.server_name].availability;
+  lease.notice_s = std::min(availability.notice_seconds(), kMaxNoticeSeconds);
   wire::TokenClaims& claims = w->claims;  // signed by the waiting Place call, outside mu_
   claims.set_tenant(w->tenant);
   claims.set_server(gpu.server_name);
@@ -547,7 +894,10 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   claims.set_holder_key(w->holder_key);
   w->done = true;
   w->lease = lease;  // stored by the waiting Place call, outside mu_
-  Commit(&cluster_, w->ask, {cluster_.gpus[index].node, {static_cast<uint32_t>(index)}});
+  ForgetPreemption(w);
+  if (w->reservation_id.empty()) {
+    Commit(&cluster_, w->ask, {cluster_.gpus[index].node, {static_cast<uint32_t>(index)}});
+  }
   leases_[lease.lease_id] = lease;
   Placement& p = w->placement;
   p.set_lease_id(lease.lease_id);
@@ -562,6 +912,10 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   if (options_.claim_timeout_ms > 0) {
     p.set_claim_by_unix((lease.granted_ms + options_.claim_timeout_ms) / 1000);
   }
+  const int64_t until = LendableUntil(availability, now);
+  p.set_lendable_until_unix(until == kLendableForever ? 0 : until / 1000);
+  p.set_notice_seconds(lease.notice_s);
+  p.set_reservation_id(w->reservation_id);
 }
 
 grpc::Status RegistryService::Place(grpc::ServerContext* ctx, const PlaceRequest* req,
@@ -584,9 +938,8 @@ grpc::Status RegistryService::ReleaseLease(grpc::ServerContext* ctx, const Relea
   }
   EndLease(req->lease_id(), "its tenant released it");
   Dispatch();
-  const int64_t now = Now();
   lock.unlock();
-  PersistEnded({req->lease_id()}, now);
+  PersistEnded();
   return grpc::Status::OK;
 }
 
@@ -631,38 +984,81 @@ grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceReq
   if (w->priority < 0 || w->priority > 9) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "priority must be 0-9");
   }
-  if (req->wait_seconds() > 86400 || w->ttl_seconds > 7 * 86400) {
+  if (req->wait_seconds() > 86400 || w->ttl_seconds > 7 * 86400 ||
+      req->duration_seconds() > 7 * 86400) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "wait is at most a day and lease lifetime at most a week");
+                        "wait is at most a day, lease lifetime and duration at most a week");
   }
+  w->duration_seconds = req->duration_seconds();
+  if (!req->reservation_id().empty() && !ValidId(req->reservation_id())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a reservation id is 1-128 printable characters");
+  }
+  w->reservation_id = req->reservation_id();
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(req->wait_seconds());
   std::unique_lock<std::mutex> lock(mu_);
-  if (!EverFits(cluster_, w->ask)) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "no registered GPU" +
-                            (w->ask.gpu_type.empty() ? "" : " of type '" + w->ask.gpu_type + "'") +
-                            " has " + std::to_string(w->ask.memory >> 20) + " MiB and " +
-                            std::to_string(share) + "% compute to offer");
+  if (!w->reservation_id.empty()) {
+    // Under a reservation: its own room on its GPUs, at once or not at all.
+    w->enqueued_ms = Now();
+    grpc::Status placed = PlaceUnderReservation(w.get());
+    if (!placed.ok()) return placed;
+  } else {
+    if (!EverFits(cluster_, w->ask)) {
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          "no registered GPU" +
+              (w->ask.gpu_type.empty() ? "" : " of type '" + w->ask.gpu_type + "'") + " has " +
+              std::to_string(w->ask.memory >> 20) + " MiB and " + std::to_string(share) +
+              "% compute to offer");
+    }
+    if (w->duration_seconds > 0) {
+      // Some GPU that could take it must lend that long at a stretch.
+      bool long_enough = false;
+      for (const auto& [name, server] : servers_) {
+        if (LongestStretchMs(server.availability) < int64_t{w->duration_seconds} * 1000) continue;
+        for (size_t g : server.gpus) {
+          const GpuLoad& gpu = cluster_.gpus[g];
+          long_enough = long_enough ||
+                        (GpuKindAccepted(gpu.model, gpu.backend, w->ask) &&
+                         w->ask.excluded.count(gpu.id) == 0 && w->ask.memory <= gpu.memory_total);
+        }
+      }
+      if (!long_enough) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "no registered GPU that could take the request lends for " +
+                                std::to_string(w->duration_seconds) +
+                                " s at a stretch (the servers' --available windows are shorter)");
+      }
+    }
+    policy_->Observe(w->ask);
+    w->seq = next_seq_++;
+    w->enqueued_ms = Now();
+    w->deadline_ms = w->enqueued_ms + int64_t{req->wait_seconds()} * 1000;
+    auto pos = std::find_if(queue_.begin(), queue_.end(),
+                            [&](const auto& other) { return other->priority < w->priority; });
+    queue_.insert(pos, w);
+    changed_.notify_all();  // those it went ahead of see their new positions
+    Dispatch();
   }
-  policy_->Observe(w->ask);
-  w->seq = next_seq_++;
-  w->enqueued_ms = Now();
-  auto pos = std::find_if(queue_.begin(), queue_.end(),
-                          [&](const auto& other) { return other->priority < w->priority; });
-  queue_.insert(pos, w);
-  changed_.notify_all();  // those it went ahead of see their new positions
-  Dispatch();
+  // What the caller was last told: its position, and the preemption made for it (if any).
   uint32_t last_position = 0;
+  int64_t last_preemption_ms = 0;
   while (!w->done) {
     if (shutdown_ || ctx->IsCancelled() || std::chrono::steady_clock::now() >= deadline) break;
     const auto it = std::find(queue_.begin(), queue_.end(), w);
     const uint32_t position = static_cast<uint32_t>(it - queue_.begin()) + 1;
-    if (position != last_position) {
+    if (position != last_position || w->preemption_ends_ms != last_preemption_ms) {
       last_position = position;
+      last_preemption_ms = w->preemption_ends_ms;
       PlaceUpdate update;
       update.mutable_queued()->set_position(position);
       update.mutable_queued()->set_length(static_cast<uint32_t>(queue_.size()));
+      if (w->preempting_index >= 0) {
+        update.mutable_queued()->set_preempting_gpu(
+            cluster_.gpus[static_cast<size_t>(w->preempting_index)].id);
+        update.mutable_queued()->set_preemption_ends_unix_ms(w->preemption_ends_ms);
+      }
       lock.unlock();
       write(update);
       lock.lock();
@@ -676,13 +1072,14 @@ grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceReq
     const size_t position = static_cast<size_t>(it - queue_.begin()) + 1;
     const size_t length = queue_.size();
     if (it != queue_.end()) queue_.erase(it);
+    ForgetPreemption(w.get());
     changed_.notify_all();  // positions behind it moved up
     if (shutdown_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "registry shutting down");
     if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "no GPU free: queue position " + std::to_string(position) + " of " +
                             std::to_string(length) + " after waiting " +
-                            std::to_string(req->wait_seconds()) + " s");
+                            std::to_string(req->wait_seconds()) + " s" + WindowHint(w->ask, Now()));
   }
   if (!w->error.ok()) return w->error;
   lock.unlock();
@@ -712,8 +1109,331 @@ grpc::Status RegistryService::PlaceWith(grpc::ServerContext* ctx, const PlaceReq
     EndLease(w->lease.lease_id, "its caller left before the placement arrived");
     Dispatch();
     lock.unlock();
-    PersistEnded({w->lease.lease_id}, Now());
+    PersistEnded();
     return grpc::Status(grpc::StatusCode::CANCELLED, "caller gone");
+  }
+  return grpc::Status::OK;
+}
+
+std::string RegistryService::WindowHint(const PlacementAsk& ask, int64_t now) const {
+  int64_t opens = kLendableForever;
+  std::string gpu_id;
+  for (const auto& [name, server] : servers_) {
+    if (server.lendable || !server.online || server.reach != Reach::kVerified) continue;
+    for (size_t g : server.gpus) {
+      const GpuLoad& gpu = cluster_.gpus[g];
+      if (!GpuKindAccepted(gpu.model, gpu.backend, ask) || ask.excluded.count(gpu.id) != 0 ||
+          ask.memory > gpu.memory_total) {
+        continue;
+      }
+      const int64_t at = NextOpening(server.availability, now);
+      if (at < opens) {
+        opens = at;
+        gpu_id = gpu.id;
+      }
+    }
+  }
+  if (gpu_id.empty()) return "";
+  return "; " + gpu_id + " is outside its lendable window until " + UtcTime(opens);
+}
+
+void RegistryService::RefreshReservations(int64_t now, bool end_finished) {
+  if (now < next_reservation_edge_ms_ && !end_finished) return;
+  std::vector<std::string> over;
+  int64_t next = INT64_MAX;
+  for (auto& [id, r] : reservations_) {
+    if (r.row.end_ms <= now) {
+      over.push_back(id);
+      continue;
+    }
+    if (!r.active && r.row.start_ms <= now) {
+      r.active = true;
+      for (size_t g : r.gpus) {
+        GpuLoad& gpu = cluster_.gpus[g];
+        gpu.memory_committed += r.row.memory_bytes;
+        gpu.milli_committed += r.row.share * kMilliPerShare;
+      }
+      RGPU_LOG_INFO("reservation %s of tenant %s started: %zu GPU(s) held until %s", id.c_str(),
+                    r.row.tenant.c_str(), r.gpus.size(), UtcTime(r.row.end_ms).c_str());
+    }
+    next = std::min(next, r.active ? r.row.end_ms : r.row.start_ms);
+  }
+  if (end_finished) {
+    for (const std::string& id : over) DropReservation(id, "its reservation " + id + " ended");
+  } else if (!over.empty()) {
+    next = now;  // ended by the next Sweep
+  }
+  next_reservation_edge_ms_ = next;
+}
+
+void RegistryService::DropReservation(const std::string& reservation_id, const std::string& why) {
+  auto it = reservations_.find(reservation_id);
+  if (it == reservations_.end()) return;
+  ReservationState& r = it->second;
+  if (r.active) {
+    for (size_t g : r.gpus) {
+      GpuLoad& gpu = cluster_.gpus[g];
+      gpu.memory_committed -= std::min(gpu.memory_committed, r.row.memory_bytes);
+      gpu.milli_committed -= std::min(gpu.milli_committed, r.row.share * kMilliPerShare);
+    }
+  }
+  std::vector<std::string> under;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.reservation_id == reservation_id) under.push_back(id);
+  }
+  for (const std::string& id : under) EndLease(id, why);
+  for (size_t g : r.gpus) {
+    auto reserved = reserved_gpus_.find(g);
+    if (reserved == reserved_gpus_.end()) continue;
+    reserved->second.erase(reservation_id);
+    if (reserved->second.empty()) reserved_gpus_.erase(reserved);
+  }
+  RGPU_LOG_INFO("reservation %s of tenant %s is over: %s", reservation_id.c_str(),
+                r.row.tenant.c_str(), why.c_str());
+  reservations_.erase(it);
+}
+
+grpc::Status RegistryService::PlaceUnderReservation(Waiter* w) {
+  const int64_t now = Now();
+  RefreshReservations(now, /*end_finished=*/false);
+  auto it = reservations_.find(w->reservation_id);
+  // Another tenant's reservation reads as none, as its leases do.
+  if (it == reservations_.end() || it->second.row.tenant != w->tenant ||
+      it->second.row.end_ms <= now) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "no reservation " + w->reservation_id.substr(0, 80) + " of tenant " +
+                            w->tenant + " that has not ended");
+  }
+  ReservationState& r = it->second;
+  if (!r.active) {
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        "reservation " + w->reservation_id + " starts at " + UtcTime(r.row.start_ms));
+  }
+  // One lease per reserved GPU at a time: the reservation holds one share of each.
+  std::set<std::string> used;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.reservation_id == w->reservation_id) used.insert(lease.gpu_id);
+  }
+  std::string why = "every GPU of reservation " + w->reservation_id + " has a lease under it";
+  for (size_t g : r.gpus) {
+    const GpuLoad& gpu = cluster_.gpus[g];
+    if (used.count(gpu.id) != 0 || w->ask.excluded.count(gpu.id) != 0) continue;
+    if (!gpu.placeable) {
+      why = "reserved GPU " + gpu.id +
+            " takes no placements now (offline, unverified, revoked "
+            "or outside its lendable window: rgpu gpus)";
+      continue;
+    }
+    w->ask.memory = r.row.memory_bytes;
+    w->ask.milli = r.row.share * kMilliPerShare;
+    w->reservation_end_ms = r.row.end_ms;
+    w->priority = 0;  // it never waited and preempts nothing
+    Grant(w, g, 0);
+    return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why);
+}
+
+Reservation RegistryService::ReservationInfo(const ReservationRow& row, int64_t now) const {
+  Reservation out;
+  out.set_reservation_id(row.reservation_id);
+  out.set_tenant(row.tenant);
+  for (const std::string& id : row.gpu_ids) out.add_gpu_ids(id);
+  out.set_memory_bytes(row.memory_bytes);
+  out.set_compute_share(row.share);
+  out.set_start_unix(row.start_ms / 1000);
+  out.set_end_unix(row.end_ms / 1000);
+  out.set_created_unix(row.created_ms / 1000);
+  out.set_cancelled_unix(row.cancelled_ms / 1000);
+  out.set_state(row.cancelled_ms > 0  ? "cancelled"
+                : now >= row.end_ms   ? "ended"
+                : now >= row.start_ms ? "active"
+                                      : "pending");
+  out.set_job(row.job);
+  return out;
+}
+
+grpc::Status RegistryService::Reserve(grpc::ServerContext* ctx, const ReserveRequest* req,
+                                      Reservation* reply) {
+  std::string tenant;
+  grpc::Status auth = AuthTenant(ctx, &tenant);
+  if (!auth.ok()) return auth;
+  const uint32_t share = req->compute_share() ? req->compute_share() : 25;
+  const uint32_t count = req->gpus() ? req->gpus() : 1;
+  if (share > kSharePerGpu) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "compute share is a percentage 1-100");
+  }
+  if (count > 16) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a reservation holds 1-16 GPUs");
+  }
+  if (req->duration_seconds() < 60 || req->duration_seconds() > 7 * 86400) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a reservation lasts 60 s to a week");
+  }
+  if (!ValidJobName(req->job())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a job name is at most 128 printable ASCII characters without spaces");
+  }
+  if (req->gpu_type().size() > 256 || req->backend().size() > 32) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "GPU type or backend too long");
+  }
+  const int64_t now = Now();
+  constexpr int64_t kAheadMs = 90LL * 86400 * 1000;
+  // Seconds, checked before they become milliseconds (no overflow).
+  if (req->start_unix() < now / 1000 || req->start_unix() > (now + kAheadMs) / 1000) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a reservation starts from now to 90 days ahead (start_unix " +
+                            std::to_string(req->start_unix()) + ")");
+  }
+  ReservationRow row;
+  row.tenant = tenant;
+  row.gpu_type = req->gpu_type();
+  row.backend = req->backend();
+  row.memory_bytes = req->memory_bytes() ? req->memory_bytes() : (1ull << 30);
+  row.share = share;
+  row.start_ms = req->start_unix() * 1000;
+  row.end_ms = row.start_ms + int64_t{req->duration_seconds()} * 1000;
+  row.created_ms = now;
+  row.job = req->job();
+  PlacementAsk ask;
+  ask.gpu_type = row.gpu_type;
+  ask.backend = row.backend;
+  ask.memory = row.memory_bytes;
+  ask.milli = share * kMilliPerShare;
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t held = 0;
+  for (const auto& [id, r] : reservations_) held += r.row.tenant == tenant;
+  if (held >= options_.max_reservations_per_tenant) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "tenant " + tenant + " holds " + std::to_string(held) +
+                            " reservations already (at most " +
+                            std::to_string(options_.max_reservations_per_tenant) + ")");
+  }
+  // GPUs that can hold it all along, tightest first (large GPUs stay whole for large asks).
+  std::vector<std::pair<double, size_t>> fitting;
+  for (size_t i = 0; i < cluster_.gpus.size(); ++i) {
+    const GpuLoad& gpu = cluster_.gpus[i];
+    const ServerState& server = servers_.at(gpus_[i].row.server_name);
+    if (server.reach != Reach::kVerified || !server.online ||
+        providers_[server.provider].row.revoked) {
+      continue;
+    }
+    if (!GpuKindAccepted(gpu.model, gpu.backend, ask) || ask.memory > gpu.memory_total ||
+        !LendsThroughout(server.availability, row.start_ms, row.end_ms) ||
+        !FitsOverTime(HoldsOn(i, now), {row.start_ms, row.end_ms, ask.memory, ask.milli},
+                      gpu.memory_total, kMilliPerGpu)) {
+      continue;
+    }
+    const double left =
+        static_cast<double>(gpu.memory_total - ask.memory) / static_cast<double>(gpu.memory_total) +
+        static_cast<double>(kMilliPerGpu - ask.milli) / kMilliPerGpu;
+    fitting.emplace_back(left, i);
+  }
+  if (fitting.size() < count) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "only " + std::to_string(fitting.size()) + " of the " + std::to_string(count) +
+            " GPU(s) asked for can hold " + std::to_string(row.memory_bytes >> 20) + " MiB and " +
+            std::to_string(share) + "% from " + UtcTime(row.start_ms) + " to " +
+            UtcTime(row.end_ms) + " (lendable windows, leases and other reservations there)");
+  }
+  std::sort(fitting.begin(), fitting.end());
+  ReservationState state;
+  for (uint32_t k = 0; k < count; ++k) {
+    state.gpus.push_back(fitting[k].second);
+    row.gpu_ids.push_back(cluster_.gpus[fitting[k].second].id);
+  }
+  row.reservation_id = NewKey("resv-");
+  // Durable before it is promised; under mu_, so that no placement slips in between.
+  Status stored = store_->AddReservation(row);
+  if (!stored.ok()) return ToGrpc(stored);
+  for (size_t g : state.gpus) reserved_gpus_[g].insert(row.reservation_id);
+  state.row = row;
+  reservations_[row.reservation_id] = std::move(state);
+  next_reservation_edge_ms_ = std::min(next_reservation_edge_ms_, row.start_ms);
+  RGPU_LOG_INFO("tenant %s reserved %u GPU(s) from %s to %s (%s)", tenant.c_str(), count,
+                UtcTime(row.start_ms).c_str(), UtcTime(row.end_ms).c_str(),
+                row.reservation_id.c_str());
+  *reply = ReservationInfo(row, now);
+  RefreshReservations(now, /*end_finished=*/false);
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::ListReservations(grpc::ServerContext* ctx,
+                                               const ReservationQuery* req,
+                                               ReservationList* reply) {
+  std::string subject = req->tenant();
+  if (!AuthAdmin(ctx).ok()) {
+    std::string tenant;
+    if (!AuthTenant(ctx, &tenant).ok()) return AuthAdmin(ctx);
+    if (!subject.empty() && subject != tenant) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "an API key shows only its own tenant's reservations");
+    }
+    subject = tenant;
+  }
+  std::vector<ReservationRow> rows;
+  Status s = store_->QueryReservations(subject, INT64_MAX, &rows);
+  if (!s.ok()) return ToGrpc(s);
+  const int64_t now = Now();
+  for (const auto& row : rows) *reply->add_reservations() = ReservationInfo(row, now);
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::CancelReservation(grpc::ServerContext* ctx,
+                                                const CancelReservationRequest* req,
+                                                Reservation* reply) {
+  const bool admin = AuthAdmin(ctx).ok();
+  std::string tenant;
+  if (!admin) {
+    grpc::Status auth = AuthTenant(ctx, &tenant);
+    if (!auth.ok()) return auth;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t now = Now();
+  auto it = reservations_.find(req->reservation_id());
+  if (it == reservations_.end() || (!admin && it->second.row.tenant != tenant)) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "no reservation " + req->reservation_id().substr(0, 80) +
+                            (admin ? "" : " of tenant " + tenant) + " to cancel");
+  }
+  Status s = store_->CancelReservation(req->reservation_id(), now);
+  if (!s.ok()) return ToGrpc(s);
+  ReservationRow row = it->second.row;
+  row.cancelled_ms = now;
+  DropReservation(req->reservation_id(),
+                  "its reservation " + row.reservation_id + " was cancelled");
+  *reply = ReservationInfo(row, now);
+  Dispatch();  // its room is free for others
+  lock.unlock();
+  PersistEnded();
+  return grpc::Status::OK;
+}
+
+grpc::Status RegistryService::ListLeases(grpc::ServerContext* ctx, const Empty*, LeaseList* reply) {
+  const bool admin = AuthAdmin(ctx).ok();
+  std::string tenant;
+  if (!admin) {
+    grpc::Status auth = AuthTenant(ctx, &tenant);
+    if (!auth.ok()) return AuthAdmin(ctx);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, l] : leases_) {
+    if (!admin && l.tenant != tenant) continue;
+    LeaseInfo* info = reply->add_leases();
+    info->set_lease_id(id);
+    info->set_tenant(l.tenant);
+    info->set_gpu_id(l.gpu_id);
+    info->set_memory_bytes(l.memory_bytes);
+    info->set_compute_share(l.share);
+    info->set_priority(l.priority);
+    info->set_granted_unix_ms(l.granted_ms);
+    info->set_expires_unix_ms(l.expires_ms);
+    info->set_claimed_unix_ms(l.claimed_ms);
+    info->set_ending_unix_ms(l.ending_ms > 0 ? LeaseEndMs(l) : 0);
+    info->set_end_reason(l.ending_ms > 0 ? l.end_reason : "");
+    info->set_reservation_id(l.reservation_id);
+    info->set_job(l.job);
   }
   return grpc::Status::OK;
 }
@@ -761,20 +1481,19 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
       it->second.claimed_ms = start_ms;
     }
   }
-  std::vector<std::string> ended;
+  bool ended = false;
   for (size_t i = 0; i < rows.size(); ++i) {
     const UsageRecord& r = rows[i].record;
     if (!r.session_ended() || !fresh[i]) continue;  // a retry freed it already
     auto lease = leases_.find(r.lease_id());
     if (lease == leases_.end() || lease->second.until_released) continue;
-    ended.push_back(r.lease_id());
+    ended = true;
     EndLease(r.lease_id(), "its session ended");
   }
-  if (ended.empty()) return grpc::Status::OK;
+  if (!ended) return grpc::Status::OK;
   Dispatch();
-  const int64_t now = Now();
   lock.unlock();
-  PersistEnded(ended, now);
+  PersistEnded();
   return grpc::Status::OK;
 }
 
@@ -1007,9 +1726,18 @@ grpc::Status RegistryService::ListGpus(grpc::ServerContext* ctx, const Empty*, G
     g->set_state(revoked                               ? "revoked"
                  : server.reach == Reach::kUnreachable ? "unreachable"
                  : server.reach == Reach::kUnverified  ? "unverified"
-                 : server.online                       ? "available"
-                                                       : "offline");
+                 : !server.online                      ? "offline"
+                 : !server.lendable                    ? "closed"
+                                                       : "available");
     g->set_state_reason(server.reach_reason);
+    g->set_availability(DescribeAvailability(server.availability));
+    const int64_t now = Now();
+    if (!server.lendable && server.reach == Reach::kVerified) {
+      g->set_state_reason("outside its lendable window; it opens at " +
+                          UtcTime(NextOpening(server.availability, now)));
+    }
+    const int64_t until = LendableUntil(server.availability, now);
+    g->set_lendable_until_unix(until == kLendableForever || !server.lendable ? 0 : until / 1000);
     g->set_memory_committed(cluster_.gpus[i].memory_committed);
     g->set_share_committed(cluster_.gpus[i].milli_committed / kMilliPerShare);
     g->set_leases(cluster_.gpus[i].leases);
@@ -1060,9 +1788,16 @@ Status RegistryService::SessionsUsage(const UsageQuery& q, std::vector<SessionUs
       u.set_start_ms(r.start_ms());
       session_lease[key] = r.lease_id();
     }
+    // A lease given notice (its window closed, it was preempted) is billed up to the notice's
+    // end and no further, whenever its server stopped the session.
+    int64_t end_ms = r.end_ms();
+    if (auto lease = lease_by_id.find(r.lease_id());
+        lease != lease_by_id.end() && lease->second->ending_ms > 0) {
+      end_ms = std::max(r.start_ms(), std::min(end_ms, LeaseEndMs(*lease->second)));
+    }
     u.set_start_ms(std::min(u.start_ms(), r.start_ms()));
-    u.set_end_ms(std::max(u.end_ms(), r.end_ms()));
-    u.set_gpu_ms(u.gpu_ms() + static_cast<double>(r.end_ms() - r.start_ms()));
+    u.set_end_ms(std::max(u.end_ms(), end_ms));
+    u.set_gpu_ms(u.gpu_ms() + static_cast<double>(end_ms - r.start_ms()));
     u.set_calls(u.calls() + r.calls());
     for (const auto& [kind, n] : r.calls_by_kind()) (*u.mutable_calls_by_kind())[kind] += n;
     u.set_bytes_in(u.bytes_in() + r.bytes_in());
@@ -1090,6 +1825,7 @@ Status RegistryService::SessionsUsage(const UsageQuery& q, std::vector<SessionUs
       u.set_placement_queue_s(lease->queue_ms / 1000.0);
       u.set_priority(lease->priority);
       u.set_job(lease->job);
+      u.set_reservation_id(lease->reservation_id);
     }
     if (!q.job().empty() && u.job() != q.job()) continue;
     out->push_back(u);
@@ -1113,6 +1849,7 @@ Status RegistryService::HoldLines(const UsageQuery& q, bool earnings,
     const GpuRow& row = gpus_[gpu->second].row;
     if (earnings && row.provider != q.provider()) continue;
     if (!q.job().empty() && l.job != q.job()) continue;
+    if (!l.reservation_id.empty()) continue;  // its reservation's line covers the time
     // A hold ends when a session under the lease starts, else when the lease ends (or now).
     const int64_t end = l.released_ms > 0 ? LeaseEndMs(l) : std::min(l.expires_ms, now);
     const int64_t until = l.claimed_ms > 0 ? std::min(l.claimed_ms, end) : end;
@@ -1121,6 +1858,37 @@ Status RegistryService::HoldLines(const UsageQuery& q, bool earnings,
     out->push_back(PriceHold(l.lease_id, l.tenant, row.provider, row.server_name, row.spec.model(),
                              held, options_.prices));
     out->back().set_job(l.job);
+  }
+  return Status::Ok();
+}
+
+Status RegistryService::ReservationLines(const UsageQuery& q, bool earnings,
+                                         std::vector<InvoiceLine>* out) {
+  const int64_t now = Now();
+  int64_t from_ms = 0, to_ms = 0;
+  Status s = Period(q, now, &from_ms, &to_ms);
+  if (!s.ok()) return s;
+  std::vector<ReservationRow> rows;
+  s = store_->QueryReservations(earnings ? "" : q.tenant(), to_ms, &rows);
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const ReservationRow& r : rows) {
+    if (!q.job().empty() && r.job != q.job()) continue;
+    // Billed from its start to its end, its cancellation or now, whichever is first; in the
+    // period where that falls. Cancelled before its start: nothing.
+    int64_t until = std::min(r.end_ms, now);
+    if (r.cancelled_ms > 0) until = std::min(until, r.cancelled_ms);
+    if (until <= r.start_ms || until < from_ms || until >= to_ms) continue;
+    for (const std::string& gpu_id : r.gpu_ids) {
+      auto gpu = gpu_by_id_.find(gpu_id);
+      if (gpu == gpu_by_id_.end()) continue;
+      const GpuRow& row = gpus_[gpu->second].row;
+      if (earnings && row.provider != q.provider()) continue;
+      out->push_back(PriceReservation(r.reservation_id, r.tenant, row.provider, row.server_name,
+                                      row.spec.model(), static_cast<double>(until - r.start_ms),
+                                      options_.prices));
+      out->back().set_job(r.job);
+    }
   }
   return Status::Ok();
 }
@@ -1149,14 +1917,16 @@ grpc::Status RegistryService::BuildInvoice(const UsageQuery& query, const std::s
                                            bool earnings, Invoice* out) {
   std::vector<SessionUsage> sessions;
   Status s = SessionsUsage(query, &sessions);
-  std::vector<InvoiceLine> holds;
+  std::vector<InvoiceLine> holds, reserved;
   if (s.ok()) s = HoldLines(query, earnings, &holds);
+  if (s.ok()) s = ReservationLines(query, earnings, &reserved);
   if (!s.ok()) return ToGrpc(s);
   out->set_subject(subject);
   out->set_from_unix(query.from_unix());
   out->set_to_unix(query.to_unix() > 0 ? query.to_unix() : Now() / 1000);
   for (const auto& u : sessions) *out->add_lines() = PriceSession(u, options_.prices);
   for (auto& line : holds) *out->add_lines() = std::move(line);
+  for (auto& line : reserved) *out->add_lines() = std::move(line);
   Total(options_.prices, out);
   if (!earnings) {
     out->set_provider_share(0);

@@ -34,6 +34,25 @@
 // whenever capacity appears, waiting requests are placed in that order (a lower-priority request
 // that fits where the head does not is placed too). The caller sees its position while it waits
 // and a clear kResourceExhausted answer with its position when its wait runs out.
+//
+// Lendable windows (registry/availability.h): a server reports when it lends its GPUs; they take
+// placements only inside those windows, and a request that says how long it needs its GPU
+// (PlaceRequest.duration_seconds) goes only where the window lasts that long. When a window
+// closes, the server's leases are put under notice (the notice the provider set) and end when it
+// runs out; servers hear of both with their heartbeats.
+//
+// Preemption: where the price list allows it (PriceList::preemption_notice_s), a waiting request
+// that fits nowhere gives lower-priority leases on one GPU notice (registry/preemption.h); the
+// GPU is kept for it meanwhile (no other waiting request is placed there), the leases end when
+// the notice runs out, and the request is placed. Its queue updates say so. A notice, once
+// given, stands: the leases end even if the request gives up first.
+//
+// Reservations: a tenant reserves GPUs from a start time for a duration; the registry picks GPUs
+// whose windows cover it and whose leases and other reservations leave room for it all along
+// (registry/capacity_timeline.h), and from then on places on them only leases that end before
+// the room is needed. From its start the reservation holds its room on each GPU (whether used or
+// not); the tenant's placements under it (PlaceRequest.reservation_id) go there without queueing
+// and end with it. Ends of leases under notice and of reservations happen in Sweep.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -44,12 +63,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "proto/registry.grpc.pb.h"
 #include "proto/token.pb.h"
+#include "registry/availability.h"
 #include "registry/billing.h"
+#include "registry/capacity_timeline.h"
 #include "registry/ended_leases.h"
 #include "registry/placement.h"
 #include "registry/probe_queue.h"
@@ -79,6 +102,8 @@ struct RegistryOptions {
   // The placement policy, by name (registry/placement.h, MakePlacementPolicy); each server is a
   // node whose CPU and host memory are not tracked.
   std::string placement_policy = kDefaultPlacementPolicy;
+  // Reservations a tenant may hold at once (not ended, not cancelled).
+  uint32_t max_reservations_per_tenant = 64;
 };
 
 class RegistryService final : public Registry::Service {
@@ -110,6 +135,13 @@ class RegistryService final : public Registry::Service {
                          const std::function<bool(const PlaceUpdate&)>& write);
   grpc::Status ReleaseLease(grpc::ServerContext* ctx, const ReleaseLeaseRequest* req,
                             Empty* reply) override;
+  grpc::Status ListLeases(grpc::ServerContext* ctx, const Empty* req, LeaseList* reply) override;
+  grpc::Status Reserve(grpc::ServerContext* ctx, const ReserveRequest* req,
+                       Reservation* reply) override;
+  grpc::Status ListReservations(grpc::ServerContext* ctx, const ReservationQuery* req,
+                                ReservationList* reply) override;
+  grpc::Status CancelReservation(grpc::ServerContext* ctx, const CancelReservationRequest* req,
+                                 Reservation* reply) override;
   grpc::Status CreateTenant(grpc::ServerContext* ctx, const NameRequest* req,
                             KeyReply* reply) override;
   grpc::Status ListTenants(grpc::ServerContext* ctx, const Empty* req, TenantList* reply) override;
@@ -140,6 +172,13 @@ class RegistryService final : public Registry::Service {
     std::string reach_reason;       // why it is unreachable
     uint64_t probe_generation = 0;  // of the latest probe queued; older outcomes are stale
     bool probe_pending = false;
+    int64_t verified_ms = 0;    // when it last proved its URL (0: not since its registration)
+    Availability availability;  // checked (CheckAvailability)
+    bool lendable = true;       // inside its lendable window (RefreshWindows)
+    // When the registry took its availability as it is now (a registration, an offset changed
+    // by a heartbeat; 0: loaded from the store): notices of its leases count from then at the
+    // earliest.
+    int64_t availability_since_ms = 0;
   };
   struct ProviderState {
     ProviderRow row;
@@ -154,11 +193,26 @@ class RegistryService final : public Registry::Service {
     std::string job;         // PlaceRequest.job, checked
     bool until_released = false;
     int64_t enqueued_ms = 0;
+    int64_t deadline_ms = 0;        // when its wait runs out, on the registry's clock
+    uint32_t duration_seconds = 0;  // PlaceRequest.duration_seconds
+    std::string reservation_id;     // placed under this reservation ("" = none)
+    int64_t reservation_end_ms = 0;
+    // A preemption on its behalf: the GPU kept for it (-1: none) and when its leases end.
+    int64_t preempting_index = -1;
+    int64_t preemption_ends_ms = 0;
     bool done = false;
     grpc::Status error;
     Placement placement;
     LeaseRow lease;            // granted, to be stored by the Place call
     wire::TokenClaims claims;  // granted, to be signed by the Place call
+  };
+
+  // A reservation the registry keeps: not cancelled, not ended. While active (from its start) it
+  // holds its room on each of its GPUs in cluster_.
+  struct ReservationState {
+    ReservationRow row;
+    std::vector<size_t> gpus;  // indices into gpus_/cluster_.gpus, as row.gpu_ids
+    bool active = false;
   };
 
   RegistryService(std::unique_ptr<Store> store, RegistryOptions options);
@@ -194,8 +248,50 @@ class RegistryService final : public Registry::Service {
   // Ends an active lease, returns its resources to its GPU and logs it for its server (ended_).
   // Under mu_; the caller records the end in the store with PersistEnded once it has let go of
   // mu_.
-  void EndLease(const std::string& lease_id, const char* why);
-  void PersistEnded(const std::vector<std::string>& lease_ids, int64_t now_ms);
+  // Records it in ended_unpersisted_ for PersistEnded.
+  void EndLease(const std::string& lease_id, const std::string& why);
+  // Records in the store the ends EndLease made so far. Call without mu_.
+  void PersistEnded();
+  // Puts a lease under notice: it ends at `ending_ms` (unless it ends sooner) for `reason`;
+  // recorded in the store before servers and tenants can read it. Under mu_.
+  void PutUnderNotice(LeaseRow* lease, int64_t ending_ms, const std::string& reason);
+  // Opens and closes servers' windows as `now` passes their edges: a closed server's GPUs are
+  // not placeable and its leases go under notice. Cheap until the next edge. Under mu_.
+  void RefreshWindows(int64_t now);
+  // Why `a` would break a reservation on one of `server`'s GPUs (its windows would not cover the
+  // rest of it), or "" when it breaks none. Under mu_.
+  std::string ReservationBrokenBy(const ServerState& server, const Availability& a,
+                                  int64_t now) const;
+  // Starts reservations whose start has come (their room held on their GPUs) and, when
+  // `end_finished`, ends those over (their room freed, the leases under them ended). Under mu_.
+  void RefreshReservations(int64_t now, bool end_finished);
+  // Frees a reservation's room (if held), ends its leases for `why` and forgets it. Under mu_.
+  void DropReservation(const std::string& reservation_id, const std::string& why);
+  // What a waiting request may take now: its ask, with the GPUs it must not go to added to the
+  // exclusions (windows too short for its duration, reservations it would break, GPUs kept for
+  // another request's preemption). Under mu_.
+  PlacementAsk ConstrainedAsk(const Waiter& w, int64_t now) const;
+  // The leases and reservations holding GPU `index` over time (leases until their end).
+  std::vector<TimedHold> HoldsOn(size_t index, int64_t now) const;
+  // True when a lease of `ask` on GPU `index` over [from_ms, to_ms) leaves every reservation
+  // there its room. Under mu_.
+  bool FitsBesideReservations(size_t index, const PlacementAsk& ask, int64_t from_ms,
+                              int64_t to_ms) const;
+  // Gives notice to lower-priority leases on the GPU where that makes room for `w` at least
+  // cost, and keeps the GPU for it; false when the price list or the leases allow none. Under
+  // mu_.
+  bool TryPreempt(Waiter* w, int64_t notice_ms, int64_t now);
+  // The GPU kept for `w`'s preemption is no longer kept. Under mu_.
+  void ForgetPreemption(Waiter* w);
+  // Places `w` under its reservation on one of the reservation's GPUs, or says why not. Under
+  // mu_.
+  grpc::Status PlaceUnderReservation(Waiter* w);
+  // Why a request that waited in vain was not placed, beyond its queue position: when GPUs that
+  // would take it are outside their windows, when the first opens. Under mu_.
+  std::string WindowHint(const PlacementAsk& ask, int64_t now) const;
+  Reservation ReservationInfo(const ReservationRow& row, int64_t now) const;
+  // The reservation lines of the leases in `query` (as HoldLines).
+  Status ReservationLines(const UsageQuery& query, bool earnings, std::vector<InvoiceLine>* out);
   // Sums usage per session and attributes each to the lease it ran under.
   Status SessionsUsage(const UsageQuery& query, std::vector<SessionUsage>* out);
   // Bill (earnings false: a tenant's) and Earnings (a provider's): checks that the caller may see
@@ -221,8 +317,16 @@ class RegistryService final : public Registry::Service {
   std::unique_ptr<PlacementPolicy> policy_;
   std::map<std::string, size_t> gpu_by_id_;
   std::map<std::string, ServerState> servers_;
-  std::map<std::string, LeaseRow> leases_;     // active, by id
-  std::deque<std::shared_ptr<Waiter>> queue_;  // ordered: priority desc, then seq
+  std::map<std::string, LeaseRow> leases_;  // active, by id
+  std::set<std::string> under_notice_;      // ids of active leases with an ending_ms
+  // Leases EndLease ended and the store does not know of yet: (id, when, why).
+  std::vector<std::tuple<std::string, int64_t, std::string>> ended_unpersisted_;
+  std::map<std::string, ReservationState> reservations_;   // kept ones, by id
+  std::map<size_t, std::set<std::string>> reserved_gpus_;  // GPU index -> its reservations
+  int64_t next_reservation_edge_ms_ = 0;           // the next start or end among reservations_
+  int64_t next_window_edge_ms_ = 0;                // the next opening or closing among the windows
+  std::map<size_t, Waiter*> kept_for_preemption_;  // GPU index -> the request it is kept for
+  std::deque<std::shared_ptr<Waiter>> queue_;      // ordered: priority desc, then seq
   uint64_t next_seq_ = 1;
   int64_t started_ms_ = 0;  // claim timeouts count from here at the earliest (a restart)
   EndedLeases ended_;

@@ -47,6 +47,12 @@ CREATE TABLE IF NOT EXISTS usage_sessions (
 CREATE TABLE IF NOT EXISTS servers (
   server_name TEXT PRIMARY KEY, provider TEXT NOT NULL, url TEXT NOT NULL,
   verified_ms BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS reservations (
+  reservation_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, gpu_ids TEXT NOT NULL,
+  gpu_type TEXT NOT NULL, backend TEXT NOT NULL, memory_bytes BIGINT NOT NULL,
+  share INTEGER NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL,
+  created_ms BIGINT NOT NULL, cancelled_ms BIGINT NOT NULL DEFAULT 0,
+  job TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS usage_by_tenant ON usage (tenant, end_ms);
 CREATE INDEX IF NOT EXISTS usage_by_provider ON usage (provider, end_ms);
 )sql";
@@ -58,6 +64,17 @@ const char* kAddedColumns[] = {
     "ALTER TABLE usage ADD COLUMN lease_id TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE leases ADD COLUMN job TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE leases ADD COLUMN until_released INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN ending_ms BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN end_reason TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE leases ADD COLUMN reservation_id TEXT NOT NULL DEFAULT ''",
+    // The notice its server promised at the grant (seconds; 0 for leases from before windows).
+    "ALTER TABLE leases ADD COLUMN notice_s BIGINT NOT NULL DEFAULT 0",
+    // A server's availability (rgpu-server --available): windows as "START-END,..." in minutes
+    // of the day; none: always.
+    "ALTER TABLE servers ADD COLUMN windows TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE servers ADD COLUMN utc_offset_s BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE servers ADD COLUMN zone TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE servers ADD COLUMN notice_s BIGINT NOT NULL DEFAULT 0",
 };
 const char* kAddedIndexes = "CREATE INDEX IF NOT EXISTS usage_by_lease ON usage (lease_id)";
 
@@ -131,7 +148,65 @@ Status Taken(Status s, const std::string& what) {
 
 const char* kLeaseColumns =
     "lease_id, tenant, gpu_id, server_name, memory_bytes, share, priority, queue_ms, granted_ms, "
-    "expires_ms, released_ms, claimed_ms, job, until_released";
+    "expires_ms, released_ms, claimed_ms, job, until_released, ending_ms, end_reason, "
+    "reservation_id, notice_s";
+const char* kReservationColumns =
+    "reservation_id, tenant, gpu_ids, gpu_type, backend, memory_bytes, share, start_ms, end_ms, "
+    "created_ms, cancelled_ms, job";
+
+// Lists of ids as stored: comma-separated (ids hold no commas: registry/service.cc makes them).
+std::string JoinIds(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const std::string& id : ids) out += (out.empty() ? "" : ",") + id;
+  return out;
+}
+std::vector<std::string> SplitIds(const std::string& text) {
+  std::vector<std::string> ids;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) ids.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return ids;
+}
+
+// Windows as stored: "START-END,..." in minutes of the day.
+std::string EncodeWindows(const Availability& a) {
+  std::string out;
+  for (const LendableWindow& w : a.windows()) {
+    out += (out.empty() ? "" : ",") + std::to_string(w.start_minute()) + "-" +
+           std::to_string(w.end_minute());
+  }
+  return out;
+}
+void DecodeWindows(const std::string& text, Availability* a) {
+  for (const std::string& item : SplitIds(text)) {
+    const size_t dash = item.find('-');
+    if (dash == std::string::npos) continue;
+    LendableWindow* w = a->add_windows();
+    w->set_start_minute(static_cast<uint32_t>(std::min<uint64_t>(U(item.substr(0, dash)), ~0u)));
+    w->set_end_minute(static_cast<uint32_t>(std::min<uint64_t>(U(item.substr(dash + 1)), ~0u)));
+  }
+}
+
+ReservationRow ParseReservation(const Row& r) {
+  ReservationRow v;
+  v.reservation_id = r[0];
+  v.tenant = r[1];
+  v.gpu_ids = SplitIds(r[2]);
+  v.gpu_type = r[3];
+  v.backend = r[4];
+  v.memory_bytes = U(r[5]);
+  v.share = static_cast<uint32_t>(std::min<uint64_t>(U(r[6]), ~0u));
+  v.start_ms = I(r[7]);
+  v.end_ms = I(r[8]);
+  v.created_ms = I(r[9]);
+  v.cancelled_ms = I(r[10]);
+  v.job = r[11];
+  return v;
+}
 
 // "$FIRST, $FIRST+1, ..." for `n` parameters.
 std::string Placeholders(size_t n, size_t first = 1) {
@@ -159,6 +234,10 @@ LeaseRow ParseLease(const Row& r) {
   l.claimed_ms = I(r[11]);
   l.job = r[12];
   l.until_released = I(r[13]) != 0;
+  l.ending_ms = I(r[14]);
+  l.end_reason = r[15];
+  l.reservation_id = r[16];
+  l.notice_s = static_cast<uint32_t>(std::min<uint64_t>(U(r[17]), ~0u));
   return l;
 }
 
@@ -271,11 +350,11 @@ Status Store::PutGpus(const std::vector<GpuRow>& rows) {
 
 Status Store::AddLease(const LeaseRow& l) {
   return Commit(
-      {std::string("INSERT INTO leases (") + kLeaseColumns +
-           ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+      {std::string("INSERT INTO leases (") + kLeaseColumns + ") VALUES (" + Placeholders(18) + ")",
        {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes), Num(uint64_t{l.share}),
         Num(int64_t{l.priority}), Num(l.queue_ms), Num(l.granted_ms), Num(l.expires_ms),
-        Num(l.released_ms), Num(l.claimed_ms), l.job, Num(int64_t{l.until_released ? 1 : 0})}});
+        Num(l.released_ms), Num(l.claimed_ms), l.job, Num(int64_t{l.until_released ? 1 : 0}),
+        Num(l.ending_ms), l.end_reason, l.reservation_id, Num(uint64_t{l.notice_s})}});
 }
 
 Status Store::GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out) {
@@ -306,23 +385,90 @@ Status Store::LoadEndedLeases(int64_t now_ms, std::vector<LeaseRow>* out) {
 }
 
 Status Store::PutServer(const ServerRow& row) {
+  const Availability& a = row.availability;
   return db_->Exec(
-      "INSERT INTO servers (server_name, provider, url, verified_ms) VALUES ($1, $2, $3, $4) "
+      "INSERT INTO servers (server_name, provider, url, verified_ms, windows, utc_offset_s, zone, "
+      "notice_s) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
       "ON CONFLICT (server_name) DO UPDATE SET provider = excluded.provider, url = excluded.url, "
-      "verified_ms = excluded.verified_ms",
-      {row.name, row.provider, row.url, Num(row.verified_ms)});
+      "verified_ms = excluded.verified_ms, windows = excluded.windows, "
+      "utc_offset_s = excluded.utc_offset_s, zone = excluded.zone, notice_s = excluded.notice_s",
+      {row.name, row.provider, row.url, Num(row.verified_ms), EncodeWindows(a),
+       Num(int64_t{a.utc_offset_seconds()}), a.zone(), Num(uint64_t{a.notice_seconds()})});
 }
 
 Status Store::LoadServers(std::vector<ServerRow>* out) {
   std::vector<Row> rows;
-  Status s = db_->Query("SELECT server_name, provider, url, verified_ms FROM servers", {}, &rows);
-  for (const auto& r : rows) out->push_back({r[0], r[1], r[2], I(r[3])});
+  Status s = db_->Query(
+      "SELECT server_name, provider, url, verified_ms, windows, utc_offset_s, zone, notice_s "
+      "FROM servers",
+      {}, &rows);
+  for (const auto& r : rows) {
+    ServerRow row{r[0], r[1], r[2], I(r[3]), {}};
+    DecodeWindows(r[4], &row.availability);
+    // Out of range reads as a value the service's check refuses, never as a wrapped one.
+    const int64_t offset = I(r[5]);
+    row.availability.set_utc_offset_seconds(
+        static_cast<int32_t>(std::clamp<int64_t>(offset, INT32_MIN, INT32_MAX)));
+    row.availability.set_zone(r[6]);
+    row.availability.set_notice_seconds(static_cast<uint32_t>(std::min<uint64_t>(U(r[7]), ~0u)));
+    out->push_back(std::move(row));
+  }
   return s;
 }
 
-Status Store::ReleaseLease(const std::string& lease_id, int64_t released_ms) {
-  return Commit(
-      {"UPDATE leases SET released_ms = $1 WHERE lease_id = $2", {Num(released_ms), lease_id}});
+Status Store::ReleaseLease(const std::string& lease_id, int64_t released_ms,
+                           const std::string& reason) {
+  if (reason.empty()) {
+    return Commit(
+        {"UPDATE leases SET released_ms = $1 WHERE lease_id = $2", {Num(released_ms), lease_id}});
+  }
+  return Commit({"UPDATE leases SET released_ms = $1, end_reason = $3 WHERE lease_id = $2",
+                 {Num(released_ms), lease_id, reason}});
+}
+
+Status Store::SetLeaseEnding(const std::string& lease_id, int64_t ending_ms,
+                             const std::string& reason) {
+  return Commit({"UPDATE leases SET ending_ms = $1, end_reason = $2 WHERE lease_id = $3",
+                 {Num(ending_ms), reason, lease_id}});
+}
+
+Status Store::AddReservation(const ReservationRow& v) {
+  return Taken(Commit({std::string("INSERT INTO reservations (") + kReservationColumns +
+                           ") VALUES (" + Placeholders(12) + ")",
+                       {v.reservation_id, v.tenant, JoinIds(v.gpu_ids), v.gpu_type, v.backend,
+                        Num(v.memory_bytes), Num(uint64_t{v.share}), Num(v.start_ms), Num(v.end_ms),
+                        Num(v.created_ms), Num(v.cancelled_ms), v.job}}),
+               "reservation " + v.reservation_id);
+}
+
+Status Store::CancelReservation(const std::string& reservation_id, int64_t cancelled_ms) {
+  int64_t changed = 0;
+  Status s = db_->ExecCount(
+      "UPDATE reservations SET cancelled_ms = $1 WHERE reservation_id = $2 AND cancelled_ms = 0",
+      {Num(cancelled_ms), reservation_id}, &changed);
+  if (s.ok() && changed == 0) return NotFound("no reservation " + reservation_id + " to cancel");
+  return s;
+}
+
+Status Store::LoadLiveReservations(int64_t now_ms, std::vector<ReservationRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(std::string("SELECT ") + kReservationColumns +
+                            " FROM reservations WHERE cancelled_ms = 0 AND end_ms > $1 "
+                            "ORDER BY start_ms",
+                        {Num(now_ms)}, &rows);
+  for (const auto& r : rows) out->push_back(ParseReservation(r));
+  return s;
+}
+
+Status Store::QueryReservations(const std::string& tenant, int64_t to_ms,
+                                std::vector<ReservationRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(std::string("SELECT ") + kReservationColumns +
+                            " FROM reservations WHERE start_ms < $1 AND ($2 = '' OR tenant = $2) "
+                            "ORDER BY start_ms, reservation_id",
+                        {Num(to_ms), tenant}, &rows);
+  for (const auto& r : rows) out->push_back(ParseReservation(r));
+  return s;
 }
 
 Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint32_t* duplicates,

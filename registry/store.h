@@ -56,6 +56,31 @@ struct LeaseRow {
   int64_t claimed_ms = 0;
   std::string job;              // the batch job it serves (PlaceRequest.job), "" = none
   bool until_released = false;  // a session's end does not end it (PlaceRequest.until_released)
+  // Under notice: it ends at ending_ms (0: not under notice), for end_reason (its server's
+  // lendable window closed, a higher-priority request preempted it). Once ended, end_reason
+  // says why it ended.
+  int64_t ending_ms = 0;
+  std::string end_reason;
+  std::string reservation_id;  // the reservation it was placed under ("" = none)
+  // The notice its server promised when it was granted (Placement.notice_seconds): what it gets
+  // when the server's lendable window closes, whatever the server reports later.
+  uint32_t notice_s = 0;
+};
+
+// GPUs held for a tenant over [start_ms, end_ms): gpu_ids each hold memory_bytes and share.
+struct ReservationRow {
+  std::string reservation_id;
+  std::string tenant;
+  std::vector<std::string> gpu_ids;
+  std::string gpu_type;  // what was asked for (ReserveRequest), for listings
+  std::string backend;
+  uint64_t memory_bytes = 0;
+  uint32_t share = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  int64_t created_ms = 0;
+  int64_t cancelled_ms = 0;  // 0: not cancelled
+  std::string job;
 };
 
 // A registered server's URL and when the registry last saw it prove it answers there.
@@ -64,6 +89,9 @@ struct ServerRow {
   std::string provider;
   std::string url;
   int64_t verified_ms = 0;  // 0: not proven
+  // When it lends (rgpu-server --available), as it last reported; stored as it was accepted,
+  // read back unchecked (the service checks it again).
+  Availability availability;
 };
 
 // What the store holds of one session's records under one lease (Store::LeaseSessionTotals),
@@ -113,13 +141,26 @@ class Store {
   // Lease writes go through a group commit: writes from concurrent callers are committed in one
   // transaction (one sync to disk for all); each call returns once its write is durable.
   Status AddLease(const LeaseRow& row);
-  Status ReleaseLease(const std::string& lease_id, int64_t released_ms);
+  // Ends a lease at `released_ms`; `reason`, when not empty, is kept as its end_reason.
+  Status ReleaseLease(const std::string& lease_id, int64_t released_ms,
+                      const std::string& reason = "");
+  // Puts a lease under notice: it ends at `ending_ms` for `reason`.
+  Status SetLeaseEnding(const std::string& lease_id, int64_t ending_ms, const std::string& reason);
   // The leases with these ids (any state); ids not found are left out.
   Status GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out);
   // Leases released before their tokens expire (expires_ms > now_ms), oldest release first.
   Status LoadEndedLeases(int64_t now_ms, std::vector<LeaseRow>* out);
 
-  // Servers: inserts or replaces one (its URL and verification time).
+  // Reservations: added whole; cancelled once (kNotFound when there is none to cancel).
+  Status AddReservation(const ReservationRow& row);
+  Status CancelReservation(const std::string& reservation_id, int64_t cancelled_ms);
+  // Reservations not cancelled whose end is after `now_ms`, for the registry's start-up.
+  Status LoadLiveReservations(int64_t now_ms, std::vector<ReservationRow>* out);
+  // Reservations of `tenant` ("" = all) that start before `to_ms`, oldest start first.
+  Status QueryReservations(const std::string& tenant, int64_t to_ms,
+                           std::vector<ReservationRow>* out);
+
+  // Servers: inserts or replaces one (its URL, verification time and availability).
   Status PutServer(const ServerRow& row);
   Status LoadServers(std::vector<ServerRow>* out);
 

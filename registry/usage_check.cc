@@ -46,7 +46,10 @@ std::string Format(const char* format, double a, double b) {
 }  // namespace
 
 int64_t LeaseEndMs(const LeaseRow& lease) {
-  return lease.released_ms > 0 ? std::min(lease.released_ms, lease.expires_ms) : lease.expires_ms;
+  int64_t end = lease.expires_ms;
+  if (lease.released_ms > 0) end = std::min(end, lease.released_ms);
+  if (lease.ending_ms > 0) end = std::min(end, lease.ending_ms);
+  return end;
 }
 
 std::string CheckRecordShape(const UsageRecord& r) {

@@ -64,7 +64,8 @@ std::string CheckRecordAgainstLease(const UsageRecord& r, const UsageContext& co
 // Adds an accepted record to its session's totals (saturating, never overflowing).
 void AddToTotals(const UsageRecord& r, SessionTotals* totals);
 
-// The end of a lease's interval: when it was released (ended early), else when it expires.
+// The end of a lease's interval: the earliest of its expiry, its release (ended early) and the
+// end of its notice (a lendable window closed, a preemption), if it was given one.
 int64_t LeaseEndMs(const LeaseRow& lease);
 
 }  // namespace rgpu::registry

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/state_dir.h"
+#include "registry/availability.h"
 #include "server/server.h"
 
 namespace {
@@ -82,6 +83,16 @@ int main(int argc, char** argv) {
   app.add_option("--metering-spool", options.metering_spool,
                  "keep usage records the registry has not acknowledged in this file too, so that "
                  "a restarted server still delivers them");
+  app.add_option("--available", options.available,
+                 "when this server's GPUs may be lent, with --registry: always, or windows "
+                 "HH:MM-HH:MM in this host's local time, comma-separated (20:00-08:00 wraps "
+                 "past midnight); the registry places only inside them")
+      ->capture_default_str();
+  app.add_option("--notice-s", options.notice_seconds,
+                 "a session still running when a lendable window closes goes on this many "
+                 "seconds, then ends (at most 86400)")
+      ->check(CLI::Range(0u, rgpu::registry::kMaxNoticeSeconds))
+      ->capture_default_str();
   app.add_option("--interconnect-gbps", options.interconnect_gbps,
                  "host-to-GPU bandwidth to advertise to the registry, GB/s");
   app.add_option("--max-kernel-ms", options.max_kernel_ms,
@@ -131,6 +142,17 @@ int main(int argc, char** argv) {
   options.session_limits.max_staging_bytes = max_staging_mib << 20;
   if (options.provider_key.empty() && getenv("RGPU_PROVIDER_KEY") != nullptr) {
     options.provider_key = getenv("RGPU_PROVIDER_KEY");
+  }
+
+  rgpu::registry::Availability availability;
+  if (rgpu::Status a = rgpu::registry::ParseAvailability(options.available, &availability);
+      !a.ok()) {
+    RGPU_LOG_ERROR("--available: %s", a.message().c_str());
+    return 1;
+  }
+  if (availability.windows_size() > 0 && options.registry.empty()) {
+    RGPU_LOG_ERROR("--available says when the registry may place sessions: it needs --registry");
+    return 1;
   }
 
   rgpu::server::Server server;

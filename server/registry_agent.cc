@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <set>
 
@@ -29,6 +30,26 @@ std::string BootId() {
 }
 
 constexpr int kBatch = 500;
+
+// The host's UTC offset (seconds east of UTC) and zone abbreviation now, from its time zone
+// (TZ, /etc/localtime).
+void LocalZone(int32_t* offset_seconds, std::string* zone) {
+  const time_t now = time(nullptr);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  *offset_seconds = static_cast<int32_t>(tm.tm_gmtoff);
+  *zone = tm.tm_zone != nullptr ? tm.tm_zone : "";
+}
+
+// UTC time of `unix_ms` for the log.
+std::string UtcTime(int64_t unix_ms) {
+  const time_t t = static_cast<time_t>(unix_ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[40];
+  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
 
 }  // namespace
 
@@ -64,6 +85,12 @@ Status RegistryAgent::Register(std::string* public_key_pem) {
   request.set_server_name(options_.server_name);
   request.set_server_url(options_.server_url);
   request.set_reachability_secret(options_.reachability_secret);
+  *request.mutable_availability() = options_.availability;
+  int32_t offset = 0;
+  std::string zone;
+  LocalZone(&offset, &zone);
+  request.mutable_availability()->set_utc_offset_seconds(offset);
+  request.mutable_availability()->set_zone(zone);
   for (const auto& gpu : gpus_) *request.add_gpus() = gpu;
   registry::RegisterReply reply;
   grpc::ClientContext ctx;
@@ -223,6 +250,13 @@ void RegistryAgent::Heartbeat() {
   request.set_server_name(options_.server_name);
   request.set_ended_cursor(ended_cursor_);
   request.set_ended_epoch(ended_epoch_);
+  if (options_.availability.windows_size() > 0) {
+    int32_t offset = 0;
+    std::string zone;
+    LocalZone(&offset, &zone);
+    request.set_utc_offset_seconds(offset);
+    request.set_zone(zone);
+  }
   registry::HeartbeatReply reply;
   grpc::ClientContext ctx;
   ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
@@ -244,12 +278,46 @@ void RegistryAgent::Heartbeat() {
   }
   last_heartbeat_error_.clear();
   if (reply.heartbeat_ms() > 0) heartbeat_ms_ = reply.heartbeat_ms();
+  // Notices: said once each (again if the end moves), so the log names why sessions end; the
+  // agent ends their sessions itself when the notice runs out (EndNoticedLeases).
+  std::map<std::string, Notice> noticed;
+  for (const auto& notice : reply.ending_leases()) {
+    auto it = noticed_.find(notice.lease_id());
+    if (it == noticed_.end() || it->second.ends_ms != notice.ends_unix_ms()) {
+      RGPU_LOG_WARN("registry: lease %s ends at %s: %s", notice.lease_id().c_str(),
+                    UtcTime(notice.ends_unix_ms()).c_str(), notice.reason().c_str());
+    }
+    const bool ended =
+        it != noticed_.end() && it->second.ends_ms == notice.ends_unix_ms() && it->second.ended;
+    noticed[notice.lease_id()] = {notice.ends_unix_ms(), notice.reason(), ended};
+  }
+  noticed_.swap(noticed);
+  for (int i = 0; i < reply.ended_leases_size(); ++i) {
+    const std::string why = i < reply.ended_reasons_size() ? reply.ended_reasons(i) : "";
+    // Its token is refused from now on; a session still under it is stopped (its calls fail
+    // with CUDA_ERROR_DEVICE_UNAVAILABLE), and this line says why.
+    RGPU_LOG_INFO("registry: lease %s ended%s%s", reply.ended_leases(i).c_str(),
+                  why.empty() ? "" : ": ", why.c_str());
+  }
   if (reply.ended_leases_size() > 0 && options_.on_leases_ended) {
     options_.on_leases_ended(
         std::vector<std::string>(reply.ended_leases().begin(), reply.ended_leases().end()));
   }
   ended_cursor_ = reply.ended_cursor();
   ended_epoch_ = reply.ended_epoch();
+}
+
+void RegistryAgent::EndNoticedLeases() {
+  const int64_t now = NowMs();
+  std::vector<std::string> due;
+  for (auto& [id, notice] : noticed_) {
+    if (notice.ended || notice.ends_ms > now) continue;
+    notice.ended = true;
+    RGPU_LOG_WARN("lease %s: its notice ran out at %s: %s", id.c_str(),
+                  UtcTime(notice.ends_ms).c_str(), notice.reason.c_str());
+    due.push_back(id);
+  }
+  if (!due.empty() && options_.on_leases_ended) options_.on_leases_ended(due);
 }
 
 void RegistryAgent::Loop() {
@@ -261,6 +329,7 @@ void RegistryAgent::Loop() {
       Heartbeat();
       next_heartbeat = now + std::chrono::milliseconds(heartbeat_ms_);
     }
+    EndNoticedLeases();
     // Memory is observed every observe_ms; records are made and sent every report_ms, and
     // at once when a session ends (its end frees its lease at the registry).
     const bool report = report_now_.exchange(false) || now >= next_report;

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +52,9 @@ struct RegistryAgentOptions {
   // tokens are still valid (an id may come again, e.g. after a registry restart); the server
   // refuses those tokens from then on. Must not call the agent.
   std::function<void(const std::vector<std::string>& lease_ids)> on_leases_ended;
+  // When the server's GPUs are lendable (windows and notice; registry/availability.h). Its UTC
+  // offset and zone are the host's, filled in at each registration and heartbeat.
+  registry::Availability availability;
 };
 
 class RegistryAgent {
@@ -76,6 +80,9 @@ class RegistryAgent {
   // One heartbeat: liveness, registering again when asked, and the ended leases.
   void Heartbeat();
   void Loop();
+  // Ends, through on_leases_ended, the leases whose notice has run out on this host's clock,
+  // without waiting for the registry's next heartbeat reply to list them as ended.
+  void EndNoticedLeases();
   // Sends up to one batch of pending records; true when the registry acknowledged it.
   bool SendBatch();
   void AddRecords(std::vector<registry::UsageRecord> records);
@@ -95,6 +102,14 @@ class RegistryAgent {
   uint64_t ended_cursor_ = 0;
   std::string ended_epoch_;
   std::string last_heartbeat_error_;  // logged once until it changes
+  // Leases under notice (from the latest heartbeat), with when they end and why, and whether
+  // the agent has ended them on this server already (agent thread only).
+  struct Notice {
+    int64_t ends_ms = 0;
+    std::string reason;
+    bool ended = false;
+  };
+  std::map<std::string, Notice> noticed_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> report_now_{false};  // a session ended: report without waiting
   std::mutex wake_mu_;

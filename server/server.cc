@@ -12,6 +12,7 @@
 #include "server/metrics.h"
 #include "proto/crypto.h"
 #include "proto/protocol_version.h"
+#include "registry/availability.h"
 #include "registry/operator_key.h"
 #include "server/registry_agent.h"
 #include "server/session.h"
@@ -33,6 +34,9 @@ Status Server::StartRegistryAgent() {
   // A token dies with its lease: refused from now on, and its sessions are stopped.
   agent_options.on_leases_ended = [this](const std::vector<std::string>& ids) { EndLeases(ids); };
   agent_options.spool_path = options_.metering_spool;
+  Status parsed = registry::ParseAvailability(options_.available, &agent_options.availability);
+  if (!parsed.ok()) return InvalidArgument("--available: " + parsed.message());
+  agent_options.availability.set_notice_seconds(options_.notice_seconds);
   agent_options.server_name = options_.name;
   agent_options.server_url = options_.advertise_url.empty() ? url_ : options_.advertise_url;
   if (const auto any = agent_options.server_url.find("://0.0.0.0:"); any != std::string::npos) {

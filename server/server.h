@@ -60,6 +60,11 @@ struct ServerOptions {
   std::string advertise_url;     // URL tenants reach this server at (default: the bound URL)
   double interconnect_gbps = 0;  // host-to-GPU bandwidth to advertise, GB/s (0: unknown)
   std::string metering_spool;    // file keeping unacknowledged usage records across restarts
+  // When the GPUs are lendable (rgpu-server --available, registry/availability.h: "always" or
+  // HH:MM-HH:MM,... in local time) and how long a session still running when a window closes
+  // goes on before it ends; told to the registry, which places only inside the windows.
+  std::string available = "always";
+  uint32_t notice_seconds = 60;
   // Per-session bound on requests received and not yet served; a client that sends past it
   // (a flood: rgpu's own client never does) has its session closed with the reason.
   int max_queued_calls = 4096;

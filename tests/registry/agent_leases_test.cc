@@ -133,5 +133,56 @@ TEST_F(AgentLeasesTest, RecordsTheRegistryRefusesAreDropped) {
   EXPECT_EQ(registry_->Usage().sessions_size(), 0);
 }
 
+// A lease given notice (here: preempted, with the price list's 1 s notice) is ended on the
+// server when the notice runs out, by the agent on its own clock: the registry, which is not
+// swept here, has not listed it as ended yet.
+TEST_F(AgentLeasesTest, TheServerEndsALeaseWhenItsNoticeRunsOut) {
+  registry_.reset();
+  registry_ = std::make_unique<TestRegistry>(dir_, 0, /*heartbeat_ms=*/100,
+                                             "default_gpu 0.001 1\npreemption 5 1\n");
+  options_.address = registry_->address();
+  options_.provider_key = registry_->CreateKey(true, "acme2");
+  api_key_ = registry_->CreateKey(false, "alice2");
+  ASSERT_TRUE(agent_
+                  .Start(
+                      options_, {gpu_}, [] { return wire::StatusReply(); }, nullptr)
+                  .ok());
+  registry_->service()->WaitForProbes();
+  Placement low;
+  ASSERT_TRUE(registry_->Place(api_key_, 4ull << 30, &low).ok());  // the whole GPU's memory
+  // A priority-9 request waits for it: the low lease is given 1 s notice.
+  std::thread high([&] {
+    PlaceRequest req;
+    req.set_memory_bytes(4ull << 30);
+    req.set_priority(9);
+    req.set_wait_seconds(30);
+    std::string holder_private, holder_public;
+    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
+    req.set_holder_key(holder_public);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-rgpu-api-key", api_key_);
+    auto reader = registry_->stub_->Place(&ctx, req);
+    PlaceUpdate update;
+    while (reader->Read(&update)) {
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+  });
+  const auto asked = std::chrono::steady_clock::now();
+  WaitFor([&] { return Ended(low.lease_id()); });
+  EXPECT_GE(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(900));
+  // Still active at the registry: the agent ended it, not a heartbeat reply.
+  LeaseList leases;
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-rgpu-admin-key", kTestAdminKey);
+    ASSERT_TRUE(registry_->stub_->ListLeases(&ctx, Empty(), &leases).ok());
+  }
+  bool active = false;
+  for (const auto& l : leases.leases()) active = active || l.lease_id() == low.lease_id();
+  EXPECT_TRUE(active);
+  registry_->service()->Sweep();  // now the registry ends it and places the waiting request
+  high.join();
+}
+
 }  // namespace
 }  // namespace rgpu::registry

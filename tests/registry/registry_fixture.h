@@ -109,11 +109,12 @@ class RegistryTest : public ::testing::Test {
   // and waits until the registry has probed the URL.
   grpc::Status Register(const std::string& key, const std::string& server,
                         std::vector<GpuSpec> gpus, RegisterReply* reply, std::string url = "",
-                        std::string secret = "") {
+                        std::string secret = "", const Availability& availability = {}) {
     RegisterRequest req;
     req.set_server_name(server);
     req.set_server_url(url.empty() ? responder_.url() : url);
     req.set_reachability_secret(secret.empty() ? responder_.secret() : secret);
+    *req.mutable_availability() = availability;
     for (auto& g : gpus) *req.add_gpus() = g;
     grpc::ClientContext ctx;
     Key(&ctx, "x-rgpu-provider-key", key);

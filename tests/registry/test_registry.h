@@ -20,8 +20,9 @@ constexpr const char* kTestAdminKey = "test-operator-key-0123456789";
 class TestRegistry {
  public:
   // Starts the service on `port` (0: any) over the SQLite file in `dir` (which holds key.pem and
-  // key.pub).
-  TestRegistry(const std::string& dir, int port, uint32_t heartbeat_ms = 2000) {
+  // key.pub), with the price list `prices` (PriceList::Parse's format; "" = the default).
+  TestRegistry(const std::string& dir, int port, uint32_t heartbeat_ms = 2000,
+               const std::string& prices = "") {
     RegistryOptions options;
     options.signing_key_path = dir + "/key.pem";
     std::ifstream pub(dir + "/key.pub");
@@ -30,6 +31,7 @@ class TestRegistry {
     options.public_key_pem = text.str();
     options.admin_key = kTestAdminKey;
     options.heartbeat_ms = heartbeat_ms;
+    if (!prices.empty()) EXPECT_TRUE(PriceList::Parse(prices, &options.prices).ok());
     std::unique_ptr<Db> db;
     EXPECT_TRUE(OpenSqlite(dir + "/registry.db", &db).ok());
     std::unique_ptr<Store> store;
