@@ -291,7 +291,7 @@ def table(metrics, failures, rows, systems, peers):
         cells = [LABELS.get(k, "sample %s (s)" % sample_name(k))]
         for s in systems:
             v = metrics[s].get(k)
-            na = failures[s].get(k, "").startswith("not countable")
+            na = failures[s].get(k, "").startswith(("not countable", "not measured"))
             cells.append("n/a" if na else "FAIL" if v is None and k in failures[s] else fmt(v))
         for m in mine:
             for p in peers:
