@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "server/liveness_service.h"
 #include "server/session_limits.h"
 #include "server/tenants.h"
+#include "proto/rgpu.pb.h"
 #include "transport/channel.h"
 
 namespace prometheus {
@@ -129,6 +131,35 @@ class Server {
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Collectable> metrics_;
   std::atomic<int> running_threads_{0};
+  // Sets up a session as every session of this server is (limits, keepalive, lanes, peers, the
+  // service handler).
+  void ConfigureSession(Session& session);
+  // Runs `session` on the calling thread (Run, or RunResumed with `resumed`), listed in sessions_
+  // and metered, and accounts for its end.
+  void RunSession(Session& session, std::unique_ptr<Channel> resumed = nullptr);
+
+  // Moving sessions (server/server_migration.cc, docs/migration.md). The first message of a
+  // connection that is none of the session kinds: an operator's AdminRequest, another server's
+  // RestoreJoin, a client's Resume. False: not one of these.
+  bool HandleService(const wire::Envelope& first, std::unique_ptr<Channel>& channel);
+  void ServeAdmin(const wire::AdminRequest& request, Channel& channel);
+  // Checks the operator's proof of its key over a fresh nonce on `channel`.
+  Status ProveOperator(const wire::Credential& presented, Channel& channel);
+  // Restores the checkpoint that arrives on `channel` (CheckpointChunk messages) as a session
+  // waiting to be resumed; its id and resume credential, or why not.
+  Status RestoreFromStream(Channel& channel, uint64_t* session_id, std::string* credential);
+  // A client's Resume: its proof checked, the restored session served on this thread.
+  void JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& channel);
+  // Releases restored sessions nobody resumed in time, and expired restore tickets.
+  void ReapPendingResumes();
+  struct PendingResume {
+    std::unique_ptr<Session> session;
+    std::string credential;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::map<uint64_t, PendingResume> pending_resumes_;                     // under mu_
+  std::map<std::string, std::chrono::steady_clock::time_point> tickets_;  // under mu_
+
   std::unique_ptr<RegistryAgent> agent_;  // when options_.registry is set
   std::string registry_key_path_;         // the registry's public key, written for TenantTable
   // Random, made at Start: sent to the registry when registering, so that the registry can check
