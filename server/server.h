@@ -146,8 +146,9 @@ class Server {
   // Checks the operator's proof of its key over a fresh nonce on `channel`.
   Status ProveOperator(const wire::Credential& presented, Channel& channel);
   // Restores the checkpoint that arrives on `channel` (CheckpointChunk messages) as a session
-  // waiting to be resumed; its id and resume credential, or why not.
-  Status RestoreFromStream(Channel& channel, uint64_t* session_id, std::string* credential);
+  // waiting to be resumed, and answers AdminReply: its id and resume credential, or why not (as
+  // soon as it is known, the rest of the stream then read and dropped).
+  void RestoreFromStream(Channel& channel);
   // A client's Resume: its proof checked, the restored session served on this thread.
   void JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& channel);
   // Releases restored sessions nobody resumed in time, and expired restore tickets.

@@ -71,17 +71,7 @@ bool Server::HandleService(const wire::Envelope& first, std::unique_ptr<Channel>
         ReplyError(*channel, "no such restore ticket (a wrong, used or expired one)");
         return true;
       }
-      uint64_t id = 0;
-      std::string credential;
-      const Status s = RestoreFromStream(*channel, &id, &credential);
-      wire::AdminReply reply;
-      if (!s.ok()) {
-        reply.set_error(s.message());
-      } else {
-        reply.set_session_id(id);
-        reply.set_resume_credential(credential);
-      }
-      Reply(*channel, reply);
+      RestoreFromStream(*channel);
       return true;
     }
     case wire::Envelope::kResume:
@@ -134,16 +124,9 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
       reply.set_ticket(ticket);
       break;
     }
-    case wire::AdminRequest::RESTORE: {
-      uint64_t id = 0;
-      std::string credential;
-      if (Status s = RestoreFromStream(channel, &id, &credential); !s.ok()) {
-        return ReplyError(channel, s.message());
-      }
-      reply.set_session_id(id);
-      reply.set_resume_credential(credential);
-      break;
-    }
+    case wire::AdminRequest::RESTORE:
+      RestoreFromStream(channel);
+      return;
     case wire::AdminRequest::MIGRATE:
     case wire::AdminRequest::CHECKPOINT:
     case wire::AdminRequest::REDIRECT: {
@@ -186,7 +169,12 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
                                        std::to_string(timeout_ms) +
                                        " ms; the session stays where it was");
       }
-      if (request.kind() != wire::AdminRequest::CHECKPOINT) {
+      bool moved = false;
+      {
+        std::lock_guard<std::mutex> lock(move->mu);
+        moved = move->result.ok();
+      }
+      if (moved && request.kind() != wire::AdminRequest::CHECKPOINT) {
         // Until the client has left for where the session went (the pause it saw).
         move->AwaitDone(std::chrono::seconds(15));
       }
@@ -204,7 +192,7 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
   Reply(channel, reply);
 }
 
-Status Server::RestoreFromStream(Channel& channel, uint64_t* session_id, std::string* credential) {
+void Server::RestoreFromStream(Channel& channel) {
   const uint64_t id = next_session_id_++;
   auto session = std::make_unique<Session>(id, driver_, devices_, nullptr, tenants_.get(), "",
                                            scheduler_.get());
@@ -245,7 +233,8 @@ Status Server::RestoreFromStream(Channel& channel, uint64_t* session_id, std::st
         return session->RestoreMemory(offset, data, size);
       });
   Status s;
-  for (bool last = false; !last && s.ok();) {
+  bool last = false;
+  while (!last && s.ok()) {
     ReceivedMessage m;
     s = channel.Receive(kChunkWaitMs, &m);
     if (!s.ok()) break;
@@ -261,23 +250,39 @@ Status Server::RestoreFromStream(Channel& channel, uint64_t* session_id, std::st
   }
   if (s.ok()) s = reader.Finish();
   if (s.ok()) s = session->RestoreFinish();
+  const std::string credential = s.ok() ? RandomBytes(kResumeCredentialBytes) : "";
+  if (s.ok() && credential.size() != kResumeCredentialBytes) s = Internal("no random bytes");
   if (!s.ok()) {
     RGPU_LOG_WARN("session %llu: restore refused%s: %s", (unsigned long long)id,
                   header_seen ? "" : " before its header", s.message().c_str());
-    return s;  // the session goes, and all it made with it
+    session.reset();  // and all it made with it
+    ReplyError(channel, s.message());
+    // The sender learns it between two pieces; what it sent meanwhile is read and dropped, so
+    // that the refusal is what it sees, not a connection cut short.
+    ReceivedMessage m;
+    for (int dropped = 0; !last && dropped < 1 << 16; ++dropped) {
+      wire::Envelope in;
+      if (!channel.Receive(kHandshakeMs, &m).ok() ||
+          !in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+          in.body_case() != wire::Envelope::kCheckpointChunk) {
+        break;
+      }
+      last = in.checkpoint_chunk().last();
+    }
+    return;
   }
-  *credential = RandomBytes(kResumeCredentialBytes);
-  if (credential->size() != kResumeCredentialBytes) return Internal("no random bytes");
-  *session_id = id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_.insert(id);
-    pending_resumes_[id] = PendingResume{std::move(session), *credential,
+    pending_resumes_[id] = PendingResume{std::move(session), credential,
                                          std::chrono::steady_clock::now() + kResumeLife};
   }
   RGPU_LOG_INFO("session %llu: restored; waiting for its client to resume it",
                 (unsigned long long)id);
-  return Status::Ok();
+  wire::AdminReply reply;
+  reply.set_session_id(id);
+  reply.set_resume_credential(credential);
+  Reply(channel, reply);
 }
 
 void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& channel) {

@@ -45,6 +45,16 @@ class ChunkSender {
     chunk.mutable_checkpoint_chunk()->set_last(last);
     Status s = channel_.Send(chunk.SerializeAsString(), buffer_.data(), buffer_.size());
     buffer_.clear();
+    if (!s.ok() && check_refusal_) {
+      // Cut short: the target's reason, if it gave one before it went.
+      ReceivedMessage m;
+      wire::Envelope reply;
+      if (channel_.Receive(2000, &m).ok() &&
+          reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) &&
+          reply.body_case() == wire::Envelope::kAdminReply) {
+        return Unavailable("the target refused it: " + reply.admin_reply().error());
+      }
+    }
     if (s.ok() && check_refusal_ && !last) {
       ReceivedMessage m;
       Status early = channel_.Receive(0, &m);
