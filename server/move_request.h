@@ -75,6 +75,12 @@ struct MoveRequest {
     cv.notify_all();
   }
 
+  // True once the operator gave up on it before the session took it.
+  bool Cancelled() {
+    std::lock_guard<std::mutex> lock(mu);
+    return state == State::kCancelled;
+  }
+
   // The operator's side. Waits up to `timeout` for the session to take it, then for it to be
   // decided (a taken request is never abandoned: the session may be using `stream`). False when
   // it was not taken in time (it is cancelled then).

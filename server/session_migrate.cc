@@ -81,7 +81,7 @@ class ChunkSender {
 
 bool Session::RequestMove(std::shared_ptr<MoveRequest> request) {
   std::lock_guard<std::mutex> lock(move_mu_);
-  if (move_request_ != nullptr) return false;
+  if (move_request_ != nullptr && !move_request_->Cancelled()) return false;
   const bool redirect = request->kind == MoveRequest::Kind::kRedirect;
   if (redirect != parked_.load()) return false;
   move_request_ = std::move(request);
