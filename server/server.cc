@@ -388,6 +388,10 @@ void Server::Serve() {
     std::unique_ptr<PendingConnection> pending;
     Status s = listener_->WaitConnection(200, &pending);
     ReapPendingResumes();
+    if (drain_requested_.load() && !stop_.load()) {
+      DrainAll();  // sessions go elsewhere before the server stops (a connection waits meanwhile)
+      stop_.store(true);
+    }
     if (s.code() == Status::Code::kTimeout) continue;
     if (!s.ok()) {
       RGPU_LOG_ERROR("listener failed: %s", s.ToString().c_str());

@@ -73,6 +73,12 @@ struct ServerOptions {
   // CUDA_ERROR_LAUNCH_TIMEOUT, and on other backends a kernel in its --fair-share turn is ended
   // by destroying its context (Session::SetKernelBound).
   uint64_t max_kernel_ms = 60000;
+  // On SIGTERM (Stop), first move every session to this server (docs/migration.md), each given
+  // drain_timeout_ms for its client's next waited call; "": sessions end with the server. The
+  // target's operator key: drain_key_file ("": this server's own).
+  std::string drain_to;
+  std::string drain_key_file;
+  int drain_timeout_ms = 30000;
   // Use softgpu's extensions where the backend has them; false serves as for a backend without
   // them (NVIDIA's driver), so that tests on the software GPU exercise the CUDA backend's ways.
   bool backend_extensions = true;
@@ -90,8 +96,12 @@ class Server {
   std::string url() const { return url_; }
   // Accepts connections until Stop() is called, then ends every session and returns.
   void Serve();
-  // Asks Serve() to return; safe from a signal handler thread.
-  void Stop() { stop_.store(true); }
+  // Asks Serve() to return (with drain_to: once every session has moved there or failed to);
+  // safe from a signal handler.
+  void Stop() {
+    if (!options_.drain_to.empty() && !drain_requested_.exchange(true)) return;
+    stop_.store(true);
+  }
   size_t active_sessions();
   // Every live session's figures, for `rgpu status` and the metrics endpoint. Any thread.
   wire::StatusReply SessionsStatus();
@@ -110,6 +120,10 @@ class Server {
   std::unique_ptr<LivenessService> liveness_;
   std::string url_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> drain_requested_{false};
+  // Moves every admitted session to options_.drain_to, at once, and waits for each to have moved
+  // (or failed to); then Serve stops as usual.
+  void DrainAll();
   std::atomic<uint64_t> next_session_id_{1};
   std::mutex device_memory_mu_;  // Session::SetDeviceMemoryLock
   IpcRegistry ipc_;              // what sessions share (Session::SetIpcRegistry)

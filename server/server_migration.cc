@@ -2,12 +2,16 @@
 // ticket, a migration, a checkpoint into the operator's stream, a restore from it, the redirect
 // of a parked session), the restore of a checkpoint another server sends with a ticket, and the
 // resume of a restored session by its client, which proves the credential the restore made.
+#include <atomic>
 #include <chrono>
+#include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "proto/crypto.h"
 #include "proto/protocol_version.h"
 #include "proto/session_proof.h"
+#include "registry/operator_key.h"
 #include "server/checkpoint.h"
 #include "server/server.h"
 #include "server/session.h"
@@ -339,6 +343,82 @@ void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& ch
   session.reset();
   std::lock_guard<std::mutex> lock(mu_);
   live_.erase(id);
+}
+
+void Server::DrainAll() {
+  std::string key;
+  bool created = false;
+  const std::string& key_file =
+      options_.drain_key_file.empty() ? options_.operator_key_file : options_.drain_key_file;
+  if (Status s = key_file.empty() ? NotFound("no key file")
+                                  : registry::LoadOrCreateOperatorKey(key_file, &key, &created);
+      !s.ok() || key.empty()) {
+    RGPU_LOG_ERROR("cannot drain to %s: no operator key for it", options_.drain_to.c_str());
+    return;
+  }
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, session] : sessions_) {
+      if (session->admitted()) ids.push_back(id);
+    }
+  }
+  RGPU_LOG_INFO("stopping: moving %zu session(s) to %s first", ids.size(),
+                options_.drain_to.c_str());
+  std::vector<std::thread> moves;
+  std::atomic<int> moved{0};
+  for (uint64_t id : ids) {
+    moves.emplace_back([this, id, &key, &moved] {
+      // The target's one-use ticket, asked for with its operator's key.
+      TransportUrl url;
+      std::unique_ptr<Channel> ch;
+      CredentialProver prover;
+      Status s = TransportUrl::Parse(options_.drain_to, &url);
+      if (s.ok()) s = CredentialProver::Parse(key, &prover);
+      if (s.ok()) s = ConnectChannel(url, ChannelOptions(), &ch);
+      wire::Envelope request;
+      request.mutable_admin_request()->set_kind(wire::AdminRequest::RESTORE_TICKET);
+      *request.mutable_admin_request()->mutable_credential() = prover.presented();
+      if (s.ok()) s = ch->Send(request.SerializeAsString(), nullptr, 0);
+      ReceivedMessage m;
+      wire::Envelope reply;
+      if (s.ok()) s = ch->Receive(kHandshakeMs, &m);
+      if (s.ok() && !reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
+        s = ProtocolError("a malformed answer");
+      }
+      if (s.ok()) s = AnswerChallenge(ch.get(), prover, kHandshakeMs, &reply);
+      if (s.ok() && (reply.body_case() != wire::Envelope::kAdminReply ||
+                     !reply.admin_reply().error().empty())) {
+        s = PermissionDenied("no restore ticket: " + reply.admin_reply().error());
+      }
+      auto move = std::make_shared<MoveRequest>();
+      move->kind = MoveRequest::Kind::kToServer;
+      move->target_url = options_.drain_to;
+      if (s.ok()) move->ticket = reply.admin_reply().ticket();
+      bool asked = false;
+      if (s.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = sessions_.find(id);
+        asked = it != sessions_.end() && it->second->RequestMove(move);
+      }
+      if (asked && move->AwaitDecision(std::chrono::milliseconds(options_.drain_timeout_ms))) {
+        std::lock_guard<std::mutex> lock(move->mu);
+        s = move->result;
+      } else if (s.ok()) {
+        s = Timeout("its client made no call it waits for in time");
+      }
+      if (s.ok()) {
+        move->AwaitDone(std::chrono::seconds(10));  // its client has left for the target
+        ++moved;
+      } else {
+        RGPU_LOG_WARN("session %llu: not moved to %s: %s", (unsigned long long)id,
+                      options_.drain_to.c_str(), s.message().c_str());
+      }
+    });
+  }
+  for (std::thread& t : moves) t.join();
+  RGPU_LOG_INFO("moved %d of %zu session(s) to %s", moved.load(), ids.size(),
+                options_.drain_to.c_str());
 }
 
 void Server::ReapPendingResumes() {
