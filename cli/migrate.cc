@@ -1,5 +1,7 @@
 #include "cli/migrate.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -121,7 +123,10 @@ int RunCheckpoint(const MoveOptions& o) {
   Status s = Open(o.server, o.key, request, &channel);
   if (!s.ok()) return Failed("checkpoint", s);
   const std::string partial = o.file + ".partial";
+  // The tenant's device memory: readable by its owner only.
+  const mode_t old_mask = umask(077);
   std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+  umask(old_mask);
   if (!out) return Failed("checkpoint", Unavailable("cannot write " + partial));
   uint64_t bytes = 0;
   int wait_ms = static_cast<int>(o.timeout_ms) + kRestoreMs;

@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 12;  // 12: small allocations carved by the client (FreeFence)
+constexpr uint32_t kProtocolVersion = 13;  // 13: sessions that move (Reply.moved, Resume)
 }  // namespace rgpu

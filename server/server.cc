@@ -375,7 +375,11 @@ void Server::RunSession(Session& session, std::unique_ptr<Channel> resumed) {
     session.Run(stop_);
   }
   const wire::SessionStats stats = session.Stats();
-  if (agent_) agent_->SessionEnded(stats);
+  if (agent_ && session.end() == SessionEnd::kMoved) {
+    agent_->SessionMoved(stats);  // its lease goes on where it went
+  } else if (agent_) {
+    agent_->SessionEnded(stats);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_.erase(id);

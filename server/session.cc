@@ -146,7 +146,9 @@ void Session::ServeLoop(const std::atomic<bool>& stop) {
     }
     move_pending_.store(false);
   }
-  if (moved_by_ != nullptr) end_ = SessionEnd::kMoved;
+  // Moved: its client was told where the session went (parked sessions whose client left first
+  // end as any other).
+  if (moved_by_ != nullptr && client_told_where_) end_ = SessionEnd::kMoved;
   if (end_ == SessionEnd::kNone) {
     end_ = stop.load()            ? SessionEnd::kShutdown
            : aborted_.load()      ? SessionEnd::kClosed
@@ -154,7 +156,7 @@ void Session::ServeLoop(const std::atomic<bool>& stop) {
                                   : SessionEnd::kLost;
   }
   CloseLanes();  // before anything they might wait on goes
-  if (end_ == SessionEnd::kMoved) {
+  if (moved_by_ != nullptr) {
     // Its device memory goes now; the client leaves this server once it has resumed where the
     // session went, which ends the pause the move cost it.
     ReleaseAll();
