@@ -71,6 +71,8 @@ RGPU_IMPL(cuMemFreeHost)(void* p) {
       !range->freeable) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // Posted copies out still on their way may land here: they arrive first.
+  Server().AwaitReads();
   Memory().Erase(range->base);
   LocalTransport().UnregisterHostMemory(p);
   free(p);
@@ -106,6 +108,7 @@ RGPU_IMPL(cuMemHostUnregister)(void* p) {
       range->base != reinterpret_cast<uint64_t>(p)) {
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   }
+  Server().AwaitReads();  // posted copies out on their way land first
   Memory().Erase(range->base);
   LocalTransport().UnregisterHostMemory(p);
   return CUDA_SUCCESS;
@@ -335,6 +338,10 @@ CUresult Copy2D(const CUDA_MEMCPY2D* given, CUstream stream, bool async) {
     return CUDA_SUCCESS;
   }
   if (src.type == CU_MEMORYTYPE_HOST) {
+    if (!async) {
+      r = rgpu::client::WaitBeforeSynchronousCopy(ctx, remote_stream);
+      if (r != CUDA_SUCCESS) return r;
+    }
     std::vector<char> packed(width * height);
     for (size_t row = 0; row < height; ++row) {
       memcpy(packed.data() + row * width, src.host + row * spitch, width);

@@ -184,6 +184,11 @@ namespace rgpu::client {
 // Pageable host-to-device copies larger than this travel in chunks of this size.
 constexpr size_t kPageableChunk = size_t{4} << 20;
 
+CUresult WaitBeforeSynchronousCopy(CUctx_st* ctx, uint64_t remote_stream) {
+  if (!Server().HandsOffWaits(ctx->remote)) return CUDA_SUCCESS;
+  return Server().Call<calls::StreamSynchronize>(ctx->remote, {.stream = remote_stream});
+}
+
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async) {
   if (src == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
   // From managed or mapped memory: its current bytes may be the device's.
@@ -216,6 +221,10 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   if (r != CUDA_SUCCESS) return r;
   r = CheckDeviceRange(ctx, dst, bytes);
   if (r != CUDA_SUCCESS) return r;
+  if (!async) {
+    r = WaitBeforeSynchronousCopy(ctx, remote_stream);
+    if (r != CUDA_SUCCESS) return r;
+  }
   // Stream-ordered: sent without waiting. From pinned memory the program leaves alone until it
   // synchronizes, the data may go while this returns; pageable data has left when it returns.
   if (!from_pinned && bytes > kPageableChunk) {
@@ -256,6 +265,15 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
   uint64_t remote_stream = 0;
   CUresult r = ResolveStream(stream, &ctx, &remote_stream);
   if (r != CUDA_SUCCESS) return r;
+  if (async && Server().PostsReads(ctx->remote)) {
+    // Into pinned memory the program leaves alone until it synchronizes: posted, its bytes come
+    // before the reply to whatever tells the program the copy is done.
+    auto pinned = Memory().Find(reinterpret_cast<uint64_t>(dst));
+    if (pinned && pinned->type == CU_MEMORYTYPE_HOST &&
+        bytes <= pinned->size - (reinterpret_cast<uint64_t>(dst) - pinned->base)) {
+      return Server().PostRead(ctx->remote, src, bytes, remote_stream, dst);
+    }
+  }
   size_t got = 0;
   r = Server().Call<calls::MemcpyDtoH>(
       ctx->remote, {.src = src, .bytes = bytes, .stream = remote_stream, .async = async}, nullptr,

@@ -36,8 +36,8 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   c->open_timeout_ms_ = timeout_ms;
   if (const char* lanes = getenv("RGPU_LANES")) c->lanes_enabled_ = atoi(lanes) != 0;
   Connection* self = c.get();
-  c->channel_->SetPayloadPlacer([self](const std::string&, size_t size) -> void* {
-    return size <= self->pending_reply_.capacity ? self->pending_reply_.data : nullptr;
+  c->channel_->SetPayloadPlacer([self](const std::string& header, size_t size) -> void* {
+    return self->PlacePayload(header, size);
   });
 
   wire::Envelope hello;
@@ -96,6 +96,13 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   }
   *out = std::move(c);
   return Status::Ok();
+}
+
+void* Connection::PlacePayload(const std::string& header, size_t size) {
+  if (reads_registered_.load() > 0) {
+    if (void* dst = ReadDestination(header, size)) return dst;
+  }
+  return size <= pending_reply_.capacity ? pending_reply_.data : nullptr;
 }
 
 bool IsStickyError(CUresult r) {
@@ -408,6 +415,10 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
       pending_reply_ = {};
       return Fail("server closed the session: " + in.goodbye().reason());
     }
+    if (in.body_case() == wire::Envelope::kReadData) {
+      TakeRead(in.read_data(), m);
+      continue;
+    }
     if (in.body_case() != wire::Envelope::kReply || in.reply().seq() != seq) {
       RGPU_LOG_WARN("ignoring unexpected message from server (kind %d)",
                     static_cast<int>(in.body_case()));
@@ -504,7 +515,62 @@ bool Connection::WantsLane(Op op) {
       op != Op::kMemcpyDtoH) {
     return false;
   }
+  if (reads_registered_.load() > 0) return false;  // a lane's reply could overtake their bytes
   return lanes_enabled_ && multi_threaded_.load() && lanes_offered_.load() > 0;
+}
+
+uint64_t Connection::ExpectRead(void* dst, size_t bytes, uint64_t ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t token = next_read_token_++;
+  reads_[token] = {dst, bytes, ctx};
+  reads_registered_.store(reads_.size());
+  return token;
+}
+
+void Connection::ForgetRead(uint64_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reads_.erase(token);
+  reads_registered_.store(reads_.size());
+}
+
+void Connection::AwaitReads() {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!reads_.empty()) {
+    const uint64_t ctx = reads_.begin()->second.ctx;
+    const CUresult r =
+        CallLocked(Op::kCtxSynchronize, ctx, {}, nullptr, 0, nullptr, {}, nullptr, false);
+    // Whatever the synchronize did not bring will not come (a failed stream, a lost server).
+    for (auto it = reads_.begin(); it != reads_.end();) {
+      it = r != CUDA_SUCCESS || it->second.ctx == ctx ? reads_.erase(it) : std::next(it);
+    }
+    reads_registered_.store(reads_.size());
+  }
+}
+
+void* Connection::ReadDestination(const std::string& header, size_t size) {
+  wire::Envelope in;
+  if (!in.ParseFromString(header) || in.body_case() != wire::Envelope::kReadData) return nullptr;
+  auto it = reads_.find(in.read_data().token());
+  return it != reads_.end() && it->second.bytes == size ? it->second.dst : nullptr;
+}
+
+void Connection::TakeRead(const wire::ReadData& read, const ReceivedMessage& m) {
+  auto it = reads_.find(read.token());
+  if (it == reads_.end()) {
+    RGPU_LOG_WARN("ignoring the bytes of a read this client did not post");
+    return;
+  }
+  if (read.result() != CUDA_SUCCESS) {
+    RGPU_LOG_DEBUG("a posted copy out failed on the server: %d", read.result());
+    if (async_error_ == CUDA_SUCCESS) async_error_ = static_cast<CUresult>(read.result());
+  } else if (m.payload_size != it->second.bytes) {
+    RGPU_LOG_WARN("a posted copy out brought %zu bytes, not %zu", m.payload_size, it->second.bytes);
+    if (async_error_ == CUDA_SUCCESS) async_error_ = CUDA_ERROR_UNKNOWN;
+  } else if (m.payload != it->second.dst && m.payload_size > 0) {
+    memcpy(it->second.dst, m.payload, m.payload_size);
+  }
+  reads_.erase(it);
+  reads_registered_.store(reads_.size());
 }
 
 size_t Connection::lanes_opened() {
@@ -664,8 +730,8 @@ Status Connection::MoveLocked(const wire::Moved& moved) {
   if (s.ok()) s = ConnectChannel(url, channel_options_, &channel);
   if (!s.ok()) return s;
   Connection* self = this;
-  channel->SetPayloadPlacer([self](const std::string&, size_t size) -> void* {
-    return size <= self->pending_reply_.capacity ? self->pending_reply_.data : nullptr;
+  channel->SetPayloadPlacer([self](const std::string& header, size_t size) -> void* {
+    return self->PlacePayload(header, size);
   });
   wire::Envelope resume;
   wire::Resume* r = resume.mutable_resume();

@@ -151,6 +151,24 @@ class Connection {
   static PostRecording* Recording();
 
   bool broken();
+  // Posted reads (MemcpyDtoHPosted, proto/calls.def): a copy out into the program's pinned memory
+  // that costs no round trip; its bytes arrive (ReadData) before the reply to any later call.
+  // True when reads may be posted now: not while waits may go on lanes (a lane's reply could
+  // overtake the bytes on this connection) nor while the calling thread's posts are recorded.
+  bool PostsReads() { return !HandsOffWaits() && Recording() == nullptr; }
+  // Registers `dst` (`bytes` long, pinned, of context `ctx`, a session id) for a read about to
+  // be posted; returns the read's token for MemcpyDtoHPosted. While any read is registered, waits
+  // stay on this connection. Thread-safe.
+  uint64_t ExpectRead(void* dst, size_t bytes, uint64_t ctx);
+  // Drops a registered read whose post failed.
+  void ForgetRead(uint64_t token);
+  // Waits until every registered read has arrived (a synchronize of each context that has one;
+  // a read the synchronize did not bring is dropped): before the program frees pinned memory.
+  void AwaitReads();
+  // True when a wait sent now may be handed to a lane (several threads, lanes offered): the
+  // server holds the session for it only briefly. Synchronous copies to the device then wait for
+  // their stream with such a wait before they are posted (client/api_memory.cc).
+  bool HandsOffWaits() { return WantsLane(Op::kStreamSynchronize); }
   // Lanes opened so far (for tests and logs).
   size_t lanes_opened();
   // The transport lanes in use, for logs.
@@ -197,11 +215,27 @@ class Connection {
   // resumes the session with the credential, and makes that connection the session's (mu_
   // held). The lanes of the old server are dropped; new ones open there when needed.
   Status MoveLocked(const wire::Moved& moved);
+  // Where an arriving payload goes (the channel's PayloadPlacer): a posted read's destination,
+  // the awaited reply's buffer, or the channel's own.
+  void* PlacePayload(const std::string& header, size_t size);
   // Applies a reply's asynchronous error and sticky state and returns the call's result, as
   // CallLocked does (mu_ held).
   CUresult ApplyReplyLocked(Op op, uint64_t ctx, const wire::Reply& r, bool surface_async_error);
   // Ends every wait on the server: the connection's and every lane's (the server is gone).
   void AbandonAll(const std::string& why);
+  // Where a ReadData message's payload of `size` bytes goes: its registered destination, or
+  // nullptr when `header` is no such message (mu_ held: called inside Receive).
+  void* ReadDestination(const std::string& header, size_t size);
+  // Takes a ReadData message: its bytes (unless they already landed in place) into the
+  // destination, a failure as a posted call's (mu_ held).
+  void TakeRead(const wire::ReadData& read, const ReceivedMessage& m);
+
+  // A registered read: where its bytes go.
+  struct ExpectedRead {
+    void* dst = nullptr;
+    size_t bytes = 0;
+    uint64_t ctx = 0;
+  };
 
   std::mutex mu_;
   std::unique_ptr<Channel> channel_;
@@ -215,7 +249,10 @@ class Connection {
   // Contexts (session ids) that hit an error CUDA makes sticky: every later call on them fails
   // with it at once, as the driver's do.
   std::map<uint64_t, CUresult> sticky_;
-  ReplyBuffer pending_reply_;  // the destination of the reply now awaited
+  std::map<uint64_t, ExpectedRead> reads_;   // registered reads by token (under mu_)
+  uint64_t next_read_token_ = 1;             // (under mu_)
+  std::atomic<size_t> reads_registered_{0};  // reads_.size(), read without mu_
+  ReplyBuffer pending_reply_;                // the destination of the reply now awaited
   bool lost_ = false;
   bool said_goodbye_ = false;  // the Goodbye of the program's exit has been sent
   // Posted calls not yet sent, as one Envelope.batch, and their payloads back to back.

@@ -89,6 +89,11 @@ CUstream ExistingPerThreadStream(CUctx_st* ctx);
 // Forgets the per-thread streams of `ctx` (its server context is gone; objects_mutex held).
 void ForgetPerThreadStreams(CUctx_st* ctx);
 
+// Before a synchronous copy to the device on `remote_stream` of `ctx` is posted: in a program
+// whose waits go on lanes (ServerSet::HandsOffWaits), waits for the stream's earlier work, as
+// CUDA's synchronous copies do, so that the server is not held behind that work while it
+// serves the program's other threads. Nothing otherwise (the server then waits, in order).
+CUresult WaitBeforeSynchronousCopy(CUctx_st* ctx, uint64_t remote_stream);
 // Copies between host and device memory, ordered on `stream` (nullptr: the default stream).
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async);
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async);

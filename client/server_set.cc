@@ -142,6 +142,21 @@ CUresult ServerSet::PostRouted(int server, Op op, uint64_t ctx, std::span<uint64
   return at(server).PostRaw(op, ctx, args, payload, payload_size, payload_stays_valid);
 }
 
+CUresult ServerSet::PostRead(uint64_t ctx, CUdeviceptr src, size_t bytes, uint64_t stream,
+                             void* dst) {
+  const int server = ServerOf(ctx);
+  Connection& connection = at(server);
+  const uint64_t token = connection.ExpectRead(dst, bytes, Untag(ctx));
+  const CUresult r = PostOn<calls::MemcpyDtoHPosted>(
+      server, ctx, {.src = src, .bytes = bytes, .stream = stream, .token = token});
+  if (r != CUDA_SUCCESS) connection.ForgetRead(token);
+  return r;
+}
+
+void ServerSet::AwaitReads() {
+  for (auto& c : connections_) c->AwaitReads();
+}
+
 CUresult ServerSet::WaitSent(size_t keep) {
   CUresult first = CUDA_SUCCESS;
   for (auto& c : connections_) {

@@ -110,6 +110,15 @@ class ServerSet {
                       payload_stays_valid);
   }
 
+  // Connection::HandsOffWaits of the server of the context with tagged id `ctx`.
+  bool HandsOffWaits(uint64_t ctx) { return at(ServerOf(ctx)).HandsOffWaits(); }
+  // Posted reads (Connection::PostsReads) on the server of the context with tagged id `ctx`:
+  // whether one may be posted now, and posting one (`stream` the stream's tagged id) that brings
+  // [src, src+bytes) into pinned `dst` in stream order. A failed post registers nothing.
+  bool PostsReads(uint64_t ctx) { return at(ServerOf(ctx)).PostsReads(); }
+  CUresult PostRead(uint64_t ctx, CUdeviceptr src, size_t bytes, uint64_t stream, void* dst);
+  // Connection::AwaitReads on every server.
+  void AwaitReads();
   // Connection::WaitSent on every server.
   CUresult WaitSent(size_t keep = 0);
   // Registers pinned host memory with every server's transport (the first failure is returned,

@@ -5,5 +5,5 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 13;  // 13: sessions that move (Reply.moved, Resume)
+constexpr uint32_t kProtocolVersion = 14;  // 14: sessions that move (Reply.moved, Resume)
 }  // namespace rgpu

@@ -102,8 +102,14 @@ void Session::Run(const std::atomic<bool>& stop) {
 void Session::ServeLoop(const std::atomic<bool>& stop) {
   ReceivedMessage m;  // reused: Receive swaps header buffers with the channel
   while (!stop.load()) {
-    Status s = channel_->Receive(200, &m);
+    // While posted reads wait for their streams, their bytes go out as they are made.
+    Status s = channel_->Receive(posted_reads_.empty() ? 200 : 1, &m);
     if (s.code() == Status::Code::kTimeout) {
+      if (!posted_reads_.empty()) {
+        state_lock_.lock();
+        SendFinishedReads();
+        state_lock_.unlock();
+      }
       const int64_t silent =
           liveness_ != nullptr && client_timeout_ms_ > 0 ? liveness_->SilentMs(liveness_key_) : -1;
       if (silent > client_timeout_ms_) {
@@ -589,6 +595,11 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
     RGPU_LOG_DEBUG("session %llu: %s(%s) -> %d %s", (unsigned long long)id_,
                    info ? info->name : "?", args.c_str(), result, cs.detail.c_str());
   }
+  if (result != CUDA_SUCCESS && call.op() == static_cast<uint32_t>(Op::kMemcpyDtoHPosted) &&
+      call.args_size() == 4) {
+    // A posted read that failed (its checks, or the copy): the client stops waiting for it.
+    SendRead(call.args(3), result, nullptr, 0);
+  }
   if (call.posted()) {
     // No reply: the failure waits for the next one.
     if (result != CUDA_SUCCESS && async_error_ == CUDA_SUCCESS) {
@@ -603,6 +614,8 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
     if (!cs.detail.empty()) reply->set_message(cs.detail);
     cs.out_size = 0;
   }
+  // The bytes of posted reads the work waited for (or any other) go before the reply.
+  if (!posted_reads_.empty()) SendFinishedReads();
   ReportPending(reply);
   AddOwned(bytes_out_, cs.out_size);
   reply_envelope_.SerializeToString(&reply_bytes_);
@@ -704,6 +717,7 @@ void Session::NoteContextDevices() {
 
 void Session::DestroyContext(uint64_t id) {
   if (contexts_.Find(id) == nullptr) return;
+  FinishReadsOf(id);
   AwaitLaneWaits([id](const LaneWait& w) { return w.ctx == id; });
   ContextRecord* rec = contexts_.Find(id);  // again: the wait may have let lanes look things up
   if (rec == nullptr) return;

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -373,6 +374,34 @@ class Session {
   // (*staged true: the result is the copy's); otherwise nothing is done (*staged false) and the
   // caller copies in stream order as usual.
   CUresult StageCopyIn(CallState& cs, CUdeviceptr dst, size_t bytes, CUstream stream, bool* staged);
+  // The staging buffers of `ctx` (made on first use), or nullptr when staging is off or the
+  // backend cannot stage.
+  StagingBuffers* StagingOf(ContextRecord* ctx);
+  // Copies [src, src+bytes) out in `stream`'s order (waiting for it) into cs.out_payload and
+  // cs.out_size: straight from device memory where the backend allows it, else through
+  // OutputBuffer.
+  CUresult CopyOut(CallState& cs, CUdeviceptr src, size_t bytes, CUstream stream);
+
+  // ---- Posted device-to-host copies (MemcpyDtoHPosted, session_posted_reads.cc) ----
+  // A copy behind work still running on its stream, staged: its bytes go back to the client
+  // (ReadData) once the stream has made it, before the reply to any later call.
+  struct PostedRead {
+    uint64_t token = 0;  // the client's, echoed
+    uint64_t ctx = 0;    // the context whose staging buffer holds it
+    void* buffer = nullptr;
+    size_t bytes = 0;
+    // Set by a host function behind the copy (MarkRead); stays allocated until the entry goes.
+    std::unique_ptr<std::atomic<bool>> made;
+  };
+  // Sends ReadData for `token`: `bytes` of `data` on success, the failure otherwise. Session
+  // thread. False when the channel is gone.
+  bool SendRead(uint64_t token, CUresult result, const void* data, size_t bytes);
+  // Sends every posted read whose copy has been made (and gives its buffer back), and a failure
+  // for those whose context is gone or was destroyed. Session thread, state lock held.
+  void SendFinishedReads();
+  // Before context `id` is destroyed: waits for its work and sends its posted reads.
+  void FinishReadsOf(uint64_t id);
+  static void CUDA_CB MarkRead(void* made);
 
   // A buffer of at least `bytes` for a reply's payload, reused across calls (fresh memory costs
   // a page fault per page); valid until the next call. nullptr when memory is exhausted.
@@ -416,6 +445,8 @@ class Session {
   // Waits for the work already issued on `stream` (none for the default stream, whose
   // synchronous copies are ordered by the backend), so a synchronous copy can follow it.
   CUresult AfterStreamWork(CUstream stream);
+  // True when work issued on `stream` (nullptr: the legacy default stream) has not ended.
+  bool StreamBusy(CUstream stream);
   // `restore_id` (a restore): the record goes under that id instead of a fresh one.
   CUresult CreateContext(int device, bool primary, uint64_t* id, uint64_t restore_id = 0);
   // Destroys a context and forgets every resource that lived in it.
@@ -548,6 +579,10 @@ class Session {
   // declared before contexts_, whose records' buffers give their bytes back to it.
   std::unique_ptr<StagingBudget> staging_budget_;
   HandleTable<ContextRecord> contexts_;
+  // Posted reads still on their way, oldest first (session thread). Host functions of the
+  // backend's contexts write into these entries: ReleaseAll destroys every context (which ends
+  // them) before the session's members go.
+  std::deque<PostedRead> posted_reads_;
   std::map<int, uint64_t> primary_by_device_;
   std::map<CUdeviceptr, Allocation> allocations_;  // by base address
   HandleTable<ModuleRecord> modules_;

@@ -142,31 +142,38 @@ CUresult Session::HandleMemcpyDtoH(CallState& cs, const MemcpyDtoHIn& in,
   if (drv_.cuStreamQuery != nullptr && HandOff(cs, [&] { return drv_.cuStreamQuery(stream); })) {
     return CUDA_SUCCESS;
   }
+  return CopyOut(cs, in.src, in.bytes, stream);
+}
+
+CUresult Session::CopyOut(CallState& cs, CUdeviceptr src, size_t bytes, CUstream stream) {
+  if (bytes == 0) return CUDA_SUCCESS;
   CUresult direct_result = CUDA_SUCCESS;
-  if (void* direct = DirectAccess(in.src, in.bytes, stream, &direct_result)) {
+  if (void* direct = DirectAccess(src, bytes, stream, &direct_result)) {
     // Sent straight from device memory; the send completes before the next call runs.
     cs.out_payload = static_cast<char*>(direct);
-    cs.out_size = in.bytes;
+    cs.out_size = bytes;
     return CUDA_SUCCESS;
   }
   if (direct_result != CUDA_SUCCESS) return direct_result;
-  cs.out_payload = OutputBuffer(in.bytes);
+  cs.out_payload = OutputBuffer(bytes);
   if (cs.out_payload == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r;
   if (stream != nullptr && drv_.cuMemcpyDtoHAsync != nullptr) {
-    r = drv_.cuMemcpyDtoHAsync(cs.out_payload, in.src, in.bytes, stream);
+    r = drv_.cuMemcpyDtoHAsync(cs.out_payload, src, bytes, stream);
     if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(stream);
   } else {
-    r = drv_.cuMemcpyDtoH(cs.out_payload, in.src, in.bytes);
+    r = drv_.cuMemcpyDtoH(cs.out_payload, src, bytes);
   }
-  if (r == CUDA_SUCCESS) cs.out_size = in.bytes;
+  if (r == CUDA_SUCCESS) cs.out_size = bytes;
   return r;
 }
 
 CUresult Session::HandleMemcpyDtoD(CallState& cs, const MemcpyDtoDIn& in,
                                    calls::MemcpyDtoD::Results*) {
   if (in.bytes == 0) return CUDA_SUCCESS;
-  if (in.async) {
+  // A copy between device memory is asynchronous to the host even when it is not called *Async:
+  // behind work still running on its stream it is queued there (as a memset, MemsetElements).
+  if (in.async || (drv_.cuMemcpyDtoDAsync != nullptr && StreamBusy(in.stream.stream))) {
     REQUIRE_FN(cuMemcpyDtoDAsync);
     return drv_.cuMemcpyDtoDAsync(in.dst, in.src, in.bytes, in.stream.stream);
   }
@@ -194,6 +201,14 @@ CUresult Session::HandleMemset(CallState& cs, const MemsetIn& in, calls::Memset:
 
 CUresult Session::MemsetElements(CallState& cs, CUdeviceptr dst, uint64_t value, uint64_t element,
                                  uint64_t count, CUstream stream, bool async) {
+  // A memset of device memory (all a session's memory is, on the server) is asynchronous to the
+  // host even when it is not called *Async. Behind work still running on its stream (the legacy
+  // default stream, for the synchronous ones) it is queued there, so that the work does not hold
+  // the session (and its other streams) until it ends. On an idle stream it is made at once, as
+  // a GPU would finish it before the program's next work: programs that set memory and then
+  // launch on a non-blocking stream (unordered with it, strictly) rely on that.
+  async = async || (drv_.cuMemsetD8Async != nullptr && drv_.cuMemsetD16Async != nullptr &&
+                    drv_.cuMemsetD32Async != nullptr && StreamBusy(stream));
   switch (element) {
     case 1:
       if (async) {
@@ -251,11 +266,13 @@ CUresult Session::HandleMemcpy2DDtoH(CallState& cs, const Memcpy2DDtoHIn& in,
 CUresult Session::HandleMemcpy2DDtoD(CallState&, const Memcpy2DDtoDIn& in,
                                      calls::Memcpy2DDtoD::Results*) {
   CUstream stream = in.stream.stream;
+  // Queued on a busy stream, the legacy default stream when none (see HandleMemcpyDtoD).
+  const bool queued =
+      drv_.cuMemcpyDtoDAsync != nullptr && (stream != nullptr || StreamBusy(stream));
   for (uint64_t row = 0; row < in.height; ++row) {
     const CUdeviceptr dst = in.dst + row * in.dst_pitch, src = in.src + row * in.src_pitch;
-    CUresult r = stream != nullptr && drv_.cuMemcpyDtoDAsync != nullptr
-                     ? drv_.cuMemcpyDtoDAsync(dst, src, in.width, stream)
-                     : drv_.cuMemcpyDtoD(dst, src, in.width);
+    CUresult r = queued ? drv_.cuMemcpyDtoDAsync(dst, src, in.width, stream)
+                        : drv_.cuMemcpyDtoD(dst, src, in.width);
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
@@ -275,17 +292,8 @@ CUresult Session::HandleMemset2D(CallState& cs, const Memset2DIn& in, calls::Mem
 CUresult Session::StageCopyIn(CallState& cs, CUdeviceptr dst, size_t bytes, CUstream stream,
                               bool* staged) {
   *staged = false;
-  if (limits_.max_staging_bytes == 0 || !StagingBuffers::Supported(drv_) ||
-      drv_.cuStreamQuery(stream) != CUDA_ERROR_NOT_READY) {
-    return CUDA_SUCCESS;
-  }
-  std::unique_ptr<StagingBuffers>& staging = cs.ctx->staging;
-  if (staging == nullptr) {
-    if (staging_budget_ == nullptr) {
-      staging_budget_ = std::make_unique<StagingBudget>(limits_.max_staging_bytes);
-    }
-    staging = std::make_unique<StagingBuffers>(drv_, staging_budget_.get());
-  }
+  StagingBuffers* staging = nullptr;
+  if (!StreamBusy(stream) || (staging = StagingOf(cs.ctx)) == nullptr) return CUDA_SUCCESS;
   void* buffer = staging->Take(bytes);
   if (buffer == nullptr) return CUDA_SUCCESS;  // the budget is taken: the copy waits its turn
   *staged = true;
@@ -336,6 +344,21 @@ bool Session::OwnsRange(uint64_t ctx_id, CUdeviceptr ptr, size_t bytes) const {
     ptr = base + a.size;
     if (++it == allocations_.end() || it->first != ptr) return false;
   }
+}
+
+StagingBuffers* Session::StagingOf(ContextRecord* ctx) {
+  if (limits_.max_staging_bytes == 0 || !StagingBuffers::Supported(drv_)) return nullptr;
+  if (ctx->staging == nullptr) {
+    if (staging_budget_ == nullptr) {
+      staging_budget_ = std::make_unique<StagingBudget>(limits_.max_staging_bytes);
+    }
+    ctx->staging = std::make_unique<StagingBuffers>(drv_, staging_budget_.get());
+  }
+  return ctx->staging.get();
+}
+
+bool Session::StreamBusy(CUstream stream) {
+  return drv_.cuStreamQuery != nullptr && drv_.cuStreamQuery(stream) == CUDA_ERROR_NOT_READY;
 }
 
 CUresult Session::AfterStreamWork(CUstream stream) {

@@ -181,6 +181,12 @@ Session::MoveOutcome Session::MoveAt(const wire::Call& call) {
                 to_server ? ("to " + request->target_url).c_str() : "into a checkpoint");
   wire::Checkpoint header;
   Status s = Quiesce();
+  if (s.ok()) {
+    // Every posted copy out has been made: its bytes go to the client before the move.
+    SendFinishedReads();
+    if (!posted_reads_.empty())
+      s = InvalidArgument("the session cannot move: posted copies out wait");
+  }
   if (s.ok()) s = CheckMovable();
   if (s.ok()) s = Capture(&header);
   uint64_t new_session = 0;

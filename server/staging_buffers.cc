@@ -84,6 +84,17 @@ CUresult StagingBuffers::ReleaseAfter(void* host, CUstream stream) {
   return r;
 }
 
+CUresult StagingBuffers::Release(void* host) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& b : buffers_) {
+    if (b->host == host && b->state == Buffer::State::kTaken) {
+      b->state = Buffer::State::kFree;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
 void CUDA_CB StagingBuffers::Released(void* buffer) {
   Buffer* b = static_cast<Buffer*>(buffer);
   std::lock_guard<std::mutex> lock(b->owner->mu_);

@@ -9,9 +9,10 @@
 // contexts together stay within the session's StagingBudget (what a session may make the server
 // pin). They die with their context: the backend frees them when it is destroyed.
 //
-// Threading: Take and ReleaseAfter run on the session's thread with the context current; the
-// release runs on the backend's callback thread. The object must outlive the context's streams:
-// destroy it only after the backend context is destroyed (no callback can come later).
+// Threading: Take, ReleaseAfter and Release run on the session's thread with the context current;
+// the release ReleaseAfter queues runs on the backend's callback thread. The object must outlive
+// the context's streams: destroy it only after the backend context is destroyed (no callback can
+// come later).
 #pragma once
 
 #include <cuda.h>
@@ -55,6 +56,11 @@ class StagingBuffers {
   // there before. When the backend cannot queue it, waits for the stream and returns the buffer
   // now; the result is then that wait's. INVALID_VALUE for a buffer not taken.
   CUresult ReleaseAfter(void* host, CUstream stream);
+
+  // Gives the buffer `host` (from Take) back now: its copy is known to have ended (a posted read
+  // whose host function ran, server/session_posted_reads.cc). INVALID_VALUE for a buffer not
+  // taken.
+  CUresult Release(void* host);
 
   // Bytes of pinned memory allocated so far (never more than the budget).
   uint64_t allocated_bytes() const;

@@ -7,7 +7,8 @@
 # `fetch` tool left in /work/.mirror/OWNER+NAME/repo (git archive of HEAD into SCRATCH/src/PEER).
 # Writes SCRATCH/PEER/ (what run_peer.sh runs), SCRATCH/build/PEER/ (objects and build.log),
 # SCRATCH/PEER/STATUS ("OK", or "SKIPPED: why"), and SCRATCH/softgpu/libcuda.so.1: a copy of
-# softgpu's bare driver, so that rebuilds of rgpu do not change what the peers run on.
+# softgpu's bare driver, so that rebuilds of rgpu do not change what the peers run on (and
+# SCRATCH/softgpu-staged/, the same without its direct-copy entry point, see below).
 # Env: RGPU_BUILD (rgpu's build folder; default: the repository's build/), CUDA_HOME
 # (/usr/local/cuda), JOBS (2; the machine's cores are shared), MIRROR (/work/.mirror).
 set -euo pipefail
@@ -35,6 +36,14 @@ mkdir -p "$scratch/src" "$scratch/build"
 mkdir -p "$scratch/softgpu"
 cp -L "$rgpu_build/lib/softgpu-direct/libcuda.so.1" "$scratch/softgpu/libcuda.so.1.new"
 mv "$scratch/softgpu/libcuda.so.1.new" "$scratch/softgpu/libcuda.so.1"
+# The same library with softgpuMemDirectAccess renamed (same length, so nothing else moves): the
+# server of run_peer.sh's rgpu-tcp-staged does not find it and stages bulk copies through a host
+# buffer, as it does on NVIDIA's driver, instead of moving them straight into softgpu's memory.
+mkdir -p "$scratch/softgpu-staged"
+python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); n = b"softgpuMemDirectAccess\0"
+assert n in d; open(sys.argv[2], "wb").write(d.replace(n, b"softgpuMemDirectAccesX\0"))' \
+  "$scratch/softgpu/libcuda.so.1" "$scratch/softgpu-staged/libcuda.so.1"
+chmod +x "$scratch/softgpu-staged/libcuda.so.1"
 
 source_of() {  # source_of PEER: prints the peer's source tree, extracting it when needed
   local peer=$1 dir=$scratch/src/$1

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""peers_bench.py: rgpu over tcp and shm against every peer build.sh built, in one run, on the
+"""peers_bench.py: rgpu over tcp, shm and sock against every peer build.sh built, in one run, on the
 same softgpu, the same loopback and the same program binaries (bench/peers/README.md).
 
 For each round and each system (the order rotates each round) it starts the system's server
@@ -9,11 +9,14 @@ startup (a cudart program to its first kernel: time, and round trips counted by
 count_round_trips.py) and the CUDA samples. Each figure is the median over the rounds.
 
 Writes into OUT: peers.json ({"rgpu": {METRIC: v}, "peers": {NAME: {METRIC: v}}, plus
-"rgpu_shm", "failures", "skipped", "runs" and "meta"; a failed figure is null, with its reason
-under "failures"), table.md (also printed), ratios.png, and rounds/ (every run's raw results).
+"rgpu_shm", "rgpu_sock" (and "rgpu_tcp_staged" when run), "failures", "skipped", "runs" and "meta"; a failed
+figure is null, with its reason under "failures"), table.md (also printed), ratios.png, and
+rounds.md (every run's figures beside the machine's load) and rounds/ (every run's raw results).
 Metric names ending in _per_s or _MiBps are better higher, all others are times, better lower.
 
   peers_bench.py SCRATCH [--out DIR] [--rounds N] [--systems S,...] [--samples A,B,...] [--quick]
+                 [--wait-idle PCT [--wait-max S]]
+  peers_bench.py SCRATCH --report-only OUT     (the outputs again from OUT/rounds/)
 Normally started by peers_bench.sh, which builds the programs first.
 """
 import argparse
@@ -57,6 +60,23 @@ LABELS = {
 }
 
 
+def sample_name(metric):
+    return metric[len("sample_"):-len("_s")]
+
+
+def delay_ms():
+    """The delay the proxy adds each way (--delay-ms, passed to run_peer.sh and here as
+    RGPU_PEERS_DELAY_MS); 0: no proxy."""
+    return float(os.environ.get("RGPU_PEERS_DELAY_MS", "0") or 0)
+
+
+def basis(systems):
+    """The rgpu system the target is judged on: over tcp (UCX), else the first rgpu system run
+    (sock behind the delay proxy)."""
+    mine = [s for s in systems if s.startswith("rgpu-")]
+    return "rgpu-tcp" if "rgpu-tcp" in mine else (mine[0] if mine else None)
+
+
 def higher_is_better(metric):
     return metric.endswith("_per_s") or metric.endswith("_MiBps")
 
@@ -73,6 +93,17 @@ def load_now():
     with open("/proc/loadavg") as f:
         la = f.read().split()[:3]
     return {"loadavg": [float(x) for x in la], "idle_pct": round(100.0 * (i1 - i0) / max(1, t1 - t0), 1)}
+
+
+def wait_idle(pct, most):
+    """Waits until the CPU is at least pct% idle over a second (other users' builds), at most
+    `most` seconds; says how long it waited."""
+    if pct <= 0:
+        return ""
+    t0 = time.time()
+    while load_now()["idle_pct"] < pct and time.time() - t0 < most:
+        time.sleep(4)
+    return " (waited %.0f s for %d%% idle)" % (time.time() - t0, pct) if time.time() - t0 > 2 else ""
 
 
 def run(cmd, timeout, cwd=None, env=None):
@@ -127,23 +158,30 @@ def inner(a):
     fatbin = os.path.join(rgpu_build, "lib", "rgpu-bench-kernels.fatbin")
     quick = ["--quick"] if a.quick else []
     res = {"system": a.system, "round": a.round, "metrics": {}, "failures": {},
+           "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
            "load_before": load_now()}
     m, fail = res["metrics"], res["failures"]
 
-    rc, out, err, sec = run([client, os.path.join(rgpu_build, "bin", "driver_bench"), fatbin] + quick, 900)
-    got = list(json_lines(out))
-    res["driver_bench"] = got[0] if rc == 0 and got else {"failed": why(rc, out, err)}
+    if delay_ms() > 0:
+        # Behind the delay proxy only the programs' rows: the micro-benchmarks' thousands of
+        # round trips would take hours at 10 ms each, and say only what the delay is.
+        for row in PEER_BENCH_ROWS:
+            fail[row] = "not measured: behind the %g ms delay proxy only programs run" % delay_ms()
+    else:
+        rc, out, err, sec = run([client, os.path.join(rgpu_build, "bin", "driver_bench"), fatbin] + quick, 900)
+        got = list(json_lines(out))
+        res["driver_bench"] = got[0] if rc == 0 and got else {"failed": why(rc, out, err)}
 
-    rc, out, err, sec = run([client, os.path.join(progs, "peer_bench"), fatbin] + quick, 900)
-    for obj in json_lines(out):
-        if "error" in obj:
-            e = obj["error"]
-            fail[e["metric"]] = "%s: %s" % (e["call"], e["result"])
-        else:
-            m.update(obj)
-    for row in PEER_BENCH_ROWS:
-        if row not in m and row not in fail:
-            fail[row] = why(rc, out, err)
+        rc, out, err, sec = run([client, os.path.join(progs, "peer_bench"), fatbin] + quick, 900)
+        for obj in json_lines(out):
+            if "error" in obj:
+                e = obj["error"]
+                fail[e["metric"]] = "%s: %s" % (e["call"], e["result"])
+            else:
+                m.update(obj)
+        for row in PEER_BENCH_ROWS:
+            if row not in m and row not in fail:
+                fail[row] = why(rc, out, err)
 
     rc, out, err, sec = run([client, os.path.join(progs, "chatty")] + (["2000"] if a.quick else []), 600)
     got = [o for o in json_lines(out) if "chatty_s" in o]
@@ -174,6 +212,14 @@ def inner(a):
             res["round_trip_count"] = got[0]
         else:
             fail["startup_round_trips"] = why(rc, out, err) if not got else "program failed: %s" % got[0]
+
+    if a.system.startswith("rgpu-"):
+        # rgpu's own count (its client traces each call it waits for at RGPU_LOG=debug): the calls
+        # alone, without connection set-up; works over shm too. A cross-check, not a table row.
+        env = dict(os.environ, RGPU_LOG="debug", RGPU_PEERS_EXIT_AT_MARK="1")
+        rc, out, err, sec = run([client, os.path.join(progs, "startup")], 300, env=env)
+        calls = re.findall(r"round trip \d+: (\w+)", err)
+        res["startup_calls_waited"] = {"count": len(calls), "calls": calls} if rc == 0 and calls else None
 
     entries = samples_list()
     src, bins = os.path.join(a.scratch, "samples", "src", "Samples"), os.path.join(a.scratch, "samples", "bin")
@@ -242,7 +288,7 @@ def table(metrics, failures, rows, systems, peers):
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     behind = []
     for k in rows:
-        cells = [LABELS.get(k, k.replace("sample_", "sample ").replace("_s", " (s)"))]
+        cells = [LABELS.get(k, "sample %s (s)" % sample_name(k))]
         for s in systems:
             v = metrics[s].get(k)
             na = failures[s].get(k, "").startswith("not countable")
@@ -258,11 +304,26 @@ def table(metrics, failures, rows, systems, peers):
                                  else ("peer only" if pv is not None and mv is None else "-"))
                 else:
                     cells.append("%.2f" % r)
-                if m == "rgpu-tcp" and (r is not None and r <= 1.0 or
+                if m == basis(systems) and (r is not None and r <= 1.0 or
                                         (metrics[m].get(k) is None and metrics[p].get(k) is not None)):
                     behind.append((k, p, r))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines), behind
+
+
+def rounds_table(runs, rows):
+    """Every run's figures beside the machine's load then: how much the figures moved."""
+    shown = [k for k in rows if not k.startswith("sample")]
+    head = ["run", "load1 before/after", "idle % before/after", "seconds"] + shown
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in runs:
+        lb, la = r.get("load_before") or {}, r.get("load_after") or {}
+        cells = ["%s.%s" % (r["system"], r["round"]),
+                 "%s/%s" % ((lb.get("loadavg") or ["-"])[0], (la.get("loadavg") or ["-"])[0]),
+                 "%s/%s" % (lb.get("idle_pct", "-"), la.get("idle_pct", "-")), str(r.get("seconds", "-"))]
+        cells += ["FAIL" if k in r["failures"] and k not in r["metrics"] else fmt(r["metrics"].get(k)) for k in shown]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def chart(path, metrics, rows, systems, peers):
@@ -279,7 +340,7 @@ def chart(path, metrics, rows, systems, peers):
     with open(dat, "w") as f:
         f.write("metric " + " ".join("%s/%s" % (m, p) for m, p in cols) + "\n")
         for k, rs in data:
-            label = k.replace("sample_", "").replace("_64MiB", "").replace("_s", "").replace("_us", "")
+            label = sample_name(k) if k.startswith("sample_") else re.sub(r"_(us|s|MiBps|per_s)$", "", k.replace("_64MiB", ""))
             f.write('"%s" %s\n' % (label, " ".join("%.6g" % r if r else "NaN" for r in rs)))
     plots = ", ".join("'%s' using %d:xtic(1) title columnhead" % (dat, i + 2) for i in range(len(cols)))
     script = f"""set terminal pngcairo size 1400,650 font ',9' noenhanced
@@ -317,21 +378,20 @@ def build_samples(a):
 
 def outer(a):
     build_samples(a)
-    status = {}
-    for peer in ("lupine", "cricket", "gvirtus"):
-        try:
-            with open(os.path.join(a.scratch, peer, "STATUS")) as f:
-                lines = f.read().splitlines()
-            status[peer] = lines
-        except OSError:
-            status[peer] = ["SKIPPED: not built (run build.sh)"]
+    status = peer_status(a.scratch)
     peers = [p for p, st in status.items() if st and st[0] == "OK"]
-    skipped = {p: st[0][len("SKIPPED: "):] for p, st in status.items() if not st or st[0] != "OK"}
-    systems = a.systems or (["rgpu-tcp", "rgpu-shm"] + peers)
-    peers = [s for s in systems if not s.startswith("rgpu-")]
+    if a.delay_ms > 0:
+        # Only systems whose client reaches its server through one address the proxy can stand
+        # in for (run_peer.sh refuses the others).
+        os.environ["RGPU_PEERS_DELAY_MS"] = "%g" % a.delay_ms
+        systems = a.systems or (["rgpu-sock"] + [p for p in peers if p == "lupine"])
+    else:
+        systems = a.systems or (["rgpu-tcp", "rgpu-shm", "rgpu-sock"] + peers)
     out = os.path.abspath(a.out or os.path.join(a.scratch, "results", time.strftime("%Y%m%d-%H%M%S")))
     os.makedirs(os.path.join(out, "rounds"), exist_ok=True)
     runs, started = [], time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    with open(os.path.join(out, "started"), "w") as f:
+        f.write(started + "\n")
     for rnd in range(a.rounds):
         order = systems[rnd % len(systems):] + systems[:rnd % len(systems)]
         for s in order:
@@ -340,7 +400,8 @@ def outer(a):
                    sys.executable, os.path.abspath(__file__), a.scratch, "--inner", s,
                    "--inner-out", path, "--round", str(rnd + 1),
                    "--samples", ",".join(a.samples)] + (["--quick"] if a.quick else [])
-            print("round %d/%d: %s" % (rnd + 1, a.rounds, s), flush=True)
+            waited = wait_idle(a.wait_idle, a.wait_max)
+            print("round %d/%d: %s%s" % (rnd + 1, a.rounds, s, waited), flush=True)
             rc, sout, serr, sec = run(cmd, 7200)
             if os.path.exists(path):
                 with open(path) as f:
@@ -349,23 +410,77 @@ def outer(a):
                 runs.append({"system": s, "round": rnd + 1, "metrics": {},
                              "failures": {k: "server or harness failed: " + why(rc, sout, serr) for k in BENCH_ROWS}})
             runs[-1]["seconds"] = round(sec, 1)
+            with open(path, "w") as f:
+                json.dump(runs[-1], f, indent=1)
+    report(a, out, systems, runs, started)
+
+
+def peer_status(scratch):
+    status = {}
+    for peer in ("lupine", "cricket", "gvirtus"):
+        try:
+            with open(os.path.join(scratch, peer, "STATUS")) as f:
+                status[peer] = f.read().splitlines()
+        except OSError:
+            status[peer] = ["SKIPPED: not built (run build.sh)"]
+    return status
+
+
+def rerender(a):
+    """--report-only OUT: the outputs again from OUT/rounds/*.json (say, after a change here)."""
+    out = os.path.abspath(a.report_only)
+    runs = []
+    for name in sorted(os.listdir(os.path.join(out, "rounds"))):
+        if name.endswith(".json"):
+            with open(os.path.join(out, "rounds", name)) as f:
+                runs.append(json.load(f))
+    runs.sort(key=lambda r: (r["round"], r.get("started", "")))
+    order = ["rgpu-tcp", "rgpu-shm", "rgpu-sock", "rgpu-tcp-staged"]
+    found = {r["system"] for r in runs}
+    systems = [s for s in order if s in found] + sorted(found - set(order))
+    keys = {k for r in runs for k in list(r["metrics"]) + list(r["failures"]) if k.startswith("sample_")}
+    if a.samples == DEFAULT_SAMPLES:
+        a.samples = [n for n in DEFAULT_SAMPLES if "sample_%s_s" % n in keys] + \
+                    sorted(sample_name(k) for k in keys if sample_name(k) not in DEFAULT_SAMPLES)
+    a.rounds = max(r["round"] for r in runs)
+    try:
+        with open(os.path.join(out, "started")) as f:
+            started = f.read().strip()
+    except OSError:
+        started = "unknown"
+    report(a, out, systems, runs, started)
+
+
+def report(a, out, systems, runs, started):
+    status = peer_status(a.scratch)
+    skipped = {p: st[0][len("SKIPPED: "):] for p, st in status.items() if not st or st[0] != "OK"}
+    peers = [s for s in systems if not s.startswith("rgpu-")]
     metrics, failures, rows, passed_all = aggregate(a, systems, runs, skipped)
     text, behind = table(metrics, failures, rows, systems, peers)
-    commit = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
-                            capture_output=True, text=True).stdout.strip()
+    rgpu_build = os.environ.get("RGPU_BUILD", os.path.join(REPO, "build"))
+    try:
+        with open(os.path.join(rgpu_build, "COMMIT")) as f:
+            commit = f.read().strip() + " (copied into %s)" % rgpu_build
+    except OSError:
+        commit = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
+                                capture_output=True, text=True).stdout.strip() + " (%s)" % rgpu_build
     loads = [r[k] for r in runs for k in ("load_before", "load_after") if k in r]
     meta = {"started": started, "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rounds": a.rounds,
+            "wait_idle_pct": a.wait_idle, "delay_ms_each_way": delay_ms(), "rgpu_basis": basis(systems),
             "quick": a.quick, "rgpu_commit": commit, "cpus": os.cpu_count(),
             "peer_sources": {p: status[p][1] if len(status[p]) > 1 else "" for p in peers},
             "load1_range": [min(l["loadavg"][0] for l in loads), max(l["loadavg"][0] for l in loads)] if loads else None,
             "idle_pct_range": [min(l["idle_pct"] for l in loads), max(l["idle_pct"] for l in loads)] if loads else None,
-            "samples_passed_by_all": [k[len("sample_"):-2] for k in passed_all],
+            "samples_passed_by_all": [sample_name(k) for k in passed_all],
             "higher_is_better": "metric names ending in _per_s or _MiBps; all others are times, lower is better"}
-    doc = {"rgpu": metrics.get("rgpu-tcp", {}),
+    doc = {"rgpu": metrics.get(basis(systems), {}),
            "peers": {p: metrics[p] for p in peers},
-           "rgpu_shm": metrics.get("rgpu-shm", {}),
+           **{s.replace("-", "_"): metrics[s] for s in systems if s.startswith("rgpu-") and s != basis(systems)},
            "failures": failures, "skipped": skipped,
            "driver_bench": {r["system"] + "." + str(r["round"]): r.get("driver_bench") for r in runs},
+           "round_trips_detail": {r["system"] + "." + str(r["round"]): {
+               "strace": r.get("round_trip_count"), "client_counted_calls": r.get("startup_calls_waited")}
+               for r in runs},
            "runs": [{k: r.get(k) for k in ("system", "round", "seconds", "load_before", "load_after")} for r in runs],
            "meta": meta}
     with open(os.path.join(out, "peers.json"), "w") as f:
@@ -373,6 +488,15 @@ def outer(a):
     notes = ["", "Ratios: rgpu's figure over the peer's for rates, the peer's over rgpu's for times: >1 means rgpu is ahead.",
              "Load (1-min average) %s, idle %s%% of CPU; %d round(s); rgpu %s." % (
                  meta["load1_range"], meta["idle_pct_range"], a.rounds, commit)]
+    notes.append("Round trips to the first kernel, per system (strace: exchanges + TCP connects | "
+                 "the client's own count of calls waited for, rgpu only):")
+    for s in systems:
+        st = [r["round_trip_count"] for r in runs if r["system"] == s and r.get("round_trip_count")]
+        own = [r["startup_calls_waited"] for r in runs if r["system"] == s and r.get("startup_calls_waited")]
+        notes.append("- %s: %s | %s" % (
+            s, ", ".join("%d+%d" % (c["exchanges"], c["connects"]) for c in st) or "-",
+            ", ".join("%d (%s)" % (c["count"], " ".join(c["calls"])) for c in own[:1]) or "-"))
+    notes.append("Failures:")
     for s in systems:
         for k, v in sorted(failures[s].items()):
             notes.append("- %s, %s: %s" % (s, k, v))
@@ -386,9 +510,11 @@ def outer(a):
     text = text + "\n" + "\n".join(notes) + "\n"
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(text)
+    with open(os.path.join(out, "rounds.md"), "w") as f:
+        f.write(rounds_table(runs, rows))
     png = chart(os.path.join(out, "ratios.png"), metrics, rows, systems, peers)
     print(text)
-    print("results: %s (peers.json, table.md%s, rounds/)" % (out, ", ratios.png" if png else ""))
+    print("results: %s (peers.json, table.md, rounds.md%s, rounds/)" % (out, ", ratios.png" if png else ""))
 
 
 def main():
@@ -399,6 +525,12 @@ def main():
     p.add_argument("--systems", type=lambda s: s.split(","))
     p.add_argument("--samples", type=lambda s: [x for x in s.split(",") if x], default=DEFAULT_SAMPLES)
     p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke test)")
+    p.add_argument("--wait-idle", type=int, default=0, metavar="PCT",
+                   help="before each system's run, wait until the CPU is PCT%% idle (0: never)")
+    p.add_argument("--wait-max", type=int, default=600, metavar="S", help="... for at most S seconds")
+    p.add_argument("--delay-ms", type=float, default=0, metavar="D",
+                   help="run every system behind bench/latency_proxy adding D ms each way (programs only)")
+    p.add_argument("--report-only", metavar="OUT", help="only make the outputs again from OUT/rounds/")
     p.add_argument("--inner", dest="system", help=argparse.SUPPRESS)
     p.add_argument("--inner-out", help=argparse.SUPPRESS)
     p.add_argument("--round", type=int, default=1, help=argparse.SUPPRESS)
@@ -406,6 +538,8 @@ def main():
     a.scratch = os.path.abspath(a.scratch)
     if a.system:
         inner(a)
+    elif a.report_only:
+        rerender(a)
     else:
         outer(a)
 

@@ -3,7 +3,8 @@
 // kernel has finished it touches the path /rgpu-peers-first-kernel (access(2), which fails): the
 // mark that bench/peers/count_round_trips.py counts the round trips before. Prints
 // {"startup_to_first_kernel_s": S}: from the moment given in RGPU_PEERS_T0_NS (CLOCK_REALTIME,
-// set by the harness just before it starts the program; main's start when absent).
+// set by the harness just before it starts the program; main's start when absent). With
+// RGPU_PEERS_EXIT_AT_MARK set it leaves at the mark (_exit: no teardown calls).
 //   nvcc -O2 -o startup startup.cu ; startup
 #include <cuda_runtime.h>
 #include <unistd.h>
@@ -51,6 +52,8 @@ int main() {
   CHECK(cudaDeviceSynchronize());
   const long long t1 = NowNs();
   access("/rgpu-peers-first-kernel", F_OK);  // the mark (see above)
+  if (getenv("RGPU_PEERS_EXIT_AT_MARK") != nullptr) _exit(0);  // so that a system's own count
+                                                               // of round trips ends here too
   CHECK(cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
   for (int i = 0; i < n; ++i) {
     if (host[i] != 2.0f * float(i)) {

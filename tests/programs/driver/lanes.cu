@@ -8,6 +8,7 @@
 // what C then reads is the value. Then cuCtxSynchronize from a third thread while A waits again;
 // last, A copies a result out (cuMemcpyDtoHAsync, which waits for its stream) behind a kernel that
 // only the main thread's later rounds end, and reads what that kernel's stream wrote before it.
+// Then synchronous memsets and copies on the legacy default stream behind such a kernel.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -41,7 +42,7 @@ int main() {
   // 20 rounds on sb (a launch adding 1 to counter, its value copied out, checked), then the flag
   // set, which ends the other thread's kernel.
   auto RoundsThenRelease = [&]() {
-    CHECK(cuMemsetD32(counter, 0, 1));
+    CHECK(cuMemsetD32Async(counter, 0, 1, sb));
     for (int round = 1; round <= 20; ++round) {
       int one = 1;
       void* args[] = {&counter, &one};
@@ -160,9 +161,41 @@ int main() {
     fprintf(stderr, "lanes: the copy behind the long kernel read %d, not 5\n", copied);
     return 1;
   }
+  // 5. Synchronous memsets and copies behind long work on the legacy default stream: a memset
+  // and a copy between device memory are queued (CUDA's are asynchronous to the host), a copy in
+  // waits for the kernel as CUDA's does; none of them holds up the main thread's rounds.
+  CHECK(cuMemsetD32(flag, 0, 1));
+  CHECK(cuCtxSynchronize());
+  int out[3] = {-1, -1, -1};
+  CUresult sync_result = CUDA_ERROR_UNKNOWN;
+  std::atomic<bool> syncing{false};
+  std::thread f([&] {
+    CHECK(cuCtxSetCurrent(ctx));
+    void* wait_args[] = {&flag};
+    CHECK(cuLaunchKernel(wait_for_flag, 1, 1, 1, 1, 1, 1, 0, nullptr, wait_args, nullptr));
+    syncing.store(true);
+    const int seven = 7;
+    sync_result = cuMemsetD32(data + sizeof(int), 9, 1);
+    if (sync_result == CUDA_SUCCESS) {
+      sync_result = cuMemcpyDtoD(data + 2 * sizeof(int), data + sizeof(int), sizeof(int));
+    }
+    if (sync_result == CUDA_SUCCESS) sync_result = cuMemcpyHtoD(data, &seven, sizeof seven);
+    if (sync_result == CUDA_SUCCESS) sync_result = cuMemcpyDtoH(out, data, sizeof out);
+  });
+  while (!syncing.load()) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the calls reach the server
+  if (!RoundsThenRelease()) return 1;
+  f.join();
+  CHECK(sync_result);
+  if (out[0] != 7 || out[1] != 9 || out[2] != 9) {
+    fprintf(stderr, "lanes: synchronous calls behind the long kernel gave %d %d %d, not 7 9 9\n",
+            out[0], out[1], out[2]);
+    return 1;
+  }
   for (CUstream s : {sa, sb, sc}) CHECK(cuStreamDestroy(s));
   CHECK(cuEventDestroy(written));
   printf(
-      "lanes: 20 rounds while another thread waited or copied; waits ordered across threads: OK\n");
+      "lanes: 20 rounds while another thread waited, copied or set memory; waits ordered across "
+      "threads: OK\n");
   return 0;
 }
