@@ -5,6 +5,9 @@
 //   rgpu bench --transport tcp|shm|sock [--json FILE] [--png FILE]  measure against the floor
 //   rgpu token keygen|sign ...                                  signed session tokens
 //   rgpu status --server URL [--json]                           a server's live sessions
+//   rgpu migrate --server A --session ID --to B                 a running session to another server
+//   rgpu checkpoint --server A --session ID --file F            ... into a file (the program waits)
+//   rgpu restore --server B --file F --from A --session ID      ... from it, its program resumed
 //   rgpu run --registry ADDR --api-key KEY [--gpu-type T] [--memory SIZE] [--priority P]
 //            -- PROGRAM ARGS...                                 placed by the registry
 //   rgpu place --registry ADDR --api-key KEY [--job ID] [--json]   a placement for later
@@ -27,6 +30,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench.h"
+#include "cli/migrate.h"
 #include "cli/registry_commands.h"
 #include "cli/run_program.h"
 #include "cli/smi.h"
@@ -37,6 +41,22 @@
 
 using rgpu::cli::Exists;
 using rgpu::cli::FindInterposer;
+
+namespace {
+
+// The operator's key in `path` (default: $RGPU_STATE_DIR or ~/.rgpu, server-operator.key); ""
+// when there is none.
+std::string ReadOperatorKey(std::string path) {
+  std::string dir;
+  if (path.empty() && rgpu::UserStateDir(&dir).ok()) path = dir + "/server-operator.key";
+  std::ifstream in(path);
+  std::string key;
+  std::getline(in, key);
+  while (!key.empty() && isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
+  return key;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"rgpu: run CUDA programs on remote GPUs"};
@@ -238,7 +258,50 @@ int main(int argc, char** argv) {
                      "the server's operator key: every session (default: "
                      "$RGPU_STATE_DIR or ~/.rgpu, server-operator.key, when there is no token)");
 
+  // Moving sessions (docs/migration.md).
+  rgpu::cli::MoveOptions move;
+  std::string move_key_file;
+  CLI::App* migrate = app.add_subcommand(
+      "migrate", "move a running session to another server; its program does not notice");
+  CLI::App* checkpoint = app.add_subcommand(
+      "checkpoint", "move a running session into a file; its program waits for `rgpu restore`");
+  CLI::App* restore = app.add_subcommand(
+      "restore", "restore a checkpoint file on a server and send the waiting program there");
+  for (CLI::App* c : {migrate, checkpoint, restore}) {
+    c->add_option("--server", move.server,
+                  c == restore ? "the server to restore it on" : "the server the session is on")
+        ->required();
+    c->add_option("--session", move.session,
+                  c == restore ? "the session's id on --from (its `rgpu status --json` \"session\")"
+                               : "the session's id (`rgpu status --json`'s \"session\")")
+        ->required();
+    c->add_option("--operator-key-file", move_key_file,
+                  "the servers' operator key (default: $RGPU_STATE_DIR or ~/.rgpu, "
+                  "server-operator.key)");
+    c->add_flag("--json", move.json, "print JSON");
+  }
+  for (CLI::App* c : {migrate, checkpoint}) {
+    c->add_option("--timeout-ms", move.timeout_ms,
+                  "the longest wait for the program's next call it waits for")
+        ->capture_default_str();
+  }
+  migrate->add_option("--to", move.to, "the server the session goes to")->required();
+  checkpoint->add_option("--file", move.file, "the checkpoint file to write")->required();
+  restore->add_option("--file", move.file, "the checkpoint file")->required();
+  restore->add_option("--from", move.from, "the server where the session's program waits")
+      ->required();
+
   CLI11_PARSE(app, argc, argv);
+  if (migrate->parsed() || checkpoint->parsed() || restore->parsed()) {
+    move.key = ReadOperatorKey(move_key_file);
+    if (move.key.empty()) {
+      fprintf(stderr, "rgpu: no operator key (--operator-key-file)\n");
+      return 1;
+    }
+    if (migrate->parsed()) return rgpu::cli::RunMigrate(move);
+    if (checkpoint->parsed()) return rgpu::cli::RunCheckpoint(move);
+    return rgpu::cli::RunRestore(move);
+  }
   if (status->parsed()) {
     if (status_server.empty() && getenv("RGPU_SERVER") != nullptr) {
       status_server = getenv("RGPU_SERVER");

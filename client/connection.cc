@@ -37,10 +37,7 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   if (const char* lanes = getenv("RGPU_LANES")) c->lanes_enabled_ = atoi(lanes) != 0;
   Connection* self = c.get();
   c->channel_->SetPayloadPlacer([self](const std::string& header, size_t size) -> void* {
-    if (self->reads_registered_.load() > 0) {
-      if (void* dst = self->ReadDestination(header, size)) return dst;
-    }
-    return size <= self->pending_reply_.capacity ? self->pending_reply_.data : nullptr;
+    return self->PlacePayload(header, size);
   });
 
   wire::Envelope hello;
@@ -85,6 +82,7 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
     return PermissionDenied("server refused the session: " + reply.welcome().error());
   }
   c->welcome_ = reply.welcome();
+  c->lanes_offered_ = c->welcome_.lane_key().empty() ? 0 : c->welcome_.max_lanes();
   if (const char* us = getenv("RGPU_BATCH_US")) c->batch_delay_us_ = std::max(0, atoi(us));
   if (c->batch_delay_us_ > 0) c->flusher_ = std::thread([self] { self->FlushLoop(); });
   int server_timeout_ms = 10000;
@@ -98,6 +96,13 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   }
   *out = std::move(c);
   return Status::Ok();
+}
+
+void* Connection::PlacePayload(const std::string& header, size_t size) {
+  if (reads_registered_.load() > 0) {
+    if (void* dst = ReadDestination(header, size)) return dst;
+  }
+  return size <= pending_reply_.capacity ? pending_reply_.data : nullptr;
 }
 
 bool IsStickyError(CUresult r) {
@@ -134,12 +139,15 @@ CUresult Connection::WaitSent(size_t keep) {
 
 Status Connection::RegisterHostMemory(void* address, size_t size) {
   std::lock_guard<std::mutex> lock(mu_);
-  return channel_->RegisterMemory(address, size);
+  Status s = channel_->RegisterMemory(address, size);
+  if (s.ok()) registered_[address] = size;
+  return s;
 }
 
 void Connection::UnregisterHostMemory(void* address) {
   std::lock_guard<std::mutex> lock(mu_);
   channel_->UnregisterMemory(address);
+  registered_.erase(address);
 }
 
 bool Connection::broken() {
@@ -416,6 +424,20 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
                     static_cast<int>(in.body_case()));
       continue;
     }
+    if (in.reply().has_moved()) {
+      // The session left that server before this call ran: everything before it ran there (what
+      // it left for the program comes with this answer); the call goes again where it went.
+      pending_reply_ = {};
+      in_flight_calls_ = in_flight_bytes_ = 0;
+      ApplyReplyLocked(op, ctx, in.reply(), false);
+      s = MoveLocked(in.reply().moved());
+      if (!s.ok()) return Fail("the session moved but could not be resumed: " + s.ToString());
+      waited_.SerializeToString(&waited_bytes_);
+      s = channel_->Send(waited_bytes_, payload, payload_size);
+      if (!s.ok()) return Fail(s.ToString());
+      pending_reply_ = reply_buffer;
+      continue;
+    }
     pending_reply_ = {};
     in_flight_calls_ = in_flight_bytes_ = 0;  // the server has taken every earlier call
     const wire::Reply& r = in.reply();
@@ -494,8 +516,7 @@ bool Connection::WantsLane(Op op) {
     return false;
   }
   if (reads_registered_.load() > 0) return false;  // a lane's reply could overtake their bytes
-  return lanes_enabled_ && multi_threaded_.load() && welcome_.max_lanes() > 0 &&
-         !welcome_.lane_key().empty();
+  return lanes_enabled_ && multi_threaded_.load() && lanes_offered_.load() > 0;
 }
 
 uint64_t Connection::ExpectRead(void* dst, size_t bytes, uint64_t ctx) {
@@ -559,14 +580,21 @@ size_t Connection::lanes_opened() {
 
 Status Connection::OpenLane(std::unique_ptr<Channel>* out) {
   rgpu_client_prepare_thread();  // UCX's parser needs this thread's ctype tables here
+  std::string where;
+  wire::LaneJoin lane_join;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // the session's server, as of now
+    where = url_;
+    lane_join.set_session_id(welcome_.session_id());
+    lane_join.set_lane_key(welcome_.lane_key());
+  }
   TransportUrl url;
-  Status s = TransportUrl::Parse(url_, &url);
+  Status s = TransportUrl::Parse(where, &url);
   std::unique_ptr<Channel> channel;
   if (s.ok()) s = ConnectChannel(url, channel_options_, &channel);
   if (!s.ok()) return s;
   wire::Envelope join;
-  join.mutable_lane_join()->set_session_id(welcome_.session_id());
-  join.mutable_lane_join()->set_lane_key(welcome_.lane_key());
+  *join.mutable_lane_join() = lane_join;
   s = channel->Send(join.SerializeAsString(), nullptr, 0);
   ReceivedMessage m;
   if (s.ok()) s = channel->Receive(open_timeout_ms_, &m);
@@ -593,7 +621,7 @@ Connection::Lane* Connection::AcquireLane() {
       }
     }
     if (lanes_failed_) return nullptr;
-    if (lanes_.size() < welcome_.max_lanes()) break;
+    if (lanes_.size() < lanes_offered_.load()) break;
     // Every lane waits for another thread: wait for one (not on the connection, which would
     // hold up every thread).
     lanes_cv_.wait(lock);
@@ -622,6 +650,9 @@ void Connection::ReleaseLane(Lane* lane) {
   {
     std::lock_guard<std::mutex> lock(lanes_mu_);
     lane->busy = false;
+    if (lane->dead) {
+      std::erase_if(lanes_, [lane](const std::unique_ptr<Lane>& l) { return l.get() == lane; });
+    }
   }
   lanes_cv_.notify_one();
 }
@@ -671,14 +702,95 @@ bool Connection::CallOnLane(Op op, uint64_t ctx, std::span<const uint64_t> args,
     }
     break;
   }
+  if (!s.ok()) {
+    // The lane is gone (its server ended it: the session moved, or the server is gone): the
+    // wait goes on the connection, which knows where the session is, or fails there.
+    RGPU_LOG_DEBUG("a lane ended (%s); waiting on the connection", s.ToString().c_str());
+    {
+      std::lock_guard<std::mutex> lock(lanes_mu_);
+      lane->dead = true;
+    }
+    ReleaseLane(lane);
+    return false;
+  }
   ReleaseLane(lane);
   std::lock_guard<std::mutex> lock(mu_);
-  if (!s.ok()) {
-    *result = Fail(s.ToString());
-    return true;
-  }
   *result = ApplyReplyLocked(op, ctx, in.reply(), true);
   return true;
+}
+
+Status Connection::MoveLocked(const wire::Moved& moved) {
+  const auto start = std::chrono::steady_clock::now();
+  TransportUrl url;
+  Status s = TransportUrl::Parse(moved.url(), &url);
+  if (s.ok() && url.scheme == TransportUrl::Scheme::kLocal) {
+    s = InvalidArgument("not a server's URL: " + moved.url());
+  }
+  std::unique_ptr<Channel> channel;
+  if (s.ok()) s = ConnectChannel(url, channel_options_, &channel);
+  if (!s.ok()) return s;
+  Connection* self = this;
+  channel->SetPayloadPlacer([self](const std::string& header, size_t size) -> void* {
+    return self->PlacePayload(header, size);
+  });
+  wire::Envelope resume;
+  wire::Resume* r = resume.mutable_resume();
+  r->set_protocol_version(kProtocolVersion);
+  r->set_session_id(moved.session_id());
+  r->set_pid(static_cast<uint32_t>(getpid()));
+  s = channel->Send(resume.SerializeAsString(), nullptr, 0);
+  ReceivedMessage m;
+  wire::Envelope reply;
+  if (s.ok()) s = channel->Receive(open_timeout_ms_, &m);
+  if (s.ok() && (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+                 reply.body_case() != wire::Envelope::kChallenge)) {
+    s = ProtocolError(moved.url() + " did not challenge the resume");
+  }
+  if (s.ok()) {
+    // The credential is proven over the server's fresh nonce, never sent.
+    wire::Envelope answer;
+    answer.mutable_challenge_response()->set_proof(
+        ResumeProof(moved.credential(), reply.challenge().nonce(), moved.session_id()));
+    s = channel->Send(answer.SerializeAsString(), nullptr, 0);
+  }
+  if (s.ok()) s = channel->Receive(open_timeout_ms_, &m);
+  if (s.ok() && (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+                 reply.body_case() != wire::Envelope::kWelcome)) {
+    s = ProtocolError(moved.url() + " did not answer the resume");
+  }
+  if (s.ok() && reply.welcome().status() != 0) {
+    s = PermissionDenied("resume refused: " + reply.welcome().error());
+  }
+  if (!s.ok()) return s;
+  for (const auto& [address, size] : registered_) channel->RegisterMemory(address, size);
+  // The old server's keepalive goes first, then its connection: closing it tells that server the
+  // client has left for the new one.
+  liveness_.reset();
+  std::unique_ptr<Channel> old = std::move(channel_);
+  channel_ = std::move(channel);
+  welcome_ = reply.welcome();
+  lanes_offered_ = welcome_.lane_key().empty() ? 0 : welcome_.max_lanes();
+  url_ = moved.url();
+  {
+    std::lock_guard<std::mutex> lock(lanes_mu_);
+    for (auto& lane : lanes_) lane->dead = true;  // the old server's
+    std::erase_if(lanes_, [](const std::unique_ptr<Lane>& l) { return !l->busy; });
+    lanes_failed_ = false;
+  }
+  old.reset();
+  int server_timeout_ms = 10000;
+  if (const char* t = getenv("RGPU_SERVER_TIMEOUT_MS")) server_timeout_ms = atoi(t);
+  if (welcome_.liveness_port() != 0 && server_timeout_ms > 0 && !url.host.empty()) {
+    Status k = LivenessMonitor::Start(
+        url.host, static_cast<uint16_t>(welcome_.liveness_port()), welcome_.liveness_key(),
+        server_timeout_ms, [self](const std::string& why) { self->AbandonAll(why); }, &liveness_);
+    if (!k.ok()) RGPU_LOG_WARN("no keepalives with the server: %s", k.ToString().c_str());
+  }
+  RGPU_LOG_INFO(
+      "the session moved to %s (session %llu); resumed in %.1f ms", url_.c_str(),
+      (unsigned long long)welcome_.session_id(),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return Status::Ok();
 }
 
 void Connection::AbandonAll(const std::string& why) {

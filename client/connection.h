@@ -197,6 +197,7 @@ class Connection {
     std::unique_ptr<Channel> channel;
     uint64_t next_seq = 1;
     bool busy = false;
+    bool dead = false;  // its server ended it (the session moved): dropped when released
   };
   // Notes the calling thread: a second one turns lanes on.
   void NoteThread();
@@ -210,6 +211,13 @@ class Connection {
   void ReleaseLane(Lane* lane);
   // Connects a new lane and joins the session (LaneJoin, answered by a Welcome).
   Status OpenLane(std::unique_ptr<Channel>* out);
+  // The session moved to another server (Reply.moved, docs/migration.md): connects there,
+  // resumes the session with the credential, and makes that connection the session's (mu_
+  // held). The lanes of the old server are dropped; new ones open there when needed.
+  Status MoveLocked(const wire::Moved& moved);
+  // Where an arriving payload goes (the channel's PayloadPlacer): a posted read's destination,
+  // the awaited reply's buffer, or the channel's own.
+  void* PlacePayload(const std::string& header, size_t size);
   // Applies a reply's asynchronous error and sticky state and returns the call's result, as
   // CallLocked does (mu_ held).
   CUresult ApplyReplyLocked(Op op, uint64_t ctx, const wire::Reply& r, bool surface_async_error);
@@ -255,7 +263,9 @@ class Connection {
   // Posted calls (and their payload bytes) sent since the last reply.
   size_t in_flight_calls_ = 0;
   size_t in_flight_bytes_ = 0;
-  std::string url_;  // where the lanes connect
+  std::string url_;  // where the lanes connect (under mu_; it changes when the session moves)
+  // Pinned host memory registered with the channel, registered again with the next one.
+  std::map<void*, size_t> registered_;  // under mu_
   ChannelOptions channel_options_;
   int open_timeout_ms_ = 10000;
   // The first thread that made a call, and whether another one has since.
@@ -269,6 +279,8 @@ class Connection {
   std::condition_variable lanes_cv_;  // a lane was released
   std::vector<std::unique_ptr<Lane>> lanes_;
   bool lanes_failed_ = false;  // a lane could not be opened: the connection serves waits
+  // Welcome.max_lanes of the session's server (0: no lanes), read without mu_.
+  std::atomic<uint32_t> lanes_offered_{0};
   std::thread flusher_;
   std::condition_variable flush_cv_;
   bool closing_ = false;

@@ -19,6 +19,29 @@ std::string ProofMessage(const std::string& nonce, const wire::Credential& prese
   return m;
 }
 
+namespace {
+std::string ResumeProofMessage(const std::string& nonce, uint64_t session_id) {
+  std::string m = "rgpu-resume-proof-v1";
+  m.push_back('\0');
+  const uint64_t n = nonce.size();
+  m.append(reinterpret_cast<const char*>(&n), sizeof n);
+  m += nonce;
+  m.append(reinterpret_cast<const char*>(&session_id), sizeof session_id);
+  return m;
+}
+}  // namespace
+
+std::string ResumeProof(const std::string& credential, const std::string& nonce,
+                        uint64_t session_id) {
+  return HmacSha256(credential, ResumeProofMessage(nonce, session_id));
+}
+
+bool VerifyResumeProof(const std::string& credential, const std::string& nonce, uint64_t session_id,
+                       const std::string& proof) {
+  if (credential.empty() || nonce.empty()) return false;
+  return ConstantTimeEquals(ResumeProof(credential, nonce, session_id), proof);
+}
+
 Status CredentialProver::Parse(const std::string& credential, CredentialProver* out) {
   *out = CredentialProver();
   std::string token, holder;

@@ -10,6 +10,7 @@
 // cannot be replayed, and a secret token itself never crosses it. Thread-safe once made.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/status.h"
@@ -44,6 +45,16 @@ bool VerifySecretProof(const std::string& secret, const std::string& nonce,
 // ... or against the holder key a verified signed token's claims name (Ed25519).
 bool VerifyHolderProof(const std::string& holder_public, const std::string& nonce,
                        const wire::Credential& presented, const std::string& proof);
+
+// A session's resume (docs/migration.md): the client proves it holds the credential a migration
+// gave it (Moved.credential) with HMAC-SHA256(credential, tag || nonce || session id) over the
+// target server's fresh nonce, so the proof cannot be replayed and the credential never travels
+// again.
+std::string ResumeProof(const std::string& credential, const std::string& nonce,
+                        uint64_t session_id);
+// Constant-time check of a resume proof; false for an empty credential.
+bool VerifyResumeProof(const std::string& credential, const std::string& nonce, uint64_t session_id,
+                       const std::string& proof);
 
 // Answers a server's Challenge on `channel` for `prover` when the server sends one: `reply` is
 // the message the server answered the Hello or StatusRequest with; if it is a Challenge, the

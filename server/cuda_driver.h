@@ -31,6 +31,14 @@ using SoftgpuCtxSetKernelTimeoutFn = CUresult (*)(CUcontext ctx, unsigned long l
 // (softgpu/api_module.cc); the server says no, since its client maps them itself.
 using SoftgpuSetNativeManagedVariablesFn = CUresult (*)(int native);
 
+// softgpu's extensions for restoring a session at its device addresses (softgpu/api_memory.cc,
+// softgpu/api_module.cc, docs/migration.md).
+using SoftgpuMemAllocAtFn = CUresult (*)(CUdeviceptr dptr, size_t bytes);
+using SoftgpuModuleGetVariableRangesFn = CUresult (*)(CUmodule module, CUdeviceptr* bases,
+                                                      size_t* sizes, size_t* count);
+using SoftgpuModuleLoadDataAtFn = CUresult (*)(CUmodule* module, const void* image,
+                                               const CUdeviceptr* bases, size_t count);
+
 struct CudaDriver {
 #define DRIVER_FN(name) decltype(&::name) name = nullptr;
 #define DRIVER_FN_REQUIRED(name) DRIVER_FN(name)

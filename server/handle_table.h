@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 
 #include "proto/call_kinds.h"
@@ -27,6 +28,23 @@ class HandleTable {
   bool InsertAt(uint64_t id, Record record) {
     if (id < kFirstClientId || id >= kClientIdLimit) return false;
     return records_.emplace(id, std::move(record)).second;
+  }
+  // Stores `record` under `id`, as a checkpoint had it (a restore, docs/migration.md): false
+  // (nothing stored) unless `id` is in [1, kClientIdLimit) and names nothing yet.
+  bool Restore(uint64_t id, Record record) {
+    if (id < 1 || id >= kClientIdLimit) return false;
+    return records_.emplace(id, std::move(record)).second;
+  }
+  // The id Insert hands out next.
+  uint64_t next_id() const { return next_id_; }
+  // Sets it (a restore): false unless `next` is in [1, kFirstClientId] and past every id below
+  // kFirstClientId the table holds.
+  bool SetNextId(uint64_t next) {
+    if (next < 1 || next > kFirstClientId) return false;
+    auto below = records_.lower_bound(kFirstClientId);
+    if (below != records_.begin() && std::prev(below)->first >= next) return false;
+    next_id_ = next;
+    return true;
   }
   // The record with `id`, or nullptr when this session has none.
   Record* Find(uint64_t id) {

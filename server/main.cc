@@ -124,6 +124,13 @@ int main(int argc, char** argv) {
                  "the host's NVML library, read for the GPUs' temperature, power, clocks and "
                  "driver version (devices matched by UUID; \"none\": not read)")
       ->capture_default_str();
+  app.add_option("--drain-to", options.drain_to,
+                 "on SIGTERM, first move every session to this server (docs/migration.md)");
+  app.add_option("--drain-key-file", options.drain_key_file,
+                 "the --drain-to server's operator key (default: this server's own)");
+  app.add_option("--drain-timeout-ms", options.drain_timeout_ms,
+                 "how long a session's client may take to make the call its move waits for")
+      ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "write the bound URL to this file once listening (for scripts and tests)");
   CLI11_PARSE(app, argc, argv);

@@ -133,6 +133,23 @@ void RegistryAgent::SessionEnded(const wire::SessionStats& last) {
   wake_.notify_all();  // a session's end is reported promptly: it frees its lease
 }
 
+void RegistryAgent::SessionMoved(const wire::SessionStats& last) {
+  std::vector<registry::UsageRecord> records;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!meter_) return;
+    wire::StatusReply live;
+    *live.add_sessions() = last;
+    meter_->Sample(live, NowMs(), &records);  // its usage since the last report, not an end
+    wire::SessionStats forget;                // the meter lets go of it without a record
+    forget.set_session_id(last.session_id());
+    meter_->Ended(forget, NowMs(), &records);
+  }
+  AddRecords(std::move(records));
+  report_now_.store(true);
+  wake_.notify_all();
+}
+
 void RegistryAgent::AddRecords(std::vector<registry::UsageRecord> records) {
   if (records.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);

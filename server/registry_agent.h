@@ -70,6 +70,10 @@ class RegistryAgent {
   // Hooks for the server: a session began / ended with these final figures. Any thread.
   void SessionStarted(uint64_t session_id);
   void SessionEnded(const wire::SessionStats& last);
+  // A session that moved to another server (docs/migration.md): its last record here covers it
+  // up to the move but does not end it, so that its lease, which goes on where it went, is not
+  // freed.
+  void SessionMoved(const wire::SessionStats& last);
   // Sends what is pending (for up to `flush_ms`) and stops the thread.
   void Stop(int flush_ms = 3000);
   // Records not yet acknowledged by the registry.

@@ -319,6 +319,9 @@ void Server::CountEnded(const std::string& tenant, SessionEnd end) {
     case SessionEnd::kShutdown:
       c.set_shutdown(c.shutdown() + 1);
       break;
+    case SessionEnd::kMoved:
+      c.set_moved(c.moved() + 1);
+      break;
     case SessionEnd::kNone:
       break;
   }
@@ -329,10 +332,74 @@ size_t Server::active_sessions() {
   return live_.size();
 }
 
+void Server::ConfigureSession(Session& session) {
+  session.SetStatusProvider([this] { return SessionsStatus(); });
+  session.SetReachabilitySecret(&reachability_secret_);
+  session.SetLiveness(liveness_.get(), options_.client_timeout_ms);
+  session.SetLimits(options_.session_limits);
+  session.SetHostNvml(host_nvml_.get());
+  session.SetKernelBound(options_.max_kernel_ms);
+  session.SetScrubAllocations(options_.backend != "softgpu" || !options_.backend_extensions);
+  session.SetDeviceMemoryLock(&device_memory_mu_);
+  session.SetIpcRegistry(&ipc_);
+  if (options_.max_lanes > 0) {
+    session.SetLaneJoiner([this](uint64_t target, const std::string& key,
+                                 Channel& lane) { JoinLane(target, key, lane); },
+                          static_cast<uint32_t>(options_.max_lanes));
+  }
+  session.SetPeerConnector([this](const std::string& text, std::unique_ptr<Channel>* out) {
+    TransportUrl url;
+    if (Status s = TransportUrl::Parse(text, &url); !s.ok()) return s;
+    if (url.scheme == TransportUrl::Scheme::kLocal) {
+      return InvalidArgument("not a server's URL: " + text);
+    }
+    ChannelOptions options;
+    options.poll_us = options_.poll_us;
+    options.max_message_bytes = size_t{8} << 20;
+    return ConnectChannel(url, options, out);
+  });
+  session.SetPeerJoiner([this](uint64_t target, const std::string& ticket, Channel& peer) {
+    JoinPeer(target, ticket, peer);
+  });
+  session.SetServiceHandler([this](const wire::Envelope& first, std::unique_ptr<Channel>& channel) {
+    return HandleService(first, channel);
+  });
+}
+
+void Server::RunSession(Session& session, std::unique_ptr<Channel> resumed) {
+  const uint64_t id = session.id();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_[id] = &session;
+  }
+  if (agent_) agent_->SessionStarted(id);
+  if (resumed != nullptr) {
+    session.RunResumed(std::move(resumed), stop_);
+  } else {
+    session.Run(stop_);
+  }
+  const wire::SessionStats stats = session.Stats();
+  if (agent_ && session.end() == SessionEnd::kMoved) {
+    agent_->SessionMoved(stats);  // its lease goes on where it went
+  } else if (agent_) {
+    agent_->SessionEnded(stats);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_.erase(id);
+    if (session.end() != SessionEnd::kNone) CountEnded(stats.tenant(), session.end());
+  }
+}
+
 void Server::Serve() {
   while (!stop_.load()) {
     std::unique_ptr<PendingConnection> pending;
     Status s = listener_->WaitConnection(200, &pending);
+    ReapPendingResumes();
+    if (drain_requested_.load() && !stop_.load()) {
+      DrainAll();  // sessions go elsewhere before the server stops (a connection waits meanwhile)
+      stop_.store(true);
+    }
     if (s.code() == Status::Code::kTimeout) continue;
     if (!s.ok()) {
       RGPU_LOG_ERROR("listener failed: %s", s.ToString().c_str());
@@ -369,47 +436,8 @@ void Server::Serve() {
       } else {
         Session session(id, driver_, devices_, std::move(channel), tenants_.get(), refusal,
                         scheduler_.get());
-        session.SetStatusProvider([this] { return SessionsStatus(); });
-        session.SetReachabilitySecret(&reachability_secret_);
-        session.SetLiveness(liveness_.get(), options_.client_timeout_ms);
-        session.SetLimits(options_.session_limits);
-        session.SetHostNvml(host_nvml_.get());
-        session.SetKernelBound(options_.max_kernel_ms);
-        session.SetScrubAllocations(options_.backend != "softgpu" || !options_.backend_extensions);
-        session.SetDeviceMemoryLock(&device_memory_mu_);
-        session.SetIpcRegistry(&ipc_);
-        if (options_.max_lanes > 0) {
-          session.SetLaneJoiner([this](uint64_t target, const std::string& key,
-                                       Channel& lane) { JoinLane(target, key, lane); },
-                                static_cast<uint32_t>(options_.max_lanes));
-        }
-        session.SetPeerConnector([this](const std::string& text, std::unique_ptr<Channel>* out) {
-          TransportUrl url;
-          if (Status s = TransportUrl::Parse(text, &url); !s.ok()) return s;
-          if (url.scheme == TransportUrl::Scheme::kLocal) {
-            return InvalidArgument("not a server's URL: " + text);
-          }
-          ChannelOptions options;
-          options.poll_us = options_.poll_us;
-          options.max_message_bytes = size_t{8} << 20;
-          return ConnectChannel(url, options, out);
-        });
-        session.SetPeerJoiner([this](uint64_t target, const std::string& ticket, Channel& peer) {
-          JoinPeer(target, ticket, peer);
-        });
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          sessions_[id] = &session;
-        }
-        if (agent_) agent_->SessionStarted(id);
-        session.Run(stop_);
-        const wire::SessionStats stats = session.Stats();
-        if (agent_) agent_->SessionEnded(stats);
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          sessions_.erase(id);
-          if (session.end() != SessionEnd::kNone) CountEnded(stats.tenant(), session.end());
-        }
+        ConfigureSession(session);
+        RunSession(session);
       }
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "server/liveness_service.h"
 #include "server/session_limits.h"
 #include "server/tenants.h"
+#include "proto/rgpu.pb.h"
 #include "transport/channel.h"
 
 namespace prometheus {
@@ -76,6 +78,12 @@ struct ServerOptions {
   // CUDA_ERROR_LAUNCH_TIMEOUT, and on other backends a kernel in its --fair-share turn is ended
   // by destroying its context (Session::SetKernelBound).
   uint64_t max_kernel_ms = 60000;
+  // On SIGTERM (Stop), first move every session to this server (docs/migration.md), each given
+  // drain_timeout_ms for its client's next waited call; "": sessions end with the server. The
+  // target's operator key: drain_key_file ("": this server's own).
+  std::string drain_to;
+  std::string drain_key_file;
+  int drain_timeout_ms = 30000;
   // Use softgpu's extensions where the backend has them; false serves as for a backend without
   // them (NVIDIA's driver), so that tests on the software GPU exercise the CUDA backend's ways.
   bool backend_extensions = true;
@@ -93,8 +101,12 @@ class Server {
   std::string url() const { return url_; }
   // Accepts connections until Stop() is called, then ends every session and returns.
   void Serve();
-  // Asks Serve() to return; safe from a signal handler thread.
-  void Stop() { stop_.store(true); }
+  // Asks Serve() to return (with drain_to: once every session has moved there or failed to);
+  // safe from a signal handler.
+  void Stop() {
+    if (!options_.drain_to.empty() && !drain_requested_.exchange(true)) return;
+    stop_.store(true);
+  }
   size_t active_sessions();
   // Every live session's figures, for `rgpu status` and the metrics endpoint. Any thread.
   wire::StatusReply SessionsStatus();
@@ -113,6 +125,10 @@ class Server {
   std::unique_ptr<LivenessService> liveness_;
   std::string url_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> drain_requested_{false};
+  // Moves every admitted session to options_.drain_to, at once, and waits for each to have moved
+  // (or failed to); then Serve stops as usual.
+  void DrainAll();
   std::atomic<uint64_t> next_session_id_{1};
   std::mutex device_memory_mu_;  // Session::SetDeviceMemoryLock
   IpcRegistry ipc_;              // what sessions share (Session::SetIpcRegistry)
@@ -134,6 +150,36 @@ class Server {
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Collectable> metrics_;
   std::atomic<int> running_threads_{0};
+  // Sets up a session as every session of this server is (limits, keepalive, lanes, peers, the
+  // service handler).
+  void ConfigureSession(Session& session);
+  // Runs `session` on the calling thread (Run, or RunResumed with `resumed`), listed in sessions_
+  // and metered, and accounts for its end.
+  void RunSession(Session& session, std::unique_ptr<Channel> resumed = nullptr);
+
+  // Moving sessions (server/server_migration.cc, docs/migration.md). The first message of a
+  // connection that is none of the session kinds: an operator's AdminRequest, another server's
+  // RestoreJoin, a client's Resume. False: not one of these.
+  bool HandleService(const wire::Envelope& first, std::unique_ptr<Channel>& channel);
+  void ServeAdmin(const wire::AdminRequest& request, Channel& channel);
+  // Checks the operator's proof of its key over a fresh nonce on `channel`.
+  Status ProveOperator(const wire::Credential& presented, Channel& channel);
+  // Restores the checkpoint that arrives on `channel` (CheckpointChunk messages) as a session
+  // waiting to be resumed, and answers AdminReply: its id and resume credential, or why not (as
+  // soon as it is known, the rest of the stream then read and dropped).
+  void RestoreFromStream(Channel& channel);
+  // A client's Resume: its proof checked, the restored session served on this thread.
+  void JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& channel);
+  // Releases restored sessions nobody resumed in time, and expired restore tickets.
+  void ReapPendingResumes();
+  struct PendingResume {
+    std::unique_ptr<Session> session;
+    std::string credential;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::map<uint64_t, PendingResume> pending_resumes_;                     // under mu_
+  std::map<std::string, std::chrono::steady_clock::time_point> tickets_;  // under mu_
+
   std::unique_ptr<RegistryAgent> agent_;  // when options_.registry is set
   std::string registry_key_path_;         // the registry's public key, written for TenantTable
   // Random, made at Start: sent to the registry when registering, so that the registry can check

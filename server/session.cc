@@ -67,6 +67,8 @@ wire::SessionStats Session::Stats() const {
   st.set_bytes_in(bytes_in_.load());
   st.set_bytes_out(bytes_out_.load());
   st.set_copy_busy_seconds(copy_busy_seconds_.load());
+  static const char* const kPhases[] = {"running", "moving", "parked"};
+  st.set_state(kPhases[std::clamp(phase_.load(), 0, 2)]);
   for (uint64_t mask = context_devices_.load(); mask != 0; mask &= mask - 1) {
     st.add_devices(__builtin_ctzll(mask));
   }
@@ -87,12 +89,17 @@ ShareAccount* Session::account() { return tenant_ != nullptr ? &tenant_->share :
 Session::~Session() { ReleaseAll(); }
 
 void Session::Run(const std::atomic<bool>& stop) {
+  stop_ = &stop;
   if (!Handshake()) {
     ReleaseAll();
     return;
   }
   RGPU_LOG_INFO("session %llu: %s from %s connected", (unsigned long long)id_, client_name_.c_str(),
                 channel_->peer().c_str());
+  ServeLoop(stop);
+}
+
+void Session::ServeLoop(const std::atomic<bool>& stop) {
   ReceivedMessage m;  // reused: Receive swaps header buffers with the channel
   while (!stop.load()) {
     // While posted reads wait for their streams, their bytes go out as they are made.
@@ -136,6 +143,18 @@ void Session::Run(const std::atomic<bool>& stop) {
     state_cv_.notify_all();  // lanes waiting for these calls
     if (!served) break;
   }
+  {
+    // A move asked for and never acted on: the session ended first.
+    std::lock_guard<std::mutex> lock(move_mu_);
+    if (move_request_ != nullptr) {
+      move_request_->Finish(-1, Unavailable("the session ended before it could move"));
+      move_request_ = nullptr;
+    }
+    move_pending_.store(false);
+  }
+  // Moved: its client was told where the session went (parked sessions whose client left first
+  // end as any other).
+  if (moved_by_ != nullptr && client_told_where_) end_ = SessionEnd::kMoved;
   if (end_ == SessionEnd::kNone) {
     end_ = stop.load()            ? SessionEnd::kShutdown
            : aborted_.load()      ? SessionEnd::kClosed
@@ -143,7 +162,32 @@ void Session::Run(const std::atomic<bool>& stop) {
                                   : SessionEnd::kLost;
   }
   CloseLanes();  // before anything they might wait on goes
-  if (stop.load() && !channel_->broken()) {
+  if (moved_by_ != nullptr) {
+    // Its device memory goes now; the client leaves this server once it has resumed where the
+    // session went, which ends the pause the move cost it.
+    ReleaseAll();
+    if (!client_told_where_ && !channel_->broken()) {
+      wire::Envelope bye;  // parked, and the server stops before the session was restored
+      bye.mutable_goodbye()->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
+      bye.mutable_goodbye()->set_reason("server is shutting down");
+      channel_->Send(bye.SerializeAsString(), nullptr, 0);
+    }
+    ReceivedMessage rest;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    bool left = false;
+    while (!left && std::chrono::steady_clock::now() < deadline && !stop.load()) {
+      const Status r = channel_->Receive(100, &rest);
+      left = !r.ok() && r.code() != Status::Code::kTimeout;
+    }
+    const double pause = left ? std::chrono::duration<double, std::milli>(
+                                    std::chrono::steady_clock::now() - move_started_)
+                                    .count()
+                              : -1;
+    RGPU_LOG_INFO("session %llu: moved; %s", (unsigned long long)id_,
+                  left ? ("its client left after " + std::to_string(pause) + " ms").c_str()
+                       : "its client did not leave within 10 s");
+    moved_by_->Finish(pause);
+  } else if (stop.load() && !channel_->broken()) {
     wire::Envelope bye;
     bye.mutable_goodbye()->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
     bye.mutable_goodbye()->set_reason("server is shutting down");
@@ -269,6 +313,10 @@ bool Session::Handshake() {
     peer_joiner_(in.peer_join().session_id(), in.peer_join().ticket(), *channel_);
     return false;  // a transfer is not a session
   }
+  if (parsed && in.body_case() != wire::Envelope::kHello && service_handler_ &&
+      service_handler_(in, channel_)) {
+    return false;  // an operator's request, a restore, or a resumed session: not this session
+  }
   if (!parsed || in.body_case() != wire::Envelope::kHello) {
     w->set_status(CUDA_ERROR_INVALID_VALUE);
     w->set_error("malformed handshake: expected Hello");
@@ -288,16 +336,35 @@ bool Session::Handshake() {
     client_name_ = in.hello().client_name() + " (pid " + std::to_string(in.hello().pid()) + ")";
     client_pid_ = in.hello().pid();
     if (tenant_ != nullptr) client_name_ += " of tenant " + tenant_->name;
-    w->set_driver_version(devices_.driver_version());
-    w->set_backend(devices_.backend());
-    for (int index : visible_) {
-      wire::DeviceInfo* info = w->add_devices();
-      *info = devices_.devices()[index];
-      // Kernels have a run time limit (a watchdog), as CUDA reports for a display GPU.
-      if (max_kernel_ms_ > 0 && CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT < info->attributes_size()) {
-        info->set_attributes(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 1);
-      }
+    FillWelcome(w);
+  }
+  if (w->status() == 0) {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    abort_channel_ = channel_.get();
+  }
+  channel_->Send(out.SerializeAsString(), nullptr, 0);
+  if (w->status() != 0) {
+    RGPU_LOG_WARN("session %llu: refused %s: %s", (unsigned long long)id_, channel_->peer().c_str(),
+                  w->error().c_str());
+    return false;
+  }
+  admitted_at_ = std::chrono::steady_clock::now();
+  admitted_.store(true);
+  return true;
+}
+
+void Session::FillWelcome(wire::Welcome* w) {
+  w->set_driver_version(devices_.driver_version());
+  w->set_backend(devices_.backend());
+  for (int index : visible_) {
+    wire::DeviceInfo* info = w->add_devices();
+    *info = devices_.devices()[index];
+    // Kernels have a run time limit (a watchdog), as CUDA reports for a display GPU.
+    if (max_kernel_ms_ > 0 && CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT < info->attributes_size()) {
+      info->set_attributes(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 1);
     }
+  }
+  {
     if (liveness_ != nullptr) {
       const std::string key = RandomBytes(sizeof liveness_key_);
       if (key.size() == sizeof liveness_key_) memcpy(&liveness_key_, key.data(), key.size());
@@ -317,19 +384,6 @@ bool Session::Handshake() {
       w->set_max_lanes(max_lanes_);
     }
   }
-  if (w->status() == 0) {
-    std::lock_guard<std::mutex> lock(abort_mu_);
-    abort_channel_ = channel_.get();
-  }
-  channel_->Send(out.SerializeAsString(), nullptr, 0);
-  if (w->status() != 0) {
-    RGPU_LOG_WARN("session %llu: refused %s: %s", (unsigned long long)id_, channel_->peer().c_str(),
-                  w->error().c_str());
-    return false;
-  }
-  admitted_at_ = std::chrono::steady_clock::now();
-  admitted_.store(true);
-  return true;
 }
 
 Status Session::Challenge(const wire::Credential& presented, Admission* admission) {
@@ -515,6 +569,12 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
   wire::Reply* reply = reply_envelope_.mutable_reply();
   reply->Clear();
   reply->set_seq(call.seq());
+  // A move asked for happens here, at a call the client waits for: everything it sent before
+  // has been served, and it sends nothing more until it has this call's answer.
+  if (!call.posted() && move_pending_.load(std::memory_order_relaxed) &&
+      MoveAt(call) == MoveOutcome::kMoved) {
+    return false;
+  }
   CallState cs;
   cs.call = &call;
   cs.payload = payload;
@@ -629,7 +689,15 @@ CUresult Session::CreateContext(int device, bool primary, uint64_t* id, uint64_t
     }
   }
   if (chosen_id != 0) {
-    contexts_.InsertAt(chosen_id, std::move(rec));  // the caller checked that it is free
+    if (!contexts_.Restore(chosen_id, std::move(rec))) {
+      {
+        std::lock_guard<std::mutex> lock(abort_mu_);
+        std::erase(live_contexts_, ctx);
+      }
+      drv_.cuCtxDestroy(ctx);
+      current_ = nullptr;
+      return CUDA_ERROR_INVALID_VALUE;
+    }
     *id = chosen_id;
   } else {
     *id = contexts_.Insert(std::move(rec));

@@ -22,11 +22,13 @@
 #include "proto/calls.h"
 #include "proto/ops.h"
 #include "proto/rgpu.pb.h"
+#include "server/checkpoint.h"
 #include "server/cuda_driver.h"
 #include "server/fair_scheduler.h"
 #include "server/handle_table.h"
 #include "server/host_nvml.h"
 #include "server/ipc_registry.h"
+#include "server/move_request.h"
 #include "server/session_records.h"
 #include "server/session_limits.h"
 #include "transport/channel.h"
@@ -58,6 +60,7 @@ enum class SessionEnd : uint8_t {
   kLost,      // the connection broke without a goodbye: a crash, a kill, the network
   kClosed,    // the server closed it: a limit, a malformed message, an ended lease, an abort
   kShutdown,  // the server was stopping
+  kMoved,     // it moved to another server, or into a checkpoint (docs/migration.md)
 };
 
 // The name in a kName payload (checked to be 1..4096 bytes), up to its NUL.
@@ -175,6 +178,33 @@ class Session {
   // releases anything.
   void ServeLane(Channel& lane);
 
+  // Called on a connection's thread whose first message is none of Hello, StatusRequest,
+  // ReachabilityProbe, LaneJoin and PeerJoin (an operator's AdminRequest, another server's
+  // RestoreJoin, a client's Resume: Server's, server/server_migration.cc), with the connection;
+  // it may take the channel. False: not handled (the handshake then refuses it).
+  using ServiceHandler =
+      std::function<bool(const wire::Envelope& first, std::unique_ptr<Channel>& channel)>;
+  void SetServiceHandler(ServiceHandler handler) { service_handler_ = std::move(handler); }
+
+  // Migration (docs/migration.md; server/session_migrate.cc). Asks the session to leave this
+  // server at its client's next waited call (to another server, or into the checkpoint stream of
+  // an operator's connection, after which it stays parked), or tells a parked session where its
+  // client is to resume. Any thread; the outcome comes through the request. False (nothing
+  // asked) when the session has a request already, or a redirect finds it not parked.
+  bool RequestMove(std::shared_ptr<MoveRequest> request);
+
+  // A session made from a checkpoint (server/session_checkpoint.cc) before it runs: RestoreBegin
+  // makes everything the header (checked by CheckCheckpoint) lists, charging `tenant`'s quota,
+  // at the same ids and device addresses; RestoreMemory writes the memory's bytes as they come
+  // (`offset` from the memory's start); RestoreFinish completes it. On a failure the caller
+  // destroys the session, which releases whatever was made.
+  Status RestoreBegin(const wire::Checkpoint& header, std::shared_ptr<Tenant> tenant);
+  Status RestoreMemory(uint64_t offset, const char* data, size_t size);
+  Status RestoreFinish();
+  // Serves a restored session on `channel`, whose client has proven its resume credential
+  // (Server's): a Welcome, then its calls as Run serves them, until the client leaves or `stop`.
+  void RunResumed(std::unique_ptr<Channel> channel, const std::atomic<bool>& stop);
+
  private:
   // The two ends of serving an attached side channel (a lane or a peer transfer), shared by
   // ServeLane and ServePeer: Begin lists it (so that ending the session closes it) and sends the
@@ -200,6 +230,39 @@ class Session {
   };
 
   bool Handshake();
+  // The parts of a Welcome of an admitted session: the devices it sees, the keepalive port and
+  // key (watching the client from then on), the lane key.
+  void FillWelcome(wire::Welcome* w);
+  // Serves messages until the client leaves, `stop`, an abort or a move; then releases
+  // everything (Run's and RunResumed's end).
+  void ServeLoop(const std::atomic<bool>& stop);
+
+  // Migration (server/session_migrate.cc, session_checkpoint.cc).
+  enum class MoveOutcome { kStayed, kMoved };
+  // At a waited call while a move is asked for: takes the checkpoint, sends it, and answers the
+  // call with Reply.moved (kMoved: the session is done here) or, when the move failed (the
+  // request says why), leaves everything as it was for the call to be served (kStayed).
+  MoveOutcome MoveAt(const wire::Call& call);
+  // Waits for every context's work (a failed context refuses the move) and releases what pools
+  // keep unused.
+  Status Quiesce();
+  // Refuses what cannot move (shared memory, peer access, arrays, VMM, ...), naming it.
+  Status CheckMovable();
+  // The checkpoint's header of the quiesced session.
+  Status Capture(wire::Checkpoint* header);
+  // Writes the checkpoint (header, memory, digest) through `sink`.
+  Status WriteCheckpoint(const wire::Checkpoint& header,
+                         const std::function<Status(const char*, size_t)>& sink);
+  // Sends the checkpoint to the server of a kToServer request and returns where it restored it.
+  Status SendToServer(const MoveRequest& request, const wire::Checkpoint& header,
+                      uint64_t* new_session, std::string* credential);
+  // Answers `call` with Reply.moved (and what is pending for the client).
+  void SendMoved(const wire::Call& call, const std::string& url, uint64_t session,
+                 const std::string& credential);
+  // Waits, parked, for a kRedirect (true, *redirect set), the client's departure or `stop`.
+  bool AwaitRedirect(std::shared_ptr<MoveRequest>* redirect);
+  // Loads a checkpointed module at its variables' addresses (RestoreBegin).
+  Status RestoreModule(const wire::CheckpointModule& m);
   // Checks a Hello's credential when the server requires one (Challenge), and sets tenant_,
   // lease_id_ and the devices the session sees (visible_).
   Status Admit(const wire::Credential& presented);
@@ -384,8 +447,9 @@ class Session {
   CUresult AfterStreamWork(CUstream stream);
   // True when work issued on `stream` (nullptr: the legacy default stream) has not ended.
   bool StreamBusy(CUstream stream);
-  // Creates a backend context on `device` and records it under a new id, or under `chosen_id`
-  // (the client's, checked by the caller to be in range and free) when not 0.
+  // Creates a backend context on `device` and records it under a new id, or, when `chosen_id` is
+  // not 0, under that id: the client's (PrimaryCtxRetain, checked by the caller to be in range
+  // and free) or a checkpoint's (a restore); INVALID_VALUE (nothing made) when it is taken.
   CUresult CreateContext(int device, bool primary, uint64_t* id, uint64_t chosen_id = 0);
   // Destroys a context and forgets every resource that lived in it.
   void DestroyContext(uint64_t id);
@@ -591,6 +655,23 @@ class Session {
   std::vector<PeerGrantRecord> grants_;     // GUARDED_BY lanes_mu_
   PeerJoiner peer_joiner_;
   PeerConnector peer_connector_;
+  ServiceHandler service_handler_;
+  // Migration. move_request_ (under move_mu_) is the request not yet acted on, move_pending_ its
+  // flag for the session thread's cheap check.
+  std::mutex move_mu_;
+  std::shared_ptr<MoveRequest> move_request_;
+  std::atomic<bool> move_pending_{false};
+  std::atomic<bool> parked_{false};
+  std::atomic<int> phase_{0};  // Stats' state: 0 running, 1 moving, 2 parked
+  // After a move: the request to tell when the client left, and when the session stopped.
+  std::shared_ptr<MoveRequest> moved_by_;
+  std::chrono::steady_clock::time_point move_started_;
+  bool client_told_where_ = false;           // SendMoved answered its waited call
+  const std::atomic<bool>* stop_ = nullptr;  // Run's, while it runs
+  // A restore's memory ranges, in the checkpoint's order, and how far its bytes have come.
+  std::vector<CheckpointRange> restore_ranges_;
+  size_t restore_range_ = 0;
+  uint64_t restore_range_start_ = 0;  // the memory offset of restore_ranges_[restore_range_]
   // Connections to other servers kept for the next copy, by URL (the session thread's only).
   std::map<std::string, std::unique_ptr<Channel>> peer_channels_;
 };

@@ -209,7 +209,9 @@ CUresult Session::HandleCtxEnablePeerAccess(CallState& cs, const CtxEnablePeerAc
     cs.detail = "peer access is between contexts of two devices";
     return CUDA_ERROR_INVALID_DEVICE;
   }
-  return drv_.cuCtxEnablePeerAccess(in.peer->context, 0);
+  const CUresult r = drv_.cuCtxEnablePeerAccess(in.peer->context, 0);
+  if (r == CUDA_SUCCESS) cs.ctx->peer_access = true;  // such a session cannot move
+  return r;
 }
 
 CUresult Session::HandleCtxDisablePeerAccess(CallState& cs, const CtxDisablePeerAccessIn& in,

@@ -2,6 +2,7 @@
 // A recorded graph is only bytes the session sent: each launch runs its calls through RunCall,
 // the same checks and handlers as posted calls, so it reaches nothing the session could not reach
 // by posting them again; what a session may record is bounded (count and bytes).
+#include <algorithm>
 #include <cstring>
 
 #include "server/checked_size.h"
@@ -32,61 +33,89 @@ constexpr uint64_t kMaxGraphCalls = uint64_t{1} << 16;
 
 }  // namespace
 
-CUresult Session::HandleGraphRecord(CallState& cs, const GraphRecordIn&,
-                                    calls::GraphRecord::Results* out) {
-  if (CUresult r = RoomFor(cs, graphs_.size(), limits_.max_graphs, "graphs"); r != CUDA_SUCCESS) {
-    return r;
-  }
+CUresult ParseGraphRecord(const char* data, size_t size, uint64_t room, GraphRecord* rec,
+                          std::string* why) {
   uint32_t batch_bytes = 0;
-  if (cs.payload_size < sizeof batch_bytes) {
-    cs.detail = "a graph record needs its calls";
+  if (size < sizeof batch_bytes) {
+    *why = "a graph record needs its calls";
     return CUDA_ERROR_INVALID_VALUE;
   }
-  memcpy(&batch_bytes, cs.payload, sizeof batch_bytes);
-  if (batch_bytes > cs.payload_size - sizeof batch_bytes) {
-    cs.detail = "the graph's calls run past the record";
+  memcpy(&batch_bytes, data, sizeof batch_bytes);
+  if (batch_bytes > size - sizeof batch_bytes) {
+    *why = "the graph's calls run past the record";
     return CUDA_ERROR_INVALID_VALUE;
   }
   wire::Batch batch;
-  if (!batch.ParseFromArray(cs.payload + sizeof batch_bytes, static_cast<int>(batch_bytes)) ||
+  if (!batch.ParseFromArray(data + sizeof batch_bytes, static_cast<int>(batch_bytes)) ||
       batch.calls_size() == 0 || batch.calls_size() != batch.payload_sizes_size() ||
       static_cast<uint64_t>(batch.calls_size()) > kMaxGraphCalls) {
-    cs.detail = "a graph record holds 1 to 65536 calls, each with its payload size";
+    *why = "a graph record holds 1 to 65536 calls, each with its payload size";
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const char* payloads = cs.payload + sizeof batch_bytes + batch_bytes;
-  const size_t payloads_size = cs.payload_size - sizeof batch_bytes - batch_bytes;
-  GraphRecord rec;
+  const char* payloads = data + sizeof batch_bytes + batch_bytes;
+  const size_t payloads_size = size - sizeof batch_bytes - batch_bytes;
+  *rec = GraphRecord();
   uint64_t at = 0;
   for (int i = 0; i < batch.calls_size(); ++i) {
     const wire::Call& call = batch.calls(i);
     const OpInfo* info = FindOp(call.op());
     if (info == nullptr || !Recordable(static_cast<Op>(call.op())) || !call.posted() ||
         call.args_size() != info->arg_count) {
-      cs.detail = "call " + std::to_string(i) + " of the graph is not stream work it may hold (" +
-                  (info != nullptr ? info->name : "an unknown operation") + ")";
+      *why = "call " + std::to_string(i) + " of the graph is not stream work it may hold (" +
+             (info != nullptr ? info->name : "an unknown operation") + ")";
       return CUDA_ERROR_INVALID_VALUE;
     }
-    const uint64_t size = batch.payload_sizes(i);
+    const uint64_t call_size = batch.payload_sizes(i);
     uint64_t end = 0;
-    if (size != 0) at = (at + 15) & ~uint64_t{15};
-    if (!CheckedAdd(at, size, &end) || end > payloads_size) {
-      cs.detail = "the payload of call " + std::to_string(i) + " runs past the record";
+    if (call_size != 0) at = (at + 15) & ~uint64_t{15};
+    if (!CheckedAdd(at, call_size, &end) || end > payloads_size) {
+      *why = "the payload of call " + std::to_string(i) + " runs past the record";
       return CUDA_ERROR_INVALID_VALUE;
     }
-    rec.offsets.push_back(at);
-    rec.sizes.push_back(size);
+    rec->offsets.push_back(at);
+    rec->sizes.push_back(call_size);
     at = end;
   }
-  // What it holds, against the session's bound, before anything is copied.
-  rec.bytes = payloads_size + batch_bytes;
-  if (rec.bytes > limits_.max_graph_bytes || graph_bytes_ > limits_.max_graph_bytes - rec.bytes) {
-    cs.detail = "the session's graphs would hold more than " +
-                std::to_string(limits_.max_graph_bytes) + " bytes, the server's limit";
+  // What it holds, against the room the session has left, before anything is copied.
+  rec->bytes = payloads_size + batch_bytes;
+  if (rec->bytes > room) {
+    *why = "the session's graphs would hold more than the server's limit allows";
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  rec.calls.assign(batch.calls().begin(), batch.calls().end());
-  rec.payload.assign(payloads, payloads_size);
+  rec->calls.assign(batch.calls().begin(), batch.calls().end());
+  rec->payload.assign(payloads, payloads_size);
+  return CUDA_SUCCESS;
+}
+
+std::string GraphRecordBytes(const GraphRecord& rec) {
+  wire::Batch batch;
+  for (size_t i = 0; i < rec.calls.size(); ++i) {
+    *batch.add_calls() = rec.calls[i];
+    batch.add_payload_sizes(rec.sizes[i]);
+  }
+  const std::string calls = batch.SerializeAsString();
+  const uint32_t batch_bytes = static_cast<uint32_t>(calls.size());
+  std::string out(reinterpret_cast<const char*>(&batch_bytes), sizeof batch_bytes);
+  out += calls;
+  out += rec.payload;
+  return out;
+}
+
+CUresult Session::HandleGraphRecord(CallState& cs, const GraphRecordIn&,
+                                    calls::GraphRecord::Results* out) {
+  if (CUresult r = RoomFor(cs, graphs_.size(), limits_.max_graphs, "graphs"); r != CUDA_SUCCESS) {
+    return r;
+  }
+  GraphRecord rec;
+  const uint64_t room = limits_.max_graph_bytes - std::min(limits_.max_graph_bytes, graph_bytes_);
+  if (CUresult r = ParseGraphRecord(cs.payload, cs.payload_size, room, &rec, &cs.detail);
+      r != CUDA_SUCCESS) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+      cs.detail = "the session's graphs would hold more than " +
+                  std::to_string(limits_.max_graph_bytes) + " bytes, the server's limit";
+    }
+    return r;
+  }
   graph_bytes_ += rec.bytes;
   out->graph = graphs_.Insert(std::move(rec));
   return CUDA_SUCCESS;

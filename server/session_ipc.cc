@@ -263,7 +263,9 @@ CUresult Session::HandleIpcOpenEventHandle(CallState& cs, const IpcOpenEventHand
     }
     return r;
   }
-  out->event = events_.Insert(EventRecord{e, cs.ctx_id});
+  EventRecord opened{e, cs.ctx_id};
+  opened.imported = true;
+  out->event = events_.Insert(std::move(opened));
   return CUDA_SUCCESS;
 }
 

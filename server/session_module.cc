@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/fatbin.h"
 #include "common/log.h"
@@ -38,16 +42,17 @@ CUresult Session::HandleModuleLoadData(CallState& cs, const ModuleLoadDataIn&,
   }
   // The image itself is held (by the backend, and on a GPU as loaded code) while the module lives.
   if (!Charge(cs, cs.payload_size, "the module image")) return CUDA_ERROR_OUT_OF_MEMORY;
-  std::unique_ptr<char[]> image(new (std::nothrow) char[cs.payload_size + 1]);
-  if (image == nullptr) {
+  // Kept with the module (a checkpoint carries it); a std::string is NUL-terminated past its size.
+  std::shared_ptr<std::string> image;
+  try {
+    image = std::make_shared<std::string>(cs.payload, cs.payload_size);
+  } catch (const std::bad_alloc&) {
     Uncharge(cs.payload_size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  memcpy(image.get(), cs.payload, cs.payload_size);
-  image[cs.payload_size] = '\0';
   CUmodule module = nullptr;
   uint64_t footprint = 0;
-  CUresult r = LoadModule(image.get(), &module, &footprint);
+  CUresult r = LoadModule(image->c_str(), &module, &footprint);
   if (r == CUDA_SUCCESS && !Charge(cs, footprint, "the module's variables")) {
     RGPU_LOG_WARN("session %llu: module refused: %s", (unsigned long long)id_, cs.detail.c_str());
     auto change = DeviceMemoryChange();
@@ -67,7 +72,8 @@ CUresult Session::HandleModuleLoadData(CallState& cs, const ModuleLoadDataIn&,
                   cs.detail.c_str());
     return r;
   }
-  out->module = modules_.Insert(ModuleRecord{module, cs.ctx_id, cs.payload_size + footprint});
+  out->module =
+      modules_.Insert(ModuleRecord{module, cs.ctx_id, cs.payload_size + footprint, image});
   ListFunctions(cs, out->module, module, out);
   return CUDA_SUCCESS;
 }
@@ -86,20 +92,24 @@ void Session::ListFunctions(CallState& cs, uint64_t module_id, CUmodule module,
   std::vector<CUfunction> functions(count);
   if (drv_.cuModuleEnumerateFunctions(functions.data(), count, module) != CUDA_SUCCESS) return;
   std::string names;
+  std::vector<std::string> each;
   for (CUfunction f : functions) {
     const char* name = nullptr;
     if (drv_.cuFuncGetName(&name, f) != CUDA_SUCCESS || name == nullptr) return;
     names.append(name);
     names.push_back('\0');
+    each.emplace_back(name);
     if (names.size() > kMostNameBytes) return;
   }
   cs.out_payload = OutputBuffer(names.size());
   if (cs.out_payload == nullptr) return;
-  for (CUfunction f : functions) {
+  for (size_t i = 0; i < functions.size(); ++i) {
+    const CUfunction f = functions[i];
     FunctionRecord record;
     record.module = module_id;
     record.ctx = cs.ctx_id;
     record.function = f;
+    record.name = each[i];
     FunctionSummary summary;
     if (!DescribeFunction(cs, &record, &summary)) {
       // Undo: the listing is all or nothing (the client then asks per name).
@@ -219,6 +229,7 @@ CUresult Session::HandleModuleGetFunction(CallState& cs, const ModuleGetFunction
   FunctionRecord f;
   f.module = in.module.id;
   f.ctx = cs.ctx_id;
+  f.name = name;
   CUresult r = drv_.cuModuleGetFunction(&f.function, in.module->module, name.c_str());
   if (r != CUDA_SUCCESS) {
     cs.detail = "no kernel named " + name;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "proto/call_kinds.h"
@@ -31,7 +32,8 @@ struct ContextRecord {
   int device = 0;  // the server's device index
   bool primary = false;
   int primary_refs = 0;
-  bool destroyed = false;  // to stop a kernel (Session::WaitForKernel): calls then fail
+  bool destroyed = false;    // to stop a kernel (Session::WaitForKernel): calls then fail
+  bool peer_access = false;  // it was given access to another context's memory
   uint64_t limit_default[kChargedLimits] = {};  // the backend's values at creation
   uint64_t limit_charge[kChargedLimits] = {};   // bytes charged for each
   // Pinned buffers of asynchronous copies to busy streams, made on first use; they go with the
@@ -88,6 +90,8 @@ struct ModuleRecord {
   CUmodule module = nullptr;
   uint64_t ctx = 0;
   uint64_t charged = 0;  // its image and the device memory its variables hold
+  // The image it was loaded from (NUL-terminated past its size), for a checkpoint.
+  std::shared_ptr<const std::string> image;
 };
 
 struct ParamSlot {
@@ -99,6 +103,7 @@ struct FunctionRecord {
   CUfunction function = nullptr;
   uint64_t module = 0;
   uint64_t ctx = 0;
+  std::string name;  // the kernel's, for a checkpoint
   std::vector<ParamSlot> params;
   uint32_t params_bytes = 0;
 };
@@ -106,11 +111,16 @@ struct FunctionRecord {
 struct StreamRecord {
   CUstream stream = nullptr;
   uint64_t ctx = 0;
+  unsigned flags = 0;  // as created, for a checkpoint
+  int priority = 0;
 };
 
 struct EventRecord {
   CUevent event = nullptr;
   uint64_t ctx = 0;
+  unsigned flags = 0;     // as created, for a checkpoint
+  bool recorded = false;  // cuEventRecord has been called on it
+  bool imported = false;  // opened from another session's export (cuIpcOpenEventHandle)
   // Once exported (cuIpcGetEventHandle): what other sessions open, standing in the server's
   // IpcRegistry under ipc_key until the event goes.
   std::shared_ptr<ExportedEvent> exported;
@@ -191,6 +201,16 @@ struct GraphRecord {
   std::string payload;
   uint64_t bytes = 0;  // what it holds in the server's memory, against the session's bound
 };
+
+// Parses a graph record (the GraphRecord call's payload: a u32 length, a Batch of posted calls of
+// work a graph may hold, their payloads at 16-byte boundaries) into *rec:
+// CUDA_ERROR_INVALID_VALUE, with *why, when it is not one a session may keep,
+// CUDA_ERROR_OUT_OF_MEMORY when it would hold more than `room` bytes (nothing copied then)
+// (server/session_graph.cc).
+CUresult ParseGraphRecord(const char* data, size_t size, uint64_t room, GraphRecord* rec,
+                          std::string* why);
+// The record's bytes as the GraphRecord call carried them (a checkpoint keeps them).
+std::string GraphRecordBytes(const GraphRecord& rec);
 
 // A resolved handle: the id the client named and the session's record of it.
 template <typename Record>

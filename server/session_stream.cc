@@ -24,9 +24,10 @@ CUresult Session::HandleStreamCreate(CallState& cs, const StreamCreateIn& in,
     r = drv_.cuStreamCreate(&s, in.flags);
   }
   if (r != CUDA_SUCCESS) return r;
+  const StreamRecord rec{s, cs.ctx_id, in.flags, in.priority};
   if (in.id == 0) {
-    out->stream = streams_.Insert(StreamRecord{s, cs.ctx_id});
-  } else if (streams_.InsertAt(in.id, StreamRecord{s, cs.ctx_id})) {
+    out->stream = streams_.Insert(rec);
+  } else if (streams_.InsertAt(in.id, rec)) {
     out->stream = in.id;
   } else {
     drv_.cuStreamDestroy(s);
@@ -76,9 +77,11 @@ CUresult Session::HandleEventCreate(CallState& cs, const EventCreateIn& in,
   CUevent e = nullptr;
   CUresult r = drv_.cuEventCreate(&e, in.flags);
   if (r != CUDA_SUCCESS) return r;
+  EventRecord rec{e, cs.ctx_id};
+  rec.flags = in.flags;
   if (in.id == 0) {
-    out->event = events_.Insert(EventRecord{e, cs.ctx_id});
-  } else if (events_.InsertAt(in.id, EventRecord{e, cs.ctx_id})) {
+    out->event = events_.Insert(std::move(rec));
+  } else if (events_.InsertAt(in.id, std::move(rec))) {
     out->event = in.id;
   } else {
     drv_.cuEventDestroy(e);
@@ -90,7 +93,9 @@ CUresult Session::HandleEventCreate(CallState& cs, const EventCreateIn& in,
 
 CUresult Session::HandleEventRecord(CallState&, const EventRecordIn& in,
                                     calls::EventRecord::Results*) {
-  return drv_.cuEventRecord(in.event->event, in.stream.stream);
+  const CUresult r = drv_.cuEventRecord(in.event->event, in.stream.stream);
+  if (r == CUDA_SUCCESS) in.event->recorded = true;
+  return r;
 }
 
 CUresult Session::HandleEventSynchronize(CallState& cs, const EventSynchronizeIn& in,

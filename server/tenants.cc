@@ -158,6 +158,20 @@ Status TenantTable::Admit(const wire::Credential& presented, const std::string& 
   return Status::Ok();
 }
 
+std::shared_ptr<Tenant> TenantTable::Find(const std::string& name) {
+  for (const auto& [token, tenant] : by_token_) {
+    if (tenant->name == name) return tenant;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = signed_tenants_.find(name);
+  return it != signed_tenants_.end() ? it->second : nullptr;
+}
+
+bool TenantTable::LeaseEnded(const std::string& lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !lease_id.empty() && ended_leases_.count(lease_id) != 0;
+}
+
 void TenantTable::EndLeases(const std::vector<std::string>& lease_ids) {
   std::lock_guard<std::mutex> lock(mu_);
   ended_leases_.insert(lease_ids.begin(), lease_ids.end());

@@ -65,6 +65,11 @@ class TenantTable {
   // granting no GPU, or of a lease that ended).
   Status Admit(const wire::Credential& presented, const std::string& nonce,
                const std::string& proof, Admission* admission);
+  // The tenant named `name` as this server knows it (from its token file, or from a signed token
+  // it admitted), or null: whose quota a restored session is charged to (docs/migration.md).
+  std::shared_ptr<Tenant> Find(const std::string& name);
+  // True when the registry ended lease `lease_id`.
+  bool LeaseEnded(const std::string& lease_id);
   // Tokens of these registry leases are refused from now on (the registry ended the leases).
   void EndLeases(const std::vector<std::string>& lease_ids);
   size_t size() const { return by_token_.size(); }

@@ -653,3 +653,20 @@ extern "C" SOFTGPU_EXPORT CUresult softgpuMemDirectAccess(void** host, CUdevicep
     return CUDA_SUCCESS;
   });
 }
+
+// softgpu's own extension (not part of CUDA): allocates `bytesize` bytes of device memory in the
+// current context at exactly `dptr` (a 256-byte aligned address of the device window), for a
+// server that restores a session at the addresses its program holds. CUDA_ERROR_ALREADY_MAPPED
+// when any part of the range is in use in this process, CUDA_ERROR_INVALID_VALUE for an address
+// that cannot be one, CUDA_ERROR_OUT_OF_MEMORY past the device's memory. cuMemFree frees it.
+extern "C" SOFTGPU_EXPORT CUresult softgpuMemAllocAt(CUdeviceptr dptr, size_t bytesize) {
+  return Guard([&] {
+    std::shared_ptr<Context> ctx;
+    if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+    if (dptr == 0 || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    const AddressSpace::Result r =
+        ctx->memory().AllocateAt(dptr, bytesize, AllocationKind::kMemAlloc);
+    return r == AddressSpace::Result::kAddressInUse ? CUDA_ERROR_ALREADY_MAPPED
+                                                    : AllocationError(r);
+  });
+}

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "common/jit_log.h"
 #include "softgpu/api_util.h"
@@ -12,14 +13,17 @@ using namespace softgpu;
 
 namespace {
 
-CUresult LoadModule(CUmodule* module, const void* image, std::string* error = nullptr) {
+CUresult LoadModule(CUmodule* module, const void* image, std::string* error = nullptr,
+                    const std::vector<uint64_t>* at = nullptr) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<const Program> program;
   if (CUresult r = LoadProgram(image, &program, error); r != CUDA_SUCCESS) return r;
   std::shared_ptr<Module> m;
-  if (CUresult r = Module::Create(ctx.get(), std::move(program), &m); r != CUDA_SUCCESS) return r;
+  if (CUresult r = Module::Create(ctx.get(), std::move(program), &m, at); r != CUDA_SUCCESS) {
+    return r;
+  }
   RegisterModule(m);
   *module = reinterpret_cast<CUmodule>(m.get());
   return CUDA_SUCCESS;
@@ -414,5 +418,41 @@ extern "C" SOFTGPU_EXPORT CUresult softgpuModuleGetFootprint(CUmodule hmod, size
     if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     *bytes = m->DeviceBytes();
     return CUDA_SUCCESS;
+  });
+}
+
+// softgpu's own extensions (not part of CUDA), for a server that checkpoints and restores a
+// session: the device memory module `hmod`'s variables occupy, one range per variable (*count
+// in: the room in `bases` and `sizes`; out: how many there are, CUDA_ERROR_INVALID_VALUE when
+// they do not fit; null arrays: only the count) ...
+extern "C" SOFTGPU_EXPORT CUresult softgpuModuleGetVariableRanges(CUmodule hmod, CUdeviceptr* bases,
+                                                                  size_t* sizes, size_t* count) {
+  return Guard([&] {
+    if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+    if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    std::shared_ptr<Module> m = GetDriver().modules.Find(hmod);
+    if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    const std::vector<std::pair<uint64_t, uint64_t>> ranges = m->VariableRanges();
+    const size_t room = *count;
+    *count = ranges.size();
+    if (bases == nullptr || sizes == nullptr) return CUDA_SUCCESS;
+    if (room < ranges.size()) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      bases[i] = ranges[i].first;
+      sizes[i] = ranges[i].second;
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+// ... and loading an image in the current context with those variables at `bases` (`count` of
+// them, as softgpuModuleGetVariableRanges listed them for the same image), their contents as a
+// fresh load's. CUDA_ERROR_ALREADY_MAPPED when an address is in use in this process.
+extern "C" SOFTGPU_EXPORT CUresult softgpuModuleLoadDataAt(CUmodule* module, const void* image,
+                                                           const CUdeviceptr* bases, size_t count) {
+  return Guard([&] {
+    if (count != 0 && bases == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    const std::vector<uint64_t> at(bases, bases + count);
+    return LoadModule(module, image, nullptr, &at);
   });
 }

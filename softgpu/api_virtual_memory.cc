@@ -205,6 +205,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     auto m = v.mappings.lower_bound(ptr);
     if (m != v.mappings.end() && m->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;
     v.reservations.erase(it);
+    softgpu::ReleaseAddresses(ptr);
     return CUDA_SUCCESS;
   });
 }

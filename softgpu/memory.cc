@@ -36,30 +36,75 @@ uint64_t ChooseFirstAddress() {
   return kGlobalAddressBase + slot * kFirstAddressAlignment;
 }
 
-// Process-wide so that device addresses are unique across contexts and devices. Addresses are
-// never reused, which turns a use-after-free into a clean fault; a gap between allocations does
-// the same for small overruns. 0 until the first reservation (constant-initialized, so that no
-// other file's static initializer can run before it).
-std::atomic<uint64_t> g_next_address{0};
-
-// g_next_address, started at FirstDeviceAddress() on first use.
-std::atomic<uint64_t>& NextAddress() {
-  if (g_next_address.load(std::memory_order_acquire) == 0) {
-    uint64_t zero = 0;
-    g_next_address.compare_exchange_strong(zero, FirstDeviceAddress(), std::memory_order_acq_rel);
-  }
-  return g_next_address;
-}
 constexpr uint64_t kGuardGap = 4096;
 constexpr uint64_t kBaseAlignment = 512;
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Process-wide so that device addresses are unique across contexts and devices. Addresses are
+// never handed out twice by the counter, which turns a use-after-free into a clean fault; a gap
+// between allocations does the same for small overruns. 0 until the first reservation
+// (constant-initialized, so that no other file's static initializer can run before it). Written
+// under the ranges' mutex; read without it (IsDeviceAddress).
+std::atomic<uint64_t> g_next_address{0};
+// The lowest and highest addresses ever claimed at a fixed place (0, 0: none yet).
+std::atomic<uint64_t> g_claimed_low{0}, g_claimed_high{0};
+
+// The ranges in use (start -> end), under their mutex: heap-allocated and never destroyed, since
+// allocations may go during the process's exit.
+struct Ranges {
+  std::mutex mu;
+  std::map<uint64_t, uint64_t> in_use;
+};
+Ranges& InUse() {
+  static auto* ranges = new Ranges();
+  return *ranges;
+}
+
+// True when [start, end) overlaps a range in use (mu held).
+bool OverlapsLocked(const Ranges& r, uint64_t start, uint64_t end) {
+  auto it = r.in_use.upper_bound(start);
+  if (it != r.in_use.begin() && std::prev(it)->second > start) return true;
+  return it != r.in_use.end() && it->first < end;
+}
+
+// Takes `length` fresh addresses from the counter, past any claimed range in the way; returns the
+// start (recorded in use).
+uint64_t TakeAddresses(uint64_t length) {
+  Ranges& r = InUse();
+  std::lock_guard lock(r.mu);
+  if (g_next_address.load(std::memory_order_relaxed) == 0) {
+    g_next_address.store(FirstDeviceAddress(), std::memory_order_relaxed);
+  }
+  uint64_t start = g_next_address.load(std::memory_order_relaxed);
+  for (;;) {
+    start = RoundUp(start, kBaseAlignment);
+    auto it = r.in_use.upper_bound(start);
+    if (it != r.in_use.begin() && std::prev(it)->second > start) {
+      start = std::prev(it)->second;
+    } else if (it != r.in_use.end() && it->first < start + length) {
+      start = it->second;
+    } else {
+      break;
+    }
+  }
+  r.in_use.emplace(start, start + length);
+  g_next_address.store(start + length, std::memory_order_release);
+  return start;
+}
+
+// g_next_address, started at FirstDeviceAddress() on first use.
+uint64_t NextAddress() {
+  const uint64_t next = g_next_address.load(std::memory_order_acquire);
+  return next != 0 ? next : FirstDeviceAddress();
+}
 
 }  // namespace
 
 Allocation::~Allocation() {
   if (owner == nullptr) free(host);
   if (budget != nullptr) budget->Release(reserved);
+  if (range != 0) ReleaseAddresses(range);
 }
 
 uint64_t HostPageSize() {
@@ -83,14 +128,17 @@ std::shared_ptr<Allocation> MapNative(uint64_t size) {
     void* at = mmap(want, mapped, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     if (at == MAP_FAILED) {
+      ReleaseAddresses(base);
       if (errno == EEXIST) continue;
       return nullptr;
     }
     if (at != want) {  // a kernel that takes MAP_FIXED_NOREPLACE as a mere hint
       munmap(at, mapped);
+      ReleaseAddresses(base);
       continue;
     }
     auto a = std::make_shared<Allocation>();
+    a->range = base;
     a->base = base;
     a->size = size;
     a->host = static_cast<uint8_t*>(at);
@@ -146,7 +194,9 @@ uint64_t FirstDeviceAddress() {
 }
 
 bool IsDeviceAddress(uint64_t address) {
-  return address >= FirstDeviceAddress() && address < NextAddress().load(std::memory_order_relaxed);
+  if (address >= FirstDeviceAddress() && address < NextAddress()) return true;
+  return address >= g_claimed_low.load(std::memory_order_acquire) &&
+         address < g_claimed_high.load(std::memory_order_acquire);
 }
 
 uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {
@@ -156,9 +206,34 @@ uint64_t ReserveAddresses(uint64_t size, uint64_t alignment) {
   }
   const uint64_t align = std::max<uint64_t>(alignment, kBaseAlignment);
   // Over-reserve by the alignment so that an aligned start lies inside what was taken.
-  const uint64_t start = NextAddress().fetch_add(RoundUp(size + align + kGuardGap, kBaseAlignment),
-                                                 std::memory_order_relaxed);
+  const uint64_t start = TakeAddresses(RoundUp(size + align + kGuardGap, kBaseAlignment));
   return RoundUp(start, align);
+}
+
+bool ClaimAddresses(uint64_t base, uint64_t size) {
+  if (base % kAllocationAlignment != 0 || size == 0 || size > (1ull << 44) ||
+      base < kGlobalAddressBase || base >= kClaimLimit || size > kClaimLimit - base) {
+    return false;
+  }
+  Ranges& r = InUse();
+  std::lock_guard lock(r.mu);
+  if (OverlapsLocked(r, base, base + size)) return false;
+  r.in_use.emplace(base, base + size);
+  uint64_t low = g_claimed_low.load(std::memory_order_relaxed);
+  if (low == 0 || base < low) g_claimed_low.store(base, std::memory_order_release);
+  if (base + size > g_claimed_high.load(std::memory_order_relaxed)) {
+    g_claimed_high.store(base + size, std::memory_order_release);
+  }
+  return true;
+}
+
+void ReleaseAddresses(uint64_t address) {
+  Ranges& r = InUse();
+  std::lock_guard lock(r.mu);
+  auto it = r.in_use.upper_bound(address);
+  if (it == r.in_use.begin()) return;
+  --it;
+  if (address < it->second) r.in_use.erase(it);
 }
 
 bool DeviceMemoryBudget::Reserve(uint64_t bytes) {
@@ -198,9 +273,33 @@ AddressSpace::Result AddressSpace::Allocate(uint64_t size, uint64_t* address, Al
   a->kind = kind;
   // Bases are kBaseAlignment-aligned (as the real driver's are), so that any allocation can back
   // a linear or pitched texture (CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT).
-  a->base = NextAddress().fetch_add(RoundUp(reserved + kGuardGap, kBaseAlignment),
-                                    std::memory_order_relaxed);
+  a->base = TakeAddresses(RoundUp(reserved + kGuardGap, kBaseAlignment));
+  a->range = a->base;
   *address = a->base;
+  std::unique_lock lock(mu_);
+  allocations_.emplace(a->base, std::move(a));
+  return Result::kOk;
+}
+
+AddressSpace::Result AddressSpace::AllocateAt(uint64_t address, uint64_t size,
+                                              AllocationKind kind) {
+  if (size == 0 || address % kAllocationAlignment != 0) return Result::kInvalid;
+  if (size > (1ull << 44)) return Result::kOutOfMemory;
+  const uint64_t reserved = RoundUp(size, kAllocationAlignment);
+  if (address < kGlobalAddressBase || address >= kClaimLimit || reserved > kClaimLimit - address) {
+    return Result::kInvalid;
+  }
+  auto a = std::make_shared<Allocation>();
+  if (!budget_->Reserve(reserved)) return Result::kOutOfMemory;
+  a->reserved = reserved;
+  a->budget = budget_;
+  a->host = static_cast<uint8_t*>(calloc(1, reserved));
+  if (a->host == nullptr) return Result::kOutOfMemory;
+  if (!ClaimAddresses(address, reserved)) return Result::kAddressInUse;
+  a->range = address;
+  a->base = address;
+  a->size = size;
+  a->kind = kind;
   std::unique_lock lock(mu_);
   allocations_.emplace(a->base, std::move(a));
   return Result::kOk;

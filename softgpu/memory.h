@@ -85,6 +85,10 @@ struct Allocation {
   std::shared_ptr<void> owner;
   // Where `reserved` is released when this goes (null: nothing to release).
   DeviceMemoryBudget* budget = nullptr;
+  // The start of the range of device addresses this allocation took (TakeAddresses or
+  // ClaimAddresses), given back when it goes; 0: it took none (a mapping or an IPC alias lies in
+  // a range someone else holds).
+  uint64_t range = 0;
   Allocation() = default;
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
@@ -107,12 +111,26 @@ class DeviceMemoryBudget {
 };
 
 // True when `address` lies in the range device addresses have been handed out from so far
-// (allocations and reservations of every context, live or gone).
+// (allocations and reservations of every context, live or gone), or claimed at fixed addresses.
 bool IsDeviceAddress(uint64_t address);
 
+// The process's table of device address ranges in use: every range handed out that has not been
+// given back, and every range claimed at a fixed address. Fresh ranges come from a counter that
+// never goes back (a use after free faults instead of reaching new memory) and skip the claimed
+// ones; a claim succeeds only where nothing in use lies.
+//
 // A fresh range of `size` device addresses aligned to `alignment` (a power of two, or 0), never
-// handed out again (cuMemAddressReserve); 0 when size or alignment is unreasonable.
+// handed out again (cuMemAddressReserve); 0 when size or alignment is unreasonable. It stays in
+// use until ReleaseAddresses.
 uint64_t ReserveAddresses(uint64_t size, uint64_t alignment);
+// Claims [base, base + size) at exactly that place (a session restored at the device addresses
+// it had on another server or before a checkpoint): false when base is not 256-byte aligned, the
+// range is not within the device address window [kGlobalAddressBase, kClaimLimit), or any part of
+// it is in use in this process. It stays in use until ReleaseAddresses(base).
+constexpr uint64_t kClaimLimit = 0x0000600000000000ull;
+bool ClaimAddresses(uint64_t base, uint64_t size);
+// Gives back the range in use that contains `address` (from ReserveAddresses or ClaimAddresses).
+void ReleaseAddresses(uint64_t address);
 
 // The host's page size (native memory is mapped in whole pages).
 uint64_t HostPageSize();
@@ -154,11 +172,16 @@ class AddressSpace {
   AddressSpace(const AddressSpace&) = delete;
   AddressSpace& operator=(const AddressSpace&) = delete;
 
-  enum class Result { kOk, kOutOfMemory, kInvalid };
+  enum class Result { kOk, kOutOfMemory, kInvalid, kAddressInUse };
 
   // Allocates `size` (> 0) bytes and stores the device address in *address.
   Result Allocate(uint64_t size, uint64_t* address,
                   AllocationKind kind = AllocationKind::kInternal);
+  // Allocates `size` (> 0) bytes at device address `address` exactly (ClaimAddresses):
+  // kAddressInUse when that range is not free in this process, kInvalid when the address is not
+  // one (unaligned, outside the window).
+  Result AllocateAt(uint64_t address, uint64_t size,
+                    AllocationKind kind = AllocationKind::kInternal);
   // Allocates `size` (> 0) bytes of native managed memory (MapNative, charged to the budget like
   // Allocate, usage hints attached) and stores its address in *address. kOutOfMemory also when
   // the host cannot map memory at a device address.

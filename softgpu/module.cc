@@ -266,20 +266,30 @@ CUresult ImagePtx(const void* image, std::string* ptx, std::string* error) {
 }
 
 CUresult Module::Create(Context* context, std::shared_ptr<const Program> program,
-                        std::shared_ptr<Module>* out) {
+                        std::shared_ptr<Module>* out, const std::vector<uint64_t>* at) {
   auto m = std::make_shared<Module>();
   m->context_ = context;
   m->program_ = std::move(program);
   const Program& p = *m->program_;
   AddressSpace& memory = context->memory();
-  for (const GlobalVariable& g : p.globals) {
+  if (at != nullptr && at->size() != p.globals.size()) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < p.globals.size(); ++i) {
+    const GlobalVariable& g = p.globals[i];
     uint64_t address = 0;
     const bool native = g.managed && NativeManagedVariables();
-    const AddressSpace::Result r =
-        native ? memory.AllocateManaged(g.size, &address, AllocationKind::kInternal)
-               : memory.Allocate(GlobalBytes(g), &address);
+    AddressSpace::Result r = AddressSpace::Result::kInvalid;
+    if (at != nullptr) {
+      address = (*at)[i];
+      if (!native) r = memory.AllocateAt(address, GlobalBytes(g));
+    } else {
+      r = native ? memory.AllocateManaged(g.size, &address, AllocationKind::kInternal)
+                 : memory.Allocate(GlobalBytes(g), &address);
+    }
     if (r != AddressSpace::Result::kOk) {
       for (uint64_t a : m->global_allocations_) memory.Free(a);
+      if (at != nullptr && native) return CUDA_ERROR_NOT_SUPPORTED;
+      if (r == AddressSpace::Result::kAddressInUse) return CUDA_ERROR_ALREADY_MAPPED;
+      if (r == AddressSpace::Result::kInvalid) return CUDA_ERROR_INVALID_VALUE;
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     m->global_allocations_.push_back(address);
@@ -328,6 +338,14 @@ uint64_t Module::DeviceBytes() const {
     bytes += (size + kAllocationAlignment - 1) / kAllocationAlignment * kAllocationAlignment;
   }
   return bytes;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Module::VariableRanges() const {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (size_t i = 0; i < global_allocations_.size() && i < program_->globals.size(); ++i) {
+    ranges.emplace_back(global_allocations_[i], GlobalBytes(program_->globals[i]));
+  }
+  return ranges;
 }
 
 bool Module::Global(const std::string& name, uint64_t* address, uint64_t* size) const {

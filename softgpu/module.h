@@ -47,9 +47,13 @@ struct FunctionHandle {
 
 class Module {
  public:
-  // Instantiates `program` in `context`: allocates and initialises its global variables.
+  // Instantiates `program` in `context`: allocates and initialises its global variables. With
+  // `at` (a restore: as many addresses as VariableRanges lists, in its order), each variable's
+  // memory is allocated at its address (AddressSpace::AllocateAt): CUDA_ERROR_INVALID_VALUE for a
+  // wrong count, CUDA_ERROR_ALREADY_MAPPED when an address is in use, CUDA_ERROR_NOT_SUPPORTED
+  // for native __managed__ variables.
   static CUresult Create(Context* context, std::shared_ptr<const Program> program,
-                         std::shared_ptr<Module>* out);
+                         std::shared_ptr<Module>* out, const std::vector<uint64_t>* at = nullptr);
   ~Module() = default;
 
   Context* context() const { return context_; }
@@ -63,6 +67,9 @@ class Module {
   bool Global(const std::string& name, uint64_t* address, uint64_t* size) const;
   // Bytes of device memory its global and constant variables hold.
   uint64_t DeviceBytes() const;
+  // The device memory its variables occupy, one (base, bytes) range per variable in the
+  // program's order (what a checkpoint copies, and where Create's `at` puts them back).
+  std::vector<std::pair<uint64_t, uint64_t>> VariableRanges() const;
   // Frees the global variables (module unload).
   void Release();
 

@@ -1,0 +1,446 @@
+// Server's side of moving sessions (docs/migration.md): the operator's requests (a restore
+// ticket, a migration, a checkpoint into the operator's stream, a restore from it, the redirect
+// of a parked session), the restore of a checkpoint another server sends with a ticket, and the
+// resume of a restored session by its client, which proves the credential the restore made.
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "proto/crypto.h"
+#include "proto/protocol_version.h"
+#include "proto/session_proof.h"
+#include "registry/operator_key.h"
+#include "server/checkpoint.h"
+#include "server/server.h"
+#include "server/session.h"
+
+namespace rgpu::server {
+namespace {
+
+constexpr int kHandshakeMs = 10000;
+constexpr int kChunkWaitMs = 60000;  // between two pieces of a checkpoint stream
+constexpr auto kTicketLife = std::chrono::seconds(60);
+constexpr auto kResumeLife = std::chrono::seconds(60);
+constexpr size_t kTicketBytes = 16;
+constexpr size_t kResumeCredentialBytes = 32;
+constexpr uint32_t kDefaultMoveTimeoutMs = 30000;
+constexpr uint32_t kMostMoveTimeoutMs = 600000;
+
+void Reply(Channel& channel, const wire::AdminReply& reply) {
+  wire::Envelope out;
+  *out.mutable_admin_reply() = reply;
+  channel.Send(out.SerializeAsString(), nullptr, 0);
+}
+
+void ReplyError(Channel& channel, const std::string& error) {
+  wire::AdminReply reply;
+  reply.set_error(error);
+  Reply(channel, reply);
+}
+
+void RefuseResume(Channel& channel, const std::string& why) {
+  wire::Envelope out;
+  out.mutable_welcome()->set_protocol_version(kProtocolVersion);
+  out.mutable_welcome()->set_status(CUDA_ERROR_NOT_PERMITTED);
+  out.mutable_welcome()->set_error(why);
+  channel.Send(out.SerializeAsString(), nullptr, 0);
+}
+
+}  // namespace
+
+bool Server::HandleService(const wire::Envelope& first, std::unique_ptr<Channel>& channel) {
+  switch (first.body_case()) {
+    case wire::Envelope::kAdminRequest:
+      ServeAdmin(first.admin_request(), *channel);
+      return true;
+    case wire::Envelope::kRestoreJoin: {
+      // Another server migrating a session here, with a ticket this server's operator made.
+      bool admitted = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = tickets_.begin(); it != tickets_.end(); ++it) {
+          if (it->second > std::chrono::steady_clock::now() &&
+              ConstantTimeEquals(it->first, first.restore_join().ticket())) {
+            tickets_.erase(it);  // one use
+            admitted = true;
+            break;
+          }
+        }
+      }
+      if (!admitted) {
+        RGPU_LOG_WARN("restore from %s refused: no such ticket (wrong, used or expired)",
+                      channel->peer().c_str());
+        ReplyError(*channel, "no such restore ticket (a wrong, used or expired one)");
+        return true;
+      }
+      RestoreFromStream(*channel);
+      return true;
+    }
+    case wire::Envelope::kResume:
+      JoinResume(first.resume(), channel);
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status Server::ProveOperator(const wire::Credential& presented, Channel& channel) {
+  wire::Envelope challenge;
+  const std::string nonce = RandomBytes(kChallengeNonceBytes);
+  if (nonce.size() != kChallengeNonceBytes) return Internal("no random bytes for the challenge");
+  challenge.mutable_challenge()->set_nonce(nonce);
+  if (Status s = channel.Send(challenge.SerializeAsString(), nullptr, 0); !s.ok()) return s;
+  ReceivedMessage m;
+  if (Status s = channel.Receive(kHandshakeMs, &m); !s.ok()) return s;
+  wire::Envelope answer;
+  if (!answer.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+      answer.body_case() != wire::Envelope::kChallengeResponse) {
+    return PermissionDenied("expected the proof of the operator's key");
+  }
+  Admission admission;
+  if (Status s = tenants_->Admit(presented, nonce, answer.challenge_response().proof(), &admission);
+      !s.ok()) {
+    return s;
+  }
+  if (!admission.operator_access) return PermissionDenied("this needs the operator's key");
+  return Status::Ok();
+}
+
+void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
+  if (Status s = ProveOperator(request.credential(), channel); !s.ok()) {
+    RGPU_LOG_WARN("operator request from %s refused: %s", channel.peer().c_str(),
+                  s.message().c_str());
+    ReplyError(channel, s.message());
+    return;
+  }
+  const uint32_t timeout_ms = request.timeout_ms() == 0
+                                  ? kDefaultMoveTimeoutMs
+                                  : std::min(request.timeout_ms(), kMostMoveTimeoutMs);
+  wire::AdminReply reply;
+  switch (request.kind()) {
+    case wire::AdminRequest::RESTORE_TICKET: {
+      const std::string ticket = RandomBytes(kTicketBytes);
+      if (ticket.size() != kTicketBytes) return ReplyError(channel, "no random bytes");
+      std::lock_guard<std::mutex> lock(mu_);
+      tickets_[ticket] = std::chrono::steady_clock::now() + kTicketLife;
+      reply.set_ticket(ticket);
+      break;
+    }
+    case wire::AdminRequest::RESTORE:
+      RestoreFromStream(channel);
+      return;
+    case wire::AdminRequest::MIGRATE:
+    case wire::AdminRequest::CHECKPOINT:
+    case wire::AdminRequest::REDIRECT: {
+      auto move = std::make_shared<MoveRequest>();
+      if (request.kind() == wire::AdminRequest::MIGRATE) {
+        move->kind = MoveRequest::Kind::kToServer;
+        move->target_url = request.target_url();
+        move->ticket = request.ticket();
+      } else if (request.kind() == wire::AdminRequest::CHECKPOINT) {
+        move->kind = MoveRequest::Kind::kToStream;
+        move->stream = &channel;
+      } else {
+        move->kind = MoveRequest::Kind::kRedirect;
+        move->resume_url = request.target_url();
+        move->resume_session = request.target_session();
+        move->resume_credential = request.resume_credential();
+      }
+      bool asked = false;
+      {
+        // Under mu_ the session is in sessions_, so alive; the request outlives it either way.
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = sessions_.find(request.session_id());
+        if (it == sessions_.end() || !it->second->admitted()) {
+          return ReplyError(channel, "no session " + std::to_string(request.session_id()));
+        }
+        asked = it->second->RequestMove(move);
+      }
+      if (!asked) {
+        return ReplyError(channel, request.kind() == wire::AdminRequest::REDIRECT
+                                       ? "the session is not parked in a checkpoint"
+                                       : "the session is moving already, or parked");
+      }
+      RGPU_LOG_INFO("operator: session %llu asked to %s", (unsigned long long)request.session_id(),
+                    request.kind() == wire::AdminRequest::MIGRATE ? "migrate"
+                    : request.kind() == wire::AdminRequest::CHECKPOINT
+                        ? "checkpoint"
+                        : "go where it was restored");
+      if (!move->AwaitDecision(std::chrono::milliseconds(timeout_ms))) {
+        return ReplyError(channel, "the client made no call it waits for within " +
+                                       std::to_string(timeout_ms) +
+                                       " ms; the session stays where it was");
+      }
+      bool moved = false;
+      {
+        std::lock_guard<std::mutex> lock(move->mu);
+        moved = move->result.ok();
+      }
+      if (moved && request.kind() != wire::AdminRequest::CHECKPOINT) {
+        // Until the client has left for where the session went (the pause it saw).
+        move->AwaitDone(std::chrono::seconds(15));
+      }
+      std::lock_guard<std::mutex> lock(move->mu);
+      if (!move->result.ok()) return ReplyError(channel, move->result.message());
+      reply.set_session_id(move->new_session);
+      reply.set_pause_ms(move->pause_ms);
+      reply.set_memory_bytes(move->memory_bytes);
+      reply.set_transfer_ms(move->transfer_ms);
+      break;
+    }
+    default:
+      return ReplyError(channel, "unknown operator request");
+  }
+  Reply(channel, reply);
+}
+
+void Server::RestoreFromStream(Channel& channel) {
+  const uint64_t id = next_session_id_++;
+  auto session = std::make_unique<Session>(id, driver_, devices_, nullptr, tenants_.get(), "",
+                                           scheduler_.get());
+  ConfigureSession(*session);
+  bool header_seen = false;
+  CheckpointReader reader(
+      [&](const wire::Checkpoint& header) -> Status {
+        header_seen = true;
+        CheckpointBounds bounds;
+        bounds.limits = options_.session_limits;
+        bounds.devices = devices_.devices().size();
+        std::shared_ptr<Tenant> tenant;
+        if (!header.tenant().empty()) tenant = tenants_->Find(header.tenant());
+        if (tenant == nullptr && tenants_->requires_tokens()) {
+          return PermissionDenied("tenant '" + header.tenant().substr(0, 100) +
+                                  "' has no credential on this server");
+        }
+        if (tenants_->LeaseEnded(header.lease_id())) {
+          return PermissionDenied("the session's lease has ended");
+        }
+        for (int i = 0; i < header.devices_size() && i < bounds.devices; ++i) {
+          bounds.memory_bytes += devices_.devices()[i].total_mem();
+        }
+        if (tenant != nullptr) {
+          const uint64_t used = tenant->memory_used.load();
+          bounds.memory_bytes =
+              std::min(bounds.memory_bytes,
+                       used < tenant->memory_quota ? tenant->memory_quota - used : uint64_t{0});
+        }
+        if (Status s = CheckCheckpoint(header, bounds); !s.ok()) return s;
+        RGPU_LOG_INFO("session %llu: restoring session %llu of %s (%llu bytes of device memory)",
+                      (unsigned long long)id, (unsigned long long)header.source_session(),
+                      header.tenant().empty() ? "no tenant" : header.tenant().c_str(),
+                      (unsigned long long)header.memory_bytes());
+        return session->RestoreBegin(header, std::move(tenant));
+      },
+      [&](uint64_t offset, const char* data, size_t size) {
+        return session->RestoreMemory(offset, data, size);
+      });
+  Status s;
+  bool last = false;
+  while (!last && s.ok()) {
+    ReceivedMessage m;
+    s = channel.Receive(kChunkWaitMs, &m);
+    if (!s.ok()) break;
+    wire::Envelope in;
+    if (!in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+        in.body_case() != wire::Envelope::kCheckpointChunk) {
+      s = ProtocolError("expected the checkpoint's next piece");
+      break;
+    }
+    last = in.checkpoint_chunk().last();
+    s = channel.FetchPayload(&m, nullptr);
+    if (s.ok()) s = reader.Feed(m.payload, m.payload_size);
+  }
+  if (s.ok()) s = reader.Finish();
+  if (s.ok()) s = session->RestoreFinish();
+  const std::string credential = s.ok() ? RandomBytes(kResumeCredentialBytes) : "";
+  if (s.ok() && credential.size() != kResumeCredentialBytes) s = Internal("no random bytes");
+  if (!s.ok()) {
+    RGPU_LOG_WARN("session %llu: restore refused%s: %s", (unsigned long long)id,
+                  header_seen ? "" : " before its header", s.message().c_str());
+    session.reset();  // and all it made with it
+    ReplyError(channel, s.message());
+    // The sender learns it between two pieces; what it sent meanwhile is read and dropped, so
+    // that the refusal is what it sees, not a connection cut short.
+    ReceivedMessage m;
+    for (int dropped = 0; !last && dropped < 1 << 16; ++dropped) {
+      wire::Envelope in;
+      if (!channel.Receive(kHandshakeMs, &m).ok() ||
+          !in.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+          in.body_case() != wire::Envelope::kCheckpointChunk) {
+        break;
+      }
+      last = in.checkpoint_chunk().last();
+    }
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(id);
+    pending_resumes_[id] = PendingResume{std::move(session), credential,
+                                         std::chrono::steady_clock::now() + kResumeLife};
+  }
+  RGPU_LOG_INFO("session %llu: restored; waiting for its client to resume it",
+                (unsigned long long)id);
+  wire::AdminReply reply;
+  reply.set_session_id(id);
+  reply.set_resume_credential(credential);
+  Reply(channel, reply);
+}
+
+void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& channel) {
+  const uint64_t id = resume.session_id();
+  std::string credential;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_resumes_.find(id);
+    if (it != pending_resumes_.end() && it->second.deadline > std::chrono::steady_clock::now()) {
+      credential = it->second.credential;
+    }
+  }
+  if (credential.empty()) {
+    RGPU_LOG_WARN("resume of session %llu from %s refused: no such session waits",
+                  (unsigned long long)id, channel->peer().c_str());
+    return RefuseResume(*channel, "no session " + std::to_string(id) + " waits to be resumed");
+  }
+  Status s = resume.protocol_version() == kProtocolVersion
+                 ? Status::Ok()
+                 : InvalidArgument("protocol version " + std::to_string(resume.protocol_version()));
+  const std::string nonce = RandomBytes(kChallengeNonceBytes);
+  if (s.ok() && nonce.size() != kChallengeNonceBytes) s = Internal("no random bytes");
+  if (s.ok()) {
+    wire::Envelope challenge;
+    challenge.mutable_challenge()->set_nonce(nonce);
+    s = channel->Send(challenge.SerializeAsString(), nullptr, 0);
+  }
+  ReceivedMessage m;
+  if (s.ok()) s = channel->Receive(kHandshakeMs, &m);
+  wire::Envelope answer;
+  if (s.ok() && (!answer.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
+                 answer.body_case() != wire::Envelope::kChallengeResponse ||
+                 !VerifyResumeProof(credential, nonce, id, answer.challenge_response().proof()))) {
+    s = PermissionDenied("wrong resume credential");
+  }
+  std::unique_ptr<Session> session;
+  if (s.ok()) {
+    // Its one use: whoever proves it first takes the session, and the credential goes with it.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_resumes_.find(id);
+    if (it != pending_resumes_.end() && it->second.credential == credential) {
+      session = std::move(it->second.session);
+      pending_resumes_.erase(it);
+    } else {
+      s = PermissionDenied("the session was resumed already");
+    }
+  }
+  if (!s.ok()) {
+    RGPU_LOG_WARN("resume of session %llu from %s refused: %s", (unsigned long long)id,
+                  channel->peer().c_str(), s.message().c_str());
+    return RefuseResume(*channel, s.message());
+  }
+  RunSession(*session, std::move(channel));
+  session.reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.erase(id);
+}
+
+void Server::DrainAll() {
+  std::string key;
+  bool created = false;
+  const std::string& key_file =
+      options_.drain_key_file.empty() ? options_.operator_key_file : options_.drain_key_file;
+  if (Status s = key_file.empty() ? NotFound("no key file")
+                                  : registry::LoadOrCreateOperatorKey(key_file, &key, &created);
+      !s.ok() || key.empty()) {
+    RGPU_LOG_ERROR("cannot drain to %s: no operator key for it", options_.drain_to.c_str());
+    return;
+  }
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, session] : sessions_) {
+      if (session->admitted()) ids.push_back(id);
+    }
+  }
+  RGPU_LOG_INFO("stopping: moving %zu session(s) to %s first", ids.size(),
+                options_.drain_to.c_str());
+  std::vector<std::thread> moves;
+  std::atomic<int> moved{0};
+  for (uint64_t id : ids) {
+    moves.emplace_back([this, id, &key, &moved] {
+      // The target's one-use ticket, asked for with its operator's key.
+      TransportUrl url;
+      std::unique_ptr<Channel> ch;
+      CredentialProver prover;
+      Status s = TransportUrl::Parse(options_.drain_to, &url);
+      if (s.ok()) s = CredentialProver::Parse(key, &prover);
+      if (s.ok()) s = ConnectChannel(url, ChannelOptions(), &ch);
+      wire::Envelope request;
+      request.mutable_admin_request()->set_kind(wire::AdminRequest::RESTORE_TICKET);
+      *request.mutable_admin_request()->mutable_credential() = prover.presented();
+      if (s.ok()) s = ch->Send(request.SerializeAsString(), nullptr, 0);
+      ReceivedMessage m;
+      wire::Envelope reply;
+      if (s.ok()) s = ch->Receive(kHandshakeMs, &m);
+      if (s.ok() && !reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
+        s = ProtocolError("a malformed answer");
+      }
+      if (s.ok()) s = AnswerChallenge(ch.get(), prover, kHandshakeMs, &reply);
+      if (s.ok() && (reply.body_case() != wire::Envelope::kAdminReply ||
+                     !reply.admin_reply().error().empty())) {
+        s = PermissionDenied("no restore ticket: " + reply.admin_reply().error());
+      }
+      auto move = std::make_shared<MoveRequest>();
+      move->kind = MoveRequest::Kind::kToServer;
+      move->target_url = options_.drain_to;
+      if (s.ok()) move->ticket = reply.admin_reply().ticket();
+      bool asked = false;
+      if (s.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = sessions_.find(id);
+        asked = it != sessions_.end() && it->second->RequestMove(move);
+      }
+      if (asked && move->AwaitDecision(std::chrono::milliseconds(options_.drain_timeout_ms))) {
+        std::lock_guard<std::mutex> lock(move->mu);
+        s = move->result;
+      } else if (s.ok()) {
+        s = Timeout("its client made no call it waits for in time");
+      }
+      if (s.ok()) {
+        move->AwaitDone(std::chrono::seconds(10));  // its client has left for the target
+        ++moved;
+      } else {
+        RGPU_LOG_WARN("session %llu: not moved to %s: %s", (unsigned long long)id,
+                      options_.drain_to.c_str(), s.message().c_str());
+      }
+    });
+  }
+  for (std::thread& t : moves) t.join();
+  RGPU_LOG_INFO("moved %d of %zu session(s) to %s", moved.load(), ids.size(),
+                options_.drain_to.c_str());
+}
+
+void Server::ReapPendingResumes() {
+  std::vector<std::unique_ptr<Session>> expired;  // released outside the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = pending_resumes_.begin(); it != pending_resumes_.end();) {
+      if (it->second.deadline > now && !stop_.load()) {
+        ++it;
+        continue;
+      }
+      RGPU_LOG_WARN("session %llu: restored but never resumed; released",
+                    (unsigned long long)it->first);
+      live_.erase(it->first);
+      expired.push_back(std::move(it->second.session));
+      it = pending_resumes_.erase(it);
+    }
+    for (auto it = tickets_.begin(); it != tickets_.end();) {
+      it = it->second <= now ? tickets_.erase(it) : std::next(it);
+    }
+  }
+}
+
+}  // namespace rgpu::server

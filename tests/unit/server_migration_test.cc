@@ -1,0 +1,346 @@
+// Moving sessions (docs/migration.md), spoken raw against an in-process server: a session goes
+// through a checkpoint and is resumed where it was restored, at the same ids and device addresses,
+// by the one connection that proves the credential; a forged or replayed proof, a second resume,
+// a wrong or used restore ticket and a request without the operator's key are refused; a
+// session that cannot move (memory shared over IPC) or whose client makes no waited call stays
+// and goes on; a restore refuses a device too weak and an address in use, naming them.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "proto/call_kinds.h"
+#include "proto/crypto.h"
+#include "server/checkpoint.h"
+#include "tests/unit/raw_peer.h"
+
+namespace rgpu {
+namespace {
+
+using namespace test;  // the raw protocol peer (raw_peer.h)
+
+// What the tests' sessions hold: 4096 bytes of a pattern.
+std::string Pattern() {
+  std::string p(4096, '\0');
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<char>(i * 13 + 1);
+  return p;
+}
+
+class ServerMigrationTest : public test::RawServerTest {
+ protected:
+  ServerMigrationTest() {
+    char dir[] = "/tmp/rgpu-migration-XXXXXX";
+    dir_ = mkdtemp(dir);
+    options_.operator_key_file = dir_ + "/operator.key";
+  }
+  ~ServerMigrationTest() override { (void)!system(("rm -rf " + dir_).c_str()); }
+
+  std::string OperatorKey() {
+    std::ifstream in(dir_ + "/operator.key");
+    std::string key;
+    std::getline(in, key);
+    return key;
+  }
+
+  // An operator's connection: `request` sent and the server's challenge answered with `key`.
+  std::unique_ptr<Channel> Admin(wire::AdminRequest request, const std::string& key) {
+    auto ch = Connect();
+    CredentialProver prover;
+    EXPECT_TRUE(CredentialProver::Parse(key, &prover).ok());
+    *request.mutable_credential() = prover.presented();
+    wire::Envelope out;
+    *out.mutable_admin_request() = request;
+    wire::Envelope challenge = Exchange(ch.get(), out);
+    EXPECT_EQ(challenge.body_case(), wire::Envelope::kChallenge);
+    std::string proof;
+    EXPECT_TRUE(prover.Prove(challenge.challenge().nonce(), &proof).ok());
+    wire::Envelope answer;
+    answer.mutable_challenge_response()->set_proof(proof);
+    EXPECT_TRUE(ch->Send(answer.SerializeAsString(), nullptr, 0).ok());
+    return ch;
+  }
+  // The AdminReply on `ch`, after any checkpoint pieces (gathered into *checkpoint).
+  static wire::AdminReply AdminReply(Channel* ch, std::string* checkpoint = nullptr) {
+    for (;;) {
+      std::string payload;
+      wire::Envelope in = Next(ch, &payload, 60000);
+      if (in.body_case() == wire::Envelope::kCheckpointChunk) {
+        if (checkpoint != nullptr) *checkpoint += payload;
+        continue;
+      }
+      EXPECT_EQ(in.body_case(), wire::Envelope::kAdminReply);
+      return in.admin_reply();
+    }
+  }
+  wire::AdminReply Ask(wire::AdminRequest::Kind kind, uint64_t session = 0, uint32_t timeout = 0) {
+    wire::AdminRequest r;
+    r.set_kind(kind);
+    r.set_session_id(session);
+    r.set_timeout_ms(timeout);
+    auto ch = Admin(r, OperatorKey());
+    return AdminReply(ch.get());
+  }
+  // Restores `checkpoint` (operator RESTORE); its AdminReply.
+  wire::AdminReply Restore(const std::string& checkpoint) {
+    wire::AdminRequest r;
+    r.set_kind(wire::AdminRequest::RESTORE);
+    auto ch = Admin(r, OperatorKey());
+    wire::Envelope piece;
+    piece.mutable_checkpoint_chunk()->set_last(true);
+    EXPECT_TRUE(ch->Send(piece.SerializeAsString(), checkpoint.data(), checkpoint.size()).ok());
+    return AdminReply(ch.get());
+  }
+  // Opens a resume of `session` and returns the server's challenge nonce ("": refused at once).
+  std::unique_ptr<Channel> BeginResume(uint64_t session, std::string* nonce) {
+    auto ch = Connect();
+    wire::Envelope out;
+    out.mutable_resume()->set_protocol_version(kProtocolVersion);
+    out.mutable_resume()->set_session_id(session);
+    wire::Envelope in = Exchange(ch.get(), out);
+    *nonce = in.body_case() == wire::Envelope::kChallenge ? in.challenge().nonce() : "";
+    return ch;
+  }
+  // Answers the resume's challenge with `proof`; the Welcome.
+  static wire::Welcome FinishResume(Channel* ch, const std::string& proof) {
+    wire::Envelope answer;
+    answer.mutable_challenge_response()->set_proof(proof);
+    return Exchange(ch, answer).welcome();
+  }
+
+  // A session with a context, 4096 bytes of a pattern at *ptr and a stream of a client id.
+  struct Client {
+    std::unique_ptr<Channel> ch;
+    uint64_t session = 0, ctx = 0, ptr = 0, stream = 0, seq = 10;
+  };
+  Client NewClient() {
+    Client c;
+    c.ch = Connect();
+    wire::Envelope w = Handshake(c.ch.get(), "");
+    c.session = w.welcome().session_id();
+    wire::Envelope r = Exchange(c.ch.get(), Call(1, Op::kCtxCreate, 0, {0, 0}));
+    c.ctx = r.reply().values(0);
+    c.ptr = Alloc(c.ch.get(), c.ctx, 4096);
+    EXPECT_EQ(Result(c.ch.get(), Call(3, Op::kMemcpyHtoD, c.ctx, {c.ptr, 4096, 0, 0}), Pattern()),
+              CUDA_SUCCESS);
+    r = Exchange(c.ch.get(), Call(4, Op::kStreamCreate, c.ctx, {0, 0, calls::kFirstClientId + 7}));
+    EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+    c.stream = r.reply().values(0);
+    return c;
+  }
+  // Checkpoints `c`'s session: the operator's request on a thread, the client's waited calls
+  // until one is taken (it then gets no answer: parked). The checkpoint's bytes, or the error.
+  std::string Checkpoint(Client& c, std::string* error, uint32_t timeout_ms = 20000) {
+    std::string bytes;
+    std::atomic<bool> done{false};
+    std::thread op([&] {
+      wire::AdminRequest r;
+      r.set_kind(wire::AdminRequest::CHECKPOINT);
+      r.set_session_id(c.session);
+      r.set_timeout_ms(timeout_ms);
+      auto ch = Admin(r, OperatorKey());
+      *error = AdminReply(ch.get(), &bytes).error();
+      done = true;
+    });
+    while (!done) {
+      // Served at once unless the checkpoint takes it.
+      EXPECT_TRUE(
+          c.ch->Send(Call(c.seq++, Op::kCtxSynchronize, c.ctx, {}).SerializeAsString(), nullptr, 0)
+              .ok());
+      for (int i = 0; i < 50 && !done; ++i) {
+        ReceivedMessage m;
+        if (c.ch->Receive(20, &m).ok()) break;
+      }
+    }
+    op.join();
+    return bytes;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ServerMigrationTest, ASessionIsResumedOnceByWhoeverProvesItsCredential) {
+  Client c = NewClient();
+  std::string error;
+  const std::string checkpoint = Checkpoint(c, &error);
+  ASSERT_EQ(error, "");
+  ASSERT_GT(checkpoint.size(), 4096u);
+  // Parked: its memory released, which a restore in this very process can now take again.
+  wire::AdminReply restored = Restore(checkpoint);
+  ASSERT_EQ(restored.error(), "");
+  const uint64_t id = restored.session_id();
+  const std::string credential = restored.resume_credential();
+  ASSERT_EQ(credential.size(), 32u);
+
+  // An eavesdropper's replay: a proof seen for one nonce, presented for another.
+  std::string n1, n2, n3;
+  auto x = BeginResume(id, &n1);
+  auto y = BeginResume(id, &n2);
+  ASSERT_FALSE(n1.empty());
+  ASSERT_NE(n1, n2);
+  const std::string seen = ResumeProof(credential, n1, id);
+  EXPECT_NE(FinishResume(y.get(), seen).status(), 0);
+  // A forged credential.
+  auto z = BeginResume(id, &n3);
+  EXPECT_NE(FinishResume(z.get(), ResumeProof(std::string(32, 'f'), n3, id)).status(), 0);
+  // The credential's proof for the session's own id, presented for another: no such session.
+  std::string n4;
+  auto other = BeginResume(id + 1000, &n4);
+  EXPECT_TRUE(n4.empty());
+  // The holder: resumed.
+  wire::Welcome w = FinishResume(x.get(), seen);
+  ASSERT_EQ(w.status(), 0) << w.error();
+  EXPECT_EQ(w.session_id(), id);
+  // Once: the credential is gone.
+  std::string n5;
+  auto again = BeginResume(id, &n5);
+  EXPECT_TRUE(n5.empty()) << "a second resume was challenged";
+
+  // Everything where it was: the same address holds the pattern, the stream's id is the same.
+  std::string got;
+  wire::Envelope r =
+      Exchange(x.get(), Call(c.seq++, Op::kMemcpyDtoH, c.ctx, {c.ptr, 4096, 0, 0}), "", &got);
+  ASSERT_EQ(r.reply().result(), CUDA_SUCCESS) << r.reply().message();
+  EXPECT_EQ(got, Pattern());
+  EXPECT_EQ(Result(x.get(), Call(c.seq++, Op::kStreamSynchronize, c.ctx, {c.stream})),
+            CUDA_SUCCESS);
+
+  // The parked session's client is told where it went.
+  std::thread op([&] {
+    wire::AdminRequest redirect;
+    redirect.set_kind(wire::AdminRequest::REDIRECT);
+    redirect.set_session_id(c.session);
+    redirect.set_target_url("tcp://elsewhere:1");
+    redirect.set_target_session(id);
+    redirect.set_resume_credential("the credential");
+    auto ch = Admin(redirect, OperatorKey());
+    EXPECT_EQ(AdminReply(ch.get()).error(), "");
+  });
+  wire::Envelope moved = Next(c.ch.get());
+  ASSERT_TRUE(moved.reply().has_moved());
+  EXPECT_EQ(moved.reply().moved().url(), "tcp://elsewhere:1");
+  EXPECT_EQ(moved.reply().moved().session_id(), id);
+  c.ch.reset();  // the client leaves
+  op.join();
+}
+
+TEST_F(ServerMigrationTest, ASessionThatCannotMoveStaysAndGoesOn) {
+  Client c = NewClient();
+  // Memory exported to other sessions cannot move.
+  ASSERT_EQ(Result(c.ch.get(), Call(c.seq++, Op::kIpcGetMemHandle, c.ctx, {c.ptr})), CUDA_SUCCESS);
+  std::string error;
+  std::thread op([&] {
+    wire::AdminRequest r;
+    r.set_kind(wire::AdminRequest::CHECKPOINT);
+    r.set_session_id(c.session);
+    auto ch = Admin(r, OperatorKey());
+    error = AdminReply(ch.get()).error();
+  });
+  // Its waited calls are answered, before and after the refusal.
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(Result(c.ch.get(), Call(c.seq++, Op::kCtxSynchronize, c.ctx, {})), CUDA_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  op.join();
+  EXPECT_NE(error.find("IPC"), std::string::npos) << error;
+  std::string got;
+  Exchange(c.ch.get(), Call(c.seq++, Op::kMemcpyDtoH, c.ctx, {c.ptr, 4096, 0, 0}), "", &got);
+  EXPECT_EQ(got, Pattern());
+}
+
+TEST_F(ServerMigrationTest, NoWaitedCallNoMove) {
+  Client c = NewClient();
+  const wire::AdminReply r = Ask(wire::AdminRequest::MIGRATE, c.session, 300);
+  EXPECT_NE(r.error().find("no call it waits for"), std::string::npos) << r.error();
+  // The request is gone with its time: the calls after it are served, and a new request may come.
+  EXPECT_EQ(Result(c.ch.get(), Call(c.seq++, Op::kCtxSynchronize, c.ctx, {})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(c.ch.get(), Call(c.seq++, Op::kCtxSynchronize, c.ctx, {})), CUDA_SUCCESS);
+  EXPECT_NE(Ask(wire::AdminRequest::MIGRATE, c.session, 300).error().find("no call"),
+            std::string::npos);
+}
+
+TEST_F(ServerMigrationTest, OperatorRequestsNeedTheOperatorsKey) {
+  wire::AdminRequest r;
+  r.set_kind(wire::AdminRequest::RESTORE_TICKET);
+  auto ch = Admin(r, "not-the-operator-key");
+  wire::AdminReply reply = AdminReply(ch.get());
+  EXPECT_NE(reply.error(), "");
+  EXPECT_TRUE(reply.ticket().empty());
+  EXPECT_EQ(Ask(wire::AdminRequest::RESTORE_TICKET).error(), "");
+}
+
+TEST_F(ServerMigrationTest, ARestoreTicketIsNeededAndServesOnce) {
+  auto Join = [&](const std::string& ticket) {
+    auto ch = Connect();
+    wire::Envelope join;
+    join.mutable_restore_join()->set_ticket(ticket);
+    EXPECT_TRUE(ch->Send(join.SerializeAsString(), nullptr, 0).ok());
+    wire::Envelope piece;
+    piece.mutable_checkpoint_chunk()->set_last(true);
+    const std::string garbage(32, 'n');  // not a checkpoint
+    ch->Send(piece.SerializeAsString(), garbage.data(), garbage.size());
+    return AdminReply(ch.get()).error();
+  };
+  EXPECT_NE(Join(std::string(16, 't')).find("no such restore ticket"), std::string::npos);
+  const std::string ticket = Ask(wire::AdminRequest::RESTORE_TICKET).ticket();
+  ASSERT_EQ(ticket.size(), 16u);
+  EXPECT_NE(Join(ticket).find("RGPUCKPT"), std::string::npos);
+  EXPECT_NE(Join(ticket).find("no such restore ticket"), std::string::npos);
+}
+
+// A checkpoint made by hand: one context, one allocation of 4096 bytes of Pattern() at `ptr`.
+std::string HandMade(uint64_t ptr, int cc_major = 7) {
+  wire::Checkpoint c;
+  wire::CheckpointDevice* d = c.add_devices();
+  d->set_cc_major(cc_major);
+  d->set_cc_minor(5);
+  c.add_contexts()->set_id(1);
+  wire::CheckpointAllocation* a = c.add_allocations();
+  a->set_ptr(ptr);
+  a->set_size(4096);
+  a->set_ctx(1);
+  wire::CheckpointNextIds* next = c.mutable_next_ids();
+  next->set_contexts(2);
+  for (auto set : {&wire::CheckpointNextIds::set_modules, &wire::CheckpointNextIds::set_functions,
+                   &wire::CheckpointNextIds::set_streams, &wire::CheckpointNextIds::set_events,
+                   &wire::CheckpointNextIds::set_pools, &wire::CheckpointNextIds::set_graphs}) {
+    (next->*set)(1);
+  }
+  c.set_memory_bytes(4096);
+  std::string out;
+  server::CheckpointWriter writer([&](const char* data, size_t n) {
+    out.append(data, n);
+    return Status::Ok();
+  });
+  const std::string memory = Pattern();
+  EXPECT_TRUE(writer.Begin(c).ok());
+  EXPECT_TRUE(writer.Memory(memory.data(), memory.size()).ok());
+  EXPECT_TRUE(writer.Finish().ok());
+  return out;
+}
+
+TEST_F(ServerMigrationTest, ARestorePlacesMemoryWhereTheCheckpointSaysOrRefuses) {
+  const uint64_t at = 0x5f1234500000ull;  // no server of this process hands this out
+  wire::AdminReply r = Restore(HandMade(at));
+  ASSERT_EQ(r.error(), "");
+  std::string nonce;
+  auto ch = BeginResume(r.session_id(), &nonce);
+  ASSERT_EQ(
+      FinishResume(ch.get(), ResumeProof(r.resume_credential(), nonce, r.session_id())).status(),
+      0);
+  std::string got;
+  wire::Envelope read = Exchange(ch.get(), Call(5, Op::kMemcpyDtoH, 1, {at, 4096, 0, 0}), "", &got);
+  ASSERT_EQ(read.reply().result(), CUDA_SUCCESS) << read.reply().message();
+  EXPECT_EQ(got, Pattern());
+  // The same addresses again, while that session holds them: refused, naming why.
+  EXPECT_NE(Restore(HandMade(at)).error().find("cannot be placed"), std::string::npos);
+  // A device weaker than the session's.
+  EXPECT_NE(Restore(HandMade(at + (1 << 20), 99)).error().find("compute capability"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace rgpu
