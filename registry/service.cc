@@ -712,6 +712,21 @@ void RegistryService::Dispatch() {
   // Only requests with a duration, and clusters with reservations or GPUs kept for a
   // preemption, need more than the request's own ask.
   const bool constrained = !reserved_gpus_.empty() || !kept_for_preemption_.empty();
+  // Queue order now (registry/queue_order.h): priority, then the shortest declared duration aged
+  // by the wait, then arrival; the same function orders bench/placement_sim's backfill.
+  auto entry = [&](const Waiter& w) {
+    QueueEntry e;
+    e.priority = w.priority;
+    e.waited_s = static_cast<double>(now - w.enqueued_ms) / 1000.0;
+    e.declared_s = w.duration_seconds;
+    e.seq = w.seq;
+    return e;
+  };
+  auto before = [&](const auto& a, const auto& b) {
+    return QueueBefore(entry(*a), entry(*b), options_.queue_order);
+  };
+  const bool reordered = !std::is_sorted(queue_.begin(), queue_.end(), before);
+  if (reordered) std::stable_sort(queue_.begin(), queue_.end(), before);
   for (auto it = queue_.begin(); it != queue_.end();) {
     Waiter* w = it->get();
     const auto start = std::chrono::steady_clock::now();
@@ -740,7 +755,7 @@ void RegistryService::Dispatch() {
       preempted = TryPreempt(waiter.get(), notice_s * 1000, now) || preempted;
     }
   }
-  if (placed || preempted) changed_.notify_all();
+  if (placed || preempted || reordered) changed_.notify_all();  // positions moved
 }
 
 PlacementAsk RegistryService::ConstrainedAsk(const Waiter& w, int64_t now) const {

@@ -76,6 +76,7 @@
 #include "registry/ended_leases.h"
 #include "registry/placement.h"
 #include "registry/probe_queue.h"
+#include "registry/queue_order.h"
 #include "registry/reachability.h"
 #include "registry/store.h"
 #include "registry/token_signer.h"
@@ -102,6 +103,9 @@ struct RegistryOptions {
   // The placement policy, by name (registry/placement.h, MakePlacementPolicy); each server is a
   // node whose CPU and host memory are not tracked.
   std::string placement_policy = kDefaultPlacementPolicy;
+  // The queue's order within a priority (registry/queue_order.h): shortest declared duration
+  // first, aged by the wait; requests that declare none keep arrival order among themselves.
+  QueueOrderOptions queue_order;
   // Reservations a tenant may hold at once (not ended, not cancelled).
   uint32_t max_reservations_per_tenant = 64;
 };
@@ -326,7 +330,7 @@ class RegistryService final : public Registry::Service {
   int64_t next_reservation_edge_ms_ = 0;           // the next start or end among reservations_
   int64_t next_window_edge_ms_ = 0;                // the next opening or closing among the windows
   std::map<size_t, Waiter*> kept_for_preemption_;  // GPU index -> the request it is kept for
-  std::deque<std::shared_ptr<Waiter>> queue_;      // ordered: priority desc, then seq
+  std::deque<std::shared_ptr<Waiter>> queue_;      // ordered: QueueBefore at the last Dispatch
   uint64_t next_seq_ = 1;
   int64_t started_ms_ = 0;  // claim timeouts count from here at the earliest (a restart)
   EndedLeases ended_;

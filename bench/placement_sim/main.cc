@@ -4,6 +4,7 @@
 //                 [--table FILE] [--tsv FILE] [--png FILE] [--traces a,b] [--policies a,b]
 //                 [--first-seed S] [--disciplines fcfs,sjf,backfill] [--load 1.0]
 //                 [--offered-load 0.9 | --compress K] [--node-fraction F] [--jobs N]
+//                 [--aging A]
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -91,6 +92,9 @@ int main(int argc, char** argv) {
       app.add_option("--compress", queue.compress, "queueing: divide arrival gaps by this instead");
   app.add_option("--node-fraction", queue.node_fraction,
                  "queueing: share of the trace's nodes in the cluster")
+      ->capture_default_str();
+  app.add_option("--aging", queue.queue_order.aging,
+                 "queueing: the registry queue's aging weight (backfill-exact, backfill-noisy)")
       ->capture_default_str();
   app.add_option("--jobs", jobs, "runs at once")->check(CLI::Range(1, 64))->capture_default_str();
   CLI11_PARSE(app, argc, argv);

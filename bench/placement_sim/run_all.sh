@@ -30,3 +30,16 @@ for load in 0.7 1.1; do
     --policies best-fit,fgd,reach --disciplines fcfs,sjf,backfill \
     --json "$out/queueing-$load.json" --table "$out/queueing-$load.md" 2>"$out/queueing-$load.log"
 done
+# The registry's queue on declared durations: exact (an oracle) and off by up to 2x (seeded).
+for load in 0.7 0.9 1.1; do
+  "$bin" --data "$data" --experiment queueing --node-fraction 0.1 --offered-load $load \
+    --policies best-fit,reach --disciplines fcfs,backfill,backfill-exact,backfill-noisy \
+    --json "$out/queueing-declared-$load.json" --table "$out/queueing-declared-$load.md" \
+    2>"$out/queueing-declared-$load.log"
+done
+for seed in 2 3; do
+  "$bin" --data "$data" --experiment queueing --node-fraction 0.1 --offered-load 0.9 \
+    --policies best-fit,reach --disciplines fcfs,backfill-noisy --first-seed $seed \
+    --json "$out/queueing-declared-seed$seed.json" --table "$out/queueing-declared-seed$seed.md" \
+    2>"$out/queueing-declared-seed$seed.log"
+done

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "registry/fragmentation.h"
+#include "registry/queue_order.h"
 
 namespace rgpu::placement_sim {
 namespace {
@@ -105,8 +106,13 @@ Status ParseDiscipline(const std::string& name, Discipline* out) {
     *out = Discipline::kSjf;
   } else if (name == "backfill") {
     *out = Discipline::kBackfill;
+  } else if (name == "backfill-exact") {
+    *out = Discipline::kBackfillExact;
+  } else if (name == "backfill-noisy") {
+    *out = Discipline::kBackfillNoisy;
   } else {
-    return InvalidArgument("unknown queue discipline '" + name + "' (fcfs, sjf, backfill)");
+    return InvalidArgument("unknown queue discipline '" + name +
+                           "' (fcfs, sjf, backfill, backfill-exact, backfill-noisy)");
   }
   return Status::Ok();
 }
@@ -119,6 +125,10 @@ const char* DisciplineName(Discipline d) {
       return "sjf";
     case Discipline::kBackfill:
       return "backfill";
+    case Discipline::kBackfillExact:
+      return "backfill-exact";
+    case Discipline::kBackfillNoisy:
+      return "backfill-noisy";
   }
   return "?";
 }
@@ -232,6 +242,22 @@ Status RunQueueing(const std::vector<TraceNode>& all_nodes, const std::vector<Tr
     duration[i] = Duration(*pods[i]);
     asks[i] = AskOf(*pods[i]);
   }
+  // What each pod declares (PlaceRequest.duration_seconds, at least 1 s): nothing under plain
+  // backfill, its trace duration (an oracle) or that times a factor log-uniform in [1/2, 2]
+  // (seeded) under backfill-exact and backfill-noisy.
+  std::vector<double> declared(n, 0);
+  const bool backfill = options.discipline == Discipline::kBackfill ||
+                        options.discipline == Discipline::kBackfillExact ||
+                        options.discipline == Discipline::kBackfillNoisy;
+  std::mt19937_64 noise(options.seed);
+  std::uniform_real_distribution<double> log_factor(std::log(0.5), std::log(2.0));
+  for (size_t i = 0; i < n; ++i) {
+    if (options.discipline == Discipline::kBackfillExact) {
+      declared[i] = std::max(1.0, std::round(duration[i]));
+    } else if (options.discipline == Discipline::kBackfillNoisy) {
+      declared[i] = std::max(1.0, std::round(duration[i] * std::exp(log_factor(noise))));
+    }
+  }
   result->pods = n;
   result->window_s = arrival.back();
 
@@ -262,7 +288,7 @@ Status RunQueueing(const std::vector<TraceNode>& all_nodes, const std::vector<Tr
   // call and fitted nowhere, and only `gained` have more room since, so a pod that fits none of
   // them is skipped without asking the policy (the same outcome, faster).
   auto dispatch = [&](const std::set<uint32_t>& gained, const std::set<size_t>& fresh) {
-    if (options.discipline != Discipline::kBackfill) {
+    if (!backfill) {
       while (!queue.empty()) {
         const size_t i = queue.begin()->second;
         const auto choice = policy->Choose(cluster, asks[i]);
@@ -272,18 +298,27 @@ Status RunQueueing(const std::vector<TraceNode>& all_nodes, const std::vector<Tr
       }
       return;
     }
-    for (auto it = queue.begin(); it != queue.end();) {
-      const size_t i = it->second;
+    // The registry's queue order (registry/queue_order.h, as RegistryService::Dispatch), one
+    // priority: arrival order when nothing is declared.
+    std::vector<size_t> waiting;
+    std::vector<registry::QueueEntry> entries;
+    for (const auto& [key, i] : queue) {
+      registry::QueueEntry e;
+      e.waited_s = now - arrival[i];
+      e.declared_s = declared[i];
+      e.seq = i;
+      waiting.push_back(i);
+      entries.push_back(e);
+    }
+    for (size_t k : registry::QueueOrder(entries, options.queue_order)) {
+      const size_t i = waiting[k];
       bool worth = fresh.count(i) != 0;
       for (auto g = gained.begin(); !worth && g != gained.end(); ++g) {
         worth = registry::NodeFits(cluster, *g, asks[i]);
       }
       const auto choice = worth ? policy->Choose(cluster, asks[i]) : std::nullopt;
-      if (!choice) {
-        ++it;
-        continue;
-      }
-      it = queue.erase(it);
+      if (!choice) continue;
+      queue.erase(key_of(i));
       place(i, *choice);
     }
   };

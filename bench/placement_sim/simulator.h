@@ -28,6 +28,7 @@
 
 #include "bench/placement_sim/trace.h"
 #include "common/status.h"
+#include "registry/queue_order.h"
 #include "registry/workload.h"
 
 namespace rgpu::placement_sim {
@@ -56,8 +57,13 @@ struct ArrivalResult {
 Status RunArrivals(const std::vector<TraceNode>& nodes, const std::vector<TracePod>& pods,
                    const std::string& policy, const ArrivalOptions& options, ArrivalResult* result);
 
-enum class Discipline { kFcfs, kSjf, kBackfill };
-// "fcfs", "sjf", "backfill"; kInvalidArgument for anything else.
+// backfill: every pod declares nothing (the registry's queue then keeps arrival order);
+// backfill-exact: each declares its trace duration (an oracle); backfill-noisy: that times a
+// factor log-uniform in [1/2, 2], seeded. All three order the queue with the registry's
+// QueueOrder (registry/queue_order.h).
+enum class Discipline { kFcfs, kSjf, kBackfill, kBackfillExact, kBackfillNoisy };
+// "fcfs", "sjf", "backfill", "backfill-exact", "backfill-noisy"; kInvalidArgument for anything
+// else.
 Status ParseDiscipline(const std::string& name, Discipline* out);
 const char* DisciplineName(Discipline d);
 
@@ -67,7 +73,8 @@ struct QueueOptions {
   double compress = 1000;      // arrival gaps are divided by this; durations are kept
   double node_fraction = 1.0;  // share of the trace's nodes in the cluster (0 < f <= 1)
   int samples = 200;           // points of the time series, over the arrival window
-  uint64_t seed = 1;           // for the random policy
+  uint64_t seed = 1;           // for the random policy and backfill-noisy's declarations
+  registry::QueueOrderOptions queue_order;  // the registry's defaults
 };
 
 struct QueueSample {

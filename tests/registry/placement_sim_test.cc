@@ -206,6 +206,30 @@ TEST_F(PlacementSim, BackfillPlacesWhateverFitsInArrivalOrder) {
   EXPECT_DOUBLE_EQ(r.makespan_s, 151);
 }
 
+TEST_F(PlacementSim, BackfillOnDeclaredDurationsUsesTheRegistrysQueueOrder) {
+  // Each pod declares its trace duration: as backfill, c and d fit beside a at once; at 100 b
+  // (50 s, queued at 10: 60 - its wait) and e (1 s, queued at 40: 1 - its wait) wait, and e, the
+  // smaller, goes first (to 101), then b. Waits 0, 91, 0, 0, 60: mean 30.2 (as sjf here).
+  QueueResult r = Queue(Nodes(kOneGpu), Pods(kFivePods), Discipline::kBackfillExact);
+  EXPECT_DOUBLE_EQ(r.wait_mean_s, 30.2);
+  EXPECT_DOUBLE_EQ(r.wait_p99_s, 91);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 151);
+  // Aging 2: b counts 50 - 2 x 90 = -130, e 1 - 2 x 60 = -119: b, queued 30 s before e, goes
+  // first, as under plain backfill (mean 40).
+  QueueOptions options;
+  options.discipline = Discipline::kBackfillExact;
+  options.offered_load = 0;
+  options.compress = 1;
+  options.queue_order.aging = 2;
+  ASSERT_TRUE(RunQueueing(Nodes(kOneGpu), Pods(kFivePods), "best-fit", options, &r).ok());
+  EXPECT_DOUBLE_EQ(r.wait_mean_s, 40);
+  // Noisy declarations (each duration times 1/2..2, seeded) give the same answer for a seed.
+  QueueResult n1 = Queue(Nodes(kOneGpu), Pods(kFivePods), Discipline::kBackfillNoisy);
+  QueueResult n2 = Queue(Nodes(kOneGpu), Pods(kFivePods), Discipline::kBackfillNoisy);
+  EXPECT_DOUBLE_EQ(n1.wait_mean_s, n2.wait_mean_s);
+  EXPECT_TRUE(n1.wait_mean_s == 30.2 || n1.wait_mean_s == 40) << n1.wait_mean_s;
+}
+
 TEST_F(PlacementSim, OfferedLoadIsTheDemandOverTheArrivalWindow) {
   // Compress 1, window 0-40 on one GPU: a 600 x 40, b 1000 x 30, c 300 x 10, d 400 x 5, e
   // nothing inside the window: 59000 / 40000. Compress 2: arrivals 0, 5, 10, 15, 20, window

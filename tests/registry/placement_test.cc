@@ -8,6 +8,7 @@
 #include <set>
 
 #include "registry/placement_policies.h"
+#include "registry/queue_order.h"
 
 namespace rgpu::registry {
 namespace {
@@ -289,6 +290,80 @@ TEST(Placement, PoliciesAreKnownByNameAndTheDefaultIsOne) {
   Status s = MakePlacementPolicy("worst-fit", 1, &p);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s.message().find("best-fit"), std::string::npos);  // lists the known ones
+}
+
+// The queue's order (registry/queue_order.h): priority, then declared duration less the wait,
+// then arrival.
+QueueEntry Entry(int32_t priority, double waited_s, double declared_s, uint64_t seq) {
+  QueueEntry e;
+  e.priority = priority;
+  e.waited_s = waited_s;
+  e.declared_s = declared_s;
+  e.seq = seq;
+  return e;
+}
+
+TEST(QueueOrder, PriorityFirstThenShortestDeclaredThenArrival) {
+  // 0: 10 min, waited 100 s (500); 1: 1 min, just queued (60); 2: nothing declared, counts as an
+  // hour, waited 200 s (3400); 3: two hours at priority 5; 4: nothing declared, waited 100 s
+  // (3500); 5: 1 min, waited 100 s (-40).
+  const std::vector<QueueEntry> q = {Entry(0, 100, 600, 0), Entry(0, 0, 60, 1),
+                                     Entry(0, 200, 0, 2),   Entry(5, 0, 7200, 3),
+                                     Entry(0, 100, 0, 4),   Entry(0, 100, 60, 5)};
+  QueueOrderOptions options;
+  EXPECT_DOUBLE_EQ(EffectiveDurationS(q[0], options), 500);
+  EXPECT_DOUBLE_EQ(EffectiveDurationS(q[2], options), 3400);
+  EXPECT_EQ(QueueOrder(q, options), (std::vector<size_t>{3, 5, 1, 0, 2, 4}));
+  // Without durations: priority, then arrival (the queue before them).
+  options.by_declared = false;
+  EXPECT_EQ(QueueOrder(q, options), (std::vector<size_t>{3, 0, 1, 2, 4, 5}));
+}
+
+TEST(QueueOrder, RequestsWithoutADurationKeepArrivalOrder) {
+  // Queued in order 0..3 (the earlier, the longer waited), none declared: arrival order, and
+  // arrival breaks the tie of two queued the same millisecond.
+  const std::vector<QueueEntry> q = {Entry(0, 30, 0, 0), Entry(0, 20, 0, 1), Entry(0, 20, 0, 2),
+                                     Entry(0, 0, 0, 3)};
+  EXPECT_EQ(QueueOrder(q, QueueOrderOptions()), (std::vector<size_t>{0, 1, 2, 3}));
+  // Priority still goes first.
+  std::vector<QueueEntry> p = q;
+  p[3].priority = 1;
+  EXPECT_EQ(QueueOrder(p, QueueOrderOptions()), (std::vector<size_t>{3, 0, 1, 2}));
+}
+
+// One slot; a request declaring an hour is queued at 0 and a 1-minute request arrives every
+// minute; each minute the slot frees and the head of the queue takes it. Returns when the long
+// one was placed.
+double LongRequestPlacedAt(const QueueOrderOptions& options) {
+  struct Waiting {
+    double queued_s, declared_s;
+    uint64_t seq;
+  };
+  std::vector<Waiting> waiting = {{0, 3600, 0}};
+  uint64_t seq = 1;
+  for (double t = 60; t < 100000; t += 60) {
+    waiting.push_back({t, 60, seq++});
+    std::vector<QueueEntry> entries;
+    for (const Waiting& w : waiting) entries.push_back(Entry(0, t - w.queued_s, w.declared_s, w.seq));
+    const size_t head = QueueOrder(entries, options).front();
+    if (waiting[head].seq == 0) return t;
+    waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(head));
+  }
+  return -1;
+}
+
+TEST(QueueOrder, AnOldLongRequestGoesAheadOfAStreamOfShortOnes) {
+  // The fresh 1-minute request counts 60 s; the hour-long one 3600 s less its wait: it goes first
+  // once it has waited (3600 - 60) / aging (a tie goes to the earlier).
+  QueueOrderOptions options;
+  EXPECT_DOUBLE_EQ(LongRequestPlacedAt(options), 3540);
+  options.aging = 0.5;
+  EXPECT_DOUBLE_EQ(LongRequestPlacedAt(options), 7080);
+  options.aging = 4;
+  EXPECT_DOUBLE_EQ(LongRequestPlacedAt(options), 900);
+  // Arrival order alone: at once.
+  options.by_declared = false;
+  EXPECT_DOUBLE_EQ(LongRequestPlacedAt(options), 60);
 }
 
 }  // namespace

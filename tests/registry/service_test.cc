@@ -205,6 +205,63 @@ TEST_F(ServiceTest, HigherPriorityIsPlacedFirst) {
   EXPECT_EQ(low_positions[1], 2u);
 }
 
+// Within a priority the queue goes by declared duration (registry/queue_order.h): a request
+// declaring 10 minutes that came after one declaring 2 hours goes ahead of it.
+TEST_F(ServiceTest, TheShorterDeclaredDurationIsPlacedFirst) {
+  const std::string provider = CreateKey(true, "acme");
+  const std::string alice = CreateKey(false, "alice");
+  const std::string bob = CreateKey(false, "bob");
+  const std::string carol = CreateKey(false, "carol");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  Placement first, long_one, short_one;
+  ASSERT_TRUE(Place(alice, G, 100, 0, &first).ok());
+  auto request = [](uint32_t duration_s) {
+    PlaceRequest req;
+    req.set_memory_bytes(G);
+    req.set_compute_share(100);
+    req.set_wait_seconds(600);
+    req.set_duration_seconds(duration_s);
+    std::string holder_private, holder_public;
+    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
+    req.set_holder_key(holder_public);
+    return req;
+  };
+  std::vector<uint32_t> long_positions, short_positions;
+  std::atomic<uint32_t> long_queued{0}, short_queued{0};
+  grpc::Status long_status, short_status;
+  std::thread long_waiter([&] {
+    long_status =
+        PlaceRequestAs(bob, request(2 * 3600), &long_one, &long_positions, &long_queued);
+  });
+  while (long_queued.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::thread short_waiter([&] {
+    short_status =
+        PlaceRequestAs(carol, request(600), &short_one, &short_positions, &short_queued);
+  });
+  // Carol, who declared 10 minutes, goes ahead of bob's 2 hours.
+  while (short_queued.load() != 1 || long_queued.load() != 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ReportUsageReply ack;
+  now_ += 10;
+  ASSERT_TRUE(
+      Report(provider, {Record("r1", "alice", first, now_ - 10, now_, 5, true)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 1u) << Reasons(ack);
+  short_waiter.join();
+  ASSERT_TRUE(short_status.ok()) << short_status.error_message();
+  EXPECT_EQ(short_positions, std::vector<uint32_t>{1});
+  now_ += 10;
+  ASSERT_TRUE(
+      Report(provider, {Record("r2", "carol", short_one, now_ - 10, now_, 5, true)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 1u) << Reasons(ack);
+  long_waiter.join();
+  ASSERT_TRUE(long_status.ok()) << long_status.error_message();
+  ASSERT_GE(long_positions.size(), 2u);
+  EXPECT_EQ(long_positions[0], 1u);
+  EXPECT_EQ(long_positions[1], 2u);
+}
+
 TEST_F(ServiceTest, UsageIsCountedOnceAndBilled) {
   const std::string provider = CreateKey(true, "acme");
   const std::string alice = CreateKey(false, "alice");
