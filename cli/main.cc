@@ -100,8 +100,9 @@ int main(int argc, char** argv) {
                     "the batch job it serves (e.g. slurm:CLUSTER:JOBID), shown on its bill lines");
     cmd->add_option("--duration", place.duration,
                     "how long the work needs the GPU (seconds, or 90m, 2h): only GPUs whose "
-                    "lendable window lasts that long take it, and while it waits shorter "
-                    "requests of its priority go first (aged by the wait)");
+                    "lendable window lasts that long take it, while it waits shorter "
+                    "requests of its priority go first (aged by the wait), and the lease ends "
+                    "when it is over (a time limit)");
     cmd->add_option("--reservation", place.reservation_id,
                     "place under this reservation of yours (rgpu reserve), on its GPUs");
   };

@@ -890,6 +890,11 @@ void RegistryService::Grant(Waiter* w, size_t index, double decision_us) {
   lease.queue_ms = now - w->enqueued_ms;
   lease.granted_ms = now;
   lease.expires_ms = now + static_cast<int64_t>(w->ttl_seconds) * 1000;
+  // A declared duration is a time limit, as a batch scheduler's is: the lease ends with it, so a
+  // tenant cannot declare a short job to pass longer ones in the queue and then run long.
+  if (w->duration_seconds > 0) {
+    lease.expires_ms = std::min(lease.expires_ms, now + int64_t{w->duration_seconds} * 1000);
+  }
   lease.reservation_id = w->reservation_id;
   if (!w->reservation_id.empty()) {
     lease.expires_ms = std::min(lease.expires_ms, w->reservation_end_ms);

@@ -231,13 +231,11 @@ TEST_F(ServiceTest, TheShorterDeclaredDurationIsPlacedFirst) {
   std::atomic<uint32_t> long_queued{0}, short_queued{0};
   grpc::Status long_status, short_status;
   std::thread long_waiter([&] {
-    long_status =
-        PlaceRequestAs(bob, request(2 * 3600), &long_one, &long_positions, &long_queued);
+    long_status = PlaceRequestAs(bob, request(2 * 3600), &long_one, &long_positions, &long_queued);
   });
   while (long_queued.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::thread short_waiter([&] {
-    short_status =
-        PlaceRequestAs(carol, request(600), &short_one, &short_positions, &short_queued);
+    short_status = PlaceRequestAs(carol, request(600), &short_one, &short_positions, &short_queued);
   });
   // Carol, who declared 10 minutes, goes ahead of bob's 2 hours.
   while (short_queued.load() != 1 || long_queued.load() != 2) {
@@ -260,6 +258,31 @@ TEST_F(ServiceTest, TheShorterDeclaredDurationIsPlacedFirst) {
   ASSERT_GE(long_positions.size(), 2u);
   EXPECT_EQ(long_positions[0], 1u);
   EXPECT_EQ(long_positions[1], 2u);
+}
+
+// A declared duration is a time limit: the lease (and its token) end with it, so declaring a short
+// job to pass longer ones in the queue does not buy a long one.
+TEST_F(ServiceTest, ADeclaredDurationEndsTheLease) {
+  const std::string provider = CreateKey(true, "acme");
+  const std::string alice = CreateKey(false, "alice");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider, "host1", {Spec(0, 16 * G)}, &reply).ok());
+  PlaceRequest req;
+  req.set_memory_bytes(G);
+  req.set_compute_share(50);
+  req.set_ttl_seconds(3600);
+  req.set_duration_seconds(600);
+  std::string holder_private, holder_public;
+  ASSERT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
+  req.set_holder_key(holder_public);
+  Placement placed;
+  ASSERT_TRUE(PlaceRequestAs(alice, req, &placed).ok());
+  EXPECT_EQ(placed.expires_unix(), now_.load() / 1000 + 600);
+  // Without one, the lease lasts its lifetime.
+  req.set_duration_seconds(0);
+  Placement plain;
+  ASSERT_TRUE(PlaceRequestAs(alice, req, &plain).ok());
+  EXPECT_EQ(plain.expires_unix(), now_.load() / 1000 + 3600);
 }
 
 TEST_F(ServiceTest, UsageIsCountedOnceAndBilled) {
