@@ -96,8 +96,20 @@ int main(int argc, char** argv) {
   app.add_option("--aging", queue.queue_order.aging,
                  "queueing: the registry queue's aging weight (backfill-exact, backfill-noisy)")
       ->capture_default_str();
+  app.add_option("--declared-low", queue.declared_low,
+                 "queueing: backfill-noisy's smallest factor on a pod's duration")
+      ->check(CLI::Range(0.01, 100.0))
+      ->capture_default_str();
+  app.add_option("--declared-high", queue.declared_high,
+                 "queueing: backfill-noisy's largest factor on a pod's duration")
+      ->check(CLI::Range(0.01, 100.0))
+      ->capture_default_str();
   app.add_option("--jobs", jobs, "runs at once")->check(CLI::Range(1, 64))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (queue.declared_low > queue.declared_high) {
+    fprintf(stderr, "placement_sim: --declared-low must not exceed --declared-high\n");
+    return 2;
+  }
   if (compress->count() > 0) queue.offered_load = 0;
 
   if (traces.empty()) {

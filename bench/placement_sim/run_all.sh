@@ -37,6 +37,11 @@ for load in 0.7 0.9 1.1; do
     --json "$out/queueing-declared-$load.json" --table "$out/queueing-declared-$load.md" \
     2>"$out/queueing-declared-$load.log"
 done
+# Every declaration an overestimate (what tenants declare when the lease ends at it).
+"$bin" --data "$data" --experiment queueing --node-fraction 0.1 --offered-load 0.9 \
+  --policies best-fit,reach --disciplines fcfs,backfill,backfill-noisy --declared-low 1 \
+  --declared-high 2 --json "$out/queueing-declared-over.json" \
+  --table "$out/queueing-declared-over.md" 2>"$out/queueing-declared-over.log"
 for seed in 2 3; do
   "$bin" --data "$data" --experiment queueing --node-fraction 0.1 --offered-load 0.9 \
     --policies best-fit,reach --disciplines fcfs,backfill-noisy --first-seed $seed \

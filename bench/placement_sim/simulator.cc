@@ -250,7 +250,8 @@ Status RunQueueing(const std::vector<TraceNode>& all_nodes, const std::vector<Tr
                         options.discipline == Discipline::kBackfillExact ||
                         options.discipline == Discipline::kBackfillNoisy;
   std::mt19937_64 noise(options.seed);
-  std::uniform_real_distribution<double> log_factor(std::log(0.5), std::log(2.0));
+  std::uniform_real_distribution<double> log_factor(std::log(options.declared_low),
+                                                    std::log(options.declared_high));
   for (size_t i = 0; i < n; ++i) {
     if (options.discipline == Discipline::kBackfillExact) {
       declared[i] = std::max(1.0, std::round(duration[i]));

@@ -74,6 +74,11 @@ struct QueueOptions {
   double node_fraction = 1.0;  // share of the trace's nodes in the cluster (0 < f <= 1)
   int samples = 200;           // points of the time series, over the arrival window
   uint64_t seed = 1;           // for the random policy and backfill-noisy's declarations
+  // backfill-noisy's factor is log-uniform in [declared_low, declared_high] (0 < low <= high).
+  // The registry ends a lease at its declared duration, so a pod declaring less than it runs
+  // would be cut off there; [1, 2] (every declaration an overestimate) is what tenants of the
+  // registry would declare, [1/2, 2] ignores the limit.
+  double declared_low = 0.5, declared_high = 2.0;
   registry::QueueOrderOptions queue_order;  // the registry's defaults
 };
 
