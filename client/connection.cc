@@ -35,6 +35,7 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   c->channel_options_ = options;
   c->open_timeout_ms_ = timeout_ms;
   if (const char* lanes = getenv("RGPU_LANES")) c->lanes_enabled_ = atoi(lanes) != 0;
+  if (const char* reads = getenv("RGPU_POSTED_READS")) c->posted_reads_enabled_ = atoi(reads) != 0;
   Connection* self = c.get();
   c->channel_->SetPayloadPlacer([self](const std::string& header, size_t size) -> void* {
     return self->PlacePayload(header, size);

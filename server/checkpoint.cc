@@ -104,7 +104,7 @@ Status CheckCheckpoint(const wire::Checkpoint& c, const CheckpointBounds& bounds
   std::map<uint64_t, uint32_t> context_device;  // id -> ordinal
   std::set<uint64_t> ids;
   for (const auto& x : c.contexts()) {
-    if (Status s = CheckId(x.id(), 1, server_ids, &ids, "context"); !s.ok()) return s;
+    if (Status s = CheckId(x.id(), 1, client_ids, &ids, "context"); !s.ok()) return s;
     if (x.ordinal() >= devices) return Bad("a context of a device the session does not see");
     if (x.limits_size() > 3) return Bad("a context with more than 3 limits");
     if (x.primary_refs() < 0 || x.primary_refs() > (1 << 20))

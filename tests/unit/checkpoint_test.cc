@@ -132,8 +132,12 @@ TEST(CheckpointCheckTest, RefusesIdsOutOfRangeOrTwice) {
   c.mutable_contexts(0)->set_id(0);
   EXPECT_NE(Refusal(c).find("out of range"), std::string::npos);
   c = Valid();
-  c.mutable_contexts(0)->set_id(calls::kFirstClientId);  // contexts' ids are the server's
+  // A context's id is the server's or the client's (a posted PrimaryCtxRetain), below 2^40.
+  c.mutable_contexts(0)->set_id(calls::kClientIdLimit);
   EXPECT_NE(Refusal(c).find("out of range"), std::string::npos);
+  c = Valid();
+  c.mutable_contexts(0)->set_id(calls::kFirstClientId);
+  EXPECT_EQ(Refusal(c).find("out of range"), std::string::npos);
   c = Valid();
   c.mutable_streams(0)->set_id(calls::kClientIdLimit);
   EXPECT_NE(Refusal(c).find("out of range"), std::string::npos);
