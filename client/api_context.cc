@@ -32,12 +32,20 @@ RGPU_IMPL(cuDevicePrimaryCtxRetain)(CUcontext* pctx, CUdevice dev) {
   if (r != CUDA_SUCCESS) return r;
   std::lock_guard<std::mutex> lock(st.objects_mutex());
   if (ctx->remote == 0) {
-    // Posted, under an id of the client's: the context costs no round trip (a failure to make
-    // it surfaces at the next call that waits, as a posted call's).
-    const uint64_t id = rgpu::client::NewClientId();
-    r = Server().Post<calls::PrimaryCtxRetain>(0, {.device = dev, .id = id});
-    if (r != CUDA_SUCCESS) return r;
-    ctx->remote = rgpu::client::ServerSet::Tag(Server().device(dev)->server, id);
+    if (rgpu::client::Connection::Recording() != nullptr) {
+      // This thread's posts are being recorded into a graph: the context must be made now.
+      calls::PrimaryCtxRetain::Results retained;
+      r = Server().Call<calls::PrimaryCtxRetain>(0, {.device = dev, .id = 0}, &retained);
+      if (r != CUDA_SUCCESS) return r;
+      ctx->remote = retained.ctx;
+    } else {
+      // Posted, under an id of the client's: the context costs no round trip (a failure to make
+      // it surfaces at the next call that waits, as a posted call's).
+      const uint64_t id = rgpu::client::NewClientId();
+      r = Server().Post<calls::PrimaryCtxRetain>(0, {.device = dev, .id = id});
+      if (r != CUDA_SUCCESS) return r;
+      ctx->remote = rgpu::client::ServerSet::Tag(Server().device(dev)->server, id);
+    }
     ctx->generation++;
     ctx->primary_refs = 0;
   }
