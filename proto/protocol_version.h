@@ -5,5 +5,6 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 14;  // 14: sessions that move (Reply.moved, Resume); 13: posted reads (ReadData), posted PrimaryCtxRetain
+constexpr uint32_t kProtocolVersion = 14;  // 14: sessions that move (Reply.moved, Resume); 13:
+                                           // posted reads (ReadData), posted PrimaryCtxRetain
 }  // namespace rgpu

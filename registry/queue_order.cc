@@ -23,9 +23,8 @@ std::vector<size_t> QueueOrder(const std::vector<QueueEntry>& entries,
                                const QueueOrderOptions& options) {
   std::vector<size_t> order(entries.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return QueueBefore(entries[a], entries[b], options);
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return QueueBefore(entries[a], entries[b], options); });
   return order;
 }
 

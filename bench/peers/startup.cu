@@ -26,8 +26,10 @@ static long long NowNs() {
 
 static void Check(cudaError_t e, const char* call) {
   if (e != cudaSuccess) {
-    printf("{\"error\": {\"metric\": \"startup_to_first_kernel_s\", \"call\": \"%s\", \"result\": \"%s\"}}\n",
-           call, cudaGetErrorName(e));
+    printf(
+        "{\"error\": {\"metric\": \"startup_to_first_kernel_s\", \"call\": \"%s\", \"result\": "
+        "\"%s\"}}\n",
+        call, cudaGetErrorName(e));
     exit(1);
   }
 }
@@ -52,13 +54,16 @@ int main() {
   CHECK(cudaDeviceSynchronize());
   const long long t1 = NowNs();
   access("/rgpu-peers-first-kernel", F_OK);  // the mark (see above)
-  if (getenv("RGPU_PEERS_EXIT_AT_MARK") != nullptr) _exit(0);  // so that a system's own count
-                                                               // of round trips ends here too
+  if (getenv("RGPU_PEERS_EXIT_AT_MARK") != nullptr)
+    _exit(0);  // so that a system's own count
+               // of round trips ends here too
   CHECK(cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
   for (int i = 0; i < n; ++i) {
     if (host[i] != 2.0f * float(i)) {
-      printf("{\"error\": {\"metric\": \"startup_to_first_kernel_s\", \"call\": \"check\", \"result\": \"x[%d] = %g\"}}\n",
-             i, host[i]);
+      printf(
+          "{\"error\": {\"metric\": \"startup_to_first_kernel_s\", \"call\": \"check\", "
+          "\"result\": \"x[%d] = %g\"}}\n",
+          i, host[i]);
       return 1;
     }
   }

@@ -344,7 +344,8 @@ double LongRequestPlacedAt(const QueueOrderOptions& options) {
   for (double t = 60; t < 100000; t += 60) {
     waiting.push_back({t, 60, seq++});
     std::vector<QueueEntry> entries;
-    for (const Waiting& w : waiting) entries.push_back(Entry(0, t - w.queued_s, w.declared_s, w.seq));
+    for (const Waiting& w : waiting)
+      entries.push_back(Entry(0, t - w.queued_s, w.declared_s, w.seq));
     const size_t head = QueueOrder(entries, options).front();
     if (waiting[head].seq == 0) return t;
     waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(head));
