@@ -42,12 +42,6 @@ bool ReadPlainRun(int argc, char** argv, std::vector<std::string>* servers,
   return false;
 }
 
-std::string Join(const std::vector<std::string>& list) {
-  std::string out;
-  for (const std::string& item : list) out += (out.empty() ? "" : ",") + item;
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,7 +51,8 @@ int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0 &&
       ReadPlainRun(argc, argv, &servers, &tokens, &program) &&
       (!servers.empty() || getenv("RGPU_SERVER") != nullptr)) {
-    return rgpu::cli::RunProgram(Join(servers), Join(tokens), program);
+    return rgpu::cli::RunProgram(rgpu::cli::JoinList(servers), rgpu::cli::JoinList(tokens),
+                                 program);
   }
   const std::string tool = rgpu::cli::SelfDir() + "/rgpu-tool";
   execv(tool.c_str(), argv);

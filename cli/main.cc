@@ -377,12 +377,7 @@ int main(int argc, char** argv) {
     return rgpu::cli::PlaceCommand(access, place);
   }
   // Several servers (and their tokens) travel to the program as one comma-separated list.
-  auto join = [](const std::vector<std::string>& list) {
-    std::string out;
-    for (const std::string& item : list) out += (out.empty() ? "" : ",") + item;
-    return out;
-  };
-  std::string server = join(servers), token = join(tokens);
+  std::string server = rgpu::cli::JoinList(servers), token = rgpu::cli::JoinList(tokens);
   if (lease_release->parsed()) return rgpu::cli::ReleaseLease(access, lease_id);
   if (lease_list->parsed()) return rgpu::cli::LeaseList(access);
   if (reserve_cmd->parsed()) {
@@ -436,8 +431,8 @@ int main(int argc, char** argv) {
         leases.push_back(placed.lease_id);
         place.excluded_gpus.push_back(placed.gpu_id);
       }
-      server = join(urls);
-      token = join(credentials);
+      server = rgpu::cli::JoinList(urls);
+      token = rgpu::cli::JoinList(credentials);
     } else if (gpu_count != 1) {
       fprintf(stderr, "rgpu run: --gpus needs --registry (with --server, give --server again)\n");
       return 2;

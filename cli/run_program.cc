@@ -19,6 +19,12 @@ std::string SelfDir() {
   return p.substr(0, p.rfind('/'));
 }
 
+std::string JoinList(const std::vector<std::string>& list) {
+  std::string out;
+  for (const std::string& item : list) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
 bool Exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
 // The interposer library: RGPU_LIBDIR/librgpu-cuda.so, else in ../lib/rgpu (installed) or ../lib

@@ -11,6 +11,9 @@ namespace rgpu::cli {
 // The directory holding the running executable.
 std::string SelfDir();
 
+// `list` joined with commas (several servers or tokens as RGPU_SERVER and RGPU_TOKEN take them).
+std::string JoinList(const std::vector<std::string>& list);
+
 // True when `path` can be read.
 bool Exists(const std::string& path);
 
