@@ -82,6 +82,24 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   if (reply.welcome().status() != 0) {
     return PermissionDenied("server refused the session: " + reply.welcome().error());
   }
+  if (reply.welcome().redirect_port() != 0) {
+    // The session runs in a process of its own (server/session_host.h): the same host and
+    // scheme, its port, its one credential. A redirect never leads to another.
+    if (url_text == kLocalServer || reply.welcome().redirect_port() > 65535 ||
+        token == reply.welcome().redirect_token()) {
+      return ProtocolError("server at " + url_text + " sent a redirect it cannot have meant");
+    }
+    static thread_local bool redirected = false;
+    if (redirected) return ProtocolError("session host at " + url_text + " redirected again");
+    TransportUrl host = url;
+    host.port = static_cast<uint16_t>(reply.welcome().redirect_port());
+    const std::string redirect_token = reply.welcome().redirect_token();
+    c.reset();  // this connection carries nothing more
+    redirected = true;
+    s = Open(host.ToString(), redirect_token, timeout_ms, out);
+    redirected = false;
+    return s;
+  }
   c->welcome_ = reply.welcome();
   c->lanes_offered_ = c->welcome_.lane_key().empty() ? 0 : c->welcome_.max_lanes();
   if (const char* us = getenv("RGPU_BATCH_US")) c->batch_delay_us_ = std::max(0, atoi(us));

@@ -10,6 +10,7 @@
 #include "common/state_dir.h"
 #include "registry/availability.h"
 #include "server/server.h"
+#include "server/session_host.h"
 
 namespace {
 rgpu::server::Server* g_server = nullptr;
@@ -131,9 +132,31 @@ int main(int argc, char** argv) {
   app.add_option("--drain-timeout-ms", options.drain_timeout_ms,
                  "how long a session's client may take to make the call its move waits for")
       ->capture_default_str();
+  app.add_option("--session-processes", options.session_processes,
+                 "each session in a process of its own, so that a tenant's fault, device "
+                 "assert or kernel never reaches another's (on NVIDIA's driver these are "
+                 "per process): on, off, or auto (on for every backend but softgpu)")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
+  app.add_option("--session-host-spares", options.session_host_spares,
+                 "with --session-processes: processes started ahead, ready for sessions")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  int session_host_fd = -1;
+  app.add_option("--session-host", session_host_fd,
+                 "(internal) serve one session for the server at the other end of this fd")
+      ->group("");
   app.add_option("--port-file", port_file,
                  "write the bound URL to this file once listening (for scripts and tests)");
   CLI11_PARSE(app, argc, argv);
+  for (int i = 0; i < argc; ++i) {
+    // Hosts are started as this server was, less what makes a host.
+    if (std::string(argv[i]) == "--session-host") {
+      ++i;
+      continue;
+    }
+    options.command_line.push_back(argv[i]);
+  }
   if (options.operator_key_file.empty()) {
     std::string dir;
     rgpu::Status d = rgpu::UserStateDir(&dir);
@@ -161,6 +184,8 @@ int main(int argc, char** argv) {
     RGPU_LOG_ERROR("--available says when the registry may place sessions: it needs --registry");
     return 1;
   }
+
+  if (session_host_fd >= 0) return rgpu::server::RunSessionHost(options, session_host_fd);
 
   rgpu::server::Server server;
   rgpu::Status s = server.Start(options);

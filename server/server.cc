@@ -16,11 +16,13 @@
 #include "registry/operator_key.h"
 #include "server/registry_agent.h"
 #include "server/session.h"
+#include "server/session_host.h"
 
 namespace rgpu::server {
 
 Server::Server() = default;
 Server::~Server() {
+  hosts_.reset();  // spares killed
   agent_.reset();
   if (!registry_key_path_.empty()) unlink(registry_key_path_.c_str());
 }
@@ -167,6 +169,29 @@ Status Server::Start(const ServerOptions& options) {
                   options.token_public_key.empty() ? "" : ", or signed for this server");
   }
   if (options.fair_share) scheduler_ = std::make_unique<FairScheduler>();
+  const std::string& processes = options.session_processes;
+  if (processes != "on" && processes != "off" && processes != "auto") {
+    return InvalidArgument("--session-processes is on, off or auto, not '" + processes + "'");
+  }
+  if (processes == "on" || (processes == "auto" && options.backend != "softgpu")) {
+    // What sessions of one process share (the fair scheduler's turns, moves between servers)
+    // is not there between processes yet: refused rather than silently not done.
+    if (options.fair_share) {
+      return InvalidArgument(
+          "--fair-share needs sessions in the server's process "
+          "(--session-processes off)");
+    }
+    if (!options.drain_to.empty()) {
+      return InvalidArgument(
+          "--drain-to needs sessions in the server's process "
+          "(--session-processes off)");
+    }
+    if (options.command_line.empty()) return InvalidArgument("no command line to start hosts");
+    hosts_ = std::make_unique<SessionHostPool>(options.command_line,
+                                               std::max(0, options.session_host_spares));
+    RGPU_LOG_INFO("each session runs in a process of its own (%d started ahead)",
+                  std::max(0, options.session_host_spares));
+  }
   TransportUrl url;
   s = TransportUrl::Parse(options.listen, &url);
   if (!s.ok()) return s;
@@ -364,6 +389,29 @@ void Server::ConfigureSession(Session& session) {
   session.SetServiceHandler([this](const wire::Envelope& first, std::unique_ptr<Channel>& channel) {
     return HandleService(first, channel);
   });
+  if (hosts_ != nullptr) session.SetSessionHosts(hosts_.get());
+  if (host_on_admitted_) {
+    session.SetAdmittedHook(host_on_admitted_);
+  }
+}
+
+void Server::HostOneSession(const std::string& token, std::shared_ptr<Tenant> tenant, bool all_gpus,
+                            std::vector<int> gpus,
+                            std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
+                            std::function<void()> on_admitted) {
+  tenants_->AddToken(token, std::move(tenant), all_gpus, std::move(gpus), /*once=*/true);
+  host_on_end_ = std::move(on_end);
+  host_on_admitted_ = std::move(on_admitted);
+}
+
+bool Server::HostedStats(wire::SessionStats* stats) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, session] : sessions_) {
+    if (!session->admitted()) continue;
+    *stats = session->Stats();
+    return true;
+  }
+  return false;
 }
 
 void Server::RunSession(Session& session, std::unique_ptr<Channel> resumed) {
@@ -389,9 +437,15 @@ void Server::RunSession(Session& session, std::unique_ptr<Channel> resumed) {
     sessions_.erase(id);
     if (session.end() != SessionEnd::kNone) CountEnded(stats.tenant(), session.end());
   }
+  if (host_on_end_ && session.admitted()) {
+    // A session host: its one session has ended, and so does it.
+    host_on_end_(stats, session.end());
+    stop_.store(true);
+  }
 }
 
 void Server::Serve() {
+  if (hosts_ != nullptr) hosts_->RefillSoon();  // a host ready for the first session
   while (!stop_.load()) {
     std::unique_ptr<PendingConnection> pending;
     Status s = listener_->WaitConnection(200, &pending);

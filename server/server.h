@@ -8,9 +8,11 @@
 #include <memory>
 #include <mutex>
 #include <map>
+#include <functional>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/cuda_driver.h"
 #include "server/device_catalog.h"
@@ -33,6 +35,7 @@ namespace rgpu::server {
 enum class SessionEnd : uint8_t;  // server/session.h
 
 class Session;
+class SessionHostPool;
 class RegistryAgent;
 
 struct ServerOptions {
@@ -89,6 +92,13 @@ struct ServerOptions {
   bool backend_extensions = true;
   // The host's NVML, read for the sensors the driver API lacks (HostNvml; "none": not read).
   std::string host_nvml = "libnvidia-ml.so.1";
+  // Each admitted session in a process of its own (server/session_host.h): "on", "off", or
+  // "auto": on for every backend but softgpu (which keeps each context's faults and addresses
+  // apart itself). `session_host_spares` hosts are started ahead. `command_line` is how this
+  // server was started: hosts are started the same way.
+  std::string session_processes = "auto";
+  int session_host_spares = 1;
+  std::vector<std::string> command_line;
 };
 
 class Server {
@@ -113,6 +123,18 @@ class Server {
   // The registry ended these leases: their tokens are refused from now on and the sessions
   // they admitted are stopped (Session::Abort). Any thread.
   void EndLeases(const std::vector<std::string>& lease_ids);
+  // True when sessions run in processes of their own (ServerOptions::session_processes).
+  bool session_processes() const { return hosts_ != nullptr; }
+
+  // As a session host (server/session_host.h), before Serve: admits `token` once, for `tenant`
+  // (on `gpus` unless `all_gpus`); `on_admitted` is called when its session is admitted, and
+  // `on_end` with its last figures and its end, after which Serve returns.
+  void HostOneSession(const std::string& token, std::shared_ptr<Tenant> tenant, bool all_gpus,
+                      std::vector<int> gpus,
+                      std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
+                      std::function<void()> on_admitted);
+  // As a session host: the admitted session's figures; false before it is admitted.
+  bool HostedStats(wire::SessionStats* stats);
 
  private:
   ServerOptions options_;
@@ -180,6 +202,10 @@ class Server {
   std::map<uint64_t, PendingResume> pending_resumes_;                     // under mu_
   std::map<std::string, std::chrono::steady_clock::time_point> tickets_;  // under mu_
 
+  std::unique_ptr<SessionHostPool> hosts_;  // when sessions run in processes of their own
+  // As a session host (HostOneSession).
+  std::function<void(const wire::SessionStats&, SessionEnd)> host_on_end_;
+  std::function<void()> host_on_admitted_;
   std::unique_ptr<RegistryAgent> agent_;  // when options_.registry is set
   std::string registry_key_path_;         // the registry's public key, written for TenantTable
   // Random, made at Start: sent to the registry when registering, so that the registry can check

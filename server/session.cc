@@ -1,4 +1,5 @@
 #include "server/session.h"
+#include "server/session_host.h"
 
 #include <algorithm>
 #include <chrono>
@@ -44,6 +45,18 @@ Session::Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& dev
 
 wire::SessionStats Session::Stats() const {
   wire::SessionStats st;
+  {
+    std::lock_guard<std::mutex> lock(name_mu_);
+    if (hosted_stats_.has_value()) {
+      // Served by its host: the host's figures, under this server's names for it.
+      st = *hosted_stats_;
+      st.set_session_id(id_);
+      st.set_client(client_name_);
+      st.set_tenant(tenant_ != nullptr ? tenant_->name : "");
+      st.set_lease_id(lease_id_);
+      return st;
+    }
+  }
   st.set_session_id(id_);
   {
     std::lock_guard<std::mutex> lock(name_mu_);
@@ -94,9 +107,69 @@ void Session::Run(const std::atomic<bool>& stop) {
     ReleaseAll();
     return;
   }
+  if (host_ != nullptr) {
+    SuperviseHost(stop);
+    return;
+  }
   RGPU_LOG_INFO("session %llu: %s from %s connected", (unsigned long long)id_, client_name_.c_str(),
                 channel_->peer().c_str());
   ServeLoop(stop);
+}
+
+Status Session::RedirectToHost(wire::Welcome* w) {
+  std::unique_ptr<SessionHost> host;
+  if (Status s = hosts_->Take(&host); !s.ok()) return s;
+  wire::HostAssign assign;
+  assign.set_token(MakeHostToken());
+  if (assign.token().empty()) return Internal("no random bytes for the session's host");
+  if (tenant_ != nullptr) {
+    assign.set_tenant(tenant_->name);
+    assign.set_memory_quota(tenant_->memory_quota);
+    assign.set_weight(tenant_->weight);
+  } else {
+    assign.set_memory_quota(UINT64_MAX);  // no quota: the server grants every reservation
+  }
+  assign.set_lease_id(lease_id_);
+  assign.set_all_gpus(false);
+  for (int g : visible_) assign.add_gpus(g);
+  assign.set_parent_session_id(id_);
+  if (Status s = host->Assign(assign); !s.ok()) return s;
+  w->set_redirect_port(host->port());
+  w->set_redirect_token(assign.token());
+  host_ = std::move(host);
+  hosts_->RefillSoon();  // the next session's host
+  return Status::Ok();
+}
+
+void Session::SuperviseHost(const std::atomic<bool>& stop) {
+  const pid_t pid = host_->pid();
+  RGPU_LOG_INFO("session %llu: %s from %s runs in process %d", (unsigned long long)id_,
+                client_name_.c_str(), channel_->peer().c_str(), (int)pid);
+  {
+    // The redirect was its last message: closed now, as the client closes its end.
+    std::lock_guard<std::mutex> lock(name_mu_);
+    std::lock_guard<std::mutex> abort_lock(abort_mu_);
+    abort_channel_ = nullptr;
+    channel_.reset();
+  }
+  std::string how;
+  const uint32_t end = host_->Supervise(
+      tenant_.get(), [&] { return stop.load() || aborted_.load(); },
+      [this](const wire::SessionStats& stats) {
+        std::lock_guard<std::mutex> lock(name_mu_);
+        hosted_stats_ = stats;
+      },
+      &how);
+  host_.reset();
+  if (end > static_cast<uint32_t>(SessionEnd::kNone) &&
+      end <= static_cast<uint32_t>(SessionEnd::kMoved)) {
+    end_ = static_cast<SessionEnd>(end);
+  } else {
+    end_ = stop.load()       ? SessionEnd::kShutdown
+           : aborted_.load() ? SessionEnd::kClosed
+                             : SessionEnd::kLost;
+  }
+  RGPU_LOG_INFO("session %llu: its process %d %s", (unsigned long long)id_, (int)pid, how.c_str());
 }
 
 void Session::ServeLoop(const std::atomic<bool>& stop) {
@@ -335,8 +408,13 @@ bool Session::Handshake() {
     std::lock_guard<std::mutex> lock(name_mu_);
     client_name_ = in.hello().client_name() + " (pid " + std::to_string(in.hello().pid()) + ")";
     client_pid_ = in.hello().pid();
-    if (tenant_ != nullptr) client_name_ += " of tenant " + tenant_->name;
-    FillWelcome(w);
+    if (tenant_ != nullptr && !tenant_->name.empty()) client_name_ += " of tenant " + tenant_->name;
+    if (hosts_ == nullptr) {
+      FillWelcome(w);
+    } else if (Status h = RedirectToHost(w); !h.ok()) {
+      w->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
+      w->set_error("no process for the session: " + h.message());
+    }
   }
   if (w->status() == 0) {
     std::lock_guard<std::mutex> lock(abort_mu_);
@@ -350,6 +428,7 @@ bool Session::Handshake() {
   }
   admitted_at_ = std::chrono::steady_clock::now();
   admitted_.store(true);
+  if (admitted_hook_) admitted_hook_();
   return true;
 }
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ namespace rgpu::server {
 
 class DeviceCatalog;
 class LivenessService;
+class SessionHost;
+class SessionHostPool;
 class TenantTable;
 struct Admission;
 struct Tenant;
@@ -118,6 +121,12 @@ class Session {
   // abandoned, which ends every wait on the client and the session, and its running kernels are
   // stopped. Idempotent.
   void Abort(const std::string& reason);
+  // Admitted sessions are handed to a process of their own from `hosts` (server/session_host.h):
+  // the client is redirected there and this session keeps its tenant's quota, its figures and
+  // its end until that process ends. Null: served here. Outlives the session.
+  void SetSessionHosts(SessionHostPool* hosts) { hosts_ = hosts; }
+  // Called once, on this session's thread, when the handshake admits the client.
+  void SetAdmittedHook(std::function<void()> hook) { admitted_hook_ = std::move(hook); }
   // The registry lease of the token that admitted it ("": none). Any thread.
   std::string lease_id() const {
     std::lock_guard<std::mutex> lock(name_mu_);
@@ -573,7 +582,16 @@ class Session {
   ShareAccount* account();
   std::shared_ptr<Tenant> tenant_;  // the admitting tenant, when tokens are required
   std::string lease_id_;            // its token's registry lease ("": none); under name_mu_
-  std::vector<int> visible_;        // server device indices the session sees, by its ordinals
+  SessionHostPool* hosts_ = nullptr;
+  std::unique_ptr<SessionHost> host_;  // the process serving it, once redirected
+  std::function<void()> admitted_hook_;
+  // The host's latest figures (Stats answers them); under name_mu_.
+  std::optional<wire::SessionStats> hosted_stats_;
+  // Hands the admitted session to a host: fills the redirect into `w`.
+  Status RedirectToHost(wire::Welcome* w);
+  // Serves the host until it ends (Run, for a redirected session).
+  void SuperviseHost(const std::atomic<bool>& stop);
+  std::vector<int> visible_;  // server device indices the session sees, by its ordinals
   std::string client_name_;
   CUcontext current_ = nullptr;
 

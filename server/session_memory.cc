@@ -85,9 +85,10 @@ CUresult Session::HandleMemGetInfo(CallState&, const MemGetInfoIn&,
   CUresult r = drv_.cuMemGetInfo(&free_bytes, &total);
   if (r != CUDA_SUCCESS) return r;
   if (tenant_ != nullptr) {
-    // A tenant sees its quota as the device's memory.
+    // A tenant sees its quota as the device's memory (never more than the device has: a session
+    // host's tenant without a quota has UINT64_MAX).
     const uint64_t used = tenant_->memory_used.load();
-    total = tenant_->memory_quota;
+    total = std::min<uint64_t>(tenant_->memory_quota, total);
     free_bytes = std::min<uint64_t>(free_bytes, used < total ? total - used : 0);
   }
   out->free = free_bytes;

@@ -45,11 +45,29 @@ bool ParseBytes(const std::string& text, uint64_t* out) {
 }  // namespace
 
 bool Tenant::Reserve(uint64_t bytes) {
+  if (broker != nullptr) {
+    if (!broker->Reserve(bytes)) return false;
+    memory_used.fetch_add(bytes);
+    return true;
+  }
   uint64_t used = memory_used.load();
   do {
     if (used + bytes > memory_quota || used + bytes < used) return false;
   } while (!memory_used.compare_exchange_weak(used, used + bytes));
   return true;
+}
+
+void Tenant::Release(uint64_t bytes) {
+  memory_used.fetch_sub(bytes);
+  if (broker != nullptr) broker->Release(bytes);
+}
+
+void TenantTable::AddToken(const std::string& token, std::shared_ptr<Tenant> tenant, bool all_gpus,
+                           std::vector<int> gpus, bool once) {
+  by_token_[token] = tenant;
+  by_digest_[Sha256(token)] =
+      FileToken{token, std::move(tenant), all_gpus, std::move(gpus),
+                once ? std::make_shared<std::atomic<bool>>(false) : nullptr};
 }
 
 Status TenantTable::Load(const std::string& path) {
@@ -80,7 +98,7 @@ Status TenantTable::Load(const std::string& path) {
       if (other->name == name) t = other;
     }
     by_token_[token] = t;
-    by_digest_[Sha256(token)] = FileToken{token, t};
+    by_digest_[Sha256(token)] = FileToken{token, t, true, {}, nullptr};
   }
   return Status::Ok();
 }
@@ -113,7 +131,12 @@ Status TenantTable::Admit(const wire::Credential& presented, const std::string& 
     if (!VerifySecretProof(it->second.token, nonce, presented, proof)) {
       return PermissionDenied("the proof of the token is wrong");
     }
+    if (it->second.used != nullptr && it->second.used->exchange(true)) {
+      return PermissionDenied("the token was used");
+    }
     admission->tenant = it->second.tenant;
+    admission->all_gpus = it->second.all_gpus;
+    admission->gpus = it->second.gpus;
     return Status::Ok();
   }
   const std::string& token = presented.token();

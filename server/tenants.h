@@ -20,6 +20,17 @@
 
 namespace rgpu::server {
 
+// Where a tenant's quota is kept when not in this process: a session host
+// (server/session_host.h) reserves and releases on the server that admitted the tenant. Any thread.
+class QuotaBroker {
+ public:
+  virtual ~QuotaBroker() = default;
+  // Reserves `bytes` of the tenant's quota there; false (nothing reserved) when refused or the
+  // server cannot be asked.
+  virtual bool Reserve(uint64_t bytes) = 0;
+  virtual void Release(uint64_t bytes) = 0;
+};
+
 struct Tenant {
   std::string name;
   uint64_t memory_quota = 0;  // bytes of device memory all its sessions may hold together
@@ -27,9 +38,12 @@ struct Tenant {
   ShareAccount share;  // its account with the fair scheduler (weight = weight)
   std::atomic<uint64_t> memory_used{0};
 
+  // Set before any session uses the tenant: the quota is kept by the broker (memory_used then
+  // counts what this process holds, memory_quota is the whole quota, for reports).
+  QuotaBroker* broker = nullptr;
   // Reserves `bytes` of the quota; false (nothing reserved) when it would exceed it.
   bool Reserve(uint64_t bytes);
-  void Release(uint64_t bytes) { memory_used.fetch_sub(bytes); }
+  void Release(uint64_t bytes);
 };
 
 // What a credential admits: a tenant (with the registry lease its token was issued for and the
@@ -55,6 +69,11 @@ class TenantTable {
   // server (`server_name`; claims naming another server are refused).
   Status AcceptSigned(const std::string& public_key_path, const std::string& server_name);
 
+  // Admits `token` (a file token's kind of credential) for `tenant`, to the devices `gpus` unless
+  // `all_gpus` (a session host's one credential, server/session_host.h). Before sessions start.
+  // With `once`, it admits one session and is refused after.
+  void AddToken(const std::string& token, std::shared_ptr<Tenant> tenant, bool all_gpus,
+                std::vector<int> gpus, bool once);
   // The operator's key (rgpu-server --operator-key-file).
   void SetOperatorKey(const std::string& key) { operator_key_ = key; }
   // True when sessions must present a tenant's credential (a token file or a signing key).
@@ -78,6 +97,9 @@ class TenantTable {
   struct FileToken {
     std::string token;
     std::shared_ptr<Tenant> tenant;
+    bool all_gpus = true;
+    std::vector<int> gpus;
+    std::shared_ptr<std::atomic<bool>> used;  // a once token: set when it admitted a session
   };
   std::map<std::string, std::shared_ptr<Tenant>> by_token_;
   std::map<std::string, FileToken> by_digest_;  // SHA-256 of each file token

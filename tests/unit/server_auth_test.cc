@@ -15,7 +15,9 @@
 #include <fstream>
 
 #include "proto/crypto.h"
+#include "proto/session_proof.h"
 #include "proto/signed_token.h"
+#include "server/tenants.h"
 #include "tests/unit/raw_peer.h"
 
 namespace rgpu {
@@ -123,6 +125,34 @@ TEST_F(ServerAuthTest, SecretTokenNeverCrossesTheWireAndItsProofCannotBeReplayed
   ASSERT_EQ(second.body_case(), wire::Envelope::kWelcome);
   EXPECT_EQ(second.welcome().status(), CUDA_ERROR_NOT_PERMITTED);
   EXPECT_EQ(StatusAs(OperatorKey()).sessions_size(), 1);
+}
+
+// A session host's credential (server/session_host.h) admits its one session once, to the
+// devices the server granted: proven again (a replayed redirect, a second client) it is refused.
+TEST(SessionHostTokenTest, AdmitsItsSessionOnce) {
+  server::TenantTable table;
+  auto tenant = std::make_shared<server::Tenant>();
+  tenant->name = "alice";
+  tenant->memory_quota = 1 << 20;
+  table.AddToken("0123456789abcdef", tenant, false, {1}, /*once=*/true);
+  CredentialProver prover;
+  ASSERT_TRUE(CredentialProver::Parse("0123456789abcdef", &prover).ok());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const std::string nonce = RandomBytes(32);
+    std::string proof;
+    ASSERT_TRUE(prover.Prove(nonce, &proof).ok());
+    server::Admission admission;
+    Status s = table.Admit(prover.presented(), nonce, proof, &admission);
+    if (attempt == 0) {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(admission.tenant->name, "alice");
+      EXPECT_FALSE(admission.all_gpus);
+      EXPECT_EQ(admission.gpus, std::vector<int>{1});
+    } else {
+      EXPECT_FALSE(s.ok());
+      EXPECT_NE(s.message().find("used"), std::string::npos) << s.message();
+    }
+  }
 }
 
 // A signed token's claims are not secret: only the holder of the key they name gets in, and a

@@ -1,0 +1,251 @@
+#include "server/session_host.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/log.h"
+#include "proto/crypto.h"
+
+extern char** environ;
+
+namespace rgpu::server {
+namespace {
+
+constexpr size_t kMaxControlBytes = 1 << 20;
+constexpr int kReadyTimeoutMs = 120000;  // a host's start: the backend's load and init
+
+}  // namespace
+
+bool SendControl(int fd, const wire::HostControl& message) {
+  const std::string bytes = message.SerializeAsString();
+  return send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+bool ReceiveControl(int fd, int timeout_ms, wire::HostControl* message) {
+  pollfd p = {fd, POLLIN, 0};
+  if (poll(&p, 1, timeout_ms) <= 0) return false;
+  std::string buffer(kMaxControlBytes, '\0');
+  const ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
+  if (n <= 0) return false;
+  return message->ParseFromArray(buffer.data(), static_cast<int>(n));
+}
+
+namespace {
+
+std::string DescribeWait(int status) {
+  if (WIFEXITED(status)) return "exited " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended";
+}
+
+}  // namespace
+
+std::string MakeHostToken() {
+  const std::string bytes = RandomBytes(32);
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : bytes) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 15];
+  }
+  return hex;
+}
+
+SessionHost::SessionHost(pid_t pid, int control_fd, uint16_t port)
+    : pid_(pid), fd_(control_fd), port_(port) {}
+
+SessionHost::~SessionHost() {
+  if (!reaped_) {
+    kill(pid_, SIGKILL);
+    Reap(-1);
+  }
+  close(fd_);
+}
+
+bool SessionHost::Reap(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!reaped_) {
+    const pid_t r = waitpid(pid_, &wait_status_, timeout_ms < 0 ? 0 : WNOHANG);
+    if (r == pid_ || (r < 0 && errno == ECHILD)) {
+      reaped_ = true;
+      break;
+    }
+    if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+Status SessionHost::Assign(const wire::HostAssign& assign) {
+  wire::HostControl message;
+  *message.mutable_assign() = assign;
+  if (!SendControl(fd_, message)) return Unavailable("the session's host process is gone");
+  return Status::Ok();
+}
+
+uint32_t SessionHost::Supervise(Tenant* tenant, const std::function<bool()>& should_stop,
+                                const std::function<void(const wire::SessionStats&)>& on_stats,
+                                std::string* how) {
+  uint32_t end = 0;
+  bool told_to_end = false;
+  auto told_at = std::chrono::steady_clock::now();
+  std::string buffer(kMaxControlBytes, '\0');
+  for (;;) {
+    if (!told_to_end && should_stop()) {
+      kill(pid_, SIGTERM);
+      told_to_end = true;
+      told_at = std::chrono::steady_clock::now();
+    }
+    if (told_to_end && std::chrono::steady_clock::now() - told_at > std::chrono::seconds(5)) {
+      kill(pid_, SIGKILL);
+    }
+    pollfd p = {fd_, POLLIN, 0};
+    const int ready = poll(&p, 1, 200);
+    if (ready == 0) continue;
+    if (ready < 0 && errno == EINTR) continue;
+    const ssize_t n = ready < 0 ? -1 : recv(fd_, buffer.data(), buffer.size(), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) break;  // the host closed its end: it is ending
+    wire::HostControl message;
+    if (!message.ParseFromArray(buffer.data(), static_cast<int>(n))) {
+      RGPU_LOG_WARN("session host %d: malformed control message; ending it", (int)pid_);
+      kill(pid_, SIGKILL);
+      break;
+    }
+    switch (message.body_case()) {
+      case wire::HostControl::kReserve: {
+        const uint64_t bytes = message.reserve();
+        const bool granted = tenant == nullptr || tenant->Reserve(bytes);
+        if (granted && reserved_ + bytes >= reserved_) reserved_ += bytes;
+        wire::HostControl answer;
+        answer.set_reserved(granted);
+        SendControl(fd_, answer);
+        break;
+      }
+      case wire::HostControl::kRelease: {
+        // Never more than it holds: a host's numbers touch only its own tenant's quota.
+        const uint64_t bytes = std::min<uint64_t>(message.release(), reserved_);
+        reserved_ -= bytes;
+        if (tenant != nullptr) tenant->Release(bytes);
+        break;
+      }
+      case wire::HostControl::kStats:
+        on_stats(message.stats());
+        break;
+      case wire::HostControl::kEnded:
+        end = message.ended();
+        break;
+      default:
+        break;
+    }
+  }
+  if (!Reap(5000)) {
+    kill(pid_, SIGKILL);
+    Reap(-1);
+  }
+  if (tenant != nullptr && reserved_ > 0) tenant->Release(reserved_);
+  reserved_ = 0;
+  *how = DescribeWait(wait_status_);
+  return end;
+}
+
+SessionHostPool::SessionHostPool(std::vector<std::string> argv, int spares)
+    : argv_(std::move(argv)), spares_wanted_(spares) {}
+
+SessionHostPool::~SessionHostPool() {
+  if (refiller_.joinable()) refiller_.join();
+  // Spares are killed and reaped with their handles.
+}
+
+void SessionHostPool::RefillSoon() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (refilling_) return;
+  refilling_ = true;
+  if (refiller_.joinable()) refiller_.join();  // it has finished: refilling_ was false
+  refiller_ = std::thread([this] {
+    Refill();
+    std::lock_guard<std::mutex> lock(mu_);
+    refilling_ = false;
+  });
+}
+
+Status SessionHostPool::Spawn(std::unique_ptr<SessionHost>* out) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return Internal(std::string("socketpair: ") + strerror(errno));
+  }
+  // The host's end becomes its fd 3 (dup2 clears close-on-exec; never from 3 itself).
+  if (sv[1] == 3) {
+    const int moved = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+    close(sv[1]);
+    sv[1] = moved;
+  }
+  std::vector<std::string> args = argv_;
+  args.push_back("--session-host");
+  args.push_back("3");
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);  // none of the server's sockets
+  pid_t pid = 0;
+  const int r = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, cargs.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(sv[1]);
+  if (r != 0) {
+    close(sv[0]);
+    return Internal(std::string("cannot start a session host: ") + strerror(r));
+  }
+  wire::HostControl ready;
+  if (!ReceiveControl(sv[0], kReadyTimeoutMs, &ready) ||
+      ready.body_case() != wire::HostControl::kReadyPort || ready.ready_port() == 0 ||
+      ready.ready_port() > 65535) {
+    SessionHost failed(pid, sv[0], 0);  // killed and reaped
+    return Unavailable("a session host did not start (its log says why)");
+  }
+  *out = std::make_unique<SessionHost>(pid, sv[0], static_cast<uint16_t>(ready.ready_port()));
+  return Status::Ok();
+}
+
+Status SessionHostPool::Take(std::unique_ptr<SessionHost>* out) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spares_.empty()) {
+      *out = std::move(spares_.back());
+      spares_.pop_back();
+      return Status::Ok();
+    }
+  }
+  return Spawn(out);
+}
+
+void SessionHostPool::Refill() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (static_cast<int>(spares_.size()) + starting_ >= spares_wanted_) return;
+      ++starting_;
+    }
+    std::unique_ptr<SessionHost> host;
+    Status s = Spawn(&host);
+    std::lock_guard<std::mutex> lock(mu_);
+    --starting_;
+    if (!s.ok()) {
+      RGPU_LOG_WARN("no spare session host: %s", s.message().c_str());
+      return;
+    }
+    spares_.push_back(std::move(host));
+  }
+}
+
+}  // namespace rgpu::server

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Sessions in processes of their own (rgpu-server --session-processes on, server/session_host.h):
+# each admitted session is served by its own process; when one tenant's process dies (here
+# SIGSEGV, as a driver crash would) the server and the other tenant's live session go on, the
+# dead session's quota is released (its tenant can hold its whole quota again), and the server
+# says how that process ended. A host admits only the client it was made for: a connection to
+# its port with another credential is refused.
+#   session_hosts.sh BIN_DIR PROGRAMS_DIR
+set -uo pipefail
+bin=$1 programs=$2
+work=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
+server="" bob=""
+trap 'exec 3>&- 2>/dev/null; kill $bob $server 2>/dev/null; rm -rf "$work"' EXIT
+fail() { echo "session_hosts: $*"; cat "$work/server.log"; exit 1; }
+cat >"$work/tokens" <<TOKENS
+# token      tenant  quota  weight
+tok-alice    alice   256M   1
+tok-bob      bob     64M    1
+TOKENS
+start_server "$work/server.log" --tokens "$work/tokens" --session-processes on
+[ -n "$url" ] || fail "the server did not start"
+
+# Bob holds 32 MiB and waits for a word on stdin.
+mkfifo "$work/bob.in"
+"$bin/rgpu" run --server "$url" --token tok-bob -- "$programs/driver_remanence" write 32 \
+  <"$work/bob.in" >"$work/bob.out" 2>&1 &
+bob=$!
+exec 3>"$work/bob.in"
+wait_for_text "$work/bob.out" ready || fail "bob's program did not start: $(cat "$work/bob.out")"
+
+# Alice holds 256 MiB (her whole quota) in a process of her own, which then dies.
+"$bin/rgpu" run --server "$url" --token tok-alice -- "$programs/driver_hold_memory" \
+  >"$work/alice.out" 2>&1 &
+alice=$!
+wait_for_text "$work/alice.out" ready || fail "alice's program did not start: $(cat "$work/alice.out")"
+host=$(sed -n 's/.*of tenant alice from .* runs in process \([0-9]*\)$/\1/p' "$work/server.log")
+[ -n "$host" ] || fail "no process of alice's session in the server's log"
+bob_host=$(sed -n 's/.*of tenant bob from .* runs in process \([0-9]*\)$/\1/p' "$work/server.log")
+[ -n "$bob_host" ] && [ "$bob_host" != "$host" ] || fail "bob's session is not in a process of its own"
+kill -SEGV "$host"
+wait $alice && fail "alice's program went on without its session's process"
+wait_for_text "$work/server.log" "its process $host killed by signal 11" ||
+  fail "the server did not say how alice's session's process ended"
+kill -0 "$server" 2>/dev/null || fail "the server died with alice's session's process"
+
+# A host admits only its own client: another credential at the port of bob's host is refused.
+bob_url=$(sed -n 's/.*session host for session [0-9]* of tenant bob on \(.*\)$/\1/p' "$work/server.log")
+[ -n "$bob_url" ] && [ "$bob_url" != "$url" ] || fail "no URL of bob's session's process"
+out=$("$bin/rgpu" run --server "$bob_url" --token tok-alice -- "$programs/driver_vector_add" 2>&1) &&
+  fail "a session's process admitted a client it was not made for"
+echo "$out" | grep -q "unknown token" || fail "a foreign client at a host: no clear reason: $out"
+
+# Bob's session is untouched: it frees its memory (a call answered by its process) and exits.
+echo free >&3
+exec 3>&-
+wait $bob || fail "bob's session did not survive alice's: $(cat "$work/bob.out")"
+bob=""
+grep -q freed "$work/bob.out" || fail "bob's free was not answered"
+
+# Alice's quota was released with her dead process: she can hold all of it again.
+"$bin/rgpu" run --server "$url" --token tok-alice -- "$programs/driver_quota_check" 268435456 ||
+  fail "alice's quota was not released when her session's process died"
+
+echo "session_hosts: a dead session's process ends only its session; quota released; hosts admit only their client"
