@@ -150,14 +150,24 @@ if [ "$backend" != cuda ]; then
 elif ! python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
   record "SKIP pytorch: no PyTorch with CUDA on this machine"
 else
-  python3 "$tree/tests/gpu/torch_step.py" >"$out/pytorch_native.log" 2>&1
-  native=$(sed -n 's/^step_ms //p' "$out/pytorch_native.log")
-  "$e2e/with_server.sh" "$bin" shm -- "$bin/rgpu" run -- python3 "$tree/tests/gpu/torch_step.py" \
-    >"$out/pytorch_rgpu.log" 2>&1
-  remote=$(sed -n 's/^step_ms //p' "$out/pytorch_rgpu.log")
-  if [ -n "$native" ] && [ -n "$remote" ]; then
-    record "PASS pytorch: step $remote ms through rgpu (shm), $native ms without:" \
-      "$(python3 -c "print('%.3fx' % ($remote / $native))") (target 1.05x)"
+  # Alternated, twice each (the GPU's clocks rise during the first runs); the server's log
+  # shows the step ran through it (its calls counted).
+  : >"$out/pytorch_native.log"
+  : >"$out/pytorch_rgpu.log"
+  for round in 1 2; do
+    python3 "$tree/tests/gpu/torch_step.py" >>"$out/pytorch_native.log" 2>&1
+    "$e2e/with_server.sh" "$bin" shm -- bash -c "'$bin/rgpu' run -- python3 \
+      '$tree/tests/gpu/torch_step.py' && sleep 1 && grep 'closed after' \"\$RGPU_SERVER_LOG\"" \
+      >>"$out/pytorch_rgpu.log" 2>&1
+  done
+  native=$(sed -n 's/^step_ms //p' "$out/pytorch_native.log" | sort -n | head -1)
+  remote=$(sed -n 's/^step_ms //p' "$out/pytorch_rgpu.log" | sort -n | head -1)
+  calls=$(sed -n 's/.*closed after \([0-9]*\) calls.*/\1/p' "$out/pytorch_rgpu.log" | tail -1)
+  if [ -n "$native" ] && [ -n "$remote" ] && [ -n "$calls" ]; then
+    ratio=$(python3 -c "print('%.3fx' % ($remote / $native))")
+    all_remote=$(sed -n 's/^step_ms //p' "$out/pytorch_rgpu.log" | paste -sd' ')
+    all_native=$(sed -n 's/^step_ms //p' "$out/pytorch_native.log" | paste -sd' ')
+    record "PASS pytorch: best step $remote ms through rgpu (shm; $calls calls served), $native ms without: $ratio (target 1.05x); all: rgpu $all_remote, native $all_native"
   else
     record "FAIL pytorch (logs pytorch_native.log, pytorch_rgpu.log)"
     rc=1

@@ -1,15 +1,25 @@
 // A sticky kernel fault: a kernel writes 4 GiB past the end of a small allocation; the fault is
-// reported as cudaErrorIllegalAddress at synchronization and then persists (allocations, copies,
-// launches and synchronizations keep failing with it); cudaDeviceReset recovers the device.
+// reported at synchronization (cudaErrorIllegalAddress; an H200 says
+// cudaErrorInvalidAddressSpace) and then persists (allocations, copies, launches and
+// synchronizations keep failing with it); cudaDeviceReset recovers the software GPU (NVIDIA's
+// driver may keep the fault for the process, as it documents).
 #include "rt_check.h"
 
 #include <cstring>
 
+static bool IsSoftGpu() {
+  cudaDeviceProp prop = {};
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess &&
+         strstr(prop.name, "softgpu") != nullptr;
+}
+
 __global__ void WriteAt(int* p, long long index, int v) { p[index + threadIdx.x] = v; }
 
+static cudaError_t g_fault = cudaErrorIllegalAddress;
+
 static void ExpectSticky(cudaError_t got, const char* what) {
-  EXPECT(got == cudaErrorIllegalAddress, "%s after the fault returned %s, want %s", what,
-         cudaGetErrorName(got), "cudaErrorIllegalAddress");
+  EXPECT(got == g_fault, "%s after the fault returned %s, want %s", what, cudaGetErrorName(got),
+         cudaGetErrorName(g_fault));
 }
 
 int main() {
@@ -20,11 +30,13 @@ int main() {
 
   WriteAt<<<1, 32>>>(d, 1LL << 30, 5);  // 2^30 ints = 4 GiB past the start
   cudaError_t launch = cudaGetLastError();
-  EXPECT(launch == cudaSuccess || launch == cudaErrorIllegalAddress, "faulting launch: %s",
-         cudaGetErrorName(launch));
+  EXPECT(launch == cudaSuccess || launch == cudaErrorIllegalAddress ||
+             launch == cudaErrorInvalidAddressSpace,
+         "faulting launch: %s", cudaGetErrorName(launch));
   cudaError_t sync = cudaDeviceSynchronize();
-  EXPECT(sync == cudaErrorIllegalAddress, "synchronize after the fault: %s (%s)",
-         cudaGetErrorName(sync), cudaGetErrorString(sync));
+  EXPECT(sync == cudaErrorIllegalAddress || sync == cudaErrorInvalidAddressSpace,
+         "synchronize after the fault: %s (%s)", cudaGetErrorName(sync), cudaGetErrorString(sync));
+  g_fault = sync;
   EXPECT(strlen(cudaGetErrorString(sync)) > 0, "empty error string");
 
   // The error persists.
@@ -40,11 +52,18 @@ int main() {
   ExpectSticky(cudaStreamSynchronize(0), "cudaStreamSynchronize");
   ExpectSticky(cudaDeviceSynchronize(), "cudaDeviceSynchronize (again)");
 
-  // A device reset gives a working device again.
+  // A device reset gives a working device again, on the software GPU; NVIDIA's driver may keep
+  // the fault until the process ends.
   CHECK(cudaDeviceReset());
   (void)cudaGetLastError();
   int* e = nullptr;
-  CHECK(cudaMalloc(&e, 32 * sizeof(int)));
+  cudaError_t again = cudaMalloc(&e, 32 * sizeof(int));
+  if (again == g_fault && !IsSoftGpu()) {
+    printf("rt_sticky_fault: OK (fault reported as %s; kept for the process after a reset)\n",
+           cudaGetErrorName(sync));
+    return 0;
+  }
+  CHECK(again);
   WriteAt<<<1, 32>>>(e, 0, 42);
   CHECK_SYNC();
   int back[32];
