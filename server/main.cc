@@ -142,6 +142,10 @@ int main(int argc, char** argv) {
                  "with --session-processes: processes started ahead, ready for sessions")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  bool no_backend_extensions = false;
+  app.add_flag("--no-backend-extensions", no_backend_extensions,
+               "serve the software GPU as NVIDIA's driver is served, without its extensions "
+               "(for tests of the cuda backend's ways)");
   int session_host_fd = -1;
   app.add_option("--session-host", session_host_fd,
                  "(internal) serve one session for the server at the other end of this fd")
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  options.backend_extensions = !no_backend_extensions;
   if (session_host_fd >= 0) return rgpu::server::RunSessionHost(options, session_host_fd);
 
   rgpu::server::Server server;

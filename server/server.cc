@@ -390,6 +390,7 @@ void Server::ConfigureSession(Session& session) {
     return HandleService(first, channel);
   });
   if (hosts_ != nullptr) session.SetSessionHosts(hosts_.get());
+  if (stdout_capture_ != nullptr) session.SetStdoutCapture(stdout_capture_);
   if (host_on_admitted_) {
     session.SetAdmittedHook(host_on_admitted_);
   }

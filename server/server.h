@@ -36,6 +36,7 @@ enum class SessionEnd : uint8_t;  // server/session.h
 
 class Session;
 class SessionHostPool;
+class StdoutCapture;
 class RegistryAgent;
 
 struct ServerOptions {
@@ -133,6 +134,8 @@ class Server {
                       std::vector<int> gpus,
                       std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
                       std::function<void()> on_admitted);
+  // As a session host: sessions hand what the backend writes to stdout to their programs.
+  void SetStdoutCapture(StdoutCapture* capture) { stdout_capture_ = capture; }
   // As a session host: the admitted session's figures; false before it is admitted.
   bool HostedStats(wire::SessionStats* stats);
 
@@ -206,6 +209,7 @@ class Server {
   // As a session host (HostOneSession).
   std::function<void(const wire::SessionStats&, SessionEnd)> host_on_end_;
   std::function<void()> host_on_admitted_;
+  StdoutCapture* stdout_capture_ = nullptr;
   std::unique_ptr<RegistryAgent> agent_;  // when options_.registry is set
   std::string registry_key_path_;         // the registry's public key, written for TenantTable
   // Random, made at Start: sent to the registry when registering, so that the registry can check

@@ -1,5 +1,6 @@
 #include "server/session.h"
 #include "server/session_host.h"
+#include "server/stdout_capture.h"
 
 #include <algorithm>
 #include <chrono>
@@ -703,6 +704,11 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
 }
 
 void Session::ReportPending(wire::Reply* reply) {
+  if (stdout_capture_ != nullptr) {
+    std::string printed;
+    stdout_capture_->Drain(&printed);
+    if (!printed.empty()) OnDeviceOutput(this, printed.data(), printed.size());
+  }
   {
     std::lock_guard<std::mutex> lock(output_mu_);
     if (!device_output_.empty()) {

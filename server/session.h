@@ -40,6 +40,7 @@ class DeviceCatalog;
 class LivenessService;
 class SessionHost;
 class SessionHostPool;
+class StdoutCapture;
 class TenantTable;
 struct Admission;
 struct Tenant;
@@ -125,6 +126,9 @@ class Session {
   // the client is redirected there and this session keeps its tenant's quota, its figures and
   // its end until that process ends. Null: served here. Outlives the session.
   void SetSessionHosts(SessionHostPool* hosts) { hosts_ = hosts; }
+  // A session host's stdout (the backend's device printf): drained into the session's device
+  // output before each reply. Null: not captured. Outlives the session.
+  void SetStdoutCapture(StdoutCapture* capture) { stdout_capture_ = capture; }
   // Called once, on this session's thread, when the handshake admits the client.
   void SetAdmittedHook(std::function<void()> hook) { admitted_hook_ = std::move(hook); }
   // The registry lease of the token that admitted it ("": none). Any thread.
@@ -585,6 +589,7 @@ class Session {
   SessionHostPool* hosts_ = nullptr;
   std::unique_ptr<SessionHost> host_;  // the process serving it, once redirected
   std::function<void()> admitted_hook_;
+  StdoutCapture* stdout_capture_ = nullptr;
   // The host's latest figures (Stats answers them); under name_mu_.
   std::optional<wire::SessionStats> hosted_stats_;
   // Hands the admitted session to a host: fills the redirect into `w`.

@@ -10,6 +10,7 @@
 #include "server/server.h"
 #include "server/session.h"
 #include "server/session_host.h"
+#include "server/stdout_capture.h"
 #include "transport/url.h"
 
 // The host's side of server/session_host.h: rgpu-server --session-host FD.
@@ -66,7 +67,14 @@ int RunSessionHost(ServerOptions options, int control_fd) {
   options.drain_to.clear();
   options.available = "always";
   options.session_processes = "off";
+  // The backend's stdout (NVIDIA's driver writes device printf there) is the session's.
+  StdoutCapture capture;
+  if (Status s = capture.Start(); !s.ok()) {
+    RGPU_LOG_ERROR("session host: %s", s.ToString().c_str());
+    return 1;
+  }
   Server server;
+  server.SetStdoutCapture(&capture);
   if (Status s = server.Start(options); !s.ok()) {
     RGPU_LOG_ERROR("session host: cannot start: %s", s.ToString().c_str());
     return 1;
