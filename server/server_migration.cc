@@ -156,6 +156,11 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
         if (it == sessions_.end() || !it->second->admitted()) {
           return ReplyError(channel, "no session " + std::to_string(request.session_id()));
         }
+        if (it->second->hosted()) {
+          return ReplyError(channel, "session " + std::to_string(request.session_id()) +
+                                         " runs in a process of its own (--session-processes): "
+                                         "moving it is not supported yet");
+        }
         asked = it->second->RequestMove(move);
       }
       if (!asked) {

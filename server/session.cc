@@ -138,6 +138,7 @@ Status Session::RedirectToHost(wire::Welcome* w) {
   w->set_redirect_port(host->port());
   w->set_redirect_token(assign.token());
   host_ = std::move(host);
+  hosted_.store(true);
   hosts_->RefillSoon();  // the next session's host
   return Status::Ok();
 }

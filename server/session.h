@@ -129,6 +129,8 @@ class Session {
   // A session host's stdout (the backend's device printf): drained into the session's device
   // output before each reply. Null: not captured. Outlives the session.
   void SetStdoutCapture(StdoutCapture* capture) { stdout_capture_ = capture; }
+  // True once the session was handed to a process of its own (SetSessionHosts). Any thread.
+  bool hosted() const { return hosted_.load(); }
   // Called once, on this session's thread, when the handshake admits the client.
   void SetAdmittedHook(std::function<void()> hook) { admitted_hook_ = std::move(hook); }
   // The registry lease of the token that admitted it ("": none). Any thread.
@@ -590,6 +592,7 @@ class Session {
   std::unique_ptr<SessionHost> host_;  // the process serving it, once redirected
   std::function<void()> admitted_hook_;
   StdoutCapture* stdout_capture_ = nullptr;
+  std::atomic<bool> hosted_{false};
   // The host's latest figures (Stats answers them); under name_mu_.
   std::optional<wire::SessionStats> hosted_stats_;
   // Hands the admitted session to a host: fills the redirect into `w`.

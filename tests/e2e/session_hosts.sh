@@ -4,7 +4,8 @@
 # SIGSEGV, as a driver crash would) the server and the other tenant's live session go on, the
 # dead session's quota is released (its tenant can hold its whole quota again), and the server
 # says how that process ended. A host admits only the client it was made for: a connection to
-# its port with another credential is refused.
+# its port with another credential is refused. The server's status shows a session from its
+# process's figures; moving such a session is refused with the reason.
 #   session_hosts.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
@@ -50,6 +51,22 @@ bob_url=$(sed -n 's/.*session host for session [0-9]* of tenant bob on \(.*\)$/\
 out=$("$bin/rgpu" run --server "$bob_url" --token tok-alice -- "$programs/driver_vector_add" 2>&1) &&
   fail "a session's process admitted a client it was not made for"
 echo "$out" | grep -q "unknown token" || fail "a foreign client at a host: no clear reason: $out"
+
+# The server reports bob's session from its process's figures, and refuses to move it (not
+# supported across processes yet) rather than move an empty shell.
+bob_session=$(sed -n 's/.*session \([0-9]*\): .* of tenant bob from .* runs in process.*/\1/p' \
+  "$work/server.log")
+[ -n "$bob_session" ] || fail "no id of bob's session in the server's log"
+for _ in $(seq 40); do
+  "$bin/rgpu" status --server "$url" --json >"$work/status" 2>&1
+  grep -q '"memory_bytes": 33554432' "$work/status" && break
+  sleep 0.1
+done
+grep -q '"memory_bytes": 33554432' "$work/status" ||
+  fail "status does not show the 32 MiB bob's process holds: $(cat "$work/status")"
+out=$("$bin/rgpu" checkpoint --server "$url" --session "$bob_session" --file "$work/bob.ckpt" 2>&1) &&
+  fail "a session in a process of its own was checkpointed: $out"
+echo "$out" | grep -q "runs in a process of its own" || fail "checkpoint: no clear reason: $out"
 
 # Bob's session is untouched: it frees its memory (a call answered by its process) and exits.
 echo free >&3
