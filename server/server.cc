@@ -366,7 +366,9 @@ void Server::ConfigureSession(Session& session) {
   session.SetKernelBound(options_.max_kernel_ms);
   session.SetScrubAllocations(options_.backend != "softgpu" || !options_.backend_extensions);
   session.SetDeviceMemoryLock(&device_memory_mu_);
-  session.SetIpcRegistry(&ipc_);
+  // A session host's one session has nobody to share with in its process: its IPC calls are
+  // refused as not supported, not left to fail at the other end (docs/status.md).
+  if (!host_on_admitted_) session.SetIpcRegistry(&ipc_);
   if (options_.max_lanes > 0) {
     session.SetLaneJoiner([this](uint64_t target, const std::string& key,
                                  Channel& lane) { JoinLane(target, key, lane); },

@@ -134,6 +134,9 @@ class Server {
                       std::vector<int> gpus,
                       std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
                       std::function<void()> on_admitted);
+  // As a session host: its sessions are numbered from `id` (the server's id for the session it
+  // hosts, so that both logs name it alike). Before Serve.
+  void SetFirstSessionId(uint64_t id) { next_session_id_.store(id); }
   // As a session host: sessions hand what the backend writes to stdout to their programs.
   void SetStdoutCapture(StdoutCapture* capture) { stdout_capture_ = capture; }
   // As a session host: the admitted session's figures; false before it is admitted.

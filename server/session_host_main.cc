@@ -98,6 +98,7 @@ int RunSessionHost(ServerOptions options, int control_fd) {
   tenant->share.weight = tenant->weight;
   tenant->broker = &broker;
   std::vector<int> gpus(a.gpus().begin(), a.gpus().end());
+  if (a.parent_session_id() > 0) server.SetFirstSessionId(a.parent_session_id());
   std::atomic<bool> admitted{false};
   server.HostOneSession(
       a.token(), tenant, a.all_gpus(), std::move(gpus),

@@ -29,7 +29,7 @@ void PutKey(const IpcKey& key, Results* out) {
 
 CUresult Session::NoSharing(CallState& cs) {
   if (ipc_ != nullptr) return CUDA_SUCCESS;
-  cs.detail = "this server shares nothing between sessions";
+  cs.detail = "sessions in processes of their own share nothing yet (--session-processes)";
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -5,7 +5,8 @@
 #                          500 ms); sets $registry (its pid), exports RGPU_REGISTRY and
 #                          RGPU_ADMIN_KEY_FILE (the operator key the registry makes at first start)
 #   open_accounts          provider acme (its key in $pkey) and tenant alice (RGPU_API_KEY)
-#   start_server NAME URL_FILE LOG   a softgpu rgpu-server registered as NAME; sets $launched
+#   start_server NAME URL_FILE LOG   a softgpu rgpu-server registered as NAME (RGPU_SERVER_ARGS adds
+#                                    options); sets $launched
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 start_registry() {
@@ -27,7 +28,7 @@ open_accounts() {
 start_server() {
   local name=$1 url_file=$2 log=$3
   "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --registry "$RGPU_REGISTRY" \
-    --provider-key "$pkey" --name "$name" --port-file "$url_file" 2>"$log" &
+    --provider-key "$pkey" --name "$name" --port-file "$url_file" ${RGPU_SERVER_ARGS:-} 2>"$log" &
   launched=$!
   for _ in $(seq 200); do [ -s "$url_file" ] && break; sleep 0.05; done
   [ -s "$url_file" ] || fail "server $name did not start"
