@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "proto/crypto.h"
@@ -19,8 +20,8 @@ extern char** environ;
 namespace rgpu::server {
 namespace {
 
-constexpr size_t kMaxControlBytes = 1 << 20;
-constexpr int kReadyTimeoutMs = 120000;  // a host's start: the backend's load and init
+constexpr size_t kMaxControlBytes = 256 << 10;  // a message; longer ones are cut, refused
+constexpr int kReadyTimeoutMs = 120000;         // a host's start: the backend's load and init
 
 }  // namespace
 
@@ -32,9 +33,11 @@ bool SendControl(int fd, const wire::HostControl& message) {
 bool ReceiveControl(int fd, int timeout_ms, wire::HostControl* message) {
   pollfd p = {fd, POLLIN, 0};
   if (poll(&p, 1, timeout_ms) <= 0) return false;
-  std::string buffer(kMaxControlBytes, '\0');
-  const ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
-  if (n <= 0) return false;
+  // Once per thread: a host's every reservation waits here.
+  thread_local std::vector<char> buffer(kMaxControlBytes);
+  // MSG_TRUNC: the packet's whole length, so that a cut packet is never parsed.
+  const ssize_t n = recv(fd, buffer.data(), buffer.size(), MSG_TRUNC);
+  if (n <= 0 || static_cast<size_t>(n) > buffer.size()) return false;
   return message->ParseFromArray(buffer.data(), static_cast<int>(n));
 }
 
@@ -111,11 +114,13 @@ uint32_t SessionHost::Supervise(Tenant* tenant, const std::function<bool()>& sho
     const int ready = poll(&p, 1, 200);
     if (ready == 0) continue;
     if (ready < 0 && errno == EINTR) continue;
-    const ssize_t n = ready < 0 ? -1 : recv(fd_, buffer.data(), buffer.size(), MSG_DONTWAIT);
+    const ssize_t n =
+        ready < 0 ? -1 : recv(fd_, buffer.data(), buffer.size(), MSG_DONTWAIT | MSG_TRUNC);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0) break;  // the host closed its end: it is ending
     wire::HostControl message;
-    if (!message.ParseFromArray(buffer.data(), static_cast<int>(n))) {
+    if (static_cast<size_t>(n) > buffer.size() ||
+        !message.ParseFromArray(buffer.data(), static_cast<int>(n))) {
       RGPU_LOG_WARN("session host %d: malformed control message; ending it", (int)pid_);
       kill(pid_, SIGKILL);
       break;
