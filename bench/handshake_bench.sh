@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The session handshake as a program sees it (its first driver call, cuInit), on a server with
 # no tokens, with a token file (HMAC proof over the server's nonce) and with signed tokens
-# (holder signature), over TCP on loopback. Prints a table and JSON (median and p90 of RUNS runs).
+# (holder signature), and with a token file and each session in a process of its own
+# (--session-processes on: the redirect to a host started ahead), over TCP on loopback. Prints a table and JSON (median and p90 of RUNS runs).
 #   bench/handshake_bench.sh BUILD_DIR [RUNS] [PROBE]
 # PROBE defaults to BUILD_DIR/bin/handshake_probe; give another build's probe to compare builds
 # (the probe uses only the driver API).
@@ -46,10 +47,17 @@ start file --tokens "$work/tokens.txt" "${extra[@]}"
 read -r file_med file_p90 < <(measure "secret-token-of-the-bench")
 start signed --token-public-key "$work/key.pub" "${extra[@]}"
 read -r signed_med signed_p90 < <(measure "$signed")
+hosted_med=- hosted_p90=-
+if "$build/bin/rgpu-server" --help | grep -q -- --session-processes; then
+  start hosted --tokens "$work/tokens.txt" --session-processes on "${extra[@]}"
+  read -r hosted_med hosted_p90 < <(measure "secret-token-of-the-bench")
+fi
 
 printf "%-28s %12s %12s\n" "handshake (cuInit), tcp" "median µs" "p90 µs"
 printf "%-28s %12s %12s\n" "no token" "$open_med" "$open_p90"
 printf "%-28s %12s %12s\n" "token file (HMAC proof)" "$file_med" "$file_p90"
 printf "%-28s %12s %12s\n" "signed token (Ed25519)" "$signed_med" "$signed_p90"
-printf '{"runs": %d, "open_us": %s, "open_p90_us": %s, "file_token_us": %s, "file_token_p90_us": %s, "signed_token_us": %s, "signed_token_p90_us": %s}\n' \
-  "$runs" "$open_med" "$open_p90" "$file_med" "$file_p90" "$signed_med" "$signed_p90"
+printf "%-28s %12s %12s\n" "token file, own process" "$hosted_med" "$hosted_p90"
+printf '{"runs": %d, "open_us": %s, "open_p90_us": %s, "file_token_us": %s, "file_token_p90_us": %s, "signed_token_us": %s, "signed_token_p90_us": %s, "session_process_us": "%s", "session_process_p90_us": "%s"}\n' \
+  "$runs" "$open_med" "$open_p90" "$file_med" "$file_p90" "$signed_med" "$signed_p90" \
+  "$hosted_med" "$hosted_p90"
