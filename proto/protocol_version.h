@@ -5,6 +5,7 @@
 #include <cstdint>
 
 namespace rgpu {
-constexpr uint32_t kProtocolVersion = 14;  // 14: sessions that move (Reply.moved, Resume); 13:
-                                           // posted reads (ReadData), posted PrimaryCtxRetain
+// 15: sessions in processes of their own (Welcome.redirect_port, redirect_token); 14: sessions
+// that move (Reply.moved, Resume); 13: posted reads (ReadData), posted PrimaryCtxRetain.
+constexpr uint32_t kProtocolVersion = 15;
 }  // namespace rgpu

@@ -624,6 +624,10 @@ CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
     cs.ctx_id = call.ctx();
     cs.ctx = contexts_.Find(call.ctx());
     if (cs.ctx == nullptr) {
+      if (auto unmade = unmade_contexts_.find(call.ctx()); unmade != unmade_contexts_.end()) {
+        cs.detail = "the context's posted creation failed";
+        return unmade->second;
+      }
       cs.detail = "no such context";
       return CUDA_ERROR_INVALID_CONTEXT;
     }

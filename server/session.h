@@ -612,6 +612,13 @@ class Session {
   // them) before the session's members go.
   std::deque<PostedRead> posted_reads_;
   std::map<int, uint64_t> primary_by_device_;
+  // Client-chosen ids of primary contexts whose posted creation failed, with the failure: a later
+  // call naming one gets it instead of CUDA_ERROR_INVALID_CONTEXT (as the driver answers the
+  // program's next call). At most kMaxUnmadeContexts, the oldest forgotten first.
+  static constexpr size_t kMaxUnmadeContexts = 64;
+  std::map<uint64_t, CUresult> unmade_contexts_;
+  std::deque<uint64_t> unmade_order_;
+  void RememberUnmadeContext(uint64_t id, CUresult r);
   std::map<CUdeviceptr, Allocation> allocations_;  // by base address
   HandleTable<ModuleRecord> modules_;
   HandleTable<FunctionRecord> functions_;

@@ -58,22 +58,30 @@ CUresult Session::HandlePrimaryCtxRetain(CallState& cs, const PrimaryCtxRetainIn
       return CUDA_ERROR_INVALID_VALUE;
     }
   } else {
-    if (CUresult r = RoomFor(cs, contexts_.size(), limits_.max_contexts, "contexts");
-        r != CUDA_SUCCESS) {
-      return r;
-    }
     if (in.id != 0 && (in.id < calls::kFirstClientId || in.id >= calls::kClientIdLimit ||
                        contexts_.Find(in.id) != nullptr)) {
       cs.detail = "a context id the client chooses must be in [2^32, 2^40) and free";
       return CUDA_ERROR_INVALID_VALUE;
     }
-    CUresult r = CreateContext(in.device, true, &id, in.id);
-    if (r != CUDA_SUCCESS) return r;
+    CUresult r = RoomFor(cs, contexts_.size(), limits_.max_contexts, "contexts");
+    if (r == CUDA_SUCCESS) r = CreateContext(in.device, true, &id, in.id);
+    if (r != CUDA_SUCCESS) {
+      if (in.id != 0) RememberUnmadeContext(in.id, r);
+      return r;
+    }
     primary_by_device_[in.device] = id;
   }
   contexts_.Find(id)->primary_refs++;
   out->ctx = id;
   return CUDA_SUCCESS;
+}
+
+void Session::RememberUnmadeContext(uint64_t id, CUresult r) {
+  if (unmade_contexts_.emplace(id, r).second) unmade_order_.push_back(id);
+  while (unmade_order_.size() > kMaxUnmadeContexts) {
+    unmade_contexts_.erase(unmade_order_.front());
+    unmade_order_.pop_front();
+  }
 }
 
 CUresult Session::HandlePrimaryCtxRelease(CallState&, const PrimaryCtxReleaseIn& in,

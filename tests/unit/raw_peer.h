@@ -111,6 +111,9 @@ class RawServerTest : public ::testing::Test {
  protected:
   RawServerTest() {
     options_.listen = "tcp://127.0.0.1:0";
+    // The session itself, in the server's process, on every backend (these tests speak to it
+    // directly; e2e_session_hosts tests the processes).
+    options_.session_processes = "off";
     const char* backend = getenv("RGPU_TEST_BACKEND");
     if (backend != nullptr && std::string(backend) == "cuda") {
       options_.backend = "cuda";

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "proto/calls.h"
 #include "tests/unit/raw_peer.h"
 
 namespace rgpu {
@@ -15,6 +16,29 @@ namespace {
 using namespace test;  // the raw protocol peer (raw_peer.h)
 
 class ServerProtocolTest : public test::RawServerTest {};
+
+// A primary context retained by a posted call (under the client's id) that the server could not
+// make: the program's next call in it gets the failure itself, as from the driver, not
+// CUDA_ERROR_INVALID_CONTEXT (found on an H200: 201 where the driver said 46, docs/real-gpu.md).
+class ServerOneContextTest : public test::RawServerTest {
+ protected:
+  ServerOneContextTest() { options_.session_limits.max_contexts = 1; }
+};
+
+TEST_F(ServerOneContextTest, ACallInAnUnmadePostedContextGetsTheFailure) {
+  auto ch = Connect();
+  ASSERT_NE(test::OpenSession(ch.get()), 0u);  // the session's one context
+  const uint64_t first = calls::kFirstClientId + 1, second = calls::kFirstClientId + 2;
+  // Posted: no reply. The session's one context is taken, so it cannot be made.
+  ASSERT_TRUE(
+      ch->Send(Call(2, Op::kPrimaryCtxRetain, 0, {0, first}, true).SerializeAsString(), nullptr, 0)
+          .ok());
+  const int in_unmade = Result(ch.get(), Call(3, Op::kMemAlloc, first, {4096}));
+  EXPECT_NE(in_unmade, CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_NE(in_unmade, CUDA_SUCCESS);
+  // A context id nobody asked for is still no context.
+  EXPECT_EQ(Result(ch.get(), Call(4, Op::kMemAlloc, second, {4096})), CUDA_ERROR_INVALID_CONTEXT);
+}
 
 TEST_F(ServerProtocolTest, RefusesWrongProtocolVersion) {
   auto ch = Connect();
