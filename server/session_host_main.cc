@@ -73,6 +73,8 @@ int RunSessionHost(ServerOptions options, int control_fd) {
     RGPU_LOG_ERROR("session host: %s", s.ToString().c_str());
     return 1;
   }
+  // Before the server: a session thread that outlives Serve's wait may still release quota.
+  ControlBroker broker(control_fd);
   Server server;
   server.SetStdoutCapture(&capture);
   if (Status s = server.Start(options); !s.ok()) {
@@ -90,7 +92,6 @@ int RunSessionHost(ServerOptions options, int control_fd) {
     return 0;  // a spare the server never used: it stopped
   }
   const wire::HostAssign& a = assigned.assign();
-  ControlBroker broker(control_fd);
   auto tenant = std::make_shared<Tenant>();
   tenant->name = a.tenant();
   tenant->memory_quota = a.memory_quota();
