@@ -4,6 +4,7 @@
 #include <bitset>
 #include <cctype>
 #include <cstdio>
+#include <ctime>
 
 namespace rgpu::registry {
 namespace {
@@ -114,6 +115,15 @@ std::string CheckAvailability(const Availability& a) {
     return "notice " + std::to_string(a.notice_seconds()) + " s is longer than a day";
   }
   return "";
+}
+
+std::string UtcTime(int64_t unix_ms) {
+  const time_t t = static_cast<time_t>(unix_ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[40];
+  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
 }
 
 std::string DescribeAvailability(const Availability& a) {

@@ -43,6 +43,9 @@ inline bool AlwaysLendable(const Availability& a) { return a.windows_size() == 0
 // Call only on an availability CheckAvailability accepted.
 std::string DescribeAvailability(const Availability& a);
 
+// `unix_ms` as UTC, for messages and logs: "2026-11-02 08:00:00 UTC".
+std::string UtcTime(int64_t unix_ms);
+
 // One stretch of unix time in which the server lends, [from_ms, to_ms).
 struct LendableSpan {
   int64_t from_ms = 0;

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "proto/crypto.h"
+#include "registry/availability.h"
 #include "registry/keys.h"
 #include "registry/preemption.h"
 #include "transport/url.h"
@@ -89,16 +90,6 @@ PlacementAsk LeaseAsk(const LeaseRow& lease) {
   ask.memory = lease.memory_bytes;
   ask.milli = lease.share * kMilliPerShare;
   return ask;
-}
-
-// UTC time of `unix_ms` for messages, "2026-11-02 08:00:00 UTC".
-std::string UtcTime(int64_t unix_ms) {
-  const time_t t = static_cast<time_t>(unix_ms / 1000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char buf[40];
-  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
 }
 
 // Reservation ids and lease ids a request names: at most 128 printable characters.

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "registry/availability.h"
 #include "registry/channel.h"
 
 namespace rgpu::server {
@@ -39,16 +40,6 @@ void LocalZone(int32_t* offset_seconds, std::string* zone) {
   localtime_r(&now, &tm);
   *offset_seconds = static_cast<int32_t>(tm.tm_gmtoff);
   *zone = tm.tm_zone != nullptr ? tm.tm_zone : "";
-}
-
-// UTC time of `unix_ms` for the log.
-std::string UtcTime(int64_t unix_ms) {
-  const time_t t = static_cast<time_t>(unix_ms / 1000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char buf[40];
-  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
 }
 
 }  // namespace
@@ -302,7 +293,7 @@ void RegistryAgent::Heartbeat() {
     auto it = noticed_.find(notice.lease_id());
     if (it == noticed_.end() || it->second.ends_ms != notice.ends_unix_ms()) {
       RGPU_LOG_WARN("registry: lease %s ends at %s: %s", notice.lease_id().c_str(),
-                    UtcTime(notice.ends_unix_ms()).c_str(), notice.reason().c_str());
+                    registry::UtcTime(notice.ends_unix_ms()).c_str(), notice.reason().c_str());
     }
     const bool ended =
         it != noticed_.end() && it->second.ends_ms == notice.ends_unix_ms() && it->second.ended;
@@ -331,7 +322,7 @@ void RegistryAgent::EndNoticedLeases() {
     if (notice.ended || notice.ends_ms > now) continue;
     notice.ended = true;
     RGPU_LOG_WARN("lease %s: its notice ran out at %s: %s", id.c_str(),
-                  UtcTime(notice.ends_ms).c_str(), notice.reason.c_str());
+                  registry::UtcTime(notice.ends_ms).c_str(), notice.reason.c_str());
     due.push_back(id);
   }
   if (!due.empty() && options_.on_leases_ended) options_.on_leases_ended(due);
