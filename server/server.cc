@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "common/hex.h"
 #include "common/log.h"
 #include <prometheus/exposer.h>
 
@@ -53,13 +54,7 @@ Status Server::StartRegistryAgent() {
     const wire::DeviceInfo& d = devices_.devices()[i];
     registry::GpuSpec spec;
     spec.set_index(static_cast<uint32_t>(i));
-    static const char* kHex = "0123456789abcdef";
-    std::string uuid;
-    for (unsigned char c : d.uuid()) {
-      uuid += kHex[c >> 4];
-      uuid += kHex[c & 15];
-    }
-    spec.set_uuid(uuid);
+    spec.set_uuid(HexText(d.uuid()));
     spec.set_model(d.name());
     spec.set_memory_bytes(d.total_mem());
     auto attribute = [&d](int a) { return a < d.attributes_size() ? d.attributes(a) : 0; };

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/hex.h"
 #include "common/log.h"
 #include "proto/crypto.h"
 
@@ -51,16 +52,7 @@ std::string DescribeWait(int status) {
 
 }  // namespace
 
-std::string MakeHostToken() {
-  const std::string bytes = RandomBytes(32);
-  static const char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : bytes) {
-    hex += kHex[c >> 4];
-    hex += kHex[c & 15];
-  }
-  return hex;
-}
+std::string MakeHostToken() { return HexText(RandomBytes(32)); }
 
 SessionHost::SessionHost(pid_t pid, int control_fd, uint16_t port)
     : pid_(pid), fd_(control_fd), port_(port) {}
