@@ -77,12 +77,12 @@ class SessionHostPool {
   ~SessionHostPool();
   // A ready host (a spare when there is one, else one started now).
   Status Take(std::unique_ptr<SessionHost>* out);
-  // Starts spares until there are as many as asked for (on the calling thread).
-  void Refill();
-  // The same on a thread of the pool's (one at a time), returning at once.
+  // Starts spares until there are as many as asked for, on a thread of the pool's (one at a
+  // time), returning at once.
   void RefillSoon();
 
  private:
+  void Refill();  // the same on the calling thread
   Status Spawn(std::unique_ptr<SessionHost>* out);
   const std::vector<std::string> argv_;
   const int spares_wanted_;
