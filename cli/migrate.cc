@@ -94,6 +94,7 @@ int RunMigrate(const MoveOptions& o) {
   request.set_session_id(o.session);
   request.set_target_url(o.to);
   request.set_ticket(ticket.ticket());
+  request.set_target_registry_name(ticket.registry_name());  // a registry lease goes along
   request.set_timeout_ms(o.timeout_ms);
   wire::AdminReply done;
   s = Ask(o.server, o.key, request, static_cast<int>(o.timeout_ms) + kRestoreMs, &done);

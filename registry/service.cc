@@ -13,6 +13,7 @@
 #include "registry/availability.h"
 #include "registry/keys.h"
 #include "registry/preemption.h"
+#include "registry/service_helpers.h"
 #include "transport/url.h"
 
 namespace rgpu::registry {
@@ -30,6 +31,27 @@ std::string Metadata(grpc::ServerContext* ctx, const char* key) {
   if (it == md.end()) return "";
   return std::string(it->second.data(), it->second.size());
 }
+
+// A batch job's name (PlaceRequest.job): empty, or 1..128 printable ASCII characters without
+// spaces (it is shown in tables and stored as text).
+bool ValidJobName(const std::string& job) {
+  if (job.size() > 128) return false;
+  for (char c : job) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
+// Reservation ids and lease ids a request names: at most 128 printable characters.
+bool ValidId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 grpc::Status ToGrpc(const Status& s) {
   using C = Status::Code;
@@ -61,7 +83,6 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(code, s.message());
 }
 
-// Names of tenants, providers and servers: 1..64 characters of [A-Za-z0-9._-].
 bool ValidName(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   for (char c : name) {
@@ -70,38 +91,16 @@ bool ValidName(const std::string& name) {
   return true;
 }
 
-// A batch job's name (PlaceRequest.job): empty, or 1..128 printable ASCII characters without
-// spaces (it is shown in tables and stored as text).
-bool ValidJobName(const std::string& job) {
-  if (job.size() > 128) return false;
-  for (char c : job) {
-    if (c <= ' ' || c > '~') return false;
-  }
-  return true;
-}
-
 std::string GpuId(const std::string& server, uint32_t index) {
   return server + "/" + std::to_string(index);
 }
 
-// What a lease holds of its GPU, as a placement request.
 PlacementAsk LeaseAsk(const LeaseRow& lease) {
   PlacementAsk ask;
   ask.memory = lease.memory_bytes;
   ask.milli = lease.share * kMilliPerShare;
   return ask;
 }
-
-// Reservation ids and lease ids a request names: at most 128 printable characters.
-bool ValidId(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    if (c <= ' ' || c > '~') return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 Status RegistryService::Create(std::unique_ptr<Store> store, RegistryOptions options,
                                std::unique_ptr<RegistryService>* out) {
@@ -180,6 +179,15 @@ Status RegistryService::Load() {
     // A lease under a reservation takes the room the reservation holds.
     if (l.reservation_id.empty()) {
       Commit(&cluster_, LeaseAsk(l), {cluster_.gpus[it->second].node, {uint32_t(it->second)}});
+    }
+    // A hand-over in progress holds room on its target too (it completes or expires).
+    auto target = l.moving_to.empty() ? gpu_by_id_.end() : gpu_by_id_.find(l.moving_to);
+    if (target != gpu_by_id_.end()) {
+      Commit(&cluster_, LeaseAsk(l),
+             {cluster_.gpus[target->second].node, {uint32_t(target->second)}});
+    } else {
+      l.moving_to.clear();
+      l.moving_since_ms = 0;
     }
     if (l.ending_ms > 0) under_notice_.insert(l.lease_id);
     leases_[l.lease_id] = l;
@@ -559,8 +567,10 @@ void RegistryService::Sweep() {
     EndLease(id, why);
   }
   for (const auto& id : unclaimed) EndLease(id, "no session started under it (claim timeout)");
+  const std::vector<LeaseRow> dropped = ExpireHandOvers(now);
   Dispatch();
   lock.unlock();
+  PersistHolders(dropped);
   PersistEnded();
 }
 
@@ -671,6 +681,18 @@ void RegistryService::EndLease(const std::string& lease_id, const std::string& w
   // Its token stays valid until the lease's expiry: the server is told to refuse it.
   if (it->second.expires_ms > now) {
     ended_.Add(it->second.server_name, lease_id, it->second.expires_ms, why);
+  }
+  if (!it->second.moving_to.empty()) {
+    // Its hand-over's target is told too (it may hold the session already), and its room freed.
+    auto target = gpu_by_id_.find(it->second.moving_to);
+    if (target != gpu_by_id_.end()) {
+      const GpuRow& row = gpus_[target->second].row;
+      if (it->second.expires_ms > now) {
+        ended_.Add(row.server_name, lease_id, it->second.expires_ms, why);
+      }
+      const uint32_t index = static_cast<uint32_t>(target->second);
+      Release(&cluster_, LeaseAsk(it->second), {cluster_.gpus[index].node, {index}});
+    }
   }
   auto gpu = gpu_by_id_.find(it->second.gpu_id);
   // A lease under a reservation used the room the reservation holds; that stays held.
@@ -1484,8 +1506,9 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
                   refusals.size() - 5);
   }
   // A session that ended frees the lease it ran under (unless the lease lasts until released);
-  // a session that started claims its lease.
+  // a session that started claims its lease; a hand-over the records show done completes first.
   std::unique_lock<std::mutex> lock(mu_);
+  const std::vector<LeaseRow> moved = CompleteHandOversShownBy(rows, fresh);
   for (const auto& [lease_id, start_ms] : effects.claims) {
     auto it = leases_.find(lease_id);
     if (it != leases_.end() && (it->second.claimed_ms == 0 || start_ms < it->second.claimed_ms)) {
@@ -1501,10 +1524,10 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
     ended = true;
     EndLease(r.lease_id(), "its session ended");
   }
-  if (!ended) return grpc::Status::OK;
-  Dispatch();
+  if (ended) Dispatch();
   lock.unlock();
-  PersistEnded();
+  PersistHolders(moved);
+  if (ended) PersistEnded();
   return grpc::Status::OK;
 }
 
@@ -1587,9 +1610,10 @@ Status RegistryService::CheckUsage(const std::string& provider, const ReportUsag
       refuse(r, "the registry granted no lease " + r.lease_id());
       continue;
     }
-    auto gpu = gpu_by_id_.find(lease->second.gpu_id);
+    // The record's GPU: the lease's, or one of its hand-overs' (CheckRecordAgainstLease).
+    auto gpu = gpu_by_id_.find(GpuId(r.server_name(), r.gpu_index()));
     if (gpu == gpu_by_id_.end()) {
-      refuse(r, "lease " + r.lease_id() + " is on a GPU no longer registered");
+      refuse(r, "GPU " + GpuId(r.server_name(), r.gpu_index()) + " is not registered");
       continue;
     }
     auto& by_session = sessions[r.lease_id()];

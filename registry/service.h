@@ -131,6 +131,12 @@ class RegistryService final : public Registry::Service {
                          HeartbeatReply* reply) override;
   grpc::Status ReportUsage(grpc::ServerContext* ctx, const ReportUsageRequest* req,
                            ReportUsageReply* reply) override;
+  // A lease's holder hands it, with its moving session, to another registered server
+  // (registry/lease_hand_over.cc, docs/migration.md "Metering").
+  grpc::Status HandOverLease(grpc::ServerContext* ctx, const HandOverRequest* req,
+                             HandOverReply* reply) override;
+  grpc::Status CancelHandOver(grpc::ServerContext* ctx, const HandOverRequest* req,
+                              Empty* reply) override;
   grpc::Status Place(grpc::ServerContext* ctx, const PlaceRequest* req,
                      grpc::ServerWriter<PlaceUpdate>* writer) override;
   // Place, writing each update with `write` (false: the caller is gone). For callers without a
@@ -239,6 +245,21 @@ class RegistryService final : public Registry::Service {
   Status CheckUsage(const std::string& provider, const ReportUsageRequest& req,
                     std::vector<UsageRow>* rows, UsageEffects* effects,
                     std::vector<RefusedRecord>* refusals, uint32_t* duplicates);
+  // Hand-overs (registry/lease_hand_over.cc). Under mu_; each returns the lease as it now is,
+  // for the caller to write to the store (Store::SetLeaseHolder) once it has let go of mu_.
+  // The GPU `lease` is moving to becomes its GPU; its current one an earlier holder until now,
+  // its room there freed.
+  LeaseRow CompleteHandOver(LeaseRow* lease);
+  // The hand-over in progress ends without the lease moving: the room held on the target freed.
+  LeaseRow DropHandOver(LeaseRow* lease);
+  // Drops the hand-overs neither side completed within kHandOverLifeMs of their start.
+  std::vector<LeaseRow> ExpireHandOvers(int64_t now);
+  // Completes the hand-overs the stored records `rows` show done (a record of the target's, or
+  // the holder's last, UsageRecord.moved). Under mu_.
+  std::vector<LeaseRow> CompleteHandOversShownBy(const std::vector<UsageRow>& rows,
+                                                 const std::vector<bool>& fresh);
+  // Writes these leases' holders to the store (without mu_); failures are logged.
+  void PersistHolders(const std::vector<LeaseRow>& leases);
   // The hold lines of the leases in `query` (of the subject tenant, or on the subject provider's
   // GPUs when `earnings`).
   Status HoldLines(const UsageQuery& query, bool earnings, std::vector<InvoiceLine>* out);

@@ -69,6 +69,11 @@ const char* kAddedColumns[] = {
     "ALTER TABLE leases ADD COLUMN reservation_id TEXT NOT NULL DEFAULT ''",
     // The notice its server promised at the grant (seconds; 0 for leases from before windows).
     "ALTER TABLE leases ADD COLUMN notice_s BIGINT NOT NULL DEFAULT 0",
+    // Hand-overs (docs/migration.md): the GPU it is moving to and since when, and its earlier
+    // holders as "GPU_ID@UNTIL_MS,...".
+    "ALTER TABLE leases ADD COLUMN moving_to TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE leases ADD COLUMN moving_since_ms BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN earlier TEXT NOT NULL DEFAULT ''",
     // A server's availability (rgpu-server --available): windows as "START-END,..." in minutes
     // of the day; none: always.
     "ALTER TABLE servers ADD COLUMN windows TEXT NOT NULL DEFAULT ''",
@@ -149,7 +154,8 @@ Status Taken(Status s, const std::string& what) {
 const char* kLeaseColumns =
     "lease_id, tenant, gpu_id, server_name, memory_bytes, share, priority, queue_ms, granted_ms, "
     "expires_ms, released_ms, claimed_ms, job, until_released, ending_ms, end_reason, "
-    "reservation_id, notice_s";
+    "reservation_id, notice_s, moving_to, moving_since_ms, earlier";
+constexpr size_t kLeaseColumnCount = 21;
 const char* kReservationColumns =
     "reservation_id, tenant, gpu_ids, gpu_type, backend, memory_bytes, share, start_ms, end_ms, "
     "created_ms, cancelled_ms, job";
@@ -238,7 +244,23 @@ LeaseRow ParseLease(const Row& r) {
   l.end_reason = r[15];
   l.reservation_id = r[16];
   l.notice_s = static_cast<uint32_t>(std::min<uint64_t>(U(r[17]), ~0u));
+  l.moving_to = r[18];
+  l.moving_since_ms = I(r[19]);
+  for (const std::string& item : SplitIds(r[20])) {
+    const size_t at = item.rfind('@');
+    if (at == std::string::npos) continue;
+    l.earlier.push_back({item.substr(0, at), I(item.substr(at + 1))});
+  }
   return l;
+}
+
+// Earlier holders as stored (GPU ids hold neither ',' nor '@': server names are [A-Za-z0-9._-]).
+std::string EncodeHolders(const std::vector<LeaseRow::Holder>& holders) {
+  std::string out;
+  for (const auto& h : holders) {
+    out += (out.empty() ? "" : ",") + h.gpu_id + "@" + std::to_string(h.until_ms);
+  }
+  return out;
 }
 
 }  // namespace
@@ -350,11 +372,20 @@ Status Store::PutGpus(const std::vector<GpuRow>& rows) {
 
 Status Store::AddLease(const LeaseRow& l) {
   return Commit(
-      {std::string("INSERT INTO leases (") + kLeaseColumns + ") VALUES (" + Placeholders(18) + ")",
+      {std::string("INSERT INTO leases (") + kLeaseColumns + ") VALUES (" +
+           Placeholders(kLeaseColumnCount) + ")",
        {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes), Num(uint64_t{l.share}),
         Num(int64_t{l.priority}), Num(l.queue_ms), Num(l.granted_ms), Num(l.expires_ms),
         Num(l.released_ms), Num(l.claimed_ms), l.job, Num(int64_t{l.until_released ? 1 : 0}),
-        Num(l.ending_ms), l.end_reason, l.reservation_id, Num(uint64_t{l.notice_s})}});
+        Num(l.ending_ms), l.end_reason, l.reservation_id, Num(uint64_t{l.notice_s}), l.moving_to,
+        Num(l.moving_since_ms), EncodeHolders(l.earlier)}});
+}
+
+Status Store::SetLeaseHolder(const LeaseRow& l) {
+  return Commit({"UPDATE leases SET gpu_id = $1, server_name = $2, moving_to = $3, "
+                 "moving_since_ms = $4, earlier = $5 WHERE lease_id = $6",
+                 {l.gpu_id, l.server_name, l.moving_to, Num(l.moving_since_ms),
+                  EncodeHolders(l.earlier), l.lease_id}});
 }
 
 Status Store::GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out) {

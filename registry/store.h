@@ -65,6 +65,17 @@ struct LeaseRow {
   // The notice its server promised when it was granted (Placement.notice_seconds): what it gets
   // when the server's lendable window closes, whatever the server reports later.
   uint32_t notice_s = 0;
+  // A hand-over in progress (registry HandOverLease, docs/migration.md): the GPU it is moving to,
+  // which holds room for it meanwhile, and since when ("" / 0: none).
+  std::string moving_to;
+  int64_t moving_since_ms = 0;
+  // The GPUs that held it before its current one, oldest first, each until when: their servers'
+  // records for it are accepted up to then.
+  struct Holder {
+    std::string gpu_id;
+    int64_t until_ms = 0;
+  };
+  std::vector<Holder> earlier;
 };
 
 // GPUs held for a tenant over [start_ms, end_ms): gpu_ids each hold memory_bytes and share.
@@ -146,6 +157,9 @@ class Store {
                       const std::string& reason = "");
   // Puts a lease under notice: it ends at `ending_ms` for `reason`.
   Status SetLeaseEnding(const std::string& lease_id, int64_t ending_ms, const std::string& reason);
+  // Writes where a lease is (gpu_id, server_name), its hand-over in progress and its earlier
+  // holders, as `row` has them.
+  Status SetLeaseHolder(const LeaseRow& row);
   // The leases with these ids (any state); ids not found are left out.
   Status GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out);
   // Leases released before their tokens expire (expires_ms > now_ms), oldest release first.

@@ -71,15 +71,30 @@ std::string CheckRecordShape(const UsageRecord& r) {
   return "";
 }
 
+bool LeaseHeldBy(const LeaseRow& lease, const std::string& gpu_id, int64_t end_ms,
+                 int64_t skew_ms) {
+  if (gpu_id == lease.gpu_id) return true;
+  if (!lease.moving_to.empty() && gpu_id == lease.moving_to) return true;
+  for (const LeaseRow::Holder& h : lease.earlier) {
+    if (h.gpu_id == gpu_id && end_ms <= h.until_ms + skew_ms) return true;
+  }
+  return false;
+}
+
 std::string CheckRecordAgainstLease(const UsageRecord& r, const UsageContext& c,
                                     const UsageLimits& limits) {
   const LeaseRow& lease = *c.lease;
   if (r.tenant() != lease.tenant)
     return "lease " + lease.lease_id + " is not tenant " + r.tenant() + "'s";
-  if (r.server_name() != lease.server_name ||
-      lease.gpu_id != r.server_name() + "/" + std::to_string(r.gpu_index())) {
-    return "lease " + lease.lease_id + " is for GPU " + lease.gpu_id + ", not " + r.server_name() +
-           "/" + std::to_string(r.gpu_index());
+  const std::string gpu = r.server_name() + "/" + std::to_string(r.gpu_index());
+  if (!LeaseHeldBy(lease, gpu, r.end_ms(), limits.skew_ms)) {
+    for (const LeaseRow::Holder& h : lease.earlier) {
+      if (h.gpu_id == gpu) {
+        return "lease " + lease.lease_id + " left GPU " + gpu + " at " + std::to_string(h.until_ms) +
+               " ms; the interval ends at " + std::to_string(r.end_ms());
+      }
+    }
+    return "lease " + lease.lease_id + " is for GPU " + lease.gpu_id + ", not " + gpu;
   }
   // The interval lies inside the lease's (give or take the clocks' skew) and not in the future.
   const int64_t earliest = lease.granted_ms - limits.skew_ms;

@@ -1,6 +1,8 @@
 // Usage checks: whether a usage record a provider reports could be true. The registry never
 // trusts a provider (docs/security.md): it stores a record only when it names a lease the
-// registry granted for the record's tenant on a GPU of the caller's server, lies inside the
+// registry granted for the record's tenant on a GPU of the caller's server (the lease's GPU, the
+// one it is being handed over to, or one that held it before a hand-over, for records that end
+// by the time it left there), lies inside the
 // lease's interval, continues its session without overlapping it, and holds amounts the GPU
 // could physically have produced in the session's wall time so far:
 //
@@ -43,7 +45,7 @@ constexpr double kMaxAdvertisedBandwidthGbps = 1000;
 // What the registry knows when it checks a record.
 struct UsageContext {
   const LeaseRow* lease = nullptr;  // the lease the record names (required)
-  const GpuSpec* gpu = nullptr;     // that lease's GPU (required)
+  const GpuSpec* gpu = nullptr;     // the record's GPU (required)
   // The session's records stored so far (and accepted earlier in the same request); nullptr for
   // its first record.
   const SessionTotals* before = nullptr;
@@ -55,6 +57,11 @@ struct UsageContext {
 // end >= start, calls by kind (at most 512 identifiers of at most 64 characters, adding up to at
 // most `calls`); otherwise why not.
 std::string CheckRecordShape(const UsageRecord& r);
+
+// True when GPU `gpu_id` may bill `lease` for an interval ending at `end_ms`: it is the lease's
+// GPU, or the one the lease is being handed over to, or it held the lease before a hand-over and
+// the interval ends by when the lease left it (give or take `skew_ms`).
+bool LeaseHeldBy(const LeaseRow& lease, const std::string& gpu_id, int64_t end_ms, int64_t skew_ms);
 
 // "" when the (well-formed) record agrees with its lease and is physically possible; otherwise
 // why not, in words for the provider's log.

@@ -32,6 +32,7 @@ struct MoveRequest {
   Kind kind = Kind::kToServer;
   std::string target_url;     // kToServer
   std::string ticket;         // kToServer
+  std::string lease_token;    // kToServer: the registry's hand-over of the session's lease
   Channel* stream = nullptr;  // kToStream: the operator's connection, while kTaken
   std::string resume_url;     // kRedirect
   uint64_t resume_session = 0;

@@ -131,14 +131,50 @@ void RegistryAgent::SessionMoved(const wire::SessionStats& last) {
     if (!meter_) return;
     wire::StatusReply live;
     *live.add_sessions() = last;
-    meter_->Sample(live, NowMs(), &records);  // its usage since the last report, not an end
-    wire::SessionStats forget;                // the meter lets go of it without a record
+    const int64_t now = NowMs();
+    const size_t before = records.size();
+    meter_->Sample(live, now, &records);  // its usage since the last report, not an end
+    for (size_t i = before; i < records.size(); ++i) {
+      if (records[i].session_id() == last.session_id()) records[i].set_moved(true);
+    }
+    wire::SessionStats forget;  // the meter lets go of it without a record
     forget.set_session_id(last.session_id());
-    meter_->Ended(forget, NowMs(), &records);
+    meter_->Ended(forget, now, &records);
   }
   AddRecords(std::move(records));
   report_now_.store(true);
   wake_.notify_all();
+}
+
+Status RegistryAgent::HandOverLease(const std::string& lease_id, const std::string& to_server,
+                                    std::string* token) {
+  if (!stub_) return Unavailable("not registered");
+  registry::HandOverRequest request;
+  request.set_lease_id(lease_id);
+  request.set_to_server(to_server);
+  registry::HandOverReply reply;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status g = stub_->HandOverLease(&ctx, request, &reply);
+  if (!g.ok()) return registry::FromGrpc(g, options_.address);
+  RGPU_LOG_INFO("lease %s: the registry hands it to %s (GPU %s)", lease_id.c_str(),
+                to_server.c_str(), reply.gpu_id().c_str());
+  *token = reply.token();
+  return Status::Ok();
+}
+
+Status RegistryAgent::CancelHandOver(const std::string& lease_id) {
+  if (!stub_) return Unavailable("not registered");
+  registry::HandOverRequest request;
+  request.set_lease_id(lease_id);
+  registry::Empty reply;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status g = stub_->CancelHandOver(&ctx, request, &reply);
+  if (!g.ok()) return registry::FromGrpc(g, options_.address);
+  return Status::Ok();
 }
 
 void RegistryAgent::AddRecords(std::vector<registry::UsageRecord> records) {

@@ -71,9 +71,18 @@ class RegistryAgent {
   void SessionStarted(uint64_t session_id);
   void SessionEnded(const wire::SessionStats& last);
   // A session that moved to another server (docs/migration.md): its last record here covers it
-  // up to the move but does not end it, so that its lease, which goes on where it went, is not
-  // freed.
+  // up to the move and says it moved (UsageRecord.moved, which completes the lease's hand-over)
+  // but does not end it, so that its lease, which goes on where it went, is not freed.
   void SessionMoved(const wire::SessionStats& last);
+  // A session under `lease_id` moves to the server registered as `to_server`: asks the registry
+  // to hand the lease over (registry/lease_hand_over.cc); `token` receives the hand-over the
+  // target restores the session with. CancelHandOver takes it back when the move failed.
+  // Either waits for the registry (up to 10 s); any thread.
+  Status HandOverLease(const std::string& lease_id, const std::string& to_server,
+                       std::string* token);
+  Status CancelHandOver(const std::string& lease_id);
+  // This server's name at the registry.
+  const std::string& server_name() const { return options_.server_name; }
   // Sends what is pending (for up to `flush_ms`) and stops the thread.
   void Stop(int flush_ms = 3000);
   // Records not yet acknowledged by the registry.

@@ -35,6 +35,7 @@ namespace rgpu::server {
 enum class SessionEnd : uint8_t;  // server/session.h
 
 class Session;
+struct MoveRequest;
 class SessionHostPool;
 class StdoutCapture;
 class RegistryAgent;
@@ -200,6 +201,15 @@ class Server {
   void JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& channel);
   // Releases restored sessions nobody resumed in time, and expired restore tickets.
   void ReapPendingResumes();
+  // When session `id` runs under a registry lease, has the registry hand the lease over to the
+  // server it knows as `target_name` (RegistryAgent::HandOverLease) and puts the hand-over in
+  // `move->lease_token`; `lease_id` receives the lease ("" when the session has none or this
+  // server no registry: nothing to do). A lease that cannot follow (no target name, the
+  // registry refuses) is an error: the session stays.
+  Status HandOverLeaseOf(uint64_t id, const std::string& target_name, MoveRequest* move,
+                         std::string* lease_id);
+  // Takes back a hand-over whose move did not happen (logged when the registry does not answer).
+  void CancelLeaseHandOver(const std::string& lease_id);
   struct PendingResume {
     std::unique_ptr<Session> session;
     std::string credential;

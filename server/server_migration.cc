@@ -13,6 +13,7 @@
 #include "proto/session_proof.h"
 #include "registry/operator_key.h"
 #include "server/checkpoint.h"
+#include "server/registry_agent.h"
 #include "server/server.h"
 #include "server/session.h"
 
@@ -126,6 +127,7 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
       std::lock_guard<std::mutex> lock(mu_);
       tickets_[ticket] = std::chrono::steady_clock::now() + kTicketLife;
       reply.set_ticket(ticket);
+      if (agent_) reply.set_registry_name(agent_->server_name());
       break;
     }
     case wire::AdminRequest::RESTORE:
@@ -148,6 +150,28 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
         move->resume_session = request.target_session();
         move->resume_credential = request.resume_credential();
       }
+      std::string handed_over;  // the lease that goes along
+      if (request.kind() == wire::AdminRequest::MIGRATE) {
+        if (Status s = HandOverLeaseOf(request.session_id(), request.target_registry_name(),
+                                       move.get(), &handed_over);
+            !s.ok()) {
+          return ReplyError(channel, s.message());
+        }
+      }
+      // A move that does not happen takes the lease's hand-over back.
+      struct TakeBack {
+        Server* server;
+        const std::string& lease;
+        const std::shared_ptr<MoveRequest>& move;
+        ~TakeBack() {
+          if (lease.empty()) return;
+          std::lock_guard<std::mutex> lock(move->mu);
+          if (move->state == MoveRequest::State::kCancelled ||
+              move->state == MoveRequest::State::kPending || !move->result.ok()) {
+            server->CancelLeaseHandOver(lease);
+          }
+        }
+      } take_back{this, handed_over, move};
       bool asked = false;
       {
         // Under mu_ the session is in sessions_, so alive; the request outlives it either way.
@@ -214,7 +238,23 @@ void Server::RestoreFromStream(Channel& channel) {
         bounds.limits = options_.session_limits;
         bounds.devices = devices_.devices().size();
         std::shared_ptr<Tenant> tenant;
-        if (!header.tenant().empty()) tenant = tenants_->Find(header.tenant());
+        // The devices it is restored onto: those its lease's hand-over names, else the first.
+        std::vector<int> onto;
+        if (!header.lease_token().empty()) {
+          // Its registry lease came along (registry HandOverLease): the tenant and quota are
+          // the lease's, the GPU the one the registry chose here.
+          Admission admission;
+          if (Status s = tenants_->AdmitHandOver(header.lease_token(), header.lease_id(),
+                                                 header.tenant(), &admission);
+              !s.ok()) {
+            return PermissionDenied("the hand-over of the session's lease is refused: " +
+                                    s.message());
+          }
+          tenant = std::move(admission.tenant);
+          if (!admission.all_gpus) onto = admission.gpus;
+        } else if (!header.tenant().empty()) {
+          tenant = tenants_->Find(header.tenant());
+        }
         if (tenant == nullptr && tenants_->requires_tokens()) {
           return PermissionDenied("tenant '" + header.tenant().substr(0, 100) +
                                   "' has no credential on this server");
@@ -222,8 +262,21 @@ void Server::RestoreFromStream(Channel& channel) {
         if (tenants_->LeaseEnded(header.lease_id())) {
           return PermissionDenied("the session's lease has ended");
         }
-        for (int i = 0; i < header.devices_size() && i < bounds.devices; ++i) {
-          bounds.memory_bytes += devices_.devices()[i].total_mem();
+        if (onto.empty()) {
+          for (int i = 0; i < header.devices_size() && i < bounds.devices; ++i) onto.push_back(i);
+        }
+        if (onto.size() < static_cast<size_t>(header.devices_size())) {
+          return ResourceExhausted("the session sees " + std::to_string(header.devices_size()) +
+                                   " devices; its lease grants " + std::to_string(onto.size()) +
+                                   " here");
+        }
+        onto.resize(static_cast<size_t>(header.devices_size()));
+        for (int device : onto) {
+          if (device < 0 || static_cast<size_t>(device) >= bounds.devices) {
+            return InvalidArgument("its lease names device " + std::to_string(device) +
+                                   ", which this server does not have");
+          }
+          bounds.memory_bytes += devices_.devices()[device].total_mem();
         }
         if (tenant != nullptr) {
           const uint64_t used = tenant->memory_used.load();
@@ -236,7 +289,7 @@ void Server::RestoreFromStream(Channel& channel) {
                       (unsigned long long)id, (unsigned long long)header.source_session(),
                       header.tenant().empty() ? "no tenant" : header.tenant().c_str(),
                       (unsigned long long)header.memory_bytes());
-        return session->RestoreBegin(header, std::move(tenant));
+        return session->RestoreBegin(header, std::move(tenant), onto);
       },
       [&](uint64_t offset, const char* data, size_t size) {
         return session->RestoreMemory(offset, data, size);
@@ -400,6 +453,8 @@ void Server::DrainAll() {
       move->kind = MoveRequest::Kind::kToServer;
       move->target_url = options_.drain_to;
       if (s.ok()) move->ticket = reply.admin_reply().ticket();
+      std::string handed_over;  // the lease that goes along
+      if (s.ok()) s = HandOverLeaseOf(id, reply.admin_reply().registry_name(), move.get(), &handed_over);
       bool asked = false;
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -412,6 +467,7 @@ void Server::DrainAll() {
       } else if (s.ok()) {
         s = Timeout("its client made no call it waits for in time");
       }
+      if (!s.ok() && !handed_over.empty()) CancelLeaseHandOver(handed_over);
       if (s.ok()) {
         move->AwaitDone(std::chrono::seconds(10));  // its client has left for the target
         ++moved;
@@ -424,6 +480,39 @@ void Server::DrainAll() {
   for (std::thread& t : moves) t.join();
   RGPU_LOG_INFO("moved %d of %zu session(s) to %s", moved.load(), ids.size(),
                 options_.drain_to.c_str());
+}
+
+Status Server::HandOverLeaseOf(uint64_t id, const std::string& target_name, MoveRequest* move,
+                               std::string* lease_id) {
+  std::string lease;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) lease = it->second->lease_id();
+  }
+  if (lease.empty() || !agent_) return Status::Ok();  // nothing the registry bills goes along
+  if (target_name.empty()) {
+    return InvalidArgument("session " + std::to_string(id) + " runs under registry lease " +
+                              lease +
+                              ", and the target is not registered with a registry: the lease "
+                              "cannot follow it there; the session stays where it was");
+  }
+  Status s = agent_->HandOverLease(lease, target_name, &move->lease_token);
+  if (!s.ok()) {
+    return InvalidArgument("the registry does not hand lease " + lease + " to " +
+                              target_name + ": " + s.message() +
+                              "; the session stays where it was");
+  }
+  *lease_id = lease;
+  return Status::Ok();
+}
+
+void Server::CancelLeaseHandOver(const std::string& lease_id) {
+  if (!agent_) return;
+  if (Status s = agent_->CancelHandOver(lease_id); !s.ok()) {
+    RGPU_LOG_WARN("lease %s: its hand-over not taken back (it lapses in two minutes): %s",
+                  lease_id.c_str(), s.message().c_str());
+  }
 }
 
 void Server::ReapPendingResumes() {

@@ -213,7 +213,9 @@ class Session {
   // at the same ids and device addresses; RestoreMemory writes the memory's bytes as they come
   // (`offset` from the memory's start); RestoreFinish completes it. On a failure the caller
   // destroys the session, which releases whatever was made.
-  Status RestoreBegin(const wire::Checkpoint& header, std::shared_ptr<Tenant> tenant);
+  // `onto`: the server's devices the session's devices are, in order (validated by the caller).
+  Status RestoreBegin(const wire::Checkpoint& header, std::shared_ptr<Tenant> tenant,
+                      const std::vector<int>& onto);
   Status RestoreMemory(uint64_t offset, const char* data, size_t size);
   Status RestoreFinish();
   // Serves a restored session on `channel`, whose client has proven its resume credential

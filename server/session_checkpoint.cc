@@ -252,7 +252,8 @@ Status Session::WriteCheckpoint(const wire::Checkpoint& header,
   return writer.Finish();
 }
 
-Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> tenant) {
+Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> tenant,
+                             const std::vector<int>& onto) {
   if (drv_.softgpuMemAllocAt == nullptr || drv_.softgpuModuleLoadDataAt == nullptr ||
       drv_.softgpuModuleGetVariableRanges == nullptr) {
     RGPU_LOG_WARN("session %llu: restore refused: the backend has no fixed-address allocation",
@@ -262,13 +263,17 @@ Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> 
                   "addresses (a restore on NVIDIA's driver needs VMM at fixed addresses, not "
                   "written)");
   }
-  // The devices: the target's first ones, each at least as capable.
-  if (static_cast<size_t>(c.devices_size()) > devices_.devices().size()) {
+  // The devices: `onto`, each at least as capable.
+  if (static_cast<size_t>(c.devices_size()) > devices_.devices().size() ||
+      onto.size() < static_cast<size_t>(c.devices_size())) {
     return ResourceExhausted("the session sees more devices than this server has");
   }
   std::vector<int> visible;
   for (int i = 0; i < c.devices_size(); ++i) {
-    const wire::DeviceInfo& d = devices_.devices()[i];
+    if (onto[i] < 0 || static_cast<size_t>(onto[i]) >= devices_.devices().size()) {
+      return InvalidArgument("no device " + std::to_string(onto[i]) + " here");
+    }
+    const wire::DeviceInfo& d = devices_.devices()[onto[i]];
     const int major = Attribute(d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
     const int minor = Attribute(d, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
     const wire::CheckpointDevice& want = c.devices(i);
@@ -278,7 +283,7 @@ Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> 
                              ", the session needs " + std::to_string(want.cc_major()) + "." +
                              std::to_string(want.cc_minor()));
     }
-    visible.push_back(i);
+    visible.push_back(onto[i]);
   }
   {
     std::lock_guard<std::mutex> lock(name_mu_);

@@ -189,6 +189,7 @@ Session::MoveOutcome Session::MoveAt(const wire::Call& call) {
   }
   if (s.ok()) s = CheckMovable();
   if (s.ok()) s = Capture(&header);
+  if (s.ok() && to_server) header.set_lease_token(request->lease_token);
   uint64_t new_session = 0;
   std::string credential;
   if (s.ok() && to_server) {

@@ -143,19 +143,10 @@ Status TenantTable::Admit(const wire::Credential& presented, const std::string& 
   if (token.empty()) return PermissionDenied("this server requires a token (RGPU_TOKEN)");
   if (verifier_ == nullptr) return PermissionDenied("this server accepts no signed tokens");
   wire::TokenClaims claims;
-  Status s = verifier_->Verify(token, &claims);
+  Status s = VerifyClaims(token, &claims);
   if (!s.ok()) return s;
-  if (claims.expires_unix() <= static_cast<int64_t>(time(nullptr))) {
-    return PermissionDenied("token expired");
-  }
-  if (!claims.server().empty() && claims.server() != server_name_) {
-    return PermissionDenied("token is for server " + claims.server());
-  }
-  if (!claims.all_gpus() && claims.gpus_size() == 0) {
-    return PermissionDenied("token grants no GPU");
-  }
-  if (claims.tenant().empty() || !(claims.weight() > 0)) {
-    return PermissionDenied("token claims no tenant or no weight");
+  if (claims.hand_over()) {
+    return PermissionDenied("a lease's hand-over token admits a restore, not a client");
   }
   if (claims.holder_key().size() != 32) {
     return PermissionDenied("token names no holder key (sign it anew: rgpu token sign)");
@@ -163,6 +154,46 @@ Status TenantTable::Admit(const wire::Credential& presented, const std::string& 
   if (!VerifyHolderProof(claims.holder_key(), nonce, presented, proof)) {
     return PermissionDenied("the holder's proof of the token is wrong");
   }
+  return AdmitClaims(claims, admission);
+}
+
+Status TenantTable::AdmitHandOver(const std::string& token, const std::string& lease_id,
+                                  const std::string& tenant, Admission* admission) {
+  if (verifier_ == nullptr) return PermissionDenied("this server accepts no signed tokens");
+  wire::TokenClaims claims;
+  Status s = VerifyClaims(token, &claims);
+  if (!s.ok()) return s;
+  if (!claims.hand_over()) return PermissionDenied("not a lease's hand-over token");
+  if (claims.lease_id().empty() || claims.lease_id() != lease_id) {
+    return PermissionDenied("the hand-over is of lease " + claims.lease_id().substr(0, 128) +
+                            ", not the session's");
+  }
+  if (claims.tenant() != tenant) {
+    return PermissionDenied("the hand-over is tenant " + claims.tenant().substr(0, 64) +
+                            "'s, not the session's");
+  }
+  return AdmitClaims(claims, admission);
+}
+
+Status TenantTable::VerifyClaims(const std::string& token, wire::TokenClaims* claims) {
+  Status s = verifier_->Verify(token, claims);
+  if (!s.ok()) return s;
+  if (claims->expires_unix() <= static_cast<int64_t>(time(nullptr))) {
+    return PermissionDenied("token expired");
+  }
+  if (!claims->server().empty() && claims->server() != server_name_) {
+    return PermissionDenied("token is for server " + claims->server());
+  }
+  if (!claims->all_gpus() && claims->gpus_size() == 0) {
+    return PermissionDenied("token grants no GPU");
+  }
+  if (claims->tenant().empty() || !(claims->weight() > 0)) {
+    return PermissionDenied("token claims no tenant or no weight");
+  }
+  return Status::Ok();
+}
+
+Status TenantTable::AdmitClaims(const wire::TokenClaims& claims, Admission* admission) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!claims.lease_id().empty() && ended_leases_.count(claims.lease_id()) != 0) {
     return PermissionDenied("the token's lease " + claims.lease_id() + " has ended");

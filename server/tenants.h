@@ -84,6 +84,12 @@ class TenantTable {
   // granting no GPU, or of a lease that ended).
   Status Admit(const wire::Credential& presented, const std::string& nonce,
                const std::string& proof, Admission* admission);
+  // What a registry's hand-over of `lease_id` (TokenClaims.hand_over, registry HandOverLease)
+  // admits: the restore of `tenant`'s session under that lease, on the GPUs it names, with the
+  // lease's quota. Refused unless signed by the registry, for this server, unexpired, of that
+  // lease and tenant, and the lease not ended.
+  Status AdmitHandOver(const std::string& token, const std::string& lease_id,
+                       const std::string& tenant, Admission* admission);
   // The tenant named `name` as this server knows it (from its token file, or from a signed token
   // it admitted), or null: whose quota a restored session is charged to (docs/migration.md).
   std::shared_ptr<Tenant> Find(const std::string& name);
@@ -101,6 +107,12 @@ class TenantTable {
     std::vector<int> gpus;
     std::shared_ptr<std::atomic<bool>> used;  // a once token: set when it admitted a session
   };
+  // A signed token's claims, verified and checked for this server (expiry, server, GPUs,
+  // tenant and weight), or why not.
+  Status VerifyClaims(const std::string& token, wire::TokenClaims* claims);
+  // Admits verified claims: the lease must not have ended; the tenant gets their quota and weight.
+  Status AdmitClaims(const wire::TokenClaims& claims, Admission* admission);
+
   std::map<std::string, std::shared_ptr<Tenant>> by_token_;
   std::map<std::string, FileToken> by_digest_;  // SHA-256 of each file token
   std::string operator_key_;
