@@ -155,6 +155,67 @@ TEST(SessionHostTokenTest, AdmitsItsSessionOnce) {
   }
 }
 
+// A registry's hand-over of a lease (a session moving with it, docs/migration.md) admits the
+// restore of that lease's session only: never a client, never another lease's or tenant's
+// session, not on another server, not once the lease has ended; and a client's token is no
+// hand-over.
+TEST(HandOverTokenTest, AdmitsOnlyTheRestoreOfItsLeasesSession) {
+  char dir[] = "/tmp/rgpu-handover-XXXXXX";
+  const std::string d = mkdtemp(dir);
+  ASSERT_TRUE(GenerateTokenKeys(d + "/key.pem", d + "/key.pub").ok());
+  server::TenantTable table;
+  ASSERT_TRUE(table.AcceptSigned(d + "/key.pub", "host-b").ok());
+  auto sign = [&](const std::string& server, bool hand_over, const std::string& holder) {
+    wire::TokenClaims claims;
+    claims.set_tenant("alice");
+    claims.set_server(server);
+    claims.set_memory_quota(uint64_t{3} << 30);
+    claims.set_weight(1);
+    claims.set_expires_unix(time(nullptr) + 3600);
+    claims.set_lease_id("lease-9");
+    claims.add_gpus(2);
+    claims.set_hand_over(hand_over);
+    claims.set_holder_key(holder);
+    std::string token;
+    EXPECT_TRUE(SignToken(claims, d + "/key.pem", &token).ok());
+    return token;
+  };
+  const std::string hand_over = sign("host-b", true, "");
+  server::Admission admission;
+  Status s = table.AdmitHandOver(hand_over, "lease-9", "alice", &admission);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(admission.tenant->name, "alice");
+  EXPECT_EQ(admission.tenant->memory_quota, uint64_t{3} << 30);
+  EXPECT_EQ(admission.lease_id, "lease-9");
+  EXPECT_EQ(admission.gpus, std::vector<int>{2});
+  // Another lease's or tenant's session, or on another server: refused.
+  EXPECT_FALSE(table.AdmitHandOver(hand_over, "lease-8", "alice", &admission).ok());
+  EXPECT_FALSE(table.AdmitHandOver(hand_over, "lease-9", "bob", &admission).ok());
+  EXPECT_FALSE(table.AdmitHandOver(sign("host-c", true, ""), "lease-9", "alice", &admission).ok());
+  // A client's token (it names a holder key and is no hand-over) restores nothing.
+  std::string priv, pub;
+  ASSERT_TRUE(GenerateEd25519(&priv, &pub).ok());
+  const std::string client_token = sign("host-b", false, pub);
+  s = table.AdmitHandOver(client_token, "lease-9", "alice", &admission);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("hand-over"), std::string::npos) << s.message();
+  // A hand-over admits no client, even one naming a holder key it proves.
+  CredentialProver prover;
+  ASSERT_TRUE(CredentialProver::Parse(MakeCredential(sign("host-b", true, pub), priv), &prover).ok());
+  const std::string nonce = RandomBytes(32);
+  std::string proof;
+  ASSERT_TRUE(prover.Prove(nonce, &proof).ok());
+  s = table.Admit(prover.presented(), nonce, proof, &admission);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not a client"), std::string::npos) << s.message();
+  // The lease ended: refused.
+  table.EndLeases({"lease-9"});
+  s = table.AdmitHandOver(hand_over, "lease-9", "alice", &admission);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("ended"), std::string::npos) << s.message();
+  (void)!system(("rm -rf " + d).c_str());
+}
+
 // A signed token's claims are not secret: only the holder of the key they name gets in, and a
 // token that names no key is refused.
 TEST_F(ServerAuthTest, SignedTokenAdmitsOnlyTheHolderOfItsKey) {
