@@ -68,52 +68,20 @@ grpc::Status RegistryService::HandOverLease(grpc::ServerContext* ctx, const Hand
     // An earlier hand-over of the lease that did not complete (a migration that failed) gives
     // its room back first.
     if (!lease.moving_to.empty()) changed.push_back(DropHandOver(&lease));
-    // The target's GPU: placeable, of the same backend, at least as capable, with room beside
-    // its reservations until the lease ends; the fullest that fits (best fit).
-    auto from = gpu_by_id_.find(lease.gpu_id);
-    const GpuSpec* from_spec = from != gpu_by_id_.end() ? &gpus_[from->second].row.spec : nullptr;
-    const PlacementAsk ask = LeaseAsk(lease);
-    int64_t best = -1;
-    for (size_t index : target->second.gpus) {
-      const GpuLoad& load = cluster_.gpus[index];
-      const GpuSpec& spec = gpus_[index].row.spec;
-      if (!GpuFits(load, ask)) continue;
-      if (from_spec != nullptr &&
-          (spec.backend() != from_spec->backend() ||
-           std::make_pair(spec.cc_major(), spec.cc_minor()) <
-               std::make_pair(from_spec->cc_major(), from_spec->cc_minor()))) {
-        continue;
-      }
-      if (!FitsBesideReservations(index, ask, now, LeaseEndMs(lease))) continue;
-      if (best < 0 || load.FreeMemory() < cluster_.gpus[static_cast<size_t>(best)].FreeMemory()) {
-        best = static_cast<int64_t>(index);
-      }
-    }
-    if (best < 0) {
+    const int64_t index = HandOverTarget(lease, target->second.gpus, now);
+    if (index < 0) {
+      if (!changed.empty()) (void)store_->SetLeaseHolder(lease);  // the earlier one, dropped
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                           "server " + req->to_server() + " has no GPU that takes lease " +
                               lease.lease_id + " (" + std::to_string(lease.memory_bytes >> 20) +
                               " MiB, " + std::to_string(lease.share) +
                               "% of a GPU, the same backend, as capable) now");
     }
-    const uint32_t index = static_cast<uint32_t>(best);
-    Commit(&cluster_, ask, {cluster_.gpus[index].node, {index}});
-    const GpuRow& gpu = gpus_[index].row;
-    lease.moving_to = gpu.gpu_id;
-    lease.moving_since_ms = now;
+    claims = BeginHandOver(&lease, static_cast<size_t>(index), now);
+    notice_moves_.erase(lease.lease_id);  // the holder moves it itself
     changed.push_back(lease);
-    RGPU_LOG_INFO("lease %s of tenant %s: handing over from %s to %s", lease.lease_id.c_str(),
-                  lease.tenant.c_str(), lease.gpu_id.c_str(), gpu.gpu_id.c_str());
-    claims.set_tenant(lease.tenant);
-    claims.set_server(gpu.server_name);
-    claims.add_gpus(gpu.spec.index());
-    claims.set_lease_id(lease.lease_id);
-    claims.set_memory_quota(lease.memory_bytes);
-    claims.set_weight(lease.share / 25.0);
-    claims.set_expires_unix(LeaseEndMs(lease) / 1000);
-    claims.set_hand_over(true);
-    reply->set_gpu_id(gpu.gpu_id);
-    reply->set_gpu_index(gpu.spec.index());
+    reply->set_gpu_id(lease.moving_to);
+    reply->set_gpu_index(claims.gpus(0));
   }
   PersistHolders(changed);
   std::string token;
@@ -150,6 +118,94 @@ grpc::Status RegistryService::CancelHandOver(grpc::ServerContext* ctx, const Han
   return grpc::Status::OK;
 }
 
+int64_t RegistryService::HandOverTarget(const LeaseRow& lease,
+                                       const std::vector<size_t>& candidates, int64_t now) const {
+  auto from = gpu_by_id_.find(lease.gpu_id);
+  const GpuSpec* from_spec = from != gpu_by_id_.end() ? &gpus_[from->second].row.spec : nullptr;
+  const PlacementAsk ask = LeaseAsk(lease);
+  int64_t best = -1;
+  for (size_t index : candidates) {
+    const GpuLoad& load = cluster_.gpus[index];
+    const GpuSpec& spec = gpus_[index].row.spec;
+    if (load.id == lease.gpu_id || !GpuFits(load, ask)) continue;
+    if (from_spec != nullptr &&
+        (spec.backend() != from_spec->backend() ||
+         std::make_pair(spec.cc_major(), spec.cc_minor()) <
+             std::make_pair(from_spec->cc_major(), from_spec->cc_minor()))) {
+      continue;
+    }
+    // Its room until the lease's own end (a notice there is the source's, not the target's).
+    if (!FitsBesideReservations(index, ask, now, lease.expires_ms)) continue;
+    if (best < 0 || load.FreeMemory() < cluster_.gpus[static_cast<size_t>(best)].FreeMemory()) {
+      best = static_cast<int64_t>(index);
+    }
+  }
+  return best;
+}
+
+wire::TokenClaims RegistryService::BeginHandOver(LeaseRow* lease, size_t index, int64_t now) {
+  Commit(&cluster_, LeaseAsk(*lease), {cluster_.gpus[index].node, {static_cast<uint32_t>(index)}});
+  const GpuRow& gpu = gpus_[index].row;
+  lease->moving_to = gpu.gpu_id;
+  lease->moving_since_ms = now;
+  RGPU_LOG_INFO("lease %s of tenant %s: handing over from %s to %s", lease->lease_id.c_str(),
+                lease->tenant.c_str(), lease->gpu_id.c_str(), gpu.gpu_id.c_str());
+  wire::TokenClaims claims;
+  claims.set_tenant(lease->tenant);
+  claims.set_server(gpu.server_name);
+  claims.add_gpus(gpu.spec.index());
+  claims.set_lease_id(lease->lease_id);
+  claims.set_memory_quota(lease->memory_bytes);
+  claims.set_weight(lease->share / 25.0);
+  claims.set_expires_unix(lease->expires_ms / 1000);
+  claims.set_hand_over(true);
+  return claims;
+}
+
+void RegistryService::OfferNoticeMoves(const std::string& server_name, int64_t now,
+                                       HeartbeatReply* reply) {
+  for (int i = 0; i < reply->ending_leases_size(); ++i) {
+    LeaseNotice* notice = reply->mutable_ending_leases(i);
+    LeaseRow& lease = leases_.at(notice->lease_id());
+    auto offered = notice_moves_.find(lease.lease_id);
+    if (lease.moving_to.empty() && options_.move_on_notice && lease.reservation_id.empty() &&
+        (offered == notice_moves_.end() || now - offered->second.offered_ms >= kHandOverLifeMs)) {
+      // Somewhere else with room for it, on a server that lends now and is not this one.
+      std::vector<size_t> candidates;
+      for (const auto& [name, server] : servers_) {
+        if (name == server_name || !server.lendable) continue;
+        candidates.insert(candidates.end(), server.gpus.begin(), server.gpus.end());
+      }
+      const int64_t index = HandOverTarget(lease, candidates, now);
+      NoticeMove move;
+      move.offered_ms = now;
+      if (index >= 0) {
+        const wire::TokenClaims claims = BeginHandOver(&lease, static_cast<size_t>(index), now);
+        move.url = gpus_[static_cast<size_t>(index)].row.server_url;
+        if (Status s = signer_.Sign(claims, &move.token); !s.ok()) {
+          RGPU_LOG_ERROR("lease %s: its hand-over is not signed: %s", lease.lease_id.c_str(),
+                         s.message().c_str());
+          DropHandOver(&lease);
+          move.token.clear();
+        }
+        if (Status s = store_->SetLeaseHolder(lease); !s.ok()) {
+          RGPU_LOG_ERROR("lease %s: its hand-over is not stored: %s", lease.lease_id.c_str(),
+                         s.message().c_str());
+        }
+      } else {
+        RGPU_LOG_INFO("lease %s under notice: no other server has room for it; it ends there",
+                      lease.lease_id.c_str());
+      }
+      offered = notice_moves_.insert_or_assign(lease.lease_id, std::move(move)).first;
+    }
+    if (offered != notice_moves_.end() && !lease.moving_to.empty() &&
+        !offered->second.token.empty()) {
+      notice->set_move_url(offered->second.url);
+      notice->set_move_token(offered->second.token);
+    }
+  }
+}
+
 LeaseRow RegistryService::CompleteHandOver(LeaseRow* lease) {
   auto from = gpu_by_id_.find(lease->gpu_id);
   if (from != gpu_by_id_.end()) {
@@ -164,10 +220,25 @@ LeaseRow RegistryService::CompleteHandOver(LeaseRow* lease) {
   if (to != gpu_by_id_.end()) lease->server_name = gpus_[to->second].row.server_name;
   lease->moving_to.clear();
   lease->moving_since_ms = 0;
+  notice_moves_.erase(lease->lease_id);
+  if (lease->ending_ms > 0) {
+    // Its notice was its old GPU's (a window that closed there, a preemption there): it has left.
+    RGPU_LOG_INFO("lease %s: its notice (%s) is lifted: it left the GPU it was given on",
+                  lease->lease_id.c_str(), lease->end_reason.c_str());
+    lease->ending_ms = 0;
+    lease->end_reason.clear();
+    under_notice_.erase(lease->lease_id);
+    if (Status s = store_->SetLeaseEnding(lease->lease_id, 0, ""); !s.ok()) {
+      RGPU_LOG_ERROR("lease %s: its lifted notice is not stored: %s", lease->lease_id.c_str(),
+                     s.message().c_str());
+    }
+  }
   return *lease;
 }
 
 LeaseRow RegistryService::DropHandOver(LeaseRow* lease) {
+  auto offered = notice_moves_.find(lease->lease_id);
+  if (offered != notice_moves_.end()) offered->second.token.clear();  // offered again later
   auto to = gpu_by_id_.find(lease->moving_to);
   if (to != gpu_by_id_.end()) {
     const uint32_t index = static_cast<uint32_t>(to->second);

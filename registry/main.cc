@@ -79,6 +79,10 @@ int main(int argc, char** argv) {
                  "a placement under which no session has started after this many seconds ends "
                  "(its hold until then is billed; 0: never)")
       ->capture_default_str();
+  bool no_move_on_notice = false;
+  app.add_flag("--no-move-on-notice", no_move_on_notice,
+               "end a session whose lease is given notice (its server's window closes, a "
+               "preemption) instead of moving it to another server with room");
   app.add_option("--usage-skew-ms", options.usage_limits.skew_ms,
                  "how far a server's clock may be from the registry's in usage records")
       ->capture_default_str();
@@ -151,6 +155,7 @@ int main(int argc, char** argv) {
     }
   }
   options.claim_timeout_ms = claim_timeout_s * 1000;
+  options.move_on_notice = !no_move_on_notice;
   if (options.admin_key.empty() && getenv("RGPU_ADMIN_KEY") != nullptr) {
     options.admin_key = getenv("RGPU_ADMIN_KEY");
   }

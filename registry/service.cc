@@ -534,6 +534,7 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
     notice->set_ends_unix_ms(LeaseEndMs(lease));
     notice->set_reason(lease.end_reason);
   }
+  OfferNoticeMoves(req->server_name(), Now(), reply);
   return grpc::Status::OK;
 }
 
@@ -675,6 +676,7 @@ void RegistryService::Shutdown() {
 void RegistryService::EndLease(const std::string& lease_id, const std::string& why) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
+  notice_moves_.erase(lease_id);
   const int64_t now = Now();
   RGPU_LOG_INFO("lease %s of tenant %s on %s ended: %s", lease_id.c_str(),
                 it->second.tenant.c_str(), it->second.gpu_id.c_str(), why.c_str());
@@ -1524,7 +1526,7 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
     ended = true;
     EndLease(r.lease_id(), "its session ended");
   }
-  if (ended) Dispatch();
+  if (ended || !moved.empty()) Dispatch();  // room freed where a lease ended or left
   lock.unlock();
   PersistHolders(moved);
   if (ended) PersistEnded();

@@ -108,6 +108,11 @@ struct RegistryOptions {
   QueueOrderOptions queue_order;
   // Reservations a tenant may hold at once (not ended, not cancelled).
   uint32_t max_reservations_per_tenant = 64;
+  // A lease put under notice (its server's window closed, a preemption) is handed over to
+  // another server with room, and its server told in the heartbeat to move the session there
+  // (LeaseNotice.move_url/move_token, docs/migration.md "Moved by the registry"); without, or
+  // with no room anywhere, its session ends with the notice.
+  bool move_on_notice = true;
 };
 
 class RegistryService final : public Registry::Service {
@@ -250,6 +255,18 @@ class RegistryService final : public Registry::Service {
   // The GPU `lease` is moving to becomes its GPU; its current one an earlier holder until now,
   // its room there freed.
   LeaseRow CompleteHandOver(LeaseRow* lease);
+  // The GPU among `candidates` (indices) a hand-over of `lease` goes to: not its own, fitting
+  // it now, of the same backend, as capable, with room beside reservations until the lease
+  // expires; the fullest such (best fit); -1 for none.
+  int64_t HandOverTarget(const LeaseRow& lease, const std::vector<size_t>& candidates,
+                         int64_t now) const;
+  // Starts handing `lease` over to GPU `index`: holds its room there; returns the claims of the
+  // hand-over token to sign.
+  wire::TokenClaims BeginHandOver(LeaseRow* lease, size_t index, int64_t now);
+  // For the leases under notice in a heartbeat reply to `server_name`: hands each over to
+  // another server with room (once per kHandOverLifeMs) and tells the server where its session
+  // is to go (move_on_notice).
+  void OfferNoticeMoves(const std::string& server_name, int64_t now, HeartbeatReply* reply);
   // The hand-over in progress ends without the lease moving: the room held on the target freed.
   LeaseRow DropHandOver(LeaseRow* lease);
   // Drops the hand-overs neither side completed within kHandOverLifeMs of their start.
@@ -355,6 +372,14 @@ class RegistryService final : public Registry::Service {
   uint64_t next_seq_ = 1;
   int64_t started_ms_ = 0;  // claim timeouts count from here at the earliest (a restart)
   EndedLeases ended_;
+  // Hand-overs offered for leases under notice (OfferNoticeMoves), by lease id: when, where to,
+  // the token ("" once taken back or when there was nowhere to go).
+  struct NoticeMove {
+    int64_t offered_ms = 0;
+    std::string url;
+    std::string token;
+  };
+  std::map<std::string, NoticeMove> notice_moves_;
   std::mutex usage_mu_;  // one ReportUsage at a time checks and stores
   // Last: destroyed (its thread stopped) before what its callbacks touch.
   std::unique_ptr<ProbeQueue> probes_;

@@ -333,7 +333,14 @@ void RegistryAgent::Heartbeat() {
     }
     const bool ended =
         it != noticed_.end() && it->second.ends_ms == notice.ends_unix_ms() && it->second.ended;
-    noticed[notice.lease_id()] = {notice.ends_unix_ms(), notice.reason(), ended};
+    const std::string acted = it != noticed_.end() ? it->second.move_token : "";
+    noticed[notice.lease_id()] = {notice.ends_unix_ms(), notice.reason(), ended,
+                                  notice.move_token().empty() ? acted : notice.move_token()};
+    if (!notice.move_token().empty() && notice.move_token() != acted && options_.on_lease_move) {
+      RGPU_LOG_INFO("registry: lease %s is to move to %s before its notice runs out",
+                    notice.lease_id().c_str(), notice.move_url().c_str());
+      options_.on_lease_move(notice.lease_id(), notice.move_url(), notice.move_token());
+    }
   }
   noticed_.swap(noticed);
   for (int i = 0; i < reply.ended_leases_size(); ++i) {

@@ -52,6 +52,13 @@ struct RegistryAgentOptions {
   // tokens are still valid (an id may come again, e.g. after a registry restart); the server
   // refuses those tokens from then on. Must not call the agent.
   std::function<void(const std::vector<std::string>& lease_ids)> on_leases_ended;
+  // Called from the agent's thread, once per hand-over, when the registry asks that the session
+  // of a lease under notice move to the server at `url` with the hand-over `token` (LeaseNotice.
+  // move_url/move_token, docs/migration.md "Moved by the registry"). Must not block or call the
+  // agent from this thread.
+  std::function<void(const std::string& lease_id, const std::string& url,
+                     const std::string& token)>
+      on_lease_move;
   // When the server's GPUs are lendable (windows and notice; registry/availability.h). Its UTC
   // offset and zone are the host's, filled in at each registration and heartbeat.
   registry::Availability availability;
@@ -121,6 +128,7 @@ class RegistryAgent {
     int64_t ends_ms = 0;
     std::string reason;
     bool ended = false;
+    std::string move_token;  // the last hand-over acted on (on_lease_move)
   };
   std::map<std::string, Notice> noticed_;
   std::atomic<bool> stop_{false};

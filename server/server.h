@@ -196,7 +196,9 @@ class Server {
   // Restores the checkpoint that arrives on `channel` (CheckpointChunk messages) as a session
   // waiting to be resumed, and answers AdminReply: its id and resume credential, or why not (as
   // soon as it is known, the rest of the stream then read and dropped).
-  void RestoreFromStream(Channel& channel);
+  // `hand_over`, when not empty: the registry's hand-over that admitted the stream (a move the
+  // registry asked for); the checkpoint must carry exactly it.
+  void RestoreFromStream(Channel& channel, const std::string& hand_over = "");
   // A client's Resume: its proof checked, the restored session served on this thread.
   void JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& channel);
   // Releases restored sessions nobody resumed in time, and expired restore tickets.
@@ -210,6 +212,12 @@ class Server {
                          std::string* lease_id);
   // Takes back a hand-over whose move did not happen (logged when the registry does not answer).
   void CancelLeaseHandOver(const std::string& lease_id);
+  // The registry asks that the session of `lease_id`, under notice, move to the server at `url`
+  // with the hand-over `token` (RegistryAgent on_lease_move): done on a thread of its own at the
+  // session's next waited call; a move that does not happen takes the hand-over back and the
+  // session ends with its notice.
+  void MoveLeaseSession(const std::string& lease_id, const std::string& url,
+                        const std::string& token);
   struct PendingResume {
     std::unique_ptr<Session> session;
     std::string credential;
@@ -217,6 +225,9 @@ class Server {
   };
   std::map<uint64_t, PendingResume> pending_resumes_;                     // under mu_
   std::map<std::string, std::chrono::steady_clock::time_point> tickets_;  // under mu_
+  // The registry's hand-overs that admitted a restore here (RestoreJoin.hand_over), each once,
+  // until they expire (their claims' expiry). Under mu_.
+  std::map<std::string, int64_t> used_hand_overs_;
 
   std::unique_ptr<SessionHostPool> hosts_;  // when sessions run in processes of their own
   // As a session host (HostOneSession).

@@ -57,26 +57,37 @@ bool Server::HandleService(const wire::Envelope& first, std::unique_ptr<Channel>
       ServeAdmin(first.admin_request(), *channel);
       return true;
     case wire::Envelope::kRestoreJoin: {
-      // Another server migrating a session here, with a ticket this server's operator made.
+      // Another server migrating a session here, with a ticket this server's operator made or
+      // the registry's hand-over of the session's lease to this server.
+      const wire::RestoreJoin& join = first.restore_join();
       bool admitted = false;
-      {
+      std::string refusal = "no such restore ticket (a wrong, used or expired one)";
+      if (!join.ticket().empty()) {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto it = tickets_.begin(); it != tickets_.end(); ++it) {
           if (it->second > std::chrono::steady_clock::now() &&
-              ConstantTimeEquals(it->first, first.restore_join().ticket())) {
+              ConstantTimeEquals(it->first, join.ticket())) {
             tickets_.erase(it);  // one use
             admitted = true;
             break;
           }
         }
+      } else if (!join.hand_over().empty()) {
+        wire::TokenClaims claims;
+        Status s = tenants_->VerifyHandOver(join.hand_over(), &claims);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (s.ok() && !used_hand_overs_.emplace(join.hand_over(), claims.expires_unix()).second) {
+          s = PermissionDenied("the hand-over was used");
+        }
+        admitted = s.ok();
+        if (!s.ok()) refusal = "the lease's hand-over is refused: " + s.message();
       }
       if (!admitted) {
-        RGPU_LOG_WARN("restore from %s refused: no such ticket (wrong, used or expired)",
-                      channel->peer().c_str());
-        ReplyError(*channel, "no such restore ticket (a wrong, used or expired one)");
+        RGPU_LOG_WARN("restore from %s refused: %s", channel->peer().c_str(), refusal.c_str());
+        ReplyError(*channel, refusal);
         return true;
       }
-      RestoreFromStream(*channel);
+      RestoreFromStream(*channel, join.ticket().empty() ? join.hand_over() : "");
       return true;
     }
     case wire::Envelope::kResume:
@@ -225,7 +236,7 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
   Reply(channel, reply);
 }
 
-void Server::RestoreFromStream(Channel& channel) {
+void Server::RestoreFromStream(Channel& channel, const std::string& hand_over) {
   const uint64_t id = next_session_id_++;
   auto session = std::make_unique<Session>(id, driver_, devices_, nullptr, tenants_.get(), "",
                                            scheduler_.get());
@@ -240,6 +251,9 @@ void Server::RestoreFromStream(Channel& channel) {
         std::shared_ptr<Tenant> tenant;
         // The devices it is restored onto: those its lease's hand-over names, else the first.
         std::vector<int> onto;
+        if (!hand_over.empty() && header.lease_token() != hand_over) {
+          return PermissionDenied("the checkpoint is not of the lease its hand-over names");
+        }
         if (!header.lease_token().empty()) {
           // Its registry lease came along (registry HandOverLease): the tenant and quota are
           // the lease's, the GPU the one the registry chose here.
@@ -515,6 +529,53 @@ void Server::CancelLeaseHandOver(const std::string& lease_id) {
   }
 }
 
+void Server::MoveLeaseSession(const std::string& lease_id, const std::string& url,
+                              const std::string& token) {
+  running_threads_++;
+  std::thread([this, lease_id, url, token] {
+    auto move = std::make_shared<MoveRequest>();
+    move->kind = MoveRequest::Kind::kToServer;
+    move->target_url = url;
+    move->lease_token = token;
+    Status s = NotFound("no session of the lease runs here");
+    bool asked = false;
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [sid, session] : sessions_) {
+        if (!session->admitted() || session->lease_id() != lease_id) continue;
+        if (session->hosted()) {
+          s = InvalidArgument("its session runs in a process of its own (--session-processes), "
+                              "which does not move yet");
+          continue;
+        }
+        id = sid;
+        asked = session->RequestMove(move);
+        if (!asked) s = InvalidArgument("its session is moving already, or parked");
+        break;  // the hand-over admits one restore
+      }
+    }
+    if (asked) {
+      RGPU_LOG_INFO("session %llu: moving to %s, as the registry asks (lease %s under notice)",
+                    (unsigned long long)id, url.c_str(), lease_id.c_str());
+      if (move->AwaitDecision(std::chrono::milliseconds(options_.drain_timeout_ms))) {
+        std::lock_guard<std::mutex> lock(move->mu);
+        s = move->result;
+      } else {
+        s = Timeout("its client made no call it waits for in time");
+      }
+    }
+    if (s.ok()) {
+      move->AwaitDone(std::chrono::seconds(10));  // its client has left for the target
+    } else {
+      RGPU_LOG_WARN("lease %s: its session was not moved to %s: %s; it ends with its notice",
+                    lease_id.c_str(), url.c_str(), s.message().c_str());
+      CancelLeaseHandOver(lease_id);
+    }
+    running_threads_--;
+  }).detach();
+}
+
 void Server::ReapPendingResumes() {
   std::vector<std::unique_ptr<Session>> expired;  // released outside the lock
   {
@@ -533,6 +594,10 @@ void Server::ReapPendingResumes() {
     }
     for (auto it = tickets_.begin(); it != tickets_.end();) {
       it = it->second <= now ? tickets_.erase(it) : std::next(it);
+    }
+    const int64_t unix_now = static_cast<int64_t>(time(nullptr));
+    for (auto it = used_hand_overs_.begin(); it != used_hand_overs_.end();) {
+      it = it->second < unix_now ? used_hand_overs_.erase(it) : std::next(it);
     }
   }
 }

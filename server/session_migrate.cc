@@ -110,6 +110,8 @@ Status Session::SendToServer(const MoveRequest& request, const wire::Checkpoint&
   }
   wire::Envelope join;
   join.mutable_restore_join()->set_ticket(request.ticket);
+  // Moved by the registry: its hand-over of the lease admits the checkpoint there.
+  if (request.ticket.empty()) join.mutable_restore_join()->set_hand_over(request.lease_token);
   if (Status s = target->Send(join.SerializeAsString(), nullptr, 0); !s.ok()) return s;
   ChunkSender sender(*target, true);
   Status s = WriteCheckpoint(header, [&](const char* d, size_t n) { return sender.Put(d, n); });

@@ -175,6 +175,17 @@ Status TenantTable::AdmitHandOver(const std::string& token, const std::string& l
   return AdmitClaims(claims, admission);
 }
 
+Status TenantTable::VerifyHandOver(const std::string& token, wire::TokenClaims* claims) {
+  if (verifier_ == nullptr) return PermissionDenied("this server accepts no signed tokens");
+  Status s = VerifyClaims(token, claims);
+  if (!s.ok()) return s;
+  if (!claims->hand_over()) return PermissionDenied("not a lease's hand-over token");
+  if (LeaseEnded(claims->lease_id())) {
+    return PermissionDenied("the token's lease " + claims->lease_id() + " has ended");
+  }
+  return Status::Ok();
+}
+
 Status TenantTable::VerifyClaims(const std::string& token, wire::TokenClaims* claims) {
   Status s = verifier_->Verify(token, claims);
   if (!s.ok()) return s;

@@ -90,6 +90,9 @@ class TenantTable {
   // lease and tenant, and the lease not ended.
   Status AdmitHandOver(const std::string& token, const std::string& lease_id,
                        const std::string& tenant, Admission* admission);
+  // Whether `token` is a registry's hand-over for this server, unexpired, of a lease not ended
+  // (its claims in `claims`): what admits a checkpoint the registry sends here.
+  Status VerifyHandOver(const std::string& token, wire::TokenClaims* claims);
   // The tenant named `name` as this server knows it (from its token file, or from a signed token
   // it admitted), or null: whose quota a restored session is charged to (docs/migration.md).
   std::shared_ptr<Tenant> Find(const std::string& name);

@@ -46,6 +46,7 @@ class CapacityTest : public RegistryTest {
     configure_ = [this](RegistryOptions* o) {
       o->claim_timeout_ms = 0;  // leases here live to their lifetime unless a test ends them
       o->max_reservations_per_tenant = max_reservations_;
+      o->move_on_notice = move_on_notice_;
       Status s = PriceList::Parse(prices_, &o->prices);
       ASSERT_TRUE(s.ok()) << s.ToString();
     };
@@ -209,6 +210,7 @@ class CapacityTest : public RegistryTest {
 
   std::string prices_ = "default_gpu 0.001 1\n";
   uint32_t max_reservations_ = 64;
+  bool move_on_notice_ = true;
   std::string provider_, alice_, bob_, prober_;
 };
 
@@ -350,6 +352,89 @@ TEST_F(CapacityTest, AClosingWindowEndsTheLeaseAfterItsNoticeAndTheBillStopsTher
   ASSERT_EQ(beat.ended_leases_size(), 1);
   ASSERT_EQ(beat.ended_reasons_size(), 1);
   EXPECT_TRUE(Has(beat.ended_reasons(0), "lendable window")) << beat.ended_reasons(0);
+}
+
+// What a closing window would end moves instead (docs/migration.md, "Moved by the registry"):
+// at the close the registry hands the lease over to a server that lends and has room, and the
+// closing server's heartbeat says where its session goes (the same hand-over again until it
+// completes). Once the target reports the session, the lease is there and its notice is lifted:
+// it does not end when the notice runs out, and the old GPU's room is free.
+TEST_F(CapacityTest, AClosingWindowMovesTheSessionWhereThereIsRoom) {
+  now_ = kDay0 + 6 * kHour;
+  ASSERT_TRUE(RegisterHost(Window("20:00-08:00", 3600, 300)).ok());
+  Placement p;
+  ASSERT_TRUE(PlaceAs(alice_, Ask(G, 25, 0, 0, 4 * 3600), &p).ok());
+  ASSERT_EQ(p.gpu_id(), "host1/0");
+  ASSERT_TRUE(RegisterHost(Availability(), 1, "host2").ok());  // lends always
+  auto at = [&](int64_t t) {
+    now_ = t;
+    ASSERT_TRUE(Heartbeat(provider_, "host2").ok());
+    At(t);
+  };
+  at(kDay0 + 7 * kHour);  // 08:00 local: the window closes
+  HeartbeatReply beat;
+  ASSERT_TRUE(Heartbeat(provider_, "host1", &beat).ok());
+  ASSERT_EQ(beat.ending_leases_size(), 1);
+  const LeaseNotice notice = beat.ending_leases(0);
+  EXPECT_EQ(notice.move_url(), responder_.url());
+  TokenVerifier verifier;
+  ASSERT_TRUE(TokenVerifier::FromPublicKeyFile(dir_ + "/key.pub", &verifier).ok());
+  wire::TokenClaims claims;
+  ASSERT_TRUE(verifier.Verify(notice.move_token(), &claims).ok());
+  EXPECT_TRUE(claims.hand_over());
+  EXPECT_EQ(claims.server(), "host2");
+  EXPECT_EQ(claims.lease_id(), p.lease_id());
+  EXPECT_EQ(Gpu("host2/0").memory_committed(), G);
+  ASSERT_TRUE(Heartbeat(provider_, "host1", &beat).ok());  // a lost reply: the same again
+  ASSERT_EQ(beat.ending_leases_size(), 1);
+  EXPECT_EQ(beat.ending_leases(0).move_token(), notice.move_token());
+  // The session arrives on host2 and is reported there.
+  now_ += 5 * kSecond;
+  UsageRecord r = Record("b1", "alice", p, now_ - 3 * kSecond, now_ - kSecond, 5, false, 9);
+  r.set_server_name("host2");
+  ReportUsageReply ack;
+  ASSERT_TRUE(Report(provider_, {r}, &ack).ok());
+  ASSERT_EQ(ack.stored(), 1u) << Reasons(ack);
+  const LeaseInfo* lease = nullptr;
+  LeaseList mine = Leases(alice_);
+  ASSERT_NE(lease = FindLease(mine, p.lease_id()), nullptr);
+  EXPECT_EQ(lease->ending_unix_ms(), 0);
+  EXPECT_EQ(lease->gpu_id(), "host2/0");
+  ASSERT_TRUE(Heartbeat(provider_, "host1", &beat).ok());
+  EXPECT_EQ(beat.ending_leases_size(), 0);
+  EXPECT_EQ(Gpu("host1/0").memory_committed(), 0u);
+  at(kDay0 + 7 * kHour + 400 * kSecond);  // past the old notice
+  EXPECT_NE(FindLease(Leases(), p.lease_id()), nullptr);
+}
+
+// Without room elsewhere, or with --no-move-on-notice, the notice stands as before.
+TEST_F(CapacityTest, WithNowhereToGoTheNoticeStands) {
+  move_on_notice_ = false;
+  Reprice(prices_);
+  now_ = kDay0 + 6 * kHour;
+  ASSERT_TRUE(RegisterHost(Window("20:00-08:00", 3600, 300)).ok());
+  Placement p;
+  ASSERT_TRUE(PlaceAs(alice_, Ask(G, 25, 0, 0, 4 * 3600), &p).ok());
+  ASSERT_TRUE(RegisterHost(Availability(), 1, "host2").ok());
+  now_ = kDay0 + 7 * kHour;
+  ASSERT_TRUE(Heartbeat(provider_, "host2").ok());
+  At(now_);
+  HeartbeatReply beat;
+  ASSERT_TRUE(Heartbeat(provider_, "host1", &beat).ok());
+  ASSERT_EQ(beat.ending_leases_size(), 1);
+  EXPECT_TRUE(beat.ending_leases(0).move_token().empty());
+  EXPECT_EQ(Gpu("host2/0").memory_committed(), 0u);
+  // Moving on notice, but host2 has no room for it: the notice stands there too.
+  move_on_notice_ = true;
+  Reprice(prices_);
+  ASSERT_TRUE(Heartbeat(provider_, "host2").ok());  // online again after the restart
+  Placement full;
+  ASSERT_TRUE(PlaceAs(bob_, Ask(16 * G, 100, 0), &full).ok());
+  ASSERT_EQ(full.gpu_id(), "host2/0");
+  ASSERT_TRUE(Heartbeat(provider_, "host2").ok());
+  ASSERT_TRUE(Heartbeat(provider_, "host1", &beat).ok());
+  ASSERT_EQ(beat.ending_leases_size(), 1);
+  EXPECT_TRUE(beat.ending_leases(0).move_token().empty());
 }
 
 // A provider that registers again with windows that closed hours ago and no notice does not end
