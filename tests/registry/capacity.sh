@@ -40,21 +40,7 @@ wait_state() {
 now() { date +%s.%N; }
 
 # ---- 1. A lendable window closes ----
-# The close: a whole second 20 s from now; the server's zone is ahead of UTC by 0-59 s so that
-# the close falls on a minute boundary of its local time.
-read -r close offset window described <<<"$(python3 - <<'PY'
-import math, time
-close = math.ceil(time.time()) + 20
-offset = (-close) % 60
-local_minute = ((close + offset) // 60) % 1440
-start = (local_minute - 30) % 1440
-window = "%02d:%02d-%02d:%02d" % (start // 60, start % 60, local_minute // 60, local_minute % 60)
-if window.endswith("-00:00"):
-    window = window[:-5] + "24:00"  # how the registry writes a window that ends at midnight
-zone = "UTC+00:00" + (":%02d" % offset if offset else "")
-print(close, offset, window, "%s_%s_(TST),_notice_3_s" % (window, zone))
-PY
-)"
+read -r close offset window described <<<"$(closing_window 20)"
 described=${described//_/ }  # the availability as the registry describes it
 export TZ="TST-0:00:$(printf %02d "$offset")"
 "$bin/rgpu-server" --listen tcp://127.0.0.1:0 --backend softgpu --registry "$RGPU_REGISTRY" \

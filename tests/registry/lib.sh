@@ -1,4 +1,5 @@
-# Shared start-up of the registry end-to-end scripts (gpus.sh, run_program.sh), sourced after
+# Shared start-up of the registry end-to-end scripts (gpus.sh, run_program.sh, capacity.sh,
+# migrate.sh, move_on_notice.sh), sourced after
 # `bin`, `work` and `fail` are set and "$work/prices" is written:
 #   json EXPR              prints EXPR of the JSON document on stdin (`d`)
 #   start_registry         rgpu-registry on a free loopback port (SQLite in $work, heartbeats every
@@ -7,6 +8,12 @@
 #   open_accounts          provider acme (its key in $pkey) and tenant alice (RGPU_API_KEY)
 #   start_server NAME URL_FILE LOG   a softgpu rgpu-server registered as NAME (RGPU_SERVER_ARGS adds
 #                                    options); sets $launched
+#   closing_window SECONDS  prints "CLOSE OFFSET WINDOW DESCRIBED": a lendable window that closes
+#                           at unix time CLOSE, a whole second SECONDS from now, for a server run
+#                           with TZ="TST-0:00:OFFSET" (its zone ahead of UTC by 0-59 s, so that the
+#                           close falls on a minute of its local time); DESCRIBED is the
+#                           availability as the registry writes it with --notice-s 3, with '_'
+#                           for spaces
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 start_registry() {
@@ -32,4 +39,19 @@ start_server() {
   launched=$!
   for _ in $(seq 200); do [ -s "$url_file" ] && break; sleep 0.05; done
   [ -s "$url_file" ] || fail "server $name did not start"
+}
+
+closing_window() {
+  python3 - "$1" <<'PY'
+import math, sys, time
+close = math.ceil(time.time()) + int(sys.argv[1])
+offset = (-close) % 60
+local_minute = ((close + offset) // 60) % 1440
+start = (local_minute - 30) % 1440
+window = "%02d:%02d-%02d:%02d" % (start // 60, start % 60, local_minute // 60, local_minute % 60)
+if window.endswith("-00:00"):
+    window = window[:-5] + "24:00"  # how the registry writes a window that ends at midnight
+zone = "UTC+00:00" + (":%02d" % offset if offset else "")
+print(close, offset, window, "%s_%s_(TST),_notice_3_s" % (window, zone))
+PY
 }

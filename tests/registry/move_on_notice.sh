@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The registry moves what a closing window would end (docs/migration.md, "Moved by the
+# registry"): a program placed on a server whose lendable window closes 20 s later (notice 15 s)
+# is moved, when the window closes, to another provider's server that always lends: the registry
+# hands its lease over there and tells the closing server in its heartbeat; that server moves the
+# session at its next waited call. The program finishes long after the notice would have ended
+# it, with the exact result and no CUDA error, and each server's part is billed to its provider
+# under the one lease.
+#   move_on_notice.sh BIN_DIR PROGRAMS_DIR
+set -uo pipefail
+bin=$1 programs=$2
+work=$(mktemp -d)
+registry="" lender="" always="" client=""
+trap 'kill -9 $client 2>/dev/null; kill $registry $lender $always 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+fail() {
+  echo "move_on_notice: $*"
+  for f in "$work"/*.log "$work/out"; do echo "-- $f"; tail -25 "$f"; done
+  exit 1
+}
+printf 'gpu 0.002 1 rgpu softgpu\n' >"$work/prices"
+source "$(dirname "$0")/lib.sh"
+start_registry
+open_accounts
+read -r close offset window _ <<<"$(closing_window 20)"
+TZ="TST-0:00:$(printf %02d "$offset")" "$bin/rgpu-server" --listen tcp://127.0.0.1:0 \
+  --backend softgpu --registry "$RGPU_REGISTRY" --provider-key "$pkey" --name lender \
+  --port-file "$work/lender.url" --available "$window" --notice-s 15 2>"$work/lender.log" &
+lender=$!
+for _ in $(seq 200); do [ -s "$work/lender.url" ] && break; sleep 0.05; done
+[ -s "$work/lender.url" ] || fail "the windowed server did not start"
+for _ in $(seq 300); do "$bin/rgpu" gpus | grep -q "available" && break; sleep 0.1; done
+
+# About 40 s of work: it outlives the window's close (20 s) and its notice (15 s more).
+"$bin/rgpu" run --memory 256M -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out" 2>&1 &
+client=$!
+for _ in $(seq 400); do grep -q "^iteration 100" "$work/out" && break; sleep 0.025; done
+grep -q "^iteration 100" "$work/out" || fail "the program did not start"
+pkey=$("$bin/rgpu" provider create bolt --json | json 'd["provider_key"]') || fail "provider create"
+start_server always "$work/always.url" "$work/always.log"
+always=$launched
+[ "$(python3 -c "import time; print(int(time.time() < $close))")" = 1 ] || fail "too slow: the window closed first"
+
+wait $client || fail "the program exited $? ($(python3 -c "import time; print('%.1f' % (time.time() - $close))") s after the close)"
+ended=$(date +%s.%N)
+grep -q "^result ok" "$work/out" || fail "no exact result"
+grep -q "CUDA_ERROR" "$work/out" && fail "the program saw an error"
+python3 -c "import sys; sys.exit(0 if $ended > $close + 15 else 1)" ||
+  fail "the program ended before the notice would have ended it; nothing was tested"
+grep -q "is to move to $(cat "$work/always.url") before its notice runs out" "$work/lender.log" ||
+  fail "the registry did not ask the lender to move the session"
+grep -q "moving to .*, as the registry asks" "$work/lender.log" || fail "the lender did not move it"
+grep -q "restored; waiting for its client" "$work/always.log" || fail "the session was not restored"
+
+for _ in $(seq 300); do
+  [ "$("$bin/rgpu" gpus --json | json 'sum(g["leases"] for g in d)')" = 0 ] && break
+  sleep 0.1
+done
+[ "$("$bin/rgpu" gpus --json | json 'sum(g["leases"] for g in d)')" = 0 ] || fail "the lease was not freed"
+grep -h "refused usage record" "$work/lender.log" "$work/always.log" && fail "the registry refused records"
+"$bin/rgpu" usage --json >"$work/usage.json" || fail "usage"
+python3 - "$work/usage.json" <<'PY' || fail "usage is not split between the servers: $(cat "$work/usage.json")"
+import json, sys
+usage = json.load(open(sys.argv[1]))
+servers = {(u["provider"], u["server"]) for u in usage if u["calls"] > 0}
+assert servers == {("acme", "lender"), ("bolt", "always")}, servers
+PY
+echo "move_on_notice: the window closed at $close; the program moved and ended $(python3 -c "print('%.1f' % ($ended - $close))") s later with the exact result"
