@@ -11,10 +11,12 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "proto/call_kinds.h"
 #include "proto/crypto.h"
+#include "proto/signed_token.h"
 #include "server/checkpoint.h"
 #include "tests/unit/raw_peer.h"
 
@@ -292,8 +294,11 @@ TEST_F(ServerMigrationTest, ARestoreTicketIsNeededAndServesOnce) {
 }
 
 // A checkpoint made by hand: one context, one allocation of 4096 bytes of Pattern() at `ptr`.
-std::string HandMade(uint64_t ptr, int cc_major = 7) {
+// `header`, when given, fills in more of the header (tenant, lease, hand-over).
+std::string HandMade(uint64_t ptr, int cc_major = 7,
+                     const std::function<void(wire::Checkpoint*)>& header = nullptr) {
   wire::Checkpoint c;
+  if (header) header(&c);
   wire::CheckpointDevice* d = c.add_devices();
   d->set_cc_major(cc_major);
   d->set_cc_minor(5);
@@ -340,6 +345,73 @@ TEST_F(ServerMigrationTest, ARestorePlacesMemoryWhereTheCheckpointSaysOrRefuses)
   // A device weaker than the session's.
   EXPECT_NE(Restore(HandMade(at + (1 << 20), 99)).error().find("compute capability"),
             std::string::npos);
+}
+
+// A move the registry asks for (docs/migration.md, "Moved by the registry"): the checkpoint
+// comes with the registry's hand-over of its lease instead of an operator's ticket. A forged one,
+// one for another server, one whose checkpoint is not of that hand-over, and one used before are
+// refused; the real one restores the session, charged to the lease's tenant.
+class ServerHandOverTest : public ServerMigrationTest {
+ protected:
+  ServerHandOverTest() {
+    EXPECT_TRUE(GenerateTokenKeys(dir_ + "/key.pem", dir_ + "/key.pub").ok());
+    options_.token_public_key = dir_ + "/key.pub";
+    options_.name = "host1";
+  }
+  // `later`: seconds more of life (another token for the same claims).
+  std::string HandOver(const std::string& server, int later = 0) {
+    wire::TokenClaims claims;
+    claims.set_tenant("alice");
+    claims.set_server(server);
+    claims.set_memory_quota(uint64_t{1} << 30);
+    claims.set_weight(1);
+    claims.set_expires_unix(time(nullptr) + 3600 + later);
+    claims.set_lease_id("lease-5");
+    claims.add_gpus(0);
+    claims.set_hand_over(true);
+    std::string token;
+    EXPECT_TRUE(SignToken(claims, dir_ + "/key.pem", &token).ok());
+    return token;
+  }
+  // Sends `checkpoint` with `hand_over` in place of a ticket; the target's answer.
+  wire::AdminReply Join(const std::string& hand_over, const std::string& checkpoint) {
+    auto ch = Connect();
+    wire::Envelope join;
+    join.mutable_restore_join()->set_hand_over(hand_over);
+    EXPECT_TRUE(ch->Send(join.SerializeAsString(), nullptr, 0).ok());
+    wire::Envelope piece;
+    piece.mutable_checkpoint_chunk()->set_last(true);
+    ch->Send(piece.SerializeAsString(), checkpoint.data(), checkpoint.size());
+    return AdminReply(ch.get());
+  }
+  static std::function<void(wire::Checkpoint*)> Of(const std::string& token) {
+    return [token](wire::Checkpoint* c) {
+      c->set_tenant("alice");
+      c->set_lease_id("lease-5");
+      c->set_lease_token(token);
+    };
+  }
+};
+
+TEST_F(ServerHandOverTest, ARegistrysHandOverAdmitsItsOneCheckpoint) {
+  const uint64_t at = 0x5f2234500000ull;
+  const std::string token = HandOver("host1");
+  std::string forged = token;
+  forged[forged.size() / 3] ^= 1;
+  EXPECT_NE(Join(forged, HandMade(at, 7, Of(forged))).error().find("hand-over is refused"),
+            std::string::npos);
+  const std::string elsewhere = HandOver("host2");
+  EXPECT_NE(Join(elsewhere, HandMade(at, 7, Of(elsewhere))).error().find("for server host2"),
+            std::string::npos);
+  // The checkpoint must carry the very hand-over that admitted it (this one was then used).
+  EXPECT_NE(Join(token, HandMade(at, 7, Of(HandOver("host1", 1)))).error().find("not of the lease"),
+            std::string::npos);
+  EXPECT_NE(Join(token, HandMade(at, 7, Of(token))).error().find("used"), std::string::npos);
+  const std::string fresh = HandOver("host1", 2);
+  wire::AdminReply r = Join(fresh, HandMade(at, 7, Of(fresh)));
+  ASSERT_EQ(r.error(), "");
+  EXPECT_NE(r.session_id(), 0u);
+  EXPECT_EQ(r.resume_credential().size(), 32u);
 }
 
 }  // namespace
