@@ -169,7 +169,7 @@ void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
         "\"priority_multiplier\": %s, \"priority_surcharge\": %s, \"lease\": %s, "
         "\"held_ms\": %s, \"hold_price_per_ms\": %s, \"hold_fee\": %s, \"job\": %s, "
         "\"reservation\": %s, \"reserved_ms\": %s, \"reservation_price_per_ms\": %s, "
-        "\"reservation_fee\": %s, \"total\": %s}",
+        "\"reservation_fee\": %s, \"unavailable_ms\": %s, \"total\": %s}",
         i ? "," : "", JsonString(l.tenant()).c_str(), JsonString(l.provider()).c_str(),
         JsonString(l.server_name()).c_str(), (unsigned long long)l.session_id(),
         JsonString(l.model()).c_str(), Num(l.gpu_ms()).c_str(), Num(l.unit_price()).c_str(),
@@ -181,7 +181,7 @@ void PrintInvoiceJson(const reg::Invoice& inv, bool earnings) {
         l.job().empty() ? "null" : JsonString(l.job()).c_str(),
         JsonString(l.reservation_id()).c_str(), Num(l.reserved_ms()).c_str(),
         Num(l.reservation_price_per_ms()).c_str(), Num(l.reservation_fee()).c_str(),
-        Num(l.total()).c_str());
+        Num(l.unavailable_ms()).c_str(), Num(l.total()).c_str());
   }
   printf(
       "],\n \"base_fee\": %s, \"burst_premium\": %s, \"priority_surcharge\": %s, "
@@ -212,6 +212,9 @@ void PrintInvoiceText(const reg::Invoice& inv, bool earnings) {
              l.model().c_str(), l.reserved_ms(), "", "", "", l.total());
       printf("%24s   reservation %s held its GPU %.0f ms, at %.3g/ms\n", "",
              l.reservation_id().c_str(), l.reserved_ms(), l.reservation_price_per_ms());
+      if (l.unavailable_ms() > 0) {
+        printf("%24s   not billed: %.0f ms its GPU's server was down\n", "", l.unavailable_ms());
+      }
       if (!l.job().empty()) printf("%24s   job %s\n", "", l.job().c_str());
       continue;
     }

@@ -128,6 +128,7 @@ int64_t RegistryService::HandOverTarget(const LeaseRow& lease,
     const GpuLoad& load = cluster_.gpus[index];
     const GpuSpec& spec = gpus_[index].row.spec;
     if (load.id == lease.gpu_id || !GpuFits(load, ask)) continue;
+    if (kept_for_preemption_.count(index) != 0) continue;  // another request's, soon
     if (from_spec != nullptr &&
         (spec.backend() != from_spec->backend() ||
          std::make_pair(spec.cc_major(), spec.cc_minor()) <

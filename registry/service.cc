@@ -51,6 +51,27 @@ bool ValidId(const std::string& id) {
   return true;
 }
 
+// How long of [from_ms, to_ms) `server` was down, by `outages` (open ones run to `now_ms`);
+// overlapping outages are counted once.
+int64_t DownWithin(const std::vector<OutageRow>& outages, const std::string& server,
+                   int64_t from_ms, int64_t to_ms, int64_t now_ms) {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const OutageRow& o : outages) {
+    if (o.server_name != server) continue;
+    const int64_t a = std::max(o.start_ms, from_ms);
+    const int64_t b = std::min(o.end_ms == 0 ? now_ms : o.end_ms, to_ms);
+    if (b > a) spans.emplace_back(a, b);
+  }
+  std::sort(spans.begin(), spans.end());
+  int64_t down = 0, reached = from_ms;
+  for (const auto& [a, b] : spans) {
+    const int64_t start = std::max(a, reached);
+    if (b > start) down += b - start;
+    reached = std::max(reached, b);
+  }
+  return down;
+}
+
 }  // namespace
 
 grpc::Status ToGrpc(const Status& s) {
@@ -150,6 +171,8 @@ Status RegistryService::Load() {
   if (s.ok()) s = store_->LoadEndedLeases(started_ms_, &ended);
   if (s.ok()) s = store_->LoadServers(&servers);
   if (s.ok()) s = store_->LoadLiveReservations(started_ms_, &reservations);
+  std::vector<OutageRow> outages;
+  if (s.ok()) s = store_->LoadOpenOutages(&outages);
   if (!s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& p : providers) {
@@ -210,6 +233,10 @@ Status RegistryService::Load() {
       it->second.reach = Reach::kVerified;
       it->second.verified_ms = row.verified_ms;
     }
+  }
+  for (const OutageRow& o : outages) {
+    auto it = servers_.find(o.server_name);
+    if (it != servers_.end()) it->second.in_outage = true;  // until it is heard again
   }
   for (auto& r : reservations) {
     ReservationState state;
@@ -511,6 +538,13 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
     RefreshWindows(Now());
   }
   server.last_heartbeat_ms = Now();
+  if (server.in_outage) {
+    server.in_outage = false;
+    if (Status s = store_->EndOutage(req->server_name(), server.last_heartbeat_ms); !s.ok()) {
+      RGPU_LOG_ERROR("server %s: the end of its outage is not stored: %s",
+                     req->server_name().c_str(), s.message().c_str());
+    }
+  }
   if (!server.online) {
     server.online = true;
     UpdatePlaceable(req->server_name());
@@ -538,6 +572,14 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
   return grpc::Status::OK;
 }
 
+void RegistryService::OpenOutage(const std::string& name, ServerState* server, int64_t since_ms) {
+  if (server->in_outage) return;
+  server->in_outage = true;
+  if (Status s = store_->AddOutage(name, since_ms); !s.ok()) {
+    RGPU_LOG_ERROR("server %s: its outage is not stored: %s", name.c_str(), s.message().c_str());
+  }
+}
+
 void RegistryService::Sweep() {
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t now = Now();
@@ -547,6 +589,9 @@ void RegistryService::Sweep() {
       server.online = false;
       UpdatePlaceable(name);
       RGPU_LOG_WARN("server %s missed three heartbeats: its GPUs are offline", name.c_str());
+      OpenOutage(name, &server, server.last_heartbeat_ms);
+    } else if (!server.online && server.last_heartbeat_ms == 0 && now - started_ms_ > limit) {
+      OpenOutage(name, &server, started_ms_);  // not heard from since the registry started
     }
   }
   RefreshWindows(now);
@@ -1717,8 +1762,10 @@ grpc::Status RegistryService::RevokeProvider(grpc::ServerContext* ctx, const Nam
   Status s = store_->SetProviderRevoked(req->name(), true);
   if (!s.ok()) return ToGrpc(s);
   providers_[req->name()].row.revoked = true;
-  for (const auto& [name, server] : servers_) {
-    if (server.provider == req->name()) UpdatePlaceable(name);
+  for (auto& [name, server] : servers_) {
+    if (server.provider != req->name()) continue;
+    UpdatePlaceable(name);
+    OpenOutage(name, &server, Now());  // its reservations are not kept from now on
   }
   RGPU_LOG_WARN("provider %s revoked: its GPUs take no new placements", req->name().c_str());
   return grpc::Status::OK;
@@ -1881,7 +1928,8 @@ Status RegistryService::HoldLines(const UsageQuery& q, bool earnings,
   if (!s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   for (const LeaseRow& l : leases) {
-    auto gpu = gpu_by_id_.find(l.gpu_id);
+    // The hold was on the GPU it was granted on, wherever a hand-over took it since.
+    auto gpu = gpu_by_id_.find(l.earlier.empty() ? l.gpu_id : l.earlier.front().gpu_id);
     if (gpu == gpu_by_id_.end()) continue;
     const GpuRow& row = gpus_[gpu->second].row;
     if (earnings && row.provider != q.provider()) continue;
@@ -1908,6 +1956,12 @@ Status RegistryService::ReservationLines(const UsageQuery& q, bool earnings,
   std::vector<ReservationRow> rows;
   s = store_->QueryReservations(earnings ? "" : q.tenant(), to_ms, &rows);
   if (!s.ok()) return s;
+  // The outages of their servers: time a reservation is not billed for.
+  std::vector<OutageRow> outages;
+  int64_t earliest = to_ms;
+  for (const ReservationRow& r : rows) earliest = std::min(earliest, r.start_ms);
+  if (!rows.empty()) s = store_->QueryOutages(earliest, to_ms, &outages);
+  if (!s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   for (const ReservationRow& r : rows) {
     if (!q.job().empty() && r.job != q.job()) continue;
@@ -1921,10 +1975,13 @@ Status RegistryService::ReservationLines(const UsageQuery& q, bool earnings,
       if (gpu == gpu_by_id_.end()) continue;
       const GpuRow& row = gpus_[gpu->second].row;
       if (earnings && row.provider != q.provider()) continue;
+      const int64_t down = DownWithin(outages, row.server_name, r.start_ms, until, now);
       out->push_back(PriceReservation(r.reservation_id, r.tenant, row.provider, row.server_name,
-                                      row.spec.model(), static_cast<double>(until - r.start_ms),
+                                      row.spec.model(),
+                                      static_cast<double>(until - r.start_ms - down),
                                       options_.prices));
       out->back().set_job(r.job);
+      out->back().set_unavailable_ms(static_cast<double>(down));
     }
   }
   return Status::Ok();

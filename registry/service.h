@@ -190,6 +190,7 @@ class RegistryService final : public Registry::Service {
     int64_t verified_ms = 0;    // when it last proved its URL (0: not since its registration)
     Availability availability;  // checked (CheckAvailability)
     bool lendable = true;       // inside its lendable window (RefreshWindows)
+    bool in_outage = false;     // down, an outage open in the store (Store::AddOutage)
     // When the registry took its availability as it is now (a registration, an offset changed
     // by a heartbeat; 0: loaded from the store): notices of its leases count from then at the
     // earliest.
@@ -240,6 +241,9 @@ class RegistryService final : public Registry::Service {
   grpc::Status AuthProvider(grpc::ServerContext* ctx, std::string* provider,
                             bool allow_revoked = false);
   grpc::Status AuthTenant(grpc::ServerContext* ctx, std::string* tenant);
+  // Records that `server` is down since `since_ms` (missed heartbeats, revoked), unless an
+  // outage is open already; its next heartbeat ends it. Under mu_.
+  void OpenOutage(const std::string& name, ServerState* server, int64_t since_ms);
   // Recomputes the placeable flag of a server's GPUs. Under mu_.
   void UpdatePlaceable(const std::string& server);
   // A probe's outcome (on the probe queue's thread).
@@ -256,8 +260,8 @@ class RegistryService final : public Registry::Service {
   // its room there freed.
   LeaseRow CompleteHandOver(LeaseRow* lease);
   // The GPU among `candidates` (indices) a hand-over of `lease` goes to: not its own, fitting
-  // it now, of the same backend, as capable, with room beside reservations until the lease
-  // expires; the fullest such (best fit); -1 for none.
+  // it now, of the same backend, as capable, not kept for a preemption, with room beside
+  // reservations until the lease expires; the fullest such (best fit); -1 for none.
   int64_t HandOverTarget(const LeaseRow& lease, const std::vector<size_t>& candidates,
                          int64_t now) const;
   // Starts handing `lease` over to GPU `index`: holds its room there; returns the claims of the

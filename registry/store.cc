@@ -53,6 +53,9 @@ CREATE TABLE IF NOT EXISTS reservations (
   share INTEGER NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL,
   created_ms BIGINT NOT NULL, cancelled_ms BIGINT NOT NULL DEFAULT 0,
   job TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS server_outages (
+  server_name TEXT NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS outages_by_start ON server_outages (start_ms);
 CREATE INDEX IF NOT EXISTS usage_by_tenant ON usage (tenant, end_ms);
 CREATE INDEX IF NOT EXISTS usage_by_provider ON usage (provider, end_ms);
 )sql";
@@ -412,6 +415,34 @@ Status Store::LoadEndedLeases(int64_t now_ms, std::vector<LeaseRow>* out) {
                             "ORDER BY released_ms",
                         {Num(now_ms)}, &rows);
   for (const auto& r : rows) out->push_back(ParseLease(r));
+  return s;
+}
+
+Status Store::AddOutage(const std::string& server_name, int64_t start_ms) {
+  return Commit({"INSERT INTO server_outages (server_name, start_ms, end_ms) VALUES ($1, $2, 0)",
+                 {server_name, Num(start_ms)}});
+}
+
+Status Store::EndOutage(const std::string& server_name, int64_t end_ms) {
+  return Commit({"UPDATE server_outages SET end_ms = $1 WHERE server_name = $2 AND end_ms = 0",
+                 {Num(end_ms), server_name}});
+}
+
+Status Store::QueryOutages(int64_t from_ms, int64_t to_ms, std::vector<OutageRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(
+      "SELECT server_name, start_ms, end_ms FROM server_outages "
+      "WHERE start_ms < $2 AND (end_ms = 0 OR end_ms > $1) ORDER BY start_ms",
+      {Num(from_ms), Num(to_ms)}, &rows);
+  for (const auto& r : rows) out->push_back({r[0], I(r[1]), I(r[2])});
+  return s;
+}
+
+Status Store::LoadOpenOutages(std::vector<OutageRow>* out) {
+  std::vector<Row> rows;
+  Status s = db_->Query(
+      "SELECT server_name, start_ms, end_ms FROM server_outages WHERE end_ms = 0", {}, &rows);
+  for (const auto& r : rows) out->push_back({r[0], I(r[1]), I(r[2])});
   return s;
 }
 

@@ -94,6 +94,14 @@ struct ReservationRow {
   std::string job;
 };
 
+// A time a server was down: from when it was last heard (or its provider revoked) until it was
+// heard again (end_ms 0: not yet). What a reservation on its GPUs is not billed for.
+struct OutageRow {
+  std::string server_name;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+};
+
 // A registered server's URL and when the registry last saw it prove it answers there.
 struct ServerRow {
   std::string name;
@@ -174,6 +182,12 @@ class Store {
   Status QueryReservations(const std::string& tenant, int64_t to_ms,
                            std::vector<ReservationRow>* out);
 
+  // Outages: one opens (server down since `start_ms`), the open one of a server ends; those
+  // that overlap [from_ms, to_ms) (open ones too), and the open ones (for the start-up).
+  Status AddOutage(const std::string& server_name, int64_t start_ms);
+  Status EndOutage(const std::string& server_name, int64_t end_ms);
+  Status QueryOutages(int64_t from_ms, int64_t to_ms, std::vector<OutageRow>* out);
+  Status LoadOpenOutages(std::vector<OutageRow>* out);
   // Servers: inserts or replaces one (its URL, verification time and availability).
   Status PutServer(const ServerRow& row);
   Status LoadServers(std::vector<ServerRow>* out);

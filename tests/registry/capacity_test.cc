@@ -696,6 +696,59 @@ TEST_F(CapacityTest, AReservationHoldsItsGpuAndIsBilledAsThePriceListSays) {
   ASSERT_TRUE(PlaceAs(bob_, Ask(G, 100, 0, 0, 3600), &p).ok());
 }
 
+// A reservation the registry could not keep is not billed for that time (issue 19): while its
+// GPU's server is down (three heartbeats missed, counted from the last one heard, until it is
+// heard again; its provider revoked, from then on) the tenant pays nothing and the provider
+// earns nothing. The outage is kept across a registry restart.
+TEST_F(CapacityTest, AReservationIsNotBilledWhileItsServerIsDown) {
+  Reprice("default_gpu 0.001 1\nreservation_fraction 0.5\n");
+  now_ = kDay0 + 10 * kHour;
+  ASSERT_TRUE(RegisterHost({}).ok());
+  const int64_t start = kDay0 + 12 * kHour;
+  Reservation r;
+  ASSERT_TRUE(Reserve(alice_, Reservation1(start / 1000, 2 * 3600), &r).ok());
+  At(start + 30 * kMinute);  // the last heartbeat heard for a while
+  now_ = start + 40 * kMinute;
+  service_->Sweep();  // three heartbeats missed: down since start + 30 min
+  EXPECT_EQ(GpuState("host1/0"), "offline");
+  Stop();
+  Start();
+  At(start + 70 * kMinute);  // heard again: down 40 minutes in all
+  At(start + 2 * kHour);
+  Invoice bill = Bill("alice");
+  const InvoiceLine* line = ReservationLine(bill, r.reservation_id());
+  ASSERT_NE(line, nullptr);
+  EXPECT_DOUBLE_EQ(line->unavailable_ms(), 40 * kMinute);
+  EXPECT_DOUBLE_EQ(line->reserved_ms(), 80 * kMinute);
+  EXPECT_DOUBLE_EQ(line->reservation_fee(), 80 * kMinute * 0.0005);
+  UsageQuery q;
+  q.set_provider("acme");
+  Invoice earned;
+  grpc::ClientContext ctx;
+  Key(&ctx, "x-rgpu-admin-key", kAdminKey);
+  ASSERT_TRUE(stub_->Earnings(&ctx, q, &earned).ok());
+  line = ReservationLine(earned, r.reservation_id());
+  ASSERT_NE(line, nullptr);
+  EXPECT_DOUBLE_EQ(line->reserved_ms(), 80 * kMinute);
+  // Revoked half-way through the next one: its second half is not billed.
+  Reservation next;
+  ASSERT_TRUE(Reserve(alice_, Reservation1((start + 3 * kHour) / 1000, 3600), &next).ok());
+  At(start + 3 * kHour + 30 * kMinute);
+  NameRequest revoke;
+  revoke.set_name("acme");
+  Empty none;
+  grpc::ClientContext revoking;
+  Key(&revoking, "x-rgpu-admin-key", kAdminKey);
+  ASSERT_TRUE(stub_->RevokeProvider(&revoking, revoke, &none).ok());
+  now_ = start + 5 * kHour;
+  service_->Sweep();
+  bill = Bill("alice");
+  line = ReservationLine(bill, next.reservation_id());
+  ASSERT_NE(line, nullptr);
+  EXPECT_DOUBLE_EQ(line->reserved_ms(), 30 * kMinute);
+  EXPECT_DOUBLE_EQ(line->unavailable_ms(), 30 * kMinute);
+}
+
 // Cancelled before its start a reservation costs nothing and frees its GPU at once; cancelled
 // after its start it is billed up to the cancellation. Only its tenant may cancel it.
 TEST_F(CapacityTest, CancellingAReservationFreesItsRoom) {
