@@ -84,7 +84,9 @@ wire::SessionStats Session::Stats() const {
   static const char* const kPhases[] = {"running", "moving", "parked"};
   st.set_state(kPhases[std::clamp(phase_.load(), 0, 2)]);
   for (uint64_t mask = context_devices_.load(); mask != 0; mask &= mask - 1) {
-    st.add_devices(__builtin_ctzll(mask));
+    const int device = __builtin_ctzll(mask);
+    st.add_devices(device);
+    st.add_device_memory_bytes(device_bytes_[device].load());
   }
   if (admitted()) {
     st.set_pid(client_pid_);
@@ -817,7 +819,7 @@ void Session::DestroyContext(uint64_t id) {
   ForgetArrays(id);
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second.ctx == id) {
-      if (it->second.freeable) UnchargeMemory(it->first, it->second.size);
+      if (it->second.freeable) UnchargeMemory(it->first, it->second.size, rec->device);
       if (it->second.import_pool != 0) {
         if (PoolRecord* pool = pools_.Find(it->second.import_pool)) --pool->imported_pointers;
       }
@@ -830,9 +832,9 @@ void Session::DestroyContext(uint64_t id) {
     if (event.ctx == id) RevokeEventExport(event);
   }
   for (const auto& [module_id, module] : modules_.records()) {
-    if (module.ctx == id) Uncharge(module.charged);
+    if (module.ctx == id) Uncharge(rec->device, module.charged);
   }
-  for (uint64_t charge : rec->limit_charge) Uncharge(charge);
+  for (uint64_t charge : rec->limit_charge) Uncharge(rec->device, charge);
   auto erase_in_ctx = [id](auto& table) {
     for (auto it = table.records().begin(); it != table.records().end();) {
       it = it->second.ctx == id ? table.records().erase(it) : std::next(it);
@@ -871,7 +873,7 @@ std::unique_lock<std::mutex> Session::DeviceMemoryChange() {
   return std::unique_lock<std::mutex>(*memory_lock_);
 }
 
-bool Session::Charge(CallState& cs, uint64_t bytes, const std::string& what) {
+bool Session::Charge(CallState& cs, int device, uint64_t bytes, const std::string& what) {
   if (bytes == 0) return true;
   if (tenant_ != nullptr && !tenant_->Reserve(bytes)) {
     cs.detail = "tenant " + tenant_->name + "'s memory quota (" +
@@ -881,13 +883,24 @@ bool Session::Charge(CallState& cs, uint64_t bytes, const std::string& what) {
     return false;
   }
   live_bytes_ += bytes;
+  if (device >= 0 && static_cast<size_t>(device) < device_bytes_.size()) {
+    device_bytes_[device] += bytes;
+  }
   return true;
 }
 
-void Session::Uncharge(uint64_t bytes) {
+void Session::Uncharge(int device, uint64_t bytes) {
   if (bytes == 0) return;
   live_bytes_ -= bytes;
+  if (device >= 0 && static_cast<size_t>(device) < device_bytes_.size()) {
+    device_bytes_[device] -= bytes;
+  }
   if (tenant_ != nullptr) tenant_->Release(bytes);
+}
+
+int Session::DeviceOf(uint64_t ctx_id) {
+  const ContextRecord* rec = contexts_.Find(ctx_id);
+  return rec != nullptr ? rec->device : -1;
 }
 
 CUresult Session::RoomFor(CallState& cs, size_t count, uint32_t limit, const char* what) {

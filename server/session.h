@@ -443,8 +443,12 @@ class Session {
   CUresult WaitForKernel(CUstream stream);
   // Counts `bytes` the session makes the device hold against its tenant's quota and in its
   // metered memory; false (nothing counted, cs.detail set) when the quota cannot take them.
-  bool Charge(CallState& cs, uint64_t bytes, const std::string& what);
-  void Uncharge(uint64_t bytes);
+  // `device`: the server's device that holds them (-1: none in particular), counted per device
+  // for NVML (SessionStats.device_memory_bytes).
+  bool Charge(CallState& cs, int device, uint64_t bytes, const std::string& what);
+  void Uncharge(int device, uint64_t bytes);
+  // The server's device of context `ctx_id` (-1 when there is no such context).
+  int DeviceOf(uint64_t ctx_id);
   // Loads `image` in the current context and stores in *footprint the device memory the module
   // holds (softgpuModuleGetFootprint, or measured under memory_lock_).
   CUresult LoadModule(const char* image, CUmodule* module, uint64_t* footprint);
@@ -515,7 +519,7 @@ class Session {
   void CloseImport(std::map<CUdeviceptr, Allocation>::iterator it);
   // Releases the charge for an allocation at `base` the backend no longer holds for this
   // session: an exported one's charge passes to its export (HeldCharge) and its key is revoked.
-  void UnchargeMemory(CUdeviceptr base, uint64_t bytes);
+  void UnchargeMemory(CUdeviceptr base, uint64_t bytes, int device);
   // No new opens of the allocation at `base` (its exporter freed it to its pool).
   void RevokeMemoryExport(CUdeviceptr base);
   void RevokeEventExport(EventRecord& event);
@@ -644,6 +648,8 @@ class Session {
   std::unique_ptr<char[]> output_;
   size_t output_capacity_ = 0;
   std::atomic<uint64_t> live_bytes_{0};
+  // Of live_bytes_, what each server device (0-63) holds: Charge/Uncharge.
+  std::array<std::atomic<uint64_t>, 64> device_bytes_{};
   // Metering by operation (index: Op value; slot 0 counts operations the table does not know),
   // the time kernels waited for the GPU, and the device of the first context (-1 until there is
   // one). Written by the session thread only. There is no separate total: the calls are the sum

@@ -102,7 +102,7 @@ CUresult Session::HandleArrayCreate(CallState& cs, const ArrayCreateIn& in,
     cs.detail = "invalid or overflowing array shape";
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (!Charge(cs, rec.charged, "the array")) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!Charge(cs, DeviceOf(cs.ctx_id), rec.charged, "the array")) return CUDA_ERROR_OUT_OF_MEMORY;
   CUDA_ARRAY3D_DESCRIPTOR desc = {};
   desc.Width = in.width;
   desc.Height = in.height;
@@ -124,7 +124,7 @@ CUresult Session::HandleArrayCreate(CallState& cs, const ArrayCreateIn& in,
     }
   }
   if (r != CUDA_SUCCESS) {
-    Uncharge(rec.charged);
+    Uncharge(DeviceOf(cs.ctx_id), rec.charged);
     return r;
   }
   out->array = arrays_.Insert(rec);
@@ -143,7 +143,7 @@ CUresult Session::HandleArrayDestroy(CallState& cs, const ArrayDestroyIn& in,
     r = drv_.cuArrayDestroy(in.array->array);
   }
   if (r != CUDA_SUCCESS) return r;
-  Uncharge(in.array->charged);
+  Uncharge(DeviceOf(in.array->ctx), in.array->charged);
   arrays_.Erase(in.array.id);
   return CUDA_SUCCESS;
 }
@@ -341,9 +341,10 @@ CUresult Session::HandleSurfObjectDestroy(CallState&, const SurfObjectDestroyIn&
 }
 
 void Session::ForgetArrays(uint64_t ctx_id) {
+  const int device = DeviceOf(ctx_id);
   for (auto it = arrays_.records().begin(); it != arrays_.records().end();) {
     if (it->second.ctx == ctx_id) {
-      Uncharge(it->second.charged);
+      Uncharge(device, it->second.charged);
       it = arrays_.records().erase(it);
     } else {
       ++it;
@@ -351,7 +352,7 @@ void Session::ForgetArrays(uint64_t ctx_id) {
   }
   for (auto it = mipmaps_.records().begin(); it != mipmaps_.records().end();) {
     if (it->second.ctx == ctx_id) {
-      Uncharge(it->second.charged);
+      Uncharge(device, it->second.charged);
       it = mipmaps_.records().erase(it);
     } else {
       ++it;
@@ -403,7 +404,9 @@ CUresult Session::HandleMipmappedArrayCreate(CallState& cs, const MipmappedArray
     }
     rec.charged = sum;
   }
-  if (!Charge(cs, rec.charged, "the mipmapped array")) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!Charge(cs, DeviceOf(cs.ctx_id), rec.charged, "the mipmapped array")) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   CUDA_ARRAY3D_DESCRIPTOR desc = {};
   desc.Width = in.width;
   desc.Height = in.height;
@@ -430,7 +433,7 @@ CUresult Session::HandleMipmappedArrayCreate(CallState& cs, const MipmappedArray
       auto change = DeviceMemoryChange();
       drv_.cuMipmappedArrayDestroy(rec.mipmap);
     }
-    Uncharge(rec.charged);
+    Uncharge(DeviceOf(cs.ctx_id), rec.charged);
     return r;
   }
   rec.levels.assign(in.levels, 0);
@@ -481,7 +484,7 @@ CUresult Session::HandleMipmappedArrayDestroy(CallState&, const MipmappedArrayDe
   for (uint64_t level : in.mipmap->levels) {
     if (level != 0) arrays_.Erase(level);
   }
-  Uncharge(in.mipmap->charged);
+  Uncharge(DeviceOf(in.mipmap->ctx), in.mipmap->charged);
   mipmaps_.Erase(in.mipmap.id);
   return CUDA_SUCCESS;
 }

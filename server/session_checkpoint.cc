@@ -347,14 +347,14 @@ Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> 
     if (ctx == nullptr) return InvalidArgument("an allocation of no context");
     if (CUresult r = MakeCurrent(ctx); r != CUDA_SUCCESS) return Internal(ErrorName(r));
     cs.detail.clear();
-    if (!Charge(cs, a.size(), "the allocation")) return failed("not enough memory");
+    if (!Charge(cs, ctx->device, a.size(), "the allocation")) return failed("not enough memory");
     CUresult r;
     {
       auto change = DeviceMemoryChange();
       r = drv_.softgpuMemAllocAt(a.ptr(), a.size());
     }
     if (r != CUDA_SUCCESS) {
-      Uncharge(a.size());
+      Uncharge(ctx->device, a.size());
       return r == CUDA_ERROR_OUT_OF_MEMORY
                  ? ResourceExhausted("not enough device memory for the session's " +
                                      std::to_string(c.memory_bytes()) + " bytes")
@@ -466,7 +466,8 @@ Status Session::RestoreModule(const wire::CheckpointModule& m) {
                            ": malformed image: " + checked.message());
   }
   CallState cs;
-  if (!Charge(cs, image.size(), "the module image")) {
+  const int device = DeviceOf(m.ctx());
+  if (!Charge(cs, device, image.size(), "the module image")) {
     return ResourceExhausted("module " + std::to_string(m.id()) + ": " + cs.detail);
   }
   auto kept = std::make_shared<std::string>(image);
@@ -478,7 +479,7 @@ Status Session::RestoreModule(const wire::CheckpointModule& m) {
     r = drv_.softgpuModuleLoadDataAt(&module, kept->c_str(), bases.data(), bases.size());
   }
   if (r != CUDA_SUCCESS) {
-    Uncharge(image.size());
+    Uncharge(device, image.size());
     return r == CUDA_ERROR_OUT_OF_MEMORY
                ? ResourceExhausted("not enough device memory for module " + std::to_string(m.id()))
                : InvalidArgument("module " + std::to_string(m.id()) +
@@ -499,10 +500,10 @@ Status Session::RestoreModule(const wire::CheckpointModule& m) {
   if (same && drv_.softgpuModuleGetFootprint != nullptr) {
     same = drv_.softgpuModuleGetFootprint(module, &footprint) == CUDA_SUCCESS;
   }
-  if (!same || !Charge(cs, footprint, "the module's variables")) {
+  if (!same || !Charge(cs, device, footprint, "the module's variables")) {
     auto change = DeviceMemoryChange();
     drv_.cuModuleUnload(module);
-    Uncharge(image.size());
+    Uncharge(device, image.size());
     return same ? ResourceExhausted("module " + std::to_string(m.id()) + ": " + cs.detail)
                 : InvalidArgument("module " + std::to_string(m.id()) +
                                   "'s variables are not what the checkpoint lists");
@@ -510,7 +511,7 @@ Status Session::RestoreModule(const wire::CheckpointModule& m) {
   if (!modules_.Restore(m.id(), ModuleRecord{module, m.ctx(), image.size() + footprint, kept})) {
     auto change = DeviceMemoryChange();
     drv_.cuModuleUnload(module);
-    Uncharge(image.size() + footprint);
+    Uncharge(device, image.size() + footprint);
     return InvalidArgument("module ids");
   }
   return Status::Ok();

@@ -146,7 +146,7 @@ CUresult Session::HandleCtxSetLimit(CallState& cs, const CtxSetLimitIn& in,
   }
   const uint64_t charge = bytes > default_bytes ? bytes - default_bytes : 0;
   const uint64_t before = cs.ctx->limit_charge[charged];
-  if (charge > before && !Charge(cs, charge - before, "the context limit")) {
+  if (charge > before && !Charge(cs, cs.ctx->device, charge - before, "the context limit")) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUresult r;
@@ -155,10 +155,10 @@ CUresult Session::HandleCtxSetLimit(CallState& cs, const CtxSetLimitIn& in,
     r = drv_.cuCtxSetLimit(limit, in.value);
   }
   if (r != CUDA_SUCCESS) {
-    if (charge > before) Uncharge(charge - before);
+    if (charge > before) Uncharge(cs.ctx->device, charge - before);
     return r;
   }
-  if (charge < before) Uncharge(before - charge);
+  if (charge < before) Uncharge(cs.ctx->device, before - charge);
   cs.ctx->limit_charge[charged] = charge;
   return CUDA_SUCCESS;
 }

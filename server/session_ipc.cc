@@ -88,10 +88,10 @@ std::shared_ptr<ExportedMemory> Session::ExportMemory(CallState& cs, CUdeviceptr
   return ex;
 }
 
-void Session::UnchargeMemory(CUdeviceptr base, uint64_t bytes) {
+void Session::UnchargeMemory(CUdeviceptr base, uint64_t bytes, int device) {
   auto it = exported_memory_.find(base);
   if (it == exported_memory_.end()) {
-    Uncharge(bytes);
+    Uncharge(device, bytes);
     return;
   }
   // Sessions that opened it may still use the bytes (the backend keeps them for their handles):
@@ -101,6 +101,9 @@ void Session::UnchargeMemory(CUdeviceptr base, uint64_t bytes) {
   if (ex->standing && ipc_ != nullptr) ipc_->Revoke(ex->key);
   ex->standing = false;
   live_bytes_ -= bytes;
+  if (device >= 0 && static_cast<size_t>(device) < device_bytes_.size()) {
+    device_bytes_[device] -= bytes;
+  }
   ex->charge.Add(tenant_, bytes);
 }
 
@@ -324,12 +327,15 @@ CUresult Session::HandleMemImportPhysical(CallState& cs, const MemImportPhysical
 void Session::LetGoOfPhysical(PhysicalRecord& p) {
   if (p.shared == nullptr) {
     if (!p.released && drv_.cuMemRelease != nullptr) drv_.cuMemRelease(p.handle);
-    if (p.charged) Uncharge(p.size);
+    if (p.charged) Uncharge(p.device, p.size);
     return;
   }
   // The last holder releases the backend handle (SharedPhysical) and the tenant's charge.
   if (p.charged) {
     live_bytes_ -= p.size;
+    if (p.device >= 0 && static_cast<size_t>(p.device) < device_bytes_.size()) {
+      device_bytes_[p.device] -= p.size;
+    }
     p.shared->charge.Add(tenant_, p.size);
   }
   p.shared.reset();

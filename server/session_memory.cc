@@ -17,7 +17,8 @@ CUresult Session::HandleMemAlloc(CallState& cs, const MemAllocIn& in,
       r != CUDA_SUCCESS) {
     return r;
   }
-  if (!Charge(cs, bytes, "the allocation")) return CUDA_ERROR_OUT_OF_MEMORY;
+  const int device = DeviceOf(cs.ctx_id);
+  if (!Charge(cs, device, bytes, "the allocation")) return CUDA_ERROR_OUT_OF_MEMORY;
   CUdeviceptr p = 0;
   CUresult r;
   {
@@ -35,7 +36,7 @@ CUresult Session::HandleMemAlloc(CallState& cs, const MemAllocIn& in,
     }
   }
   if (r != CUDA_SUCCESS) {
-    Uncharge(bytes);
+    Uncharge(device, bytes);
     return r;
   }
   allocations_[p] = Allocation{bytes, cs.ctx_id, true, 0};
@@ -74,7 +75,7 @@ CUresult Session::FreeAllocation(std::map<CUdeviceptr, Allocation>::iterator it)
     r = drv_.cuMemFree(it->first);
   }
   if (r != CUDA_SUCCESS) return r;
-  UnchargeMemory(it->first, it->second.size);
+  UnchargeMemory(it->first, it->second.size, DeviceOf(it->second.ctx));
   allocations_.erase(it);
   return CUDA_SUCCESS;
 }

@@ -41,27 +41,28 @@ CUresult Session::HandleModuleLoadData(CallState& cs, const ModuleLoadDataIn&,
     return CUDA_ERROR_INVALID_IMAGE;
   }
   // The image itself is held (by the backend, and on a GPU as loaded code) while the module lives.
-  if (!Charge(cs, cs.payload_size, "the module image")) return CUDA_ERROR_OUT_OF_MEMORY;
+  const int device = DeviceOf(cs.ctx_id);
+  if (!Charge(cs, device, cs.payload_size, "the module image")) return CUDA_ERROR_OUT_OF_MEMORY;
   // Kept with the module (a checkpoint carries it); a std::string is NUL-terminated past its size.
   std::shared_ptr<std::string> image;
   try {
     image = std::make_shared<std::string>(cs.payload, cs.payload_size);
   } catch (const std::bad_alloc&) {
-    Uncharge(cs.payload_size);
+    Uncharge(device, cs.payload_size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUmodule module = nullptr;
   uint64_t footprint = 0;
   CUresult r = LoadModule(image->c_str(), &module, &footprint);
-  if (r == CUDA_SUCCESS && !Charge(cs, footprint, "the module's variables")) {
+  if (r == CUDA_SUCCESS && !Charge(cs, device, footprint, "the module's variables")) {
     RGPU_LOG_WARN("session %llu: module refused: %s", (unsigned long long)id_, cs.detail.c_str());
     auto change = DeviceMemoryChange();
     drv_.cuModuleUnload(module);
-    Uncharge(cs.payload_size);
+    Uncharge(device, cs.payload_size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (r != CUDA_SUCCESS) {
-    Uncharge(cs.payload_size);
+    Uncharge(device, cs.payload_size);
     uint16_t machine = 0;
     if (kind == rgpu::fatbin::ImageKind::kElf) memcpy(&machine, cs.payload + 18, sizeof machine);
     constexpr uint16_t kEmAmdgpu = 224;
@@ -199,7 +200,7 @@ CUresult Session::HandleModuleUnload(CallState&, const ModuleUnloadIn& in,
     auto change = DeviceMemoryChange();
     r = drv_.cuModuleUnload(in.module->module);
   }
-  Uncharge(in.module->charged);
+  Uncharge(DeviceOf(in.module->ctx), in.module->charged);
   const uint64_t module_id = in.module.id;
   for (auto it = functions_.records().begin(); it != functions_.records().end();) {
     it = it->second.module == module_id ? functions_.records().erase(it) : std::next(it);

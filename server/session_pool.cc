@@ -299,7 +299,7 @@ void Session::TrimPool(PoolRecord& pool, uint64_t keep) {
       auto change = DeviceMemoryChange();
       drv_.cuMemFree(it->ptr);
     }
-    UnchargeMemory(it->ptr, it->size);
+    UnchargeMemory(it->ptr, it->size, DeviceOf(it->ctx));
     pool.reserved -= it->size;
     it = pool.free.erase(it);
   }
@@ -322,7 +322,7 @@ void Session::ForgetPoolBlocks(uint64_t ctx_id) {
         ++it;
         continue;
       }
-      UnchargeMemory(it->ptr, it->size);
+      UnchargeMemory(it->ptr, it->size, DeviceOf(ctx_id));
       pool.reserved -= it->size;
       it = pool.free.erase(it);  // its event and memory go with the context
     }

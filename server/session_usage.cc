@@ -1,6 +1,8 @@
 // DeviceUsage: what NVML tells a tenant about one of its devices (interpose/nvml/), from the
-// server's own accounting: the memory the tenant may hold and holds, its metered GPU and copy
-// time, and its sessions with a context on the device. Nothing here names another tenant.
+// server's own accounting: the memory the tenant may hold and holds on that device (each
+// session counts what it holds per device: SessionStats.device_memory_bytes), its metered GPU
+// and copy time, and its sessions with a context on the device. Nothing here names another
+// tenant.
 // DeviceSensors: what the GPU's own sensors say (the host's NVML, server/host_nvml.h).
 #include <algorithm>
 #include <cstring>
@@ -23,35 +25,27 @@ CUresult Session::HandleDeviceUsage(CallState&, const DeviceUsageIn& in,
     sessions.push_back(Stats());
   }
   const std::string tenant = tenant_ != nullptr ? tenant_->name : "";
-  uint64_t held_on_device = 0;
+  uint64_t held_on_device = 0;  // what the tenant's sessions hold on this device
   double busy = 0, copies = 0, window = 0;
-  // The server counts a session's memory, not each device's: a session with contexts on several
-  // devices is listed on each, its memory as NVML's "not available", and counted (memory and
-  // metered time) on its first device.
-  constexpr uint64_t kNotAvailable = ~uint64_t{0};
   for (const wire::SessionStats& st : sessions) {
     if (st.tenant() != tenant) continue;
-    const bool here =
-        std::find(st.devices().begin(), st.devices().end(), in.device) != st.devices().end();
-    if (here) {
+    for (int i = 0; i < st.devices_size(); ++i) {
+      if (st.devices(i) != in.device) continue;
+      const uint64_t bytes = i < st.device_memory_bytes_size() ? st.device_memory_bytes(i) : 0;
       out->pids_and_bytes.push_back(st.pid());
-      out->pids_and_bytes.push_back(st.devices_size() == 1 ? st.memory_bytes() : kNotAvailable);
+      out->pids_and_bytes.push_back(bytes);
+      held_on_device += bytes;
     }
+    // The server meters a session's GPU time as a whole: counted on its first device.
     if (st.device() != in.device) continue;
-    held_on_device += st.memory_bytes();
     busy += st.gpu_busy_seconds();
     copies += st.copy_busy_seconds();
     window = std::max(window, st.uptime_seconds());
   }
-  if (tenant_ != nullptr) {
-    // Its quota is its device memory (as cuMemGetInfo says), all it holds on the server used.
-    out->total = std::min<uint64_t>(tenant_->memory_quota, device_bytes);
-    out->used = std::min<uint64_t>(tenant_->memory_used.load(), out->total);
-  } else {
-    // No tenants: every session is everyone's; the device's memory, what sessions hold on it.
-    out->total = device_bytes;
-    out->used = std::min<uint64_t>(held_on_device, device_bytes);
-  }
+  // A tenant's quota is its device memory (as cuMemGetInfo says); without tenants, the device's.
+  out->total = tenant_ != nullptr ? std::min<uint64_t>(tenant_->memory_quota, device_bytes)
+                                  : device_bytes;
+  out->used = std::min<uint64_t>(held_on_device, out->total);
   out->metered = scheduler_ != nullptr;
   if (out->metered) {
     out->busy_ns = static_cast<uint64_t>(busy * 1e9);

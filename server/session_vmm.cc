@@ -61,7 +61,9 @@ CUresult Session::HandleMemCreate(CallState& cs, const MemCreateIn& in,
     return r;
   }
   if (in.size == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (!Charge(cs, in.size, "the physical allocation")) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!Charge(cs, cs.ctx->device, in.size, "the physical allocation")) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   const CUmemAllocationProp prop = DeviceProp(cs.ctx->device);
   PhysicalRecord rec;
   rec.device = cs.ctx->device;
@@ -74,7 +76,7 @@ CUresult Session::HandleMemCreate(CallState& cs, const MemCreateIn& in,
   if (r == CUDA_SUCCESS && scrub_allocations_) r = ZeroPhysical(rec);
   if (r != CUDA_SUCCESS) {
     if (rec.handle != 0) drv_.cuMemRelease(rec.handle);
-    Uncharge(in.size);
+    Uncharge(rec.device, in.size);
     return r;
   }
   out->handle = physical_.Insert(rec);

@@ -2,7 +2,7 @@
 // checked against the CUDA driver's for the same devices: the count, names, UUIDs, PCI bus ids
 // (and the handles found by UUID and by bus id in both of NVML's forms), compute capability,
 // the largest SM clock, MIG off, peer-to-peer status as cuDeviceCanAccessPeer, memory (v1 and v2:
-// total as cuMemGetInfo's, used growing by exactly what the program allocates on its first device),
+// total as cuMemGetInfo's, used growing by exactly what the program allocates on each device),
 // the program among the device's compute processes with its memory, utilization (with `metered`:
 // above 0 after a busy kernel; without: not supported), and NVML's own errors (uninitialized, bad
 // handles and indices, short buffers, a wrong struct version, an unsupported query, a second
@@ -227,6 +227,7 @@ int main(int argc, char** argv) {
   auto memory_v1 = NVML(nvmlDeviceGetMemoryInfo, nvmlDevice_t, Memory*);
   const unsigned long long kBytes = 64ull << 20;
   std::vector<CUdeviceptr> held(count);
+  std::vector<unsigned long long> used_after(count);
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t d = handles[i];
     CUdevice dev;
@@ -244,12 +245,15 @@ int main(int argc, char** argv) {
     after.version = kMemoryV2;
     EXPECT_NVML(kSuccess, memory_v2(d, &after));
     EXPECT_TRUE(after.total == before.total);
-    // The server counts a session's memory on its first device (and a tenant's on all of its):
-    // exact there, never less elsewhere.
-    if (i == 0) {
-      EXPECT_TRUE(after.used - before.used == kBytes);
-    } else {
-      EXPECT_TRUE(after.used >= before.used);
+    // The server counts what a session holds on each device: exact on this one, and the
+    // devices before it hold what they held.
+    EXPECT_TRUE(after.used - before.used == kBytes);
+    used_after[i] = after.used;
+    for (unsigned j = 0; j < i; ++j) {
+      MemoryV2 earlier = {};
+      earlier.version = kMemoryV2;
+      EXPECT_NVML(kSuccess, memory_v2(handles[j], &earlier));
+      EXPECT_TRUE(earlier.used == used_after[j]);
     }
     Memory v1;
     EXPECT_NVML(kSuccess, memory_v1(d, &v1));
@@ -260,10 +264,9 @@ int main(int argc, char** argv) {
 
     ProcessInfo self;
     EXPECT_TRUE(FindProcess(d, static_cast<unsigned>(getpid()), &self));
-    // The program's memory on this device is known while its contexts are all on it.
-    if (i == 0) {
-      EXPECT_TRUE(self.usedGpuMemory >= kBytes && self.usedGpuMemory != kNotAvailable);
-    }
+    // The program's memory on this device: what it holds there (its other devices' apart).
+    EXPECT_TRUE(self.usedGpuMemory >= kBytes && self.usedGpuMemory != kNotAvailable);
+    EXPECT_TRUE(self.usedGpuMemory <= after.used);
     EXPECT_TRUE(self.gpuInstanceId == 0xFFFFFFFFu && self.computeInstanceId == 0xFFFFFFFFu);
     CHECK(cuCtxPopCurrent(nullptr));
   }
