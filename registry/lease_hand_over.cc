@@ -48,8 +48,9 @@ grpc::Status RegistryService::HandOverLease(grpc::ServerContext* ctx, const Hand
     LeaseRow& lease = it->second;
     auto holder = servers_.find(lease.server_name);
     if (holder == servers_.end() || holder->second.provider != provider) {
-      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          "lease " + lease.lease_id + " is not on a server of provider " + provider);
+      return grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          "lease " + lease.lease_id + " is not on a server of provider " + provider);
     }
     if (!lease.reservation_id.empty()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -105,9 +106,9 @@ grpc::Status RegistryService::CancelHandOver(grpc::ServerContext* ctx, const Han
     }
     auto holder = servers_.find(it->second.server_name);
     if (holder == servers_.end() || holder->second.provider != provider) {
-      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "lease " + it->second.lease_id +
-                                                                   " is not on a server of provider " +
-                                                                   provider);
+      return grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          "lease " + it->second.lease_id + " is not on a server of provider " + provider);
     }
     if (it->second.moving_to.empty()) return grpc::Status::OK;  // completed, or taken back
     RGPU_LOG_INFO("lease %s: hand-over to %s taken back by its holder", it->first.c_str(),
@@ -119,7 +120,7 @@ grpc::Status RegistryService::CancelHandOver(grpc::ServerContext* ctx, const Han
 }
 
 int64_t RegistryService::HandOverTarget(const LeaseRow& lease,
-                                       const std::vector<size_t>& candidates, int64_t now) const {
+                                        const std::vector<size_t>& candidates, int64_t now) const {
   auto from = gpu_by_id_.find(lease.gpu_id);
   const GpuSpec* from_spec = from != gpu_by_id_.end() ? &gpus_[from->second].row.spec : nullptr;
   const PlacementAsk ask = LeaseAsk(lease);

@@ -1976,10 +1976,9 @@ Status RegistryService::ReservationLines(const UsageQuery& q, bool earnings,
       const GpuRow& row = gpus_[gpu->second].row;
       if (earnings && row.provider != q.provider()) continue;
       const int64_t down = DownWithin(outages, row.server_name, r.start_ms, until, now);
-      out->push_back(PriceReservation(r.reservation_id, r.tenant, row.provider, row.server_name,
-                                      row.spec.model(),
-                                      static_cast<double>(until - r.start_ms - down),
-                                      options_.prices));
+      out->push_back(PriceReservation(
+          r.reservation_id, r.tenant, row.provider, row.server_name, row.spec.model(),
+          static_cast<double>(until - r.start_ms - down), options_.prices));
       out->back().set_job(r.job);
       out->back().set_unavailable_ms(static_cast<double>(down));
     }

@@ -374,21 +374,37 @@ Status Store::PutGpus(const std::vector<GpuRow>& rows) {
 }
 
 Status Store::AddLease(const LeaseRow& l) {
-  return Commit(
-      {std::string("INSERT INTO leases (") + kLeaseColumns + ") VALUES (" +
-           Placeholders(kLeaseColumnCount) + ")",
-       {l.lease_id, l.tenant, l.gpu_id, l.server_name, Num(l.memory_bytes), Num(uint64_t{l.share}),
-        Num(int64_t{l.priority}), Num(l.queue_ms), Num(l.granted_ms), Num(l.expires_ms),
-        Num(l.released_ms), Num(l.claimed_ms), l.job, Num(int64_t{l.until_released ? 1 : 0}),
-        Num(l.ending_ms), l.end_reason, l.reservation_id, Num(uint64_t{l.notice_s}), l.moving_to,
-        Num(l.moving_since_ms), EncodeHolders(l.earlier)}});
+  return Commit({std::string("INSERT INTO leases (") + kLeaseColumns + ") VALUES (" +
+                     Placeholders(kLeaseColumnCount) + ")",
+                 {l.lease_id,
+                  l.tenant,
+                  l.gpu_id,
+                  l.server_name,
+                  Num(l.memory_bytes),
+                  Num(uint64_t{l.share}),
+                  Num(int64_t{l.priority}),
+                  Num(l.queue_ms),
+                  Num(l.granted_ms),
+                  Num(l.expires_ms),
+                  Num(l.released_ms),
+                  Num(l.claimed_ms),
+                  l.job,
+                  Num(int64_t{l.until_released ? 1 : 0}),
+                  Num(l.ending_ms),
+                  l.end_reason,
+                  l.reservation_id,
+                  Num(uint64_t{l.notice_s}),
+                  l.moving_to,
+                  Num(l.moving_since_ms),
+                  EncodeHolders(l.earlier)}});
 }
 
 Status Store::SetLeaseHolder(const LeaseRow& l) {
-  return Commit({"UPDATE leases SET gpu_id = $1, server_name = $2, moving_to = $3, "
-                 "moving_since_ms = $4, earlier = $5 WHERE lease_id = $6",
-                 {l.gpu_id, l.server_name, l.moving_to, Num(l.moving_since_ms),
-                  EncodeHolders(l.earlier), l.lease_id}});
+  return Commit(
+      {"UPDATE leases SET gpu_id = $1, server_name = $2, moving_to = $3, "
+       "moving_since_ms = $4, earlier = $5 WHERE lease_id = $6",
+       {l.gpu_id, l.server_name, l.moving_to, Num(l.moving_since_ms), EncodeHolders(l.earlier),
+        l.lease_id}});
 }
 
 Status Store::GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out) {
@@ -440,8 +456,8 @@ Status Store::QueryOutages(int64_t from_ms, int64_t to_ms, std::vector<OutageRow
 
 Status Store::LoadOpenOutages(std::vector<OutageRow>* out) {
   std::vector<Row> rows;
-  Status s = db_->Query(
-      "SELECT server_name, start_ms, end_ms FROM server_outages WHERE end_ms = 0", {}, &rows);
+  Status s = db_->Query("SELECT server_name, start_ms, end_ms FROM server_outages WHERE end_ms = 0",
+                        {}, &rows);
   for (const auto& r : rows) out->push_back({r[0], I(r[1]), I(r[2])});
   return s;
 }

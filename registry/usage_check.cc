@@ -90,8 +90,9 @@ std::string CheckRecordAgainstLease(const UsageRecord& r, const UsageContext& c,
   if (!LeaseHeldBy(lease, gpu, r.end_ms(), limits.skew_ms)) {
     for (const LeaseRow::Holder& h : lease.earlier) {
       if (h.gpu_id == gpu) {
-        return "lease " + lease.lease_id + " left GPU " + gpu + " at " + std::to_string(h.until_ms) +
-               " ms; the interval ends at " + std::to_string(r.end_ms());
+        return "lease " + lease.lease_id + " left GPU " + gpu + " at " +
+               std::to_string(h.until_ms) + " ms; the interval ends at " +
+               std::to_string(r.end_ms());
       }
     }
     return "lease " + lease.lease_id + " is for GPU " + lease.gpu_id + ", not " + gpu;

@@ -56,8 +56,7 @@ struct RegistryAgentOptions {
   // of a lease under notice move to the server at `url` with the hand-over `token` (LeaseNotice.
   // move_url/move_token, docs/migration.md "Moved by the registry"). Must not block or call the
   // agent from this thread.
-  std::function<void(const std::string& lease_id, const std::string& url,
-                     const std::string& token)>
+  std::function<void(const std::string& lease_id, const std::string& url, const std::string& token)>
       on_lease_move;
   // When the server's GPUs are lendable (windows and notice; registry/availability.h). Its UTC
   // offset and zone are the host's, filled in at each registration and heartbeat.

@@ -468,7 +468,8 @@ void Server::DrainAll() {
       move->target_url = options_.drain_to;
       if (s.ok()) move->ticket = reply.admin_reply().ticket();
       std::string handed_over;  // the lease that goes along
-      if (s.ok()) s = HandOverLeaseOf(id, reply.admin_reply().registry_name(), move.get(), &handed_over);
+      if (s.ok())
+        s = HandOverLeaseOf(id, reply.admin_reply().registry_name(), move.get(), &handed_over);
       bool asked = false;
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -506,16 +507,14 @@ Status Server::HandOverLeaseOf(uint64_t id, const std::string& target_name, Move
   }
   if (lease.empty() || !agent_) return Status::Ok();  // nothing the registry bills goes along
   if (target_name.empty()) {
-    return InvalidArgument("session " + std::to_string(id) + " runs under registry lease " +
-                              lease +
-                              ", and the target is not registered with a registry: the lease "
-                              "cannot follow it there; the session stays where it was");
+    return InvalidArgument("session " + std::to_string(id) + " runs under registry lease " + lease +
+                           ", and the target is not registered with a registry: the lease "
+                           "cannot follow it there; the session stays where it was");
   }
   Status s = agent_->HandOverLease(lease, target_name, &move->lease_token);
   if (!s.ok()) {
-    return InvalidArgument("the registry does not hand lease " + lease + " to " +
-                              target_name + ": " + s.message() +
-                              "; the session stays where it was");
+    return InvalidArgument("the registry does not hand lease " + lease + " to " + target_name +
+                           ": " + s.message() + "; the session stays where it was");
   }
   *lease_id = lease;
   return Status::Ok();
@@ -545,8 +544,9 @@ void Server::MoveLeaseSession(const std::string& lease_id, const std::string& ur
       for (const auto& [sid, session] : sessions_) {
         if (!session->admitted() || session->lease_id() != lease_id) continue;
         if (session->hosted()) {
-          s = InvalidArgument("its session runs in a process of its own (--session-processes), "
-                              "which does not move yet");
+          s = InvalidArgument(
+              "its session runs in a process of its own (--session-processes), "
+              "which does not move yet");
           continue;
         }
         id = sid;

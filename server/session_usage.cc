@@ -43,8 +43,8 @@ CUresult Session::HandleDeviceUsage(CallState&, const DeviceUsageIn& in,
     window = std::max(window, st.uptime_seconds());
   }
   // A tenant's quota is its device memory (as cuMemGetInfo says); without tenants, the device's.
-  out->total = tenant_ != nullptr ? std::min<uint64_t>(tenant_->memory_quota, device_bytes)
-                                  : device_bytes;
+  out->total =
+      tenant_ != nullptr ? std::min<uint64_t>(tenant_->memory_quota, device_bytes) : device_bytes;
   out->used = std::min<uint64_t>(held_on_device, out->total);
   out->metered = scheduler_ != nullptr;
   if (out->metered) {

@@ -43,9 +43,8 @@ class HandOverTest : public RegistryTest {
     return stub_->CancelHandOver(&ctx, req, &reply);
   }
   // A record of alice's session `session` on `server`'s GPU `index` under the lease.
-  UsageRecord On(const std::string& id, const std::string& server, uint32_t index,
-                 uint64_t session, int64_t start, int64_t end, bool moved = false,
-                 bool ended = false) {
+  UsageRecord On(const std::string& id, const std::string& server, uint32_t index, uint64_t session,
+                 int64_t start, int64_t end, bool moved = false, bool ended = false) {
     UsageRecord r = Record(id, "alice", p_, start, end, 10, ended, session);
     r.set_server_name(server);
     r.set_gpu_index(index);
@@ -100,8 +99,7 @@ TEST_F(HandOverTest, TheLeaseFollowsItsSessionAndEachProviderBillsItsPart) {
 
   // The target's first record completes the hand-over; the source's last (moved) is billed.
   now_ += 2000;
-  ASSERT_EQ(Stored(bolt_, On("b1", "host-b", 1, 7, start_ + 1600, start_ + 3000), &why), 1u)
-      << why;
+  ASSERT_EQ(Stored(bolt_, On("b1", "host-b", 1, 7, start_ + 1600, start_ + 3000), &why), 1u) << why;
   EXPECT_EQ(Gpu("host-a/0").memory_committed(), 0u);
   EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
   ASSERT_EQ(Stored(acme_, On("a2", "host-a", 0, 1, start_ + 1000, start_ + 1500, true), &why), 1u)
@@ -114,9 +112,8 @@ TEST_F(HandOverTest, TheLeaseFollowsItsSessionAndEachProviderBillsItsPart) {
   Stop();
   Start();
   EXPECT_EQ(Stored(acme_, On("a4", "host-a", 0, 1, start_ + 1500, start_ + 20000)), 0u);
-  ASSERT_EQ(Stored(bolt_, On("b2", "host-b", 1, 7, start_ + 3000, start_ + 4000, false, true),
-                   &why),
-            1u)
+  ASSERT_EQ(
+      Stored(bolt_, On("b2", "host-b", 1, 7, start_ + 3000, start_ + 4000, false, true), &why), 1u)
       << why;
   // The session's end on the target ends the lease there: host-b's room is free again.
   EXPECT_EQ(Gpu("host-b/1").memory_committed(), 0u);
@@ -130,8 +127,10 @@ TEST_F(HandOverTest, TheLeaseFollowsItsSessionAndEachProviderBillsItsPart) {
   Key(&ctx, "x-rgpu-admin-key", kAdminKey);
   ASSERT_TRUE(stub_->Usage(&ctx, q, &usage).ok());
   std::map<std::string, uint64_t> calls_by_provider;
-  for (const auto& s : usage.sessions()) calls_by_provider[s.provider() + "@" + s.server_name()] += s.calls();
-  EXPECT_EQ(calls_by_provider, (std::map<std::string, uint64_t>{{"acme@host-a", 20}, {"bolt@host-b", 20}}));
+  for (const auto& s : usage.sessions())
+    calls_by_provider[s.provider() + "@" + s.server_name()] += s.calls();
+  EXPECT_EQ(calls_by_provider,
+            (std::map<std::string, uint64_t>{{"acme@host-a", 20}, {"bolt@host-b", 20}}));
   const Invoice bill = Bill("alice");
   std::set<std::string> paid;
   for (const auto& line : bill.lines()) {

@@ -201,7 +201,8 @@ TEST(HandOverTokenTest, AdmitsOnlyTheRestoreOfItsLeasesSession) {
   EXPECT_NE(s.message().find("hand-over"), std::string::npos) << s.message();
   // A hand-over admits no client, even one naming a holder key it proves.
   CredentialProver prover;
-  ASSERT_TRUE(CredentialProver::Parse(MakeCredential(sign("host-b", true, pub), priv), &prover).ok());
+  ASSERT_TRUE(
+      CredentialProver::Parse(MakeCredential(sign("host-b", true, pub), priv), &prover).ok());
   const std::string nonce = RandomBytes(32);
   std::string proof;
   ASSERT_TRUE(prover.Prove(nonce, &proof).ok());
