@@ -3,16 +3,17 @@
 // the registry to hand the lease over: the registry picks a GPU of the target server with room
 // for it, holds that room, and signs a hand-over token (TokenClaims.hand_over) that the holder
 // sends with the session's checkpoint; the target restores the session under the lease with it.
-// From then until the hand-over completes both GPUs may bill the lease. It completes with the
-// target's first accepted record for the lease, or the holder's last (UsageRecord.moved): the
-// target's GPU becomes the lease's, the old one an earlier holder whose records are accepted up
-// to that moment, and its room is freed. CancelHandOver (the migration failed), or two minutes
-// without either record, takes the hand-over back.
+// It completes with the holder's last record of the session (UsageRecord.moved: the session
+// left for the target): the target's GPU becomes the lease's, the old one an earlier holder
+// whose records are accepted up to that moment, and its room is freed. The target's records
+// before that are refused with `retry` (its agent sends them again). CancelHandOver (the
+// migration failed), or two minutes without that record, takes the hand-over back.
 //
 // Never trusted: a provider hands over only leases on its own servers, and only to a registered
-// server with room; a server bills a lease only as its GPU, its hand-over's target or an earlier
-// holder (registry/usage_check.h). A holder that hands a lease to a server that does not want it
-// only holds room there for two minutes; a target cannot take a lease it was not handed.
+// server with room; a server bills a lease only as its GPU or an earlier holder
+// (registry/usage_check.h). A holder that hands a lease to a server that does not want it only
+// holds room there for two minutes; a target that saw a hand-over (a restore it refused, a
+// migration that failed) cannot take the lease by reporting usage under it.
 #include <algorithm>
 
 #include "common/log.h"
@@ -271,8 +272,8 @@ std::vector<LeaseRow> RegistryService::CompleteHandOversShownBy(const std::vecto
     const UsageRecord& r = rows[i].record;
     auto it = leases_.find(r.lease_id());
     if (it == leases_.end() || it->second.moving_to.empty()) continue;
-    const std::string gpu = GpuId(r.server_name(), r.gpu_index());
-    if (gpu == it->second.moving_to || (r.moved() && gpu == it->second.gpu_id)) {
+    // Only the holder says the session left: a target cannot take a lease by reporting it.
+    if (r.moved() && GpuId(r.server_name(), r.gpu_index()) == it->second.gpu_id) {
       changed.push_back(CompleteHandOver(&it->second));
     }
   }

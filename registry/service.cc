@@ -1583,10 +1583,11 @@ Status RegistryService::CheckUsage(const std::string& provider, const ReportUsag
                                    std::vector<RefusedRecord>* refusals, uint32_t* duplicates) {
   auto* claims = &effects->claims;
   std::set<std::tuple<std::string, std::string, uint64_t>> touched;  // lease, server, session
-  auto refuse = [refusals](const UsageRecord& r, std::string why) {
+  auto refuse = [refusals](const UsageRecord& r, std::string why, bool retry = false) {
     RefusedRecord refused;
     refused.set_record_id(r.record_id().substr(0, 200));
     refused.set_reason(std::move(why));
+    refused.set_retry(retry);
     refusals->push_back(std::move(refused));
   };
   // Well-formed records only, then those not stored already (a retry after a lost reply).
@@ -1661,6 +1662,16 @@ Status RegistryService::CheckUsage(const std::string& provider, const ReportUsag
     auto gpu = gpu_by_id_.find(GpuId(r.server_name(), r.gpu_index()));
     if (gpu == gpu_by_id_.end()) {
       refuse(r, "GPU " + GpuId(r.server_name(), r.gpu_index()) + " is not registered");
+      continue;
+    }
+    if (!lease->second.moving_to.empty() &&
+        lease->second.moving_to == GpuId(r.server_name(), r.gpu_index()) &&
+        lease->second.tenant == r.tenant()) {
+      // The session's new server, before its old one said it left: later, not never.
+      refuse(r,
+             "lease " + r.lease_id() + " is being handed over to this GPU; its holder has not " +
+                 "reported the session moved yet",
+             /*retry=*/true);
       continue;
     }
     auto& by_session = sessions[r.lease_id()];

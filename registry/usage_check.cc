@@ -74,7 +74,6 @@ std::string CheckRecordShape(const UsageRecord& r) {
 bool LeaseHeldBy(const LeaseRow& lease, const std::string& gpu_id, int64_t end_ms,
                  int64_t skew_ms) {
   if (gpu_id == lease.gpu_id) return true;
-  if (!lease.moving_to.empty() && gpu_id == lease.moving_to) return true;
   for (const LeaseRow::Holder& h : lease.earlier) {
     if (h.gpu_id == gpu_id && end_ms <= h.until_ms + skew_ms) return true;
   }

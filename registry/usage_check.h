@@ -1,8 +1,8 @@
 // Usage checks: whether a usage record a provider reports could be true. The registry never
 // trusts a provider (docs/security.md): it stores a record only when it names a lease the
-// registry granted for the record's tenant on a GPU of the caller's server (the lease's GPU, the
-// one it is being handed over to, or one that held it before a hand-over, for records that end
-// by the time it left there), lies inside the
+// registry granted for the record's tenant on a GPU of the caller's server (the lease's GPU, or
+// one that held it before a hand-over, for records that end by the time it left there), lies
+// inside the
 // lease's interval, continues its session without overlapping it, and holds amounts the GPU
 // could physically have produced in the session's wall time so far:
 //
@@ -59,8 +59,8 @@ struct UsageContext {
 std::string CheckRecordShape(const UsageRecord& r);
 
 // True when GPU `gpu_id` may bill `lease` for an interval ending at `end_ms`: it is the lease's
-// GPU, or the one the lease is being handed over to, or it held the lease before a hand-over and
-// the interval ends by when the lease left it (give or take `skew_ms`).
+// GPU, or it held the lease before a hand-over and the interval ends by when the lease left it
+// (give or take `skew_ms`). A hand-over's target bills only once the hand-over is complete.
 bool LeaseHeldBy(const LeaseRow& lease, const std::string& gpu_id, int64_t end_ms, int64_t skew_ms);
 
 // "" when the (well-formed) record agrees with its lease and is physically possible; otherwise

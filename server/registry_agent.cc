@@ -31,6 +31,7 @@ std::string BootId() {
 }
 
 constexpr int kBatch = 500;
+constexpr int64_t kHoldMs = 600000;  // how long a record the registry answers "not yet" is kept
 
 // The host's UTC offset (seconds east of UTC) and zone abbreviation now, from its time zone
 // (TZ, /etc/localtime).
@@ -224,8 +225,9 @@ void RegistryAgent::WriteSpool() {
   const std::string tmp = options_.spool_path + ".tmp";
   FILE* f = fopen(tmp.c_str(), "wb");
   bool ok = f != nullptr;
-  for (size_t i = 0; ok && i < pending_.size(); ++i) {
-    const std::string bytes = pending_[i].SerializeAsString();
+  for (size_t i = 0; ok && i < pending_.size() + held_.size(); ++i) {
+    const std::string bytes =
+        (i < pending_.size() ? pending_[i] : held_[i - pending_.size()]).SerializeAsString();
     const uint32_t size = static_cast<uint32_t>(bytes.size());
     const unsigned char prefix[4] = {
         static_cast<unsigned char>(size), static_cast<unsigned char>(size >> 8),
@@ -261,10 +263,15 @@ bool RegistryAgent::SendBatch() {
                   request.records_size(), g.error_message().c_str());
     return false;
   }
-  // Every sent record is answered: stored, stored already, or refused (never to be stored).
-  std::set<std::string> refused;
+  // Every sent record is answered: stored, stored already, refused (never to be stored), or not
+  // yet (retry: held, sent again at the next report, for up to kHoldMs after its interval).
+  std::set<std::string> refused, later;
   for (int i = 0; i < reply.refusals_size(); ++i) {
     const auto& r = reply.refusals(i);
+    if (r.retry()) {
+      later.insert(r.record_id());
+      continue;
+    }
     refused.insert(r.record_id());
     if (i < 5) {
       RGPU_LOG_ERROR("the registry refused usage record %s (dropped): %s", r.record_id().c_str(),
@@ -280,6 +287,15 @@ bool RegistryAgent::SendBatch() {
   for (const auto& sent : request.records()) {
     if (!pending_.empty() && pending_.front().record_id() == sent.record_id()) {
       pending_.pop_front();
+    }
+    if (later.count(sent.record_id()) != 0) {
+      if (NowMs() - sent.end_ms() < kHoldMs) {
+        held_.push_back(sent);
+      } else {
+        RGPU_LOG_ERROR("the registry did not take usage record %s in %lld s (dropped)",
+                       sent.record_id().c_str(), (long long)(kHoldMs / 1000));
+      }
+      continue;
     }
     if (options_.on_acknowledged && refused.count(sent.record_id()) == 0) {
       options_.on_acknowledged(sent);
@@ -396,6 +412,14 @@ void RegistryAgent::Loop() {
     }
     if (report) {
       next_report = now + std::chrono::milliseconds(options_.report_ms);
+      {
+        // What the registry answered "not yet" goes again, first (a session's records are taken
+        // in order, and any of its later ones wait in pending_).
+        std::lock_guard<std::mutex> lock(mu_);
+        pending_.insert(pending_.begin(), std::make_move_iterator(held_.begin()),
+                        std::make_move_iterator(held_.end()));
+        held_.clear();
+      }
       AddRecords(std::move(records));
       // A long backlog (after the registry was away) goes in batches, with heartbeats between.
       while (pending() > 0 && !stop_.load() && std::chrono::steady_clock::now() < next_heartbeat &&

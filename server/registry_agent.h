@@ -116,6 +116,9 @@ class RegistryAgent {
   std::unique_ptr<registry::UsageMeter> meter_;
   std::mutex mu_;  // guards meter_ and pending_
   std::deque<registry::UsageRecord> pending_;
+  // Records the registry answered "not yet" (RefusedRecord.retry), sent again at the next
+  // report; spooled with pending_. Under mu_.
+  std::vector<registry::UsageRecord> held_;
   uint32_t heartbeat_ms_ = 2000;
   // Where this agent is in the registry's log of ended leases (agent thread only).
   uint64_t ended_cursor_ = 0;

@@ -82,6 +82,79 @@ TEST(AgentSpool, UndeliveredRecordsOutliveTheServer) {
   (void)!system(command.c_str());
 }
 
+// A session's new server reports it before its old one said it left (a lease being handed
+// over, registry/lease_hand_over.cc): the registry answers "not yet", and the new server's agent
+// keeps the records and sends them again until the old server's last record completes the
+// hand-over; nothing is lost or counted twice.
+TEST(AgentSpool, RecordsTheRegistryAnswersNotYetAreSentAgain) {
+  char dir[] = "/tmp/rgpu-spool-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  ASSERT_TRUE(GenerateTokenKeys(d + "/key.pem", d + "/key.pub").ok());
+  TestRegistry registry(d, 0);
+  const std::string api_key = registry.CreateKey(false, "alice");
+  ProbeResponder responder_a, responder_b;
+  auto options = [&](const std::string& name, ProbeResponder& responder) {
+    server::RegistryAgentOptions o;
+    o.address = registry.address();
+    o.provider_key = registry.CreateKey(true, name == "host-a" ? "acme" : "bolt");
+    o.server_name = name;
+    o.server_url = responder.url();
+    o.reachability_secret = responder.secret();
+    o.report_ms = 50;
+    o.observe_ms = 50;
+    return o;
+  };
+  GpuSpec gpu;
+  gpu.set_model("GPU");
+  gpu.set_memory_bytes(1ull << 30);
+  auto no_sessions = [] { return wire::StatusReply(); };
+  server::RegistryAgent a, b;
+  ASSERT_TRUE(a.Start(options("host-a", responder_a), {gpu}, no_sessions, nullptr).ok());
+  registry.service()->WaitForProbes();
+  Placement placement;
+  ASSERT_TRUE(registry.Place(api_key, 256ull << 20, &placement).ok());
+  ASSERT_EQ(placement.server_name(), "host-a");
+  ASSERT_TRUE(b.Start(options("host-b", responder_b), {gpu}, no_sessions, nullptr).ok());
+  registry.service()->WaitForProbes();
+  std::string token;
+  Status s = a.HandOverLease(placement.lease_id(), "host-b", &token);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  wire::SessionStats on_a, on_b;
+  on_a.set_session_id(1);
+  on_a.set_tenant("alice");
+  on_a.set_lease_id(placement.lease_id());
+  on_a.set_calls(40);
+  on_b = on_a;
+  on_b.set_session_id(7);
+  on_b.set_calls(60);
+  a.SessionStarted(1);
+  // The session ran on host-b, and ended there, before host-a said it left.
+  b.SessionStarted(7);
+  b.SessionEnded(on_b);
+  while (b.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few reports: "not yet"
+  auto calls_on = [&](const std::string& server) {
+    uint64_t calls = 0;
+    const UsageReply usage = registry.Usage();
+    for (const auto& u : usage.sessions()) {
+      if (u.server_name() == server) calls += u.calls();
+    }
+    return calls;
+  };
+  EXPECT_EQ(calls_on("host-b"), 0u);
+  a.SessionMoved(on_a);
+  for (int i = 0; i < 200 && calls_on("host-b") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(calls_on("host-b"), 60u);
+  EXPECT_EQ(calls_on("host-a"), 40u);
+  a.Stop(0);
+  b.Stop(0);
+  std::string command = "rm -rf " + d;
+  (void)!system(command.c_str());
+}
+
 TEST(AgentSpool, ADamagedSpoolIsAClearError) {
   char dir[] = "/tmp/rgpu-spool-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

@@ -388,11 +388,15 @@ TEST_F(CapacityTest, AClosingWindowMovesTheSessionWhereThereIsRoom) {
   ASSERT_TRUE(Heartbeat(provider_, "host1", &beat).ok());  // a lost reply: the same again
   ASSERT_EQ(beat.ending_leases_size(), 1);
   EXPECT_EQ(beat.ending_leases(0).move_token(), notice.move_token());
-  // The session arrives on host2 and is reported there.
+  // The session leaves host1 (its last record there says so) and is reported on host2.
   now_ += 5 * kSecond;
+  UsageRecord left = Record("a1", "alice", p, now_ - 4 * kSecond, now_ - 3 * kSecond, 5, false, 1);
+  left.set_moved(true);
   UsageRecord r = Record("b1", "alice", p, now_ - 3 * kSecond, now_ - kSecond, 5, false, 9);
   r.set_server_name("host2");
   ReportUsageReply ack;
+  ASSERT_TRUE(Report(provider_, {left}, &ack).ok());
+  ASSERT_EQ(ack.stored(), 1u) << Reasons(ack);
   ASSERT_TRUE(Report(provider_, {r}, &ack).ok());
   ASSERT_EQ(ack.stored(), 1u) << Reasons(ack);
   const LeaseInfo* lease = nullptr;

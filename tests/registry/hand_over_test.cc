@@ -1,7 +1,8 @@
 // A lease follows its session to another server (registry/lease_hand_over.cc,
 // docs/migration.md "Metering"): only its holder hands it over, only to a registered server with
-// room; the target's records are billed from then, the old holder's only up to the move, each
-// provider earns its part, and a hand-over that does not happen gives its room back.
+// room, and only its holder's last record of the session completes it; the target's records are
+// billed from then (before: "not yet"), the old holder's only up to the move, each provider
+// earns its part, and a hand-over that does not happen gives its room back.
 #include <map>
 #include <set>
 
@@ -97,13 +98,19 @@ TEST_F(HandOverTest, TheLeaseFollowsItsSessionAndEachProviderBillsItsPart) {
   EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
   EXPECT_EQ(Gpu("host-a/0").memory_committed(), 8 * G);
 
-  // The target's first record completes the hand-over; the source's last (moved) is billed.
+  // The target's records wait ("not yet", to be sent again) until the source's last record says
+  // the session left; that record completes the hand-over.
   now_ += 2000;
-  ASSERT_EQ(Stored(bolt_, On("b1", "host-b", 1, 7, start_ + 1600, start_ + 3000), &why), 1u) << why;
-  EXPECT_EQ(Gpu("host-a/0").memory_committed(), 0u);
-  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
+  ReportUsageReply ack;
+  ASSERT_TRUE(Report(bolt_, {On("b1", "host-b", 1, 7, start_ + 1600, start_ + 3000)}, &ack).ok());
+  ASSERT_EQ(ack.refusals_size(), 1);
+  EXPECT_TRUE(ack.refusals(0).retry()) << Reasons(ack);
+  EXPECT_EQ(Gpu("host-a/0").memory_committed(), 8 * G);
   ASSERT_EQ(Stored(acme_, On("a2", "host-a", 0, 1, start_ + 1000, start_ + 1500, true), &why), 1u)
       << why;
+  EXPECT_EQ(Gpu("host-a/0").memory_committed(), 0u);
+  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
+  ASSERT_EQ(Stored(bolt_, On("b1", "host-b", 1, 7, start_ + 1600, start_ + 3000), &why), 1u) << why;
   // The source bills nothing after the move, whatever it claims.
   now_ += 20000;
   EXPECT_EQ(Stored(acme_, On("a3", "host-a", 0, 1, start_ + 1500, start_ + 20000), &why), 0u);
@@ -143,12 +150,24 @@ TEST_F(HandOverTest, AHandOverThatDoesNotHappenGivesItsRoomBack) {
   HandOverReply h;
   ASSERT_TRUE(HandOver(acme_, "host-b", &h).ok());
   EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
+  // A target that saw the hand-over (a restore it refused) cannot take the lease by reporting
+  // usage under it: not yet, and the lease stays where it is.
+  now_ += 1000;
+  ReportUsageReply ack;
+  ASSERT_TRUE(Report(bolt_, {On("b0", "host-b", 1, 7, start_, start_ + 900)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 0u);
+  ASSERT_EQ(ack.refusals_size(), 1);
+  EXPECT_TRUE(ack.refusals(0).retry());
+  EXPECT_EQ(Gpu("host-a/0").memory_committed(), 8 * G);
   // The migration failed: the holder takes it back; the target bills nothing.
   ASSERT_TRUE(Cancel(acme_).ok());
   EXPECT_EQ(Gpu("host-b/1").memory_committed(), 0u);
   now_ += 2000;
   std::string why;
-  EXPECT_EQ(Stored(bolt_, On("b1", "host-b", 1, 7, start_ + 100, start_ + 1000), &why), 0u);
+  ASSERT_TRUE(Report(bolt_, {On("b1", "host-b", 1, 7, start_ + 100, start_ + 1000)}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 0u);
+  ASSERT_EQ(ack.refusals_size(), 1);
+  EXPECT_FALSE(ack.refusals(0).retry()) << Reasons(ack);  // never, now
   EXPECT_EQ(Stored(acme_, On("a1", "host-a", 0, 1, start_, start_ + 2000), &why), 1u) << why;
   // Nobody completes it: it lapses after two minutes.
   ASSERT_TRUE(HandOver(acme_, "host-b", &h).ok());
