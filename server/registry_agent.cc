@@ -86,8 +86,7 @@ Status RegistryAgent::Register(std::string* public_key_pem) {
   for (const auto& gpu : gpus_) *request.add_gpus() = gpu;
   registry::RegisterReply reply;
   grpc::ClientContext ctx;
-  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  Authorize(&ctx, std::chrono::seconds(10));
   grpc::Status g = stub_->Register(&ctx, request, &reply);
   if (!g.ok()) return registry::FromGrpc(g, options_.address);
   int accepted = 0;
@@ -155,8 +154,7 @@ Status RegistryAgent::HandOverLease(const std::string& lease_id, const std::stri
   request.set_to_server(to_server);
   registry::HandOverReply reply;
   grpc::ClientContext ctx;
-  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  Authorize(&ctx, std::chrono::seconds(10));
   grpc::Status g = stub_->HandOverLease(&ctx, request, &reply);
   if (!g.ok()) return registry::FromGrpc(g, options_.address);
   RGPU_LOG_INFO("lease %s: the registry hands it to %s (GPU %s)", lease_id.c_str(),
@@ -171,11 +169,15 @@ Status RegistryAgent::CancelHandOver(const std::string& lease_id) {
   request.set_lease_id(lease_id);
   registry::Empty reply;
   grpc::ClientContext ctx;
-  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  Authorize(&ctx, std::chrono::seconds(10));
   grpc::Status g = stub_->CancelHandOver(&ctx, request, &reply);
   if (!g.ok()) return registry::FromGrpc(g, options_.address);
   return Status::Ok();
+}
+
+void RegistryAgent::Authorize(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
+  ctx->AddMetadata("x-rgpu-provider-key", options_.provider_key);
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
 void RegistryAgent::AddRecords(std::vector<registry::UsageRecord> records) {
@@ -255,8 +257,7 @@ bool RegistryAgent::SendBatch() {
   if (request.records_size() == 0) return true;
   registry::ReportUsageReply reply;
   grpc::ClientContext ctx;
-  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  Authorize(&ctx, std::chrono::seconds(5));
   grpc::Status g = stub_->ReportUsage(&ctx, request, &reply);
   if (!g.ok()) {
     RGPU_LOG_WARN("usage report of %d record(s) not acknowledged (will retry): %s",
@@ -319,8 +320,7 @@ void RegistryAgent::Heartbeat() {
   }
   registry::HeartbeatReply reply;
   grpc::ClientContext ctx;
-  ctx.AddMetadata("x-rgpu-provider-key", options_.provider_key);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(heartbeat_ms_));
+  Authorize(&ctx, std::chrono::milliseconds(heartbeat_ms_));
   grpc::Status g = stub_->Heartbeat(&ctx, request, &reply);
   if (g.error_code() == grpc::StatusCode::NOT_FOUND) {
     RGPU_LOG_INFO("registry: %s", g.error_message().c_str());

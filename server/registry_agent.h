@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -96,6 +97,8 @@ class RegistryAgent {
 
  private:
   Status Register(std::string* public_key_pem);
+  // Makes `ctx` a call as this server's provider, answered within `timeout`.
+  void Authorize(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
   // One heartbeat: liveness, registering again when asked, and the ended leases.
   void Heartbeat();
   void Loop();

@@ -216,6 +216,14 @@ class RegistryTest : public ::testing::Test {
     EXPECT_TRUE(g.ok()) << g.error_message();
     return invoice;
   }
+  // The claims of a token the registry signed (checked against its public key).
+  wire::TokenClaims Claims(const std::string& token) {
+    TokenVerifier verifier;
+    EXPECT_TRUE(TokenVerifier::FromPublicKeyFile(dir_ + "/key.pub", &verifier).ok());
+    wire::TokenClaims claims;
+    EXPECT_TRUE(verifier.Verify(token, &claims).ok());
+    return claims;
+  }
   static std::string Reasons(const ReportUsageReply& reply) {
     std::string out;
     for (const auto& r : reply.refusals()) out += r.record_id() + ": " + r.reason() + "\n";
