@@ -49,6 +49,13 @@ grpc::Status RegistryService::HandOverLease(grpc::ServerContext* ctx, const Hand
     LeaseRow& lease = it->second;
     auto holder = servers_.find(lease.server_name);
     if (holder == servers_.end() || holder->second.provider != provider) {
+      auto moving = gpu_by_id_.find(lease.moving_to);
+      if (moving != gpu_by_id_.end() && gpus_[moving->second].row.provider == provider) {
+        // Its session reached this provider's server, whose previous holder has not said so yet.
+        return grpc::Status(grpc::StatusCode::ABORTED, "lease " + lease.lease_id +
+                                                           " is still being handed over to " +
+                                                           lease.moving_to + ": ask again shortly");
+      }
       return grpc::Status(
           grpc::StatusCode::PERMISSION_DENIED,
           "lease " + lease.lease_id + " is not on a server of provider " + provider);

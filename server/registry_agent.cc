@@ -153,9 +153,20 @@ Status RegistryAgent::HandOverLease(const std::string& lease_id, const std::stri
   request.set_lease_id(lease_id);
   request.set_to_server(to_server);
   registry::HandOverReply reply;
-  grpc::ClientContext ctx;
-  Authorize(&ctx, std::chrono::seconds(10));
-  grpc::Status g = stub_->HandOverLease(&ctx, request, &reply);
+  // A session that just arrived here holds its lease once its previous server's last record is
+  // in (ABORTED until then): asked again for a while.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  grpc::Status g;
+  for (;;) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, std::chrono::seconds(10));
+    g = stub_->HandOverLease(&ctx, request, &reply);
+    if (g.error_code() != grpc::StatusCode::ABORTED ||
+        std::chrono::steady_clock::now() >= give_up || stop_.load()) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   if (!g.ok()) return registry::FromGrpc(g, options_.address);
   RGPU_LOG_INFO("lease %s: the registry hands it to %s (GPU %s)", lease_id.c_str(),
                 to_server.c_str(), reply.gpu_id().c_str());

@@ -399,10 +399,10 @@ void Server::ConfigureSession(Session& session) {
 }
 
 void Server::HostOneSession(const std::string& token, std::shared_ptr<Tenant> tenant, bool all_gpus,
-                            std::vector<int> gpus,
+                            std::vector<int> gpus, const std::string& lease_id,
                             std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
                             std::function<void()> on_admitted) {
-  tenants_->AddToken(token, std::move(tenant), all_gpus, std::move(gpus), /*once=*/true);
+  tenants_->AddToken(token, std::move(tenant), all_gpus, std::move(gpus), /*once=*/true, lease_id);
   host_on_end_ = std::move(on_end);
   host_on_admitted_ = std::move(on_admitted);
 }

@@ -129,10 +129,11 @@ class Server {
   bool session_processes() const { return hosts_ != nullptr; }
 
   // As a session host (server/session_host.h), before Serve: admits `token` once, for `tenant`
-  // (on `gpus` unless `all_gpus`); `on_admitted` is called when its session is admitted, and
-  // `on_end` with its last figures and its end, after which Serve returns.
+  // (on `gpus` unless `all_gpus`) under registry lease `lease_id` ("": none); `on_admitted` is
+  // called when its session is admitted, and `on_end` with its last figures and its end, after
+  // which Serve returns.
   void HostOneSession(const std::string& token, std::shared_ptr<Tenant> tenant, bool all_gpus,
-                      std::vector<int> gpus,
+                      std::vector<int> gpus, const std::string& lease_id,
                       std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
                       std::function<void()> on_admitted);
   // As a session host: its sessions are numbered from `id` (the server's id for the session it
@@ -142,6 +143,10 @@ class Server {
   void SetStdoutCapture(StdoutCapture* capture) { stdout_capture_ = capture; }
   // As a session host: the admitted session's figures; false before it is admitted.
   bool HostedStats(wire::SessionStats* stats);
+  // A session host's part of migrating its one session (HostMove from the server that admitted
+  // it): the move asked of the session, waited for as an operator's MIGRATE is, its outcome in
+  // `result`. Any thread.
+  void MoveHostedSession(const wire::HostMove& order, wire::HostMoveResult* result);
 
  private:
   ServerOptions options_;

@@ -191,12 +191,14 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
         if (it == sessions_.end() || !it->second->admitted()) {
           return ReplyError(channel, "no session " + std::to_string(request.session_id()));
         }
-        if (it->second->hosted()) {
+        if (it->second->hosted() && request.kind() != wire::AdminRequest::MIGRATE) {
           return ReplyError(channel, "session " + std::to_string(request.session_id()) +
                                          " runs in a process of its own (--session-processes): "
-                                         "moving it is not supported yet");
+                                         "it can be migrated, not checkpointed");
         }
-        asked = it->second->RequestMove(move);
+        // A hosted session is moved by its host, which holds it.
+        asked = it->second->hosted() ? it->second->RequestHostedMove(move, timeout_ms)
+                                     : it->second->RequestMove(move);
       }
       if (!asked) {
         return ReplyError(channel, request.kind() == wire::AdminRequest::REDIRECT
@@ -520,6 +522,43 @@ Status Server::HandOverLeaseOf(uint64_t id, const std::string& target_name, Move
   return Status::Ok();
 }
 
+void Server::MoveHostedSession(const wire::HostMove& order, wire::HostMoveResult* result) {
+  auto move = std::make_shared<MoveRequest>();
+  move->kind = MoveRequest::Kind::kToServer;
+  move->target_url = order.target_url();
+  move->ticket = order.ticket();
+  move->lease_token = order.lease_token();
+  const uint32_t timeout_ms = order.timeout_ms() == 0
+                                  ? kDefaultMoveTimeoutMs
+                                  : std::min(order.timeout_ms(), kMostMoveTimeoutMs);
+  bool asked = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, session] : sessions_) {
+      if (!session->admitted()) continue;
+      asked = session->RequestMove(move);
+      break;
+    }
+  }
+  Status s;
+  if (!asked) {
+    s = InvalidArgument("the session is moving already, or not admitted");
+  } else if (!move->AwaitDecision(std::chrono::milliseconds(timeout_ms))) {
+    s = Timeout("the client made no call it waits for within " + std::to_string(timeout_ms) +
+                " ms; the session stays where it was");
+  } else {
+    std::lock_guard<std::mutex> lock(move->mu);
+    s = move->result;
+  }
+  if (s.ok()) move->AwaitDone(std::chrono::seconds(15));  // until its client has left
+  std::lock_guard<std::mutex> lock(move->mu);
+  result->set_error(s.ok() ? "" : s.message());
+  result->set_new_session(move->new_session);
+  result->set_pause_ms(move->pause_ms);
+  result->set_memory_bytes(move->memory_bytes);
+  result->set_transfer_ms(move->transfer_ms);
+}
+
 void Server::CancelLeaseHandOver(const std::string& lease_id) {
   if (!agent_) return;
   if (Status s = agent_->CancelHandOver(lease_id); !s.ok()) {
@@ -543,14 +582,10 @@ void Server::MoveLeaseSession(const std::string& lease_id, const std::string& ur
       std::lock_guard<std::mutex> lock(mu_);
       for (const auto& [sid, session] : sessions_) {
         if (!session->admitted() || session->lease_id() != lease_id) continue;
-        if (session->hosted()) {
-          s = InvalidArgument(
-              "its session runs in a process of its own (--session-processes), "
-              "which does not move yet");
-          continue;
-        }
         id = sid;
-        asked = session->RequestMove(move);
+        asked = session->hosted() ? session->RequestHostedMove(
+                                        move, static_cast<uint32_t>(options_.drain_timeout_ms))
+                                  : session->RequestMove(move);
         if (!asked) s = InvalidArgument("its session is moving already, or parked");
         break;  // the hand-over admits one restore
       }

@@ -163,8 +163,16 @@ void Session::SuperviseHost(const std::atomic<bool>& stop) {
         std::lock_guard<std::mutex> lock(name_mu_);
         hosted_stats_ = stats;
       },
-      &how);
-  host_.reset();
+      [this](const wire::HostMoveResult& result) { HostedMoveAnswered(result); }, &how);
+  std::shared_ptr<MoveRequest> unanswered;
+  {
+    std::lock_guard<std::mutex> lock(move_mu_);  // RequestHostedMove uses host_ under it
+    host_.reset();
+    unanswered = std::move(hosted_move_);
+  }
+  if (unanswered != nullptr) {
+    unanswered->Finish(-1, Unavailable("the session's process ended before it moved"));
+  }
   if (end > static_cast<uint32_t>(SessionEnd::kNone) &&
       end <= static_cast<uint32_t>(SessionEnd::kMoved)) {
     end_ = static_cast<SessionEnd>(end);

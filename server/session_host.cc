@@ -86,9 +86,17 @@ Status SessionHost::Assign(const wire::HostAssign& assign) {
   return Status::Ok();
 }
 
-uint32_t SessionHost::Supervise(Tenant* tenant, const std::function<bool()>& should_stop,
-                                const std::function<void(const wire::SessionStats&)>& on_stats,
-                                std::string* how) {
+Status SessionHost::Move(const wire::HostMove& move) {
+  wire::HostControl message;
+  *message.mutable_move() = move;
+  if (!SendControl(fd_, message)) return Unavailable("the session's host process is gone");
+  return Status::Ok();
+}
+
+uint32_t SessionHost::Supervise(
+    Tenant* tenant, const std::function<bool()>& should_stop,
+    const std::function<void(const wire::SessionStats&)>& on_stats,
+    const std::function<void(const wire::HostMoveResult&)>& on_move_result, std::string* how) {
   uint32_t end = 0;
   bool told_to_end = false;
   auto told_at = std::chrono::steady_clock::now();
@@ -139,6 +147,9 @@ uint32_t SessionHost::Supervise(Tenant* tenant, const std::function<bool()>& sho
         break;
       case wire::HostControl::kEnded:
         end = message.ended();
+        break;
+      case wire::HostControl::kMoveResult:
+        on_move_result(message.move_result());
         break;
       default:
         break;

@@ -49,6 +49,9 @@ class SessionHost {
   pid_t pid() const { return pid_; }
   // Sends the session the host is to serve.
   Status Assign(const wire::HostAssign& assign);
+  // Asks the host to move its session (answered by a move_result, which Supervise hands to
+  // `on_move_result`). Any thread, while the host runs.
+  Status Move(const wire::HostMove& move);
   // Serves the host until its process ends: quota reservations against `tenant` (null: every
   // one granted), its figures passed to `on_stats`. When `should_stop` answers true (polled every
   // 200 ms) the host is told to end (SIGTERM, then SIGKILL after 5 s). Returns the session's end
@@ -56,6 +59,7 @@ class SessionHost {
   // the process ended ("exited 0", "killed by signal 9").
   uint32_t Supervise(Tenant* tenant, const std::function<bool()>& should_stop,
                      const std::function<void(const wire::SessionStats&)>& on_stats,
+                     const std::function<void(const wire::HostMoveResult&)>& on_move_result,
                      std::string* how);
 
  private:

@@ -1,10 +1,14 @@
 #include <fcntl.h>
+
+#include <cerrno>
 #include <poll.h>
 #include <signal.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "server/server.h"
@@ -19,29 +23,58 @@ namespace {
 
 constexpr int kNoShowTimeoutMs = 30000;  // a redirected client that never comes
 
-// The host's quota, kept by the server over the control socket.
+// The host's quota, kept by the server over the control socket. The answers to reservations
+// come through the host's reader of that socket (Answer), which also takes the server's other
+// messages (move orders).
 class ControlBroker : public QuotaBroker {
  public:
   explicit ControlBroker(int fd) : fd_(fd) {}
   bool Reserve(uint64_t bytes) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> one(reserve_mu_);  // one at a time: the next answer is its
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      answered_ = false;
+    }
     wire::HostControl ask;
     ask.set_reserve(bytes);
     if (!SendControl(fd_, ask)) return false;
-    wire::HostControl answer;
     // The server answers at once; a server that does not is gone (its host ends with it).
-    if (!ReceiveControl(fd_, 30000, &answer)) return false;
-    return answer.body_case() == wire::HostControl::kReserved && answer.reserved();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(30), [&] { return answered_ || closed_; })) {
+      return false;
+    }
+    return answered_ && granted_;
   }
   void Release(uint64_t bytes) override {
     wire::HostControl message;
     message.set_release(bytes);
     SendControl(fd_, message);
   }
+  // The reader's: the server's answer to the reservation waiting, or the socket's end.
+  void Answer(bool granted) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      answered_ = true;
+      granted_ = granted;
+    }
+    cv_.notify_all();
+  }
+  void Close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
 
  private:
   const int fd_;
-  std::mutex mu_;  // one reservation at a time: its answer is the next message
+  std::mutex reserve_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool answered_ = false;  // under mu_
+  bool granted_ = false;   // under mu_
+  bool closed_ = false;    // under mu_
 };
 
 Server* g_host_server = nullptr;
@@ -102,7 +135,7 @@ int RunSessionHost(ServerOptions options, int control_fd) {
   if (a.parent_session_id() > 0) server.SetFirstSessionId(a.parent_session_id());
   std::atomic<bool> admitted{false};
   server.HostOneSession(
-      a.token(), tenant, a.all_gpus(), std::move(gpus),
+      a.token(), tenant, a.all_gpus(), std::move(gpus), a.lease_id(),
       [&](const wire::SessionStats& stats, SessionEnd end) {
         wire::HostControl last;
         *last.mutable_stats() = stats;
@@ -122,6 +155,30 @@ int RunSessionHost(ServerOptions options, int control_fd) {
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   std::atomic<bool> serving{true};
+  // The server's messages: answers to reservations, and move orders (each carried out on a
+  // thread of its own, answered with a move_result before the host ends).
+  std::mutex moves_mu;
+  std::vector<std::thread> moves;  // under moves_mu
+  std::thread reader([&] {
+    while (serving.load()) {
+      pollfd p = {control_fd, POLLIN, 0};
+      const int ready = poll(&p, 1, 200);
+      if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
+      wire::HostControl message;
+      if (ready < 0 || !ReceiveControl(control_fd, 0, &message)) break;  // the server is gone
+      if (message.body_case() == wire::HostControl::kReserved) {
+        broker.Answer(message.reserved());
+      } else if (message.body_case() == wire::HostControl::kMove) {
+        std::lock_guard<std::mutex> lock(moves_mu);
+        moves.emplace_back([&server, control_fd, order = message.move()] {
+          wire::HostControl answer;
+          server.MoveHostedSession(order, answer.mutable_move_result());
+          SendControl(control_fd, answer);
+        });
+      }
+    }
+    broker.Close();
+  });
   // The session's figures every second; the end of the server (its end of the socket closed);
   // a client that never comes.
   std::thread watcher([&] {
@@ -146,8 +203,19 @@ int RunSessionHost(ServerOptions options, int control_fd) {
     }
   });
   server.Serve();
+  // A move answers once its client has left, before the host ends (the server reads the answer
+  // before the socket's end); any the reader started meanwhile are joined after it.
+  auto join_moves = [&] {
+    std::lock_guard<std::mutex> lock(moves_mu);
+    for (std::thread& t : moves) {
+      if (t.joinable()) t.join();
+    }
+  };
+  join_moves();
   serving.store(false);
   watcher.join();
+  reader.join();
+  join_moves();
   g_host_server = nullptr;
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "proto/protocol_version.h"
 #include "server/checkpoint.h"
 #include "server/session.h"
+#include "server/session_host.h"
 
 namespace rgpu::server {
 namespace {
@@ -99,6 +100,46 @@ bool Session::RequestMove(std::shared_ptr<MoveRequest> request) {
   move_request_ = std::move(request);
   if (!redirect) move_pending_.store(true);
   return true;
+}
+
+bool Session::RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t timeout_ms) {
+  std::lock_guard<std::mutex> lock(move_mu_);
+  if (host_ == nullptr || hosted_move_ != nullptr ||
+      request->kind != MoveRequest::Kind::kToServer || !request->Take()) {
+    return false;
+  }
+  wire::HostMove move;
+  move.set_target_url(request->target_url);
+  move.set_ticket(request->ticket);
+  move.set_lease_token(request->lease_token);
+  move.set_timeout_ms(timeout_ms);
+  if (Status s = host_->Move(move); !s.ok()) {
+    request->Decide(s);
+    return true;
+  }
+  hosted_move_ = std::move(request);
+  return true;
+}
+
+void Session::HostedMoveAnswered(const wire::HostMoveResult& result) {
+  std::shared_ptr<MoveRequest> move;
+  {
+    std::lock_guard<std::mutex> lock(move_mu_);
+    move = std::move(hosted_move_);
+  }
+  if (move == nullptr) return;  // nothing asked: a host's answer to nothing is ignored
+  {
+    std::lock_guard<std::mutex> lock(move->mu);
+    move->new_session = result.new_session();
+    move->memory_bytes = result.memory_bytes();
+    move->transfer_ms = result.transfer_ms();
+  }
+  if (!result.error().empty()) {
+    move->Decide(Unavailable(result.error().substr(0, 1000)));
+    return;
+  }
+  move->Decide(Status::Ok());
+  move->Finish(result.pause_ms());
 }
 
 Status Session::SendToServer(const MoveRequest& request, const wire::Checkpoint& header,

@@ -63,11 +63,14 @@ void Tenant::Release(uint64_t bytes) {
 }
 
 void TenantTable::AddToken(const std::string& token, std::shared_ptr<Tenant> tenant, bool all_gpus,
-                           std::vector<int> gpus, bool once) {
+                           std::vector<int> gpus, bool once, const std::string& lease_id) {
   by_token_[token] = tenant;
-  by_digest_[Sha256(token)] =
-      FileToken{token, std::move(tenant), all_gpus, std::move(gpus),
-                once ? std::make_shared<std::atomic<bool>>(false) : nullptr};
+  by_digest_[Sha256(token)] = FileToken{token,
+                                        std::move(tenant),
+                                        all_gpus,
+                                        std::move(gpus),
+                                        once ? std::make_shared<std::atomic<bool>>(false) : nullptr,
+                                        lease_id};
 }
 
 Status TenantTable::Load(const std::string& path) {
@@ -135,6 +138,7 @@ Status TenantTable::Admit(const wire::Credential& presented, const std::string& 
       return PermissionDenied("the token was used");
     }
     admission->tenant = it->second.tenant;
+    admission->lease_id = it->second.lease_id;
     admission->all_gpus = it->second.all_gpus;
     admission->gpus = it->second.gpus;
     return Status::Ok();

@@ -71,9 +71,10 @@ class TenantTable {
 
   // Admits `token` (a file token's kind of credential) for `tenant`, to the devices `gpus` unless
   // `all_gpus` (a session host's one credential, server/session_host.h). Before sessions start.
-  // With `once`, it admits one session and is refused after.
+  // With `once`, it admits one session and is refused after. `lease_id`: the registry lease the
+  // session runs under (its server's admission's), "" for none.
   void AddToken(const std::string& token, std::shared_ptr<Tenant> tenant, bool all_gpus,
-                std::vector<int> gpus, bool once);
+                std::vector<int> gpus, bool once, const std::string& lease_id = "");
   // The operator's key (rgpu-server --operator-key-file).
   void SetOperatorKey(const std::string& key) { operator_key_ = key; }
   // True when sessions must present a tenant's credential (a token file or a signing key).
@@ -109,6 +110,7 @@ class TenantTable {
     bool all_gpus = true;
     std::vector<int> gpus;
     std::shared_ptr<std::atomic<bool>> used;  // a once token: set when it admitted a session
+    std::string lease_id;                     // AddToken's; "" for a token file's
   };
   // A signed token's claims, verified and checked for this server (expiry, server, GPUs,
   // tenant and weight), or why not.

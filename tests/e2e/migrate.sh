@@ -47,19 +47,20 @@ migrate() {
   fail "the program made no progress after moving to $2"
 }
 
-migrate "$a_url" "$b_url"
-# Refused for lack of memory: nothing torn down, the program goes on on B.
+# Refused for lack of memory: nothing torn down, the program goes on on A (with
+# --session-processes on, in the process of its own that A started for it).
 before=$(progress)
-if "$bin/rgpu" migrate --server "$b_url" --session "$session" --to "$small_url" >"$work/refused" 2>&1; then
+if "$bin/rgpu" migrate --server "$a_url" --session "$session" --to "$small_url" >"$work/refused" 2>&1; then
   fail "a move to a server too small for the session succeeded"
 fi
 grep -q "memory" "$work/refused" || fail "the refusal does not say why: $(cat "$work/refused")"
 echo "migrate: refused as expected: $(cat "$work/refused")"
 for _ in $(seq 400); do [ "$(progress)" -gt $((before + 2)) ] && break; sleep 0.025; done
 [ "$(progress)" -gt $((before + 2)) ] || fail "the program stopped after a refused move"
-status=$("$bin/rgpu" status --server "$b_url" --json)
-grep -q "\"session\": $session," <<<"$status" || fail "the session ($session) left B after a refused move: $status"
+status=$("$bin/rgpu" status --server "$a_url" --json)
+grep -q "\"session\": $session," <<<"$status" || fail "the session ($session) left A after a refused move: $status"
 
+migrate "$a_url" "$b_url"
 migrate "$b_url" "$a_url"
 migrate "$a_url" "$b_url"
 # The source of the last move dies at once: the session lives on B, nothing of it on A.

@@ -91,6 +91,9 @@ TEST_F(HandOverTest, TheLeaseFollowsItsSessionAndEachProviderBillsItsPart) {
   EXPECT_EQ(claims.gpus(0), 1u);
   EXPECT_EQ(claims.memory_quota(), 8 * G);
   EXPECT_TRUE(claims.holder_key().empty());
+  // The target that has the session cannot pass the lease on before it holds it: "not yet".
+  HandOverReply early;
+  EXPECT_EQ(HandOver(bolt_, "host-a", &early).error_code(), grpc::StatusCode::ABORTED);
   // The target's room is held while the lease is moving; the source's is still taken.
   EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
   EXPECT_EQ(Gpu("host-a/0").memory_committed(), 8 * G);
