@@ -127,12 +127,7 @@ TEST_F(HandOverTest, TheLeaseFollowsItsSessionAndEachProviderBillsItsPart) {
 
   // Each provider is paid for its part: acme's session on host-a (two records), bolt's on
   // host-b (two records), both under alice's one lease.
-  UsageQuery q;
-  q.set_tenant("alice");
-  UsageReply usage;
-  grpc::ClientContext ctx;
-  Key(&ctx, "x-rgpu-admin-key", kAdminKey);
-  ASSERT_TRUE(stub_->Usage(&ctx, q, &usage).ok());
+  const UsageReply usage = UsageOf("alice");
   std::map<std::string, uint64_t> calls_by_provider;
   for (const auto& s : usage.sessions())
     calls_by_provider[s.provider() + "@" + s.server_name()] += s.calls();

@@ -216,6 +216,28 @@ class RegistryTest : public ::testing::Test {
     EXPECT_TRUE(g.ok()) << g.error_message();
     return invoice;
   }
+  // A provider's earnings and a tenant's usage, as the operator reads them (for the period
+  // around now).
+  Invoice Earnings(const std::string& provider) {
+    UsageQuery q;
+    q.set_provider(provider);
+    Invoice invoice;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-admin-key", kAdminKey);
+    grpc::Status g = stub_->Earnings(&ctx, q, &invoice);
+    EXPECT_TRUE(g.ok()) << g.error_message();
+    return invoice;
+  }
+  UsageReply UsageOf(const std::string& tenant) {
+    UsageQuery q;
+    q.set_tenant(tenant);
+    UsageReply usage;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-admin-key", kAdminKey);
+    grpc::Status g = stub_->Usage(&ctx, q, &usage);
+    EXPECT_TRUE(g.ok()) << g.error_message();
+    return usage;
+  }
   // The claims of a token the registry signed (checked against its public key).
   wire::TokenClaims Claims(const std::string& token) {
     TokenVerifier verifier;
