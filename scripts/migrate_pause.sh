@@ -5,7 +5,7 @@
 # at the program's waited call to the program's client leaving it, resumed on the target), the
 # time to take, send and restore the checkpoint, and the memory moved are printed, one line per
 # move, then the median per size.
-#   scripts/migrate_pause.sh [BUILD_DIR] [SCHEME] [MOVES] [SIZES_MIB...]
+#   scripts/migrate_pause.sh [BUILD_DIR] [SCHEME] [MOVES] [SIZES_MIB...]   (RGPU_SERVER_ARGS: more server options)
 set -uo pipefail
 build=${1:-build}
 scheme=${2:-tcp}
@@ -22,7 +22,7 @@ trap 'kill -9 "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 # start NAME: a server on loopback; sets $url.
 start() {
   rm -f "$work/url"
-  "$bin/rgpu-server" --listen "$scheme://127.0.0.1:0" --backend softgpu --port-file "$work/url" \
+  "$bin/rgpu-server" --listen "$scheme://127.0.0.1:0" --backend softgpu --port-file "$work/url" ${RGPU_SERVER_ARGS:-} \
     >/dev/null 2>>"$work/$1.log" &
   pids+=($!)
   for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.05; done
