@@ -5,7 +5,7 @@
 # hands its lease over there and tells the closing server in its heartbeat; that server moves the
 # session at its next waited call. The program finishes long after the notice would have ended
 # it, with the exact result and no CUDA error, and each server's part is billed to its provider
-# under the one lease.
+# under the one lease. RGPU_SERVER_ARGS: more options for the servers (--session-processes on).
 #   move_on_notice.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
@@ -24,7 +24,8 @@ open_accounts
 read -r close offset window _ <<<"$(closing_window 20)"
 TZ="TST-0:00:$(printf %02d "$offset")" "$bin/rgpu-server" --listen tcp://127.0.0.1:0 \
   --backend softgpu --registry "$RGPU_REGISTRY" --provider-key "$pkey" --name lender \
-  --port-file "$work/lender.url" --available "$window" --notice-s 15 2>"$work/lender.log" &
+  --port-file "$work/lender.url" --available "$window" --notice-s 15 ${RGPU_SERVER_ARGS:-} \
+  2>"$work/lender.log" &
 lender=$!
 for _ in $(seq 200); do [ -s "$work/lender.url" ] && break; sleep 0.05; done
 [ -s "$work/lender.url" ] || fail "the windowed server did not start"
