@@ -481,6 +481,7 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
   }
   server.online = true;
   server.last_heartbeat_ms = Now();
+  CloseOutage(req->server_name(), &server, server.last_heartbeat_ms);  // heard from again
   UpdatePlaceable(req->server_name());
   RGPU_LOG_INFO(
       "provider %s registered server %s (%s) with %d GPU(s), lendable %s; checking its URL",
@@ -538,13 +539,7 @@ grpc::Status RegistryService::Heartbeat(grpc::ServerContext* ctx, const Heartbea
     RefreshWindows(Now());
   }
   server.last_heartbeat_ms = Now();
-  if (server.in_outage) {
-    server.in_outage = false;
-    if (Status s = store_->EndOutage(req->server_name(), server.last_heartbeat_ms); !s.ok()) {
-      RGPU_LOG_ERROR("server %s: the end of its outage is not stored: %s",
-                     req->server_name().c_str(), s.message().c_str());
-    }
-  }
+  CloseOutage(req->server_name(), &server, server.last_heartbeat_ms);
   if (!server.online) {
     server.online = true;
     UpdatePlaceable(req->server_name());
@@ -577,6 +572,15 @@ void RegistryService::OpenOutage(const std::string& name, ServerState* server, i
   server->in_outage = true;
   if (Status s = store_->AddOutage(name, since_ms); !s.ok()) {
     RGPU_LOG_ERROR("server %s: its outage is not stored: %s", name.c_str(), s.message().c_str());
+  }
+}
+
+void RegistryService::CloseOutage(const std::string& name, ServerState* server, int64_t now_ms) {
+  if (!server->in_outage) return;
+  server->in_outage = false;
+  if (Status s = store_->EndOutage(name, now_ms); !s.ok()) {
+    RGPU_LOG_ERROR("server %s: the end of its outage is not stored: %s", name.c_str(),
+                   s.message().c_str());
   }
 }
 

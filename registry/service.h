@@ -244,6 +244,8 @@ class RegistryService final : public Registry::Service {
   // Records that `server` is down since `since_ms` (missed heartbeats, revoked), unless an
   // outage is open already; its next heartbeat ends it. Under mu_.
   void OpenOutage(const std::string& name, ServerState* server, int64_t since_ms);
+  // Ends `server`'s open outage at `now_ms` (a heartbeat or a registration heard). Under mu_.
+  void CloseOutage(const std::string& name, ServerState* server, int64_t now_ms);
   // Recomputes the placeable flag of a server's GPUs. Under mu_.
   void UpdatePlaceable(const std::string& server);
   // A probe's outcome (on the probe queue's thread).
