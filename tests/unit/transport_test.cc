@@ -246,15 +246,19 @@ TEST_P(TransportTest, OversizedMessageIsRefused) {
     ch->Receive(5000, &done);
   });
   std::unique_ptr<Channel> ch;
-  ASSERT_TRUE(ConnectChannel(url, ChannelOptions(), &ch).ok());
+  EXPECT_TRUE(ConnectChannel(url, ChannelOptions(), &ch).ok());
   std::vector<char> small(1000, 's'), large(1 << 20, 'l');
-  ASSERT_TRUE(ch->Send("small", small.data(), small.size()).ok());
-  ASSERT_TRUE(ch->Post("large", large.data(), large.size()).ok());
-  ReceivedMessage m;
-  ASSERT_TRUE(ch->Receive(10000, &m).ok());
-  EXPECT_EQ(m.header, "bye");
-  ch.reset();
-  server.join();
+  if (ch != nullptr) {
+    EXPECT_TRUE(ch->Send("small", small.data(), small.size()).ok());
+    // The receiver refuses the large one from its header and may close before all of it is
+    // written (over kernel sockets the rest then meets a reset): the sender may see either.
+    if (ch->Post("large", large.data(), large.size()).ok()) {
+      ReceivedMessage m;
+      if (ch->Receive(10000, &m).ok()) EXPECT_EQ(m.header, "bye");
+    }
+    ch.reset();
+  }
+  server.join();  // before anything can end the test
   EXPECT_EQ(server_status.code(), Status::Code::kResourceExhausted) << server_status.ToString();
   EXPECT_NE(server_status.message().find("limit"), std::string::npos);
 }
