@@ -79,7 +79,7 @@ grpc::Status RegistryService::HandOverLease(grpc::ServerContext* ctx, const Hand
     if (!lease.moving_to.empty()) changed.push_back(DropHandOver(&lease));
     const int64_t index = HandOverTarget(lease, target->second.gpus, now);
     if (index < 0) {
-      if (!changed.empty()) (void)store_->SetLeaseHolder(lease);  // the earlier one, dropped
+      PersistHolders(changed);  // the earlier one, dropped
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                           "server " + req->to_server() + " has no GPU that takes lease " +
                               lease.lease_id + " (" + std::to_string(lease.memory_bytes >> 20) +
@@ -91,8 +91,8 @@ grpc::Status RegistryService::HandOverLease(grpc::ServerContext* ctx, const Hand
     changed.push_back(lease);
     reply->set_gpu_id(lease.moving_to);
     reply->set_gpu_index(claims.gpus(0));
+    PersistHolders(changed);
   }
-  PersistHolders(changed);
   std::string token;
   if (Status s = signer_.Sign(claims, &token); !s.ok()) return ToGrpc(s);
   reply->set_token(std::move(token));
@@ -122,8 +122,8 @@ grpc::Status RegistryService::CancelHandOver(grpc::ServerContext* ctx, const Han
     RGPU_LOG_INFO("lease %s: hand-over to %s taken back by its holder", it->first.c_str(),
                   it->second.moving_to.c_str());
     changed.push_back(DropHandOver(&it->second));
+    PersistHolders(changed);
   }
-  PersistHolders(changed);
   return grpc::Status::OK;
 }
 

@@ -617,10 +617,9 @@ void RegistryService::Sweep() {
     EndLease(id, why);
   }
   for (const auto& id : unclaimed) EndLease(id, "no session started under it (claim timeout)");
-  const std::vector<LeaseRow> dropped = ExpireHandOvers(now);
+  PersistHolders(ExpireHandOvers(now));
   Dispatch();
   lock.unlock();
-  PersistHolders(dropped);
   PersistEnded();
 }
 
@@ -1575,9 +1574,9 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
     ended = true;
     EndLease(r.lease_id(), "its session ended");
   }
+  PersistHolders(moved);
   if (ended || !moved.empty()) Dispatch();  // room freed where a lease ended or left
   lock.unlock();
-  PersistHolders(moved);
   if (ended) PersistEnded();
   return grpc::Status::OK;
 }

@@ -277,11 +277,14 @@ class RegistryService final : public Registry::Service {
   LeaseRow DropHandOver(LeaseRow* lease);
   // Drops the hand-overs neither side completed within kHandOverLifeMs of their start.
   std::vector<LeaseRow> ExpireHandOvers(int64_t now);
-  // Completes the hand-overs the stored records `rows` show done (a record of the target's, or
-  // the holder's last, UsageRecord.moved). Under mu_.
+  // Completes the hand-overs the stored records `rows` show done (the holder's last record of
+  // the session, UsageRecord.moved). Under mu_.
   std::vector<LeaseRow> CompleteHandOversShownBy(const std::vector<UsageRow>& rows,
                                                  const std::vector<bool>& fresh);
-  // Writes these leases' holders to the store (without mu_); failures are logged.
+  // Writes these leases' holders to the store; failures are logged. Under mu_, as every write
+  // of where a lease is (OfferNoticeMoves, a lifted notice), so that the store gets them in the
+  // order the registry made them: a completion and the next holder's hand-over of the same
+  // lease may follow each other closely (a drain right after a move).
   void PersistHolders(const std::vector<LeaseRow>& leases);
   // The hold lines of the leases in `query` (of the subject tenant, or on the subject provider's
   // GPUs when `earnings`).
