@@ -132,11 +132,8 @@ void RegistryAgent::SessionMoved(const wire::SessionStats& last) {
     wire::StatusReply live;
     *live.add_sessions() = last;
     const int64_t now = NowMs();
-    const size_t before = records.size();
     meter_->Sample(live, now, &records);  // its usage since the last report, not an end
-    for (size_t i = before; i < records.size(); ++i) {
-      if (records[i].session_id() == last.session_id()) records[i].set_moved(true);
-    }
+    for (auto& r : records) r.set_moved(true);  // `live` holds this session only
     wire::SessionStats forget;  // the meter lets go of it without a record
     forget.set_session_id(last.session_id());
     meter_->Ended(forget, now, &records);
