@@ -13,16 +13,13 @@
 
 using namespace softgpu;
 
-namespace {
-
-// The allocation holding [address, address + size) that `ctx` may copy to or from: its own, one
-// of a context it has peer access to, or page-locked host memory (every context's); null
-// otherwise.
-std::shared_ptr<Allocation> DeviceRange(Context& ctx, CUdeviceptr address, size_t size) {
+std::shared_ptr<Allocation> softgpu::DeviceRange(Context& ctx, CUdeviceptr address, size_t size) {
   std::shared_ptr<Allocation> a = ctx.memory().Find(address, size);
   if (a == nullptr) a = ctx.memory().FindInPeers(address, size);
   return a != nullptr ? a : GlobalHostMappings().Find(address, size);
 }
+
+namespace {
 
 // True when `address` lies in device memory of a live context other than `ctx`: a unified
 // address naming it is another context's device memory (refused), not host memory. Another

@@ -70,6 +70,11 @@ inline CUresult AllocationError(AddressSpace::Result r) {
   }
 }
 
+// The allocation holding [address, address + size) that `ctx` may copy to or from: its own, one
+// of a context it has peer access to, or page-locked host memory (every context's); null
+// otherwise (api_memory.cc).
+std::shared_ptr<Allocation> DeviceRange(Context& ctx, CUdeviceptr address, size_t size);
+
 // Page-locked host memory (api_host.cc), as cuPointerGetAttribute describes it.
 struct PageLockedRange {
   uint64_t base = 0;

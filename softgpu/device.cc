@@ -326,6 +326,10 @@ bool Device::Attribute(int attribute, int* value) const {
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
       v = static_cast<int>(DeviceArchitecture().max_blocks_per_multiprocessor);
       break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR:
+      v = 1;  // cuStreamWaitValue64/WriteValue64 and the NOR comparison (api_stream_memops.cc)
+      break;
     case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED:
       v = 1;  // cuIpcGetEventHandle / cuIpcOpenEventHandle between contexts (api_ipc.cc)
       break;

@@ -2,6 +2,7 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -225,6 +226,87 @@ TEST_F(StreamTest, StreamProperties) {
   CU_ASSERT_OK(cuCtxDestroy(other));
   CU_EXPECT_EQ(cuStreamSynchronize(foreign), CUDA_ERROR_INVALID_HANDLE);
   CU_ASSERT_OK(cuStreamDestroy(s));
+}
+
+// A stream waits for a word of page-locked host memory that the host writes, and writes words of
+// device memory in its order; kernels behind the wait do not run before it is satisfied.
+TEST_F(StreamTest, WaitValueHoldsTheStreamUntilTheHostWritesTheWord) {
+  CUstream s;
+  CU_ASSERT_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  void* host = nullptr;
+  CU_ASSERT_OK(cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  auto* gate = static_cast<uint32_t*>(host);
+  *gate = 0;
+  CUdeviceptr gate_d;
+  CU_ASSERT_OK(cuMemHostGetDevicePointer(&gate_d, host, 0));
+  CUdeviceptr flag, word64;
+  CU_ASSERT_OK(cuMemAlloc(&flag, 4));
+  CU_ASSERT_OK(cuMemAlloc(&word64, 8));
+  CU_ASSERT_OK(cuMemsetD32(flag, 0, 1));
+  CU_ASSERT_OK(cuStreamWaitValue32(s, gate_d, 2, CU_STREAM_WAIT_VALUE_GEQ));
+  SetFlag(s, flag, 5);
+  CU_ASSERT_OK(cuStreamWriteValue64(s, word64, 0x1234567890ull, 0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CU_EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(Read(flag), 0);
+  std::atomic_ref<uint32_t>(*gate).store(1);  // not yet: GEQ 2
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CU_EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  std::atomic_ref<uint32_t>(*gate).store(2);
+  CU_ASSERT_OK(cuStreamSynchronize(s));
+  EXPECT_EQ(Read(flag), 5);
+  EXPECT_EQ(Download<uint64_t>(word64, 1)[0], 0x1234567890ull);
+
+  // A batch: write then wait on the same word (satisfied by the write), EQ/AND/NOR comparisons.
+  CUstreamBatchMemOpParams ops[4] = {};
+  ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  ops[0].writeValue.address = flag;
+  ops[0].writeValue.value = 6;
+  ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  ops[1].waitValue.address = flag;
+  ops[1].waitValue.value = 6;
+  ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+  ops[2].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  ops[2].waitValue.address = flag;
+  ops[2].waitValue.value = 2;
+  ops[2].waitValue.flags = CU_STREAM_WAIT_VALUE_AND;
+  ops[3].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_64;
+  ops[3].waitValue.address = word64;
+  ops[3].waitValue.value64 = 0;
+  ops[3].waitValue.flags = CU_STREAM_WAIT_VALUE_NOR;
+  CU_ASSERT_OK(cuStreamBatchMemOp(s, 4, ops, 0));
+  CU_ASSERT_OK(cuStreamSynchronize(s));
+  EXPECT_EQ(Read(flag), 6);
+
+  // Refused before anything is queued: unaligned, outside any allocation, unknown flags, a flush.
+  CU_EXPECT_EQ(cuStreamWaitValue32(s, flag + 1, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuStreamWriteValue64(s, flag, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuStreamWaitValue32(s, 0x10, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuStreamWaitValue32(s, flag, 0, 7), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuStreamWaitValue32(s, flag, 0, CU_STREAM_WAIT_VALUE_FLUSH),
+               CUDA_ERROR_NOT_SUPPORTED);
+  ops[0].writeValue.address = flag + 2;  // the batch's first write is bad: nothing runs
+  ops[1].waitValue.value = 7;
+  CU_EXPECT_EQ(cuStreamBatchMemOp(s, 2, ops, 0), CUDA_ERROR_INVALID_VALUE);
+  CU_ASSERT_OK(cuStreamSynchronize(s));
+  EXPECT_EQ(Read(flag), 6);
+  CU_ASSERT_OK(cuMemFreeHost(host));
+  CU_ASSERT_OK(cuStreamDestroy(s));
+}
+
+// A wait nobody satisfies ends when its context is destroyed.
+TEST_F(StreamTest, AnUnsatisfiedWaitEndsWithItsContext) {
+  CUcontext other;
+  CU_ASSERT_OK(cuCtxCreate(&other, nullptr, 0, 0));
+  CUstream s;
+  CU_ASSERT_OK(cuStreamCreate(&s, 0));
+  CUdeviceptr word;
+  CU_ASSERT_OK(cuMemAlloc(&word, 4));
+  CU_ASSERT_OK(cuMemsetD32(word, 0, 1));
+  CU_ASSERT_OK(cuStreamWaitValue32(s, word, 1, CU_STREAM_WAIT_VALUE_EQ));
+  CU_EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+  CU_ASSERT_OK(cuCtxPopCurrent(nullptr));
+  CU_ASSERT_OK(cuCtxDestroy(other));
 }
 
 }  // namespace
