@@ -9,16 +9,18 @@ bool FairScheduler::IsNext(const ShareAccount* account) const {
 void FairScheduler::Acquire(ShareAccount* account) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto now = std::chrono::steady_clock::now();
-  if (now - account->last_release > kIdle && !waiting_.empty() &&
-      account->virtual_time < waiting_.begin()->first) {
-    account->virtual_time = waiting_.begin()->first;  // no credit for having been idle
+  ShareAccount::OnDevice& mine = On(account);
+  if (now - mine.last_release > kIdle && !waiting_.empty() &&
+      mine.virtual_time < waiting_.begin()->first) {
+    mine.virtual_time = waiting_.begin()->first;  // no credit for having been idle
   }
-  auto entry = waiting_.emplace(account->virtual_time, account);
+  auto entry = waiting_.emplace(mine.virtual_time, account);
   for (;;) {
     if (IsNext(account)) {
       // Hold the GPU briefly for the account that just ran if it is owed more than this one.
       const auto until = last_release_ + kGrace;
-      if (last_ == nullptr || last_ == account || last_->virtual_time >= account->virtual_time ||
+      if (last_ == nullptr || last_ == account ||
+          On(last_).virtual_time >= mine.virtual_time ||
           std::chrono::steady_clock::now() >= until) {
         break;
       }
@@ -34,11 +36,12 @@ void FairScheduler::Acquire(ShareAccount* account) {
 void FairScheduler::Release(ShareAccount* account, double busy_seconds) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    account->virtual_time += busy_seconds / account->weight;
-    account->busy_seconds += busy_seconds;
-    account->last_release = std::chrono::steady_clock::now();
+    ShareAccount::OnDevice& mine = On(account);
+    mine.virtual_time += busy_seconds / account->weight;
+    mine.busy_seconds += busy_seconds;
+    mine.last_release = std::chrono::steady_clock::now();
     last_ = account;
-    last_release_ = account->last_release;
+    last_release_ = mine.last_release;
     running_ = false;
   }
   cv_.notify_all();
@@ -46,7 +49,18 @@ void FairScheduler::Release(ShareAccount* account, double busy_seconds) {
 
 double FairScheduler::BusySeconds(const ShareAccount* account) {
   std::lock_guard<std::mutex> lock(mu_);
-  return account->busy_seconds;
+  return account->devices[device_].busy_seconds;
+}
+
+FairSchedulers::FairSchedulers(int devices) {
+  for (int d = 0; d < devices && d < kMaxShareDevices; ++d) {
+    schedulers_.push_back(std::make_unique<FairScheduler>(d));
+  }
+}
+
+FairScheduler* FairSchedulers::Of(int device) const {
+  if (device < 0 || static_cast<size_t>(device) >= schedulers_.size()) return nullptr;
+  return schedulers_[device].get();
 }
 
 }  // namespace rgpu::server

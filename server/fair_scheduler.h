@@ -1,33 +1,47 @@
 // FairScheduler: weighted fair sharing of one GPU between accounts (tenants). Kernels run one at
 // a time; the next to run is the waiting account with the least virtual time, and each kernel's
 // measured execution time, divided by its account's weight, is added to that account's virtual
-// time (start-time fair queuing).
+// time (start-time fair queuing). Each device of a server has its own scheduler
+// (FairSchedulers), and an account keeps its virtual time per device.
 //
-// A session submits one kernel at a time, so right after its kernel ends it has none waiting. If
-// the GPU went straight to whoever waits, two busy tenants would simply alternate whatever their
-// weights. So when the account that just ran is still owed time (its virtual time is the least),
-// the GPU is held for it for a short grace period (anticipation). An account that was idle for
-// longer restarts at the least virtual time of those waiting, so idleness earns no credit.
-// Thread-safe.
+// A session's kernel waits for its turn on the server (server/kernel_turns.h), so right after
+// its kernel ends the account may have none waiting yet. If the GPU went straight to whoever
+// waits, two busy tenants would simply alternate whatever their weights. So when the account
+// that just ran is still owed time (its virtual time is the least), the GPU is held for it for a
+// short grace period (anticipation). An account that was idle for longer restarts at the least
+// virtual time of those waiting, so idleness earns no credit. Thread-safe.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <memory>
 #include <set>
+#include <vector>
 
 namespace rgpu::server {
 
+// The server devices a session's figures and a tenant's accounts cover (indices 0-63).
+constexpr int kMaxShareDevices = 64;
+
 struct ShareAccount {
   double weight = 1.0;
-  double virtual_time = 0;  // guarded by the scheduler
-  double busy_seconds = 0;  // GPU time received (metering), guarded by the scheduler
-  std::chrono::steady_clock::time_point last_release;  // guarded by the scheduler
+  // Per device, each guarded by that device's scheduler.
+  struct OnDevice {
+    double virtual_time = 0;
+    double busy_seconds = 0;  // GPU time received (metering)
+    std::chrono::steady_clock::time_point last_release;
+  };
+  std::array<OnDevice, kMaxShareDevices> devices;
 };
 
 class FairScheduler {
  public:
+  // The scheduler of server device `device` (0 to kMaxShareDevices - 1).
+  explicit FairScheduler(int device) : device_(device) {}
+
   // How long the GPU is held for the account that just ran, and how long an account must have
   // been away to count as idle.
   static constexpr std::chrono::microseconds kGrace{2000};
@@ -42,6 +56,12 @@ class FairScheduler {
 
  private:
   bool IsNext(const ShareAccount* account) const;
+  ShareAccount::OnDevice& On(ShareAccount* account) const { return account->devices[device_]; }
+  const ShareAccount::OnDevice& On(const ShareAccount* account) const {
+    return account->devices[device_];
+  }
+
+  const int device_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -49,6 +69,18 @@ class FairScheduler {
   bool running_ = false;
   const ShareAccount* last_ = nullptr;  // the account that ran last
   std::chrono::steady_clock::time_point last_release_;
+};
+
+// The schedulers of a server's devices. Outlives every session that uses it.
+class FairSchedulers {
+ public:
+  // One scheduler for each of `devices` devices (at most kMaxShareDevices are scheduled).
+  explicit FairSchedulers(int devices);
+  // The scheduler of `device`; null for a device out of range.
+  FairScheduler* Of(int device) const;
+
+ private:
+  std::vector<std::unique_ptr<FairScheduler>> schedulers_;
 };
 
 }  // namespace rgpu::server

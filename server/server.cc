@@ -168,7 +168,9 @@ Status Server::Start(const ServerOptions& options) {
     RGPU_LOG_INFO("sessions need a token (%zu listed%s)", tenants_->size(),
                   options.token_public_key.empty() ? "" : ", or signed for this server");
   }
-  if (options.fair_share) scheduler_ = std::make_unique<FairScheduler>();
+  if (options.fair_share) {
+    scheduler_ = std::make_unique<FairSchedulers>(static_cast<int>(devices_.devices().size()));
+  }
   const std::string& processes = options.session_processes;
   if (processes != "on" && processes != "off" && processes != "auto") {
     return InvalidArgument("--session-processes is on, off or auto, not '" + processes + "'");

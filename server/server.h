@@ -154,7 +154,7 @@ class Server {
   DeviceCatalog devices_;
   std::unique_ptr<HostNvml> host_nvml_;  // null: no sensor readings
   std::unique_ptr<TenantTable> tenants_;
-  std::unique_ptr<FairScheduler> scheduler_;
+  std::unique_ptr<FairSchedulers> scheduler_;  // one per device (--fair-share)
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<LivenessService> liveness_;
   std::string url_;

@@ -35,7 +35,7 @@ constexpr size_t kMaxNameBytes = 4096;  // a kName payload: a kernel's or a vari
 
 Session::Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
                  std::unique_ptr<Channel> channel, TenantTable* tenants, std::string refusal,
-                 FairScheduler* scheduler)
+                 FairSchedulers* scheduler)
     : id_(id),
       drv_(driver),
       devices_(devices),
@@ -66,7 +66,7 @@ wire::SessionStats Session::Stats() const {
     st.set_lease_id(lease_id_);
   }
   st.set_memory_bytes(live_bytes_.load());
-  st.set_gpu_busy_seconds(gpu_busy_seconds_.load());
+  st.set_gpu_busy_seconds(GpuBusySeconds());
   uint64_t calls = 0;
   for (size_t op = 0; op < calls_by_op_.size(); ++op) {
     const uint64_t n = calls_by_op_[op].load(std::memory_order_relaxed);
@@ -80,13 +80,17 @@ wire::SessionStats Session::Stats() const {
   st.set_device(device_.load());
   st.set_bytes_in(bytes_in_.load());
   st.set_bytes_out(bytes_out_.load());
-  st.set_copy_busy_seconds(copy_busy_seconds_.load());
+  double copies = 0;
+  for (const auto& seconds : device_copy_seconds_) copies += seconds.load();
+  st.set_copy_busy_seconds(copies);
   static const char* const kPhases[] = {"running", "moving", "parked"};
   st.set_state(kPhases[std::clamp(phase_.load(), 0, 2)]);
   for (uint64_t mask = context_devices_.load(); mask != 0; mask &= mask - 1) {
     const int device = __builtin_ctzll(mask);
     st.add_devices(device);
     st.add_device_memory_bytes(device_bytes_[device].load());
+    st.add_device_gpu_busy_seconds(device_busy_seconds_[device].load());
+    st.add_device_copy_busy_seconds(device_copy_seconds_[device].load());
   }
   if (admitted()) {
     st.set_pid(client_pid_);
@@ -304,7 +308,7 @@ void Session::ServeLoop(const std::atomic<bool>& stop) {
   if (scheduler_ != nullptr) {
     // Metering: the GPU time this session's kernels were measured to take.
     RGPU_LOG_INFO("session %llu: tenant %s gpu_busy_ms %.3f", (unsigned long long)id_,
-                  tenant_ != nullptr ? tenant_->name.c_str() : "-", gpu_busy_seconds_.load() * 1e3);
+                  tenant_ != nullptr ? tenant_->name.c_str() : "-", GpuBusySeconds() * 1e3);
   }
 }
 
@@ -316,8 +320,9 @@ void Session::Abort(const std::string& reason) {
   if (drv_.softgpuCtxAbort != nullptr) {
     for (CUcontext ctx : live_contexts_) drv_.softgpuCtxAbort(ctx);
   }
-  // Other backends: a kernel waited for in its turn (--fair-share) is given up on by the session's
-  // own thread, which sees aborted_ (WaitForKernel) and destroys the context.
+  // Other backends: a kernel in its turn (--fair-share) is given up on by its context's keeper
+  // (KernelTurns, which sees aborted_) or, on a backend without stream waits on memory, by the
+  // session's own thread (WaitForKernel); either destroys the session's contexts.
 }
 
 void Session::CloseWithReason(const std::string& reason) {
@@ -641,20 +646,92 @@ CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
       cs.detail = "no such context";
       return CUDA_ERROR_INVALID_CONTEXT;
     }
+    if (stopped_pending_.load()) AbsorbStoppedContexts();
     if (cs.ctx->destroyed) {
       cs.detail = "the context was destroyed when its kernel was stopped";
-      return stopped_error_;
+      return stopped_error_.load();
     }
     if (CUresult r = MakeCurrent(cs.ctx); r != CUDA_SUCCESS) return r;
   }
-  if (scheduler_ == nullptr || !info->moves_memory) return Dispatch(op, cs);
+  if (scheduler_ == nullptr || !info->moves_memory) return AfterStops(cs, Dispatch(op, cs));
   // Metered (--fair-share): how long the tenant's copies and memsets keep the server busy.
   const auto start = std::chrono::steady_clock::now();
   const CUresult r = Dispatch(op, cs);
-  copy_busy_seconds_.store(
-      copy_busy_seconds_.load() +
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return r;
+  const int device = cs.ctx != nullptr ? cs.ctx->device : std::max(device_.load(), 0);
+  if (device < kMaxShareDevices) {
+    device_copy_seconds_[device].fetch_add(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return AfterStops(cs, r);
+}
+
+CUresult Session::AfterStops(CallState& cs, CUresult r) {
+  // A call on a context that a kernel turn's keeper destroyed meanwhile fails as calls on that
+  // context do from now on (a synchronization it ended returns without the work done).
+  if (stopped_error_.load() == CUDA_SUCCESS) return r;
+  AbsorbStoppedContexts();
+  if (cs.ctx == nullptr || !cs.ctx->destroyed) return r;
+  cs.detail = "the context was destroyed when its kernel was stopped";
+  return stopped_error_.load();
+}
+
+double Session::GpuBusySeconds() const {
+  double busy = 0;
+  for (const auto& seconds : device_busy_seconds_) busy += seconds.load();
+  return busy;
+}
+
+void Session::StopContexts(bool late) {
+  CUresult none = CUDA_SUCCESS;
+  stopped_error_.compare_exchange_strong(
+      none, late ? CUDA_ERROR_LAUNCH_TIMEOUT : CUDA_ERROR_LAUNCH_FAILED);
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  if (live_contexts_.empty()) return;
+  RGPU_LOG_WARN("session %llu: %s; destroying its contexts", (unsigned long long)id_,
+                late ? "a kernel ran past --max-kernel-ms" : "its client is gone");
+  // No turn touches its context again (its gate words go with it).
+  for (KernelTurns* turns : turns_) turns->ContextGone();
+  // Said before they are destroyed: a call that the destruction ends (a synchronization) must
+  // find its context stopped (AfterStops; the session's thread then waits for abort_mu_).
+  std::vector<CUcontext> doomed;
+  doomed.swap(live_contexts_);
+  stopped_contexts_.insert(stopped_contexts_.end(), doomed.begin(), doomed.end());
+  stopped_pending_.store(true);
+  for (CUcontext ctx : doomed) {
+    auto change = DeviceMemoryChange();
+    drv_.cuCtxDestroy(ctx);
+  }
+}
+
+void Session::AbsorbStoppedContexts() {
+  if (!stopped_pending_.exchange(false)) return;
+  std::vector<CUcontext> stopped;
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    stopped.swap(stopped_contexts_);
+  }
+  for (auto& [id, rec] : contexts_.records()) {
+    if (std::find(stopped.begin(), stopped.end(), rec.context) != stopped.end()) {
+      rec.destroyed = true;
+    }
+  }
+  if (std::find(stopped.begin(), stopped.end(), current_) != stopped.end()) current_ = nullptr;
+}
+
+KernelTurns* Session::TurnsOf(ContextRecord* ctx) {
+  if (ctx->turns != nullptr) return ctx->turns.get();
+  FairScheduler* scheduler = scheduler_->Of(ctx->device);
+  if (scheduler == nullptr || !KernelTurns::Supported(drv_)) return nullptr;
+  // softgpu bounds each kernel itself (softgpuCtxSetKernelTimeout) and stops the kernels of an
+  // aborted session (softgpuCtxAbort); on other backends the keeper gives up on them.
+  const bool backend_stops = drv_.softgpuCtxAbort != nullptr;
+  KernelTurns::Meter meter{&device_busy_seconds_[ctx->device], &queue_seconds_};
+  ctx->turns = std::make_unique<KernelTurns>(
+      drv_, ctx->context, scheduler, account(), meter, backend_stops ? 0 : max_kernel_ms_,
+      backend_stops ? nullptr : &aborted_, [this](bool late) { StopContexts(late); });
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  turns_.push_back(ctx->turns.get());
+  return ctx->turns.get();
 }
 
 bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size) {
@@ -853,11 +930,14 @@ void Session::DestroyContext(uint64_t id) {
   erase_in_ctx(streams_);
   erase_in_ctx(events_);
   if (rec->primary) primary_by_device_.erase(rec->device);
+  if (rec->turns != nullptr) rec->turns->Stop();  // its gates open: nothing waits on them
+  bool live = false;  // not destroyed by a kernel turn's keeper meanwhile
   {
     std::lock_guard<std::mutex> lock(abort_mu_);
-    std::erase(live_contexts_, rec->context);
+    live = std::erase(live_contexts_, rec->context) > 0;
+    std::erase(turns_, rec->turns.get());
   }
-  if (!rec->destroyed) {
+  if (!rec->destroyed && live) {
     auto change = DeviceMemoryChange();
     drv_.cuCtxDestroy(rec->context);
   }

@@ -26,6 +26,7 @@
 #include "server/checkpoint.h"
 #include "server/cuda_driver.h"
 #include "server/fair_scheduler.h"
+#include "server/kernel_turns.h"
 #include "server/handle_table.h"
 #include "server/host_nvml.h"
 #include "server/ipc_registry.h"
@@ -76,7 +77,7 @@ class Session {
   // refuses the session at the handshake with that reason (e.g. the server is full).
   Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
           std::unique_ptr<Channel> channel, TenantTable* tenants = nullptr,
-          std::string refusal = "", FairScheduler* scheduler = nullptr);
+          std::string refusal = "", FairSchedulers* schedulers = nullptr);
   ~Session();
 
   // Runs the handshake and then serves calls until the client leaves or `stop` becomes true.
@@ -443,8 +444,11 @@ class Session {
   CUresult Launch(CallState& cs, const FunctionRecord& f, const LaunchShape& shape, CUstream stream,
                   bool cooperative);
   // Waits for the kernel just launched on `stream` in its fair-share turn, ending it when it runs
-  // past max_kernel_ms_ or the session is aborted.
+  // past max_kernel_ms_ or the session is aborted (backends without stream waits on memory).
   CUresult WaitForKernel(CUstream stream);
+  // `r`, a call's result, or the stopped error when a kernel turn's keeper destroyed the call's
+  // context meanwhile (cs.detail says so).
+  CUresult AfterStops(CallState& cs, CUresult r);
   // Counts `bytes` the session makes the device hold against its tenant's quota and in its
   // metered memory; false (nothing counted, cs.detail set) when the quota cannot take them.
   // `device`: the server's device that holds them (-1: none in particular), counted per device
@@ -565,11 +569,16 @@ class Session {
   std::string reply_bytes_;               // its encoding, reused
   TenantTable* tenants_;
   std::string refusal_;
-  // With fair sharing: kernels wait their turn and are timed against this session's account
-  // (its tenant's, or its own when tokens are not required).
-  FairScheduler* scheduler_;
+  // With fair sharing: kernels wait their turn on their device and are timed against this
+  // session's account (its tenant's, or its own when tokens are not required).
+  FairSchedulers* scheduler_;
   ShareAccount own_account_;
-  std::atomic<double> gpu_busy_seconds_{0};  // metering: measured GPU time of its kernels
+  // Metering, per server device: measured GPU time of its kernels, and (--fair-share) the time
+  // its copies and memsets took on the server. Any thread adds (kernel turns' keepers).
+  std::array<std::atomic<double>, kMaxShareDevices> device_busy_seconds_{};
+  std::array<std::atomic<double>, kMaxShareDevices> device_copy_seconds_{};
+  // The sum of device_busy_seconds_.
+  double GpuBusySeconds() const;
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0};
   std::atomic<uint64_t> waited_calls_{0};  // calls not posted: the client's round trips
   StatusProvider status_provider_;
@@ -583,10 +592,24 @@ class Session {
   SessionEnd end_ = SessionEnd::kNone;
   bool client_said_goodbye_ = false;
   std::string goodbye_reason_;
-  CUresult stopped_error_ = CUDA_SUCCESS;  // what calls on a destroyed context fail with
-  std::mutex abort_mu_;                    // guards abort_channel_ and live_contexts_
-  Channel* abort_channel_ = nullptr;       // channel_ while the session runs
-  std::vector<CUcontext> live_contexts_;   // the backend contexts Abort stops
+  // What calls on a context destroyed to stop its kernel fail with (set once; any thread).
+  std::atomic<CUresult> stopped_error_{CUDA_SUCCESS};
+  std::mutex abort_mu_;                   // guards abort_channel_, live_contexts_, turns_, stopped_
+  Channel* abort_channel_ = nullptr;      // channel_ while the session runs
+  std::vector<CUcontext> live_contexts_;  // the backend contexts Abort stops
+  std::vector<KernelTurns*> turns_;       // the contexts' kernel turns (--fair-share)
+  // Contexts a kernel turn's keeper destroyed (StopContexts) that the session's thread has not
+  // marked destroyed yet (AbsorbStoppedContexts); stopped_pending_ says there are some.
+  std::vector<CUcontext> stopped_contexts_;
+  std::atomic<bool> stopped_pending_{false};
+  // A keeper's `stop`: destroys every live context of the session to end a kernel that ran past
+  // --max-kernel-ms (late) or of a session that was aborted. Any thread but the session's.
+  void StopContexts(bool late);
+  // The session's thread: marks the contexts StopContexts destroyed as destroyed.
+  void AbsorbStoppedContexts();
+  // The kernel turns of `ctx` (made on first use); null when the backend cannot gate kernels or
+  // the device has no scheduler: the kernel is then waited for in its turn (WaitForKernel).
+  KernelTurns* TurnsOf(ContextRecord* ctx);
   std::mutex* memory_lock_ = nullptr;
   LivenessService* liveness_ = nullptr;
   int client_timeout_ms_ = 0;
@@ -668,8 +691,6 @@ class Session {
   // thread (NoteContextDevices), read by any.
   std::atomic<uint64_t> context_devices_{0};
   void NoteContextDevices();
-  // With --fair-share: the time the session's copies and memsets took (DeviceUsage's copy_ns).
-  std::atomic<double> copy_busy_seconds_{0};
   // The client's pid (Hello) and when the session was admitted (Stats' uptime). Set by the
   // handshake before admitted_ becomes true; read by any thread after it has.
   uint32_t client_pid_ = 0;

@@ -121,7 +121,7 @@ CUresult Session::RunLaneCall(const wire::Call& call, wire::Reply* reply) {
     reply->set_message("no such context");
     return CUDA_ERROR_INVALID_CONTEXT;
   }
-  if (ctx->destroyed) return stopped_error_;
+  if (ctx->destroyed) return stopped_error_.load();
   const CUcontext context = ctx->context;
   LaneWait wait{call.ctx(), nullptr};
   CUstream stream = nullptr;

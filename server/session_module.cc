@@ -404,22 +404,26 @@ CUresult Session::Launch(CallState& cs, const FunctionRecord& f, const LaunchSha
     config.numAttrs = count;
     return drv_.cuLaunchKernelEx(&config, f.function, nullptr, params_size > 0 ? extra : nullptr);
   };
-  if (scheduler_ == nullptr) return launch();
-  // Fair sharing: the kernel runs in its turn and alone, timed to its completion.
+  FairScheduler* scheduler =
+      scheduler_ != nullptr ? scheduler_->Of(cs.ctx->device) : nullptr;  // --fair-share
+  if (scheduler == nullptr) return launch();
+  // Fair sharing: the kernel runs in its turn on its device, alone, timed to its completion,
+  // without holding this thread (server/kernel_turns.h).
+  if (KernelTurns* turns = TurnsOf(cs.ctx)) return turns->Launch(stream, launch);
+  // A backend without stream waits on memory: this thread waits for the kernel in its turn.
   CUresult r = AfterStreamWork(stream);
   if (r != CUDA_SUCCESS) return r;
   const auto queued = std::chrono::steady_clock::now();
-  scheduler_->Acquire(account());
-  queue_seconds_.store(
-      queue_seconds_.load() +
+  scheduler->Acquire(account());
+  queue_seconds_.fetch_add(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - queued).count());
   const auto start = std::chrono::steady_clock::now();
   r = launch();
   if (r == CUDA_SUCCESS) r = WaitForKernel(stream);
   const double busy =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  gpu_busy_seconds_.store(gpu_busy_seconds_.load() + busy);  // only this thread writes
-  scheduler_->Release(account(), busy);
+  device_busy_seconds_[cs.ctx->device].fetch_add(busy);
+  scheduler->Release(account(), busy);
   return r;
 }
 
@@ -439,7 +443,7 @@ CUresult Session::WaitForKernel(CUstream stream) {
     if (late || aborted_.load()) {
       // No GPU can take a running kernel off its SMs on request: destroying its context is the
       // one way to end it (and everything else the context held).
-      stopped_error_ = late ? CUDA_ERROR_LAUNCH_TIMEOUT : CUDA_ERROR_LAUNCH_FAILED;
+      stopped_error_.store(late ? CUDA_ERROR_LAUNCH_TIMEOUT : CUDA_ERROR_LAUNCH_FAILED);
       RGPU_LOG_WARN("session %llu: %s; destroying its contexts", (unsigned long long)id_,
                     late ? "a kernel ran past --max-kernel-ms" : "its client is gone");
       for (auto& [id, rec] : contexts_.records()) {
@@ -453,7 +457,7 @@ CUresult Session::WaitForKernel(CUstream stream) {
         rec.destroyed = true;
       }
       current_ = nullptr;
-      return stopped_error_;
+      return stopped_error_.load();
     }
     if (polls < 200) {
       std::this_thread::yield();

@@ -63,7 +63,7 @@ void Session::SendFinishedReads() {
     ContextRecord* ctx = contexts_.Find(it->ctx);
     if (ctx == nullptr || ctx->destroyed) {
       // Its buffer went with the context.
-      SendRead(it->token, ctx != nullptr ? stopped_error_ : CUDA_ERROR_CONTEXT_IS_DESTROYED,
+      SendRead(it->token, ctx != nullptr ? stopped_error_.load() : CUDA_ERROR_CONTEXT_IS_DESTROYED,
                nullptr, 0);
       it = posted_reads_.erase(it);
       continue;

@@ -14,6 +14,7 @@
 #include "proto/call_kinds.h"
 #include "proto/rgpu.pb.h"
 #include "server/ipc_registry.h"
+#include "server/kernel_turns.h"
 #include "server/staging_buffers.h"
 
 namespace rgpu::server {
@@ -39,6 +40,9 @@ struct ContextRecord {
   // Pinned buffers of asynchronous copies to busy streams, made on first use; they go with the
   // record, which outlives the backend context (DestroyContext).
   std::unique_ptr<StagingBuffers> staging;
+  // Its kernels' turns on the device (--fair-share), made on first use; Stopped before the
+  // backend context is destroyed, destroyed with the record.
+  std::unique_ptr<KernelTurns> turns;
 };
 
 struct Allocation {

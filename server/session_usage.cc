@@ -1,7 +1,7 @@
 // DeviceUsage: what NVML tells a tenant about one of its devices (interpose/nvml/), from the
-// server's own accounting: the memory the tenant may hold and holds on that device (each
-// session counts what it holds per device: SessionStats.device_memory_bytes), its metered GPU
-// and copy time, and its sessions with a context on the device. Nothing here names another
+// server's own accounting: the memory the tenant may hold and holds on that device, its metered
+// GPU and copy time there (each session counts them per device: SessionStats.device_*), and its
+// sessions with a context on the device. Nothing here names another
 // tenant.
 // DeviceSensors: what the GPU's own sensors say (the host's NVML, server/host_nvml.h).
 #include <algorithm>
@@ -35,12 +35,11 @@ CUresult Session::HandleDeviceUsage(CallState&, const DeviceUsageIn& in,
       out->pids_and_bytes.push_back(st.pid());
       out->pids_and_bytes.push_back(bytes);
       held_on_device += bytes;
+      // Its GPU and copy time measured on this device.
+      if (i < st.device_gpu_busy_seconds_size()) busy += st.device_gpu_busy_seconds(i);
+      if (i < st.device_copy_busy_seconds_size()) copies += st.device_copy_busy_seconds(i);
+      window = std::max(window, st.uptime_seconds());
     }
-    // The server meters a session's GPU time as a whole: counted on its first device.
-    if (st.device() != in.device) continue;
-    busy += st.gpu_busy_seconds();
-    copies += st.copy_busy_seconds();
-    window = std::max(window, st.uptime_seconds());
   }
   // A tenant's quota is its device memory (as cuMemGetInfo says); without tenants, the device's.
   out->total =
