@@ -19,8 +19,7 @@ void FairScheduler::Acquire(ShareAccount* account) {
     if (IsNext(account)) {
       // Hold the GPU briefly for the account that just ran if it is owed more than this one.
       const auto until = last_release_ + kGrace;
-      if (last_ == nullptr || last_ == account ||
-          On(last_).virtual_time >= mine.virtual_time ||
+      if (last_ == nullptr || last_ == account || On(last_).virtual_time >= mine.virtual_time ||
           std::chrono::steady_clock::now() >= until) {
         break;
       }
@@ -47,18 +46,18 @@ void FairScheduler::Release(ShareAccount* account, double busy_seconds) {
   cv_.notify_all();
 }
 
-double FairScheduler::BusySeconds(const ShareAccount* account) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return account->devices[device_].busy_seconds;
-}
-
 FairSchedulers::FairSchedulers(int devices) {
   for (int d = 0; d < devices && d < kMaxShareDevices; ++d) {
     schedulers_.push_back(std::make_unique<FairScheduler>(d));
   }
 }
 
-FairScheduler* FairSchedulers::Of(int device) const {
+FairSchedulers::FairSchedulers(int devices,
+                               const std::function<std::unique_ptr<TurnTaker>(int)>& make) {
+  for (int d = 0; d < devices && d < kMaxShareDevices; ++d) schedulers_.push_back(make(d));
+}
+
+TurnTaker* FairSchedulers::Of(int device) const {
   if (device < 0 || static_cast<size_t>(device) >= schedulers_.size()) return nullptr;
   return schedulers_[device].get();
 }

@@ -15,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <memory>
@@ -37,7 +38,18 @@ struct ShareAccount {
   std::array<OnDevice, kMaxShareDevices> devices;
 };
 
-class FairScheduler {
+// Where the kernels of one device wait for their turns: this process's FairScheduler, or, in a
+// session's host process, the server's over the control socket (server/session_host.h).
+class TurnTaker {
+ public:
+  virtual ~TurnTaker() = default;
+  // Blocks until `account` may run a kernel.
+  virtual void Acquire(ShareAccount* account) = 0;
+  // Ends the kernel `account` ran for `busy_seconds` of GPU time.
+  virtual void Release(ShareAccount* account, double busy_seconds) = 0;
+};
+
+class FairScheduler : public TurnTaker {
  public:
   // The scheduler of server device `device` (0 to kMaxShareDevices - 1).
   explicit FairScheduler(int device) : device_(device) {}
@@ -47,12 +59,8 @@ class FairScheduler {
   static constexpr std::chrono::microseconds kGrace{2000};
   static constexpr std::chrono::milliseconds kIdle{50};
 
-  // Blocks until `account` may run a kernel.
-  void Acquire(ShareAccount* account);
-  // Ends the kernel `account` ran for `busy_seconds` of GPU time.
-  void Release(ShareAccount* account, double busy_seconds);
-  // GPU time `account` has received so far.
-  double BusySeconds(const ShareAccount* account);
+  void Acquire(ShareAccount* account) override;
+  void Release(ShareAccount* account, double busy_seconds) override;
 
  private:
   bool IsNext(const ShareAccount* account) const;
@@ -71,16 +79,18 @@ class FairScheduler {
   std::chrono::steady_clock::time_point last_release_;
 };
 
-// The schedulers of a server's devices. Outlives every session that uses it.
+// Where the kernels of each of a server's devices take turns. Outlives every session that uses it.
 class FairSchedulers {
  public:
-  // One scheduler for each of `devices` devices (at most kMaxShareDevices are scheduled).
+  // One FairScheduler for each of `devices` devices (at most kMaxShareDevices are scheduled).
   explicit FairSchedulers(int devices);
-  // The scheduler of `device`; null for a device out of range.
-  FairScheduler* Of(int device) const;
+  // Turns taken elsewhere: `make(device)` gives each device's taker.
+  FairSchedulers(int devices, const std::function<std::unique_ptr<TurnTaker>(int)>& make);
+  // The turns of `device`; null for a device out of range.
+  TurnTaker* Of(int device) const;
 
  private:
-  std::vector<std::unique_ptr<FairScheduler>> schedulers_;
+  std::vector<std::unique_ptr<TurnTaker>> schedulers_;
 };
 
 }  // namespace rgpu::server

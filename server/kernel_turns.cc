@@ -15,7 +15,7 @@ constexpr unsigned kSpinPolls = 200;  // polls of a running kernel before the ke
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
-KernelTurns::KernelTurns(const CudaDriver& drv, CUcontext context, FairScheduler* scheduler,
+KernelTurns::KernelTurns(const CudaDriver& drv, CUcontext context, TurnTaker* scheduler,
                          ShareAccount* account, Meter meter, uint64_t max_kernel_ms,
                          const std::atomic<bool>* aborted, std::function<void(bool late)> stop)
     : drv_(drv),
@@ -49,8 +49,8 @@ KernelTurns::Gate* KernelTurns::GateOf(CUstream stream) {
   if (it != gates_.end()) return it->second.get();
   if (words_left_ == 0) {
     void* block = nullptr;
-    if (drv_.cuMemHostAlloc(&block, kWordsPerBlock * sizeof(uint32_t),
-                            CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS) {
+    if (drv_.cuMemHostAlloc(&block, kWordsPerBlock * sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP) !=
+        CUDA_SUCCESS) {
       return nullptr;
     }
     word_blocks_.push_back(static_cast<uint32_t*>(block));

@@ -49,9 +49,9 @@ class KernelTurns {
     std::atomic<double>* queue_seconds = nullptr;  // from reaching a kernel to its turn
   };
   // `stop(late)`: give up on the context's kernels (late: past max_kernel_ms; otherwise aborted).
-  KernelTurns(const CudaDriver& drv, CUcontext context, FairScheduler* scheduler,
-              ShareAccount* account, Meter meter, uint64_t max_kernel_ms,
-              const std::atomic<bool>* aborted, std::function<void(bool late)> stop);
+  KernelTurns(const CudaDriver& drv, CUcontext context, TurnTaker* scheduler, ShareAccount* account,
+              Meter meter, uint64_t max_kernel_ms, const std::atomic<bool>* aborted,
+              std::function<void(bool late)> stop);
   // Stops (see Stop).
   ~KernelTurns();
   KernelTurns(const KernelTurns&) = delete;
@@ -84,8 +84,8 @@ class KernelTurns {
   struct Gate {
     uint32_t* word = nullptr;  // pinned; the keeper (and Stop) write it under mu_
     CUdeviceptr device_word = 0;
-    uint32_t issued = 0;       // the last turn number a wait was queued for (session thread)
-    std::deque<Turn> turns;    // waiting or running, in the stream's order (GUARDED_BY mu_)
+    uint32_t issued = 0;     // the last turn number a wait was queued for (session thread)
+    std::deque<Turn> turns;  // waiting or running, in the stream's order (GUARDED_BY mu_)
   };
   // The host function queued behind the events: wakes the keeper.
   static void CUDA_CB Wake(void* self);
@@ -100,7 +100,7 @@ class KernelTurns {
 
   const CudaDriver& drv_;
   const CUcontext context_;
-  FairScheduler* const scheduler_;
+  TurnTaker* const scheduler_;
   ShareAccount* const account_;
   const Meter meter_;
   const uint64_t max_kernel_ms_;
@@ -109,9 +109,9 @@ class KernelTurns {
 
   std::mutex mu_;
   std::condition_variable wake_;
-  bool woken_ = false;     // GUARDED_BY mu_
-  bool stopping_ = false;  // GUARDED_BY mu_
-  bool gone_ = false;      // GUARDED_BY mu_
+  bool woken_ = false;                               // GUARDED_BY mu_
+  bool stopping_ = false;                            // GUARDED_BY mu_
+  bool gone_ = false;                                // GUARDED_BY mu_
   std::map<CUstream, std::unique_ptr<Gate>> gates_;  // GUARDED_BY mu_
   CUstream last_served_ = nullptr;                   // the keeper's round robin
   std::vector<uint32_t*> word_blocks_;               // pinned blocks of gate words

@@ -169,20 +169,18 @@ Status Server::Start(const ServerOptions& options) {
                   options.token_public_key.empty() ? "" : ", or signed for this server");
   }
   if (options.fair_share) {
-    scheduler_ = std::make_unique<FairSchedulers>(static_cast<int>(devices_.devices().size()));
+    const int devices = static_cast<int>(devices_.devices().size());
+    scheduler_ = make_turn_taker_ ? std::make_unique<FairSchedulers>(devices, make_turn_taker_)
+                                  : std::make_unique<FairSchedulers>(devices);
   }
   const std::string& processes = options.session_processes;
   if (processes != "on" && processes != "off" && processes != "auto") {
     return InvalidArgument("--session-processes is on, off or auto, not '" + processes + "'");
   }
   if (processes == "on" || (processes == "auto" && options.backend != "softgpu")) {
-    // What sessions of one process share (the fair scheduler's turns, moves between servers)
-    // is not there between processes yet: refused rather than silently not done.
-    if (options.fair_share) {
-      return InvalidArgument(
-          "--fair-share needs sessions in the server's process "
-          "(--session-processes off)");
-    }
+    // What sessions of one process share (moves of every session at once) is not there between
+    // processes yet: refused rather than silently not done. (Kernel turns are: hosts take them
+    // in this server's schedulers, server/hosted_turns.h.)
     if (!options.drain_to.empty()) {
       return InvalidArgument(
           "--drain-to needs sessions in the server's process "

@@ -139,6 +139,11 @@ class Server {
   // As a session host: its sessions are numbered from `id` (the server's id for the session it
   // hosts, so that both logs name it alike). Before Serve.
   void SetFirstSessionId(uint64_t id) { next_session_id_.store(id); }
+  // As a session host, before Start: with --fair-share, the kernels of device d take their turns
+  // in `make(d)` (the server's schedulers, over the control socket) instead of this process's.
+  void SetTurnTakers(std::function<std::unique_ptr<TurnTaker>(int)> make) {
+    make_turn_taker_ = std::move(make);
+  }
   // As a session host: sessions hand what the backend writes to stdout to their programs.
   void SetStdoutCapture(StdoutCapture* capture) { stdout_capture_ = capture; }
   // As a session host: the admitted session's figures; false before it is admitted.
@@ -154,7 +159,8 @@ class Server {
   DeviceCatalog devices_;
   std::unique_ptr<HostNvml> host_nvml_;  // null: no sensor readings
   std::unique_ptr<TenantTable> tenants_;
-  std::unique_ptr<FairSchedulers> scheduler_;  // one per device (--fair-share)
+  std::unique_ptr<FairSchedulers> scheduler_;                       // one per device (--fair-share)
+  std::function<std::unique_ptr<TurnTaker>(int)> make_turn_taker_;  // SetTurnTakers
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<LivenessService> liveness_;
   std::string url_;

@@ -162,7 +162,7 @@ void Session::SuperviseHost(const std::atomic<bool>& stop) {
   }
   std::string how;
   const uint32_t end = host_->Supervise(
-      tenant_.get(), [&] { return stop.load() || aborted_.load(); },
+      tenant_.get(), scheduler_, [&] { return stop.load() || aborted_.load(); },
       [this](const wire::SessionStats& stats) {
         std::lock_guard<std::mutex> lock(name_mu_);
         hosted_stats_ = stats;
@@ -720,7 +720,7 @@ void Session::AbsorbStoppedContexts() {
 
 KernelTurns* Session::TurnsOf(ContextRecord* ctx) {
   if (ctx->turns != nullptr) return ctx->turns.get();
-  FairScheduler* scheduler = scheduler_->Of(ctx->device);
+  TurnTaker* scheduler = scheduler_->Of(ctx->device);
   if (scheduler == nullptr || !KernelTurns::Supported(drv_)) return nullptr;
   // softgpu bounds each kernel itself (softgpuCtxSetKernelTimeout) and stops the kernels of an
   // aborted session (softgpuCtxAbort); on other backends the keeper gives up on them.

@@ -15,6 +15,7 @@
 #include "common/hex.h"
 #include "common/log.h"
 #include "proto/crypto.h"
+#include "server/hosted_turns.h"
 
 extern char** environ;
 
@@ -94,13 +95,16 @@ Status SessionHost::Move(const wire::HostMove& move) {
 }
 
 uint32_t SessionHost::Supervise(
-    Tenant* tenant, const std::function<bool()>& should_stop,
+    Tenant* tenant, FairSchedulers* schedulers, const std::function<bool()>& should_stop,
     const std::function<void(const wire::SessionStats&)>& on_stats,
     const std::function<void(const wire::HostMoveResult&)>& on_move_result, std::string* how) {
   uint32_t end = 0;
   bool told_to_end = false;
   auto told_at = std::chrono::steady_clock::now();
   std::string buffer(kMaxControlBytes, '\0');
+  ShareAccount own_account;  // without tenants, the host's own
+  HostedTurns turns(schedulers, tenant != nullptr ? &tenant->share : &own_account,
+                    [fd = fd_](const wire::HostControl& m) { return SendControl(fd, m); });
   for (;;) {
     if (!told_to_end && should_stop()) {
       kill(pid_, SIGTERM);
@@ -151,10 +155,14 @@ uint32_t SessionHost::Supervise(
       case wire::HostControl::kMoveResult:
         on_move_result(message.move_result());
         break;
+      case wire::HostControl::kTurn:
+        turns.Handle(message.turn());
+        break;
       default:
         break;
     }
   }
+  turns.End();  // what it held or waited for goes back to the device's scheduler
   if (!Reap(5000)) {
     kill(pid_, SIGKILL);
     Reap(-1);

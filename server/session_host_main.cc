@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -23,9 +24,9 @@ namespace {
 
 constexpr int kNoShowTimeoutMs = 30000;  // a redirected client that never comes
 
-// The host's quota, kept by the server over the control socket. The answers to reservations
-// come through the host's reader of that socket (Answer), which also takes the server's other
-// messages (move orders).
+// The host's quota and kernel turns, kept by the server over the control socket. The answers to
+// reservations and turns come through the host's reader of that socket (Answer, TurnGranted),
+// which also takes the server's other messages (move orders).
 class ControlBroker : public QuotaBroker {
  public:
   explicit ControlBroker(int fd) : fd_(fd) {}
@@ -50,6 +51,37 @@ class ControlBroker : public QuotaBroker {
     message.set_release(bytes);
     SendControl(fd_, message);
   }
+  // Asks the server for device `device`'s turn and waits until it is granted (or the server is
+  // gone: the host ends with it). One call per keeper at a time; any number of keepers.
+  void AcquireTurn(uint32_t device) {
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = ++last_turn_id_;
+    }
+    wire::HostControl ask;
+    ask.mutable_turn()->set_id(id);
+    ask.mutable_turn()->set_device(device);
+    if (!SendControl(fd_, ask)) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return granted_turns_.count(id) > 0 || closed_; });
+    granted_turns_.erase(id);
+  }
+  void EndTurn(uint32_t device, double busy_seconds) {
+    wire::HostControl end;
+    end.mutable_turn()->set_device(device);
+    end.mutable_turn()->set_end(true);
+    end.mutable_turn()->set_busy_seconds(busy_seconds);
+    SendControl(fd_, end);
+  }
+  // The reader's: the turn asked for under `id` is granted.
+  void TurnGranted(uint64_t id) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      granted_turns_.insert(id);
+    }
+    cv_.notify_all();
+  }
   // The reader's: the server's answer to the reservation waiting, or the socket's end.
   void Answer(bool granted) {
     {
@@ -72,9 +104,26 @@ class ControlBroker : public QuotaBroker {
   std::mutex reserve_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool answered_ = false;  // under mu_
-  bool granted_ = false;   // under mu_
-  bool closed_ = false;    // under mu_
+  bool answered_ = false;             // under mu_
+  bool granted_ = false;              // under mu_
+  bool closed_ = false;               // under mu_
+  uint64_t last_turn_id_ = 0;         // under mu_
+  std::set<uint64_t> granted_turns_;  // under mu_
+};
+
+// A device's kernel turns in the server's scheduler (server/hosted_turns.h): the account is the
+// tenant's there.
+class ControlTurns : public TurnTaker {
+ public:
+  ControlTurns(ControlBroker* broker, int device) : broker_(broker), device_(device) {}
+  void Acquire(ShareAccount*) override { broker_->AcquireTurn(static_cast<uint32_t>(device_)); }
+  void Release(ShareAccount*, double busy_seconds) override {
+    broker_->EndTurn(static_cast<uint32_t>(device_), busy_seconds);
+  }
+
+ private:
+  ControlBroker* const broker_;
+  const int device_;
 };
 
 Server* g_host_server = nullptr;
@@ -110,6 +159,9 @@ int RunSessionHost(ServerOptions options, int control_fd) {
   ControlBroker broker(control_fd);
   Server server;
   server.SetStdoutCapture(&capture);
+  server.SetTurnTakers([&broker](int device) -> std::unique_ptr<TurnTaker> {
+    return std::make_unique<ControlTurns>(&broker, device);
+  });
   if (Status s = server.Start(options); !s.ok()) {
     RGPU_LOG_ERROR("session host: cannot start: %s", s.ToString().c_str());
     return 1;
@@ -168,6 +220,8 @@ int RunSessionHost(ServerOptions options, int control_fd) {
       if (ready < 0 || !ReceiveControl(control_fd, 0, &message)) break;  // the server is gone
       if (message.body_case() == wire::HostControl::kReserved) {
         broker.Answer(message.reserved());
+      } else if (message.body_case() == wire::HostControl::kTurnGranted) {
+        broker.TurnGranted(message.turn_granted());
       } else if (message.body_case() == wire::HostControl::kMove) {
         std::lock_guard<std::mutex> lock(moves_mu);
         moves.emplace_back([&server, control_fd, order = message.move()] {

@@ -404,7 +404,7 @@ CUresult Session::Launch(CallState& cs, const FunctionRecord& f, const LaunchSha
     config.numAttrs = count;
     return drv_.cuLaunchKernelEx(&config, f.function, nullptr, params_size > 0 ? extra : nullptr);
   };
-  FairScheduler* scheduler =
+  TurnTaker* scheduler =
       scheduler_ != nullptr ? scheduler_->Of(cs.ctx->device) : nullptr;  // --fair-share
   if (scheduler == nullptr) return launch();
   // Fair sharing: the kernel runs in its turn on its device, alone, timed to its completion,

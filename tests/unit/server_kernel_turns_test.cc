@@ -143,8 +143,8 @@ TEST_F(ServerKernelTurnsTest, AFaultingKernelGivesItsTurnBack) {
   Tenant hostile = Open();
   const uint64_t stream = NonBlockingStream(hostile);
   Launch(hostile, Function(hostile, "fault"), stream);
-  wire::Envelope s = Answer(hostile, Call(hostile.seq++, Op::kStreamSynchronize, hostile.ctx,
-                                          {stream}));
+  wire::Envelope s =
+      Answer(hostile, Call(hostile.seq++, Op::kStreamSynchronize, hostile.ctx, {stream}));
   ASSERT_EQ(s.body_case(), wire::Envelope::kReply);
   const int seen = s.reply().async_error() != 0 ? s.reply().async_error() : s.reply().result();
   EXPECT_EQ(seen, CUDA_ERROR_ILLEGAL_ADDRESS);
