@@ -178,14 +178,6 @@ Status Server::Start(const ServerOptions& options) {
     return InvalidArgument("--session-processes is on, off or auto, not '" + processes + "'");
   }
   if (processes == "on" || (processes == "auto" && options.backend != "softgpu")) {
-    // What sessions of one process share (moves of every session at once) is not there between
-    // processes yet: refused rather than silently not done. (Kernel turns are: hosts take them
-    // in this server's schedulers, server/hosted_turns.h.)
-    if (!options.drain_to.empty()) {
-      return InvalidArgument(
-          "--drain-to needs sessions in the server's process "
-          "(--session-processes off)");
-    }
     if (options.command_line.empty()) return InvalidArgument("no command line to start hosts");
     hosts_ = std::make_unique<SessionHostPool>(options.command_line,
                                                std::max(0, options.session_host_spares));

@@ -476,7 +476,11 @@ void Server::DrainAll() {
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = sessions_.find(id);
-        asked = it != sessions_.end() && it->second->RequestMove(move);
+        // A hosted session is moved by its host, which holds it.
+        asked = it != sessions_.end() &&
+                (it->second->hosted() ? it->second->RequestHostedMove(
+                                            move, static_cast<uint32_t>(options_.drain_timeout_ms))
+                                      : it->second->RequestMove(move));
       }
       if (asked && move->AwaitDecision(std::chrono::milliseconds(options_.drain_timeout_ms))) {
         std::lock_guard<std::mutex> lock(move->mu);
