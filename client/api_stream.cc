@@ -168,11 +168,14 @@ RGPU_IMPL(cuStreamWaitEvent)(CUstream s, CUevent e, unsigned int flags) {
           /*recordable=*/same_server)) {
     return CUDA_SUCCESS;
   }
-  if (!same_server) {
-    // An event of another server's device: the program's later work on `s` is sent once the
-    // event has completed, which orders it after the event (the host waits here meanwhile).
-    if (flags != 0 && flags != CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
-    return rgpu_impl_cuEventSynchronize(e);
+  if (!same_server || e->held_records->load() > 0) {
+    // An event of another server's device, or whose record is still held here (behind a host
+    // function): the program's later work on `s` is held here until the record has been sent
+    // and, for another server's event, has completed; the caller goes on.
+    if (!same_server && flags != 0 && flags != CU_EVENT_WAIT_EXTERNAL) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    return rgpu::client::HoldUntilEvent(s, e, same_server, flags);
   }
   // An event of any context of the same server: the server's stream waits for it.
   return Server().Post<calls::StreamWaitEvent>(
@@ -225,11 +228,24 @@ RGPU_IMPL(cuEventRecord)(CUevent e, CUstream s) {
   if (r != CUDA_SUCCESS) return r;
   if (ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (rgpu::client::CaptureEventRecord(e, s)) return CUDA_SUCCESS;  // marks a capture point
-  if (rgpu::client::Defer(
-          s, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
-          [e](CUstream stream) { return rgpu_impl_cuEventRecord(e, stream); },
-          /*recordable=*/true)) {
-    return CUDA_SUCCESS;
+  {
+    // Counted while it is held, so that a wait for the event issued meanwhile follows it.
+    std::shared_ptr<std::atomic<int>> held = e->held_records;
+    {
+      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+      held->fetch_add(1);
+    }
+    if (rgpu::client::Defer(
+            s, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+            [e, held](CUstream stream) {
+              const CUresult r = rgpu_impl_cuEventRecord(e, stream);
+              rgpu::client::NoteRecordSent(held);
+              return r;
+            },
+            /*recordable=*/true)) {
+      return CUDA_SUCCESS;
+    }
+    rgpu::client::NoteRecordSent(held);
   }
   return Server().Post<calls::EventRecord>(ctx->remote, {.event = e->remote, .stream = remote});
 }

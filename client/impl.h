@@ -133,6 +133,14 @@ bool CaptureStreamWait(CUstream stream, CUevent event);
 // They return the first failure of held work that ran meanwhile, if any.
 CUresult WaitStreamDrained(CUstream stream);
 CUresult WaitContextDrained(CUctx_st* ctx);
+// Holds `stream`'s later work in the client, without blocking the caller, until `event` can be
+// waited for: its held records (`event->held_records`) have been sent and then, for an event of
+// another server (`same_server` false), it has completed; for one of the stream's own server the
+// server's stream is then told to wait for it (StreamWaitEvent with `flags`). The wait runs on a
+// thread of its own. The stream must not be held already (Defer first).
+CUresult HoldUntilEvent(CUstream stream, CUevent event, bool same_server, unsigned flags);
+// A held record of an event whose count is `held` has been sent (wakes the waits above).
+void NoteRecordSent(const std::shared_ptr<std::atomic<int>>& held);
 // True while `stream` has a host function that has not run yet.
 bool StreamHeld(CUstream stream);
 

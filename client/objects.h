@@ -250,4 +250,8 @@ struct CUevent_st {
   CUctx_st* ctx = nullptr;
   unsigned flags = 0;
   CUgraph_st* captured_in = nullptr;  // recorded in a capture still going on (objects_mutex)
+  // Records of it held in the client (behind a host function or a wait for another server's
+  // event), not yet sent; shared with the waits that must follow them (written under
+  // objects_mutex, client/stream_hold.cc).
+  std::shared_ptr<std::atomic<int>> held_records = std::make_shared<std::atomic<int>>(0);
 };

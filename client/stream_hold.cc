@@ -1,9 +1,13 @@
-// Stream-ordered work that waits in the client: graph capture, and host functions.
+// Stream-ordered work that waits in the client: graph capture, host functions, and waits for
+// events of another server's device.
 //
 // A host function (cuLaunchHostFunc, cuStreamAddCallback) runs in this process on rgpu's host
 // worker thread, after the work issued before it on its stream has finished on the server, and
 // before any work issued after it: until it has run, later operations on that stream are held
-// here in order, then sent. The caller never blocks on it, as with CUDA.
+// here in order, then sent. The caller never blocks on it, as with CUDA. A wait for an event of
+// another server's device (HoldUntilEvent) holds the stream's later work the same way, on a thread
+// of its own that waits for the event, so that the waits and the host functions of independent
+// streams never wait for each other.
 #include <condition_variable>
 #include <deque>
 #include <atomic>
@@ -231,6 +235,60 @@ CUresult WaitStreamDrained(CUstream stream) {
         lock, [hold] { return !hold->blocked && hold->held.empty() && hold->replaying == 0; });
   }
   return TakeHeldError();
+}
+
+void NoteRecordSent(const std::shared_ptr<std::atomic<int>>& held) {
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    held->fetch_sub(1);
+  }
+  W().drained_cv.notify_all();
+}
+
+CUresult HoldUntilEvent(CUstream stream, CUevent event, bool same_server, unsigned flags) {
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = ResolveStream(stream, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    CUctx_st* owner = nullptr;
+    StreamHold* hold = HoldOf(stream, &owner);
+    if (hold == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    hold->blocked = true;  // it was not (Defer holds whatever comes while a stream is blocked)
+    ctx->host_work++;
+  }
+  // The event's id, context and count of held records, not its handle: the program may destroy
+  // the event meanwhile (the server then answers for an event it no longer has, and the stream
+  // goes on).
+  std::thread([stream, ctx, remote, event_ctx = event->ctx, event_remote = event->remote,
+               held = event->held_records, same_server, flags] {
+    ContextStack().assign(1, ctx);  // for the default stream's hold and the held work's replay
+    {
+      // A record the program made before this wait goes first.
+      std::unique_lock<std::mutex> lock(ClientState::Get().objects_mutex());
+      W().drained_cv.wait(lock, [&held] { return held->load() <= 0; });
+    }
+    if (same_server) {
+      Server().Post<calls::StreamWaitEvent>(
+          ctx->remote, {.stream = remote, .event = event_remote, .flags = flags});
+    } else {
+      Server().Call<calls::EventSynchronize>(event_ctx->remote, {.event = event_remote});
+    }
+    StreamHold* hold;
+    {
+      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+      CUctx_st* owner = nullptr;
+      hold = HoldOf(stream, &owner);
+    }
+    if (hold != nullptr) Release(hold);
+    {
+      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+      ctx->host_work--;
+    }
+    W().drained_cv.notify_all();
+  }).detach();
+  return CUDA_SUCCESS;
 }
 
 CUresult WaitContextDrained(CUctx_st* ctx) {

@@ -3,8 +3,8 @@
 //   driver_servers check LAYOUT      LAYOUT: each device's server, e.g. "001" (devices 0 and 1 on
 //                                    one server, device 2 on another); checks per-device work,
 //                                    peer answers, copies both ways and event waits across
-//                                    servers, and that a kernel cannot reach another server's
-//                                    memory
+//                                    servers (which never block the program's thread), and that
+//                                    a kernel cannot reach another server's memory
 //   driver_servers uuids             prints each device's UUID, one line each, in ordinal order
 //   driver_servers survive READY GO  works on every device, creates READY, waits for GO (the test
 //                                    kills the last device's server meanwhile), then checks that
@@ -14,12 +14,34 @@
 //                                    the servers that accepted have their sessions ended already)
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "check.h"
 
 namespace {
+
+// A host function that holds its stream until the program opens it.
+class Gate {
+ public:
+  static void CUDA_CB Wait(void* self) {
+    auto* g = static_cast<Gate*>(self);
+    std::unique_lock<std::mutex> lock(g->mu_);
+    g->cv_.wait(lock, [g] { return g->open_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
 
 struct Device {
   CUdevice dev = 0;
@@ -195,6 +217,28 @@ int Check(const std::string& layout) {
       CHECK(cuStreamSynchronize(sb));
       EXPECT_TRUE(All(ReadBack(b, seen, n), tag + 200));
       CHECK(cuMemFree(seen));
+      // The wait holds the destination stream's later work, not the program's thread: this event
+      // is recorded behind a host function that returns only once this thread, past the wait,
+      // opens it (a wait that blocked the thread would never return).
+      {
+        Gate gate;
+        CUevent gated;
+        CHECK(cuCtxSetCurrent(a.ctx));
+        CHECK(cuEventCreate(&gated, CU_EVENT_DISABLE_TIMING));
+        CHECK(cuLaunchHostFunc(sa, &Gate::Wait, &gate));
+        Fill(a, sa, buffers[i], tag + 400, n);
+        CHECK(cuEventRecord(gated, sa));
+        CHECK(cuCtxSetCurrent(b.ctx));
+        CUstream sc;
+        CHECK(cuStreamCreate(&sc, CU_STREAM_NON_BLOCKING));
+        CHECK(cuStreamWaitEvent(sc, gated, 0));
+        CHECK(cuMemcpyPeerAsync(buffers[j], b.ctx, buffers[i], a.ctx, n * sizeof(int), sc));
+        gate.Open();
+        CHECK(cuStreamSynchronize(sc));
+        EXPECT_TRUE(All(ReadBack(b, buffers[j], n), tag + 400));
+        CHECK(cuStreamDestroy(sc));
+        CHECK(cuEventDestroy(gated));
+      }
       // Unified addressing: cuMemcpy between the two devices' memory, either context current.
       CHECK(cuCtxSetCurrent(a.ctx));
       Fill(a, nullptr, buffers[i], tag + 300, n);
