@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "softgpu/api_util.h"
 
@@ -32,28 +33,39 @@ bool Satisfied(T now, T value, unsigned comparison) {
   }
 }
 
-// The word at `address` for `ctx`, checked: aligned, wholly inside memory the context reaches.
-template <typename T>
-CUresult Word(Context& ctx, CUdeviceptr address, std::shared_ptr<Allocation>* a, T** word) {
-  if (address == 0 || address % sizeof(T) != 0) return CUDA_ERROR_INVALID_VALUE;
-  *a = DeviceRange(ctx, address, sizeof(T));
+// One memory operation of a stream: a wait or a write, of a 32- or 64-bit word.
+struct MemOp {
+  bool wait = false;
+  bool wide = false;  // 64-bit
+  CUdeviceptr address = 0;
+  uint64_t value = 0;
+  unsigned flags = 0;
+};
+
+// Checks `op` for `ctx` (an aligned word wholly inside memory the context reaches, known flags)
+// and gives the host memory of its word.
+CUresult Check(Context& ctx, const MemOp& op, std::shared_ptr<Allocation>* a, uint8_t** word) {
+  const size_t size = op.wide ? 8 : 4;
+  if (op.wait) {
+    if (op.flags & CU_STREAM_WAIT_VALUE_FLUSH) return CUDA_ERROR_NOT_SUPPORTED;
+    if (op.flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+  } else if (op.flags != CU_STREAM_WRITE_VALUE_DEFAULT) {
+    return CUDA_ERROR_INVALID_VALUE;  // NO_MEMORY_BARRIER is not part of the v2 API
+  }
+  if (op.address == 0 || op.address % size != 0) return CUDA_ERROR_INVALID_VALUE;
+  *a = DeviceRange(ctx, op.address, size);
   if (*a == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *word = reinterpret_cast<T*>((*a)->host + (address - (*a)->base));
+  *word = (*a)->host + (op.address - (*a)->base);
   return CUDA_SUCCESS;
 }
 
 template <typename T>
-CUresult EnqueueWait(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& s,
-                     CUdeviceptr address, T value, unsigned flags) {
-  if (flags & CU_STREAM_WAIT_VALUE_FLUSH) return CUDA_ERROR_NOT_SUPPORTED;
-  if (flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
-  std::shared_ptr<Allocation> a;
-  T* word = nullptr;
-  if (CUresult r = Word(*ctx, address, &a, &word); r != CUDA_SUCCESS) return r;
-  Context* c = ctx.get();
-  ctx->Enqueue(s, [a, word, value, flags, c] {
+void QueueWait(Context& ctx, const std::shared_ptr<Stream>& s, std::shared_ptr<Allocation> a,
+               T* word, T value, unsigned comparison) {
+  Context* c = &ctx;
+  ctx.Enqueue(s, [a, word, value, comparison, c] {
     std::atomic_ref<T> ref(*word);
-    for (unsigned polls = 0; !Satisfied(ref.load(std::memory_order_acquire), value, flags);
+    for (unsigned polls = 0; !Satisfied(ref.load(std::memory_order_acquire), value, comparison);
          ++polls) {
       if (c->cancelled().load()) return;
       if (polls < 64) {
@@ -63,146 +75,102 @@ CUresult EnqueueWait(const std::shared_ptr<Context>& ctx, const std::shared_ptr<
       }
     }
   });
-  return CUDA_SUCCESS;
 }
 
 template <typename T>
-CUresult EnqueueWrite(const std::shared_ptr<Context>& ctx, const std::shared_ptr<Stream>& s,
-                      CUdeviceptr address, T value, unsigned flags) {
-  // CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER is not part of the v2 API.
-  if (flags != CU_STREAM_WRITE_VALUE_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
-  std::shared_ptr<Allocation> a;
-  T* word = nullptr;
-  if (CUresult r = Word(*ctx, address, &a, &word); r != CUDA_SUCCESS) return r;
-  ctx->Enqueue(s, [a, word, value] { std::atomic_ref<T>(*word).store(value); });
+void QueueWrite(Context& ctx, const std::shared_ptr<Stream>& s, std::shared_ptr<Allocation> a,
+                T* word, T value) {
+  ctx.Enqueue(s, [a, word, value] { std::atomic_ref<T>(*word).store(value); });
+}
+
+// Checks every operation, then queues them all in order on `stream` (a refused batch queues
+// nothing).
+CUresult Submit(CUstream stream, const MemOp* ops, unsigned count) {
+  std::shared_ptr<Context> ctx;
+  if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
+  std::vector<std::shared_ptr<Allocation>> allocations(count);
+  std::vector<uint8_t*> words(count);
+  for (unsigned i = 0; i < count; ++i) {
+    if (CUresult r = Check(*ctx, ops[i], &allocations[i], &words[i]); r != CUDA_SUCCESS) return r;
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    const MemOp& op = ops[i];
+    if (op.wait && op.wide) {
+      QueueWait<uint64_t>(*ctx, s, allocations[i], reinterpret_cast<uint64_t*>(words[i]), op.value,
+                          op.flags);
+    } else if (op.wait) {
+      QueueWait<uint32_t>(*ctx, s, allocations[i], reinterpret_cast<uint32_t*>(words[i]),
+                          static_cast<uint32_t>(op.value), op.flags);
+    } else if (op.wide) {
+      QueueWrite<uint64_t>(*ctx, s, allocations[i], reinterpret_cast<uint64_t*>(words[i]),
+                           op.value);
+    } else {
+      QueueWrite<uint32_t>(*ctx, s, allocations[i], reinterpret_cast<uint32_t*>(words[i]),
+                           static_cast<uint32_t>(op.value));
+    }
+  }
   return CUDA_SUCCESS;
 }
 
-// The stream and its context, usable (no sticky error).
-CUresult Target(CUstream stream, std::shared_ptr<Context>* ctx, std::shared_ptr<Stream>* s) {
-  if (CUresult r = UsableContext(ctx); r != CUDA_SUCCESS) return r;
-  return ResolveStream(*ctx, stream, s);
+CUresult One(CUstream stream, bool wait, bool wide, CUdeviceptr address, uint64_t value,
+             unsigned flags) {
+  const MemOp op{wait, wide, address, value, flags};
+  return Submit(stream, &op, 1);
 }
 
 }  // namespace
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr,
                                                        cuuint32_t value, unsigned int flags) {
-  return Guard([&] {
-    std::shared_ptr<Context> ctx;
-    std::shared_ptr<Stream> s;
-    if (CUresult r = Target(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
-    return EnqueueWait<uint32_t>(ctx, s, addr, value, flags);
-  });
+  return Guard([&] { return One(stream, true, false, addr, value, flags); });
 }
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr,
                                                        cuuint64_t value, unsigned int flags) {
-  return Guard([&] {
-    std::shared_ptr<Context> ctx;
-    std::shared_ptr<Stream> s;
-    if (CUresult r = Target(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
-    return EnqueueWait<uint64_t>(ctx, s, addr, value, flags);
-  });
+  return Guard([&] { return One(stream, true, true, addr, value, flags); });
 }
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr,
                                                         cuuint32_t value, unsigned int flags) {
-  return Guard([&] {
-    std::shared_ptr<Context> ctx;
-    std::shared_ptr<Stream> s;
-    if (CUresult r = Target(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
-    return EnqueueWrite<uint32_t>(ctx, s, addr, value, flags);
-  });
+  return Guard([&] { return One(stream, false, false, addr, value, flags); });
 }
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr,
                                                         cuuint64_t value, unsigned int flags) {
-  return Guard([&] {
-    std::shared_ptr<Context> ctx;
-    std::shared_ptr<Stream> s;
-    if (CUresult r = Target(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
-    return EnqueueWrite<uint64_t>(ctx, s, addr, value, flags);
-  });
+  return Guard([&] { return One(stream, false, true, addr, value, flags); });
 }
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
                                                       CUstreamBatchMemOpParams* params,
                                                       unsigned int flags) {
   return Guard([&] {
-    std::shared_ptr<Context> ctx;
-    std::shared_ptr<Stream> s;
-    if (CUresult r = Target(stream, &ctx, &s); r != CUDA_SUCCESS) return r;
     if (flags != 0 || count >= 256 || (count > 0 && params == nullptr)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
-    // Every operation is checked before any is queued: a refused batch queues nothing.
+    std::vector<MemOp> ops(count);
     for (unsigned i = 0; i < count; ++i) {
       const CUstreamBatchMemOpParams& p = params[i];
-      std::shared_ptr<Allocation> a;
-      CUresult r = CUDA_SUCCESS;
       switch (p.operation) {
-        case CU_STREAM_MEM_OP_WAIT_VALUE_32: {
-          uint32_t* w;
-          r = Word(*ctx, p.waitValue.address, &a, &w);
-          if (r == CUDA_SUCCESS && (p.waitValue.flags & CU_STREAM_WAIT_VALUE_FLUSH)) {
-            r = CUDA_ERROR_NOT_SUPPORTED;
-          } else if (r == CUDA_SUCCESS && p.waitValue.flags > CU_STREAM_WAIT_VALUE_NOR) {
-            r = CUDA_ERROR_INVALID_VALUE;
-          }
-          break;
-        }
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
         case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
-          uint64_t* w;
-          r = Word(*ctx, p.waitValue.address, &a, &w);
-          if (r == CUDA_SUCCESS && (p.waitValue.flags & CU_STREAM_WAIT_VALUE_FLUSH)) {
-            r = CUDA_ERROR_NOT_SUPPORTED;
-          } else if (r == CUDA_SUCCESS && p.waitValue.flags > CU_STREAM_WAIT_VALUE_NOR) {
-            r = CUDA_ERROR_INVALID_VALUE;
-          }
+          const bool wide = p.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+          ops[i] = {true, wide, p.waitValue.address, wide ? p.waitValue.value64 : p.waitValue.value,
+                    p.waitValue.flags};
           break;
         }
-        case CU_STREAM_MEM_OP_WRITE_VALUE_32: {
-          uint32_t* w;
-          r = Word(*ctx, p.writeValue.address, &a, &w);
-          if (r == CUDA_SUCCESS && p.writeValue.flags != 0) r = CUDA_ERROR_INVALID_VALUE;
-          break;
-        }
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
         case CU_STREAM_MEM_OP_WRITE_VALUE_64: {
-          uint64_t* w;
-          r = Word(*ctx, p.writeValue.address, &a, &w);
-          if (r == CUDA_SUCCESS && p.writeValue.flags != 0) r = CUDA_ERROR_INVALID_VALUE;
+          const bool wide = p.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+          ops[i] = {false, wide, p.writeValue.address,
+                    wide ? p.writeValue.value64 : p.writeValue.value, p.writeValue.flags};
           break;
         }
         default:  // flushes of remote writes and memory barriers
-          r = CUDA_ERROR_NOT_SUPPORTED;
-          break;
+          return CUDA_ERROR_NOT_SUPPORTED;
       }
-      if (r != CUDA_SUCCESS) return r;
     }
-    for (unsigned i = 0; i < count; ++i) {
-      const CUstreamBatchMemOpParams& p = params[i];
-      CUresult r = CUDA_SUCCESS;
-      switch (p.operation) {
-        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-          r = EnqueueWait<uint32_t>(ctx, s, p.waitValue.address, p.waitValue.value,
-                                    p.waitValue.flags);
-          break;
-        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-          r = EnqueueWait<uint64_t>(ctx, s, p.waitValue.address, p.waitValue.value64,
-                                    p.waitValue.flags);
-          break;
-        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
-          r = EnqueueWrite<uint32_t>(ctx, s, p.writeValue.address, p.writeValue.value,
-                                     p.writeValue.flags);
-          break;
-        default:
-          r = EnqueueWrite<uint64_t>(ctx, s, p.writeValue.address, p.writeValue.value64,
-                                     p.writeValue.flags);
-          break;
-      }
-      if (r != CUDA_SUCCESS) return r;
-    }
-    return CUDA_SUCCESS;
+    return Submit(stream, ops.data(), count);
   });
 }
