@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -34,7 +35,10 @@ struct MoveRequest {
   std::string ticket;         // kToServer
   std::string lease_token;    // kToServer: the registry's hand-over of the session's lease
   Channel* stream = nullptr;  // kToStream: the operator's connection, while kTaken
-  std::string resume_url;     // kRedirect
+  // kToStream without a stream (a session host's, server/session_host.h): takes each piece of
+  // the checkpoint in order, `last` on the final one.
+  std::function<Status(const char* data, size_t size, bool last)> sink;
+  std::string resume_url;  // kRedirect
   uint64_t resume_session = 0;
   std::string resume_credential;
 

@@ -148,10 +148,13 @@ class Server {
   void SetStdoutCapture(StdoutCapture* capture) { stdout_capture_ = capture; }
   // As a session host: the admitted session's figures; false before it is admitted.
   bool HostedStats(wire::SessionStats* stats);
-  // A session host's part of migrating its one session (HostMove from the server that admitted
-  // it): the move asked of the session, waited for as an operator's MIGRATE is, its outcome in
-  // `result`. Any thread.
-  void MoveHostedSession(const wire::HostMove& order, wire::HostMoveResult* result);
+  // A session host's part of moving its one session (HostMove from the server that admitted it):
+  // a migration, a checkpoint (its pieces to `sink`; the session then parks) or a parked
+  // session's redirect, asked of the session and waited for as an operator's request is, its
+  // outcome in `result`. Any thread.
+  void MoveHostedSession(const wire::HostMove& order,
+                         const std::function<Status(const char*, size_t, bool)>& sink,
+                         wire::HostMoveResult* result);
 
  private:
   ServerOptions options_;

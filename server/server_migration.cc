@@ -191,12 +191,8 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
         if (it == sessions_.end() || !it->second->admitted()) {
           return ReplyError(channel, "no session " + std::to_string(request.session_id()));
         }
-        if (it->second->hosted() && request.kind() != wire::AdminRequest::MIGRATE) {
-          return ReplyError(channel, "session " + std::to_string(request.session_id()) +
-                                         " runs in a process of its own (--session-processes): "
-                                         "it can be migrated, not checkpointed");
-        }
-        // A hosted session is moved by its host, which holds it.
+        // A hosted session is moved by its host, which holds it (a checkpoint's pieces come back
+        // through the server to this connection).
         asked = it->second->hosted() ? it->second->RequestHostedMove(move, timeout_ms)
                                      : it->second->RequestMove(move);
       }
@@ -526,12 +522,24 @@ Status Server::HandOverLeaseOf(uint64_t id, const std::string& target_name, Move
   return Status::Ok();
 }
 
-void Server::MoveHostedSession(const wire::HostMove& order, wire::HostMoveResult* result) {
+void Server::MoveHostedSession(const wire::HostMove& order,
+                               const std::function<Status(const char*, size_t, bool)>& sink,
+                               wire::HostMoveResult* result) {
   auto move = std::make_shared<MoveRequest>();
-  move->kind = MoveRequest::Kind::kToServer;
-  move->target_url = order.target_url();
-  move->ticket = order.ticket();
-  move->lease_token = order.lease_token();
+  if (order.checkpoint()) {
+    move->kind = MoveRequest::Kind::kToStream;
+    move->sink = sink;
+  } else if (order.redirect()) {
+    move->kind = MoveRequest::Kind::kRedirect;
+    move->resume_url = order.resume_url();
+    move->resume_session = order.resume_session();
+    move->resume_credential = order.resume_credential();
+  } else {
+    move->kind = MoveRequest::Kind::kToServer;
+    move->target_url = order.target_url();
+    move->ticket = order.ticket();
+    move->lease_token = order.lease_token();
+  }
   const uint32_t timeout_ms = order.timeout_ms() == 0
                                   ? kDefaultMoveTimeoutMs
                                   : std::min(order.timeout_ms(), kMostMoveTimeoutMs);
@@ -554,7 +562,8 @@ void Server::MoveHostedSession(const wire::HostMove& order, wire::HostMoveResult
     std::lock_guard<std::mutex> lock(move->mu);
     s = move->result;
   }
-  if (s.ok()) move->AwaitDone(std::chrono::seconds(15));  // until its client has left
+  // Until its client has left (a checkpoint's session parks: its client stays).
+  if (s.ok() && !order.checkpoint()) move->AwaitDone(std::chrono::seconds(15));
   std::lock_guard<std::mutex> lock(move->mu);
   result->set_error(s.ok() ? "" : s.message());
   result->set_new_session(move->new_session);

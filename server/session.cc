@@ -167,7 +167,8 @@ void Session::SuperviseHost(const std::atomic<bool>& stop) {
         std::lock_guard<std::mutex> lock(name_mu_);
         hosted_stats_ = stats;
       },
-      [this](const wire::HostMoveResult& result) { HostedMoveAnswered(result); }, &how);
+      [this](const wire::HostMoveResult& result) { HostedMoveAnswered(result); },
+      [this](const wire::HostCheckpointChunk& piece) { HostedCheckpointPiece(piece); }, &how);
   std::shared_ptr<MoveRequest> unanswered;
   {
     std::lock_guard<std::mutex> lock(move_mu_);  // RequestHostedMove uses host_ under it

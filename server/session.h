@@ -208,9 +208,10 @@ class Session {
   // client is to resume. Any thread; the outcome comes through the request. False (nothing
   // asked) when the session has a request already, or a redirect finds it not parked.
   bool RequestMove(std::shared_ptr<MoveRequest> request);
-  // The same for a session in a process of its own (hosted()): a migration (kToServer) only,
-  // carried out by its host (HostMove), which answers within `timeout_ms` plus the transfer; the
-  // outcome comes through the request. False when it is not hosted or moving already.
+  // The same for a session in a process of its own (hosted()), carried out by its host
+  // (HostMove), which answers within `timeout_ms` plus the transfer; the outcome comes through
+  // the request. A checkpoint's pieces come back from the host and go to the request's stream
+  // (HostedCheckpointPiece). False when it is not hosted or moving already.
   bool RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t timeout_ms);
 
   // A session made from a checkpoint (server/session_checkpoint.cc) before it runs: RestoreBegin
@@ -634,6 +635,9 @@ class Session {
   void SuperviseHost(const std::atomic<bool>& stop);
   // The host's answer to RequestHostedMove: the request decided (and done, when it moved).
   void HostedMoveAnswered(const wire::HostMoveResult& result);
+  // A piece of the checkpoint asked of the host: relayed to the operator's connection while the
+  // checkpoint is asked and unanswered; ignored otherwise.
+  void HostedCheckpointPiece(const wire::HostCheckpointChunk& piece);
   std::vector<int> visible_;  // server device indices the session sees, by its ordinals
   std::string client_name_;
   CUcontext current_ = nullptr;
@@ -729,6 +733,7 @@ class Session {
   std::mutex move_mu_;
   std::shared_ptr<MoveRequest> move_request_;
   std::shared_ptr<MoveRequest> hosted_move_;  // sent to the host, not yet answered; under move_mu_
+  bool hosted_checkpoint_ended_ = false;      // its last piece relayed (or the relay failed)
   std::atomic<bool> move_pending_{false};
   std::atomic<bool> parked_{false};
   std::atomic<int> phase_{0};  // Stats' state: 0 running, 1 moving, 2 parked

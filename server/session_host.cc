@@ -97,7 +97,8 @@ Status SessionHost::Move(const wire::HostMove& move) {
 uint32_t SessionHost::Supervise(
     Tenant* tenant, FairSchedulers* schedulers, const std::function<bool()>& should_stop,
     const std::function<void(const wire::SessionStats&)>& on_stats,
-    const std::function<void(const wire::HostMoveResult&)>& on_move_result, std::string* how) {
+    const std::function<void(const wire::HostMoveResult&)>& on_move_result,
+    const std::function<void(const wire::HostCheckpointChunk&)>& on_piece, std::string* how) {
   uint32_t end = 0;
   bool told_to_end = false;
   auto told_at = std::chrono::steady_clock::now();
@@ -157,6 +158,9 @@ uint32_t SessionHost::Supervise(
         break;
       case wire::HostControl::kTurn:
         turns.Handle(message.turn());
+        break;
+      case wire::HostControl::kCheckpointChunk:
+        on_piece(message.checkpoint_chunk());
         break;
       default:
         break;

@@ -54,14 +54,16 @@ class SessionHost {
   Status Move(const wire::HostMove& move);
   // Serves the host until its process ends: quota reservations against `tenant` (null: every
   // one granted), its kernels' turns in `schedulers` (--fair-share; null: none) under the
-  // tenant's account (server/hosted_turns.h), its figures passed to `on_stats`. When `should_stop`
-  // answers true (polled every 200 ms) the host is told to end (SIGTERM, then SIGKILL after 5 s).
-  // Returns the session's end as the host reported it (SessionEnd's value; 0 when it reported none)
-  // and, in `how`, how the process ended ("exited 0", "killed by signal 9").
+  // tenant's account (server/hosted_turns.h), its figures passed to `on_stats`, its answers to
+  // moves to `on_move_result` and the pieces of a checkpoint asked of it to `on_piece`. When
+  // `should_stop` answers true (polled every 200 ms) the host is told to end (SIGTERM, then SIGKILL
+  // after 5 s). Returns the session's end as the host reported it (SessionEnd's value; 0 when it
+  // reported none) and, in `how`, how the process ended ("exited 0", "killed by signal 9").
   uint32_t Supervise(Tenant* tenant, FairSchedulers* schedulers,
                      const std::function<bool()>& should_stop,
                      const std::function<void(const wire::SessionStats&)>& on_stats,
                      const std::function<void(const wire::HostMoveResult&)>& on_move_result,
+                     const std::function<void(const wire::HostCheckpointChunk&)>& on_piece,
                      std::string* how);
 
  private:

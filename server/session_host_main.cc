@@ -225,8 +225,25 @@ int RunSessionHost(ServerOptions options, int control_fd) {
       } else if (message.body_case() == wire::HostControl::kMove) {
         std::lock_guard<std::mutex> lock(moves_mu);
         moves.emplace_back([&server, control_fd, order = message.move()] {
+          // A checkpoint goes to the server in pieces that fit a control message.
+          auto sink = [control_fd](const char* data, size_t size, bool last) -> Status {
+            constexpr size_t kPiece = 192 << 10;
+            do {
+              const size_t n = std::min(size, kPiece);
+              wire::HostControl piece;
+              piece.mutable_checkpoint_chunk()->set_data(data, n);
+              piece.mutable_checkpoint_chunk()->set_last(last && n == size);
+              if (!SendControl(control_fd, piece)) return Unavailable("the server is gone");
+              data += n;
+              size -= n;
+            } while (size > 0);
+            return Status::Ok();
+          };
           wire::HostControl answer;
-          server.MoveHostedSession(order, answer.mutable_move_result());
+          server.MoveHostedSession(order, sink, answer.mutable_move_result());
+          // Its figures first (a parked session holds nothing), then the answer.
+          wire::HostControl stats;
+          if (server.HostedStats(stats.mutable_stats())) SendControl(control_fd, stats);
           SendControl(control_fd, answer);
         });
       }

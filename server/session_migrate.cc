@@ -28,7 +28,10 @@ double MsSince(std::chrono::steady_clock::time_point t) {
 class ChunkSender {
  public:
   ChunkSender(Channel& channel, bool check_refusal)
-      : channel_(channel), check_refusal_(check_refusal) {}
+      : channel_(&channel), check_refusal_(check_refusal) {}
+  // Pieces to `sink` instead of a channel.
+  explicit ChunkSender(std::function<Status(const char*, size_t, bool)> sink)
+      : sink_(std::move(sink)) {}
   Status Put(const char* data, size_t size) {
     while (size > 0) {
       if (buffer_.empty() && size >= kCheckpointChunkBytes) {
@@ -56,14 +59,15 @@ class ChunkSender {
 
  private:
   Status SendPiece(bool last, const char* data, size_t size) {
+    if (sink_) return sink_(data, size, last);
     wire::Envelope chunk;
     chunk.mutable_checkpoint_chunk()->set_last(last);
-    Status s = channel_.Send(chunk.SerializeAsString(), data, size);
+    Status s = channel_->Send(chunk.SerializeAsString(), data, size);
     if (!s.ok() && check_refusal_) {
       // Cut short: the target's reason, if it gave one before it went.
       ReceivedMessage m;
       wire::Envelope reply;
-      if (channel_.Receive(2000, &m).ok() &&
+      if (channel_->Receive(2000, &m).ok() &&
           reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) &&
           reply.body_case() == wire::Envelope::kAdminReply) {
         return Unavailable("the target refused it: " + reply.admin_reply().error());
@@ -71,7 +75,7 @@ class ChunkSender {
     }
     if (s.ok() && check_refusal_ && !last) {
       ReceivedMessage m;
-      Status early = channel_.Receive(0, &m);
+      Status early = channel_->Receive(0, &m);
       if (early.ok()) {
         wire::Envelope reply;
         if (reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) &&
@@ -85,8 +89,9 @@ class ChunkSender {
     return s;
   }
 
-  Channel& channel_;
-  bool check_refusal_;
+  Channel* channel_ = nullptr;
+  bool check_refusal_ = false;
+  std::function<Status(const char*, size_t, bool)> sink_;
   std::string buffer_;
 };
 
@@ -104,21 +109,50 @@ bool Session::RequestMove(std::shared_ptr<MoveRequest> request) {
 
 bool Session::RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t timeout_ms) {
   std::lock_guard<std::mutex> lock(move_mu_);
-  if (host_ == nullptr || hosted_move_ != nullptr ||
-      request->kind != MoveRequest::Kind::kToServer || !request->Take()) {
-    return false;
-  }
+  if (host_ == nullptr || hosted_move_ != nullptr || !request->Take()) return false;
+  hosted_checkpoint_ended_ = false;
   wire::HostMove move;
-  move.set_target_url(request->target_url);
-  move.set_ticket(request->ticket);
-  move.set_lease_token(request->lease_token);
   move.set_timeout_ms(timeout_ms);
+  switch (request->kind) {
+    case MoveRequest::Kind::kToServer:
+      move.set_target_url(request->target_url);
+      move.set_ticket(request->ticket);
+      move.set_lease_token(request->lease_token);
+      break;
+    case MoveRequest::Kind::kToStream:  // its pieces come back through HostedCheckpointPiece
+      move.set_checkpoint(true);
+      break;
+    case MoveRequest::Kind::kRedirect:
+      move.set_redirect(true);
+      move.set_resume_url(request->resume_url);
+      move.set_resume_session(request->resume_session);
+      move.set_resume_credential(request->resume_credential);
+      break;
+  }
   if (Status s = host_->Move(move); !s.ok()) {
     request->Decide(s);
     return true;
   }
   hosted_move_ = std::move(request);
   return true;
+}
+
+void Session::HostedCheckpointPiece(const wire::HostCheckpointChunk& piece) {
+  // Only while a checkpoint was asked of the host and not yet answered: the operator's
+  // connection is then alive and used by nothing else (the request is taken, not decided).
+  std::lock_guard<std::mutex> lock(move_mu_);
+  if (hosted_move_ == nullptr || hosted_move_->kind != MoveRequest::Kind::kToStream ||
+      hosted_move_->stream == nullptr || hosted_checkpoint_ended_) {
+    return;
+  }
+  wire::Envelope chunk;
+  chunk.mutable_checkpoint_chunk()->set_last(piece.last());
+  if (!hosted_move_->stream
+           ->Send(chunk.SerializeAsString(), piece.data().data(), piece.data().size())
+           .ok() ||
+      piece.last()) {
+    hosted_checkpoint_ended_ = true;  // nothing more goes to it
+  }
 }
 
 void Session::HostedMoveAnswered(const wire::HostMoveResult& result) {
@@ -238,7 +272,8 @@ Session::MoveOutcome Session::MoveAt(const wire::Call& call) {
   if (s.ok() && to_server) {
     s = SendToServer(*request, header, &new_session, &credential);
   } else if (s.ok()) {
-    ChunkSender sender(*request->stream, false);
+    ChunkSender sender = request->stream != nullptr ? ChunkSender(*request->stream, false)
+                                                    : ChunkSender(request->sink);
     s = WriteCheckpoint(header, [&](const char* d, size_t n) { return sender.Put(d, n); });
     if (s.ok()) s = sender.Send(true);
   }
@@ -265,11 +300,12 @@ Session::MoveOutcome Session::MoveAt(const wire::Call& call) {
     return MoveOutcome::kMoved;
   }
   // Into a checkpoint: its state is in the operator's hands; the client waits for its answer
-  // until the operator says where the session was restored.
-  request->Decide(Status::Ok());
+  // until the operator says where the session was restored. Parked before the operator hears
+  // of it, so that a status or a redirect right after finds it parked.
   ReleaseAll();
   parked_.store(true);
   phase_.store(2);
+  request->Decide(Status::Ok());
   RGPU_LOG_INFO("session %llu: parked; its client waits for its call %llu", (unsigned long long)id_,
                 (unsigned long long)call.seq());
   std::shared_ptr<MoveRequest> redirect;
