@@ -169,6 +169,7 @@ void Session::SuperviseHost(const std::atomic<bool>& stop) {
       },
       [this](const wire::HostMoveResult& result) { HostedMoveAnswered(result); },
       [this](const wire::HostCheckpointChunk& piece) { HostedCheckpointPiece(piece); }, &how);
+  checkpoint_relay_.Stop();
   std::shared_ptr<MoveRequest> unanswered;
   {
     std::lock_guard<std::mutex> lock(move_mu_);  // RequestHostedMove uses host_ under it

@@ -25,6 +25,7 @@
 #include "proto/rgpu.pb.h"
 #include "server/checkpoint.h"
 #include "server/cuda_driver.h"
+#include "server/checkpoint_relay.h"
 #include "server/fair_scheduler.h"
 #include "server/kernel_turns.h"
 #include "server/handle_table.h"
@@ -733,7 +734,7 @@ class Session {
   std::mutex move_mu_;
   std::shared_ptr<MoveRequest> move_request_;
   std::shared_ptr<MoveRequest> hosted_move_;  // sent to the host, not yet answered; under move_mu_
-  bool hosted_checkpoint_ended_ = false;      // its last piece relayed (or the relay failed)
+  CheckpointRelay checkpoint_relay_;          // a hosted checkpoint's pieces, while asked
   std::atomic<bool> move_pending_{false};
   std::atomic<bool> parked_{false};
   std::atomic<int> phase_{0};  // Stats' state: 0 running, 1 moving, 2 parked

@@ -110,7 +110,6 @@ bool Session::RequestMove(std::shared_ptr<MoveRequest> request) {
 bool Session::RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t timeout_ms) {
   std::lock_guard<std::mutex> lock(move_mu_);
   if (host_ == nullptr || hosted_move_ != nullptr || !request->Take()) return false;
-  hosted_checkpoint_ended_ = false;
   wire::HostMove move;
   move.set_timeout_ms(timeout_ms);
   switch (request->kind) {
@@ -121,6 +120,7 @@ bool Session::RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t t
       break;
     case MoveRequest::Kind::kToStream:  // its pieces come back through HostedCheckpointPiece
       move.set_checkpoint(true);
+      if (request->stream != nullptr) checkpoint_relay_.Start(request->stream);
       break;
     case MoveRequest::Kind::kRedirect:
       move.set_redirect(true);
@@ -138,24 +138,11 @@ bool Session::RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t t
 }
 
 void Session::HostedCheckpointPiece(const wire::HostCheckpointChunk& piece) {
-  // Only while a checkpoint was asked of the host and not yet answered: the operator's
-  // connection is then alive and used by nothing else (the request is taken, not decided).
-  std::lock_guard<std::mutex> lock(move_mu_);
-  if (hosted_move_ == nullptr || hosted_move_->kind != MoveRequest::Kind::kToStream ||
-      hosted_move_->stream == nullptr || hosted_checkpoint_ended_) {
-    return;
-  }
-  wire::Envelope chunk;
-  chunk.mutable_checkpoint_chunk()->set_last(piece.last());
-  if (!hosted_move_->stream
-           ->Send(chunk.SerializeAsString(), piece.data().data(), piece.data().size())
-           .ok() ||
-      piece.last()) {
-    hosted_checkpoint_ended_ = true;  // nothing more goes to it
-  }
+  checkpoint_relay_.Piece(piece);
 }
 
 void Session::HostedMoveAnswered(const wire::HostMoveResult& result) {
+  checkpoint_relay_.Stop();  // answered: its operator's connection is the operator's again
   std::shared_ptr<MoveRequest> move;
   {
     std::lock_guard<std::mutex> lock(move_mu_);
