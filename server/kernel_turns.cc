@@ -36,11 +36,11 @@ bool KernelTurns::Supported(const CudaDriver& drv) {
 }
 
 void CUDA_CB KernelTurns::Wake(void* self) {
+  // Takes no lock: the keeper queries the backend while it holds mu_, and a driver may hold its
+  // own locks while it runs a host function. A wake-up lost between the keeper's look and its
+  // sleep costs at most kLook.
   auto* turns = static_cast<KernelTurns*>(self);
-  {
-    std::lock_guard<std::mutex> lock(turns->mu_);
-    turns->woken_ = true;
-  }
+  turns->woken_.store(true);
   turns->wake_.notify_all();
 }
 
@@ -126,7 +126,7 @@ CUresult KernelTurns::Launch(CUstream stream, const std::function<CUresult()>& l
     std::lock_guard<std::mutex> lock(mu_);
     if (turn.ended == nullptr) free_events_.push_back(ended);
     gate->turns.push_back(turn);
-    woken_ = true;
+    woken_.store(true);
   }
   wake_.notify_all();
   return launched;
@@ -150,8 +150,8 @@ CUresult KernelTurns::AwaitEnd(const Turn& turn) {
     std::unique_lock<std::mutex> lock(mu_);
     // Stopping: the context is about to be destroyed, which ends the kernel.
     if (gone_ || stopping_) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    wake_.wait_for(lock, kLook, [&] { return woken_ || gone_ || stopping_; });
-    woken_ = false;
+    wake_.wait_for(lock, kLook, [&] { return woken_.load() || gone_ || stopping_; });
+    woken_.store(false);
   }
 }
 
@@ -159,7 +159,7 @@ void KernelTurns::KeeperLoop() {
   drv_.cuCtxSetCurrent(context_);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_ && !gone_) {
-    woken_ = false;
+    woken_.store(false);
     // The first stream, after the one served last, whose first kernel it has reached.
     Gate* gate = nullptr;
     CUresult reached = CUDA_ERROR_NOT_READY;
@@ -174,7 +174,7 @@ void KernelTurns::KeeperLoop() {
       last_served_ = it->first;
     }
     if (gate == nullptr) {
-      wake_.wait_for(lock, kLook, [&] { return woken_ || stopping_ || gone_; });
+      wake_.wait_for(lock, kLook, [&] { return woken_.load() || stopping_ || gone_; });
       continue;
     }
     const Turn turn = gate->turns.front();

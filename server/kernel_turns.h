@@ -18,9 +18,10 @@
 // stops kernels itself (softgpu) is given neither.
 //
 // Threading: Launch and Stop run on the session's thread with the context current; the keeper is
-// this object's thread; the host functions run on the backend's callback thread; ContextGone on
-// any thread. The object must outlive the context's streams: Stop it (or mark the context gone)
-// before the context is destroyed, and destroy the object after.
+// this object's thread; the host functions run on the backend's callback thread and take no lock
+// (a driver may hold its own while it runs them, and the keeper queries it under mu_);
+// ContextGone on any thread. The object must outlive the context's streams: Stop it (or mark the
+// context gone) before the context is destroyed, and destroy the object after.
 #pragma once
 
 #include <cuda.h>
@@ -109,7 +110,7 @@ class KernelTurns {
 
   std::mutex mu_;
   std::condition_variable wake_;
-  bool woken_ = false;                               // GUARDED_BY mu_
+  std::atomic<bool> woken_{false};                   // set by Wake without mu_
   bool stopping_ = false;                            // GUARDED_BY mu_
   bool gone_ = false;                                // GUARDED_BY mu_
   std::map<CUstream, std::unique_ptr<Gate>> gates_;  // GUARDED_BY mu_
