@@ -33,35 +33,41 @@ bool StagingBuffers::Supported(const CudaDriver& drv) {
 void* StagingBuffers::Take(size_t bytes) {
   const size_t size = SizeClass(bytes);
   if (size == 0 || size > budget_->limit) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Buffer* best = nullptr;
+    for (const auto& b : buffers_) {
+      if (b->state == Buffer::State::kFree && b->size >= size &&
+          (best == nullptr || b->size < best->size)) {
+        best = b.get();
+      }
+    }
+    if (best != nullptr) {
+      best->state = Buffer::State::kTaken;
+      return best->host;
+    }
+  }
+  // A new one. Claim the bytes from the session's budget first (another context may be claiming
+  // too), and allocate without mu_: the release's host function takes mu_, and a driver may hold
+  // its own locks while it runs one.
+  uint64_t used = budget_->used.load();
+  do {
+    if (used + size > budget_->limit) return nullptr;
+  } while (!budget_->used.compare_exchange_weak(used, used + size));
+  void* host = nullptr;
+  if (drv_.cuMemHostAlloc(&host, size, 0) != CUDA_SUCCESS || host == nullptr) {
+    budget_->used -= size;
+    return nullptr;
+  }
+  auto buffer = std::make_unique<Buffer>();
+  buffer->owner = this;
+  buffer->host = host;
+  buffer->size = size;
+  buffer->state = Buffer::State::kTaken;
   std::lock_guard<std::mutex> lock(mu_);
-  Buffer* best = nullptr;
-  for (const auto& b : buffers_) {
-    if (b->state == Buffer::State::kFree && b->size >= size &&
-        (best == nullptr || b->size < best->size)) {
-      best = b.get();
-    }
-  }
-  if (best == nullptr) {
-    // Claim the bytes from the session's budget first (another context may be claiming too).
-    uint64_t used = budget_->used.load();
-    do {
-      if (used + size > budget_->limit) return nullptr;
-    } while (!budget_->used.compare_exchange_weak(used, used + size));
-    void* host = nullptr;
-    if (drv_.cuMemHostAlloc(&host, size, 0) != CUDA_SUCCESS || host == nullptr) {
-      budget_->used -= size;
-      return nullptr;
-    }
-    auto buffer = std::make_unique<Buffer>();
-    buffer->owner = this;
-    buffer->host = host;
-    buffer->size = size;
-    allocated_ += size;
-    best = buffer.get();
-    buffers_.push_back(std::move(buffer));
-  }
-  best->state = Buffer::State::kTaken;
-  return best->host;
+  allocated_ += size;
+  buffers_.push_back(std::move(buffer));
+  return host;
 }
 
 CUresult StagingBuffers::ReleaseAfter(void* host, CUstream stream) {
