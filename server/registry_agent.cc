@@ -132,9 +132,9 @@ void RegistryAgent::SessionMoved(const wire::SessionStats& last) {
     wire::StatusReply live;
     *live.add_sessions() = last;
     const int64_t now = NowMs();
-    meter_->Sample(live, now, &records);  // its usage since the last report, not an end
+    meter_->Sample(live, now, &records);        // its usage since the last report, not an end
     for (auto& r : records) r.set_moved(true);  // `live` holds this session only
-    wire::SessionStats forget;  // the meter lets go of it without a record
+    wire::SessionStats forget;                  // the meter lets go of it without a record
     forget.set_session_id(last.session_id());
     meter_->Ended(forget, now, &records);
   }
