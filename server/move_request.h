@@ -104,6 +104,22 @@ struct MoveRequest {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait_for(lock, timeout, [&] { return state == State::kDone; });
   }
+  // The operator's side whole: AwaitDecision(timeout), then, when the session went and
+  // `left_within` is not 0, AwaitDone(left_within) (its client has left: the pause is known).
+  // The outcome: the session's, or Timeout when it did not take the request in time.
+  Status Await(std::chrono::milliseconds timeout, std::chrono::milliseconds left_within) {
+    if (!AwaitDecision(timeout)) {
+      return Timeout("the client made no call it waits for within " +
+                     std::to_string(timeout.count()) + " ms; the session stays where it was");
+    }
+    Status s;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      s = result;
+    }
+    if (s.ok() && left_within.count() > 0) AwaitDone(left_within);
+    return s;
+  }
 };
 
 }  // namespace rgpu::server

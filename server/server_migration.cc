@@ -191,10 +191,7 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
         if (it == sessions_.end() || !it->second->admitted()) {
           return ReplyError(channel, "no session " + std::to_string(request.session_id()));
         }
-        // A hosted session is moved by its host, which holds it (a checkpoint's pieces come back
-        // through the server to this connection).
-        asked = it->second->hosted() ? it->second->RequestHostedMove(move, timeout_ms)
-                                     : it->second->RequestMove(move);
+        asked = it->second->RequestMove(move, timeout_ms);
       }
       if (!asked) {
         return ReplyError(channel, request.kind() == wire::AdminRequest::REDIRECT
@@ -206,22 +203,14 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
                     : request.kind() == wire::AdminRequest::CHECKPOINT
                         ? "checkpoint"
                         : "go where it was restored");
-      if (!move->AwaitDecision(std::chrono::milliseconds(timeout_ms))) {
-        return ReplyError(channel, "the client made no call it waits for within " +
-                                       std::to_string(timeout_ms) +
-                                       " ms; the session stays where it was");
-      }
-      bool moved = false;
-      {
-        std::lock_guard<std::mutex> lock(move->mu);
-        moved = move->result.ok();
-      }
-      if (moved && request.kind() != wire::AdminRequest::CHECKPOINT) {
-        // Until the client has left for where the session went (the pause it saw).
-        move->AwaitDone(std::chrono::seconds(15));
-      }
+      // A moved session's client has left before the answer (the pause it saw); a checkpointed
+      // one's waits, parked.
+      const Status s = move->Await(std::chrono::milliseconds(timeout_ms),
+                                   request.kind() == wire::AdminRequest::CHECKPOINT
+                                       ? std::chrono::milliseconds(0)
+                                       : std::chrono::seconds(15));
+      if (!s.ok()) return ReplyError(channel, s.message());
       std::lock_guard<std::mutex> lock(move->mu);
-      if (!move->result.ok()) return ReplyError(channel, move->result.message());
       reply.set_session_id(move->new_session);
       reply.set_pause_ms(move->pause_ms);
       reply.set_memory_bytes(move->memory_bytes);
@@ -472,21 +461,17 @@ void Server::DrainAll() {
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = sessions_.find(id);
-        // A hosted session is moved by its host, which holds it.
         asked = it != sessions_.end() &&
-                (it->second->hosted() ? it->second->RequestHostedMove(
-                                            move, static_cast<uint32_t>(options_.drain_timeout_ms))
-                                      : it->second->RequestMove(move));
+                it->second->RequestMove(move, static_cast<uint32_t>(options_.drain_timeout_ms));
+        if (!asked) s = InvalidArgument("the session is moving already, or parked");
       }
-      if (asked && move->AwaitDecision(std::chrono::milliseconds(options_.drain_timeout_ms))) {
-        std::lock_guard<std::mutex> lock(move->mu);
-        s = move->result;
-      } else if (s.ok()) {
-        s = Timeout("its client made no call it waits for in time");
+      // Until its client has left for the target.
+      if (asked) {
+        s = move->Await(std::chrono::milliseconds(options_.drain_timeout_ms),
+                        std::chrono::seconds(10));
       }
       if (!s.ok() && !handed_over.empty()) CancelLeaseHandOver(handed_over);
       if (s.ok()) {
-        move->AwaitDone(std::chrono::seconds(10));  // its client has left for the target
         ++moved;
       } else {
         RGPU_LOG_WARN("session %llu: not moved to %s: %s", (unsigned long long)id,
@@ -548,22 +533,15 @@ void Server::MoveHostedSession(const wire::HostMove& order,
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [id, session] : sessions_) {
       if (!session->admitted()) continue;
-      asked = session->RequestMove(move);
+      asked = session->RequestMove(move, timeout_ms);
       break;
     }
   }
-  Status s;
-  if (!asked) {
-    s = InvalidArgument("the session is moving already, or not admitted");
-  } else if (!move->AwaitDecision(std::chrono::milliseconds(timeout_ms))) {
-    s = Timeout("the client made no call it waits for within " + std::to_string(timeout_ms) +
-                " ms; the session stays where it was");
-  } else {
-    std::lock_guard<std::mutex> lock(move->mu);
-    s = move->result;
-  }
   // Until its client has left (a checkpoint's session parks: its client stays).
-  if (s.ok() && !order.checkpoint()) move->AwaitDone(std::chrono::seconds(15));
+  const Status s = !asked ? InvalidArgument("the session is moving already, or not admitted")
+                          : move->Await(std::chrono::milliseconds(timeout_ms),
+                                        order.checkpoint() ? std::chrono::milliseconds(0)
+                                                           : std::chrono::seconds(15));
   std::lock_guard<std::mutex> lock(move->mu);
   result->set_error(s.ok() ? "" : s.message());
   result->set_new_session(move->new_session);
@@ -596,9 +574,7 @@ void Server::MoveLeaseSession(const std::string& lease_id, const std::string& ur
       for (const auto& [sid, session] : sessions_) {
         if (!session->admitted() || session->lease_id() != lease_id) continue;
         id = sid;
-        asked = session->hosted() ? session->RequestHostedMove(
-                                        move, static_cast<uint32_t>(options_.drain_timeout_ms))
-                                  : session->RequestMove(move);
+        asked = session->RequestMove(move, static_cast<uint32_t>(options_.drain_timeout_ms));
         if (!asked) s = InvalidArgument("its session is moving already, or parked");
         break;  // the hand-over admits one restore
       }
@@ -606,16 +582,11 @@ void Server::MoveLeaseSession(const std::string& lease_id, const std::string& ur
     if (asked) {
       RGPU_LOG_INFO("session %llu: moving to %s, as the registry asks (lease %s under notice)",
                     (unsigned long long)id, url.c_str(), lease_id.c_str());
-      if (move->AwaitDecision(std::chrono::milliseconds(options_.drain_timeout_ms))) {
-        std::lock_guard<std::mutex> lock(move->mu);
-        s = move->result;
-      } else {
-        s = Timeout("its client made no call it waits for in time");
-      }
+      // Until its client has left for the target.
+      s = move->Await(std::chrono::milliseconds(options_.drain_timeout_ms),
+                      std::chrono::seconds(10));
     }
-    if (s.ok()) {
-      move->AwaitDone(std::chrono::seconds(10));  // its client has left for the target
-    } else {
+    if (!s.ok()) {
       RGPU_LOG_WARN("lease %s: its session was not moved to %s: %s; it ends with its notice",
                     lease_id.c_str(), url.c_str(), s.message().c_str());
       CancelLeaseHandOver(lease_id);

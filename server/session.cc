@@ -168,11 +168,11 @@ void Session::SuperviseHost(const std::atomic<bool>& stop) {
         hosted_stats_ = stats;
       },
       [this](const wire::HostMoveResult& result) { HostedMoveAnswered(result); },
-      [this](const wire::HostCheckpointChunk& piece) { HostedCheckpointPiece(piece); }, &how);
+      [this](const wire::HostCheckpointChunk& piece) { checkpoint_relay_.Piece(piece); }, &how);
   checkpoint_relay_.Stop();
   std::shared_ptr<MoveRequest> unanswered;
   {
-    std::lock_guard<std::mutex> lock(move_mu_);  // RequestHostedMove uses host_ under it
+    std::lock_guard<std::mutex> lock(move_mu_);  // RequestMove uses host_ under it
     host_.reset();
     unanswered = std::move(hosted_move_);
   }

@@ -206,14 +206,12 @@ class Session {
   // Migration (docs/migration.md; server/session_migrate.cc). Asks the session to leave this
   // server at its client's next waited call (to another server, or into the checkpoint stream of
   // an operator's connection, after which it stays parked), or tells a parked session where its
-  // client is to resume. Any thread; the outcome comes through the request. False (nothing
-  // asked) when the session has a request already, or a redirect finds it not parked.
-  bool RequestMove(std::shared_ptr<MoveRequest> request);
-  // The same for a session in a process of its own (hosted()), carried out by its host
-  // (HostMove), which answers within `timeout_ms` plus the transfer; the outcome comes through
-  // the request. A checkpoint's pieces come back from the host and go to the request's stream
-  // (HostedCheckpointPiece). False when it is not hosted or moving already.
-  bool RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t timeout_ms);
+  // client is to resume. A session in a process of its own (hosted()) is moved by its host
+  // (HostMove), which waits up to `timeout_ms` for the client's call; a checkpoint's pieces come
+  // back from the host to the request's stream (checkpoint_relay_). Any thread; the outcome comes
+  // through the request. False (nothing asked) when the session has a request already, or a
+  // redirect finds it not parked.
+  bool RequestMove(std::shared_ptr<MoveRequest> request, uint32_t timeout_ms);
 
   // A session made from a checkpoint (server/session_checkpoint.cc) before it runs: RestoreBegin
   // makes everything the header (checked by CheckCheckpoint) lists, charging `tenant`'s quota,
@@ -634,11 +632,11 @@ class Session {
   Status RedirectToHost(wire::Welcome* w);
   // Serves the host until it ends (Run, for a redirected session).
   void SuperviseHost(const std::atomic<bool>& stop);
-  // The host's answer to RequestHostedMove: the request decided (and done, when it moved).
+  // The host's answer to RequestMove of a hosted session: the request decided (and done, when it
+  // moved).
   void HostedMoveAnswered(const wire::HostMoveResult& result);
-  // A piece of the checkpoint asked of the host: relayed to the operator's connection while the
-  // checkpoint is asked and unanswered; ignored otherwise.
-  void HostedCheckpointPiece(const wire::HostCheckpointChunk& piece);
+  // RequestMove's part for a hosted session (move_mu_ held).
+  bool RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t timeout_ms);
   std::vector<int> visible_;  // server device indices the session sees, by its ordinals
   std::string client_name_;
   CUcontext current_ = nullptr;

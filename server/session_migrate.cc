@@ -97,8 +97,9 @@ class ChunkSender {
 
 }  // namespace
 
-bool Session::RequestMove(std::shared_ptr<MoveRequest> request) {
+bool Session::RequestMove(std::shared_ptr<MoveRequest> request, uint32_t timeout_ms) {
   std::lock_guard<std::mutex> lock(move_mu_);
+  if (host_ != nullptr) return RequestHostedMove(std::move(request), timeout_ms);
   if (move_request_ != nullptr && !move_request_->Cancelled()) return false;
   const bool redirect = request->kind == MoveRequest::Kind::kRedirect;
   if (redirect != parked_.load()) return false;
@@ -108,8 +109,7 @@ bool Session::RequestMove(std::shared_ptr<MoveRequest> request) {
 }
 
 bool Session::RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t timeout_ms) {
-  std::lock_guard<std::mutex> lock(move_mu_);
-  if (host_ == nullptr || hosted_move_ != nullptr || !request->Take()) return false;
+  if (hosted_move_ != nullptr || !request->Take()) return false;
   wire::HostMove move;
   move.set_timeout_ms(timeout_ms);
   switch (request->kind) {
@@ -118,7 +118,7 @@ bool Session::RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t t
       move.set_ticket(request->ticket);
       move.set_lease_token(request->lease_token);
       break;
-    case MoveRequest::Kind::kToStream:  // its pieces come back through HostedCheckpointPiece
+    case MoveRequest::Kind::kToStream:  // its pieces come back through checkpoint_relay_
       move.set_checkpoint(true);
       if (request->stream != nullptr) checkpoint_relay_.Start(request->stream);
       break;
@@ -135,10 +135,6 @@ bool Session::RequestHostedMove(std::shared_ptr<MoveRequest> request, uint32_t t
   }
   hosted_move_ = std::move(request);
   return true;
-}
-
-void Session::HostedCheckpointPiece(const wire::HostCheckpointChunk& piece) {
-  checkpoint_relay_.Piece(piece);
 }
 
 void Session::HostedMoveAnswered(const wire::HostMoveResult& result) {
