@@ -429,8 +429,8 @@ RGPU_SAME_AS(cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2)
 RGPU_SAME_AS(cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA_v2)
 RGPU_SAME_AS(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2)
 RGPU_SAME_AS(cuMemcpyAtoA_v2_ptds, cuMemcpyAtoA_v2)
-RGPU_SAME_AS(cuMemcpyHtoAAsync_v2_ptsz, cuMemcpyHtoAAsync_v2)
-RGPU_SAME_AS(cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2)
+RGPU_PER_THREAD_SAME_AS(cuMemcpyHtoAAsync_v2_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuMemcpyAtoHAsync_v2_ptsz)
 
 // ---- Mipmapped arrays ----
 

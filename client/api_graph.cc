@@ -47,7 +47,7 @@ RGPU_IMPL(cuStreamBeginCapture_v2)(CUstream s, CUstreamCaptureMode mode) {
   ClientState::Get().Register(s->capture);
   return CUDA_SUCCESS;
 }
-RGPU_SAME_AS(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2)
+RGPU_PER_THREAD_SAME_AS(cuStreamBeginCapture_v2_ptsz)
 
 RGPU_IMPL(cuStreamBeginCaptureToGraph)
 (CUstream s, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges, size_t n,
@@ -81,7 +81,7 @@ RGPU_IMPL(cuStreamBeginCaptureToGraph)
   s->capture_id = g_next_capture_id++;
   return CUDA_SUCCESS;
 }
-RGPU_SAME_AS(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph)
+RGPU_PER_THREAD_SAME_AS(cuStreamBeginCaptureToGraph_ptsz)
 
 RGPU_IMPL(cuStreamEndCapture)(CUstream s, CUgraph* graph) {
   CUresult r = CheckStream(s);
@@ -113,7 +113,7 @@ RGPU_IMPL(cuStreamEndCapture)(CUstream s, CUgraph* graph) {
   *graph = g;
   return CUDA_SUCCESS;
 }
-RGPU_SAME_AS(cuStreamEndCapture_ptsz, cuStreamEndCapture)
+RGPU_PER_THREAD_SAME_AS(cuStreamEndCapture_ptsz)
 
 RGPU_IMPL(cuStreamIsCapturing)(CUstream s, CUstreamCaptureStatus* status) {
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -127,7 +127,7 @@ RGPU_IMPL(cuStreamIsCapturing)(CUstream s, CUstreamCaptureStatus* status) {
   if (s->capture != nullptr) *status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   return CUDA_SUCCESS;
 }
-RGPU_SAME_AS(cuStreamIsCapturing_ptsz, cuStreamIsCapturing)
+RGPU_PER_THREAD_SAME_AS(cuStreamIsCapturing_ptsz)
 
 RGPU_IMPL(cuStreamGetCaptureInfo_v3)
 (CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
@@ -181,15 +181,15 @@ RGPU_IMPL(cuStreamUpdateCaptureDependencies_v2)
   g->next_deps = std::move(next);
   return CUDA_SUCCESS;
 }
-RGPU_SAME_AS(cuStreamUpdateCaptureDependencies_v2_ptsz, cuStreamUpdateCaptureDependencies_v2)
+RGPU_PER_THREAD_SAME_AS(cuStreamUpdateCaptureDependencies_v2_ptsz)
 
 extern "C" __attribute__((visibility("default"))) CUresult
 rgpu_impl_cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode* deps, size_t n,
                                             unsigned int flags) {
   return rgpu_impl_cuStreamUpdateCaptureDependencies_v2(s, deps, nullptr, n, flags);
 }
-RGPU_SAME_AS(cuStreamUpdateCaptureDependencies_ptsz, cuStreamUpdateCaptureDependencies)
-RGPU_SAME_AS(cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo_v3)
+RGPU_PER_THREAD_SAME_AS(cuStreamUpdateCaptureDependencies_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetCaptureInfo_v3_ptsz)
 
 RGPU_IMPL(cuGraphCreate)(CUgraph* graph, unsigned int flags) {
   if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -246,7 +246,7 @@ RGPU_IMPL(cuGraphInstantiateWithParams)
   }
   return r;
 }
-RGPU_SAME_AS(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams)
+RGPU_PER_THREAD_SAME_AS(cuGraphInstantiateWithParams_ptsz)
 
 RGPU_IMPL(cuGraphExecGetFlags)(CUgraphExec exec, cuuint64_t* flags) {
   if (flags == nullptr || !ClientState::Get().IsLive(exec) ||
@@ -283,7 +283,7 @@ RGPU_IMPL(cuGraphLaunch)(CUgraphExec exec, CUstream stream) {
   }
   return rgpu::client::LaunchExec(exec, stream);
 }
-RGPU_SAME_AS(cuGraphLaunch_ptsz, cuGraphLaunch)
+RGPU_PER_THREAD_SAME_AS(cuGraphLaunch_ptsz)
 
 RGPU_IMPL(cuGraphGetNodes)(CUgraph graph, CUgraphNode* nodes, size_t* count) {
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -313,20 +313,20 @@ extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuStreamBeg
     CUstream s) {
   return rgpu_impl_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
-RGPU_SAME_AS(cuStreamBeginCapture_ptsz, cuStreamBeginCapture)
+RGPU_PER_THREAD_SAME_AS(cuStreamBeginCapture_ptsz)
 
 extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuStreamGetCaptureInfo(
     CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id) {
   return rgpu_impl_cuStreamGetCaptureInfo_v3(s, status, id, nullptr, nullptr, nullptr, nullptr);
 }
-RGPU_SAME_AS(cuStreamGetCaptureInfo_ptsz, cuStreamGetCaptureInfo)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetCaptureInfo_ptsz)
 
 extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuStreamGetCaptureInfo_v2(
     CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
     const CUgraphNode** deps, size_t* num_deps) {
   return rgpu_impl_cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, nullptr, num_deps);
 }
-RGPU_SAME_AS(cuStreamGetCaptureInfo_v2_ptsz, cuStreamGetCaptureInfo_v2)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetCaptureInfo_v2_ptsz)
 
 extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuGraphInstantiate_v2(
     CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log, size_t log_size) {

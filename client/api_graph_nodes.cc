@@ -1005,7 +1005,7 @@ RGPU_IMPL(cuGraphUpload)(CUgraphExec exec, CUstream stream) {
   uint64_t remote = 0;
   return rgpu::client::ResolveStream(stream, &ctx, &remote);
 }
-RGPU_SAME_AS(cuGraphUpload_ptsz, cuGraphUpload)
+RGPU_PER_THREAD_SAME_AS(cuGraphUpload_ptsz)
 
 RGPU_IMPL(cuGraphAddDependencies_v2)
 (CUgraph graph, const CUgraphNode* from, const CUgraphNode* to, const CUgraphEdgeData* edges,

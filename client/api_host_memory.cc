@@ -436,7 +436,7 @@ RGPU_IMPL(cuMemcpy3DAsync_v2)(const CUDA_MEMCPY3D* copy, CUstream s) {
   return Copy3D(copy, s, true);
 }
 RGPU_SAME_AS(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2)
-RGPU_SAME_AS(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2)
+RGPU_PER_THREAD_SAME_AS(cuMemcpy3DAsync_v2_ptsz)
 
 RGPU_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D* copy) { return Copy2D(copy, nullptr, false); }
 RGPU_IMPL(cuMemcpy2DUnaligned_v2)(const CUDA_MEMCPY2D* copy) {
@@ -447,7 +447,7 @@ RGPU_IMPL(cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D* copy, CUstream s) {
 }
 RGPU_SAME_AS(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2)
 RGPU_SAME_AS(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned_v2)
-RGPU_SAME_AS(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2)
+RGPU_PER_THREAD_SAME_AS(cuMemcpy2DAsync_v2_ptsz)
 
 // Managed memory's hints and prefetches (client/managed_memory.h). A prefetch to the device
 // pushes what the host wrote; one to the host (CU_DEVICE_CPU) brings the range back whole.
@@ -485,14 +485,13 @@ RGPU_IMPL(cuMemPrefetchAsync_v2)
       return CUDA_ERROR_INVALID_VALUE;
   }
 }
-RGPU_SAME_AS(cuMemPrefetchAsync_v2_ptsz, cuMemPrefetchAsync_v2)
+RGPU_PER_THREAD_SAME_AS(cuMemPrefetchAsync_v2_ptsz)
 
 extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuMemPrefetchAsync(
     CUdeviceptr ptr, size_t count, CUdevice device, CUstream stream) {
   return Prefetch(ptr, count, device == CU_DEVICE_CPU, device, stream);
 }
-extern "C" __attribute__((visibility("default"), alias("rgpu_impl_cuMemPrefetchAsync"))) CUresult
-rgpu_impl_cuMemPrefetchAsync_ptsz(CUdeviceptr ptr, size_t count, CUdevice device, CUstream stream);
+RGPU_PER_THREAD_SAME_AS(cuMemPrefetchAsync_ptsz)
 
 RGPU_IMPL(cuMemAdvise_v2)
 (CUdeviceptr ptr, size_t count, CUmem_advise advice, CUmemLocation location) {
@@ -559,4 +558,4 @@ RGPU_IMPL(cuStreamAttachMemAsync)
   return rgpu::client::IsSpecialStream(stream) ? CUDA_SUCCESS
                                                : rgpu::client::ResolveStream(stream, &ctx, &remote);
 }
-RGPU_SAME_AS(cuStreamAttachMemAsync_ptsz, cuStreamAttachMemAsync)
+RGPU_PER_THREAD_SAME_AS(cuStreamAttachMemAsync_ptsz)

@@ -638,14 +638,14 @@ RGPU_IMPL(cuLaunchKernel)
  unsigned int bz, unsigned int shmem, CUstream stream, void** params, void** extra) {
   return Launch(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra, false);
 }
-RGPU_SAME_AS(cuLaunchKernel_ptsz, cuLaunchKernel)
+RGPU_PER_THREAD_SAME_AS(cuLaunchKernel_ptsz)
 
 RGPU_IMPL(cuLaunchCooperativeKernel)
 (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
  unsigned int bz, unsigned int shmem, CUstream stream, void** params) {
   return Launch(f, gx, gy, gz, bx, by, bz, shmem, stream, params, nullptr, true);
 }
-RGPU_SAME_AS(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel)
+RGPU_PER_THREAD_SAME_AS(cuLaunchCooperativeKernel_ptsz)
 
 RGPU_IMPL(cuFuncGetParamInfo)(CUfunction f, size_t index, size_t* offset, size_t* size) {
   CUfunc_st* fn;
@@ -748,7 +748,7 @@ RGPU_IMPL(cuLaunchKernelEx)
   }
   return r;
 }
-RGPU_SAME_AS(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)
+RGPU_PER_THREAD_SAME_AS(cuLaunchKernelEx_ptsz)
 
 // The kernel's name as its module names it (kept by the client since cuModuleGetFunction).
 RGPU_IMPL(cuFuncGetName)(const char** name, CUfunction f) {

@@ -295,4 +295,4 @@ RGPU_IMPL(cuMemcpyPeerAsync)
   }
   return CopyPeer(dst, dst_ctx, src, src_ctx, bytes, stream, true);
 }
-RGPU_SAME_AS(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync)
+RGPU_PER_THREAD_SAME_AS(cuMemcpyPeerAsync_ptsz)

@@ -301,7 +301,7 @@ RGPU_IMPL(cuMemPoolTrimTo)(CUmemoryPool pool, size_t keep) {
 RGPU_IMPL(cuMemAllocAsync)(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
   return AllocFrom(dptr, bytes, nullptr, stream);
 }
-RGPU_SAME_AS(cuMemAllocAsync_ptsz, cuMemAllocAsync)
+RGPU_PER_THREAD_SAME_AS(cuMemAllocAsync_ptsz)
 
 RGPU_IMPL(cuMemAllocFromPoolAsync)
 (CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
@@ -309,7 +309,7 @@ RGPU_IMPL(cuMemAllocFromPoolAsync)
   if (r != CUDA_SUCCESS) return r;
   return AllocFrom(dptr, bytes, pool, stream);
 }
-RGPU_SAME_AS(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)
+RGPU_PER_THREAD_SAME_AS(cuMemAllocFromPoolAsync_ptsz)
 
 RGPU_IMPL(cuMemFreeAsync)(CUdeviceptr dptr, CUstream stream) {
   if (Capturing(stream)) {
@@ -347,7 +347,7 @@ RGPU_IMPL(cuMemFreeAsync)(CUdeviceptr dptr, CUstream stream) {
   if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEM_FREE, free)) return CUDA_SUCCESS;
   return free(stream);
 }
-RGPU_SAME_AS(cuMemFreeAsync_ptsz, cuMemFreeAsync)
+RGPU_PER_THREAD_SAME_AS(cuMemFreeAsync_ptsz)
 
 // Sharing pools with the program's other processes (sessions of the same tenant on the server).
 

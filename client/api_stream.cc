@@ -28,18 +28,26 @@ CUresult PerThreadStream(CUctx_st* ctx, CUstream* out) {
     if ((*out = ExistingPerThreadStream(ctx)) != nullptr) return CUDA_SUCCESS;
   }
   // Blocking, as CUDA's per-thread stream is: it synchronizes with the legacy default stream.
-  calls::StreamCreate::Results created;
-  CUresult r =
-      Server().Call<calls::StreamCreate>(ctx->remote, {.flags = 0, .priority = 0}, &created);
+  // Posted under an id of the client's, as cuStreamCreate.
+  const uint64_t id = NewClientId();
+  CUresult r = Server().Post<calls::StreamCreate>(ctx->remote, {.flags = 0, .priority = 0, .id = id});
   if (r != CUDA_SUCCESS) return r;
   auto* s = new CUstream_st();
-  s->remote = created.stream;
+  s->remote = id;
   s->ctx = ctx;
   ClientState::Get().Register(s);
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   ctx->per_thread_streams[std::this_thread::get_id()] = s;
   *out = s;
   return CUDA_SUCCESS;
+}
+
+void DefaultToPerThread(const CUlaunchConfig** config) {
+  if (*config == nullptr || (*config)->hStream != nullptr) return;
+  thread_local CUlaunchConfig per_thread;
+  per_thread = **config;
+  per_thread.hStream = CU_STREAM_PER_THREAD;
+  *config = &per_thread;
 }
 
 CUstream ExistingPerThreadStream(CUctx_st* ctx) {
@@ -326,16 +334,16 @@ RGPU_IMPL(cuStreamGetId)(CUstream s, unsigned long long* id) {
   return r;
 }
 
-RGPU_SAME_AS(cuStreamGetCtx_ptsz, cuStreamGetCtx)
-RGPU_SAME_AS(cuStreamGetDevice_ptsz, cuStreamGetDevice)
-RGPU_SAME_AS(cuStreamGetId_ptsz, cuStreamGetId)
-RGPU_SAME_AS(cuStreamSynchronize_ptsz, cuStreamSynchronize)
-RGPU_SAME_AS(cuStreamQuery_ptsz, cuStreamQuery)
-RGPU_SAME_AS(cuStreamWaitEvent_ptsz, cuStreamWaitEvent)
-RGPU_SAME_AS(cuStreamGetFlags_ptsz, cuStreamGetFlags)
-RGPU_SAME_AS(cuStreamGetPriority_ptsz, cuStreamGetPriority)
-RGPU_SAME_AS(cuEventRecord_ptsz, cuEventRecord)
-RGPU_SAME_AS(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetCtx_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetDevice_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetId_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamSynchronize_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamQuery_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamWaitEvent_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetFlags_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetPriority_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuEventRecord_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuEventRecordWithFlags_ptsz)
 
 // Stream attributes: the access-policy window and the synchronization policy go to the server
 // (the backend honours them; on the software GPU they are hints without effect); the priority is
@@ -405,5 +413,5 @@ RGPU_IMPL(cuStreamGetAttribute)(CUstream s, CUstreamAttrID attr, CUstreamAttrVal
   }
 }
 
-RGPU_SAME_AS(cuStreamSetAttribute_ptsz, cuStreamSetAttribute)
-RGPU_SAME_AS(cuStreamGetAttribute_ptsz, cuStreamGetAttribute)
+RGPU_PER_THREAD_SAME_AS(cuStreamSetAttribute_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetAttribute_ptsz)

@@ -118,8 +118,13 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
 }
 
 void* Connection::PlacePayload(const std::string& header, size_t size) {
-  if (reads_registered_.load() > 0) {
-    if (void* dst = ReadDestination(header, size)) return dst;
+  if (reads_expected_.load()) {
+    wire::Envelope in;
+    if (in.ParseFromString(header) && in.body_case() == wire::Envelope::kReadData) {
+      // A read's bytes go to its destination, or (no longer registered) to the channel's buffer.
+      auto it = reads_.find(in.read_data().token());
+      return it != reads_.end() && it->second.bytes == size ? it->second.dst : nullptr;
+    }
   }
   return size <= pending_reply_.capacity ? pending_reply_.data : nullptr;
 }
@@ -535,7 +540,7 @@ bool Connection::WantsLane(Op op) {
     return false;
   }
   if (reads_registered_.load() > 0) return false;  // a lane's reply could overtake their bytes
-  return lanes_enabled_ && multi_threaded_.load() && lanes_offered_.load() > 0;
+  return WaitsMayGoToLanes();
 }
 
 uint64_t Connection::ExpectRead(void* dst, size_t bytes, uint64_t ctx) {
@@ -543,7 +548,14 @@ uint64_t Connection::ExpectRead(void* dst, size_t bytes, uint64_t ctx) {
   const uint64_t token = next_read_token_++;
   reads_[token] = {dst, bytes, ctx};
   reads_registered_.store(reads_.size());
+  reads_expected_.store(true);
   return token;
+}
+
+void Connection::ReadPosted(uint64_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Gone already when another thread's call brought its bytes meanwhile.
+  if (auto it = reads_.find(token); it != reads_.end()) it->second.posted = true;
 }
 
 void Connection::ForgetRead(uint64_t token) {
@@ -554,23 +566,19 @@ void Connection::ForgetRead(uint64_t token) {
 
 void Connection::AwaitReads() {
   std::lock_guard<std::mutex> lock(mu_);
-  while (!reads_.empty()) {
-    const uint64_t ctx = reads_.begin()->second.ctx;
-    const CUresult r =
-        CallLocked(Op::kCtxSynchronize, ctx, {}, nullptr, 0, nullptr, {}, nullptr, false);
-    // Whatever the synchronize did not bring will not come (a failed stream, a lost server).
+  for (;;) {
+    auto first = std::find_if(reads_.begin(), reads_.end(),
+                              [](const auto& read) { return read.second.posted; });
+    if (first == reads_.end()) return;
+    const uint64_t ctx = first->second.ctx;
+    CallLocked(Op::kCtxSynchronize, ctx, {}, nullptr, 0, nullptr, {}, nullptr, false);
+    // Whatever the synchronize did not bring will not come (a failed stream, a lost server); a
+    // late ReadData finds no destination and is dropped (PlacePayload, TakeRead).
     for (auto it = reads_.begin(); it != reads_.end();) {
-      it = r != CUDA_SUCCESS || it->second.ctx == ctx ? reads_.erase(it) : std::next(it);
+      it = it->second.posted && it->second.ctx == ctx ? reads_.erase(it) : std::next(it);
     }
     reads_registered_.store(reads_.size());
   }
-}
-
-void* Connection::ReadDestination(const std::string& header, size_t size) {
-  wire::Envelope in;
-  if (!in.ParseFromString(header) || in.body_case() != wire::Envelope::kReadData) return nullptr;
-  auto it = reads_.find(in.read_data().token());
-  return it != reads_.end() && it->second.bytes == size ? it->second.dst : nullptr;
 }
 
 void Connection::TakeRead(const wire::ReadData& read, const ReceivedMessage& m) {

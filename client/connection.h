@@ -153,21 +153,24 @@ class Connection {
   bool broken();
   // Posted reads (MemcpyDtoHPosted, proto/calls.def): a copy out into the program's pinned memory
   // that costs no round trip; its bytes arrive (ReadData) before the reply to any later call.
-  // True when reads may be posted now: with RGPU_POSTED_READS=1 only (off by default: in a
-  // program with several threads, rt_per_thread_stream saw a read's bytes land after the
-  // synchronize behind it in about half its runs, a race not yet found), while the program has
-  // had one thread, and not while the calling thread's posts are recorded.
+  // True when reads may be posted now: unless RGPU_POSTED_READS=0, not in a program whose waits
+  // go to lanes (several threads, lanes offered: a read waiting for its bytes keeps every wait on
+  // this connection, where a long one would hold up the other threads' calls), and not while the
+  // calling thread's posts are recorded.
   bool PostsReads() {
-    return posted_reads_enabled_ && !multi_threaded_.load() && Recording() == nullptr;
+    return posted_reads_enabled_ && !WaitsMayGoToLanes() && Recording() == nullptr;
   }
   // Registers `dst` (`bytes` long, pinned, of context `ctx`, a session id) for a read about to
   // be posted; returns the read's token for MemcpyDtoHPosted. While any read is registered, waits
   // stay on this connection. Thread-safe.
   uint64_t ExpectRead(void* dst, size_t bytes, uint64_t ctx);
+  // Marks the read `token` posted (its MemcpyDtoHPosted has been queued on this connection).
+  void ReadPosted(uint64_t token);
   // Drops a registered read whose post failed.
   void ForgetRead(uint64_t token);
-  // Waits until every registered read has arrived (a synchronize of each context that has one;
-  // a read the synchronize did not bring is dropped): before the program frees pinned memory.
+  // Waits until every read posted so far has arrived (a synchronize of each context that has
+  // one; a read the synchronize did not bring is dropped): before the program frees pinned
+  // memory. A read registered by another thread but not yet posted is not waited for.
   void AwaitReads();
   // True when a wait sent now may be handed to a lane (several threads, lanes offered): the
   // server holds the session for it only briefly. Synchronous copies to the device then wait for
@@ -207,6 +210,10 @@ class Connection {
   void NoteThread();
   // True when `op` should wait on a lane now (a wait, several threads, lanes offered).
   bool WantsLane(Op op);
+  // Several threads, lanes enabled and offered by the server.
+  bool WaitsMayGoToLanes() {
+    return lanes_enabled_ && multi_threaded_.load() && lanes_offered_.load() > 0;
+  }
   // Runs a wait on a free lane (opening one when none is free and the server allows more).
   // False (nothing sent) when no lane can be had: the caller then uses the connection.
   bool CallOnLane(Op op, uint64_t ctx, std::span<const uint64_t> args, CUresult* result);
@@ -220,16 +227,14 @@ class Connection {
   // held). The lanes of the old server are dropped; new ones open there when needed.
   Status MoveLocked(const wire::Moved& moved);
   // Where an arriving payload goes (the channel's PayloadPlacer): a posted read's destination,
-  // the awaited reply's buffer, or the channel's own.
+  // the awaited reply's buffer, or the channel's own (a read no longer registered). mu_ held:
+  // called inside the channel's calls.
   void* PlacePayload(const std::string& header, size_t size);
   // Applies a reply's asynchronous error and sticky state and returns the call's result, as
   // CallLocked does (mu_ held).
   CUresult ApplyReplyLocked(Op op, uint64_t ctx, const wire::Reply& r, bool surface_async_error);
   // Ends every wait on the server: the connection's and every lane's (the server is gone).
   void AbandonAll(const std::string& why);
-  // Where a ReadData message's payload of `size` bytes goes: its registered destination, or
-  // nullptr when `header` is no such message (mu_ held: called inside Receive).
-  void* ReadDestination(const std::string& header, size_t size);
   // Takes a ReadData message: its bytes (unless they already landed in place) into the
   // destination, a failure as a posted call's (mu_ held).
   void TakeRead(const wire::ReadData& read, const ReceivedMessage& m);
@@ -239,6 +244,9 @@ class Connection {
     void* dst = nullptr;
     size_t bytes = 0;
     uint64_t ctx = 0;
+    // Its MemcpyDtoHPosted has been queued (ReadPosted): a synchronize sent after that brings
+    // its bytes. Until then another thread's AwaitReads leaves it registered.
+    bool posted = false;
   };
 
   std::mutex mu_;
@@ -256,6 +264,9 @@ class Connection {
   std::map<uint64_t, ExpectedRead> reads_;   // registered reads by token (under mu_)
   uint64_t next_read_token_ = 1;             // (under mu_)
   std::atomic<size_t> reads_registered_{0};  // reads_.size(), read without mu_
+  // Some read has been registered: a ReadData's bytes may come, and must never be placed where a
+  // reply's go (PlacePayload), even when its read is no longer registered.
+  std::atomic<bool> reads_expected_{false};
   ReplyBuffer pending_reply_;                // the destination of the reply now awaited
   bool lost_ = false;
   bool said_goodbye_ = false;  // the Goodbye of the program's exit has been sent
@@ -276,7 +287,7 @@ class Connection {
   std::atomic<uint64_t> first_thread_{0};
   std::atomic<bool> multi_threaded_{false};
   bool lanes_enabled_ = true;          // RGPU_LANES != 0
-  bool posted_reads_enabled_ = false;  // RGPU_POSTED_READS=1
+  bool posted_reads_enabled_ = true;   // RGPU_POSTED_READS != 0
   bool hand_off_ = false;     // the wait CallLocked sends may be handed to a lane (under mu_)
   uint64_t round_trips_ = 0;  // waited calls so far, for the debug log (under mu_)
   bool handed_off_ = false;   // ... and it was (under mu_)

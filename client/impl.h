@@ -1,7 +1,9 @@
 // How the client runtime exports its driver-API implementations to the interposer shim:
 // RGPU_IMPL(cuX) defines `rgpu_impl_cuX`, which the shim looks up by name and calls from its
-// exported `cuX`. RGPU_SAME_AS(alias, cuX) makes another entry point (a _ptds/_ptsz variant)
-// share an implementation. Signatures are checked against cuda.h at compile time.
+// exported `cuX`. RGPU_SAME_AS(alias, cuX) makes another entry point (a _ptds variant) share an
+// implementation; RGPU_PER_THREAD_SAME_AS(cuX_ptsz) defines a `_ptsz` variant as cuX with a NULL
+// stream meaning the calling thread's default stream (generated from cuda.h's declaration,
+// abi/per_thread_entries.inc). Signatures are checked against cuda.h at compile time.
 #pragma once
 
 #include <cuda.h>
@@ -11,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "abi/per_thread_entries.inc"
 #include "client/client_state.h"
 #include "common/log.h"
 
@@ -23,6 +26,30 @@
   extern "C"                                \
       __attribute__((visibility("default"), \
                      alias("rgpu_impl_" #name))) decltype(rgpu_impl_##name) rgpu_impl_##other;
+
+// A program built for per-thread default streams calls the `_ptsz` entry points, in which a NULL
+// stream (and a NULL stream in a launch configuration) is the calling thread's default stream,
+// CU_STREAM_PER_THREAD, not the legacy default stream. Its `_ptds` entry points (synchronous
+// calls) share cuX as they are: on the legacy default stream they are ordered after the calling
+// thread's stream too (it is a blocking stream), and after more, never less.
+#define RGPU_PER_THREAD_SAME_AS(other) RGPU_PER_THREAD_##other
+#define RGPU_PER_THREAD_DEFINE(other, name, params, args, prologue)                             \
+  extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_##other params {          \
+    prologue return rgpu_impl_##name args;                                                       \
+  }
+
+namespace rgpu::client {
+// Called on the address of each parameter of a `_ptsz` entry point before the call goes on:
+// a NULL stream becomes CU_STREAM_PER_THREAD; other parameters stay as they are.
+template <typename T>
+inline void DefaultToPerThread(T*) {}
+inline void DefaultToPerThread(CUstream* stream) {
+  if (*stream == nullptr) *stream = CU_STREAM_PER_THREAD;
+}
+// A launch configuration whose stream is NULL is replaced by a copy (the calling thread's, valid
+// until its next `_ptsz` launch) naming CU_STREAM_PER_THREAD.
+void DefaultToPerThread(const CUlaunchConfig** config);
+}  // namespace rgpu::client
 
 // Implementations that other files of the runtime call directly.
 extern "C" CUresult rgpu_impl_cuStreamSynchronize(CUstream stream);

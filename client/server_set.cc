@@ -149,7 +149,11 @@ CUresult ServerSet::PostRead(uint64_t ctx, CUdeviceptr src, size_t bytes, uint64
   const uint64_t token = connection.ExpectRead(dst, bytes, Untag(ctx));
   const CUresult r = PostOn<calls::MemcpyDtoHPosted>(
       server, ctx, {.src = src, .bytes = bytes, .stream = stream, .token = token});
-  if (r != CUDA_SUCCESS) connection.ForgetRead(token);
+  if (r != CUDA_SUCCESS) {
+    connection.ForgetRead(token);
+  } else {
+    connection.ReadPosted(token);
+  }
   return r;
 }
 

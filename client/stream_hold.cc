@@ -309,7 +309,7 @@ RGPU_IMPL(cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void* data) {
   }
   return EnqueueHostWork(stream, [fn, data](CUresult) { fn(data); });
 }
-RGPU_SAME_AS(cuLaunchHostFunc_ptsz, cuLaunchHostFunc)
+RGPU_PER_THREAD_SAME_AS(cuLaunchHostFunc_ptsz)
 
 RGPU_IMPL(cuStreamAddCallback)
 (CUstream stream, CUstreamCallback cb, void* data, unsigned int flags) {
@@ -321,7 +321,7 @@ RGPU_IMPL(cuStreamAddCallback)
   }
   return EnqueueHostWork(stream, [stream, cb, data](CUresult status) { cb(stream, status, data); });
 }
-RGPU_SAME_AS(cuStreamAddCallback_ptsz, cuStreamAddCallback)
+RGPU_PER_THREAD_SAME_AS(cuStreamAddCallback_ptsz)
 
 // Called by the interposer (interpose/common/private_runtime.cc) right after loading this
 // runtime into its private namespace.

@@ -127,7 +127,14 @@ CUresult Session::HandleMemcpyHtoD(CallState& cs, const MemcpyHtoDIn& in,
     cs.payload = cs.unfetched->payload;
   }
   // The payload buffer is gone once this call returns, so the copy must have read it by then:
-  // a synchronous copy ordered after the stream's earlier work.
+  // queued on its stream and waited for. (A synchronous copy would be ordered on the legacy
+  // default stream, after every blocking stream's work: a copy on a non-blocking stream would
+  // wait for another stream's kernel, which may itself wait for this copy.)
+  if (in.stream.stream != nullptr && drv_.cuMemcpyHtoDAsync != nullptr) {
+    CUresult r = drv_.cuMemcpyHtoDAsync(in.dst, cs.payload, in.bytes, in.stream.stream);
+    if (r == CUDA_SUCCESS) r = drv_.cuStreamSynchronize(in.stream.stream);
+    return r;
+  }
   if (in.stream.stream != nullptr) {
     CUresult r = drv_.cuStreamSynchronize(in.stream.stream);
     if (r != CUDA_SUCCESS) return r;

@@ -3,14 +3,13 @@
 # however the program learns a copy is done) under `rgpu run` against the server in RGPU_SERVER
 # (with_server.sh), with the client's round trips traced (RGPU_LOG=debug), and checks that its
 # 100 rounds of launch, copy out into pinned memory and synchronize took one round trip each,
-# not two: the copies were posted. Posted reads are off by default (RGPU_POSTED_READS=1 here:
-# client/connection.h says why).
+# not two: the copies were posted (the default; RGPU_POSTED_READS=0 turns it off).
 #   posted_reads.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-RGPU_POSTED_READS=1 RGPU_LOG=debug "$bin/rgpu" run -- "$programs/driver_posted_reads" >"$out" 2>&1
+RGPU_LOG=debug "$bin/rgpu" run -- "$programs/driver_posted_reads" >"$out" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then echo "driver_posted_reads failed ($rc):"; tail -n 30 "$out"; exit 1; fi
 trips=$(awk '/posted reads: begin/ {on = 1} /posted reads: end/ {on = 0} on && /round trip [0-9]+:/ {n++}

@@ -44,6 +44,18 @@ foreach(variant static shared)
                        PASS_REGULAR_EXPRESSION "rt_peer_access: OK \\(2 devices\\)")
 endforeach()
 
+# A program whose threads' waits cannot go to lanes (RGPU_LANES=0) posts its copies out in every
+# thread: each thread's cudaStreamSynchronize(0) must bring its own stream's copies (a NULL stream
+# in a `_ptsz` entry point is the thread's stream), and a thread freeing its pinned memory must
+# not drop a copy another thread is posting.
+foreach(variant static shared)
+  add_test(NAME rt_${variant}_per_thread_stream_lanes_off
+           COMMAND ${with_server} ${bin} tcp -- ${CMAKE_COMMAND} -E env RGPU_LANES=0
+                   ${bin}/rgpu run -- ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_per_thread_stream_${variant})
+  set_tests_properties(rt_${variant}_per_thread_stream_lanes_off PROPERTIES TIMEOUT 120
+                       LABELS runtime)
+endforeach()
+
 # Graphs replayed node by node from the client (RGPU_SERVER_GRAPHS=0), as well as kept by the
 # server (the default, above): the same programs, the same results.
 foreach(name graph_capture graph_conditional)

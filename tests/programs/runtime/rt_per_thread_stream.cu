@@ -3,7 +3,11 @@
 // keep their order within the thread; cudaStreamSynchronize(0 / cudaStreamPerThread), events on
 // the per-thread stream, and the legacy stream used explicitly (cudaStreamLegacy) all work. Each
 // thread's per-thread stream is its own: one thread's idle stream is ready while another's runs a
-// long kernel.
+// long kernel. In this build a NULL stream is the calling thread's stream, not the legacy one
+// (the `_ptsz` entry points): a query of stream 0 is not ready while a kernel the thread launched
+// on cudaStreamPerThread waits, and the copies out that threads make on cudaStreamPerThread have
+// landed when their cudaStreamSynchronize(0) returns (the `_lanes_off` variant runs it with the
+// copies out posted in every thread).
 #include "rt_check.h"
 
 #include <atomic>
@@ -34,6 +38,12 @@ __global__ void Spin(long long iterations, int* out) {
   int acc = 0;
   for (long long i = 0; i < iterations; ++i) acc += static_cast<int>(i & 3);
   *out = acc;
+}
+
+// Runs until *flag is non-zero.
+__global__ void WaitFlag(volatile int* flag) {
+  while (*flag == 0) {
+  }
 }
 
 static std::atomic<int> g_failures{0};
@@ -104,6 +114,30 @@ int main() {
            cudaGetErrorName(idle_query));
     EXPECT(busy_query == cudaSuccess, "the busy stream: %s", cudaGetErrorName(busy_query));
     CHECK(cudaFree(sink));
+  }
+
+  // Stream 0 is this thread's stream: not ready while its kernel waits for a flag that another
+  // (non-blocking) stream then sets.
+  {
+    int* flag = nullptr;
+    CHECK(cudaMalloc(&flag, sizeof(int)));
+    CHECK(cudaMemset(flag, 0, sizeof(int)));
+    CHECK(cudaDeviceSynchronize());
+    cudaStream_t side;
+    CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    WaitFlag<<<1, 1, 0, cudaStreamPerThread>>>(flag);
+    CHECK_LAUNCH();
+    const cudaError_t while_waiting = cudaStreamQuery(0);
+    static const int one = 1;
+    CHECK(cudaMemcpyAsync(flag, &one, sizeof(int), cudaMemcpyHostToDevice, side));
+    CHECK(cudaStreamSynchronize(side));
+    CHECK(cudaStreamSynchronize(0));
+    EXPECT(while_waiting == cudaErrorNotReady,
+           "stream 0 answered %s while this thread's stream ran a kernel",
+           cudaGetErrorName(while_waiting));
+    CHECK(cudaStreamQuery(cudaStreamPerThread));
+    CHECK(cudaStreamDestroy(side));
+    CHECK(cudaFree(flag));
   }
 
   // The legacy default stream, named explicitly.
