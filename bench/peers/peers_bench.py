@@ -21,6 +21,7 @@ Normally started by peers_bench.sh, which builds the programs first.
 """
 import argparse
 import json
+import math
 import os
 import re
 import signal
@@ -68,6 +69,13 @@ def delay_ms():
     """The delay the proxy adds each way (--delay-ms, passed to run_peer.sh and here as
     RGPU_PEERS_DELAY_MS); 0: no proxy."""
     return float(os.environ.get("RGPU_PEERS_DELAY_MS", "0") or 0)
+
+
+# The in-process baseline (run_peer.sh: the program loads softgpu itself): a column of the table
+# and the denominator of "remote against local", not a peer to be ahead of.
+LOCAL = "local"
+# Remote against local, geometric mean of the samples' wall times (issue 21, section 3).
+LOCAL_TARGETS = {"rgpu-shm": 1.05, "rgpu-tcp": 1.2}
 
 
 def basis(systems):
@@ -203,6 +211,8 @@ def inner(a):
         m["startup_to_first_kernel_s"] = statistics.median(times)
     if a.system.endswith("-shm"):
         fail["startup_round_trips"] = "not countable: the data moves through shared memory, not TCP"
+    elif a.system == LOCAL:
+        fail["startup_round_trips"] = "not countable: no connection (softgpu in the program)"
     else:
         rc, out, err, sec = run([sys.executable, os.path.join(HERE, "count_round_trips.py"), "--",
                                  client, os.path.join(progs, "startup")], 600)
@@ -280,6 +290,26 @@ def aggregate(a, systems, runs, skipped):
         for k in rows:
             metrics[s].setdefault(k, None)
     return metrics, failures, rows, passed_all
+
+
+def against_local(a, metrics, systems):
+    """{rgpu system: its wall times over local's}: the geometric mean (and range) over the samples
+    both passed, the chatty workload and the start-up; {} when local did not run."""
+    if LOCAL not in metrics:
+        return {}
+    local = metrics[LOCAL]
+    out = {}
+    for m in [s for s in systems if s.startswith("rgpu-")]:
+        keys = ["sample_%s_s" % n for n in a.samples]
+        ratios = [metrics[m][k] / local[k] for k in keys if metrics[m].get(k) and local.get(k)]
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else None
+
+        def over(k):
+            return metrics[m][k] / local[k] if metrics[m].get(k) and local.get(k) else None
+        out[m] = {"samples_geomean": geo, "samples": len(ratios),
+                  "samples_min": min(ratios) if ratios else None, "samples_max": max(ratios) if ratios else None,
+                  "chatty": over("chatty_s"), "startup": over("startup_to_first_kernel_s")}
+    return out
 
 
 def table(metrics, failures, rows, systems, peers):
@@ -386,7 +416,7 @@ def outer(a):
         os.environ["RGPU_PEERS_DELAY_MS"] = "%g" % a.delay_ms
         systems = a.systems or (["rgpu-sock"] + [p for p in peers if p == "lupine"])
     else:
-        systems = a.systems or (["rgpu-tcp", "rgpu-shm", "rgpu-sock"] + peers)
+        systems = a.systems or (["rgpu-tcp", "rgpu-shm", "rgpu-sock"] + peers + [LOCAL])
     out = os.path.abspath(a.out or os.path.join(a.scratch, "results", time.strftime("%Y%m%d-%H%M%S")))
     os.makedirs(os.path.join(out, "rounds"), exist_ok=True)
     runs, started = [], time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -435,7 +465,7 @@ def rerender(a):
             with open(os.path.join(out, "rounds", name)) as f:
                 runs.append(json.load(f))
     runs.sort(key=lambda r: (r["round"], r.get("started", "")))
-    order = ["rgpu-tcp", "rgpu-shm", "rgpu-sock", "rgpu-tcp-staged"]
+    order = ["rgpu-tcp", "rgpu-shm", "rgpu-sock", "rgpu-tcp-staged", LOCAL]
     found = {r["system"] for r in runs}
     systems = [s for s in order if s in found] + sorted(found - set(order))
     keys = {k for r in runs for k in list(r["metrics"]) + list(r["failures"]) if k.startswith("sample_")}
@@ -454,8 +484,9 @@ def rerender(a):
 def report(a, out, systems, runs, started):
     status = peer_status(a.scratch)
     skipped = {p: st[0][len("SKIPPED: "):] for p, st in status.items() if not st or st[0] != "OK"}
-    peers = [s for s in systems if not s.startswith("rgpu-")]
+    peers = [s for s in systems if not s.startswith("rgpu-") and s != LOCAL]
     metrics, failures, rows, passed_all = aggregate(a, systems, runs, skipped)
+    remote_vs_local = against_local(a, metrics, systems)
     text, behind = table(metrics, failures, rows, systems, peers)
     rgpu_build = os.environ.get("RGPU_BUILD", os.path.join(REPO, "build"))
     try:
@@ -476,6 +507,7 @@ def report(a, out, systems, runs, started):
     doc = {"rgpu": metrics.get(basis(systems), {}),
            "peers": {p: metrics[p] for p in peers},
            **{s.replace("-", "_"): metrics[s] for s in systems if s.startswith("rgpu-") and s != basis(systems)},
+           **({LOCAL: metrics[LOCAL], "remote_vs_local": remote_vs_local} if LOCAL in metrics else {}),
            "failures": failures, "skipped": skipped,
            "driver_bench": {r["system"] + "." + str(r["round"]): r.get("driver_bench") for r in runs},
            "round_trips_detail": {r["system"] + "." + str(r["round"]): {
@@ -496,6 +528,15 @@ def report(a, out, systems, runs, started):
         notes.append("- %s: %s | %s" % (
             s, ", ".join("%d+%d" % (c["exchanges"], c["connects"]) for c in st) or "-",
             ", ".join("%d (%s)" % (c["count"], " ".join(c["calls"])) for c in own[:1]) or "-"))
+    if remote_vs_local:
+        notes.append("Remote against local (softgpu in the program), each system's time over local's:")
+        for m, r in remote_vs_local.items():
+            target = LOCAL_TARGETS.get(m)
+            notes.append("- %s: samples %s (geometric mean of %d, [%s .. %s])%s; chatty %s; start-up %s" % (
+                m, fmt(r["samples_geomean"]), r["samples"], fmt(r["samples_min"]), fmt(r["samples_max"]),
+                "" if target is None or r["samples_geomean"] is None else
+                " against a target of %.2f: %s" % (target, "met" if r["samples_geomean"] <= target else "missed"),
+                fmt(r["chatty"]), fmt(r["startup"])))
     notes.append("Failures:")
     for s in systems:
         for k, v in sorted(failures[s].items()):
