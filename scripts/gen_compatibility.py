@@ -2,7 +2,7 @@
 """Writes docs/compatibility.md from the sources of truth.
 
 - Every driver entry point libcuda.so.1 exports (build/gen/abi/entry_points.inc).
-- Which of them the client runtime implements (RGPU_IMPL / RGPU_SAME_AS in client/*.cc), and of
+- Which of them the client runtime implements (RGPU_IMPL / RGPU_SAME_AS / RGPU_PER_THREAD_SAME_AS in client/*.cc), and of
   those which reach the server: a function is "forwarded" when its body calls Server() or calls,
   by name, another function of the runtime that does (computed to a fixed point); otherwise it is
   "answered locally".
@@ -52,6 +52,9 @@ def main():
                 implemented.add(name)
         for other, name in re.findall(r"RGPU_SAME_AS\((\w+),\s*(\w+)\)", text):
             aliases[other] = name
+        # A `_ptsz` entry point generated from its base (client/impl.h).
+        for other in re.findall(r"RGPU_PER_THREAD_SAME_AS\((\w+)_ptsz\)", text):
+            aliases[other + "_ptsz"] = other
     remote = {k for k, b in bodies.items() if "Server()" in b}
     changed = True
     while changed:
