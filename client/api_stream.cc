@@ -30,7 +30,8 @@ CUresult PerThreadStream(CUctx_st* ctx, CUstream* out) {
   // Blocking, as CUDA's per-thread stream is: it synchronizes with the legacy default stream.
   // Posted under an id of the client's, as cuStreamCreate.
   const uint64_t id = NewClientId();
-  CUresult r = Server().Post<calls::StreamCreate>(ctx->remote, {.flags = 0, .priority = 0, .id = id});
+  CUresult r =
+      Server().Post<calls::StreamCreate>(ctx->remote, {.flags = 0, .priority = 0, .id = id});
   if (r != CUDA_SUCCESS) return r;
   auto* s = new CUstream_st();
   s->remote = id;

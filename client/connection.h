@@ -267,7 +267,7 @@ class Connection {
   // Some read has been registered: a ReadData's bytes may come, and must never be placed where a
   // reply's go (PlacePayload), even when its read is no longer registered.
   std::atomic<bool> reads_expected_{false};
-  ReplyBuffer pending_reply_;                // the destination of the reply now awaited
+  ReplyBuffer pending_reply_;  // the destination of the reply now awaited
   bool lost_ = false;
   bool said_goodbye_ = false;  // the Goodbye of the program's exit has been sent
   // Posted calls not yet sent, as one Envelope.batch, and their payloads back to back.
@@ -286,8 +286,8 @@ class Connection {
   // The first thread that made a call, and whether another one has since.
   std::atomic<uint64_t> first_thread_{0};
   std::atomic<bool> multi_threaded_{false};
-  bool lanes_enabled_ = true;          // RGPU_LANES != 0
-  bool posted_reads_enabled_ = true;   // RGPU_POSTED_READS != 0
+  bool lanes_enabled_ = true;         // RGPU_LANES != 0
+  bool posted_reads_enabled_ = true;  // RGPU_POSTED_READS != 0
   bool hand_off_ = false;     // the wait CallLocked sends may be handed to a lane (under mu_)
   uint64_t round_trips_ = 0;  // waited calls so far, for the debug log (under mu_)
   bool handed_off_ = false;   // ... and it was (under mu_)

@@ -33,9 +33,9 @@
 // calls) share cuX as they are: on the legacy default stream they are ordered after the calling
 // thread's stream too (it is a blocking stream), and after more, never less.
 #define RGPU_PER_THREAD_SAME_AS(other) RGPU_PER_THREAD_##other
-#define RGPU_PER_THREAD_DEFINE(other, name, params, args, prologue)                             \
-  extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_##other params {          \
-    prologue return rgpu_impl_##name args;                                                       \
+#define RGPU_PER_THREAD_DEFINE(other, name, params, args, prologue)                     \
+  extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_##other params { \
+    prologue return rgpu_impl_##name args;                                              \
   }
 
 namespace rgpu::client {

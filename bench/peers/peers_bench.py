@@ -71,7 +71,7 @@ def delay_ms():
     return float(os.environ.get("RGPU_PEERS_DELAY_MS", "0") or 0)
 
 
-# The in-process baseline (run_peer.sh: the program loads softgpu itself): a column of the table
+# The in-process baseline (run_peer.sh: lib/softgpu-local, the server inside the program): a column of the table
 # and the denominator of "remote against local", not a peer to be ahead of.
 LOCAL = "local"
 # Remote against local, geometric mean of the samples' wall times (issue 21, section 3).
@@ -212,7 +212,7 @@ def inner(a):
     if a.system.endswith("-shm"):
         fail["startup_round_trips"] = "not countable: the data moves through shared memory, not TCP"
     elif a.system == LOCAL:
-        fail["startup_round_trips"] = "not countable: no connection (softgpu in the program)"
+        fail["startup_round_trips"] = "not countable: no connection (the server in the program)"
     else:
         rc, out, err, sec = run([sys.executable, os.path.join(HERE, "count_round_trips.py"), "--",
                                  client, os.path.join(progs, "startup")], 600)
@@ -529,7 +529,7 @@ def report(a, out, systems, runs, started):
             s, ", ".join("%d+%d" % (c["exchanges"], c["connects"]) for c in st) or "-",
             ", ".join("%d (%s)" % (c["count"], " ".join(c["calls"])) for c in own[:1]) or "-"))
     if remote_vs_local:
-        notes.append("Remote against local (softgpu in the program), each system's time over local's:")
+        notes.append("Remote against local (the server in the program, softgpu-local), each system's time over local's:")
         for m, r in remote_vs_local.items():
             target = LOCAL_TARGETS.get(m)
             notes.append("- %s: samples %s (geometric mean of %d, [%s .. %s])%s; chatty %s; start-up %s" % (

@@ -2,8 +2,8 @@
 # run_peer.sh: starts one system's server on softgpu on loopback, runs a command under that
 # system's client, and stops the server. Systems: rgpu-tcp, rgpu-shm and rgpu-sock (rgpu-server
 # --backend softgpu on that transport, programs under `rgpu run --server URL --`), rgpu-tcp-staged (rgpu-tcp on a softgpu
-# without softgpuMemDirectAccess: bulk copies staged as on NVIDIA's driver), local (no server:
-# the program loads softgpu itself, the in-process baseline), and each peer
+# without softgpuMemDirectAccess: bulk copies staged as on NVIDIA's driver), local (rgpu's server
+# inside the program on softgpu, no server process: the in-process baseline), and each peer
 # build.sh built: lupine
 # (lupine_driver_server with softgpu as its libcuda.so.1, programs with LUPINE_SERVER set and
 # LUPINE's libcuda.so.1 in LD_PRELOAD, as its README says), cricket (cricket-rpc-server, programs
@@ -106,10 +106,11 @@ case "$system" in
     printf '#!/bin/sh\nexec %q run --server %q -- "$@"\n' "$rgpu_build/bin/rgpu" "$url" >"$client"
     ;;
   local)
-    # No server and no remoting: the program loads the same softgpu as its libcuda.so.1 (the
-    # in-process baseline that remote figures are compared against).
+    # No server process and no network: rgpu's softgpu-local libcuda.so.1 runs the server inside
+    # the program over an in-process transport, on softgpu (softgpu's bare driver alone lacks what
+    # cudart asks of a driver). The in-process baseline remote figures are compared against.
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%q${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$@"\n' \
-      "$softgpu" >"$client"
+      "$rgpu_build/lib/softgpu-local" >"$client"
     ;;
   lupine)
     peer_ready lupine

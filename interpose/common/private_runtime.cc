@@ -118,7 +118,16 @@ void* LoadPrivateRuntime(const char* override_env, const char* file_name, const 
       runtime = dlmopen(lmid, path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     }
     if (runtime == nullptr) {
+      // UCX loads every transport module it finds (InfiniBand, RDMA-CM, CMA, ...) when the
+      // runtime makes its first context, though rgpu's transports use only UCX's built-in tcp,
+      // posix and self: 5-10 ms of every program's start. UCX reads its module list once, when
+      // its library is loaded with the runtime, so the list is empty for that moment only, and
+      // only when the program's environment does not set one (the program and its children never
+      // see it; its own UCX, if any, is another copy in another namespace).
+      const bool limit_modules = getenv("UCX_MODULES") == nullptr;
+      if (limit_modules) setenv("UCX_MODULES", "", 1);
       runtime = dlmopen(LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+      if (limit_modules) unsetenv("UCX_MODULES");
       if (runtime != nullptr && shared) PublishNamespace(runtime);
     }
   }

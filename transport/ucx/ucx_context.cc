@@ -36,8 +36,11 @@ Status CreateContext(ContextKind kind, const std::string& net_device, ucp_contex
   // files (UCX_POSIX_USE_PROC_LINK, y by default): another process can map one only if it may
   // ptrace its owner (the same user, or root). SysV segments (mode 0660: any process of the
   // group could attach) are not used.
+  // The bootstrap context of shm:// only carries the connection's set-up and the dead-peer
+  // check: TCP alone (a posix transport there made each side create and map segments it never
+  // used, about 4 ms of every session's start).
   const char* tls = kind == ContextKind::kTcp            ? "tcp"
-                    : kind == ContextKind::kShmBootstrap ? "posix,tcp"
+                    : kind == ContextKind::kShmBootstrap ? "tcp"
                                                          : "posix,self";
   if (getenv("UCX_TLS") == nullptr) ucp_config_modify(config, "TLS", tls);
   if (kind != ContextKind::kShmData && !net_device.empty() &&
