@@ -109,7 +109,8 @@ case "$system" in
     # No server process and no network: rgpu's softgpu-local libcuda.so.1 runs the server inside
     # the program over an in-process transport, on softgpu (softgpu's bare driver alone lacks what
     # cudart asks of a driver). The in-process baseline remote figures are compared against.
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%q${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$@"\n' \
+    # RGPU_SERVER=local: a server named in the caller's environment must not stand in for it.
+    printf '#!/bin/sh\nRGPU_SERVER=local LD_LIBRARY_PATH=%q${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$@"\n' \
       "$rgpu_build/lib/softgpu-local" >"$client"
     ;;
   lupine)
