@@ -1,9 +1,6 @@
 #include "transport/socket/socket_channel.h"
 
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -19,6 +16,8 @@
 #include <mutex>
 #include <string>
 #include <utility>
+
+#include "transport/socket/tcp_socket.h"
 
 namespace rgpu {
 namespace {
@@ -44,23 +43,6 @@ std::shared_ptr<BufferPool> SocketPool() {
   static auto* pool =
       new std::shared_ptr<BufferPool>(std::make_shared<BufferPool>(8, size_t{512} << 20));
   return *pool;
-}
-
-std::string Describe(const sockaddr* a) {
-  char host[NI_MAXHOST], port[NI_MAXSERV];
-  const socklen_t len = a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  if (getnameinfo(a, len, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) !=
-      0) {
-    return "?";
-  }
-  return a->sa_family == AF_INET6 ? "[" + std::string(host) + "]:" + port
-                                  : std::string(host) + ":" + port;
-}
-
-void Tune(int fd) {
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
 }
 
 class SocketChannel final : public Channel {
@@ -365,7 +347,7 @@ class PendingSocket final : public PendingConnection {
   }
   Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) override {
     if (fd_ < 0) return Internal("already accepted");
-    Tune(fd_);
+    TuneTcpSocket(fd_);
     *out = std::make_unique<SocketChannel>(fd_, options, peer_);
     fd_ = -1;
     return Status::Ok();
@@ -383,17 +365,10 @@ class SocketListener final : public Listener {
   ~SocketListener() override { close(fd_); }
 
   Status WaitConnection(int timeout_ms, std::unique_ptr<PendingConnection>* out) override {
-    pollfd p = {fd_, POLLIN, 0};
-    const int r = poll(&p, 1, timeout_ms);
-    if (r == 0) return Timeout("no connection");
-    if (r < 0) return errno == EINTR ? Timeout("interrupted") : Internal(strerror(errno));
-    sockaddr_storage address;
-    socklen_t length = sizeof address;
-    const int fd =
-        accept4(fd_, reinterpret_cast<sockaddr*>(&address), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return Timeout(std::string("accept: ") + strerror(errno));
-    *out =
-        std::make_unique<PendingSocket>(fd, rgpu::Describe(reinterpret_cast<sockaddr*>(&address)));
+    int fd = -1;
+    std::string peer;
+    if (Status s = AcceptTcpSocket(fd_, timeout_ms, &fd, &peer); !s.ok()) return s;
+    *out = std::make_unique<PendingSocket>(fd, std::move(peer));
     return Status::Ok();
   }
   uint16_t port() const override { return port_; }
@@ -403,82 +378,23 @@ class SocketListener final : public Listener {
   const uint16_t port_;
 };
 
-// The addresses of url's host and port.
-Status Resolve(const TransportUrl& url, bool passive, addrinfo** out) {
-  addrinfo hints = {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = passive ? AI_PASSIVE : 0;
-  const std::string port = std::to_string(url.port);
-  const int r = getaddrinfo(url.host.c_str(), port.c_str(), &hints, out);
-  if (r != 0) return NotFound("cannot resolve " + url.host + ": " + gai_strerror(r));
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status ConnectSocketChannel(const TransportUrl& url, const ChannelOptions& options,
                             std::unique_ptr<Channel>* out) {
-  addrinfo* addresses = nullptr;
-  if (Status s = Resolve(url, false, &addresses); !s.ok()) return s;
-  std::string error = "no address";
-  for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
-    const int fd =
-        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    int r = connect(fd, a->ai_addr, a->ai_addrlen);
-    if (r != 0 && errno == EINPROGRESS) {
-      pollfd p = {fd, POLLOUT, 0};
-      r = poll(&p, 1, kConnectTimeoutMs) == 1 ? 0 : -1;
-      int so_error = r == 0 ? 0 : ETIMEDOUT;
-      socklen_t length = sizeof so_error;
-      if (r == 0) getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &length);
-      if (so_error != 0) {
-        errno = so_error;
-        r = -1;
-      }
-    }
-    if (r != 0) {
-      error = strerror(errno);
-      close(fd);
-      continue;
-    }
-    Tune(fd);
-    const std::string peer = Describe(a->ai_addr);
-    freeaddrinfo(addresses);
-    *out = std::make_unique<SocketChannel>(fd, options, peer);
-    return Status::Ok();
-  }
-  freeaddrinfo(addresses);
-  return Unavailable("cannot connect to " + url.ToString() + ": " + error);
+  int fd = -1;
+  std::string peer;
+  if (Status s = ConnectTcpSocket(url, kConnectTimeoutMs, &fd, &peer); !s.ok()) return s;
+  *out = std::make_unique<SocketChannel>(fd, options, peer);
+  return Status::Ok();
 }
 
 Status CreateSocketListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
-  addrinfo* addresses = nullptr;
-  if (Status s = Resolve(url, true, &addresses); !s.ok()) return s;
-  std::string error = "no address";
-  for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 128) != 0) {
-      error = strerror(errno);
-      close(fd);
-      continue;
-    }
-    sockaddr_storage bound;
-    socklen_t length = sizeof bound;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
-    const uint16_t port =
-        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                          : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-    freeaddrinfo(addresses);
-    *out = std::make_unique<SocketListener>(fd, port);
-    return Status::Ok();
-  }
-  freeaddrinfo(addresses);
-  return Unavailable("cannot listen on " + url.ToString() + ": " + error);
+  int fd = -1;
+  uint16_t port = 0;
+  if (Status s = ListenTcpSocket(url, &fd, &port); !s.ok()) return s;
+  *out = std::make_unique<SocketListener>(fd, port);
+  return Status::Ok();
 }
 
 }  // namespace rgpu

@@ -1,14 +1,18 @@
 #include "transport/ucx/ucx_channel.h"
 
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
+#include "transport/socket/tcp_socket.h"
 #include "transport/ucx/ucx_context.h"
 
 namespace rgpu::ucx {
@@ -42,24 +46,23 @@ std::shared_ptr<BufferPool> ProcessPool() {
 UcxChannel::UcxChannel(const std::string& peer, const ChannelOptions& options)
     : peer_(peer), options_(options), pool_(ProcessPool()) {}
 
-Status UcxChannel::Init(ucp_context_h context, const ucp_ep_params_t& ep_params_in) {
+Status UcxChannel::Init(ucp_context_h context, const ucp_ep_params_t* ep_params) {
   context_ = context;
   Status s = CreateWorker(context, &worker_);
   if (!s.ok()) return s;
   ucs_status_t st = ucp_worker_get_efd(worker_, &event_fd_);
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_efd");
-  s = SetHandler(worker_, kAmId, &UcxChannel::OnActiveMessage);
-  if (s.ok()) s = SetHandler(worker_, kControlAmId, &UcxChannel::OnControlMessage);
-  if (!s.ok()) return s;
-  return CreateEndpoint(worker_, ep_params_in, true, &ep_);
+  s = SetHandler(worker_);
+  if (!s.ok() || ep_params == nullptr) return s;
+  return CreateEndpoint(worker_, *ep_params, true, &ep_);
 }
 
-Status UcxChannel::SetHandler(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t callback) {
+Status UcxChannel::SetHandler(ucp_worker_h worker) {
   ucp_am_handler_param_t handler = {};
   handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                        UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-  handler.id = id;
-  handler.cb = callback;
+  handler.id = kAmId;
+  handler.cb = &UcxChannel::OnActiveMessage;
   handler.arg = this;
   handler.flags = UCP_AM_FLAG_WHOLE_MSG;
   ucs_status_t st = ucp_worker_set_am_recv_handler(worker, &handler);
@@ -67,19 +70,33 @@ Status UcxChannel::SetHandler(ucp_worker_h worker, unsigned id, ucp_am_recv_call
   return Status::Ok();
 }
 
-void UcxChannel::ProgressBootstrap(Clock::time_point now) {
-  // The bootstrap socket only watches for the peer's failure (and carries UCX keepalives):
-  // polling it on every turn would cost a system call each, so it is polled once a millisecond.
-  if (bootstrap_worker_ == nullptr || now < next_bootstrap_progress_) return;
-  ucp_worker_progress(bootstrap_worker_);
-  next_bootstrap_progress_ = now + std::chrono::milliseconds(1);
+void UcxChannel::WatchPeer(Clock::time_point now) {
+  // Looking at the socket costs a system call, so it is done once a millisecond.
+  if (peer_socket_ < 0 || now < next_peer_check_) return;
+  CheckPeerSocket();
+  next_peer_check_ = now + std::chrono::milliseconds(1);
+}
+
+void UcxChannel::CheckPeerSocket() {
+  if (peer_socket_ < 0 || !error_.ok()) return;
+  char byte;
+  const ssize_t r = recv(peer_socket_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  const std::string why = r > 0    ? "wrote on the set-up socket after the set-up"
+                          : r == 0 ? "is gone (its socket closed)"
+                                   : std::string("is gone (") + strerror(errno) + ")";
+  // The peer wrote its last messages into shared memory before its socket ended: they are
+  // received first.
+  while (ucp_worker_progress(worker_) != 0) {
+  }
+  if (error_.ok()) error_ = Unavailable("peer " + peer_ + " " + why);
 }
 
 bool UcxChannel::ProgressOnce() {
   const bool progressed = ucp_worker_progress(worker_) != 0;
   // Reading the clock costs more than a poll of shared memory (tens of nanoseconds in a VM), so
   // only every 64th turn looks at it.
-  if (bootstrap_worker_ != nullptr && (++turns_ & 63) == 0) ProgressBootstrap(Clock::now());
+  if (peer_socket_ >= 0 && (++turns_ & 63) == 0) WatchPeer(Clock::now());
   return progressed;
 }
 
@@ -95,71 +112,110 @@ Status UcxChannel::CreateEndpoint(ucp_worker_h worker, const ucp_ep_params_t& pa
   return Status::Ok();
 }
 
-Status UcxChannel::SwitchToDirectEndpoint(bool client) {
-  // Data moves to a worker of the shared-memory-only context, whose progress never polls a
-  // socket; the bootstrap endpoint stays on its own worker to detect the peer's failure.
-  ucp_context_h data_context = nullptr;
-  Status s = GetSharedMemoryDataContext(&data_context);
-  if (!s.ok()) return s;
-  ucp_worker_h data_worker = nullptr;
-  s = CreateWorker(data_context, &data_worker);
-  if (!s.ok()) return s;
-  ucp_ep_h direct = nullptr;
-  int data_event_fd = -1;
-  s = ConnectDataWorker(client, data_worker, &direct, &data_event_fd);
-  if (!s.ok()) {
-    if (direct != nullptr) {
-      ucp_request_param_t p = {};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t req = ucp_ep_close_nbx(direct, &p);
-      if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+namespace {
+
+constexpr int kSetupTimeoutMs = 10000;
+// A worker address of the shared-memory context is a few hundred bytes.
+constexpr uint32_t kMaxWorkerAddressBytes = 64 << 10;
+
+// Writes all of [data, data + size) on the non-blocking socket `fd` before `deadline`.
+Status WriteAll(int fd, const char* data, size_t size, Clock::time_point deadline) {
+  while (size > 0) {
+    const ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+    if (n > 0) {
+      data += n;
+      size -= static_cast<size_t>(n);
+      continue;
     }
-    ucp_worker_destroy(data_worker);
-    return s;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      return Unavailable(std::string("set-up socket: ") + strerror(errno));
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p = {fd, POLLOUT, 0};
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) == 0) {
+      return Timeout("set-up socket: the peer takes nothing");
+    }
   }
-  bootstrap_worker_ = worker_;
-  bootstrap_event_fd_ = event_fd_;
-  bootstrap_ep_ = ep_;
-  worker_ = data_worker;
-  event_fd_ = data_event_fd;
-  ep_ = direct;
-  context_ = data_context;
   return Status::Ok();
 }
 
-Status UcxChannel::ConnectDataWorker(bool client, ucp_worker_h data_worker, ucp_ep_h* direct,
-                                     int* data_event_fd) {
-  ucs_status_t st = ucp_worker_get_efd(data_worker, data_event_fd);
-  if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_efd");
-  Status s = SetHandler(data_worker, kAmId, &UcxChannel::OnActiveMessage);
+// Reads exactly `size` bytes from the non-blocking socket `fd` before `deadline`.
+Status ReadAll(int fd, char* data, size_t size, Clock::time_point deadline) {
+  while (size > 0) {
+    const ssize_t n = recv(fd, data, size, 0);
+    if (n > 0) {
+      data += n;
+      size -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return Unavailable("set-up socket: the peer closed it");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      return Unavailable(std::string("set-up socket: ") + strerror(errno));
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p = {fd, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) == 0) {
+      return Timeout("set-up socket: no worker address from the peer within " +
+                     std::to_string(kSetupTimeoutMs) + " ms");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status UcxChannel::ConnectOverSocket() {
+  // UCX unpacks a worker address without checking it (a malformed one aborts the process), so
+  // only a peer that could end this process anyway may send one: the same user. (Shared memory
+  // needs that too: each side maps the other's segments through /proc/PID/fd.)
+  uid_t user = 0;
+  Status s = LocalPeerUser(peer_socket_, &user);
+  if (!s.ok()) return Unavailable("shm://: " + s.message());
+  if (user != geteuid()) {
+    return PermissionDenied("shm://: the peer " + peer_ + " runs as user " + std::to_string(user) +
+                            ", this process as " + std::to_string(geteuid()) +
+                            " (shared memory needs one user)");
+  }
+  ucp_context_h context = nullptr;
+  s = GetSharedMemoryDataContext(&context);
+  if (s.ok()) s = Init(context, nullptr);
   if (!s.ok()) return s;
   ucp_address_t* address = nullptr;
   size_t length = 0;
-  st = ucp_worker_get_address(data_worker, &address, &length);
+  ucs_status_t st = ucp_worker_get_address(worker_, &address, &length);
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_address");
-  std::string mine(reinterpret_cast<const char*>(address), length);
-  ucp_worker_release_address(data_worker, address);
-  constexpr int kSetupTimeoutMs = 10000;
-  if (client) {
-    s = SendOn(ep_, kControlAmId, "", mine.data(), mine.size());
-    if (!s.ok()) return s;
+  // Both sides write first (a few hundred bytes: the socket takes them), then read.
+  std::string mine(4 + length, '\0');
+  const uint32_t size = static_cast<uint32_t>(length);
+  memcpy(mine.data(), &size, 4);
+  memcpy(mine.data() + 4, address, length);
+  ucp_worker_release_address(worker_, address);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kSetupTimeoutMs);
+  s = WriteAll(peer_socket_, mine.data(), mine.size(), deadline);
+  uint32_t theirs_size = 0;
+  if (s.ok()) s = ReadAll(peer_socket_, reinterpret_cast<char*>(&theirs_size), 4, deadline);
+  if (s.ok() && (theirs_size == 0 || theirs_size > kMaxWorkerAddressBytes)) {
+    s = InvalidArgument("set-up socket: a worker address of " + std::to_string(theirs_size) +
+                        " bytes");
   }
-  s = WaitUntil([this] { return !peer_worker_address_.empty(); }, kSetupTimeoutMs);
+  if (!s.ok()) return s;
+  std::string theirs(theirs_size, '\0');
+  s = ReadAll(peer_socket_, theirs.data(), theirs.size(), deadline);
   if (!s.ok()) return s;
   ucp_ep_params_t params = {};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-  params.address = reinterpret_cast<const ucp_address_t*>(peer_worker_address_.data());
-  // UCX 1.13's shared-memory transports cannot report peer failure, so the direct endpoint does
-  // not ask for it: the bootstrap endpoint, kept open, detects a peer that dies.
-  s = CreateEndpoint(data_worker, params, false, direct);
-  if (!s.ok()) return s;
-  if (!client) return SendOn(ep_, kControlAmId, "", mine.data(), mine.size());
-  return Status::Ok();
+  params.address = reinterpret_cast<const ucp_address_t*>(theirs.data());
+  // UCX 1.13's shared-memory transports cannot report peer failure, so the endpoint does not ask
+  // for it: the socket, kept open, tells.
+  return CreateEndpoint(worker_, params, false, &ep_);
 }
 
 Status UcxChannel::Connect(ucp_context_h context, const sockaddr_storage& addr, socklen_t len,
-                           const std::string& peer, const ChannelOptions& options, bool direct,
+                           const std::string& peer, const ChannelOptions& options,
                            std::unique_ptr<Channel>* out) {
   std::unique_ptr<UcxChannel> ch(new UcxChannel(peer, options));
   ucp_ep_params_t p = {};
@@ -167,22 +223,30 @@ Status UcxChannel::Connect(ucp_context_h context, const sockaddr_storage& addr, 
   p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
   p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
   p.sockaddr.addrlen = len;
-  Status s = ch->Init(context, p);
-  if (s.ok() && direct) s = ch->SwitchToDirectEndpoint(true);
+  Status s = ch->Init(context, &p);
   if (!s.ok()) return s;
   *out = std::move(ch);
   return Status::Ok();
 }
 
 Status UcxChannel::Accept(ucp_context_h context, ucp_conn_request_h request,
-                          const std::string& peer, const ChannelOptions& options, bool direct,
+                          const std::string& peer, const ChannelOptions& options,
                           std::unique_ptr<Channel>* out) {
   std::unique_ptr<UcxChannel> ch(new UcxChannel(peer, options));
   ucp_ep_params_t p = {};
   p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
   p.conn_request = request;
-  Status s = ch->Init(context, p);
-  if (s.ok() && direct) s = ch->SwitchToDirectEndpoint(false);
+  Status s = ch->Init(context, &p);
+  if (!s.ok()) return s;
+  *out = std::move(ch);
+  return Status::Ok();
+}
+
+Status UcxChannel::OverSharedMemory(int socket, const std::string& peer,
+                                    const ChannelOptions& options, std::unique_ptr<Channel>* out) {
+  std::unique_ptr<UcxChannel> ch(new UcxChannel(peer, options));
+  ch->peer_socket_ = socket;  // closed by the destructor from here on
+  Status s = ch->ConnectOverSocket();
   if (!s.ok()) return s;
   *out = std::move(ch);
   return Status::Ok();
@@ -238,10 +302,10 @@ UcxChannel::~UcxChannel() {
     ucp_worker_progress(worker_);
   }
   CloseEndpoint(worker_, ep_);
-  CloseEndpoint(bootstrap_worker_, bootstrap_ep_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
-  if (bootstrap_worker_ != nullptr) ucp_worker_destroy(bootstrap_worker_);
   for (auto& [base, r] : registered_) ucp_mem_unmap(context_, r.memh);
+  // The peer learns of the end from the socket once everything above has gone out.
+  if (peer_socket_ >= 0) close(peer_socket_);
 }
 
 template <typename Done>
@@ -261,7 +325,7 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
       start = now;
       spin_until = now + std::chrono::microseconds(options_.poll_us);
     }
-    ProgressBootstrap(now);
+    WatchPeer(now);
     if (now < spin_until) continue;
     int wait_ms = 100;
     if (timeout_ms >= 0) {
@@ -271,23 +335,13 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
       if (left <= 0) return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
       wait_ms = static_cast<int>(std::min<long>(left, wait_ms));
     }
-    // Sleep until either worker has something (the bootstrap one: the peer's failure).
-    pollfd fds[2] = {{event_fd_, POLLIN, 0}, {bootstrap_event_fd_, POLLIN, 0}};
+    // Sleep until the worker has something or (shm://) the peer's socket ends.
     ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) continue;
     if (st != UCS_OK) return FromUcs(st, "ucp_worker_arm");
-    if (bootstrap_worker_ != nullptr) {
-      st = ucp_worker_arm(bootstrap_worker_);
-      if (st == UCS_ERR_BUSY) {
-        ucp_worker_progress(bootstrap_worker_);
-        continue;
-      }
-      if (st != UCS_OK) return FromUcs(st, "ucp_worker_arm");
-    }
-    poll(fds, bootstrap_worker_ != nullptr ? 2 : 1, wait_ms);
-    if (bootstrap_worker_ != nullptr && fds[1].revents != 0) {
-      ucp_worker_progress(bootstrap_worker_);
-    }
+    pollfd fds[2] = {{event_fd_, POLLIN, 0}, {peer_socket_, POLLIN, 0}};
+    poll(fds, peer_socket_ >= 0 ? 2 : 1, wait_ms);
+    if (peer_socket_ >= 0 && fds[1].revents != 0) CheckPeerSocket();
     spin_until = Clock::now() + std::chrono::microseconds(options_.poll_us);
   }
 }
@@ -342,7 +396,7 @@ const Status& UcxChannel::Failure() {
 }
 
 Status UcxChannel::Send(const std::string& header, const void* payload, size_t size) {
-  return SendOn(ep_, kAmId, header, payload, size);
+  return SendOn(ep_, header, payload, size);
 }
 
 Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
@@ -382,12 +436,12 @@ Status UcxChannel::Post(std::string header, const void* payload, size_t size) {
 
 bool UcxChannel::GiveUpOnBrokenChannel(bool progressed) const {
   // A shared-memory endpoint keeps "progressing" sends to a peer that is gone.
-  return broken() && (!progressed || bootstrap_worker_ != nullptr);
+  return broken() && (!progressed || peer_socket_ >= 0);
 }
 
 bool UcxChannel::CancelSend(void* request) {
-  if (bootstrap_worker_ != nullptr) {
-    // Shared-memory endpoints cannot tell that the peer is gone (the bootstrap one did), and UCX
+  if (peer_socket_ >= 0) {
+    // Shared-memory endpoints cannot tell that the peer is gone (the socket did), and UCX
     // cannot cancel their sends: the endpoint is closed by force and its sends are given up.
     if (ep_ != nullptr) {
       ucp_ep_h ep = ep_;
@@ -442,8 +496,8 @@ Status UcxChannel::Drain(int timeout_ms) {
   return drain_state_.status == UCS_OK ? Status::Ok() : FromUcs(drain_state_.status, "flush");
 }
 
-Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header,
-                          const void* payload, size_t size) {
+Status UcxChannel::SendOn(ucp_ep_h ep, const std::string& header, const void* payload,
+                          size_t size) {
   if (broken()) return Failure();
   // A member, not a local: a send given up on may still complete (when the worker is destroyed)
   // and write here.
@@ -464,7 +518,7 @@ Status UcxChannel::SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header
     p.memh = memh;
   }
   ucs_status_ptr_t req =
-      ucp_am_send_nbx(ep, am_id, header.data(), header.size(), payload, size, &p);
+      ucp_am_send_nbx(ep, kAmId, header.data(), header.size(), payload, size, &p);
   if (req == nullptr) return Status::Ok();
   if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "ucp_am_send_nbx");
   // Requests on a failed endpoint complete with an error. An abandoned channel (a peer that is
@@ -675,16 +729,6 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
   }
   self->arrived_.push_back(std::move(slot));
   self->queued_.store(self->arrived_.size());
-  return UCS_OK;
-}
-
-ucs_status_t UcxChannel::OnControlMessage(void* arg, const void*, size_t, void* data, size_t length,
-                                          const ucp_am_recv_param_t* param) {
-  auto* self = static_cast<UcxChannel*>(arg);
-  // Worker addresses are small and always arrive eagerly.
-  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) && length > 0) {
-    self->peer_worker_address_.assign(static_cast<const char*>(data), length);
-  }
   return UCS_OK;
 }
 

@@ -20,15 +20,23 @@ namespace rgpu::ucx {
 
 class UcxChannel final : public Channel {
  public:
-  // Client side: a new worker and an endpoint to `addr`. With `direct`, the socket connection
-  // only bootstraps: both sides then exchange worker addresses and talk over endpoints created
-  // from them, which lets UCX pick shared-memory transports for peers on one host.
+  // tcp://, client side: a new worker and an endpoint to `addr` (UCX's socket connection).
   static Status Connect(ucp_context_h context, const sockaddr_storage& addr, socklen_t len,
-                        const std::string& peer, const ChannelOptions& options, bool direct,
+                        const std::string& peer, const ChannelOptions& options,
                         std::unique_ptr<Channel>* out);
-  // Server side: a new worker and an endpoint accepting `request` (`direct` as above).
+  // tcp://, server side: a new worker and an endpoint accepting `request`.
   static Status Accept(ucp_context_h context, ucp_conn_request_h request, const std::string& peer,
-                       const ChannelOptions& options, bool direct, std::unique_ptr<Channel>* out);
+                       const ChannelOptions& options, std::unique_ptr<Channel>* out);
+  // shm://, either side, over `socket`, a connected kernel TCP socket to the peer on this host
+  // (taken over: closed with the channel, or at once on failure). The peer must run as this
+  // process's user (kPermissionDenied otherwise, before anything of it reaches UCX, whose parser
+  // of worker addresses trusts them; shared memory needs one user anyway). Each side makes a worker
+  // of the shared-memory context (GetSharedMemoryDataContext), writes its worker address on the
+  // socket, reads the peer's (within a bounded time) and connects an endpoint to it. Nothing else
+  // is written on the socket: it stays open only so that its end tells this side the peer is gone
+  // (shared-memory transports cannot), after whatever the peer sent before it went is received.
+  static Status OverSharedMemory(int socket, const std::string& peer, const ChannelOptions& options,
+                                 std::unique_ptr<Channel>* out);
   ~UcxChannel() override;
 
   Status Send(const std::string& header, const void* payload, size_t size) override;
@@ -50,30 +58,28 @@ class UcxChannel final : public Channel {
   struct Slot;      // one arriving message, complete or still being fetched
   struct Outgoing;  // one posted message still being sent
   UcxChannel(const std::string& peer, const ChannelOptions& options);
-  Status Init(ucp_context_h context, const ucp_ep_params_t& ep_params);
-  // Moves traffic from the bootstrap endpoint to one created from the peer's worker address.
-  // The client sends its address first; the server answers with its own.
-  // Data then goes through a worker of the shared-memory-only context (GetSharedMemoryDataContext).
-  Status SwitchToDirectEndpoint(bool client);
-  // The address exchange and endpoint creation of SwitchToDirectEndpoint for `data_worker`.
-  Status ConnectDataWorker(bool client, ucp_worker_h data_worker, ucp_ep_h* direct,
-                           int* data_event_fd);
-  // Sets this channel's active-message handler `id` on `worker`.
-  Status SetHandler(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t callback);
+  // A worker of `context` with this channel's handler; with `ep_params`, an endpoint on it
+  // (the peer's failure reported).
+  Status Init(ucp_context_h context, const ucp_ep_params_t* ep_params);
+  // The worker-address exchange and endpoint of OverSharedMemory.
+  Status ConnectOverSocket();
+  // Sets this channel's active-message handler on `worker`.
+  Status SetHandler(ucp_worker_h worker);
   // With `peer_failure`, UCX reports the peer's failure (only transports that can detect it are
   // used); without, the endpoint may use any transport and relies on another for that.
   Status CreateEndpoint(ucp_worker_h worker, const ucp_ep_params_t& params, bool peer_failure,
                         ucp_ep_h* ep);
-  // Progresses the bootstrap worker (if data has a worker of its own) when a millisecond has
-  // passed since it last was.
-  void ProgressBootstrap(std::chrono::steady_clock::time_point now);
-  // Progresses the data worker once and, now and then, the bootstrap worker. True when the
-  // data worker made progress.
+  // shm://: looks at the peer's socket when a millisecond has passed since it last was.
+  void WatchPeer(std::chrono::steady_clock::time_point now);
+  // shm://: a peer whose socket has ended is gone: what it sent is taken off the worker, then
+  // the channel breaks.
+  void CheckPeerSocket();
+  // Progresses the worker once and, now and then, looks at the peer's socket (WatchPeer). True
+  // when the worker made progress.
   bool ProgressOnce();
-  Status SendOn(ucp_ep_h ep, unsigned am_id, const std::string& header, const void* payload,
-                size_t size);
+  Status SendOn(ucp_ep_h ep, const std::string& header, const void* payload, size_t size);
   void CloseEndpoint(ucp_worker_h worker, ucp_ep_h ep);
-  // Gives up a send on a broken channel: cancels it (true: it will complete) or, on a direct
+  // Gives up a send on a broken channel: cancels it (true: it will complete) or, on a shared-memory
   // endpoint, closes the endpoint by force (false: its sends never complete).
   bool CancelSend(void* request);
   // True when a send still waiting after a progress turn (`progressed`: whether the turn did
@@ -96,8 +102,6 @@ class UcxChannel final : public Channel {
                                       void* data, size_t length, const ucp_am_recv_param_t* param);
   static void OnDataFetched(void* request, ucs_status_t status, size_t length, void* user_data);
   static void OnPeerError(void* arg, ucp_ep_h ep, ucs_status_t status);
-  static ucs_status_t OnControlMessage(void* arg, const void* header, size_t header_length,
-                                       void* data, size_t length, const ucp_am_recv_param_t* param);
 
   std::string peer_;
   ChannelOptions options_;
@@ -109,12 +113,9 @@ class UcxChannel final : public Channel {
   };
   std::map<uintptr_t, Registration> registered_;  // by base address
   ucp_ep_h ep_ = nullptr;
-  ucp_ep_h bootstrap_ep_ = nullptr;          // the socket-made endpoint, when traffic moved off it
-  ucp_worker_h bootstrap_worker_ = nullptr;  // its worker, when data has a worker of its own
-  int bootstrap_event_fd_ = -1;
-  std::chrono::steady_clock::time_point next_bootstrap_progress_;
+  int peer_socket_ = -1;  // shm://: the set-up socket, watched for the peer's end
+  std::chrono::steady_clock::time_point next_peer_check_;
   unsigned turns_ = 0;
-  std::string peer_worker_address_;  // received in the set-up exchange
   int event_fd_ = -1;
   PayloadPlacer placer_;
   // Large received payloads, reused (the process-wide pool is shared by all channels).

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "common/status.h"
-#include "transport/url.h"
 
 namespace rgpu::ucx {
 
@@ -17,23 +16,21 @@ namespace rgpu::ucx {
 // it cannot be told (a wildcard address), meaning every interface.
 std::string InterfaceFor(const sockaddr_storage& peer, socklen_t len, bool listening);
 
-// Returns the context for `scheme`, creating it on first call. Thread-safe. With `net_device`
-// (InterfaceFor), the context's socket transport uses that interface only (UCX_NET_DEVICES,
-// unless the environment sets it): every idle interface would cost an extra system call on each
-// poll of the worker (measured: 4 µs of a 20 µs TCP round trip with eth0 beside lo). The first
-// call's choice holds for the process (a process talks to one server, or listens on one address).
-//   tcp: UCX_TLS=tcp unless the environment sets UCX_TLS.
-//   shm: UCX_TLS=sysv,posix,tcp and UCX_RNDV_SCHEME=am (the socket only sets the connection up;
-//        all data, rendezvous included, goes through shared-memory active messages). CMA is left
-//        out: a CMA rendezvous still in flight when the peer dies trips an assertion in UCX 1.13
-//        when the endpoint is destroyed.
+// Returns the context of tcp:// connections, creating it on first call. Thread-safe. With
+// `net_device` (InterfaceFor), the context's socket transport uses that interface only
+// (UCX_NET_DEVICES, unless the environment sets it): every idle interface would cost an extra
+// system call on each poll of the worker (measured: 4 µs of a 20 µs TCP round trip with eth0
+// beside lo). The first call's choice holds for the process (a process talks to one server, or
+// listens on one address). UCX_TLS=tcp unless the environment sets UCX_TLS.
 // Keepalive is enabled so that a silent peer is detected (RGPU_KEEPALIVE_MS, default 2000).
-Status GetContext(TransportUrl::Scheme scheme, const std::string& net_device, ucp_context_h* out);
+Status GetTcpContext(const std::string& net_device, ucp_context_h* out);
 
-// The context for shared-memory data between peers on one host, after a shm-scheme connection
-// has bootstrapped over the socket: UCX_TLS=sysv,posix,self (what ucx_perftest's floor uses)
-// unless the environment sets UCX_TLS, and UCX_RNDV_SCHEME=am. It has no socket transport, so
-// progressing its workers never polls a socket. Thread-safe.
+// The context of shm:// connections (peers on one host, whose set-up goes over a kernel socket:
+// UcxChannel::OverSharedMemory): UCX_TLS=posix,self (what ucx_perftest's floor uses) unless the
+// environment sets UCX_TLS, and UCX_RNDV_SCHEME=am (all data, rendezvous included, goes through
+// shared-memory active messages). CMA is left out: a CMA rendezvous still in flight when the
+// peer dies trips an assertion in UCX 1.13 when the endpoint is destroyed. No socket transport,
+// so progressing its workers never polls a socket. Thread-safe.
 Status GetSharedMemoryDataContext(ucp_context_h* out);
 
 // Creates a single-threaded worker with wake-up support on `context`.
@@ -41,8 +38,6 @@ Status CreateWorker(ucp_context_h context, ucp_worker_h* out);
 
 // The active-message id every rgpu message uses.
 constexpr unsigned kAmId = 7;
-// The active-message id of the transport's own set-up messages (worker-address exchange).
-constexpr unsigned kControlAmId = 8;
 
 // "UCX: <status string>" with context.
 Status FromUcs(ucs_status_t status, const char* what);

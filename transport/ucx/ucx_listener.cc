@@ -3,12 +3,14 @@
 #include <netdb.h>
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <deque>
 
 #include "common/log.h"
+#include "transport/socket/tcp_socket.h"
 #include "transport/ucx/ucx_channel.h"
 #include "transport/ucx/ucx_context.h"
 
@@ -48,11 +50,10 @@ std::string AddressToString(const sockaddr_storage& ss) {
 
 class UcxPendingConnection final : public PendingConnection {
  public:
-  UcxPendingConnection(ucp_context_h context, ucp_conn_request_h request, std::string peer,
-                       bool direct)
-      : context_(context), request_(request), peer_(std::move(peer)), direct_(direct) {}
+  UcxPendingConnection(ucp_context_h context, ucp_conn_request_h request, std::string peer)
+      : context_(context), request_(request), peer_(std::move(peer)) {}
   Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) override {
-    return UcxChannel::Accept(context_, request_, peer_, options, direct_, out);
+    return UcxChannel::Accept(context_, request_, peer_, options, out);
   }
   std::string peer() const override { return peer_; }
 
@@ -60,7 +61,47 @@ class UcxPendingConnection final : public PendingConnection {
   ucp_context_h context_;
   ucp_conn_request_h request_;
   std::string peer_;
-  bool direct_;
+};
+
+// shm://: a connection accepted on the kernel socket, set up over it when accepted.
+class SharedMemoryPendingConnection final : public PendingConnection {
+ public:
+  SharedMemoryPendingConnection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+  ~SharedMemoryPendingConnection() override {
+    if (fd_ >= 0) close(fd_);
+  }
+  Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) override {
+    if (fd_ < 0) return Internal("already accepted");
+    TuneTcpSocket(fd_);
+    const int fd = fd_;
+    fd_ = -1;
+    return UcxChannel::OverSharedMemory(fd, peer_, options, out);
+  }
+  std::string peer() const override { return peer_; }
+
+ private:
+  int fd_;
+  const std::string peer_;
+};
+
+// shm://'s listener: a kernel TCP socket (UCX's socket connection set-up would cost a TCP
+// context and its worker on both sides).
+class SharedMemoryListener final : public Listener {
+ public:
+  SharedMemoryListener(int fd, uint16_t port) : fd_(fd), port_(port) {}
+  ~SharedMemoryListener() override { close(fd_); }
+  Status WaitConnection(int timeout_ms, std::unique_ptr<PendingConnection>* out) override {
+    int fd = -1;
+    std::string peer;
+    if (Status s = AcceptTcpSocket(fd_, timeout_ms, &fd, &peer); !s.ok()) return s;
+    *out = std::make_unique<SharedMemoryPendingConnection>(fd, std::move(peer));
+    return Status::Ok();
+  }
+  uint16_t port() const override { return port_; }
+
+ private:
+  const int fd_;
+  const uint16_t port_;
 };
 
 class UcxListener final : public Listener {
@@ -71,12 +112,11 @@ class UcxListener final : public Listener {
   }
 
   Status Init(const TransportUrl& url) {
-    direct_ = url.scheme == TransportUrl::Scheme::kShm;
     sockaddr_storage addr = {};
     socklen_t len = 0;
     Status s = Resolve(url, &addr, &len);
     if (!s.ok()) return s;
-    s = GetContext(url.scheme, InterfaceFor(addr, len, true), &context_);
+    s = GetTcpContext(InterfaceFor(addr, len, true), &context_);
     if (!s.ok()) return s;
     s = CreateWorker(context_, &worker_);
     if (!s.ok()) return s;
@@ -121,7 +161,7 @@ class UcxListener final : public Listener {
     std::string peer = "?";
     if (ucp_conn_request_query(request, &attr) == UCS_OK)
       peer = AddressToString(attr.client_address);
-    *out = std::make_unique<UcxPendingConnection>(context_, request, peer, direct_);
+    *out = std::make_unique<UcxPendingConnection>(context_, request, peer);
     return Status::Ok();
   }
 
@@ -133,7 +173,6 @@ class UcxListener final : public Listener {
   ucp_listener_h listener_ = nullptr;
   int event_fd_ = -1;
   uint16_t port_ = 0;
-  bool direct_ = false;  // shm: move to worker-address endpoints after the socket bootstrap
   std::deque<ucp_conn_request_h> requests_;
 };
 
@@ -141,18 +180,33 @@ class UcxListener final : public Listener {
 
 Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
                       std::unique_ptr<Channel>* out) {
+  if (url.scheme == TransportUrl::Scheme::kShm) {
+    constexpr int kConnectTimeoutMs = 10000;
+    int fd = -1;
+    std::string peer;
+    Status s = ConnectTcpSocket(url, kConnectTimeoutMs, &fd, &peer);
+    if (!s.ok()) return s;
+    return UcxChannel::OverSharedMemory(fd, url.ToString(), options, out);
+  }
   sockaddr_storage addr = {};
   socklen_t len = 0;
   Status s = ucx::Resolve(url, &addr, &len);
   if (!s.ok()) return s;
   ucp_context_h context = nullptr;
-  s = ucx::GetContext(url.scheme, ucx::InterfaceFor(addr, len, false), &context);
+  s = ucx::GetTcpContext(ucx::InterfaceFor(addr, len, false), &context);
   if (!s.ok()) return s;
-  return UcxChannel::Connect(context, addr, len, url.ToString(), options,
-                             url.scheme == TransportUrl::Scheme::kShm, out);
+  return UcxChannel::Connect(context, addr, len, url.ToString(), options, out);
 }
 
 Status CreateListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
+  if (url.scheme == TransportUrl::Scheme::kShm) {
+    int fd = -1;
+    uint16_t port = 0;
+    Status s = ListenTcpSocket(url, &fd, &port);
+    if (!s.ok()) return s;
+    *out = std::make_unique<SharedMemoryListener>(fd, port);
+    return Status::Ok();
+  }
   auto listener = std::make_unique<UcxListener>();
   Status s = listener->Init(url);
   if (!s.ok()) return s;

@@ -1,0 +1,187 @@
+#include "transport/socket/tcp_socket.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace rgpu {
+namespace {
+
+// The addresses of url's host and port.
+Status Resolve(const TransportUrl& url, bool passive, addrinfo** out) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  const std::string port = std::to_string(url.port);
+  const int r = getaddrinfo(url.host.c_str(), port.c_str(), &hints, out);
+  if (r != 0) return NotFound("cannot resolve " + url.host + ": " + gai_strerror(r));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string DescribeSocketAddress(const sockaddr* a) {
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  const socklen_t len = a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (getnameinfo(a, len, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) !=
+      0) {
+    return "?";
+  }
+  return a->sa_family == AF_INET6 ? "[" + std::string(host) + "]:" + port
+                                  : std::string(host) + ":" + port;
+}
+
+void TuneTcpSocket(int fd) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+}
+
+Status ConnectTcpSocket(const TransportUrl& url, int timeout_ms, int* fd_out, std::string* peer) {
+  addrinfo* addresses = nullptr;
+  if (Status s = Resolve(url, false, &addresses); !s.ok()) return s;
+  std::string error = "no address";
+  for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
+    const int fd =
+        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int r = connect(fd, a->ai_addr, a->ai_addrlen);
+    if (r != 0 && errno == EINPROGRESS) {
+      pollfd p = {fd, POLLOUT, 0};
+      r = poll(&p, 1, timeout_ms) == 1 ? 0 : -1;
+      int so_error = r == 0 ? 0 : ETIMEDOUT;
+      socklen_t length = sizeof so_error;
+      if (r == 0) getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &length);
+      if (so_error != 0) {
+        errno = so_error;
+        r = -1;
+      }
+    }
+    if (r != 0) {
+      error = strerror(errno);
+      close(fd);
+      continue;
+    }
+    TuneTcpSocket(fd);
+    *peer = DescribeSocketAddress(a->ai_addr);
+    *fd_out = fd;
+    freeaddrinfo(addresses);
+    return Status::Ok();
+  }
+  freeaddrinfo(addresses);
+  return Unavailable("cannot connect to " + url.ToString() + ": " + error);
+}
+
+Status ListenTcpSocket(const TransportUrl& url, int* fd_out, uint16_t* port_out) {
+  addrinfo* addresses = nullptr;
+  if (Status s = Resolve(url, true, &addresses); !s.ok()) return s;
+  std::string error = "no address";
+  for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+      error = strerror(errno);
+      close(fd);
+      continue;
+    }
+    sockaddr_storage bound;
+    socklen_t length = sizeof bound;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
+    *port_out =
+        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    *fd_out = fd;
+    freeaddrinfo(addresses);
+    return Status::Ok();
+  }
+  freeaddrinfo(addresses);
+  return Unavailable("cannot listen on " + url.ToString() + ": " + error);
+}
+
+Status AcceptTcpSocket(int listen_fd, int timeout_ms, int* fd_out, std::string* peer) {
+  pollfd p = {listen_fd, POLLIN, 0};
+  const int r = poll(&p, 1, timeout_ms);
+  if (r == 0) return Timeout("no connection");
+  if (r < 0) return errno == EINTR ? Timeout("interrupted") : Internal(strerror(errno));
+  sockaddr_storage address;
+  socklen_t length = sizeof address;
+  const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&address), &length,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return Timeout(std::string("accept: ") + strerror(errno));
+  *peer = DescribeSocketAddress(reinterpret_cast<sockaddr*>(&address));
+  *fd_out = fd;
+  return Status::Ok();
+}
+
+namespace {
+
+// True when the hexadecimal "ADDRESS:PORT" of /proc/net/tcp{,6} is `a`. The kernel prints an
+// IPv4 address as one 32-bit word and an IPv6 address as four, each in the host's byte order,
+// and the port as a number.
+bool SameTableAddress(const std::string& text, const sockaddr_storage& a) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string hex = text.substr(0, colon);
+  const unsigned long port = strtoul(text.c_str() + colon + 1, nullptr, 16);
+  auto word = [&](size_t i) {
+    return static_cast<uint32_t>(strtoul(hex.substr(i * 8, 8).c_str(), nullptr, 16));
+  };
+  if (a.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+    return hex.size() == 8 && word(0) == v4->sin_addr.s_addr && port == ntohs(v4->sin_port);
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    if (hex.size() != 32 || port != ntohs(v6->sin6_port)) return false;
+    for (size_t i = 0; i < 4; ++i) {
+      uint32_t expected;
+      memcpy(&expected, v6->sin6_addr.s6_addr + 4 * i, 4);
+      if (word(i) != expected) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status LocalPeerUser(int fd, uid_t* user) {
+  sockaddr_storage mine = {}, theirs = {};
+  socklen_t mine_length = sizeof mine, theirs_length = sizeof theirs;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mine_length) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&theirs), &theirs_length) != 0) {
+    return NotFound(std::string("not a connected socket: ") + strerror(errno));
+  }
+  // The other end's entry: its local address is our peer's, its remote address ours.
+  const char* table = mine.ss_family == AF_INET6 ? "/proc/net/tcp6" : "/proc/net/tcp";
+  std::ifstream in(table);
+  std::string line;
+  std::getline(in, line);  // the column names
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues, timer, retransmits;
+    uid_t uid = 0;
+    if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid)) {
+      continue;
+    }
+    if (SameTableAddress(local, theirs) && SameTableAddress(remote, mine)) {
+      *user = uid;
+      return Status::Ok();
+    }
+  }
+  return NotFound("the peer " + DescribeSocketAddress(reinterpret_cast<sockaddr*>(&theirs)) +
+                  " is no socket of this host (" + table + ")");
+}
+
+}  // namespace rgpu
