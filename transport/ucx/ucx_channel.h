@@ -74,8 +74,8 @@ class UcxChannel final : public Channel {
   // shm://: a peer whose socket has ended is gone: what it sent is taken off the worker, then
   // the channel breaks.
   void CheckPeerSocket();
-  // Progresses the worker once and, now and then, looks at the peer's socket (WatchPeer). True
-  // when the worker made progress.
+  // Progresses the worker once and, now and then, looks at the peer's socket (WatchPeer) or
+  // yields the processor (after 256 idle turns). True when the worker made progress.
   bool ProgressOnce();
   Status SendOn(ucp_ep_h ep, const std::string& header, const void* payload, size_t size);
   void CloseEndpoint(ucp_worker_h worker, ucp_ep_h ep);
@@ -116,6 +116,7 @@ class UcxChannel final : public Channel {
   int peer_socket_ = -1;  // shm://: the set-up socket, watched for the peer's end
   std::chrono::steady_clock::time_point next_peer_check_;
   unsigned turns_ = 0;
+  unsigned idle_turns_ = 0;  // ProgressOnce's turns in a row that did nothing
   int event_fd_ = -1;
   PayloadPlacer placer_;
   // Large received payloads, reused (the process-wide pool is shared by all channels).
