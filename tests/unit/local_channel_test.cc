@@ -2,6 +2,7 @@
 // threads of this process.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -42,6 +43,30 @@ TEST(LocalChannelTest, UrlParsesAndPrints) {
   EXPECT_EQ(u.ToString(), "local://rgpu");
   EXPECT_FALSE(TransportUrl::Parse("local://", &u).ok());
   EXPECT_FALSE(TransportUrl::Parse("local://a/b", &u).ok());
+}
+
+// A receiver watches for news for poll_us, then sleeps: a message that comes while it spins,
+// one that comes after it fell asleep (the sender must wake it), with and without the spin, and
+// a timeout that ends a wait spent partly spinning.
+TEST(LocalChannelTest, AReceiverThatSpinsOrSleepsGetsEveryMessage) {
+  for (int poll_us : {0, 200, 100000}) {
+    ChannelOptions server_options;
+    server_options.poll_us = poll_us;
+    Pair p = Connect("spin" + std::to_string(poll_us), server_options);
+    for (int delay_ms : {0, 1, 30}) {
+      std::thread sender([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+        EXPECT_TRUE(p.client->Send("late", nullptr, 0).ok());
+      });
+      ReceivedMessage m;
+      Status s = p.server->Receive(5000, &m);
+      sender.join();
+      ASSERT_TRUE(s.ok()) << s.ToString() << " poll_us " << poll_us << " delay " << delay_ms;
+      EXPECT_EQ(m.header, "late");
+    }
+    ReceivedMessage m;
+    EXPECT_EQ(p.server->Receive(20, &m).code(), Status::Code::kTimeout) << poll_us;
+  }
 }
 
 TEST(LocalChannelTest, MessagesArriveInOrderWithTheirPayloadsCopied) {

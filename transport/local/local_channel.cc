@@ -1,5 +1,7 @@
 #include "transport/local/local_channel.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -11,6 +13,8 @@
 
 namespace rgpu {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // Large payload copies are recycled: fresh memory costs a page fault per page.
 std::shared_ptr<BufferPool> LocalPool() {
@@ -37,7 +41,17 @@ struct Link {
   std::string why[2];                // why end i went
   bool cut_off[2] = {false, false};  // end i takes no more: its peer sent past end i's bounds
   ChannelOptions options[2];         // each end's bounds on what it receives
+  // Bumped (under mu) whenever end i has something new to look at (a message, an end gone, a
+  // cut-off): what a spinning Receive of end i watches without the lock.
+  std::atomic<uint64_t> news[2] = {0, 0};
+  int sleepers[2] = {0, 0};  // Receives of end i asleep on `changed`
 };
+
+// Tells end i of `link` there is news, waking a Receive asleep there. Under link->mu.
+void NotifyLocked(Link* link, int end) {
+  link->news[end].fetch_add(1, std::memory_order_release);
+  if (link->sleepers[end] > 0) link->changed.notify_all();
+}
 
 // Ends `end` of `link` (closed, abandoned, or never accepted) for `why`; what waited for it is
 // dropped. Idempotent.
@@ -48,7 +62,8 @@ void CloseEnd(Link* link, int end, const std::string& why) {
   link->why[end] = why;
   link->inbox[end].clear();
   link->inbox_bytes[end] = 0;
-  link->changed.notify_all();
+  NotifyLocked(link, 0);
+  NotifyLocked(link, 1);
 }
 
 class LocalChannel final : public Channel {
@@ -91,7 +106,7 @@ class LocalChannel final : public Channel {
       link_->inbox_bytes[peer_end_] += bytes;
       inbox.push_back(std::move(m));
     }
-    link_->changed.notify_all();
+    NotifyLocked(link_.get(), peer_end_);
     return Status::Ok();
   }
 
@@ -118,10 +133,32 @@ class LocalChannel final : public Channel {
         return !link_->inbox[end_].empty() || link_->gone[end_] || link_->gone[peer_end_] ||
                link_->cut_off[end_];
       };
-      if (timeout_ms < 0) {
-        link_->changed.wait(lock, ready);
-      } else if (!link_->changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
-        return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
+      const auto start = Clock::now();
+      if (!ready() && link_->options[end_].poll_us > 0) {
+        // The other end usually answers within microseconds: watch for its news for poll_us
+        // before sleeping (a condition variable's wake-up costs tens of microseconds).
+        const uint64_t seen = link_->news[end_].load(std::memory_order_relaxed);
+        lock.unlock();
+        auto spin_until = start + std::chrono::microseconds(link_->options[end_].poll_us);
+        if (timeout_ms >= 0) {
+          spin_until = std::min(spin_until, start + std::chrono::milliseconds(timeout_ms));
+        }
+        for (unsigned turn = 1; link_->news[end_].load(std::memory_order_acquire) == seen; ++turn) {
+          if ((turn & 63) == 0 && Clock::now() >= spin_until) break;
+        }
+        lock.lock();
+      }
+      if (!ready()) {
+        ++link_->sleepers[end_];
+        bool woke = true;
+        if (timeout_ms < 0) {
+          link_->changed.wait(lock, ready);
+        } else {
+          woke =
+              link_->changed.wait_until(lock, start + std::chrono::milliseconds(timeout_ms), ready);
+        }
+        --link_->sleepers[end_];
+        if (!woke) return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
       }
       if (link_->gone[end_]) return Unavailable(link_->why[end_]);
       if (link_->cut_off[end_]) {

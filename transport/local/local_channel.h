@@ -1,7 +1,9 @@
 // The in-process transport (local://NAME): a Channel between two threads of one process, for a
 // server that runs inside the tenant's own process (the software GPU as the program's libcuda,
 // server/local_server.h). Nothing leaves the process: a message is a header and a copy of its
-// payload on a queue guarded by one mutex per connection.
+// payload on a queue guarded by one mutex per connection. Receive watches for the other end's
+// news without the lock for ChannelOptions::poll_us before it sleeps on a condition variable
+// (which a sender signals only when a receiver sleeps there).
 //
 // Threading: as Channel says (one thread per end at a time; Abandon from any thread). Every
 // message is copied when it is sent, so Send and Post return with the payload reusable and
