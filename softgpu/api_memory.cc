@@ -49,6 +49,10 @@ CUresult RunSynchronously(const std::shared_ptr<Context>& ctx, F&& copy) {
   return ctx->sticky_error();
 }
 
+// Asynchronous copies up to this size run at once when their stream is idle
+// (Context::RunNowIfIdle).
+constexpr size_t kShortCopyBytes = 64 << 10;
+
 CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream stream, bool async) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = UsableContext(&ctx); r != CUDA_SUCCESS) return r;
@@ -59,6 +63,9 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t n, CUstream stream, b
   std::shared_ptr<Allocation> a = DeviceRange(*ctx, dst, n);
   if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!async) return RunSynchronously(ctx, [&] { memcpy(HostOf(a, dst), src, n); });
+  if (n <= kShortCopyBytes && ctx->RunNowIfIdle(s, [&] { memcpy(HostOf(a, dst), src, n); })) {
+    return CUDA_SUCCESS;
+  }
   // The source is staged now, as the real driver does for pageable memory, so the caller may
   // reuse its buffer as soon as this returns.
   auto staged = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(src),
@@ -77,6 +84,9 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t n, CUstream stream, bool as
   std::shared_ptr<Allocation> a = DeviceRange(*ctx, src, n);
   if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!async) return RunSynchronously(ctx, [&] { memcpy(dst, HostOf(a, src), n); });
+  if (n <= kShortCopyBytes && ctx->RunNowIfIdle(s, [&] { memcpy(dst, HostOf(a, src), n); })) {
+    return CUDA_SUCCESS;
+  }
   ctx->Enqueue(s, [a, src, dst, n] { memcpy(dst, HostOf(a, src), n); });
   return CUDA_SUCCESS;
 }

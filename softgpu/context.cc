@@ -52,6 +52,19 @@ uint64_t Context::Enqueue(const std::shared_ptr<Stream>& stream, std::function<v
   return stream->Enqueue(std::move(op), std::move(extra));
 }
 
+bool Context::RunNowIfIdle(const std::shared_ptr<Stream>& stream, const std::function<void()>& op) {
+  std::vector<Dependency> deps;
+  std::lock_guard lock(mu_);
+  if (stream->is_default()) {
+    for (const auto& s : streams_) {
+      if (s->blocking()) deps.push_back({s, s->last_enqueued()});
+    }
+  } else if (stream->blocking()) {
+    deps.push_back({default_stream_, default_stream_->last_enqueued()});
+  }
+  return stream->RunNowIfIdle(op, deps) != 0;
+}
+
 std::vector<Dependency> Context::DefaultOrder() {
   std::vector<Dependency> deps;
   std::lock_guard lock(mu_);

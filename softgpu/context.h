@@ -47,6 +47,11 @@ class Context : public PrintfSink {
   // waits for all blocking streams and vice versa. `extra` adds dependencies.
   uint64_t Enqueue(const std::shared_ptr<Stream>& stream, std::function<void()> op,
                    std::vector<Dependency> extra = {});
+  // Runs a short `op` now, in the caller's thread, when it would run next on `stream` anyway
+  // (Stream::RunNowIfIdle, with Enqueue's dependencies): for small copies, which a hand-over to
+  // the stream's worker and the wait for it cost far more than the copy. False when it did not
+  // run (the caller enqueues it).
+  bool RunNowIfIdle(const std::shared_ptr<Stream>& stream, const std::function<void()>& op);
   // What a default-stream operation issued now would wait for: the default stream's last
   // operation and that of every blocking stream.
   std::vector<Dependency> DefaultOrder();

@@ -152,6 +152,45 @@ TEST_F(StreamTest, LegacyDefaultStreamWaitsForBlockingStreamsOnly) {
 
 void SleepTwentyMs(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
 
+// A small asynchronous copy runs at once on an idle stream, but never ahead of its stream's
+// queued work or of the legacy default stream's order: behind a closed gate it waits (and its
+// source was taken when it was issued), and once the gate opens it lands in order.
+TEST_F(StreamTest, ShortCopiesRunAtOnceOnlyWhenNothingIsAheadOfThem) {
+  CUstream s, other;
+  CU_ASSERT_OK(cuStreamCreate(&s, 0));
+  CU_ASSERT_OK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr word;
+  CU_ASSERT_OK(cuMemAlloc(&word, 4));
+  CU_ASSERT_OK(cuMemsetD32(word, 0, 1));
+  // Idle: done when the call returns.
+  int value = 5;
+  CU_ASSERT_OK(cuMemcpyHtoDAsync(word, &value, 4, s));
+  CU_ASSERT_OK(cuStreamQuery(s));
+  EXPECT_EQ(Read(word), 5);
+  // Behind a closed gate: queued, with the source as it was when issued.
+  Gate gate;
+  CU_ASSERT_OK(cuLaunchHostFunc(s, &Gate::Wait, &gate));
+  value = 6;
+  CU_ASSERT_OK(cuMemcpyHtoDAsync(word, &value, 4, s));
+  value = 99;  // the caller may reuse its buffer once the call returns
+  int seen = -1;
+  CU_ASSERT_OK(cuMemcpyDtoHAsync(&seen, word, 4, other));
+  CU_ASSERT_OK(cuStreamSynchronize(other));
+  EXPECT_EQ(seen, 5) << "the copy ran ahead of the gate";
+  // The legacy default stream waits for the blocking stream's gate too.
+  int from_default = -1;
+  CU_ASSERT_OK(cuMemcpyDtoHAsync(&from_default, word, 4, nullptr));
+  CU_EXPECT_EQ(cuStreamQuery(nullptr), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(from_default, -1);
+  gate.Open();
+  CU_ASSERT_OK(cuCtxSynchronize());
+  EXPECT_EQ(Read(word), 6);
+  EXPECT_EQ(from_default, 6);
+  CU_ASSERT_OK(cuStreamDestroy(s));
+  CU_ASSERT_OK(cuStreamDestroy(other));
+  CU_ASSERT_OK(cuMemFree(word));
+}
+
 TEST_F(StreamTest, EventElapsedTime) {
   CUstream s;
   CU_ASSERT_OK(cuStreamCreate(&s, 0));
