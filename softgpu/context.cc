@@ -39,29 +39,27 @@ void Context::DestroyStream(const std::shared_ptr<Stream>& stream) {
   stream->Shutdown();
 }
 
+void Context::AddLegacyOrderLocked(const Stream& stream, std::vector<Dependency>* deps) {
+  if (stream.is_default()) {
+    for (const auto& s : streams_) {
+      if (s->blocking()) deps->push_back({s, s->last_enqueued()});
+    }
+  } else if (stream.blocking()) {
+    deps->push_back({default_stream_, default_stream_->last_enqueued()});
+  }
+}
+
 uint64_t Context::Enqueue(const std::shared_ptr<Stream>& stream, std::function<void()> op,
                           std::vector<Dependency> extra) {
   std::lock_guard lock(mu_);
-  if (stream->is_default()) {
-    for (const auto& s : streams_) {
-      if (s->blocking()) extra.push_back({s, s->last_enqueued()});
-    }
-  } else if (stream->blocking()) {
-    extra.push_back({default_stream_, default_stream_->last_enqueued()});
-  }
+  AddLegacyOrderLocked(*stream, &extra);
   return stream->Enqueue(std::move(op), std::move(extra));
 }
 
 bool Context::RunNowIfIdle(const std::shared_ptr<Stream>& stream, const std::function<void()>& op) {
   std::vector<Dependency> deps;
   std::lock_guard lock(mu_);
-  if (stream->is_default()) {
-    for (const auto& s : streams_) {
-      if (s->blocking()) deps.push_back({s, s->last_enqueued()});
-    }
-  } else if (stream->blocking()) {
-    deps.push_back({default_stream_, default_stream_->last_enqueued()});
-  }
+  AddLegacyOrderLocked(*stream, &deps);
   return stream->RunNowIfIdle(op, deps) != 0;
 }
 

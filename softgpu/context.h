@@ -93,6 +93,11 @@ class Context : public PrintfSink {
   std::atomic<uint64_t> kernel_timeout_ms{0};
 
  private:
+  // Adds what an operation issued now on `stream` waits for besides its stream's earlier work:
+  // on the legacy default stream every blocking stream's last operation, on a blocking stream
+  // the default stream's. Under mu_.
+  void AddLegacyOrderLocked(const Stream& stream, std::vector<Dependency>* deps);
+
   Device* const device_;
   const unsigned flags_;
   const bool primary_;

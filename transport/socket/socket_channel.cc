@@ -339,45 +339,6 @@ class SocketChannel final : public Channel {
   std::string why_;  // GUARDED_BY(why_mu_)
 };
 
-class PendingSocket final : public PendingConnection {
- public:
-  PendingSocket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
-  ~PendingSocket() override {
-    if (fd_ >= 0) close(fd_);
-  }
-  Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) override {
-    if (fd_ < 0) return Internal("already accepted");
-    TuneTcpSocket(fd_);
-    *out = std::make_unique<SocketChannel>(fd_, options, peer_);
-    fd_ = -1;
-    return Status::Ok();
-  }
-  std::string peer() const override { return peer_; }
-
- private:
-  int fd_;
-  const std::string peer_;
-};
-
-class SocketListener final : public Listener {
- public:
-  SocketListener(int fd, uint16_t port) : fd_(fd), port_(port) {}
-  ~SocketListener() override { close(fd_); }
-
-  Status WaitConnection(int timeout_ms, std::unique_ptr<PendingConnection>* out) override {
-    int fd = -1;
-    std::string peer;
-    if (Status s = AcceptTcpSocket(fd_, timeout_ms, &fd, &peer); !s.ok()) return s;
-    *out = std::make_unique<PendingSocket>(fd, std::move(peer));
-    return Status::Ok();
-  }
-  uint16_t port() const override { return port_; }
-
- private:
-  const int fd_;
-  const uint16_t port_;
-};
-
 }  // namespace
 
 Status ConnectSocketChannel(const TransportUrl& url, const ChannelOptions& options,
@@ -390,11 +351,14 @@ Status ConnectSocketChannel(const TransportUrl& url, const ChannelOptions& optio
 }
 
 Status CreateSocketListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
-  int fd = -1;
-  uint16_t port = 0;
-  if (Status s = ListenTcpSocket(url, &fd, &port); !s.ok()) return s;
-  *out = std::make_unique<SocketListener>(fd, port);
-  return Status::Ok();
+  return CreateTcpSocketListener(
+      url,
+      [](int fd, const std::string& peer, const ChannelOptions& options,
+         std::unique_ptr<Channel>* channel) {
+        *channel = std::make_unique<SocketChannel>(fd, options, peer);
+        return Status::Ok();
+      },
+      out);
 }
 
 }  // namespace rgpu

@@ -126,6 +126,50 @@ Status AcceptTcpSocket(int listen_fd, int timeout_ms, int* fd_out, std::string* 
 
 namespace {
 
+class PendingTcpSocket final : public PendingConnection {
+ public:
+  PendingTcpSocket(int fd, std::string peer, std::shared_ptr<const TcpSocketChannelMaker> make)
+      : fd_(fd), peer_(std::move(peer)), make_(std::move(make)) {}
+  ~PendingTcpSocket() override {
+    if (fd_ >= 0) close(fd_);
+  }
+  Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) override {
+    if (fd_ < 0) return Internal("already accepted");
+    TuneTcpSocket(fd_);
+    const int fd = fd_;
+    fd_ = -1;
+    return (*make_)(fd, peer_, options, out);
+  }
+  std::string peer() const override { return peer_; }
+
+ private:
+  int fd_;
+  const std::string peer_;
+  const std::shared_ptr<const TcpSocketChannelMaker> make_;
+};
+
+class TcpSocketListener final : public Listener {
+ public:
+  TcpSocketListener(int fd, uint16_t port, TcpSocketChannelMaker make)
+      : fd_(fd),
+        port_(port),
+        make_(std::make_shared<const TcpSocketChannelMaker>(std::move(make))) {}
+  ~TcpSocketListener() override { close(fd_); }
+  Status WaitConnection(int timeout_ms, std::unique_ptr<PendingConnection>* out) override {
+    int fd = -1;
+    std::string peer;
+    if (Status s = AcceptTcpSocket(fd_, timeout_ms, &fd, &peer); !s.ok()) return s;
+    *out = std::make_unique<PendingTcpSocket>(fd, std::move(peer), make_);
+    return Status::Ok();
+  }
+  uint16_t port() const override { return port_; }
+
+ private:
+  const int fd_;
+  const uint16_t port_;
+  const std::shared_ptr<const TcpSocketChannelMaker> make_;  // shared with pending connections
+};
+
 // True when the hexadecimal "ADDRESS:PORT" of /proc/net/tcp{,6} is `a`. The kernel prints an
 // IPv4 address as one 32-bit word and an IPv6 address as four, each in the host's byte order,
 // and the port as a number.
@@ -155,6 +199,15 @@ bool SameTableAddress(const std::string& text, const sockaddr_storage& a) {
 }
 
 }  // namespace
+
+Status CreateTcpSocketListener(const TransportUrl& url, TcpSocketChannelMaker make,
+                               std::unique_ptr<Listener>* out) {
+  int fd = -1;
+  uint16_t port = 0;
+  if (Status s = ListenTcpSocket(url, &fd, &port); !s.ok()) return s;
+  *out = std::make_unique<TcpSocketListener>(fd, port, std::move(make));
+  return Status::Ok();
+}
 
 Status LocalPeerUser(int fd, uid_t* user) {
   sockaddr_storage mine = {}, theirs = {};

@@ -7,9 +7,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
+#include "transport/channel.h"
 #include "transport/url.h"
 
 namespace rgpu {
@@ -33,6 +36,17 @@ Status ListenTcpSocket(const TransportUrl& url, int* fd, uint16_t* port);
 // `listen_fd` and accepts it: *fd is non-blocking (not yet tuned), *peer its address.
 // kTimeout when none came (or the wait was interrupted).
 Status AcceptTcpSocket(int listen_fd, int timeout_ms, int* fd, std::string* peer);
+
+// Makes a channel over `fd`, an accepted and tuned connection from `peer`, taking the socket over
+// (closed with the channel, or at once on failure).
+using TcpSocketChannelMaker = std::function<Status(
+    int fd, const std::string& peer, const ChannelOptions& options, std::unique_ptr<Channel>* out)>;
+
+// A Listener on url's host and port (port 0: an ephemeral one) whose connections become
+// channels through `make` when accepted (TuneTcpSocket first); a connection never accepted is
+// closed. sock:// and shm:// listen so.
+Status CreateTcpSocketListener(const TransportUrl& url, TcpSocketChannelMaker make,
+                               std::unique_ptr<Listener>* out);
 
 // The user owning the other end of the connected TCP socket `fd`, when that end is on this host
 // (in this network namespace): the kernel's table of TCP sockets (/proc/net/tcp, tcp6) lists it

@@ -63,47 +63,6 @@ class UcxPendingConnection final : public PendingConnection {
   std::string peer_;
 };
 
-// shm://: a connection accepted on the kernel socket, set up over it when accepted.
-class SharedMemoryPendingConnection final : public PendingConnection {
- public:
-  SharedMemoryPendingConnection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
-  ~SharedMemoryPendingConnection() override {
-    if (fd_ >= 0) close(fd_);
-  }
-  Status Accept(const ChannelOptions& options, std::unique_ptr<Channel>* out) override {
-    if (fd_ < 0) return Internal("already accepted");
-    TuneTcpSocket(fd_);
-    const int fd = fd_;
-    fd_ = -1;
-    return UcxChannel::OverSharedMemory(fd, peer_, options, out);
-  }
-  std::string peer() const override { return peer_; }
-
- private:
-  int fd_;
-  const std::string peer_;
-};
-
-// shm://'s listener: a kernel TCP socket (UCX's socket connection set-up would cost a TCP
-// context and its worker on both sides).
-class SharedMemoryListener final : public Listener {
- public:
-  SharedMemoryListener(int fd, uint16_t port) : fd_(fd), port_(port) {}
-  ~SharedMemoryListener() override { close(fd_); }
-  Status WaitConnection(int timeout_ms, std::unique_ptr<PendingConnection>* out) override {
-    int fd = -1;
-    std::string peer;
-    if (Status s = AcceptTcpSocket(fd_, timeout_ms, &fd, &peer); !s.ok()) return s;
-    *out = std::make_unique<SharedMemoryPendingConnection>(fd, std::move(peer));
-    return Status::Ok();
-  }
-  uint16_t port() const override { return port_; }
-
- private:
-  const int fd_;
-  const uint16_t port_;
-};
-
 class UcxListener final : public Listener {
  public:
   ~UcxListener() override {
@@ -200,12 +159,9 @@ Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
 
 Status CreateListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
   if (url.scheme == TransportUrl::Scheme::kShm) {
-    int fd = -1;
-    uint16_t port = 0;
-    Status s = ListenTcpSocket(url, &fd, &port);
-    if (!s.ok()) return s;
-    *out = std::make_unique<SharedMemoryListener>(fd, port);
-    return Status::Ok();
+    // A kernel TCP socket: UCX's socket connection set-up would cost a TCP context and its
+    // worker on both sides.
+    return CreateTcpSocketListener(url, &UcxChannel::OverSharedMemory, out);
   }
   auto listener = std::make_unique<UcxListener>();
   Status s = listener->Init(url);
