@@ -464,6 +464,31 @@ TEST(SharedMemorySetUpTest, MalformedSetUpIsRefused) {
   server.join();
 }
 
+// A listener on every address of both families (a dual-stack socket) and a client over IPv4:
+// each side finds the other's socket in the kernel's tables although they are listed in
+// different ones (tcp6 with a mapped address, tcp), so the same-user check passes.
+TEST(SharedMemorySetUpTest, ADualStackListenerTakesAnIpv4Client) {
+  TransportUrl url;
+  ASSERT_TRUE(TransportUrl::Parse("shm://[::]:0", &url).ok());
+  std::unique_ptr<Listener> listener;
+  if (!CreateListener(url, &listener).ok()) GTEST_SKIP() << "no IPv6 here";
+  TransportUrl v4;
+  ASSERT_TRUE(TransportUrl::Parse("shm://127.0.0.1:" + std::to_string(listener->port()), &v4).ok());
+  Status server_status;
+  std::thread server(EchoServer, listener.get(), &server_status);
+  {
+    std::unique_ptr<Channel> ch;
+    Status s = ConnectChannel(v4, ChannelOptions(), &ch);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE(ch->Send("hello", nullptr, 0).ok());
+    ReceivedMessage m;
+    ASSERT_TRUE(ch->Receive(10000, &m).ok());
+    EXPECT_EQ(m.header, "hello");
+  }
+  server.join();
+  EXPECT_EQ(server_status.code(), Status::Code::kUnavailable) << server_status.ToString();
+}
+
 TEST(TransportUrlTest, Parse) {
   TransportUrl u;
   ASSERT_TRUE(TransportUrl::Parse("tcp://10.0.0.1:1234", &u).ok());

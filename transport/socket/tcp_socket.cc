@@ -170,32 +170,58 @@ class TcpSocketListener final : public Listener {
   const std::shared_ptr<const TcpSocketChannelMaker> make_;  // shared with pending connections
 };
 
-// True when the hexadecimal "ADDRESS:PORT" of /proc/net/tcp{,6} is `a`. The kernel prints an
-// IPv4 address as one 32-bit word and an IPv6 address as four, each in the host's byte order,
-// and the port as a number.
-bool SameTableAddress(const std::string& text, const sockaddr_storage& a) {
-  const size_t colon = text.find(':');
-  if (colon == std::string::npos) return false;
-  const std::string hex = text.substr(0, colon);
-  const unsigned long port = strtoul(text.c_str() + colon + 1, nullptr, 16);
-  auto word = [&](size_t i) {
-    return static_cast<uint32_t>(strtoul(hex.substr(i * 8, 8).c_str(), nullptr, 16));
-  };
+// An address and port in one form for both families (IPv4 as IPv4-mapped IPv6): a dual-stack
+// socket's end shows in /proc/net/tcp6 with a mapped address, its IPv4 peer's in /proc/net/tcp.
+struct TcpEnd {
+  in6_addr address = {};
+  uint16_t port = 0;
+  bool operator==(const TcpEnd& o) const {
+    return port == o.port && memcmp(&address, &o.address, sizeof address) == 0;
+  }
+};
+
+void MapIpv4(uint32_t network_order, in6_addr* out) {
+  *out = {};
+  out->s6_addr[10] = 0xff;
+  out->s6_addr[11] = 0xff;
+  memcpy(out->s6_addr + 12, &network_order, 4);
+}
+
+bool EndOfAddress(const sockaddr_storage& a, TcpEnd* out) {
   if (a.ss_family == AF_INET) {
     const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-    return hex.size() == 8 && word(0) == v4->sin_addr.s_addr && port == ntohs(v4->sin_port);
+    MapIpv4(v4->sin_addr.s_addr, &out->address);
+    out->port = ntohs(v4->sin_port);
+    return true;
   }
   if (a.ss_family == AF_INET6) {
     const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    if (hex.size() != 32 || port != ntohs(v6->sin6_port)) return false;
-    for (size_t i = 0; i < 4; ++i) {
-      uint32_t expected;
-      memcpy(&expected, v6->sin6_addr.s6_addr + 4 * i, 4);
-      if (word(i) != expected) return false;
-    }
+    out->address = v6->sin6_addr;
+    out->port = ntohs(v6->sin6_port);
     return true;
   }
   return false;
+}
+
+// The hexadecimal "ADDRESS:PORT" of /proc/net/tcp{,6}. The kernel prints an IPv4 address as one
+// 32-bit word and an IPv6 address as four, each in the host's byte order, and the port as a
+// number.
+bool EndOfTableEntry(const std::string& text, TcpEnd* out) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos || (colon != 8 && colon != 32)) return false;
+  auto word = [&](size_t i) {
+    return static_cast<uint32_t>(strtoul(text.substr(i * 8, 8).c_str(), nullptr, 16));
+  };
+  if (colon == 8) {
+    MapIpv4(word(0), &out->address);
+  } else {
+    for (size_t i = 0; i < 4; ++i) {
+      const uint32_t w = word(i);
+      memcpy(out->address.s6_addr + 4 * i, &w, 4);
+    }
+  }
+  out->port = static_cast<uint16_t>(strtoul(text.c_str() + colon + 1, nullptr, 16));
+  return true;
 }
 
 }  // namespace
@@ -216,25 +242,33 @@ Status LocalPeerUser(int fd, uid_t* user) {
       getpeername(fd, reinterpret_cast<sockaddr*>(&theirs), &theirs_length) != 0) {
     return NotFound(std::string("not a connected socket: ") + strerror(errno));
   }
-  // The other end's entry: its local address is our peer's, its remote address ours.
-  const char* table = mine.ss_family == AF_INET6 ? "/proc/net/tcp6" : "/proc/net/tcp";
-  std::ifstream in(table);
-  std::string line;
-  std::getline(in, line);  // the column names
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string slot, local, remote, state, queues, timer, retransmits;
-    uid_t uid = 0;
-    if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid)) {
-      continue;
-    }
-    if (SameTableAddress(local, theirs) && SameTableAddress(remote, mine)) {
-      *user = uid;
-      return Status::Ok();
+  // The other end's entry: its local address is our peer's, its remote address ours (in either
+  // table: a dual-stack socket and its IPv4 peer are listed in different ones).
+  TcpEnd peer_end, own_end;
+  if (!EndOfAddress(theirs, &peer_end) || !EndOfAddress(mine, &own_end)) {
+    return NotFound("not a TCP socket");
+  }
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the column names
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits;
+      uid_t uid = 0;
+      if (!(fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid)) {
+        continue;
+      }
+      TcpEnd entry_local, entry_remote;
+      if (EndOfTableEntry(local, &entry_local) && EndOfTableEntry(remote, &entry_remote) &&
+          entry_local == peer_end && entry_remote == own_end) {
+        *user = uid;
+        return Status::Ok();
+      }
     }
   }
   return NotFound("the peer " + DescribeSocketAddress(reinterpret_cast<sockaddr*>(&theirs)) +
-                  " is no socket of this host (" + table + ")");
+                  " is no socket of this host (/proc/net/tcp, tcp6)");
 }
 
 }  // namespace rgpu
