@@ -49,7 +49,7 @@ CUresult RunSynchronously(const std::shared_ptr<Context>& ctx, F&& copy) {
   return ctx->sticky_error();
 }
 
-// Asynchronous copies up to this size run at once when their stream is idle
+// Asynchronous copies and memsets up to this size run at once when their stream is idle
 // (Context::RunNowIfIdle).
 constexpr size_t kShortCopyBytes = 64 << 10;
 
@@ -102,6 +102,7 @@ CUresult CopyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, b
   if (d == nullptr || sa == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto copy = [d, sa, dst, src, n] { memmove(HostOf(d, dst), HostOf(sa, src), n); };
   if (!async) return RunSynchronously(ctx, copy);
+  if (n <= kShortCopyBytes && ctx->RunNowIfIdle(s, copy)) return CUDA_SUCCESS;
   ctx->Enqueue(s, copy);
   return CUDA_SUCCESS;
 }
@@ -125,6 +126,7 @@ CUresult Memset(CUdeviceptr dst, T value, size_t count, CUstream stream, bool as
     }
   };
   if (!async) return RunSynchronously(ctx, fill);
+  if (count * sizeof(T) <= kShortCopyBytes && ctx->RunNowIfIdle(s, fill)) return CUDA_SUCCESS;
   ctx->Enqueue(s, fill);
   return CUDA_SUCCESS;
 }

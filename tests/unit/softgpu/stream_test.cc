@@ -152,9 +152,9 @@ TEST_F(StreamTest, LegacyDefaultStreamWaitsForBlockingStreamsOnly) {
 
 void SleepTwentyMs(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
 
-// A small asynchronous copy runs at once on an idle stream, but never ahead of its stream's
-// queued work or of the legacy default stream's order: behind a closed gate it waits (and its
-// source was taken when it was issued), and once the gate opens it lands in order.
+// A small asynchronous copy (or memset) runs at once on an idle stream, but never ahead of its
+// stream's queued work or of the legacy default stream's order: behind a closed gate it waits (and
+// its source was taken when it was issued), and once the gate opens it lands in order.
 TEST_F(StreamTest, ShortCopiesRunAtOnceOnlyWhenNothingIsAheadOfThem) {
   CUstream s, other;
   CU_ASSERT_OK(cuStreamCreate(&s, 0));
@@ -162,6 +162,9 @@ TEST_F(StreamTest, ShortCopiesRunAtOnceOnlyWhenNothingIsAheadOfThem) {
   CUdeviceptr word;
   CU_ASSERT_OK(cuMemAlloc(&word, 4));
   CU_ASSERT_OK(cuMemsetD32(word, 0, 1));
+  CUdeviceptr second;
+  CU_ASSERT_OK(cuMemAlloc(&second, 8));
+  CU_ASSERT_OK(cuMemsetD32(second, 0, 2));
   // Idle: done when the call returns.
   int value = 5;
   CU_ASSERT_OK(cuMemcpyHtoDAsync(word, &value, 4, s));
@@ -173,10 +176,17 @@ TEST_F(StreamTest, ShortCopiesRunAtOnceOnlyWhenNothingIsAheadOfThem) {
   value = 6;
   CU_ASSERT_OK(cuMemcpyHtoDAsync(word, &value, 4, s));
   value = 99;  // the caller may reuse its buffer once the call returns
+  // A memset and a copy within the device, behind the gate too.
+  CU_ASSERT_OK(cuMemsetD32Async(second, 7, 1, s));
+  CU_ASSERT_OK(cuMemcpyDtoDAsync(second + 4, word, 4, s));
   int seen = -1;
+  int seen_second[2] = {-1, -1};
   CU_ASSERT_OK(cuMemcpyDtoHAsync(&seen, word, 4, other));
+  CU_ASSERT_OK(cuMemcpyDtoHAsync(seen_second, second, 8, other));
   CU_ASSERT_OK(cuStreamSynchronize(other));
   EXPECT_EQ(seen, 5) << "the copy ran ahead of the gate";
+  EXPECT_EQ(seen_second[0], 0) << "the memset ran ahead of the gate";
+  EXPECT_EQ(seen_second[1], 0) << "the device copy ran ahead of the gate";
   // The legacy default stream waits for the blocking stream's gate too.
   int from_default = -1;
   CU_ASSERT_OK(cuMemcpyDtoHAsync(&from_default, word, 4, nullptr));
@@ -186,6 +196,10 @@ TEST_F(StreamTest, ShortCopiesRunAtOnceOnlyWhenNothingIsAheadOfThem) {
   CU_ASSERT_OK(cuCtxSynchronize());
   EXPECT_EQ(Read(word), 6);
   EXPECT_EQ(from_default, 6);
+  const std::vector<int> after = Download<int>(second, 2);
+  EXPECT_EQ(after[0], 7);
+  EXPECT_EQ(after[1], 6);
+  CU_ASSERT_OK(cuMemFree(second));
   CU_ASSERT_OK(cuStreamDestroy(s));
   CU_ASSERT_OK(cuStreamDestroy(other));
   CU_ASSERT_OK(cuMemFree(word));
