@@ -3,7 +3,6 @@
 #include <netdb.h>
 
 #include <poll.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
