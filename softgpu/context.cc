@@ -60,7 +60,7 @@ bool Context::RunNowIfIdle(const std::shared_ptr<Stream>& stream, const std::fun
   std::vector<Dependency> deps;
   std::lock_guard lock(mu_);
   AddLegacyOrderLocked(*stream, &deps);
-  return stream->RunNowIfIdle(op, deps) != 0;
+  return stream->RunNowIfIdle(op, deps);
 }
 
 std::vector<Dependency> Context::DefaultOrder() {

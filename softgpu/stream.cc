@@ -38,27 +38,29 @@ uint64_t Stream::Enqueue(std::function<void()> op, std::vector<Dependency> deps)
   return seq;
 }
 
-uint64_t Stream::RunNowIfIdle(const std::function<void()>& op,
-                              const std::vector<Dependency>& deps) {
+bool Stream::RunNowIfIdle(const std::function<void()>& op, const std::vector<Dependency>& deps) {
   std::lock_guard lock(mu_);
   if (stopping_ || !queue_.empty() || completed_.load(std::memory_order_acquire) != last_seq_) {
-    return 0;
+    return false;
   }
   for (const Dependency& d : deps) {
-    if (d.stream && d.stream.get() != this && !d.stream->Done(d.seq)) return 0;
+    if (d.stream && d.stream.get() != this && !d.stream->Done(d.seq)) return false;
   }
   const uint64_t seq = ++last_seq_;
-  if (context_->sticky_error() == CUDA_SUCCESS && !context_->cancelled().load()) {
-    try {
-      op();
-    } catch (const std::exception& e) {
-      context_->Fail(CUDA_ERROR_UNKNOWN, std::string("stream operation failed: ") + e.what());
-    } catch (...) {
-      context_->Fail(CUDA_ERROR_UNKNOWN, "stream operation failed");
-    }
-  }
+  Run(op);
   completed_.store(seq, std::memory_order_release);
-  return seq;
+  return true;
+}
+
+void Stream::Run(const std::function<void()>& op) {
+  if (context_->sticky_error() != CUDA_SUCCESS || context_->cancelled().load()) return;
+  try {
+    op();
+  } catch (const std::exception& e) {
+    context_->Fail(CUDA_ERROR_UNKNOWN, std::string("stream operation failed: ") + e.what());
+  } catch (...) {
+    context_->Fail(CUDA_ERROR_UNKNOWN, "stream operation failed");
+  }
 }
 
 uint64_t Stream::last_enqueued() const {
@@ -122,15 +124,7 @@ void Stream::WorkerLoop() {
     for (const Dependency& d : op.deps) {
       if (d.stream && d.stream.get() != this) d.stream->Wait(d.seq);
     }
-    if (context_->sticky_error() == CUDA_SUCCESS && !context_->cancelled().load()) {
-      try {
-        op.fn();
-      } catch (const std::exception& e) {
-        context_->Fail(CUDA_ERROR_UNKNOWN, std::string("stream operation failed: ") + e.what());
-      } catch (...) {
-        context_->Fail(CUDA_ERROR_UNKNOWN, "stream operation failed");
-      }
-    }
+    Run(op.fn);
     op.fn = nullptr;
     op.deps.clear();
     bool wake = false;

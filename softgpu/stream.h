@@ -58,11 +58,11 @@ class Stream {
   uint64_t Enqueue(std::function<void()> op, std::vector<Dependency> deps);
   // Runs `op` in the caller's thread, now, when that keeps the stream's order: nothing queued or
   // running here and every dependency completed (what the worker would do next, done sooner: a
-  // short copy behind nothing then costs no hand-over to the worker). Returns its sequence
-  // number, or 0 when it did not run (the caller enqueues it). Skipped like a queued operation
-  // once the context has a sticky error. Holds this stream's lock while `op` runs, so `op` must
-  // be short and must not touch this stream.
-  uint64_t RunNowIfIdle(const std::function<void()>& op, const std::vector<Dependency>& deps);
+  // short copy behind nothing then costs no hand-over to the worker). False when it did not run
+  // (the caller enqueues it). Skipped like a queued operation once the context has a sticky
+  // error. Holds this stream's lock while `op` runs, so `op` must be short and must not touch
+  // this stream.
+  bool RunNowIfIdle(const std::function<void()>& op, const std::vector<Dependency>& deps);
   uint64_t last_enqueued() const;
   bool Done(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
   // Blocks until operation `seq` has completed (or the stream was shut down).
@@ -78,6 +78,9 @@ class Stream {
     std::function<void()> fn;
   };
   void WorkerLoop();
+  // Runs one operation unless the context has a sticky error or was cancelled; an exception
+  // fails the context.
+  void Run(const std::function<void()>& op);
 
   Context* const context_;
   const unsigned flags_;
