@@ -12,6 +12,7 @@
 #include "client/local_server_link.h"
 #include "client/thread_setup.h"
 #include "common/log.h"
+#include "proto/compact_frame.h"
 #include "proto/protocol_version.h"
 #include "proto/session_proof.h"
 
@@ -388,15 +389,22 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
                                 size_t* reply_size, bool surface_async_error) {
   if (lost_) return kServerLost;
   if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
-  // The envelope and its encoding are reused from call to call (no allocation once warm).
-  wire::Call* call = waited_.mutable_call();
-  call->Clear();
   const uint64_t seq = next_seq_++;
-  call->set_seq(seq);
-  call->set_op(static_cast<uint32_t>(op));
-  call->set_ctx(ctx);
-  for (uint64_t a : args) call->add_args(a);
-  if (hand_off_) call->set_hand_off(true);
+  const bool closes_batch =
+      batch_.has_batch() && batch_.batch().calls_size() > 0 && payload_size <= kBatchPayloadLimit;
+  // A call that travels alone and is not handed off goes as a compact frame, without protobuf
+  // (proto/compact_frame.h); otherwise as an Envelope, reused from call to call (no allocation
+  // once warm), as is the encoding.
+  const bool compact_call = !closes_batch && !hand_off_ && args.size() <= compact::kMaxWords;
+  if (!compact_call) {
+    wire::Call* call = waited_.mutable_call();
+    call->Clear();
+    call->set_seq(seq);
+    call->set_op(static_cast<uint32_t>(op));
+    call->set_ctx(ctx);
+    for (uint64_t a : args) call->add_args(a);
+    if (hand_off_) call->set_hand_off(true);
+  }
   if (LogEnabled(LogLevel::kDebug)) {
     const OpInfo* info = FindOp(static_cast<uint32_t>(op));
     RGPU_LOG_DEBUG("round trip %llu: %s (after %d posted)", (unsigned long long)++round_trips_,
@@ -404,25 +412,73 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
                    batch_.has_batch() ? batch_.batch().calls_size() : 0);
   }
   Status s;
-  if (batch_.has_batch() && batch_.batch().calls_size() > 0 && payload_size <= kBatchPayloadLimit) {
+  if (closes_batch) {
     // The waited-for call closes the batch: one message for the whole round trip.
-    AddToBatch(*call, payload, payload_size);
+    AddToBatch(waited_.call(), payload, payload_size);
     s = SendBatch();
   } else {
     s = SendBatch();
     if (s.ok()) {
-      waited_.SerializeToString(&waited_bytes_);
+      if (compact_call) {
+        compact::EncodeCall(static_cast<uint32_t>(op), seq, ctx, args, &waited_bytes_);
+      } else {
+        waited_.SerializeToString(&waited_bytes_);
+      }
       s = channel_->Send(waited_bytes_, payload, payload_size);
     }
   }
   if (!s.ok()) return Fail(s.ToString());
   pending_reply_ = reply_buffer;
+  // The end of a round trip, once its reply is decoded: `result` as applied, `value_count`
+  // values read with value(i).
+  auto finish = [&](CUresult result, size_t value_count, auto value,
+                    const ReceivedMessage& m) -> CUresult {
+    if (values != nullptr) {
+      values->resize(value_count);
+      for (size_t i = 0; i < value_count; ++i) (*values)[i] = value(i);
+    }
+    if (m.payload_size > 0) {
+      if (m.payload_size > reply_buffer.capacity) {
+        return Fail("reply payload larger than the buffer it was meant for");
+      }
+      if (m.payload != reply_buffer.data) memcpy(reply_buffer.data, m.payload, m.payload_size);
+    }
+    if (reply_size != nullptr) *reply_size = m.payload_size;
+    return result;
+  };
   for (;;) {
     ReceivedMessage m;
     s = channel_->Receive(-1, &m);
     if (!s.ok()) {
       pending_reply_ = {};
       return Fail(s.ToString());
+    }
+    const OpInfo* info = FindOp(static_cast<uint32_t>(op));
+    if (compact::IsCompact(m.header)) {
+      compact::Reply r;
+      if (!compact::DecodeReply(m.header, &r)) {
+        pending_reply_ = {};
+        return Fail("malformed message from server");
+      }
+      if (r.seq() != seq) {
+        RGPU_LOG_WARN("ignoring a reply to call %llu while waiting for %llu",
+                      (unsigned long long)r.seq(), (unsigned long long)seq);
+        continue;
+      }
+      pending_reply_ = {};
+      in_flight_calls_ = in_flight_bytes_ = 0;  // the server has taken every earlier call
+      s = channel_->Flush();
+      if (!s.ok()) return Fail(s.ToString());
+      handed_off_ = false;
+      const CUresult result =
+          ApplyResultLocked(op, ctx, static_cast<CUresult>(r.result()), surface_async_error);
+      const CUresult done = finish(
+          result, r.value_count(), [&](size_t i) { return r.value(i); }, m);
+      if (r.result() == CUDA_SUCCESS && info != nullptr &&
+          r.value_count() < static_cast<size_t>(info->result_count)) {
+        return Fail(std::string("short reply to ") + info->name);
+      }
+      return done;
     }
     // Decoded on an arena whose first block is on the stack: no allocation for a reply.
     alignas(16) char block[2048];
@@ -450,13 +506,14 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
     }
     if (in.reply().has_moved()) {
       // The session left that server before this call ran: everything before it ran there (what
-      // it left for the program comes with this answer); the call goes again where it went.
+      // it left for the program comes with this answer); the call goes again where it went,
+      // encoded as it was.
       pending_reply_ = {};
       in_flight_calls_ = in_flight_bytes_ = 0;
       ApplyReplyLocked(op, ctx, in.reply(), false);
       s = MoveLocked(in.reply().moved());
       if (!s.ok()) return Fail("the session moved but could not be resumed: " + s.ToString());
-      waited_.SerializeToString(&waited_bytes_);
+      if (closes_batch) waited_.SerializeToString(&waited_bytes_);
       s = channel_->Send(waited_bytes_, payload, payload_size);
       if (!s.ok()) return Fail(s.ToString());
       pending_reply_ = reply_buffer;
@@ -471,20 +528,13 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
     // A wait handed to a lane: its result, and an earlier failure, are the lane's to report.
     handed_off_ = hand_off_ && r.handed_off();
     const CUresult result = ApplyReplyLocked(op, ctx, r, surface_async_error && !handed_off_);
-    const OpInfo* info = FindOp(static_cast<uint32_t>(op));
-    if (values != nullptr) values->assign(r.values().begin(), r.values().end());
-    if (m.payload_size > 0) {
-      if (m.payload_size > reply_buffer.capacity) {
-        return Fail("reply payload larger than the buffer it was meant for");
-      }
-      if (m.payload != reply_buffer.data) memcpy(reply_buffer.data, m.payload, m.payload_size);
-    }
-    if (reply_size != nullptr) *reply_size = m.payload_size;
+    const CUresult done = finish(
+        result, r.values_size(), [&](size_t i) { return r.values(i); }, m);
     // A successful reply must carry the values its operation promises.
     if (r.result() == CUDA_SUCCESS && info != nullptr && r.values_size() < info->result_count) {
       return Fail(std::string("short reply to ") + info->name);
     }
-    return result;
+    return done;
   }
 }
 
@@ -504,7 +554,6 @@ CUresult Connection::ApplyReplyLocked(Op op, uint64_t ctx, const wire::Reply& r,
     RGPU_LOG_DEBUG("%s failed on the server: %d (%s)", info ? info->name : "?", r.result(),
                    r.message().c_str());
   }
-  CUresult result = static_cast<CUresult>(r.result());
   if (r.async_error() != CUDA_SUCCESS) {
     RGPU_LOG_DEBUG("an earlier asynchronous call failed: %d (%s)", r.async_error(),
                    r.async_error_detail().c_str());
@@ -513,6 +562,12 @@ CUresult Connection::ApplyReplyLocked(Op op, uint64_t ctx, const wire::Reply& r,
       sticky_.emplace(r.async_error_ctx(), static_cast<CUresult>(r.async_error()));
     }
   }
+  return ApplyResultLocked(op, ctx, static_cast<CUresult>(r.result()), surface_async_error);
+}
+
+CUresult Connection::ApplyResultLocked(Op op, uint64_t ctx, CUresult result,
+                                       bool surface_async_error) {
+  const OpInfo* info = FindOp(static_cast<uint32_t>(op));
   if (IsStickyError(result) && ctx != 0) sticky_.emplace(ctx, result);
   // An asynchronous failure is reported by the next call that succeeds and returns nothing
   // else (a synchronize, a query, a copy), as CUDA reports asynchronous errors; a call that

@@ -233,6 +233,9 @@ class Connection {
   // Applies a reply's asynchronous error and sticky state and returns the call's result, as
   // CallLocked does (mu_ held).
   CUresult ApplyReplyLocked(Op op, uint64_t ctx, const wire::Reply& r, bool surface_async_error);
+  // The part of ApplyReplyLocked every reply needs, compact ones included: a sticky `result`,
+  // and an earlier posted call's failure returned in its place when it may be.
+  CUresult ApplyResultLocked(Op op, uint64_t ctx, CUresult result, bool surface_async_error);
   // Ends every wait on the server: the connection's and every lane's (the server is gone).
   void AbandonAll(const std::string& why);
   // Takes a ReadData message: its bytes (unless they already landed in place) into the
@@ -253,9 +256,9 @@ class Connection {
   std::unique_ptr<Channel> channel_;
   wire::Welcome welcome_;
   uint64_t next_seq_ = 1;
-  wire::Envelope posted_;  // reused for every posted call
-  wire::Envelope waited_;  // reused for every call that waits, and its encoding
-  std::string waited_bytes_;
+  wire::Envelope posted_;     // reused for every posted call
+  wire::Envelope waited_;     // reused for every call that waits, and its encoding
+  std::string waited_bytes_;  // (or the call's compact frame, proto/compact_frame.h)
   // A posted call's failure, reported by the server, not yet returned to the program.
   CUresult async_error_ = CUDA_SUCCESS;
   // Contexts (session ids) that hit an error CUDA makes sticky: every later call on them fails

@@ -5,7 +5,8 @@
 #include <cstdint>
 
 namespace rgpu {
-// 15: sessions in processes of their own (Welcome.redirect_port, redirect_token); 14: sessions
-// that move (Reply.moved, Resume); 13: posted reads (ReadData), posted PrimaryCtxRetain.
-constexpr uint32_t kProtocolVersion = 15;
+// 16: compact frames for waited calls and plain replies (proto/compact_frame.h); 15: sessions in
+// processes of their own (Welcome.redirect_port, redirect_token); 14: sessions that move
+// (Reply.moved, Resume); 13: posted reads (ReadData), posted PrimaryCtxRetain.
+constexpr uint32_t kProtocolVersion = 16;
 }  // namespace rgpu

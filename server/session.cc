@@ -12,6 +12,7 @@
 
 #include "common/fatbin.h"
 #include "common/log.h"
+#include "proto/compact_frame.h"
 #include "proto/crypto.h"
 #include "proto/protocol_version.h"
 #include "proto/session_proof.h"
@@ -538,6 +539,13 @@ bool Session::ServerDevice(uint64_t ordinal, int* index) const {
 }
 
 bool Session::Serve(ReceivedMessage& m) {
+  if (compact::IsCompact(m.header)) {
+    if (!compact::DecodeCall(m.header, &compact_call_)) {
+      CloseWithReason("malformed compact call (" + std::to_string(m.header.size()) + " bytes)");
+      return false;
+    }
+    return ServeSingle(compact_call_, m, true);
+  }
   // Decoded on an arena whose first block is the session's own: a message of a few calls costs
   // no allocation.
   google::protobuf::ArenaOptions arena_options;
@@ -565,21 +573,14 @@ bool Session::Serve(ReceivedMessage& m) {
     }
     return in.goodbye().status() == 0;
   }
-  if (m.payload_pending && !(in.body_case() == wire::Envelope::kCall &&
-                             in.call().op() == static_cast<uint32_t>(Op::kMemcpyHtoD))) {
-    // Only host-to-device copies take their payload straight into device memory.
+  if (in.body_case() == wire::Envelope::kCall) return ServeSingle(in.call(), m, false);
+  if (m.payload_pending) {
     Status s = channel_->FetchPayload(&m, nullptr);
     if (!s.ok()) {
       RGPU_LOG_INFO("session %llu: payload lost (%s)", (unsigned long long)id_,
                     s.ToString().c_str());
       return false;
     }
-  }
-  if (in.body_case() == wire::Envelope::kCall) {
-    unfetched_ = m.payload_pending ? &m : nullptr;
-    const bool ok = ServeCall(in.call(), m.payload, m.payload_size);
-    unfetched_ = nullptr;
-    return ok;
   }
   if (in.body_case() == wire::Envelope::kBatch) {
     const wire::Batch& b = in.batch();
@@ -609,6 +610,22 @@ bool Session::Serve(ReceivedMessage& m) {
   CloseWithReason("unexpected message kind " + std::to_string(in.body_case()) +
                   " in a running session");
   return false;
+}
+
+bool Session::ServeSingle(const wire::Call& call, ReceivedMessage& m, bool compact_reply) {
+  if (m.payload_pending && call.op() != static_cast<uint32_t>(Op::kMemcpyHtoD)) {
+    // Only host-to-device copies take their payload straight into device memory.
+    Status s = channel_->FetchPayload(&m, nullptr);
+    if (!s.ok()) {
+      RGPU_LOG_INFO("session %llu: payload lost (%s)", (unsigned long long)id_,
+                    s.ToString().c_str());
+      return false;
+    }
+  }
+  unfetched_ = m.payload_pending ? &m : nullptr;
+  const bool ok = ServeCall(call, m.payload, m.payload_size, compact_reply);
+  unfetched_ = nullptr;
+  return ok;
 }
 
 CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
@@ -736,7 +753,8 @@ KernelTurns* Session::TurnsOf(ContextRecord* ctx) {
   return ctx->turns.get();
 }
 
-bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size) {
+bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_size,
+                        bool compact_reply) {
   AddOwned(bytes_in_, payload_size);
   if (!call.posted()) AddOwned(waited_calls_, 1);
   // One reply envelope, cleared and refilled for every call (no allocation once warm).
@@ -792,7 +810,11 @@ bool Session::ServeCall(const wire::Call& call, char* payload, size_t payload_si
   if (!posted_reads_.empty()) SendFinishedReads();
   ReportPending(reply);
   AddOwned(bytes_out_, cs.out_size);
-  reply_envelope_.SerializeToString(&reply_bytes_);
+  if (compact_reply && compact::IsPlain(*reply)) {
+    compact::EncodeReply(*reply, &reply_bytes_);
+  } else {
+    reply_envelope_.SerializeToString(&reply_bytes_);
+  }
   Status s = channel_->Send(reply_bytes_, cs.out_payload, cs.out_size);
   return s.ok();
 }

@@ -293,11 +293,17 @@ class Session {
   // The server's device index of the session's device `ordinal` (the i-th its token grants);
   // false when it sees no such device.
   bool ServerDevice(uint64_t ordinal, int* index) const;
-  // Decodes, validates and executes one message; false ends the session.
+  // Decodes, validates and executes one message (an Envelope or a compact call,
+  // proto/compact_frame.h); false ends the session.
   bool Serve(ReceivedMessage& message);
+  // Executes a message's one call: fetches its payload unless it goes straight to device memory,
+  // then ServeCall.
+  bool ServeSingle(const wire::Call& call, ReceivedMessage& m, bool compact_reply);
   // Validates and executes one call whose payload is payload[0, payload_size) and sends its
-  // reply unless it was posted; false ends the session.
-  bool ServeCall(const wire::Call& call, char* payload, size_t payload_size);
+  // reply unless it was posted (`compact_reply`: as a compact frame when the reply is plain);
+  // false ends the session.
+  bool ServeCall(const wire::Call& call, char* payload, size_t payload_size,
+                 bool compact_reply = false);
   // The checks every call gets (a known operation, its argument count, whether it may be posted
   // and take a payload, its context), then its operation; meters it. cs carries the call, its
   // payload and where its results go; cs.detail says why it failed.
@@ -566,6 +572,7 @@ class Session {
   ReceivedMessage* unfetched_ = nullptr;  // Serve's message while its payload is deferred
   alignas(16) char arena_block_[8192];    // first block of the arena Serve decodes on
   wire::Envelope reply_envelope_;         // ServeCall's reply, reused
+  wire::Call compact_call_;               // a compact call decoded, reused
   std::string reply_bytes_;               // its encoding, reused
   TenantTable* tenants_;
   std::string refusal_;

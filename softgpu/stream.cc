@@ -24,7 +24,8 @@ bool Stream::blocking() const { return !is_default_ && !(flags_ & CU_STREAM_NON_
 
 uint64_t Stream::Enqueue(std::function<void()> op, std::vector<Dependency> deps) {
   std::lock_guard lock(mu_);
-  const uint64_t seq = ++last_seq_;
+  const uint64_t seq = last_seq_.load(std::memory_order_relaxed) + 1;
+  last_seq_.store(seq, std::memory_order_release);
   if (stopping_) {
     // A destroyed stream accepts nothing; report the work as done without running it.
     completed_.store(seq, std::memory_order_release);
@@ -40,13 +41,15 @@ uint64_t Stream::Enqueue(std::function<void()> op, std::vector<Dependency> deps)
 
 bool Stream::RunNowIfIdle(const std::function<void()>& op, const std::vector<Dependency>& deps) {
   std::lock_guard lock(mu_);
-  if (stopping_ || !queue_.empty() || completed_.load(std::memory_order_acquire) != last_seq_) {
+  const uint64_t last = last_seq_.load(std::memory_order_relaxed);
+  if (stopping_ || !queue_.empty() || completed_.load(std::memory_order_acquire) != last) {
     return false;
   }
   for (const Dependency& d : deps) {
     if (d.stream && d.stream.get() != this && !d.stream->Done(d.seq)) return false;
   }
-  const uint64_t seq = ++last_seq_;
+  const uint64_t seq = last + 1;
+  last_seq_.store(seq, std::memory_order_release);
   Run(op);
   completed_.store(seq, std::memory_order_release);
   return true;
@@ -63,10 +66,7 @@ void Stream::Run(const std::function<void()>& op) {
   }
 }
 
-uint64_t Stream::last_enqueued() const {
-  std::lock_guard lock(mu_);
-  return last_seq_;
-}
+uint64_t Stream::last_enqueued() const { return last_seq_.load(std::memory_order_acquire); }
 
 void Stream::Wait(uint64_t seq) {
   if (Done(seq)) return;
@@ -100,7 +100,7 @@ void Stream::Shutdown() {
   }
   stopped_.store(true);
   std::lock_guard lock(mu_);
-  completed_.store(last_seq_, std::memory_order_release);
+  completed_.store(last_seq_.load(std::memory_order_relaxed), std::memory_order_release);
   done_.notify_all();
 }
 

@@ -91,7 +91,8 @@ class Stream {
   std::condition_variable done_;
   std::deque<Op> queue_;
   Hints hints_;  // guarded by mu_
-  uint64_t last_seq_ = 0;
+  // The last operation's sequence number: written under mu_, read without it (last_enqueued).
+  std::atomic<uint64_t> last_seq_{0};
   std::atomic<uint64_t> completed_{0};
   // The earliest operation a sleeping Wait waits for (no waiter: the largest value), guarded by
   // mu_: the worker wakes waiters only when it completes that one, not after every operation (a

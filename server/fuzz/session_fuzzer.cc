@@ -5,11 +5,12 @@
 // the right proof of a known token, a proof taken from the input, or nothing), a status request
 // or a reachability probe with fuzzed credentials and nonces. The rest is read as a sequence of
 // messages: raw bytes as the message header (garbage, truncated or oversized envelopes), a
-// well-formed Call, or a Batch of calls with fuzzed payload sizes, whose operations, contexts,
-// arguments (small, full 64-bit, or near a power of two or 2^64, where size arithmetic overflows)
-// and payloads all come from the input, so the fuzzer reaches every handler's validation. Some
-// inputs run two sessions at once on halves of the script. When the sessions end, all device
-// memory must be back: anything else is a leak and aborts.
+// well-formed Call, a compact call (its word count sometimes wrong), or a Batch of calls with
+// fuzzed payload sizes, whose operations, contexts, arguments (small, full 64-bit, or near a
+// power of two or 2^64, where size arithmetic overflows) and payloads all come from the input,
+// so the fuzzer reaches every handler's validation. Some inputs run two sessions at once on
+// halves of the script. When the sessions end, all device memory must be back: anything else is
+// a leak and aborts.
 #include <cuda.h>
 
 #include <atomic>
@@ -22,6 +23,7 @@
 
 #include <unistd.h>
 
+#include "proto/compact_frame.h"
 #include "proto/ops.h"
 #include "proto/protocol_version.h"
 #include "proto/rgpu.pb.h"
@@ -240,6 +242,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         b->add_payload_sizes(in.Take(1) & 1 ? Argument(in) : in.Take(1) % 64);
       }
       script.emplace_back(Envelope(batch), in.Bytes(in.Take(2) % 4096));
+      continue;
+    }
+    if (kind < 64) {  // a compact call (proto/compact_frame.h), its word count sometimes wrong
+      const wire::Call c = FuzzedCall(in, script.size(), false);
+      std::string frame;
+      compact::EncodeCall(c.op(), c.seq(), c.ctx(), {c.args().data(), size_t(c.args_size())},
+                          &frame);
+      if (kind & 1) frame[2] = static_cast<char>(in.Take(1));
+      script.emplace_back(std::move(frame), in.Bytes(in.Take(2) % 4096));
       continue;
     }
     wire::Envelope call;

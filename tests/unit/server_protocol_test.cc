@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "proto/calls.h"
+#include "proto/compact_frame.h"
 #include "tests/unit/raw_peer.h"
 
 namespace rgpu {
@@ -222,6 +223,59 @@ TEST_F(ServerProtocolTest, MalformedMessageClosesOnlyThatSession) {
     EXPECT_EQ(bye.body_case(), wire::Envelope::kGoodbye);
   }
   EXPECT_EQ(Exchange(good.get(), Call(2, Op::kMemGetInfo, ctx, {})).reply().result(), CUDA_SUCCESS);
+}
+
+// A compact call (proto/compact_frame.h) is served as its Envelope would be: a plain reply comes
+// back compact, a failure with its detail as an Envelope.
+TEST_F(ServerProtocolTest, CompactCallsGetCompactPlainReplies) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t size[] = {4096};
+  std::string frame;
+  compact::EncodeCall(static_cast<uint32_t>(Op::kMemAlloc), 7, ctx, size, &frame);
+  ASSERT_TRUE(ch->Send(frame, nullptr, 0).ok());
+  ReceivedMessage m;
+  ASSERT_TRUE(ch->Receive(10000, &m).ok());
+  compact::Reply reply;
+  ASSERT_TRUE(compact::DecodeReply(m.header, &reply));
+  EXPECT_EQ(reply.seq(), 7u);
+  EXPECT_EQ(reply.result(), CUDA_SUCCESS);
+  ASSERT_EQ(reply.value_count(), 1u);
+  EXPECT_NE(reply.value(0), 0u);
+  // The allocation is the session's: an Envelope call frees it.
+  EXPECT_EQ(Result(ch.get(), Call(8, Op::kMemFree, ctx, {reply.value(0)})), CUDA_SUCCESS);
+  // A failure comes as an Envelope, with why.
+  compact::EncodeCall(static_cast<uint32_t>(Op::kMemAlloc), 9, ctx + 1000, size, &frame);
+  ASSERT_TRUE(ch->Send(frame, nullptr, 0).ok());
+  wire::Envelope failed = Next(ch.get());
+  ASSERT_EQ(failed.body_case(), wire::Envelope::kReply);
+  EXPECT_EQ(failed.reply().seq(), 9u);
+  EXPECT_EQ(failed.reply().result(), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_FALSE(failed.reply().message().empty());
+}
+
+// A compact frame whose counts do not match its size (it would make the server read past the
+// message) closes only the sender's session, with the reason in the Goodbye.
+TEST_F(ServerProtocolTest, MalformedCompactCallsCloseOnlyThatSession) {
+  auto good = Connect();
+  const uint64_t good_ctx = OpenSession(good.get());
+  const uint64_t size[] = {4096};
+  std::string frame;
+  compact::EncodeCall(static_cast<uint32_t>(Op::kMemAlloc), 3, 1, size, &frame);
+  std::string over_counted = frame;
+  over_counted[2] = 32;  // 32 arguments claimed, one sent
+  std::string reply_kind = frame;
+  reply_kind[1] = 2;  // a reply sent to the server
+  for (const std::string& bad_frame : {over_counted, frame.substr(0, 20), reply_kind}) {
+    auto bad = Connect();
+    OpenSession(bad.get());
+    ASSERT_TRUE(bad->Send(bad_frame, nullptr, 0).ok());
+    wire::Envelope bye = Next(bad.get());
+    ASSERT_EQ(bye.body_case(), wire::Envelope::kGoodbye);
+    EXPECT_NE(bye.goodbye().reason().find("malformed compact call"), std::string::npos);
+  }
+  EXPECT_EQ(Exchange(good.get(), Call(2, Op::kMemGetInfo, good_ctx, {})).reply().result(),
+            CUDA_SUCCESS);
 }
 
 // A batch runs its posted calls in order and answers only the last one; the payloads are found at
