@@ -80,11 +80,9 @@ CUresult ResolveStream(CUstream stream, CUctx_st** ctx, uint64_t* remote) {
   }
   CUresult r = ClientState::Get().CheckInitialized();
   if (r != CUDA_SUCCESS) return r;
-  if (!ClientState::Get().IsLive(stream) || stream->kind != ObjectKind::kStream) {
-    return CUDA_ERROR_INVALID_HANDLE;
-  }
-  r = CheckContext(stream->ctx);
+  r = ClientState::Get().CheckStream(stream);
   if (r != CUDA_SUCCESS) return r;
+  if (stream->ctx->remote == 0) return CUDA_ERROR_INVALID_CONTEXT;  // as CheckContext
   *ctx = stream->ctx;
   *remote = stream->remote;
   return CUDA_SUCCESS;

@@ -287,6 +287,16 @@ bool ClientState::IsLive(const void* object) {
   return live_.count(object) > 0;
 }
 
+CUresult ClientState::CheckStream(CUstream stream) {
+  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  if (live_.count(stream) == 0 || stream->kind != ObjectKind::kStream) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return stream->ctx != nullptr && live_.count(stream->ctx) > 0 ? CUDA_SUCCESS
+                                                                : CUDA_ERROR_INVALID_CONTEXT;
+}
+
 std::vector<CUctx_st*>& ContextStack() {
   thread_local std::vector<CUctx_st*> stack;
   return stack;

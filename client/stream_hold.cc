@@ -45,6 +45,9 @@ HostWork& W() {
   return *w;
 }
 thread_local bool t_on_host_worker = false;
+// Set (under objects_mutex) once any stream has been blocked: until then no stream holds work and
+// no held work failed, and StreamHeld and WaitStreamDrained answer without a lock.
+std::atomic<bool> g_holds_used{false};
 
 // Starts a detached thread of the program's C library (set by the interposer when it loads this
 // runtime; null when loaded otherwise).
@@ -129,6 +132,7 @@ CUresult EnqueueHostWork(CUstream stream, std::function<void(CUresult)> work) {
     StreamHold* hold = HoldOf(stream, &owner);
     if (hold == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     hold->blocked = true;
+    g_holds_used.store(true, std::memory_order_release);
     ctx->host_work++;
     if (stream == CU_STREAM_PER_THREAD) sync_stream = rgpu::client::ExistingPerThreadStream(ctx);
   }
@@ -215,6 +219,7 @@ bool CaptureStreamWait(CUstream stream, CUevent event) {
 }
 
 bool StreamHeld(CUstream stream) {
+  if (!g_holds_used.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   CUctx_st* ctx = nullptr;
   StreamHold* hold = HoldOf(stream, &ctx);
@@ -223,6 +228,7 @@ bool StreamHeld(CUstream stream) {
 
 CUresult WaitStreamDrained(CUstream stream) {
   if (t_on_host_worker) return CUDA_SUCCESS;  // the worker itself waits for nothing held
+  if (!g_holds_used.load(std::memory_order_acquire)) return CUDA_SUCCESS;
   std::unique_lock<std::mutex> lock(ClientState::Get().objects_mutex());
   CUctx_st* ctx = nullptr;
   StreamHold* hold = HoldOf(stream, &ctx);
@@ -256,6 +262,7 @@ CUresult HoldUntilEvent(CUstream stream, CUevent event, bool same_server, unsign
     StreamHold* hold = HoldOf(stream, &owner);
     if (hold == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     hold->blocked = true;  // it was not (Defer holds whatever comes while a stream is blocked)
+    g_holds_used.store(true, std::memory_order_release);
     ctx->host_work++;
   }
   // The event's id, context and count of held records, not its handle: the program may destroy
