@@ -1,6 +1,7 @@
 #include "cli/bench.h"
 #include "cli/run_program.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,11 +23,18 @@
 namespace rgpu::cli {
 namespace {
 
-// Starts `argv` with `env` added to the environment; stdout/stderr to `out_path` when given.
+// Starts `argv` with `env` added to the environment; stdout/stderr to `out_path` when given;
+// on CPU `cpu` only when it is not negative.
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const std::string& out_path) {
+            const std::string& out_path, int cpu = -1) {
   pid_t pid = fork();
   if (pid != 0) return pid;
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+  }
   for (const std::string& e : env) putenv(strdup(e.c_str()));
   if (!out_path.empty()) {
     FILE* f = fopen(out_path.c_str(), "w");
@@ -55,10 +63,11 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-// Runs a command to completion and returns its output; rc through *rc.
+// Runs a command to completion (on CPU `cpu` when not negative) and returns its output; rc
+// through *rc.
 std::string Run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                const std::string& scratch, int* rc) {
-  pid_t pid = Spawn(argv, env, scratch);
+                const std::string& scratch, int* rc, int cpu = -1) {
+  pid_t pid = Spawn(argv, env, scratch, cpu);
   *rc = Wait(pid);
   return ReadAll(scratch);
 }
@@ -228,7 +237,7 @@ int RunBench(const BenchOptions& o) {
   // rgpu-server on the software GPU.
   pid_t server = Spawn({bin + "/rgpu-server", "--listen", o.transport + "://127.0.0.1:0",
                         "--backend", "softgpu", "--port-file", work + "/url"},
-                       {}, work + "/server.log");
+                       {}, work + "/server.log", o.pin ? 0 : -1);
   std::string url;
   for (int i = 0; i < 200 && url.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -245,7 +254,7 @@ int RunBench(const BenchOptions& o) {
   int rc = 0;
   std::string remote_out =
       Run(args, {"LD_PRELOAD=" + lib + "/librgpu-cuda.so", "RGPU_SERVER=" + url},
-          work + "/remote.txt", &rc);
+          work + "/remote.txt", &rc, o.pin ? 1 : -1);
   kill(server, SIGTERM);
   Wait(server);
   if (rc != 0) {
@@ -289,6 +298,8 @@ int RunBench(const BenchOptions& o) {
 
   printf("rgpu bench over %s (software GPU; medians; floor: %s)\n", o.transport.c_str(),
          kernel_socket ? "sockperf TCP round trip, iperf3 bandwidth" : "ucx_perftest");
+  printf("  placement: %s\n", o.pin ? "rgpu-server on cpu 0, the program on cpu 1 (as the floor)"
+                                    : "where the kernel puts them (ucx_perftest: cpus 0 and 1)");
   printf("  %-28s %12s %12s %10s\n", "metric", "rgpu", "floor/local", "ratio");
   auto row = [&](const char* name, double value, double reference, const char* ratio_key) {
     printf("  %-28s %12.2f %12.2f %10.2f\n", name, value, reference, result[ratio_key]);
@@ -317,7 +328,7 @@ int RunBench(const BenchOptions& o) {
   printf("  %-28s %12.2f\n", "graph launch call (us)", result["graph_launch_us"]);
 
   std::ostringstream json;
-  json << "{\"transport\": \"" << o.transport << "\"";
+  json << "{\"transport\": \"" << o.transport << "\", \"pinned\": " << (o.pin ? 1 : 0);
   for (const auto& [k, v] : result) json << ", \"" << k << "\": " << v;
   json << "}";
   printf("%s\n", json.str().c_str());

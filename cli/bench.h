@@ -13,6 +13,9 @@ struct BenchOptions {
   std::string json_path;          // where to write the JSON object (empty: stdout only)
   std::string png_path;           // chart of copy latency (empty: none)
   bool quick = false;             // fewer repetitions (for smoke tests)
+  // rgpu-server on CPU 0 and the measured program on CPU 1, as the floor's ucx_perftest runs
+  // (-c 0, -c 1); otherwise both go where the kernel puts them.
+  bool pin = false;
 };
 
 // Returns the process exit code.

@@ -220,6 +220,8 @@ int main(int argc, char** argv) {
   bench->add_option("--json", bench_options.json_path, "write the results as JSON here");
   bench->add_option("--png", bench_options.png_path, "draw the copy-latency curve here (gnuplot)");
   bench->add_flag("--quick", bench_options.quick, "fewer repetitions (a smoke test)");
+  bench->add_flag("--pin", bench_options.pin,
+                  "rgpu-server on cpu 0 and the program on cpu 1, as the floor runs");
 
   CLI::App* token_cmd = app.add_subcommand("token", "session tokens signed with Ed25519");
   token_cmd->require_subcommand(1);
