@@ -242,8 +242,23 @@ TEST_F(ServerProtocolTest, CompactCallsGetCompactPlainReplies) {
   EXPECT_EQ(reply.result(), CUDA_SUCCESS);
   ASSERT_EQ(reply.value_count(), 1u);
   EXPECT_NE(reply.value(0), 0u);
+  // A compact call may carry a payload, and a compact reply one back.
+  const uint64_t ptr = reply.value(0);
+  const uint64_t copy_in[] = {ptr, 5, 0, 0}, copy_out[] = {ptr, 5, 0, 0};
+  compact::EncodeCall(static_cast<uint32_t>(Op::kMemcpyHtoD), 20, ctx, copy_in, &frame);
+  ASSERT_TRUE(ch->Send(frame, "abcde", 5).ok());
+  ASSERT_TRUE(ch->Receive(10000, &m).ok());
+  ASSERT_TRUE(compact::DecodeReply(m.header, &reply));
+  EXPECT_EQ(reply.result(), CUDA_SUCCESS);
+  compact::EncodeCall(static_cast<uint32_t>(Op::kMemcpyDtoH), 21, ctx, copy_out, &frame);
+  ASSERT_TRUE(ch->Send(frame, nullptr, 0).ok());
+  ASSERT_TRUE(ch->Receive(10000, &m).ok());
+  ASSERT_TRUE(compact::DecodeReply(m.header, &reply));
+  EXPECT_EQ(reply.seq(), 21u);
+  EXPECT_EQ(reply.result(), CUDA_SUCCESS);
+  EXPECT_EQ(std::string(m.payload, m.payload_size), "abcde");
   // The allocation is the session's: an Envelope call frees it.
-  EXPECT_EQ(Result(ch.get(), Call(8, Op::kMemFree, ctx, {reply.value(0)})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(ch.get(), Call(8, Op::kMemFree, ctx, {ptr})), CUDA_SUCCESS);
   // A failure comes as an Envelope, with why.
   compact::EncodeCall(static_cast<uint32_t>(Op::kMemAlloc), 9, ctx + 1000, size, &frame);
   ASSERT_TRUE(ch->Send(frame, nullptr, 0).ok());
