@@ -429,10 +429,23 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
   }
   if (!s.ok()) return Fail(s.ToString());
   pending_reply_ = reply_buffer;
-  // The end of a round trip, once its reply is decoded: `result` as applied, `value_count`
-  // values read with value(i).
-  auto finish = [&](CUresult result, size_t value_count, auto value,
-                    const ReceivedMessage& m) -> CUresult {
+  const OpInfo* info = FindOp(static_cast<uint32_t>(op));
+  // The end of a round trip, once its reply has arrived (in `m`) and been decoded: its result
+  // `code`, `value_count` values read with value(i), and the whole Reply when it came as an
+  // Envelope (`full`; null for a compact reply, which carries nothing else).
+  auto finish = [&](int32_t code, size_t value_count, auto value, const ReceivedMessage& m,
+                    const wire::Reply* full) -> CUresult {
+    pending_reply_ = {};
+    in_flight_calls_ = in_flight_bytes_ = 0;  // the server has taken every earlier call
+    // Every posted call before this one has been executed, so their payloads have been read.
+    Status flushed = channel_->Flush();
+    if (!flushed.ok()) return Fail(flushed.ToString());
+    // A wait handed to a lane: its result, and an earlier failure, are the lane's to report.
+    handed_off_ = full != nullptr && hand_off_ && full->handed_off();
+    const CUresult result =
+        full != nullptr
+            ? ApplyReplyLocked(op, ctx, *full, surface_async_error && !handed_off_)
+            : ApplyResultLocked(op, ctx, static_cast<CUresult>(code), surface_async_error);
     if (values != nullptr) {
       values->resize(value_count);
       for (size_t i = 0; i < value_count; ++i) (*values)[i] = value(i);
@@ -444,6 +457,11 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
       if (m.payload != reply_buffer.data) memcpy(reply_buffer.data, m.payload, m.payload_size);
     }
     if (reply_size != nullptr) *reply_size = m.payload_size;
+    // A successful reply must carry the values its operation promises.
+    if (code == CUDA_SUCCESS && info != nullptr &&
+        value_count < static_cast<size_t>(info->result_count)) {
+      return Fail(std::string("short reply to ") + info->name);
+    }
     return result;
   };
   for (;;) {
@@ -453,7 +471,6 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
       pending_reply_ = {};
       return Fail(s.ToString());
     }
-    const OpInfo* info = FindOp(static_cast<uint32_t>(op));
     if (compact::IsCompact(m.header)) {
       compact::Reply r;
       if (!compact::DecodeReply(m.header, &r)) {
@@ -465,20 +482,8 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
                       (unsigned long long)r.seq(), (unsigned long long)seq);
         continue;
       }
-      pending_reply_ = {};
-      in_flight_calls_ = in_flight_bytes_ = 0;  // the server has taken every earlier call
-      s = channel_->Flush();
-      if (!s.ok()) return Fail(s.ToString());
-      handed_off_ = false;
-      const CUresult result =
-          ApplyResultLocked(op, ctx, static_cast<CUresult>(r.result()), surface_async_error);
-      const CUresult done = finish(
-          result, r.value_count(), [&](size_t i) { return r.value(i); }, m);
-      if (r.result() == CUDA_SUCCESS && info != nullptr &&
-          r.value_count() < static_cast<size_t>(info->result_count)) {
-        return Fail(std::string("short reply to ") + info->name);
-      }
-      return done;
+      return finish(
+          r.result(), r.value_count(), [&](size_t i) { return r.value(i); }, m, nullptr);
     }
     // Decoded on an arena whose first block is on the stack: no allocation for a reply.
     alignas(16) char block[2048];
@@ -519,22 +524,9 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
       pending_reply_ = reply_buffer;
       continue;
     }
-    pending_reply_ = {};
-    in_flight_calls_ = in_flight_bytes_ = 0;  // the server has taken every earlier call
     const wire::Reply& r = in.reply();
-    // Every posted call before this one has been executed, so their payloads have been read.
-    s = channel_->Flush();
-    if (!s.ok()) return Fail(s.ToString());
-    // A wait handed to a lane: its result, and an earlier failure, are the lane's to report.
-    handed_off_ = hand_off_ && r.handed_off();
-    const CUresult result = ApplyReplyLocked(op, ctx, r, surface_async_error && !handed_off_);
-    const CUresult done = finish(
-        result, r.values_size(), [&](size_t i) { return r.values(i); }, m);
-    // A successful reply must carry the values its operation promises.
-    if (r.result() == CUDA_SUCCESS && info != nullptr && r.values_size() < info->result_count) {
-      return Fail(std::string("short reply to ") + info->name);
-    }
-    return done;
+    return finish(
+        r.result(), r.values_size(), [&](size_t i) { return r.values(i); }, m, &r);
   }
 }
 
