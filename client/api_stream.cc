@@ -82,7 +82,6 @@ CUresult ResolveStream(CUstream stream, CUctx_st** ctx, uint64_t* remote) {
   if (r != CUDA_SUCCESS) return r;
   r = ClientState::Get().CheckStream(stream);
   if (r != CUDA_SUCCESS) return r;
-  if (stream->ctx->remote == 0) return CUDA_ERROR_INVALID_CONTEXT;  // as CheckContext
   *ctx = stream->ctx;
   *remote = stream->remote;
   return CUDA_SUCCESS;

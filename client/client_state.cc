@@ -293,8 +293,10 @@ CUresult ClientState::CheckStream(CUstream stream) {
   if (live_.count(stream) == 0 || stream->kind != ObjectKind::kStream) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  return stream->ctx != nullptr && live_.count(stream->ctx) > 0 ? CUDA_SUCCESS
-                                                                : CUDA_ERROR_INVALID_CONTEXT;
+  // As CheckContext: a context that is gone, or an inactive primary context.
+  return stream->ctx != nullptr && live_.count(stream->ctx) > 0 && stream->ctx->remote != 0
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 std::vector<CUctx_st*>& ContextStack() {

@@ -48,9 +48,9 @@ class ClientState {
   void Register(const void* object);
   void Unregister(const void* object);
   bool IsLive(const void* object);
-  // Under one lock: CUDA_SUCCESS when `stream` is a live stream whose context is live,
-  // CUDA_ERROR_INVALID_HANDLE when it is not a live stream, CUDA_ERROR_INVALID_CONTEXT when its
-  // context is gone.
+  // Under one lock: CUDA_SUCCESS when `stream` is a live stream whose context is live and
+  // active, CUDA_ERROR_INVALID_HANDLE when it is not a live stream, CUDA_ERROR_INVALID_CONTEXT
+  // when its context is gone or an inactive primary context (as CheckContext says).
   CUresult CheckStream(CUstream stream);
 
   // Mutex guarding shadow objects' mutable state (module function caches, library modules).
