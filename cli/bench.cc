@@ -180,6 +180,10 @@ int RunBench(const BenchOptions& o) {
     fprintf(stderr, "rgpu bench: --transport must be tcp, shm or sock\n");
     return 2;
   }
+  if (o.pin && sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    fprintf(stderr, "rgpu bench: --pin needs cpus 0 and 1\n");
+    return 2;
+  }
   const bool kernel_socket = o.transport == "sock";
   const std::string bin = SelfDir(), lib = bin + "/../lib";
   const std::string bench = bin + "/driver_bench", kernels = lib + "/rgpu-bench-kernels.fatbin";
