@@ -137,7 +137,33 @@ void RegistryAgent::SessionMoved(const wire::SessionStats& last) {
     wire::SessionStats forget;                  // the meter lets go of it without a record
     forget.set_session_id(last.session_id());
     meter_->Ended(forget, now, &records);
+    auto moving = moving_leases_.find(last.lease_id());
+    if (!last.lease_id().empty() && moving != moving_leases_.end()) {
+      // Sent with the lease's other sessions' once they have all left (EndLeaseMove).
+      for (auto& r : records) moving->second.push_back(std::move(r));
+      return;
+    }
   }
+  AddRecords(std::move(records));
+  report_now_.store(true);
+  wake_.notify_all();
+}
+
+void RegistryAgent::BeginLeaseMove(const std::string& lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  moving_leases_.try_emplace(lease_id);
+}
+
+void RegistryAgent::EndLeaseMove(const std::string& lease_id) {
+  std::vector<registry::UsageRecord> records;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto moving = moving_leases_.find(lease_id);
+    if (moving == moving_leases_.end()) return;
+    records = std::move(moving->second);
+    moving_leases_.erase(moving);
+  }
+  if (records.empty()) return;
   AddRecords(std::move(records));
   report_now_.store(true);
   wake_.notify_all();

@@ -81,6 +81,15 @@ class RegistryAgent {
   // up to the move and says it moved (UsageRecord.moved, which completes the lease's hand-over)
   // but does not end it, so that its lease, which goes on where it went, is not freed.
   void SessionMoved(const wire::SessionStats& last);
+  // A lease whose sessions on this server move together (Server::MoveSessionsTogether): from
+  // BeginLeaseMove to EndLeaseMove the last records of its sessions that move are held back, and
+  // EndLeaseMove sends them at once, each saying it moved. The registry completes the lease's
+  // hand-over at the first moved record it reads and takes this server's records for the lease
+  // only up to that moment afterwards, so none may reach it before the last of them has left.
+  // Held records are not spooled (a crash in between loses them: under-billing, as a source that
+  // never reports). Any thread.
+  void BeginLeaseMove(const std::string& lease_id);
+  void EndLeaseMove(const std::string& lease_id);
   // A session under `lease_id` moves to the server registered as `to_server`: asks the registry
   // to hand the lease over (registry/lease_hand_over.cc); `token` receives the hand-over the
   // target restores the session with. CancelHandOver takes it back when the move failed.
@@ -122,6 +131,8 @@ class RegistryAgent {
   // Records the registry answered "not yet" (RefusedRecord.retry), sent again at the next
   // report; spooled with pending_. Under mu_.
   std::vector<registry::UsageRecord> held_;
+  // The last records of sessions of a lease moving whole (BeginLeaseMove), by lease. Under mu_.
+  std::map<std::string, std::vector<registry::UsageRecord>> moving_leases_;
   uint32_t heartbeat_ms_ = 2000;
   // Where this agent is in the registry's log of ended leases (agent thread only).
   uint64_t ended_cursor_ = 0;

@@ -36,10 +36,10 @@ Status Server::StartRegistryAgent() {
   agent_options.reachability_secret = reachability_secret_;
   // A token dies with its lease: refused from now on, and its sessions are stopped.
   agent_options.on_leases_ended = [this](const std::vector<std::string>& ids) { EndLeases(ids); };
-  // A lease under notice that the registry handed over elsewhere: its session moves there.
+  // A lease under notice that the registry handed over elsewhere: its sessions move there.
   agent_options.on_lease_move = [this](const std::string& lease, const std::string& url,
                                        const std::string& token) {
-    MoveLeaseSession(lease, url, token);
+    MoveLeaseSessions(lease, url, token);
   };
   agent_options.spool_path = options_.metering_spool;
   Status parsed = registry::ParseAvailability(options_.available, &agent_options.availability);

@@ -224,14 +224,30 @@ class Server {
   // registry refuses) is an error: the session stays.
   Status HandOverLeaseOf(uint64_t id, const std::string& target_name, MoveRequest* move,
                          std::string* lease_id);
+  // An operator's migration of session `id` alone: refused (InvalidArgument, saying why)
+  // when it runs under a registry lease that other sessions here share, since a lease has one
+  // GPU and moves whole.
+  Status LeaseMovesAlone(uint64_t id);
   // Takes back a hand-over whose move did not happen (logged when the registry does not answer).
   void CancelLeaseHandOver(const std::string& lease_id);
-  // The registry asks that the session of `lease_id`, under notice, move to the server at `url`
-  // with the hand-over `token` (RegistryAgent on_lease_move): done on a thread of its own at the
-  // session's next waited call; a move that does not happen takes the hand-over back and the
-  // session ends with its notice.
-  void MoveLeaseSession(const std::string& lease_id, const std::string& url,
-                        const std::string& token);
+  // Moves the sessions of `moves` (each id with its request; all to one server), each at its
+  // client's next waited call within `timeout_ms`, and waits until each has moved (its client
+  // gone) or stayed. With `lease` (not ""), they are the sessions of that registry lease here and
+  // move whole: their last records reach the registry together once all have left
+  // (RegistryAgent::BeginLeaseMove), and the lease's hand-over is taken back when none moved.
+  // Returns how many moved; each that stayed is logged. Blocks; any thread but a session's.
+  int MoveSessionsTogether(const std::string& lease,
+                           std::vector<std::pair<uint64_t, std::shared_ptr<MoveRequest>>> moves,
+                           uint32_t timeout_ms);
+  // Asks the --drain-to server for a one-use restore ticket with the operator key `key`;
+  // `registry_name` receives the name it has at its registry ("" when none).
+  Status AskRestoreTicket(const std::string& key, std::string* ticket, std::string* registry_name);
+  // The registry asks that the sessions of `lease_id`, under notice, move to the server at `url`
+  // with the hand-over `token` (RegistryAgent on_lease_move): all of them, together
+  // (MoveSessionsTogether), on a thread of its own; those that do not move end with the notice,
+  // and the hand-over is taken back when none did.
+  void MoveLeaseSessions(const std::string& lease_id, const std::string& url,
+                         const std::string& token);
   struct PendingResume {
     std::unique_ptr<Session> session;
     std::string credential;
@@ -239,9 +255,19 @@ class Server {
   };
   std::map<uint64_t, PendingResume> pending_resumes_;                     // under mu_
   std::map<std::string, std::chrono::steady_clock::time_point> tickets_;  // under mu_
-  // The registry's hand-overs that admitted a restore here (RestoreJoin.hand_over), each once,
-  // until they expire (their claims' expiry). Under mu_.
-  std::map<std::string, int64_t> used_hand_overs_;
+  // The registry's hand-overs of leases that restores here carried (Checkpoint.lease_token):
+  // each admits every session of its lease once (by source server and session), at most
+  // kMostSessionsPerHandOver of them, and is kept until it expires. Under mu_.
+  static constexpr size_t kMostSessionsPerHandOver = 16;
+  struct UsedHandOver {
+    int64_t expires_unix = 0;
+    std::set<std::string> sessions;  // "source server/source session"
+  };
+  std::map<std::string, UsedHandOver> used_hand_overs_;
+  // Records that the restore of `header` used its lease's hand-over (expiring at
+  // `expires_unix`); refused when that session was restored under it before, or when the
+  // hand-over has admitted kMostSessionsPerHandOver sessions.
+  Status UseHandOver(const wire::Checkpoint& header, int64_t expires_unix);
 
   std::unique_ptr<SessionHostPool> hosts_;  // when sessions run in processes of their own
   // As a session host (HostOneSession).

@@ -73,12 +73,9 @@ bool Server::HandleService(const wire::Envelope& first, std::unique_ptr<Channel>
           }
         }
       } else if (!join.hand_over().empty()) {
+        // Each of the lease's sessions once (checked with the checkpoint's header).
         wire::TokenClaims claims;
         Status s = tenants_->VerifyHandOver(join.hand_over(), &claims);
-        std::lock_guard<std::mutex> lock(mu_);
-        if (s.ok() && !used_hand_overs_.emplace(join.hand_over(), claims.expires_unix()).second) {
-          s = PermissionDenied("the hand-over was used");
-        }
         admitted = s.ok();
         if (!s.ok()) refusal = "the lease's hand-over is refused: " + s.message();
       }
@@ -163,6 +160,9 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
       }
       std::string handed_over;  // the lease that goes along
       if (request.kind() == wire::AdminRequest::MIGRATE) {
+        if (Status s = LeaseMovesAlone(request.session_id()); !s.ok()) {
+          return ReplyError(channel, s.message());
+        }
         if (Status s = HandOverLeaseOf(request.session_id(), request.target_registry_name(),
                                        move.get(), &handed_over);
             !s.ok()) {
@@ -223,6 +223,23 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
   Reply(channel, reply);
 }
 
+Status Server::UseHandOver(const wire::Checkpoint& header, int64_t expires_unix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  UsedHandOver& used = used_hand_overs_[header.lease_token()];
+  used.expires_unix = expires_unix;
+  const std::string source = header.source_server() + "/" + std::to_string(header.source_session());
+  if (used.sessions.count(source) != 0) {
+    return PermissionDenied("session " + source.substr(0, 200) +
+                            " was restored here under this hand-over already");
+  }
+  if (used.sessions.size() >= kMostSessionsPerHandOver) {
+    return PermissionDenied("the hand-over admitted " + std::to_string(kMostSessionsPerHandOver) +
+                            " sessions here already");
+  }
+  used.sessions.insert(source);
+  return Status::Ok();
+}
+
 void Server::RestoreFromStream(Channel& channel, const std::string& hand_over) {
   const uint64_t id = next_session_id_++;
   auto session = std::make_unique<Session>(id, driver_, devices_, nullptr, tenants_.get(), "",
@@ -251,6 +268,7 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over) {
             return PermissionDenied("the hand-over of the session's lease is refused: " +
                                     s.message());
           }
+          if (Status s = UseHandOver(header, admission.expires_unix); !s.ok()) return s;
           tenant = std::move(admission.tenant);
           if (!admission.all_gpus) onto = admission.gpus;
         } else if (!header.tenant().empty()) {
@@ -415,73 +433,164 @@ void Server::DrainAll() {
     RGPU_LOG_ERROR("cannot drain to %s: no operator key for it", options_.drain_to.c_str());
     return;
   }
-  std::vector<uint64_t> ids;
+  // The sessions of one registry lease move together (a lease moves whole); the others alone.
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> groups;
+  size_t count = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    std::map<std::string, size_t> group_of_lease;
     for (const auto& [id, session] : sessions_) {
-      if (session->admitted()) ids.push_back(id);
+      if (!session->admitted()) continue;
+      ++count;
+      const std::string lease = agent_ ? session->lease_id() : "";
+      auto known = lease.empty() ? group_of_lease.end() : group_of_lease.find(lease);
+      if (known != group_of_lease.end()) {
+        groups[known->second].second.push_back(id);
+        continue;
+      }
+      if (!lease.empty()) group_of_lease[lease] = groups.size();
+      groups.push_back({lease, {id}});
     }
   }
-  RGPU_LOG_INFO("stopping: moving %zu session(s) to %s first", ids.size(),
-                options_.drain_to.c_str());
-  std::vector<std::thread> moves;
+  RGPU_LOG_INFO("stopping: moving %zu session(s) to %s first", count, options_.drain_to.c_str());
+  std::vector<std::thread> threads;
   std::atomic<int> moved{0};
-  for (uint64_t id : ids) {
-    moves.emplace_back([this, id, &key, &moved] {
-      // The target's one-use ticket, asked for with its operator's key.
-      TransportUrl url;
-      std::unique_ptr<Channel> ch;
-      CredentialProver prover;
-      Status s = TransportUrl::Parse(options_.drain_to, &url);
-      if (s.ok()) s = CredentialProver::Parse(key, &prover);
-      if (s.ok()) s = ConnectChannel(url, ChannelOptions(), &ch);
-      wire::Envelope request;
-      request.mutable_admin_request()->set_kind(wire::AdminRequest::RESTORE_TICKET);
-      *request.mutable_admin_request()->mutable_credential() = prover.presented();
-      if (s.ok()) s = ch->Send(request.SerializeAsString(), nullptr, 0);
-      ReceivedMessage m;
-      wire::Envelope reply;
-      if (s.ok()) s = ch->Receive(kHandshakeMs, &m);
-      if (s.ok() && !reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
-        s = ProtocolError("a malformed answer");
+  for (const auto& group : groups) {
+    threads.emplace_back([this, &group, &key, &moved] {
+      const auto& [lease, ids] = group;
+      std::vector<std::pair<uint64_t, std::shared_ptr<MoveRequest>>> moves;
+      std::string registry_name;
+      Status s;
+      for (uint64_t id : ids) {
+        auto move = std::make_shared<MoveRequest>();
+        move->kind = MoveRequest::Kind::kToServer;
+        move->target_url = options_.drain_to;
+        s = AskRestoreTicket(key, &move->ticket, &registry_name);
+        if (!s.ok()) break;
+        moves.push_back({id, std::move(move)});
       }
-      if (s.ok()) s = AnswerChallenge(ch.get(), prover, kHandshakeMs, &reply);
-      if (s.ok() && (reply.body_case() != wire::Envelope::kAdminReply ||
-                     !reply.admin_reply().error().empty())) {
-        s = PermissionDenied("no restore ticket: " + reply.admin_reply().error());
-      }
-      auto move = std::make_shared<MoveRequest>();
-      move->kind = MoveRequest::Kind::kToServer;
-      move->target_url = options_.drain_to;
-      if (s.ok()) move->ticket = reply.admin_reply().ticket();
       std::string handed_over;  // the lease that goes along
-      if (s.ok())
-        s = HandOverLeaseOf(id, reply.admin_reply().registry_name(), move.get(), &handed_over);
-      bool asked = false;
-      if (s.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = sessions_.find(id);
-        asked = it != sessions_.end() &&
-                it->second->RequestMove(move, static_cast<uint32_t>(options_.drain_timeout_ms));
-        if (!asked) s = InvalidArgument("the session is moving already, or parked");
+      if (s.ok() && !lease.empty()) {
+        MoveRequest first;  // receives the hand-over, which admits each of the lease's sessions
+        s = HandOverLeaseOf(ids.front(), registry_name, &first, &handed_over);
+        for (auto& [id, move] : moves) move->lease_token = first.lease_token;
       }
-      // Until its client has left for the target.
-      if (asked) {
-        s = move->Await(std::chrono::milliseconds(options_.drain_timeout_ms),
-                        std::chrono::seconds(10));
+      if (!s.ok()) {
+        for (uint64_t id : ids) {
+          RGPU_LOG_WARN("session %llu: not moved to %s: %s", (unsigned long long)id,
+                        options_.drain_to.c_str(), s.message().c_str());
+        }
+        return;
       }
-      if (!s.ok() && !handed_over.empty()) CancelLeaseHandOver(handed_over);
-      if (s.ok()) {
-        ++moved;
-      } else {
-        RGPU_LOG_WARN("session %llu: not moved to %s: %s", (unsigned long long)id,
-                      options_.drain_to.c_str(), s.message().c_str());
-      }
+      moved += MoveSessionsTogether(handed_over, std::move(moves), options_.drain_timeout_ms);
     });
   }
-  for (std::thread& t : moves) t.join();
-  RGPU_LOG_INFO("moved %d of %zu session(s) to %s", moved.load(), ids.size(),
-                options_.drain_to.c_str());
+  for (std::thread& t : threads) t.join();
+  RGPU_LOG_INFO("moved %d of %zu session(s) to %s", moved.load(), count, options_.drain_to.c_str());
+}
+
+Status Server::AskRestoreTicket(const std::string& key, std::string* ticket,
+                                std::string* registry_name) {
+  TransportUrl url;
+  std::unique_ptr<Channel> ch;
+  CredentialProver prover;
+  Status s = TransportUrl::Parse(options_.drain_to, &url);
+  if (s.ok()) s = CredentialProver::Parse(key, &prover);
+  if (s.ok()) s = ConnectChannel(url, ChannelOptions(), &ch);
+  wire::Envelope request;
+  request.mutable_admin_request()->set_kind(wire::AdminRequest::RESTORE_TICKET);
+  *request.mutable_admin_request()->mutable_credential() = prover.presented();
+  if (s.ok()) s = ch->Send(request.SerializeAsString(), nullptr, 0);
+  ReceivedMessage m;
+  wire::Envelope reply;
+  if (s.ok()) s = ch->Receive(kHandshakeMs, &m);
+  if (s.ok() && !reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size()))) {
+    s = ProtocolError("a malformed answer");
+  }
+  if (s.ok()) s = AnswerChallenge(ch.get(), prover, kHandshakeMs, &reply);
+  if (s.ok() &&
+      (reply.body_case() != wire::Envelope::kAdminReply || !reply.admin_reply().error().empty())) {
+    s = PermissionDenied("no restore ticket: " + reply.admin_reply().error());
+  }
+  if (!s.ok()) return s;
+  *ticket = reply.admin_reply().ticket();
+  *registry_name = reply.admin_reply().registry_name();
+  return Status::Ok();
+}
+
+int Server::MoveSessionsTogether(
+    const std::string& lease, std::vector<std::pair<uint64_t, std::shared_ptr<MoveRequest>>> moves,
+    uint32_t timeout_ms) {
+  if (!lease.empty() && agent_) agent_->BeginLeaseMove(lease);
+  std::vector<std::pair<uint64_t, std::shared_ptr<MoveRequest>>> asked;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, move] : moves) {
+      auto it = sessions_.find(id);
+      if (it != sessions_.end() && it->second->admitted() &&
+          it->second->RequestMove(move, timeout_ms)) {
+        asked.push_back({id, move});
+      } else {
+        RGPU_LOG_WARN(
+            "session %llu: not moved to %s: it has ended, is moving already, or is "
+            "parked",
+            (unsigned long long)id, move->target_url.c_str());
+      }
+    }
+  }
+  // Each until its client has left for the target.
+  std::vector<uint64_t> gone;
+  for (auto& [id, move] : asked) {
+    const Status s = move->Await(std::chrono::milliseconds(timeout_ms), std::chrono::seconds(10));
+    if (s.ok()) {
+      gone.push_back(id);
+    } else {
+      RGPU_LOG_WARN("session %llu: not moved to %s: %s", (unsigned long long)id,
+                    move->target_url.c_str(), s.message().c_str());
+    }
+  }
+  if (!lease.empty() && agent_) {
+    // Their last records are made as each session's thread lets it go (RunSession).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      bool left = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (uint64_t id : gone) left = left && sessions_.count(id) == 0;
+      }
+      if (left || std::chrono::steady_clock::now() >= give_up) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    agent_->EndLeaseMove(lease);
+    if (gone.empty()) {
+      CancelLeaseHandOver(lease);
+    } else if (gone.size() < moves.size()) {
+      RGPU_LOG_WARN(
+          "lease %s: %zu of its %zu session(s) here did not move with it; they are no "
+          "longer billed here and end with its notice",
+          lease.c_str(), moves.size() - gone.size(), moves.size());
+    }
+  }
+  return static_cast<int>(gone.size());
+}
+
+Status Server::LeaseMovesAlone(uint64_t id) {
+  if (!agent_) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second->lease_id().empty()) return Status::Ok();
+  const std::string& lease = it->second->lease_id();
+  size_t others = 0;
+  for (const auto& [other, session] : sessions_) {
+    if (other != id && session->admitted() && session->lease_id() == lease) ++others;
+  }
+  if (others == 0) return Status::Ok();
+  return InvalidArgument(
+      "session " + std::to_string(id) + " shares registry lease " + lease + " with " +
+      std::to_string(others) +
+      " other session(s) on this server, and a lease moves whole (the registry moves them "
+      "together when it moves the lease, and rgpu-server --drain-to does): the session stays "
+      "where it was");
 }
 
 Status Server::HandOverLeaseOf(uint64_t id, const std::string& target_name, MoveRequest* move,
@@ -558,38 +667,38 @@ void Server::CancelLeaseHandOver(const std::string& lease_id) {
   }
 }
 
-void Server::MoveLeaseSession(const std::string& lease_id, const std::string& url,
-                              const std::string& token) {
+void Server::MoveLeaseSessions(const std::string& lease_id, const std::string& url,
+                               const std::string& token) {
   running_threads_++;
   std::thread([this, lease_id, url, token] {
-    auto move = std::make_shared<MoveRequest>();
-    move->kind = MoveRequest::Kind::kToServer;
-    move->target_url = url;
-    move->lease_token = token;
-    Status s = NotFound("no session of the lease runs here");
-    bool asked = false;
-    uint64_t id = 0;
+    std::vector<std::pair<uint64_t, std::shared_ptr<MoveRequest>>> moves;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& [sid, session] : sessions_) {
+      for (const auto& [id, session] : sessions_) {
         if (!session->admitted() || session->lease_id() != lease_id) continue;
-        id = sid;
-        asked = session->RequestMove(move, static_cast<uint32_t>(options_.drain_timeout_ms));
-        if (!asked) s = InvalidArgument("its session is moving already, or parked");
-        break;  // the hand-over admits one restore
+        auto move = std::make_shared<MoveRequest>();
+        move->kind = MoveRequest::Kind::kToServer;
+        move->target_url = url;
+        move->lease_token = token;  // admits each of the lease's sessions there, once
+        moves.push_back({id, std::move(move)});
       }
     }
-    if (asked) {
-      RGPU_LOG_INFO("session %llu: moving to %s, as the registry asks (lease %s under notice)",
-                    (unsigned long long)id, url.c_str(), lease_id.c_str());
-      // Until its client has left for the target.
-      s = move->Await(std::chrono::milliseconds(options_.drain_timeout_ms),
-                      std::chrono::seconds(10));
-    }
-    if (!s.ok()) {
-      RGPU_LOG_WARN("lease %s: its session was not moved to %s: %s; it ends with its notice",
-                    lease_id.c_str(), url.c_str(), s.message().c_str());
+    if (moves.empty()) {
+      RGPU_LOG_WARN("lease %s: no session of it runs here to move to %s", lease_id.c_str(),
+                    url.c_str());
       CancelLeaseHandOver(lease_id);
+    } else {
+      RGPU_LOG_INFO("lease %s under notice: moving to %s, as the registry asks (%zu session(s))",
+                    lease_id.c_str(), url.c_str(), moves.size());
+      const size_t asked = moves.size();
+      const int moved = MoveSessionsTogether(lease_id, std::move(moves), options_.drain_timeout_ms);
+      if (moved == 0) {
+        RGPU_LOG_WARN("lease %s: its sessions were not moved to %s; they end with its notice",
+                      lease_id.c_str(), url.c_str());
+      } else {
+        RGPU_LOG_INFO("lease %s: %d of its %zu session(s) moved to %s", lease_id.c_str(), moved,
+                      asked, url.c_str());
+      }
     }
     running_threads_--;
   }).detach();
@@ -616,7 +725,7 @@ void Server::ReapPendingResumes() {
     }
     const int64_t unix_now = static_cast<int64_t>(time(nullptr));
     for (auto it = used_hand_overs_.begin(); it != used_hand_overs_.end();) {
-      it = it->second < unix_now ? used_hand_overs_.erase(it) : std::next(it);
+      it = it->second.expires_unix < unix_now ? used_hand_overs_.erase(it) : std::next(it);
     }
   }
 }

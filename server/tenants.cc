@@ -224,6 +224,7 @@ Status TenantTable::AdmitClaims(const wire::TokenClaims& claims, Admission* admi
   admission->lease_id = claims.lease_id();
   admission->all_gpus = claims.all_gpus();
   for (uint32_t g : claims.gpus()) admission->gpus.push_back(static_cast<int>(g));
+  admission->expires_unix = claims.expires_unix();
   return Status::Ok();
 }
 

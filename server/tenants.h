@@ -51,9 +51,10 @@ struct Tenant {
 struct Admission {
   bool operator_access = false;  // the operator's key: status of every session, no GPU work
   std::shared_ptr<Tenant> tenant;
-  std::string lease_id;   // "" for tokens from a file or signed by an operator
-  bool all_gpus = true;   // every device of the server
-  std::vector<int> gpus;  // otherwise these device indices, in the order the token names them
+  std::string lease_id;      // "" for tokens from a file or signed by an operator
+  bool all_gpus = true;      // every device of the server
+  std::vector<int> gpus;     // otherwise these device indices, in the order the token names them
+  int64_t expires_unix = 0;  // a signed token's expiry (0: a file's token or the operator key)
 };
 
 // Who may open sessions: tokens listed in a file, and/or tokens signed by a registry whose public

@@ -155,6 +155,83 @@ TEST(AgentSpool, RecordsTheRegistryAnswersNotYetAreSentAgain) {
   (void)!system(command.c_str());
 }
 
+// Two sessions of one lease moving whole (Server::MoveSessionsTogether): the first one's last
+// record is held back until the second has left too, so the hand-over does not complete (and
+// the target's records stay "not yet") while a session of the lease still runs on the source;
+// then both go, and every record of both servers is taken.
+TEST(AgentSpool, ALeaseMovingWholeIsReportedMovedOnceAllItsSessionsLeft) {
+  char dir[] = "/tmp/rgpu-spool-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  ASSERT_TRUE(GenerateTokenKeys(d + "/key.pem", d + "/key.pub").ok());
+  TestRegistry registry(d, 0);
+  const std::string api_key = registry.CreateKey(false, "alice");
+  ProbeResponder responder_a, responder_b;
+  auto options = [&](const std::string& name, ProbeResponder& responder) {
+    server::RegistryAgentOptions o;
+    o.address = registry.address();
+    o.provider_key = registry.CreateKey(true, name == "host-a" ? "acme" : "bolt");
+    o.server_name = name;
+    o.server_url = responder.url();
+    o.reachability_secret = responder.secret();
+    o.report_ms = 50;
+    o.observe_ms = 50;
+    return o;
+  };
+  GpuSpec gpu;
+  gpu.set_model("GPU");
+  gpu.set_memory_bytes(1ull << 30);
+  auto no_sessions = [] { return wire::StatusReply(); };
+  server::RegistryAgent a, b;
+  ASSERT_TRUE(a.Start(options("host-a", responder_a), {gpu}, no_sessions, nullptr).ok());
+  registry.service()->WaitForProbes();
+  Placement placement;
+  ASSERT_TRUE(registry.Place(api_key, 256ull << 20, &placement).ok());
+  ASSERT_TRUE(b.Start(options("host-b", responder_b), {gpu}, no_sessions, nullptr).ok());
+  registry.service()->WaitForProbes();
+  std::string token;
+  Status s = a.HandOverLease(placement.lease_id(), "host-b", &token);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto stats = [&](uint64_t id, uint64_t calls) {
+    wire::SessionStats st;
+    st.set_session_id(id);
+    st.set_tenant("alice");
+    st.set_lease_id(placement.lease_id());
+    st.set_calls(calls);
+    return st;
+  };
+  auto calls_on = [&](const std::string& server) {
+    uint64_t calls = 0;
+    const UsageReply usage = registry.Usage();
+    for (const auto& u : usage.sessions()) {
+      if (u.server_name() == server) calls += u.calls();
+    }
+    return calls;
+  };
+  a.SessionStarted(1);
+  a.SessionStarted(2);
+  a.BeginLeaseMove(placement.lease_id());
+  // Session 1 left for host-b and made calls there; session 2 is still on host-a.
+  a.SessionMoved(stats(1, 40));
+  b.SessionStarted(7);
+  b.SessionEnded(stats(7, 60));
+  while (b.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few reports of each
+  EXPECT_EQ(calls_on("host-b"), 0u) << "the hand-over completed with a session still on host-a";
+  EXPECT_EQ(calls_on("host-a"), 0u);
+  a.SessionMoved(stats(2, 30));
+  a.EndLeaseMove(placement.lease_id());
+  for (int i = 0; i < 200 && (calls_on("host-b") == 0 || calls_on("host-a") < 70); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(calls_on("host-a"), 70u);
+  EXPECT_EQ(calls_on("host-b"), 60u);
+  a.Stop(0);
+  b.Stop(0);
+  std::string command = "rm -rf " + d;
+  (void)!system(command.c_str());
+}
+
 TEST(AgentSpool, ADamagedSpoolIsAClearError) {
   char dir[] = "/tmp/rgpu-spool-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

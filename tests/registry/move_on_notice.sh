@@ -5,13 +5,15 @@
 # hands its lease over there and tells the closing server in its heartbeat; that server moves the
 # session at its next waited call. The program finishes long after the notice would have ended
 # it, with the exact result and no CUDA error, and each server's part is billed to its provider
-# under the one lease. RGPU_SERVER_ARGS: more options for the servers (--session-processes on).
-#   move_on_notice.sh BIN_DIR PROGRAMS_DIR
+# under the one lease. With SESSIONS 2, two programs share one lease (`rgpu place`, as a batch
+# job's tasks do) and move together: both finish exactly and no record of either is refused.
+# RGPU_SERVER_ARGS: more options for the servers (--session-processes on).
+#   move_on_notice.sh BIN_DIR PROGRAMS_DIR [SESSIONS]
 set -uo pipefail
-bin=$1 programs=$2
+bin=$1 programs=$2 sessions=${3:-1}
 work=$(mktemp -d)
-registry="" lender="" always="" client=""
-trap 'kill -9 $client 2>/dev/null; kill $registry $lender $always 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+registry="" lender="" always="" client="" client2=""
+trap 'kill -9 $client $client2 2>/dev/null; kill $registry $lender $always 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 fail() {
   echo "move_on_notice: $*"
   for f in "$work"/*.log "$work/out"; do echo "-- $f"; tail -25 "$f"; done
@@ -32,25 +34,44 @@ for _ in $(seq 200); do [ -s "$work/lender.url" ] && break; sleep 0.05; done
 for _ in $(seq 300); do "$bin/rgpu" gpus | grep -q "available" && break; sleep 0.1; done
 
 # About 40 s of work: it outlives the window's close (20 s) and its notice (15 s more).
-"$bin/rgpu" run --memory 256M -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out" 2>&1 &
+if [ "$sessions" = 2 ]; then
+  # One lease, two programs: the placement a batch job's prolog takes, then its tasks.
+  placement=$("$bin/rgpu" place --memory 512M) || fail "rgpu place: $placement"
+  eval "export $(echo "$placement" | grep -E '^RGPU_(SERVER|TOKEN|LEASE)=' | tr '\n' ' ')"
+  "$bin/rgpu" run -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out2" 2>&1 &
+  client2=$!
+  "$bin/rgpu" run -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out" 2>&1 &
+else
+  "$bin/rgpu" run --memory 256M -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out" 2>&1 &
+fi
 client=$!
-for _ in $(seq 400); do grep -q "^iteration 100" "$work/out" && break; sleep 0.025; done
-grep -q "^iteration 100" "$work/out" || fail "the program did not start"
+for out in "$work/out" ${client2:+"$work/out2"}; do
+  for _ in $(seq 400); do grep -q "^iteration 100" "$out" && break; sleep 0.025; done
+  grep -q "^iteration 100" "$out" || fail "a program did not start"
+done
 pkey=$("$bin/rgpu" provider create bolt --json | json 'd["provider_key"]') || fail "provider create"
 start_server always "$work/always.url" "$work/always.log"
 always=$launched
 [ "$(python3 -c "import time; print(int(time.time() < $close))")" = 1 ] || fail "too slow: the window closed first"
 
-wait $client || fail "the program exited $? ($(python3 -c "import time; print('%.1f' % (time.time() - $close))") s after the close)"
+for pid in $client $client2; do
+  wait $pid || fail "a program exited $? ($(python3 -c "import time; print('%.1f' % (time.time() - $close))") s after the close)"
+done
 ended=$(date +%s.%N)
-grep -q "^result ok" "$work/out" || fail "no exact result"
-grep -q "CUDA_ERROR" "$work/out" && fail "the program saw an error"
+for out in "$work/out" ${client2:+"$work/out2"}; do
+  grep -q "^result ok" "$out" || fail "no exact result in $out"
+  grep -q "CUDA_ERROR" "$out" && fail "a program saw an error"
+done
 python3 -c "import sys; sys.exit(0 if $ended > $close + 15 else 1)" ||
   fail "the program ended before the notice would have ended it; nothing was tested"
 grep -q "is to move to $(cat "$work/always.url") before its notice runs out" "$work/lender.log" ||
   fail "the registry did not ask the lender to move the session"
 grep -q "moving to .*, as the registry asks" "$work/lender.log" || fail "the lender did not move it"
-grep -q "restored; waiting for its client" "$work/always.log" || fail "the session was not restored"
+[ "$(grep -c "restored; waiting for its client" "$work/always.log")" = "$sessions" ] ||
+  fail "not $sessions session(s) restored"
+[ -n "$client2" ] && { grep -q "2 of its 2 session(s) moved" "$work/lender.log" || fail "the lease's sessions did not move together"; }
+# A lease taken with `rgpu place` lasts until released.
+[ -n "$client2" ] && { "$bin/rgpu" lease release "$RGPU_LEASE" >/dev/null || fail "lease release"; }
 
 for _ in $(seq 300); do
   [ "$("$bin/rgpu" gpus --json | json 'sum(g["leases"] for g in d)')" = 0 ] && break
@@ -59,10 +80,14 @@ done
 [ "$("$bin/rgpu" gpus --json | json 'sum(g["leases"] for g in d)')" = 0 ] || fail "the lease was not freed"
 grep -h "refused usage record" "$work/lender.log" "$work/always.log" && fail "the registry refused records"
 "$bin/rgpu" usage --json >"$work/usage.json" || fail "usage"
-python3 - "$work/usage.json" <<'PY' || fail "usage is not split between the servers: $(cat "$work/usage.json")"
+python3 - "$work/usage.json" "$sessions" <<'PY' || fail "usage is not split between the servers: $(cat "$work/usage.json")"
 import json, sys
 usage = json.load(open(sys.argv[1]))
 servers = {(u["provider"], u["server"]) for u in usage if u["calls"] > 0}
 assert servers == {("acme", "lender"), ("bolt", "always")}, servers
+# Each program's session was billed on each server.
+for server in ("lender", "always"):
+    n = len({u["session"] for u in usage if u["server"] == server and u["calls"] > 0})
+    assert n == int(sys.argv[2]), (server, n)
 PY
-echo "move_on_notice: the window closed at $close; the program moved and ended $(python3 -c "print('%.1f' % ($ended - $close))") s later with the exact result"
+echo "move_on_notice: the window closed at $close; $sessions program(s) moved and ended $(python3 -c "print('%.1f' % ($ended - $close))") s later with the exact result"

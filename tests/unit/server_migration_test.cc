@@ -349,8 +349,8 @@ TEST_F(ServerMigrationTest, ARestorePlacesMemoryWhereTheCheckpointSaysOrRefuses)
 
 // A move the registry asks for (docs/migration.md, "Moved by the registry"): the checkpoint
 // comes with the registry's hand-over of its lease instead of an operator's ticket. A forged one,
-// one for another server, one whose checkpoint is not of that hand-over, and one used before are
-// refused; the real one restores the session, charged to the lease's tenant.
+// one for another server, and one whose checkpoint is not of that hand-over are refused; the real
+// one restores each session of the lease once (a lease moves whole), charged to its tenant.
 class ServerHandOverTest : public ServerMigrationTest {
  protected:
   ServerHandOverTest() {
@@ -393,7 +393,7 @@ class ServerHandOverTest : public ServerMigrationTest {
   }
 };
 
-TEST_F(ServerHandOverTest, ARegistrysHandOverAdmitsItsOneCheckpoint) {
+TEST_F(ServerHandOverTest, ARegistrysHandOverAdmitsOnlyItsLeasesCheckpoints) {
   const uint64_t at = 0x5f2234500000ull;
   const std::string token = HandOver("host1");
   std::string forged = token;
@@ -403,15 +403,37 @@ TEST_F(ServerHandOverTest, ARegistrysHandOverAdmitsItsOneCheckpoint) {
   const std::string elsewhere = HandOver("host2");
   EXPECT_NE(Join(elsewhere, HandMade(at, 7, Of(elsewhere))).error().find("for server host2"),
             std::string::npos);
-  // The checkpoint must carry the very hand-over that admitted it (this one was then used).
+  // The checkpoint must carry the very hand-over that admitted it.
   EXPECT_NE(Join(token, HandMade(at, 7, Of(HandOver("host1", 1)))).error().find("not of the lease"),
             std::string::npos);
-  EXPECT_NE(Join(token, HandMade(at, 7, Of(token))).error().find("used"), std::string::npos);
-  const std::string fresh = HandOver("host1", 2);
-  wire::AdminReply r = Join(fresh, HandMade(at, 7, Of(fresh)));
+  wire::AdminReply r = Join(token, HandMade(at, 7, Of(token)));
   ASSERT_EQ(r.error(), "");
   EXPECT_NE(r.session_id(), 0u);
   EXPECT_EQ(r.resume_credential().size(), 32u);
+}
+
+// The sessions of a lease move together under one hand-over: it restores each of them once (the
+// same session's checkpoint again is refused, wherever its memory would go), another session of
+// the lease is restored, and no more than 16 in all.
+TEST_F(ServerHandOverTest, AHandOverRestoresEachSessionOfItsLeaseOnce) {
+  const uint64_t at = 0x5f2234500000ull;
+  const std::string token = HandOver("host1");
+  auto session = [&token](uint64_t source) -> std::function<void(wire::Checkpoint*)> {
+    return [token, source](wire::Checkpoint* c) {
+      Of(token)(c);
+      c->set_source_server("host0");
+      c->set_source_session(source);
+    };
+  };
+  ASSERT_EQ(Join(token, HandMade(at, 7, session(1))).error(), "");
+  const std::string again = Join(token, HandMade(at + (1 << 20), 7, session(1))).error();
+  EXPECT_NE(again.find("under this hand-over already"), std::string::npos) << again;
+  for (uint64_t source = 2; source <= 16; ++source) {
+    ASSERT_EQ(Join(token, HandMade(at + source * (1 << 20), 7, session(source))).error(), "")
+        << "session " << source;
+  }
+  const std::string more = Join(token, HandMade(at + 17 * (1 << 20), 7, session(17))).error();
+  EXPECT_NE(more.find("16 sessions"), std::string::npos) << more;
 }
 
 }  // namespace
