@@ -174,11 +174,39 @@ int RunCheckpoint(const MoveOptions& o) {
 int RunRestore(const MoveOptions& o) {
   std::ifstream in(o.file, std::ios::binary);
   if (!in) return Failed("restore", Unavailable("cannot read " + o.file));
+  // A session under a registry lease takes it along when the target has a registry: the source,
+  // where the session waits parked, has the registry hand the lease over to the target.
+  wire::AdminRequest ticket_request;
+  ticket_request.set_kind(wire::AdminRequest::RESTORE_TICKET);
+  wire::AdminReply target;
+  Status s = Ask(o.server, o.key, ticket_request, kConnectMs, &target);
+  if (!s.ok()) return Failed("restore", s);
+  wire::AdminReply handed;
+  if (!target.registry_name().empty()) {
+    wire::AdminRequest hand_over;
+    hand_over.set_kind(wire::AdminRequest::HAND_OVER);
+    hand_over.set_session_id(o.session);
+    hand_over.set_target_registry_name(target.registry_name());
+    s = Ask(o.from, o.key, hand_over, kConnectMs, &handed);
+    if (!s.ok()) return Failed("restore", s);
+  }
+  // A restore or redirect that fails takes the hand-over back (the session stays parked).
+  auto failed = [&](const Status& why) {
+    if (!handed.hand_over().empty()) {
+      wire::AdminRequest cancel;
+      cancel.set_kind(wire::AdminRequest::CANCEL_HAND_OVER);
+      cancel.set_session_id(o.session);
+      wire::AdminReply ignored;
+      (void)Ask(o.from, o.key, cancel, kConnectMs, &ignored);
+    }
+    return Failed("restore", why);
+  };
   wire::AdminRequest request;
   request.set_kind(wire::AdminRequest::RESTORE);
+  request.set_lease_hand_over(handed.hand_over());
   std::unique_ptr<Channel> channel;
-  Status s = Open(o.server, o.key, request, &channel);
-  if (!s.ok()) return Failed("restore", s);
+  s = Open(o.server, o.key, request, &channel);
+  if (!s.ok()) return failed(s);
   std::vector<char> chunk(kChunkBytes);
   wire::AdminReply restored;
   bool answered = false;
@@ -204,7 +232,7 @@ int RunRestore(const MoveOptions& o) {
   }
   if (!answered) s = AwaitReply(*channel, o.server, kRestoreMs, &restored);
   if (s.ok() && !restored.error().empty()) s = Unavailable(o.server + ": " + restored.error());
-  if (!s.ok()) return Failed("restore", s);
+  if (!s.ok()) return failed(s);
   // The parked session's client is told where it went, and resumes it there.
   wire::AdminRequest redirect;
   redirect.set_kind(wire::AdminRequest::REDIRECT);
@@ -214,7 +242,7 @@ int RunRestore(const MoveOptions& o) {
   redirect.set_resume_credential(restored.resume_credential());
   wire::AdminReply done;
   s = Ask(o.from, o.key, redirect, kRestoreMs, &done);
-  if (!s.ok()) return Failed("restore", s);
+  if (!s.ok()) return failed(s);
   if (o.json) {
     printf("{\"session\": %llu, \"pause_ms\": %.3f}\n", (unsigned long long)restored.session_id(),
            done.pause_ms());

@@ -211,8 +211,11 @@ class Server {
   // waiting to be resumed, and answers AdminReply: its id and resume credential, or why not (as
   // soon as it is known, the rest of the stream then read and dropped).
   // `hand_over`, when not empty: the registry's hand-over that admitted the stream (a move the
-  // registry asked for); the checkpoint must carry exactly it.
-  void RestoreFromStream(Channel& channel, const std::string& hand_over = "");
+  // registry asked for); the checkpoint must carry exactly it. `file_hand_over`: the hand-over
+  // of the lease of a checkpoint that carries none (a file's, brought by `rgpu restore` from
+  // the source's HAND_OVER), which admits it as a carried one does.
+  void RestoreFromStream(Channel& channel, const std::string& hand_over = "",
+                         const std::string& file_hand_over = "");
   // A client's Resume: its proof checked, the restored session served on this thread.
   void JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& channel);
   // Releases restored sessions nobody resumed in time, and expired restore tickets.
@@ -255,7 +258,8 @@ class Server {
   };
   std::map<uint64_t, PendingResume> pending_resumes_;                     // under mu_
   std::map<std::string, std::chrono::steady_clock::time_point> tickets_;  // under mu_
-  // The registry's hand-overs of leases that restores here carried (Checkpoint.lease_token):
+  // The registry's hand-overs of leases that restores here carried (Checkpoint.lease_token, or
+  // AdminRequest.lease_hand_over for a file's):
   // each admits every session of its lease once (by source server and session), at most
   // kMostSessionsPerHandOver of them, and is kept until it expires. Under mu_.
   static constexpr size_t kMostSessionsPerHandOver = 16;
@@ -264,10 +268,11 @@ class Server {
     std::set<std::string> sessions;  // "source server/source session"
   };
   std::map<std::string, UsedHandOver> used_hand_overs_;
-  // Records that the restore of `header` used its lease's hand-over (expiring at
+  // Records that the restore of `header` used its lease's hand-over `token` (expiring at
   // `expires_unix`); refused when that session was restored under it before, or when the
   // hand-over has admitted kMostSessionsPerHandOver sessions.
-  Status UseHandOver(const wire::Checkpoint& header, int64_t expires_unix);
+  Status UseHandOver(const std::string& token, const wire::Checkpoint& header,
+                     int64_t expires_unix);
 
   std::unique_ptr<SessionHostPool> hosts_;  // when sessions run in processes of their own
   // As a session host (HostOneSession).

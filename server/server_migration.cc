@@ -139,8 +139,41 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
       break;
     }
     case wire::AdminRequest::RESTORE:
-      RestoreFromStream(channel);
+      RestoreFromStream(channel, "", request.lease_hand_over());
       return;
+    case wire::AdminRequest::HAND_OVER: {
+      // For the restore of the session's checkpoint file elsewhere (rgpu restore): its lease
+      // goes along, and its last record here, once its client has been sent on, completes it.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = sessions_.find(request.session_id());
+        if (it == sessions_.end() || !it->second->admitted()) {
+          return ReplyError(channel, "no session " + std::to_string(request.session_id()));
+        }
+      }
+      if (Status s = LeaseMovesAlone(request.session_id()); !s.ok()) {
+        return ReplyError(channel, s.message());
+      }
+      MoveRequest handed;  // receives the hand-over
+      std::string lease;
+      if (Status s = HandOverLeaseOf(request.session_id(), request.target_registry_name(), &handed,
+                                     &lease);
+          !s.ok()) {
+        return ReplyError(channel, s.message());
+      }
+      reply.set_hand_over(handed.lease_token);
+      break;
+    }
+    case wire::AdminRequest::CANCEL_HAND_OVER: {
+      std::string lease;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = sessions_.find(request.session_id());
+        if (it != sessions_.end()) lease = it->second->lease_id();
+      }
+      if (!lease.empty()) CancelLeaseHandOver(lease);
+      break;
+    }
     case wire::AdminRequest::MIGRATE:
     case wire::AdminRequest::CHECKPOINT:
     case wire::AdminRequest::REDIRECT: {
@@ -223,9 +256,10 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
   Reply(channel, reply);
 }
 
-Status Server::UseHandOver(const wire::Checkpoint& header, int64_t expires_unix) {
+Status Server::UseHandOver(const std::string& token, const wire::Checkpoint& header,
+                           int64_t expires_unix) {
   std::lock_guard<std::mutex> lock(mu_);
-  UsedHandOver& used = used_hand_overs_[header.lease_token()];
+  UsedHandOver& used = used_hand_overs_[token];
   used.expires_unix = expires_unix;
   const std::string source = header.source_server() + "/" + std::to_string(header.source_session());
   if (used.sessions.count(source) != 0) {
@@ -240,7 +274,8 @@ Status Server::UseHandOver(const wire::Checkpoint& header, int64_t expires_unix)
   return Status::Ok();
 }
 
-void Server::RestoreFromStream(Channel& channel, const std::string& hand_over) {
+void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
+                               const std::string& file_hand_over) {
   const uint64_t id = next_session_id_++;
   auto session = std::make_unique<Session>(id, driver_, devices_, nullptr, tenants_.get(), "",
                                            scheduler_.get());
@@ -258,17 +293,26 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over) {
         if (!hand_over.empty() && header.lease_token() != hand_over) {
           return PermissionDenied("the checkpoint is not of the lease its hand-over names");
         }
-        if (!header.lease_token().empty()) {
+        // A checkpoint file carries no hand-over: the operator brings the source's.
+        if (!file_hand_over.empty() && !header.lease_token().empty() &&
+            file_hand_over != header.lease_token()) {
+          return PermissionDenied("the checkpoint carries another hand-over than the one given");
+        }
+        const std::string& lease_token =
+            header.lease_token().empty() ? file_hand_over : header.lease_token();
+        if (!lease_token.empty()) {
           // Its registry lease came along (registry HandOverLease): the tenant and quota are
           // the lease's, the GPU the one the registry chose here.
           Admission admission;
-          if (Status s = tenants_->AdmitHandOver(header.lease_token(), header.lease_id(),
-                                                 header.tenant(), &admission);
+          if (Status s = tenants_->AdmitHandOver(lease_token, header.lease_id(), header.tenant(),
+                                                 &admission);
               !s.ok()) {
             return PermissionDenied("the hand-over of the session's lease is refused: " +
                                     s.message());
           }
-          if (Status s = UseHandOver(header, admission.expires_unix); !s.ok()) return s;
+          if (Status s = UseHandOver(lease_token, header, admission.expires_unix); !s.ok()) {
+            return s;
+          }
           tenant = std::move(admission.tenant);
           if (!admission.all_gpus) onto = admission.gpus;
         } else if (!header.tenant().empty()) {

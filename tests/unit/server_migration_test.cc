@@ -359,14 +359,15 @@ class ServerHandOverTest : public ServerMigrationTest {
     options_.name = "host1";
   }
   // `later`: seconds more of life (another token for the same claims).
-  std::string HandOver(const std::string& server, int later = 0) {
+  std::string HandOver(const std::string& server, int later = 0,
+                       const std::string& lease = "lease-5") {
     wire::TokenClaims claims;
     claims.set_tenant("alice");
     claims.set_server(server);
     claims.set_memory_quota(uint64_t{1} << 30);
     claims.set_weight(1);
     claims.set_expires_unix(time(nullptr) + 3600 + later);
-    claims.set_lease_id("lease-5");
+    claims.set_lease_id(lease);
     claims.add_gpus(0);
     claims.set_hand_over(true);
     std::string token;
@@ -434,6 +435,43 @@ TEST_F(ServerHandOverTest, AHandOverRestoresEachSessionOfItsLeaseOnce) {
   }
   const std::string more = Join(token, HandMade(at + 17 * (1 << 20), 7, session(17))).error();
   EXPECT_NE(more.find("16 sessions"), std::string::npos) << more;
+}
+
+// A checkpoint file carries no hand-over: `rgpu restore` brings the source's
+// (AdminRequest.lease_hand_over). Without one the tenant has no credential here; one of another
+// lease, or one the checkpoint contradicts, is refused; the right one restores the file, once.
+TEST_F(ServerHandOverTest, AFileIsRestoredUnderTheHandOverItsOperatorBrings) {
+  const uint64_t at = 0x5f2234500000ull;
+  auto restore = [&](const std::string& hand_over, const std::string& checkpoint) {
+    wire::AdminRequest r;
+    r.set_kind(wire::AdminRequest::RESTORE);
+    r.set_lease_hand_over(hand_over);
+    auto ch = Admin(r, OperatorKey());
+    wire::Envelope piece;
+    piece.mutable_checkpoint_chunk()->set_last(true);
+    EXPECT_TRUE(ch->Send(piece.SerializeAsString(), checkpoint.data(), checkpoint.size()).ok());
+    return AdminReply(ch.get()).error();
+  };
+  auto file = [](wire::Checkpoint* c) {
+    c->set_tenant("alice");
+    c->set_lease_id("lease-5");
+    c->set_source_server("host0");
+    c->set_source_session(3);
+  };
+  const std::string none = restore("", HandMade(at, 7, file));
+  EXPECT_NE(none.find("no credential"), std::string::npos) << none;
+  const std::string other = restore(HandOver("host1", 0, "lease-6"), HandMade(at, 7, file));
+  EXPECT_NE(other.find("not the session's"), std::string::npos) << other;
+  const std::string token = HandOver("host1");
+  const std::string carried = HandOver("host1", 1);
+  const std::string contradicted = restore(token, HandMade(at, 7, [&](wire::Checkpoint* c) {
+                                             file(c);
+                                             c->set_lease_token(carried);
+                                           }));
+  EXPECT_NE(contradicted.find("another hand-over"), std::string::npos) << contradicted;
+  ASSERT_EQ(restore(token, HandMade(at, 7, file)), "");
+  const std::string again = restore(token, HandMade(at + (1 << 20), 7, file));
+  EXPECT_NE(again.find("already"), std::string::npos) << again;
 }
 
 }  // namespace
