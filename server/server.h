@@ -273,6 +273,8 @@ class Server {
   // hand-over has admitted kMostSessionsPerHandOver sessions.
   Status UseHandOver(const std::string& token, const wire::Checkpoint& header,
                      int64_t expires_unix);
+  // A restore that used `token` for `header`'s source session failed: that session may try again.
+  void ForgetHandOverUse(const std::string& token, const wire::Checkpoint& header);
 
   std::unique_ptr<SessionHostPool> hosts_;  // when sessions run in processes of their own
   // As a session host (HostOneSession).

@@ -256,12 +256,24 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
   Reply(channel, reply);
 }
 
+namespace {
+std::string SourceOf(const wire::Checkpoint& header) {
+  return header.source_server() + "/" + std::to_string(header.source_session());
+}
+}  // namespace
+
+void Server::ForgetHandOverUse(const std::string& token, const wire::Checkpoint& header) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = used_hand_overs_.find(token);
+  if (it != used_hand_overs_.end()) it->second.sessions.erase(SourceOf(header));
+}
+
 Status Server::UseHandOver(const std::string& token, const wire::Checkpoint& header,
                            int64_t expires_unix) {
   std::lock_guard<std::mutex> lock(mu_);
   UsedHandOver& used = used_hand_overs_[token];
   used.expires_unix = expires_unix;
-  const std::string source = header.source_server() + "/" + std::to_string(header.source_session());
+  const std::string source = SourceOf(header);
   if (used.sessions.count(source) != 0) {
     return PermissionDenied("session " + source.substr(0, 200) +
                             " was restored here under this hand-over already");
@@ -281,9 +293,13 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
                                            scheduler_.get());
   ConfigureSession(*session);
   bool header_seen = false;
+  std::string used_hand_over;
+  wire::Checkpoint used_by;  // the header that used it (its source)
   CheckpointReader reader(
       [&](const wire::Checkpoint& header) -> Status {
         header_seen = true;
+        used_by.set_source_server(header.source_server());
+        used_by.set_source_session(header.source_session());
         CheckpointBounds bounds;
         bounds.limits = options_.session_limits;
         bounds.devices = devices_.devices().size();
@@ -313,6 +329,7 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
           if (Status s = UseHandOver(lease_token, header, admission.expires_unix); !s.ok()) {
             return s;
           }
+          used_hand_over = lease_token;  // given back if the restore fails
           tenant = std::move(admission.tenant);
           if (!admission.all_gpus) onto = admission.gpus;
         } else if (!header.tenant().empty()) {
@@ -381,6 +398,7 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
     RGPU_LOG_WARN("session %llu: restore refused%s: %s", (unsigned long long)id,
                   header_seen ? "" : " before its header", s.message().c_str());
     session.reset();  // and all it made with it
+    if (!used_hand_over.empty()) ForgetHandOverUse(used_hand_over, used_by);  // tried again later
     ReplyError(channel, s.message());
     // The sender learns it between two pieces; what it sent meanwhile is read and dropped, so
     // that the refusal is what it sees, not a connection cut short.

@@ -414,8 +414,8 @@ TEST_F(ServerHandOverTest, ARegistrysHandOverAdmitsOnlyItsLeasesCheckpoints) {
 }
 
 // The sessions of a lease move together under one hand-over: it restores each of them once (the
-// same session's checkpoint again is refused, wherever its memory would go), another session of
-// the lease is restored, and no more than 16 in all.
+// same session's checkpoint again is refused, wherever its memory would go, unless its restore
+// failed), another session of the lease is restored, and no more than 16 in all.
 TEST_F(ServerHandOverTest, AHandOverRestoresEachSessionOfItsLeaseOnce) {
   const uint64_t at = 0x5f2234500000ull;
   const std::string token = HandOver("host1");
@@ -429,6 +429,9 @@ TEST_F(ServerHandOverTest, AHandOverRestoresEachSessionOfItsLeaseOnce) {
   ASSERT_EQ(Join(token, HandMade(at, 7, session(1))).error(), "");
   const std::string again = Join(token, HandMade(at + (1 << 20), 7, session(1))).error();
   EXPECT_NE(again.find("under this hand-over already"), std::string::npos) << again;
+  // A restore that fails (its memory's place is taken) leaves its session free to try again.
+  const std::string taken = Join(token, HandMade(at, 7, session(2))).error();
+  EXPECT_NE(taken.find("cannot be placed"), std::string::npos) << taken;
   for (uint64_t source = 2; source <= 16; ++source) {
     ASSERT_EQ(Join(token, HandMade(at + source * (1 << 20), 7, session(source))).error(), "")
         << "session " << source;
