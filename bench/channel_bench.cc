@@ -29,7 +29,7 @@ double Median(std::vector<double> v) {
 
 // The child: listens, tells the parent its port through `port_fd`, and echoes each message's
 // header (payloads are received and dropped) until the client leaves.
-int EchoServer(const std::string& transport, int port_fd) {
+int EchoServer(const std::string& transport, int port_fd, const rgpu::ChannelOptions& options) {
   rgpu::TransportUrl url;
   std::unique_ptr<rgpu::Listener> listener;
   rgpu::Status s = rgpu::TransportUrl::Parse(transport + "://127.0.0.1:0", &url);
@@ -39,7 +39,7 @@ int EchoServer(const std::string& transport, int port_fd) {
   std::unique_ptr<rgpu::PendingConnection> pending;
   if (!listener->WaitConnection(10000, &pending).ok()) return 1;
   std::unique_ptr<rgpu::Channel> ch;
-  if (!pending->Accept(rgpu::ChannelOptions(), &ch).ok()) return 1;
+  if (!pending->Accept(options, &ch).ok()) return 1;
   rgpu::ReceivedMessage m;
   const std::string reply = "reply-08";  // about the size of a Reply envelope
   while (ch->Receive(10000, &m).ok()) {
@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
   app.add_option("--transport", transport, "tcp, shm or sock")
       ->check(CLI::IsMember({"tcp", "shm", "sock"}));
   app.add_flag("--quick", quick, "fewer repetitions");
+  rgpu::ChannelOptions options;
+  app.add_option("--poll-us", options.poll_us,
+                 "microseconds each side busy-polls before it sleeps (rgpu-server --poll-us)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   // The server process is forked before this process starts UCX.
@@ -65,7 +69,7 @@ int main(int argc, char** argv) {
   const pid_t child = fork();
   if (child == 0) {
     close(fds[0]);
-    _exit(EchoServer(transport, fds[1]));
+    _exit(EchoServer(transport, fds[1], options));
   }
   close(fds[1]);
   uint16_t port = 0;
@@ -78,7 +82,7 @@ int main(int argc, char** argv) {
   rgpu::Status s = rgpu::TransportUrl::Parse(transport + "://127.0.0.1:0", &url);
   url.port = port;
   std::unique_ptr<rgpu::Channel> ch;
-  if (s.ok()) s = rgpu::ConnectChannel(url, rgpu::ChannelOptions(), &ch);
+  if (s.ok()) s = rgpu::ConnectChannel(url, options, &ch);
   if (!s.ok()) {
     fprintf(stderr, "channel_bench: %s\n", s.ToString().c_str());
     kill(child, SIGTERM);

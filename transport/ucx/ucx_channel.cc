@@ -345,6 +345,7 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
       if (left <= 0) return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
       wait_ms = static_cast<int>(std::min<long>(left, wait_ms));
     }
+    if (payloads_in_flight_ > 0) continue;  // a payload is landing: poll on
     // Sleep until the worker has something or (shm://) the peer's socket ends.
     ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) continue;
@@ -643,7 +644,9 @@ Status UcxChannel::FetchPayload(ReceivedMessage* m, void* destination) {
       ucp_am_recv_data_nbx(worker_, descriptor, destination, m->payload_size, &p);
   if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "ucp_am_recv_data_nbx");
   if (req != nullptr) {
+    payloads_in_flight_++;
     Status s = WaitUntil([this] { return fetch_state_.done; }, -1);
+    payloads_in_flight_--;
     if (!s.ok()) {
       // The destination must not be written after this returns: cancel and wait it out.
       ucp_request_cancel(worker_, req);
@@ -731,6 +734,7 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
       slot->status = UCS_PTR_STATUS(req);
     } else {
       slot->request = req;
+      self->payloads_in_flight_++;
     }
     // Otherwise OnDataFetched completes the slot.
   } else {
@@ -744,6 +748,7 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
 
 void UcxChannel::OnDataFetched(void* request, ucs_status_t status, size_t, void* user_data) {
   auto* slot = static_cast<Slot*>(user_data);
+  slot->channel->payloads_in_flight_--;
   slot->status = status;
   slot->complete = true;
   slot->request = nullptr;

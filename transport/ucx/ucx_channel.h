@@ -141,7 +141,11 @@ class UcxChannel final : public Channel {
     bool done = false;
     ucs_status_t status = UCS_OK;
   };
-  FetchState fetch_state_;     // the fetch FetchPayload waits for
+  FetchState fetch_state_;  // the fetch FetchPayload waits for
+  // Rendezvous payloads on their way in (fetches started, not landed): while there are any,
+  // WaitUntil polls instead of sleeping, since their data arrives faster than a sleeping
+  // thread wakes (a TCP 64 MiB copy at 0.71-0.85 of the floor with sleeps, 0.92-1.06 without).
+  int payloads_in_flight_ = 0;
   void* unfetched_ = nullptr;  // the pending payload of the message Receive returned last
   std::mutex abandon_mu_;
   std::string abandon_reason_;  // under abandon_mu_
