@@ -464,8 +464,11 @@ class Session {
   // The server's device of context `ctx_id` (-1 when there is no such context).
   int DeviceOf(uint64_t ctx_id);
   // Loads `image` in the current context and stores in *footprint the device memory the module
-  // holds (softgpuModuleGetFootprint, or measured under memory_lock_).
-  CUresult LoadModule(const char* image, CUmodule* module, uint64_t* footprint);
+  // holds (softgpuModuleGetFootprint, or measured under memory_lock_); a refusal's reason, from
+  // the backend's JIT error log, goes to *why.
+  CUresult LoadModule(const char* image, CUmodule* module, uint64_t* footprint, std::string* why);
+  // cuModuleLoadDataEx with an error log (cuModuleLoadData on a backend without it).
+  CUresult LoadModuleLogged(const char* image, CUmodule* module, std::string* why);
   // Holds memory_lock_ while device memory changes, on backends where modules are measured.
   std::unique_lock<std::mutex> DeviceMemoryChange();
   // CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY with cs.detail when a table holds `count` handles

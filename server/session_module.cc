@@ -53,7 +53,8 @@ CUresult Session::HandleModuleLoadData(CallState& cs, const ModuleLoadDataIn&,
   }
   CUmodule module = nullptr;
   uint64_t footprint = 0;
-  CUresult r = LoadModule(image->c_str(), &module, &footprint);
+  std::string why;
+  CUresult r = LoadModule(image->c_str(), &module, &footprint, &why);
   if (r == CUDA_SUCCESS && !Charge(cs, device, footprint, "the module's variables")) {
     RGPU_LOG_WARN("session %llu: module refused: %s", (unsigned long long)id_, cs.detail.c_str());
     auto change = DeviceMemoryChange();
@@ -69,6 +70,7 @@ CUresult Session::HandleModuleLoadData(CallState& cs, const ModuleLoadDataIn&,
     cs.detail = machine == kEmAmdgpu
                     ? "the backend cannot run this AMDGPU code object (a HIP program's kernels)"
                     : "the backend could not load the module image";
+    if (!why.empty()) cs.detail += ": " + why.substr(0, 900);
     RGPU_LOG_WARN("session %llu: module refused (%d): %s", (unsigned long long)id_, r,
                   cs.detail.c_str());
     return r;
@@ -162,10 +164,24 @@ bool Session::DescribeFunction(CallState& cs, FunctionRecord* f, FunctionSummary
   return true;
 }
 
-CUresult Session::LoadModule(const char* image, CUmodule* module, uint64_t* footprint) {
+CUresult Session::LoadModuleLogged(const char* image, CUmodule* module, std::string* why) {
+  if (drv_.cuModuleLoadDataEx == nullptr) return drv_.cuModuleLoadData(module, image);
+  // The backend's error log: why it refused the image (softgpu: a module without PTX; NVIDIA's
+  // driver: a PTX that does not compile), for the server's log and the tenant's error detail.
+  char log[1024] = {};
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {log, reinterpret_cast<void*>(static_cast<uintptr_t>(sizeof log - 1))};
+  const CUresult r = drv_.cuModuleLoadDataEx(module, image, 2, options, values);
+  log[sizeof log - 1] = '\0';
+  if (r != CUDA_SUCCESS) *why = log;
+  return r;
+}
+
+CUresult Session::LoadModule(const char* image, CUmodule* module, uint64_t* footprint,
+                             std::string* why) {
   *footprint = 0;
   if (drv_.softgpuModuleGetFootprint != nullptr) {
-    CUresult r = drv_.cuModuleLoadData(module, image);
+    CUresult r = LoadModuleLogged(image, module, why);
     if (r != CUDA_SUCCESS) return r;
     size_t bytes = 0;
     r = drv_.softgpuModuleGetFootprint(*module, &bytes);
@@ -182,7 +198,7 @@ CUresult Session::LoadModule(const char* image, CUmodule* module, uint64_t* foot
   size_t free_before = 0, free_after = 0, total = 0;
   CUresult r = drv_.cuMemGetInfo(&free_before, &total);
   if (r != CUDA_SUCCESS) return r;
-  r = drv_.cuModuleLoadData(module, image);
+  r = LoadModuleLogged(image, module, why);
   if (r != CUDA_SUCCESS) return r;
   r = drv_.cuMemGetInfo(&free_after, &total);
   if (r != CUDA_SUCCESS) {

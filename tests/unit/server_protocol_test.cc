@@ -59,6 +59,23 @@ TEST_F(ServerProtocolTest, RefusesGarbageHandshake) {
   EXPECT_NE(w.welcome().status(), 0);
 }
 
+// A module the backend refuses: the reply's detail carries the backend's reason (its JIT error
+// log) every time, not only in the backend's first word on stderr (softgpu tells each reason once
+// per process).
+TEST_F(ServerProtocolTest, ARefusedModuleSaysWhyEachTime) {
+  const char bad[] =
+      ".version 9.0\n.target sm_75\n.entry k() { .reg .b32 %r<2>; mov.u32 %r1 1; }\n";
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  for (uint64_t seq = 30; seq < 32; ++seq) {
+    wire::Envelope load = Exchange(ch.get(), Call(seq, Op::kModuleLoadData, ctx, {}), bad);
+    EXPECT_EQ(load.reply().result(), CUDA_ERROR_INVALID_PTX);
+    EXPECT_NE(load.reply().message().find("could not load the module image: "), std::string::npos)
+        << load.reply().message();
+    EXPECT_NE(load.reply().message().find("line 3"), std::string::npos) << load.reply().message();
+  }
+}
+
 // A module's kernels come with its load (one round trip): each one's handle, limits and
 // parameter layout, and its name in the reply's payload; the handles launch.
 TEST_F(ServerProtocolTest, AModuleLoadListsItsKernels) {
