@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -376,6 +378,68 @@ TEST_P(TransportTest, MessagesSentBeforeThePeerLeavesArrive) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, TransportTest, ::testing::Values("tcp", "shm", "sock"));
+
+// A rendezvous payload keeps its receiver polling while it moves (a sleeping thread wakes too
+// late for its data), but one whose sender stops half-way (a stopped or hostile peer) lets the
+// receiver sleep again: the receiving thread's CPU time over a second of waiting for the
+// stalled payload stays far below the second. The sender runs in a process of its own (this
+// binary again, told by RGPU_TEST_STALLING_SENDER), sending 64 MiB messages until it is stopped.
+TEST(UcxPayloadTest, AStalledPayloadLetsItsReceiverSleep) {
+  if (const char* to = getenv("RGPU_TEST_STALLING_SENDER")) {
+    TransportUrl url;
+    std::unique_ptr<Channel> ch;
+    if (!TransportUrl::Parse(to, &url).ok() || !ConnectChannel(url, ChannelOptions(), &ch).ok()) {
+      _exit(1);
+    }
+    std::vector<char> big(size_t{64} << 20, 1);
+    while (ch->Send("big", big.data(), big.size()).ok()) {
+    }
+    _exit(0);
+  }
+  TransportUrl url;
+  ASSERT_TRUE(TransportUrl::Parse("tcp://127.0.0.1:0", &url).ok());
+  std::unique_ptr<Listener> listener;
+  ASSERT_TRUE(CreateListener(url, &listener).ok());
+  url.port = listener->port();
+  const pid_t child = fork();
+  if (child == 0) {
+    setenv("RGPU_TEST_STALLING_SENDER", url.ToString().c_str(), 1);
+    execl("/proc/self/exe", "transport_test", "--gtest_filter=UcxPayloadTest.*",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(child, 0);
+  std::unique_ptr<PendingConnection> pending;
+  std::unique_ptr<Channel> ch;
+  ASSERT_TRUE(listener->WaitConnection(10000, &pending).ok());
+  ASSERT_TRUE(pending->Accept(ChannelOptions(), &ch).ok());
+  using Clock = std::chrono::steady_clock;
+  ReceivedMessage m;
+  int received = 0;
+  for (auto until = Clock::now() + std::chrono::milliseconds(300); Clock::now() < until;) {
+    ASSERT_TRUE(ch->Receive(10000, &m).ok());
+    ++received;
+  }
+  kill(child, SIGSTOP);  // most likely in the middle of a payload: the sender sends nothing else
+  auto cpu_seconds = [] {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + t.tv_nsec / 1e9;
+  };
+  const double cpu0 = cpu_seconds();
+  const auto wall0 = Clock::now();
+  for (auto until = wall0 + std::chrono::seconds(1); Clock::now() < until;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    if (ch->Receive(static_cast<int>(std::max<long>(1, left.count())), &m).ok()) ++received;
+  }
+  const double cpu = cpu_seconds() - cpu0;
+  const double wall = std::chrono::duration<double>(Clock::now() - wall0).count();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_GT(received, 0);
+  EXPECT_LT(cpu, 0.25 * wall) << "the receiver kept polling a payload that no longer moved";
+  ch.reset();
+}
 
 // shm://'s set-up goes over a kernel socket (each side's worker address, length first): a peer
 // that sends an absurd length, or none at all, or goes before sending its address, is refused

@@ -19,6 +19,7 @@
 namespace rgpu::ucx {
 
 using Clock = std::chrono::steady_clock;
+constexpr auto kLandingSpin = std::chrono::milliseconds(2);  // WaitUntil's, with payloads landing
 
 struct UcxChannel::Slot {
   UcxChannel* channel = nullptr;
@@ -324,11 +325,17 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
   // most waits end before that, and the timeout and the spin are counted from then.
   Clock::time_point start, spin_until;
   bool started = false;
+  bool progressed = false;          // since the clock was last read
+  Clock::time_point last_progress;  // when the clock was read after progress
   unsigned idle_turns = 0;
   for (;;) {
     if (done()) return Status::Ok();
     if (broken()) return Failure();
-    if (ucp_worker_progress(worker_) != 0 || (++idle_turns & 63) != 0) continue;
+    if (ucp_worker_progress(worker_) != 0) {
+      progressed = true;
+      continue;
+    }
+    if ((++idle_turns & 63) != 0) continue;
     auto now = Clock::now();
     if (!started) {
       started = true;
@@ -336,6 +343,10 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
       spin_until = now + std::chrono::microseconds(options_.poll_us);
     }
     WatchPeer(now);
+    if (progressed) {
+      last_progress = now;
+      progressed = false;
+    }
     if (now < spin_until) continue;
     int wait_ms = 100;
     if (timeout_ms >= 0) {
@@ -345,7 +356,10 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
       if (left <= 0) return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
       wait_ms = static_cast<int>(std::min<long>(left, wait_ms));
     }
-    if (payloads_in_flight_ > 0) continue;  // a payload is landing: poll on
+    // A payload that is landing keeps the wait polling while it moves: its data comes faster
+    // than a sleeping thread wakes. One that stalls (a peer that stopped sending) lets it sleep
+    // again after kLandingSpin, so a stalled sender cannot keep a core busy.
+    if (payloads_in_flight_ > 0 && now - last_progress < kLandingSpin) continue;
     // Sleep until the worker has something or (shm://) the peer's socket ends.
     ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) continue;

@@ -142,9 +142,10 @@ class UcxChannel final : public Channel {
     ucs_status_t status = UCS_OK;
   };
   FetchState fetch_state_;  // the fetch FetchPayload waits for
-  // Rendezvous payloads on their way in (fetches started, not landed): while there are any,
-  // WaitUntil polls instead of sleeping, since their data arrives faster than a sleeping
-  // thread wakes (a TCP 64 MiB copy at 0.71-0.85 of the floor with sleeps, 0.92-1.06 without).
+  // Rendezvous payloads on their way in (fetches started, not landed): while there are any and
+  // they move, WaitUntil polls instead of sleeping, since their data arrives faster than a
+  // sleeping thread wakes (a TCP 64 MiB copy at 0.71-0.85 of the floor with sleeps, 0.93-1.09
+  // without); a payload that stalls for 2 ms lets it sleep again.
   int payloads_in_flight_ = 0;
   void* unfetched_ = nullptr;  // the pending payload of the message Receive returned last
   std::mutex abandon_mu_;
