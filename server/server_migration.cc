@@ -270,6 +270,10 @@ void Server::ForgetHandOverUse(const std::string& token, const wire::Checkpoint&
 
 Status Server::UseHandOver(const std::string& token, const wire::Checkpoint& header,
                            int64_t expires_unix) {
+  // Kept until the hand-over expires: bounded before (CheckCheckpoint comes later).
+  if (header.source_server().size() > kMaxCheckpointNameBytes) {
+    return InvalidArgument("the checkpoint's source server has a name longer than 4 KiB");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   UsedHandOver& used = used_hand_overs_[token];
   used.expires_unix = expires_unix;

@@ -438,6 +438,15 @@ TEST_F(ServerHandOverTest, AHandOverRestoresEachSessionOfItsLeaseOnce) {
   }
   const std::string more = Join(token, HandMade(at + 17 * (1 << 20), 7, session(17))).error();
   EXPECT_NE(more.find("16 sessions"), std::string::npos) << more;
+  // A source's name is kept as long as the hand-over lives: bounded first.
+  const std::string other = HandOver("host1", 3);
+  const std::string named = Join(other, HandMade(at, 7,
+                                                 [&](wire::Checkpoint* c) {
+                                                   Of(other)(c);
+                                                   c->set_source_server(std::string(5000, 'h'));
+                                                 }))
+                                .error();
+  EXPECT_NE(named.find("longer than 4 KiB"), std::string::npos) << named;
 }
 
 // A checkpoint file carries no hand-over: `rgpu restore` brings the source's
