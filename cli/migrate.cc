@@ -80,14 +80,19 @@ int Failed(const char* command, const Status& s) {
   return 1;
 }
 
+// The server at `url`'s one-use restore ticket and its name at its registry (AdminReply).
+Status AskRestoreTicket(const std::string& url, const std::string& key, wire::AdminReply* out) {
+  wire::AdminRequest request;
+  request.set_kind(wire::AdminRequest::RESTORE_TICKET);
+  return Ask(url, key, request, kConnectMs, out);
+}
+
 }  // namespace
 
 int RunMigrate(const MoveOptions& o) {
   // The target's one-use ticket, which the source presents when it sends the checkpoint.
-  wire::AdminRequest ticket_request;
-  ticket_request.set_kind(wire::AdminRequest::RESTORE_TICKET);
   wire::AdminReply ticket;
-  Status s = Ask(o.to, o.key, ticket_request, kConnectMs, &ticket);
+  Status s = AskRestoreTicket(o.to, o.key, &ticket);
   if (!s.ok()) return Failed("migrate", s);
   wire::AdminRequest request;
   request.set_kind(wire::AdminRequest::MIGRATE);
@@ -176,10 +181,8 @@ int RunRestore(const MoveOptions& o) {
   if (!in) return Failed("restore", Unavailable("cannot read " + o.file));
   // A session under a registry lease takes it along when the target has a registry: the source,
   // where the session waits parked, has the registry hand the lease over to the target.
-  wire::AdminRequest ticket_request;
-  ticket_request.set_kind(wire::AdminRequest::RESTORE_TICKET);
   wire::AdminReply target;
-  Status s = Ask(o.server, o.key, ticket_request, kConnectMs, &target);
+  Status s = AskRestoreTicket(o.server, o.key, &target);
   if (!s.ok()) return Failed("restore", s);
   wire::AdminReply handed;
   if (!target.registry_name().empty()) {

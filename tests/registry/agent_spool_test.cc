@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -82,77 +83,98 @@ TEST(AgentSpool, UndeliveredRecordsOutliveTheServer) {
   (void)!system(command.c_str());
 }
 
-// A session's new server reports it before its old one said it left (a lease being handed
-// over, registry/lease_hand_over.cc): the registry answers "not yet", and the new server's agent
-// keeps the records and sends them again until the old server's last record completes the
-// hand-over; nothing is lost or counted twice.
-TEST(AgentSpool, RecordsTheRegistryAnswersNotYetAreSentAgain) {
-  char dir[] = "/tmp/rgpu-spool-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string d = dir;
-  ASSERT_TRUE(GenerateTokenKeys(d + "/key.pem", d + "/key.pub").ok());
-  TestRegistry registry(d, 0);
-  const std::string api_key = registry.CreateKey(false, "alice");
-  ProbeResponder responder_a, responder_b;
-  auto options = [&](const std::string& name, ProbeResponder& responder) {
+// Two providers' servers' agents on one test registry (host-a of acme, host-b of bolt, each
+// reporting every 50 ms) and a lease of tenant alice placed on host-a and handed over to host-b
+// (registry/lease_hand_over.cc). Start with ASSERT_NO_FATAL_FAILURE.
+class HandedOverLease {
+ public:
+  void Start() {
+    char dir[] = "/tmp/rgpu-spool-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    ASSERT_TRUE(GenerateTokenKeys(dir_ + "/key.pem", dir_ + "/key.pub").ok());
+    registry_ = std::make_unique<TestRegistry>(dir_, 0);
+    const std::string api_key = registry_->CreateKey(false, "alice");
+    GpuSpec gpu;
+    gpu.set_model("GPU");
+    gpu.set_memory_bytes(1ull << 30);
+    auto no_sessions = [] { return wire::StatusReply(); };
+    ASSERT_TRUE(a.Start(Options("host-a", responder_a_), {gpu}, no_sessions, nullptr).ok());
+    registry_->service()->WaitForProbes();
+    ASSERT_TRUE(registry_->Place(api_key, 256ull << 20, &placement).ok());
+    ASSERT_EQ(placement.server_name(), "host-a");
+    ASSERT_TRUE(b.Start(Options("host-b", responder_b_), {gpu}, no_sessions, nullptr).ok());
+    registry_->service()->WaitForProbes();
+    std::string token;
+    Status s = a.HandOverLease(placement.lease_id(), "host-b", &token);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ~HandedOverLease() {
+    a.Stop(0);
+    b.Stop(0);
+    if (!dir_.empty()) (void)!system(("rm -rf " + dir_).c_str());
+  }
+  // A session's figures under the lease.
+  wire::SessionStats Stats(uint64_t id, uint64_t calls) const {
+    wire::SessionStats st;
+    st.set_session_id(id);
+    st.set_tenant("alice");
+    st.set_lease_id(placement.lease_id());
+    st.set_calls(calls);
+    return st;
+  }
+  // The calls the registry took from `server` under any lease.
+  uint64_t CallsOn(const std::string& server) {
+    uint64_t calls = 0;
+    const UsageReply usage = registry_->Usage();
+    for (const auto& u : usage.sessions()) {
+      if (u.server_name() == server) calls += u.calls();
+    }
+    return calls;
+  }
+
+  Placement placement;
+
+ private:
+  server::RegistryAgentOptions Options(const std::string& name, ProbeResponder& responder) {
     server::RegistryAgentOptions o;
-    o.address = registry.address();
-    o.provider_key = registry.CreateKey(true, name == "host-a" ? "acme" : "bolt");
+    o.address = registry_->address();
+    o.provider_key = registry_->CreateKey(true, name == "host-a" ? "acme" : "bolt");
     o.server_name = name;
     o.server_url = responder.url();
     o.reachability_secret = responder.secret();
     o.report_ms = 50;
     o.observe_ms = 50;
     return o;
-  };
-  GpuSpec gpu;
-  gpu.set_model("GPU");
-  gpu.set_memory_bytes(1ull << 30);
-  auto no_sessions = [] { return wire::StatusReply(); };
-  server::RegistryAgent a, b;
-  ASSERT_TRUE(a.Start(options("host-a", responder_a), {gpu}, no_sessions, nullptr).ok());
-  registry.service()->WaitForProbes();
-  Placement placement;
-  ASSERT_TRUE(registry.Place(api_key, 256ull << 20, &placement).ok());
-  ASSERT_EQ(placement.server_name(), "host-a");
-  ASSERT_TRUE(b.Start(options("host-b", responder_b), {gpu}, no_sessions, nullptr).ok());
-  registry.service()->WaitForProbes();
-  std::string token;
-  Status s = a.HandOverLease(placement.lease_id(), "host-b", &token);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  wire::SessionStats on_a, on_b;
-  on_a.set_session_id(1);
-  on_a.set_tenant("alice");
-  on_a.set_lease_id(placement.lease_id());
-  on_a.set_calls(40);
-  on_b = on_a;
-  on_b.set_session_id(7);
-  on_b.set_calls(60);
-  a.SessionStarted(1);
+  }
+  std::string dir_;
+  std::unique_ptr<TestRegistry> registry_;
+  ProbeResponder responder_a_, responder_b_;
+
+ public:
+  server::RegistryAgent a, b;  // stopped before the registry goes
+};
+
+// A session's new server reports it before its old one said it left (a lease being handed
+// over, registry/lease_hand_over.cc): the registry answers "not yet", and the new server's agent
+// keeps the records and sends them again until the old server's last record completes the
+// hand-over; nothing is lost or counted twice.
+TEST(AgentSpool, RecordsTheRegistryAnswersNotYetAreSentAgain) {
+  HandedOverLease f;
+  ASSERT_NO_FATAL_FAILURE(f.Start());
+  f.a.SessionStarted(1);
   // The session ran on host-b, and ended there, before host-a said it left.
-  b.SessionStarted(7);
-  b.SessionEnded(on_b);
-  while (b.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  f.b.SessionStarted(7);
+  f.b.SessionEnded(f.Stats(7, 60));
+  while (f.b.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few reports: "not yet"
-  auto calls_on = [&](const std::string& server) {
-    uint64_t calls = 0;
-    const UsageReply usage = registry.Usage();
-    for (const auto& u : usage.sessions()) {
-      if (u.server_name() == server) calls += u.calls();
-    }
-    return calls;
-  };
-  EXPECT_EQ(calls_on("host-b"), 0u);
-  a.SessionMoved(on_a);
-  for (int i = 0; i < 200 && calls_on("host-b") == 0; ++i) {
+  EXPECT_EQ(f.CallsOn("host-b"), 0u);
+  f.a.SessionMoved(f.Stats(1, 40));
+  for (int i = 0; i < 200 && f.CallsOn("host-b") == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(calls_on("host-b"), 60u);
-  EXPECT_EQ(calls_on("host-a"), 40u);
-  a.Stop(0);
-  b.Stop(0);
-  std::string command = "rm -rf " + d;
-  (void)!system(command.c_str());
+  EXPECT_EQ(f.CallsOn("host-b"), 60u);
+  EXPECT_EQ(f.CallsOn("host-a"), 40u);
 }
 
 // Two sessions of one lease moving whole (Server::MoveSessionsTogether): the first one's last
@@ -160,76 +182,26 @@ TEST(AgentSpool, RecordsTheRegistryAnswersNotYetAreSentAgain) {
 // the target's records stay "not yet") while a session of the lease still runs on the source;
 // then both go, and every record of both servers is taken.
 TEST(AgentSpool, ALeaseMovingWholeIsReportedMovedOnceAllItsSessionsLeft) {
-  char dir[] = "/tmp/rgpu-spool-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string d = dir;
-  ASSERT_TRUE(GenerateTokenKeys(d + "/key.pem", d + "/key.pub").ok());
-  TestRegistry registry(d, 0);
-  const std::string api_key = registry.CreateKey(false, "alice");
-  ProbeResponder responder_a, responder_b;
-  auto options = [&](const std::string& name, ProbeResponder& responder) {
-    server::RegistryAgentOptions o;
-    o.address = registry.address();
-    o.provider_key = registry.CreateKey(true, name == "host-a" ? "acme" : "bolt");
-    o.server_name = name;
-    o.server_url = responder.url();
-    o.reachability_secret = responder.secret();
-    o.report_ms = 50;
-    o.observe_ms = 50;
-    return o;
-  };
-  GpuSpec gpu;
-  gpu.set_model("GPU");
-  gpu.set_memory_bytes(1ull << 30);
-  auto no_sessions = [] { return wire::StatusReply(); };
-  server::RegistryAgent a, b;
-  ASSERT_TRUE(a.Start(options("host-a", responder_a), {gpu}, no_sessions, nullptr).ok());
-  registry.service()->WaitForProbes();
-  Placement placement;
-  ASSERT_TRUE(registry.Place(api_key, 256ull << 20, &placement).ok());
-  ASSERT_TRUE(b.Start(options("host-b", responder_b), {gpu}, no_sessions, nullptr).ok());
-  registry.service()->WaitForProbes();
-  std::string token;
-  Status s = a.HandOverLease(placement.lease_id(), "host-b", &token);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  auto stats = [&](uint64_t id, uint64_t calls) {
-    wire::SessionStats st;
-    st.set_session_id(id);
-    st.set_tenant("alice");
-    st.set_lease_id(placement.lease_id());
-    st.set_calls(calls);
-    return st;
-  };
-  auto calls_on = [&](const std::string& server) {
-    uint64_t calls = 0;
-    const UsageReply usage = registry.Usage();
-    for (const auto& u : usage.sessions()) {
-      if (u.server_name() == server) calls += u.calls();
-    }
-    return calls;
-  };
-  a.SessionStarted(1);
-  a.SessionStarted(2);
-  a.BeginLeaseMove(placement.lease_id());
+  HandedOverLease f;
+  ASSERT_NO_FATAL_FAILURE(f.Start());
+  f.a.SessionStarted(1);
+  f.a.SessionStarted(2);
+  f.a.BeginLeaseMove(f.placement.lease_id());
   // Session 1 left for host-b and made calls there; session 2 is still on host-a.
-  a.SessionMoved(stats(1, 40));
-  b.SessionStarted(7);
-  b.SessionEnded(stats(7, 60));
-  while (b.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  f.a.SessionMoved(f.Stats(1, 40));
+  f.b.SessionStarted(7);
+  f.b.SessionEnded(f.Stats(7, 60));
+  while (f.b.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few reports of each
-  EXPECT_EQ(calls_on("host-b"), 0u) << "the hand-over completed with a session still on host-a";
-  EXPECT_EQ(calls_on("host-a"), 0u);
-  a.SessionMoved(stats(2, 30));
-  a.EndLeaseMove(placement.lease_id());
-  for (int i = 0; i < 200 && (calls_on("host-b") == 0 || calls_on("host-a") < 70); ++i) {
+  EXPECT_EQ(f.CallsOn("host-b"), 0u) << "the hand-over completed with a session still on host-a";
+  EXPECT_EQ(f.CallsOn("host-a"), 0u);
+  f.a.SessionMoved(f.Stats(2, 30));
+  f.a.EndLeaseMove(f.placement.lease_id());
+  for (int i = 0; i < 200 && (f.CallsOn("host-b") == 0 || f.CallsOn("host-a") < 70); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(calls_on("host-a"), 70u);
-  EXPECT_EQ(calls_on("host-b"), 60u);
-  a.Stop(0);
-  b.Stop(0);
-  std::string command = "rm -rf " + d;
-  (void)!system(command.c_str());
+  EXPECT_EQ(f.CallsOn("host-a"), 70u);
+  EXPECT_EQ(f.CallsOn("host-b"), 60u);
 }
 
 TEST(AgentSpool, ADamagedSpoolIsAClearError) {
