@@ -191,11 +191,14 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
         move->resume_session = request.target_session();
         move->resume_credential = request.resume_credential();
       }
-      std::string handed_over;  // the lease that goes along
-      if (request.kind() == wire::AdminRequest::MIGRATE) {
+      // A lease moves whole: one of its sessions neither migrates nor parks in a file alone.
+      if (request.kind() != wire::AdminRequest::REDIRECT) {
         if (Status s = LeaseMovesAlone(request.session_id()); !s.ok()) {
           return ReplyError(channel, s.message());
         }
+      }
+      std::string handed_over;  // the lease that goes along
+      if (request.kind() == wire::AdminRequest::MIGRATE) {
         if (Status s = HandOverLeaseOf(request.session_id(), request.target_registry_name(),
                                        move.get(), &handed_over);
             !s.ok()) {
@@ -632,8 +635,8 @@ int Server::MoveSessionsTogether(
       CancelLeaseHandOver(lease);
     } else if (gone.size() < moves.size()) {
       RGPU_LOG_WARN(
-          "lease %s: %zu of its %zu session(s) here did not move with it; they are no "
-          "longer billed here and end with its notice",
+          "lease %s: %zu of its %zu session(s) here did not move with it; they stay, and "
+          "are no longer billed here once the registry completes the hand-over",
           lease.c_str(), moves.size() - gone.size(), moves.size());
     }
   }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A lease moves whole (docs/migration.md, "Moved by the registry"): two programs under one lease
 # (`rgpu place`, as a batch job's tasks share one) run on provider acme's host-a. `rgpu migrate`
-# of one of them alone is refused, saying why, and both go on; stopped, host-a drains both to
-# provider bolt's host-b under one hand-over of the lease (--drain-to). Both finish with the exact
-# result, no record is refused, and each session is billed on both servers.
+# or `rgpu checkpoint` of one of them alone is refused, saying why, and both go on; stopped,
+# host-a drains both to provider bolt's host-b under one hand-over of the lease (--drain-to).
+# Both finish with the exact result, no record is refused, and each is billed on both servers.
 #   drain_lease_sessions.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
@@ -53,6 +53,11 @@ if "$bin/rgpu" migrate --server "$a_url" --session "$session" --to "$b_url" >"$w
 fi
 grep -q "moves whole" "$work/refused" || fail "the refusal does not say why: $(cat "$work/refused")"
 echo "drain_lease_sessions: refused as expected: $(cat "$work/refused")"
+# Nor into a checkpoint file alone (it would park there, its lease unable to follow it).
+if "$bin/rgpu" checkpoint --server "$a_url" --session "$session" --file "$work/ckpt" >"$work/refused" 2>&1; then
+  fail "one session of a two-session lease was checkpointed alone"
+fi
+grep -q "moves whole" "$work/refused" || fail "the checkpoint's refusal does not say why: $(cat "$work/refused")"
 before=$(grep -c '^iteration' "$work/out")
 for _ in $(seq 400); do [ "$(grep -c '^iteration' "$work/out")" -gt $((before + 20)) ] && break; sleep 0.025; done
 [ "$(grep -c '^iteration' "$work/out")" -gt $((before + 20)) ] || fail "the program stopped after the refusal"
