@@ -53,7 +53,7 @@ struct RegistryAgentOptions {
   // tokens are still valid (an id may come again, e.g. after a registry restart); the server
   // refuses those tokens from then on. Must not call the agent.
   std::function<void(const std::vector<std::string>& lease_ids)> on_leases_ended;
-  // Called from the agent's thread, once per hand-over, when the registry asks that the session
+  // Called from the agent's thread, once per hand-over, when the registry asks that the sessions
   // of a lease under notice move to the server at `url` with the hand-over `token` (LeaseNotice.
   // move_url/move_token, docs/migration.md "Moved by the registry"). Must not block or call the
   // agent from this thread.
