@@ -227,9 +227,9 @@ class Server {
   // registry refuses) is an error: the session stays.
   Status HandOverLeaseOf(uint64_t id, const std::string& target_name, MoveRequest* move,
                          std::string* lease_id);
-  // An operator's migration of session `id` alone: refused (InvalidArgument, saying why)
-  // when it runs under a registry lease that other sessions here share, since a lease has one
-  // GPU and moves whole.
+  // An operator's move of session `id` alone (a migration, a checkpoint into a file, the
+  // hand-over for a file's restore): refused (InvalidArgument, saying why) when it runs under a
+  // registry lease that other sessions here share, since a lease has one GPU and moves whole.
   Status LeaseMovesAlone(uint64_t id);
   // Takes back a hand-over whose move did not happen (logged when the registry does not answer).
   void CancelLeaseHandOver(const std::string& lease_id);
