@@ -27,8 +27,7 @@ a=$launched a_url=$(cat "$work/a.url")
 
 "$bin/rgpu" run --memory 256M -- "$programs/driver_migrate_loop" 4000 48 30 >"$work/out" 2>&1 &
 client=$!
-for _ in $(seq 400); do grep -q "^iteration 100" "$work/out" && break; sleep 0.025; done
-grep -q "^iteration 100" "$work/out" || fail "the program did not start"
+await_started "$work/out"
 pkey=$("$bin/rgpu" provider create bolt --json | json 'd["provider_key"]') || fail "provider create"
 start_server host-b "$work/b.url" "$work/b.log"
 b=$launched b_url=$(cat "$work/b.url")

@@ -27,16 +27,12 @@ RGPU_SERVER_ARGS="--drain-to $b_url" start_server host-a "$work/a.url" "$work/a.
 a=$launched a_url=$(cat "$work/a.url")
 for _ in $(seq 300); do "$bin/rgpu" gpus | grep -q "available" && break; sleep 0.1; done
 
-placement=$("$bin/rgpu" place --memory 512M) || fail "rgpu place: $placement"
-eval "export $(echo "$placement" | grep -E '^RGPU_(SERVER|TOKEN|LEASE)=' | tr '\n' ' ')"
+take_placement 512M
 "$bin/rgpu" run -- "$programs/driver_migrate_loop" 4000 48 30 >"$work/out" 2>&1 &
 client=$!
 "$bin/rgpu" run -- "$programs/driver_migrate_loop" 4000 48 30 >"$work/out2" 2>&1 &
 client2=$!
-for out in "$work/out" "$work/out2"; do
-  for _ in $(seq 400); do grep -q "^iteration 100" "$out" && break; sleep 0.025; done
-  grep -q "^iteration 100" "$out" || fail "a program did not start"
-done
+await_started "$work/out" "$work/out2"
 pkey=$("$bin/rgpu" provider create bolt --json | json 'd["provider_key"]') || fail "provider create"
 "$bin/rgpu-server" --listen "$b_url" --backend softgpu --registry "$RGPU_REGISTRY" \
   --provider-key "$pkey" --name host-b --port-file "$work/b.url" 2>"$work/b.log" &

@@ -1,5 +1,5 @@
 # Shared start-up of the registry end-to-end scripts (gpus.sh, run_program.sh, capacity.sh,
-# migrate.sh, move_on_notice.sh), sourced after
+# migrate.sh, move_on_notice.sh, checkpoint_lease.sh, drain_lease_sessions.sh), sourced after
 # `bin`, `work` and `fail` are set and "$work/prices" is written:
 #   json EXPR              prints EXPR of the JSON document on stdin (`d`)
 #   start_registry         rgpu-registry on a free loopback port (SQLite in $work, heartbeats every
@@ -14,7 +14,24 @@
 #                           close falls on a minute of its local time); DESCRIBED is the
 #                           availability as the registry writes it with --notice-s 3, with '_'
 #                           for spaces
+#   take_placement MEMORY  `rgpu place --memory MEMORY` (the placement a batch job's prolog takes),
+#                          exported as RGPU_SERVER, RGPU_TOKEN and RGPU_LEASE for programs to share
+#   await_started OUT...   waits until each program whose output is OUT printed "iteration 100"
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+take_placement() {
+  local placement
+  placement=$("$bin/rgpu" place --memory "$1") || fail "rgpu place: $placement"
+  eval "export $(echo "$placement" | grep -E '^RGPU_(SERVER|TOKEN|LEASE)=' | tr '\n' ' ')"
+}
+
+await_started() {
+  local out
+  for out in "$@"; do
+    for _ in $(seq 400); do grep -q "^iteration 100" "$out" && break; sleep 0.025; done
+    grep -q "^iteration 100" "$out" || fail "a program did not start ($out)"
+  done
+}
 
 start_registry() {
   "$bin/rgpu-registry" --listen 127.0.0.1:0 --db "$work/registry.db" --signing-key "$work/key.pem" \

@@ -36,8 +36,7 @@ for _ in $(seq 300); do "$bin/rgpu" gpus | grep -q "available" && break; sleep 0
 # About 40 s of work: it outlives the window's close (20 s) and its notice (15 s more).
 if [ "$sessions" = 2 ]; then
   # One lease, two programs: the placement a batch job's prolog takes, then its tasks.
-  placement=$("$bin/rgpu" place --memory 512M) || fail "rgpu place: $placement"
-  eval "export $(echo "$placement" | grep -E '^RGPU_(SERVER|TOKEN|LEASE)=' | tr '\n' ' ')"
+  take_placement 512M
   "$bin/rgpu" run -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out2" 2>&1 &
   client2=$!
   "$bin/rgpu" run -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out" 2>&1 &
@@ -45,10 +44,7 @@ else
   "$bin/rgpu" run --memory 256M -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out" 2>&1 &
 fi
 client=$!
-for out in "$work/out" ${client2:+"$work/out2"}; do
-  for _ in $(seq 400); do grep -q "^iteration 100" "$out" && break; sleep 0.025; done
-  grep -q "^iteration 100" "$out" || fail "a program did not start"
-done
+await_started "$work/out" ${client2:+"$work/out2"}
 pkey=$("$bin/rgpu" provider create bolt --json | json 'd["provider_key"]') || fail "provider create"
 start_server always "$work/always.url" "$work/always.log"
 always=$launched
