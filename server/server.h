@@ -273,8 +273,9 @@ class Server {
   // hand-over has admitted kMostSessionsPerHandOver sessions.
   Status UseHandOver(const std::string& token, const wire::Checkpoint& header,
                      int64_t expires_unix);
-  // A restore that used `token` for `header`'s source session failed: that session may try again.
-  void ForgetHandOverUse(const std::string& token, const wire::Checkpoint& header);
+  // A restore that used `token` for `source` (a checkpoint's "source server/source session")
+  // failed: that session may try again.
+  void ForgetHandOverUse(const std::string& token, const std::string& source);
 
   std::unique_ptr<SessionHostPool> hosts_;  // when sessions run in processes of their own
   // As a session host (HostOneSession).

@@ -265,10 +265,10 @@ std::string SourceOf(const wire::Checkpoint& header) {
 }
 }  // namespace
 
-void Server::ForgetHandOverUse(const std::string& token, const wire::Checkpoint& header) {
+void Server::ForgetHandOverUse(const std::string& token, const std::string& source) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = used_hand_overs_.find(token);
-  if (it != used_hand_overs_.end()) it->second.sessions.erase(SourceOf(header));
+  if (it != used_hand_overs_.end()) it->second.sessions.erase(source);
 }
 
 Status Server::UseHandOver(const std::string& token, const wire::Checkpoint& header,
@@ -300,13 +300,10 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
                                            scheduler_.get());
   ConfigureSession(*session);
   bool header_seen = false;
-  std::string used_hand_over;
-  wire::Checkpoint used_by;  // the header that used it (its source)
+  std::string used_hand_over, used_by;  // the hand-over a restore used, and for which source
   CheckpointReader reader(
       [&](const wire::Checkpoint& header) -> Status {
         header_seen = true;
-        used_by.set_source_server(header.source_server());
-        used_by.set_source_session(header.source_session());
         CheckpointBounds bounds;
         bounds.limits = options_.session_limits;
         bounds.devices = devices_.devices().size();
@@ -337,6 +334,7 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
             return s;
           }
           used_hand_over = lease_token;  // given back if the restore fails
+          used_by = SourceOf(header);
           tenant = std::move(admission.tenant);
           if (!admission.all_gpus) onto = admission.gpus;
         } else if (!header.tenant().empty()) {
