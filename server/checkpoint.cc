@@ -125,6 +125,15 @@ Status CheckCheckpoint(const wire::Checkpoint& c, const CheckpointBounds& bounds
         static_cast<uint64_t>(m.variable_bases_size()) > kMaxModuleVariables) {
       return Bad("a module's variable ranges do not pair up");
     }
+    if (m.variable_names_size() != 0 && m.variable_names_size() != m.variable_bases_size()) {
+      return Bad("a module's variable names do not pair up with its ranges");
+    }
+    for (const std::string& name : m.variable_names()) {
+      if (name.empty() || name.size() > kMaxCheckpointNameBytes ||
+          name.find('\0') != std::string::npos) {
+        return Bad("a module variable without a proper name");
+      }
+    }
     modules[m.id()] = &m;
   }
   if (Status s = CheckNext(c.next_ids().modules(), ids, "module"); !s.ok()) return s;

@@ -961,6 +961,7 @@ void Session::DestroyContext(uint64_t id) {
     live = std::erase(live_contexts_, rec->context) > 0;
     std::erase(turns_, rec->turns.get());
   }
+  ReleaseRestoredSpans(id);  // mapped memory outlives its context otherwise
   if (!rec->destroyed && live) {
     auto change = DeviceMemoryChange();
     drv_.cuCtxDestroy(rec->context);
@@ -972,6 +973,7 @@ void Session::DestroyContext(uint64_t id) {
 
 void Session::ReleaseAll() {
   ReleaseVirtualMemory();
+  ReleaseRestoredSpans(0);
   std::vector<uint64_t> ids;
   for (auto& [id, rec] : contexts_.records()) ids.push_back(id);
   for (uint64_t id : ids) DestroyContext(id);

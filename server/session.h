@@ -285,6 +285,25 @@ class Session {
   bool AwaitRedirect(std::shared_ptr<MoveRequest>* redirect);
   // Loads a checkpointed module at its variables' addresses (RestoreBegin).
   Status RestoreModule(const wire::CheckpointModule& m);
+  // A checkpointed module's variables on a backend without fixed-address extensions (NVIDIA's
+  // driver): each found by name in the image (common/module_variables.h) with cuModuleGetGlobal.
+  // A variable kernels can write that cannot be found refuses the move (its state would be lost).
+  Status CaptureVariablesByName(const ModuleRecord& m, wire::CheckpointModule* out);
+  // Restores the checkpoint's allocations at their addresses through virtual memory management
+  // (session_restore_mapped.cc): each granule-aligned span of them reserved at its address (a
+  // backend that places it elsewhere refuses the restore), backed by new physical memory and
+  // mapped for its device. Charges nothing (RestoreBegin charges each allocation).
+  Status MapRestoredAllocations(const wire::Checkpoint& c);
+  // Loads a checkpointed module where the backend puts it and finds each variable by name; a
+  // variable placed elsewhere than in the checkpoint adds old -> new to *moved (its bytes go
+  // there), and one the program holds the address of (c.globals()) refuses the restore.
+  Status RestoreModuleByName(const wire::CheckpointModule& m, const wire::Checkpoint& c,
+                             std::map<CUdeviceptr, CUdeviceptr>* moved);
+  // Frees device memory the session allocated at `ptr` (cuMemAlloc's, or a restored mapping's
+  // share: the span goes when its last allocation does).
+  CUresult FreeDeviceMemory(CUdeviceptr ptr);
+  // Unmaps and releases the restored spans of context `ctx_id` (0: all of them).
+  void ReleaseRestoredSpans(uint64_t ctx_id);
   // Checks a Hello's credential when the server requires one (Challenge), and sets tenant_,
   // lease_id_ and the devices the session sees (visible_).
   Status Admit(const wire::Credential& presented);
@@ -753,6 +772,10 @@ class Session {
   const std::atomic<bool>* stop_ = nullptr;  // Run's, while it runs
   // A restore's memory ranges, in the checkpoint's order, and how far its bytes have come.
   std::vector<CheckpointRange> restore_ranges_;
+  // Memory a restore mapped at its checkpoint's addresses (MapRestoredAllocations), by the
+  // span's base, and the span of each allocation in one.
+  std::map<CUdeviceptr, RestoredSpan> restored_spans_;
+  std::map<CUdeviceptr, CUdeviceptr> restored_in_span_;
   size_t restore_range_ = 0;
   uint64_t restore_range_start_ = 0;  // the memory offset of restore_ranges_[restore_range_]
   // Connections to other servers kept for the next copy, by URL (the session thread's only).

@@ -81,10 +81,6 @@ Status Session::CheckMovable() {
     std::lock_guard<std::mutex> lock(lanes_mu_);
     if (!grants_.empty()) return Refused("another server holds a ticket to its memory");
   }
-  if (modules_.size() > 0 && drv_.softgpuModuleGetVariableRanges == nullptr) {
-    return Refused(
-        "this backend cannot list a module's variables (not written for NVIDIA's driver)");
-  }
   for (const auto& [id, f] : functions_.records()) {
     if (f.name.empty()) return Refused("function " + std::to_string(id) + " has no name");
   }
@@ -138,6 +134,11 @@ Status Session::Capture(wire::Checkpoint* c) {
     out->set_id(id);
     out->set_ctx(m.ctx);
     out->set_image(*m.image);
+    if (drv_.softgpuModuleGetVariableRanges == nullptr) {
+      if (Status s = CaptureVariablesByName(m, out); !s.ok()) return s;
+      for (uint64_t size : out->variable_sizes()) memory += size;
+      continue;
+    }
     size_t count = 0;
     CUresult r = drv_.softgpuModuleGetVariableRanges(m.module, nullptr, nullptr, &count);
     std::vector<CUdeviceptr> bases(count);
@@ -254,14 +255,30 @@ Status Session::WriteCheckpoint(const wire::Checkpoint& header,
 
 Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> tenant,
                              const std::vector<int>& onto) {
-  if (drv_.softgpuMemAllocAt == nullptr || drv_.softgpuModuleLoadDataAt == nullptr ||
-      drv_.softgpuModuleGetVariableRanges == nullptr) {
-    RGPU_LOG_WARN("session %llu: restore refused: the backend has no fixed-address allocation",
-                  (unsigned long long)id_);
-    return Status(Status::Code::kInvalidArgument,
-                  "CUDA_ERROR_NOT_SUPPORTED: this backend cannot allocate at fixed device "
-                  "addresses (a restore on NVIDIA's driver needs VMM at fixed addresses, not "
-                  "written)");
+  // softgpu places allocations and module variables where asked; other backends (NVIDIA's
+  // driver) map the allocations at their addresses and find module variables by name.
+  const bool placed = drv_.softgpuMemAllocAt != nullptr &&
+                      drv_.softgpuModuleLoadDataAt != nullptr &&
+                      drv_.softgpuModuleGetVariableRanges != nullptr;
+  if (!placed) {
+    const char* missing = drv_.cuMemAddressReserve == nullptr ? "cuMemAddressReserve"
+                          : drv_.cuMemCreate == nullptr       ? "cuMemCreate"
+                          : drv_.cuMemMap == nullptr          ? "cuMemMap"
+                          : drv_.cuMemSetAccess == nullptr    ? "cuMemSetAccess"
+                          : drv_.cuMemUnmap == nullptr        ? "cuMemUnmap"
+                          : drv_.cuMemAddressFree == nullptr  ? "cuMemAddressFree"
+                          : drv_.cuMemRelease == nullptr      ? "cuMemRelease"
+                          : drv_.cuMemGetAllocationGranularity == nullptr
+                              ? "cuMemGetAllocationGranularity"
+                          : drv_.cuModuleGetGlobal == nullptr ? "cuModuleGetGlobal"
+                                                              : nullptr;
+    if (missing != nullptr) {
+      RGPU_LOG_WARN("session %llu: restore refused: the backend has no %s", (unsigned long long)id_,
+                    missing);
+      return Status(Status::Code::kInvalidArgument,
+                    std::string("CUDA_ERROR_NOT_SUPPORTED: this backend has no ") + missing +
+                        ", which a restore at the session's device addresses needs");
+    }
   }
   // The devices: `onto`, each at least as capable.
   if (static_cast<size_t>(c.devices_size()) > devices_.devices().size() ||
@@ -342,14 +359,17 @@ Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> 
   }
   if (!pools_.SetNextId(c.next_ids().pools())) return InvalidArgument("pool ids");
 
+  if (!placed) {
+    if (Status s = MapRestoredAllocations(c); !s.ok()) return s;
+  }
   for (const auto& a : c.allocations()) {
     ContextRecord* ctx = contexts_.Find(a.ctx());
     if (ctx == nullptr) return InvalidArgument("an allocation of no context");
     if (CUresult r = MakeCurrent(ctx); r != CUDA_SUCCESS) return Internal(ErrorName(r));
     cs.detail.clear();
     if (!Charge(cs, ctx->device, a.size(), "the allocation")) return failed("not enough memory");
-    CUresult r;
-    {
+    CUresult r = CUDA_SUCCESS;
+    if (placed) {
       auto change = DeviceMemoryChange();
       r = drv_.softgpuMemAllocAt(a.ptr(), a.size());
     }
@@ -370,8 +390,12 @@ Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> 
     }
   }
 
+  std::map<CUdeviceptr, CUdeviceptr> moved_variables;  // old -> new (not `placed`)
   for (const auto& m : c.modules()) {
-    if (Status s = RestoreModule(m); !s.ok()) return s;
+    if (Status s = placed ? RestoreModule(m) : RestoreModuleByName(m, c, &moved_variables);
+        !s.ok()) {
+      return s;
+    }
   }
   if (!modules_.SetNextId(c.next_ids().modules())) return InvalidArgument("module ids");
 
@@ -447,6 +471,11 @@ Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> 
 
   executed_seq_ = c.executed_seq();
   restore_ranges_ = CheckpointRanges(c);
+  for (CheckpointRange& range : restore_ranges_) {
+    if (auto to = moved_variables.find(range.ptr); to != moved_variables.end()) {
+      range.ptr = to->second;
+    }
+  }
   restore_range_ = 0;
   restore_range_start_ = 0;
   return Status::Ok();

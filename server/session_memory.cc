@@ -69,12 +69,7 @@ CUresult Session::HandleMemFree(CallState& cs, const MemFreeIn& in, calls::MemFr
 }
 
 CUresult Session::FreeAllocation(std::map<CUdeviceptr, Allocation>::iterator it) {
-  CUresult r;
-  {
-    auto change = DeviceMemoryChange();
-    r = drv_.cuMemFree(it->first);
-  }
-  if (r != CUDA_SUCCESS) return r;
+  if (CUresult r = FreeDeviceMemory(it->first); r != CUDA_SUCCESS) return r;
   UnchargeMemory(it->first, it->second.size, DeviceOf(it->second.ctx));
   allocations_.erase(it);
   return CUDA_SUCCESS;

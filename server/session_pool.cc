@@ -295,10 +295,7 @@ void Session::TrimPool(PoolRecord& pool, uint64_t keep) {
       continue;
     }
     if (it->ready != nullptr) drv_.cuEventDestroy(it->ready);
-    {
-      auto change = DeviceMemoryChange();
-      drv_.cuMemFree(it->ptr);
-    }
+    FreeDeviceMemory(it->ptr);
     UnchargeMemory(it->ptr, it->size, DeviceOf(it->ctx));
     pool.reserved -= it->size;
     it = pool.free.erase(it);

@@ -59,6 +59,17 @@ struct Allocation {
   uint64_t import_pool = 0;
 };
 
+// Device memory a restore mapped at the addresses its checkpoint named, on a backend that cannot
+// allocate at a chosen address (NVIDIA's driver): one reservation of `bytes` at its base, backed
+// by one physical allocation, holding `users` allocations (pool blocks included).
+struct RestoredSpan {
+  uint64_t bytes = 0;
+  uint64_t handle = 0;  // CUmemGenericAllocationHandle
+  uint64_t ctx = 0;     // the context of its allocations, 0: several
+  int device = -1;
+  uint32_t users = 0;
+};
+
 // Memory a pool holds that no allocation uses: free again once `ready` (recorded on the freeing
 // stream) has completed, or at once for work on that same stream.
 struct PoolBlock {

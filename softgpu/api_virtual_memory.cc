@@ -177,15 +177,20 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle
 }
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
-                                                    CUdeviceptr, unsigned long long flags) {
+                                                    CUdeviceptr addr, unsigned long long flags) {
   return Guard([&] {
     if (CUresult r = softgpu::CheckInitialized(); r != CUDA_SUCCESS) return r;
     if (ptr == nullptr || flags != 0 || size == 0 || !softgpu::Aligned(size)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
-    // The address hint is only a hint: addresses are never reused, so it is not honoured.
-    const uint64_t base =
-        softgpu::ReserveAddresses(size, std::max<uint64_t>(alignment, softgpu::kGranularity));
+    const uint64_t align = std::max<uint64_t>(alignment, softgpu::kGranularity);
+    // The address asked for, when it is free and aligned (as CUDA, a hint: elsewhere otherwise).
+    uint64_t base = 0;
+    if (addr != 0 && (align & (align - 1)) == 0 && addr % align == 0 &&
+        softgpu::ClaimAddresses(addr, size)) {
+      base = addr;
+    }
+    if (base == 0) base = softgpu::ReserveAddresses(size, align);
     if (base == 0) return CUDA_ERROR_INVALID_VALUE;
     softgpu::Vmm& v = softgpu::State();
     std::lock_guard lock(v.mu);

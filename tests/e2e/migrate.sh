@@ -25,7 +25,7 @@ start_server "$work/b.log"; b=$server b_url=$url; pids+=($b)
 RGPU_SOFTGPU_MEMORY_MB=32 start_server "$work/small.log"; small_url=$url; pids+=($server)
 [ -n "$a_url" ] && [ -n "$b_url" ] && [ -n "$small_url" ] || fail "servers did not start"
 
-"$bin/rgpu" run --server "$a_url" -- "$programs/driver_migrate_loop" 3000 48 30 >"$work/out" 2>&1 &
+"$bin/rgpu" run --server "$a_url" -- "$programs/driver_migrate_loop" 3000 48 30 ${program_mode:-} >"$work/out" 2>&1 &
 client=$!
 pids+=($client)
 wait_for_text "$work/out" "iteration 100" || fail "the program did not start"

@@ -298,7 +298,6 @@ TEST_F(ServerMigrationTest, ARestoreTicketIsNeededAndServesOnce) {
 std::string HandMade(uint64_t ptr, int cc_major = 7,
                      const std::function<void(wire::Checkpoint*)>& header = nullptr) {
   wire::Checkpoint c;
-  if (header) header(&c);
   wire::CheckpointDevice* d = c.add_devices();
   d->set_cc_major(cc_major);
   d->set_cc_minor(5);
@@ -315,6 +314,7 @@ std::string HandMade(uint64_t ptr, int cc_major = 7,
     (next->*set)(1);
   }
   c.set_memory_bytes(4096);
+  if (header) header(&c);
   std::string out;
   server::CheckpointWriter writer([&](const char* data, size_t n) {
     out.append(data, n);
@@ -323,6 +323,8 @@ std::string HandMade(uint64_t ptr, int cc_major = 7,
   const std::string memory = Pattern();
   EXPECT_TRUE(writer.Begin(c).ok());
   EXPECT_TRUE(writer.Memory(memory.data(), memory.size()).ok());
+  const std::string more(c.memory_bytes() - memory.size(), '\0');  // what `header` added
+  EXPECT_TRUE(writer.Memory(more.data(), more.size()).ok());
   EXPECT_TRUE(writer.Finish().ok());
   return out;
 }
@@ -345,6 +347,48 @@ TEST_F(ServerMigrationTest, ARestorePlacesMemoryWhereTheCheckpointSaysOrRefuses)
   // A device weaker than the session's.
   EXPECT_NE(Restore(HandMade(at + (1 << 20), 99)).error().find("compute capability"),
             std::string::npos);
+}
+
+// The same on a backend that cannot allocate at a chosen address (NVIDIA's driver; here the
+// software GPU without its extensions): the restore maps the memory at its addresses through
+// virtual memory management, and a free unmaps it.
+class ServerMappedMigrationTest : public ServerMigrationTest {
+ protected:
+  ServerMappedMigrationTest() { options_.backend_extensions = false; }
+};
+
+TEST_F(ServerMappedMigrationTest, ARestoreMapsMemoryWhereTheCheckpointSaysOrRefuses) {
+  const uint64_t at = 0x5f1234500000ull;  // no server of this process hands this out
+  wire::AdminReply r = Restore(HandMade(at));
+  ASSERT_EQ(r.error(), "");
+  std::string nonce;
+  auto ch = BeginResume(r.session_id(), &nonce);
+  ASSERT_EQ(
+      FinishResume(ch.get(), ResumeProof(r.resume_credential(), nonce, r.session_id())).status(),
+      0);
+  std::string got;
+  wire::Envelope read = Exchange(ch.get(), Call(5, Op::kMemcpyDtoH, 1, {at, 4096, 0, 0}), "", &got);
+  ASSERT_EQ(read.reply().result(), CUDA_SUCCESS) << read.reply().message();
+  EXPECT_EQ(got, Pattern());
+  // The same addresses again, while that session holds them: refused, naming why.
+  EXPECT_NE(Restore(HandMade(at)).error().find("cannot be placed there"), std::string::npos);
+  // Freed, the mapping goes with it: the addresses are free for a restore again.
+  ASSERT_EQ(Result(ch.get(), Call(6, Op::kMemFree, 1, {at})), CUDA_SUCCESS);
+  EXPECT_EQ(Restore(HandMade(at)).error(), "");
+  // A checkpoint whose module variables have no names (taken where they are placed at fixed
+  // addresses) cannot be restored here.
+  const std::string unnamed = HandMade(at + (4 << 20), 7, [](wire::Checkpoint* c) {
+    wire::CheckpointModule* m = c->add_modules();
+    m->set_id(1);
+    m->set_ctx(1);
+    m->set_image(".version 8.0\n.target sm_75\n.address_size 64\n.global .u32 v;\n");
+    m->add_variable_bases(0x5f1300000000ull);
+    m->add_variable_sizes(4);
+    c->mutable_next_ids()->set_modules(2);
+    c->set_memory_bytes(4096 + 4);
+  });
+  const std::string refused = Restore(unnamed).error();
+  EXPECT_NE(refused.find("have no names"), std::string::npos) << refused;
 }
 
 // A move the registry asks for (docs/migration.md, "Moved by the registry"): the checkpoint

@@ -4,13 +4,16 @@
 // memory it checks at the end. It prints "iteration N" as it goes (the tests move its session
 // meanwhile) and at the end compares everything with the same computation done on the host:
 // "result ok" and exit 0 only when every value is exact.
-//   driver_migrate_loop [ITERATIONS] [EXTRA_MIB] [SLEEP_MS]
+// With MODE "kernels" the program never asks for the global's address (kernels set and read it),
+// as a move to a backend that cannot place module variables at fixed addresses needs.
+//   driver_migrate_loop [ITERATIONS] [EXTRA_MIB] [SLEEP_MS] [MODE]
 #include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define RT_CHECK(call)                                                                     \
@@ -43,6 +46,10 @@ __global__ void mix(u64* a, const u64* b, int n) {
   }
 }
 
+__global__ void set_total(u64 value) { total = value; }
+
+__global__ void read_total(u64* out) { *out = total; }
+
 __global__ void fill(u64* p, size_t n, u64 seed) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
     p[i] = seed * 0x9e3779b97f4a7c15ull + i;
@@ -74,6 +81,7 @@ int main(int argc, char** argv) {
   const int iterations = argc > 1 ? atoi(argv[1]) : 300;
   const size_t extra_mib = argc > 2 ? strtoull(argv[2], nullptr, 10) : 4;
   const int sleep_ms = argc > 3 ? atoi(argv[3]) : 10;
+  const bool symbol_copies = !(argc > 4 && strcmp(argv[4], "kernels") == 0);
   const int blocks = (kN + kThreads - 1) / kThreads;
 
   u64 *a = nullptr, *b = nullptr, *extra = nullptr;
@@ -84,7 +92,12 @@ int main(int argc, char** argv) {
   RT_CHECK(cudaMemset(a, 0, kN * sizeof(u64)));
   RT_CHECK(cudaMemset(b, 0, kN * sizeof(u64)));
   const u64 start_total = 7;
-  RT_CHECK(cudaMemcpyToSymbol(total, &start_total, sizeof start_total));
+  if (symbol_copies) {
+    RT_CHECK(cudaMemcpyToSymbol(total, &start_total, sizeof start_total));
+  } else {
+    set_total<<<1, 1>>>(start_total);
+    RT_CHECK(cudaGetLastError());
+  }
 
   cudaStream_t s1, s2;
   RT_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
@@ -132,7 +145,15 @@ int main(int argc, char** argv) {
   u64 got_total = 0;
   RT_CHECK(cudaMemcpy(got_a.data(), a, kN * sizeof(u64), cudaMemcpyDeviceToHost));
   RT_CHECK(cudaMemcpy(got_b.data(), b, kN * sizeof(u64), cudaMemcpyDeviceToHost));
-  RT_CHECK(cudaMemcpyFromSymbol(&got_total, total, sizeof got_total));
+  if (symbol_copies) {
+    RT_CHECK(cudaMemcpyFromSymbol(&got_total, total, sizeof got_total));
+  } else {
+    u64* total_out = nullptr;
+    RT_CHECK(cudaMalloc(&total_out, sizeof(u64)));
+    read_total<<<1, 1>>>(total_out);
+    RT_CHECK(cudaMemcpy(&got_total, total_out, sizeof got_total, cudaMemcpyDeviceToHost));
+    RT_CHECK(cudaFree(total_out));
+  }
   bool extra_ok = true;
   if (extra_words > 0) {
     std::vector<u64> got_extra(extra_words);

@@ -170,3 +170,53 @@ TEST_F(FixedAddressTest, ModuleVariablesGoBackWhereTheyWere) {
 }
 
 }  // namespace
+
+namespace {
+
+// cuMemAddressReserve's address hint, which a server restoring a session through virtual memory
+// management (the way NVIDIA's driver can) relies on: honoured when the range is free and aligned,
+// another range otherwise, as CUDA's.
+TEST_F(FixedAddressTest, AReservationTakesAFreeHintedAddressOrAnother) {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  size_t granularity = 0;
+  CU_ASSERT_OK(
+      cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  const CUdeviceptr at = (FarAddress() + granularity) & ~CUdeviceptr{granularity - 1};
+  CUdeviceptr got = 0;
+  CU_ASSERT_OK(cuMemAddressReserve(&got, 2 * granularity, 0, at, 0));
+  EXPECT_EQ(got, at);
+  // Mapped there, the memory works like any other.
+  CUmemGenericAllocationHandle handle = 0;
+  CU_ASSERT_OK(cuMemCreate(&handle, 2 * granularity, &prop, 0));
+  CU_ASSERT_OK(cuMemMap(at, 2 * granularity, 0, handle, 0));
+  CUmemAccessDesc access = {};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CU_ASSERT_OK(cuMemSetAccess(at, 2 * granularity, &access, 1));
+  const int value = 1234;
+  int back = 0;
+  CU_ASSERT_OK(cuMemcpyHtoD(at + granularity + 8, &value, sizeof value));
+  CU_ASSERT_OK(cuMemcpyDtoH(&back, at + granularity + 8, sizeof back));
+  EXPECT_EQ(back, value);
+  // The range, or part of it, asked for again while reserved: elsewhere.
+  CUdeviceptr other = 0;
+  CU_ASSERT_OK(cuMemAddressReserve(&other, granularity, 0, at + granularity, 0));
+  EXPECT_TRUE(other + granularity <= at || other >= at + 2 * granularity) << other;
+  CU_ASSERT_OK(cuMemAddressFree(other, granularity));
+  // A hint that is not aligned to the granularity is not taken.
+  CU_ASSERT_OK(cuMemAddressReserve(&other, granularity, 0, at + 2 * granularity + 4096, 0));
+  EXPECT_NE(other, at + 2 * granularity + 4096);
+  CU_ASSERT_OK(cuMemAddressFree(other, granularity));
+  CU_ASSERT_OK(cuMemUnmap(at, 2 * granularity));
+  CU_ASSERT_OK(cuMemRelease(handle));
+  CU_ASSERT_OK(cuMemAddressFree(at, 2 * granularity));
+  // Given back: the range can be reserved at its address again.
+  CU_ASSERT_OK(cuMemAddressReserve(&got, 2 * granularity, 0, at, 0));
+  EXPECT_EQ(got, at);
+  CU_ASSERT_OK(cuMemAddressFree(got, 2 * granularity));
+}
+
+}  // namespace
