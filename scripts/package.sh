@@ -87,7 +87,8 @@ if [ -x "$programs/driver_vector_add" ]; then
   mkdir -p "$t/gpu" "$t/e2e" "$t/programs/runtime" "$t/corpus"
   cp "$root/tests/gpu/run_from_tarball.sh" "$root/tests/gpu/torch_step.py" \
     "$root/tests/gpu/smi_sensors.sh" "$t/gpu/"
-  cp "$root"/tests/e2e/{with_server.sh,lib.sh,isolation.sh,remanence.sh,kill_client.sh} "$t/e2e/"
+  cp "$root"/tests/e2e/{with_server.sh,lib.sh,isolation.sh,remanence.sh,kill_client.sh,migrate.sh,migrate_mapped.sh} \
+    "$t/e2e/"
   cp "$programs"/driver_* "$programs"/kernels.fatbin "$programs"/kernels.ptx "$t/programs/"
   cp "$programs"/runtime/rt_*_static "$t/programs/runtime/"
   # The lanes benchmark: a real GPU says whether a thread's rounds beside another's long wait

@@ -21,7 +21,7 @@ fail() {
 progress() { grep -c '^iteration' "$work/out"; }
 
 start_server "$work/a.log"; a_url=$url; pids+=($server)
-"$bin/rgpu" run --server "$a_url" -- "$programs/driver_migrate_loop" 1500 16 20 >"$work/out" 2>&1 &
+"$bin/rgpu" run --server "$a_url" -- "$programs/driver_migrate_loop" 1500 16 20 ${program_mode:-} >"$work/out" 2>&1 &
 client=$!
 pids+=($client)
 wait_for_text "$work/out" "iteration 100" || fail "the program did not start"

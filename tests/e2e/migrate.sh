@@ -21,9 +21,14 @@ fail() {
 
 start_server "$work/a.log"; a=$server a_url=$url; pids+=($a)
 start_server "$work/b.log"; b=$server b_url=$url; pids+=($b)
-# 32 MiB of device memory: too little for the program's 48 MiB.
-RGPU_SOFTGPU_MEMORY_MB=32 start_server "$work/small.log"; small_url=$url; pids+=($server)
-[ -n "$a_url" ] && [ -n "$b_url" ] && [ -n "$small_url" ] || fail "servers did not start"
+[ -n "$a_url" ] && [ -n "$b_url" ] || fail "servers did not start"
+# 32 MiB of device memory: too little for the program's 48 MiB (the software GPU only: a GPU's
+# memory is what it is).
+small_url=
+if [ "${RGPU_BACKEND:-softgpu}" = softgpu ]; then
+  RGPU_SOFTGPU_MEMORY_MB=32 start_server "$work/small.log"; small_url=$url; pids+=($server)
+  [ -n "$small_url" ] || fail "the small server did not start"
+fi
 
 "$bin/rgpu" run --server "$a_url" -- "$programs/driver_migrate_loop" 3000 48 30 ${program_mode:-} >"$work/out" 2>&1 &
 client=$!
@@ -49,16 +54,19 @@ migrate() {
 
 # Refused for lack of memory: nothing torn down, the program goes on on A (with
 # --session-processes on, in the process of its own that A started for it).
-before=$(progress)
-if "$bin/rgpu" migrate --server "$a_url" --session "$session" --to "$small_url" >"$work/refused" 2>&1; then
-  fail "a move to a server too small for the session succeeded"
-fi
-grep -q "memory" "$work/refused" || fail "the refusal does not say why: $(cat "$work/refused")"
-echo "migrate: refused as expected: $(cat "$work/refused")"
-for _ in $(seq 400); do [ "$(progress)" -gt $((before + 2)) ] && break; sleep 0.025; done
-[ "$(progress)" -gt $((before + 2)) ] || fail "the program stopped after a refused move"
-status=$("$bin/rgpu" status --server "$a_url" --json)
-grep -q "\"session\": $session," <<<"$status" || fail "the session ($session) left A after a refused move: $status"
+refused_for_memory() {
+  before=$(progress)
+  if "$bin/rgpu" migrate --server "$a_url" --session "$session" --to "$small_url" >"$work/refused" 2>&1; then
+    fail "a move to a server too small for the session succeeded"
+  fi
+  grep -q "memory" "$work/refused" || fail "the refusal does not say why: $(cat "$work/refused")"
+  echo "migrate: refused as expected: $(cat "$work/refused")"
+  for _ in $(seq 400); do [ "$(progress)" -gt $((before + 2)) ] && break; sleep 0.025; done
+  [ "$(progress)" -gt $((before + 2)) ] || fail "the program stopped after a refused move"
+  status=$("$bin/rgpu" status --server "$a_url" --json)
+  grep -q "\"session\": $session," <<<"$status" || fail "the session ($session) left A after a refused move: $status"
+}
+if [ -n "$small_url" ]; then refused_for_memory; else echo "migrate: no server small enough here"; fi
 
 migrate "$a_url" "$b_url"
 migrate "$b_url" "$a_url"
@@ -71,4 +79,4 @@ rc=$?
 grep -q "^result ok" "$work/out" || fail "no exact result"
 grep -q "CUDA_ERROR" "$work/out" && fail "the program saw an error"
 grep -q "session .*: moved; its client left" "$work/b.log" || fail "B did not log its move"
-echo "migrate: $(grep '^result' "$work/out") after 3 moves, a refused one and the source killed"
+echo "migrate: $(grep '^result' "$work/out") after 3 moves${small_url:+, a refused one} and the source killed"

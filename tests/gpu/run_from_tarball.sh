@@ -62,6 +62,10 @@ for scheme in tcp shm; do
   check "e2e_${scheme}_kill_client" 180 "$e2e/with_server.sh" "$bin" "$scheme" -- \
     "$e2e/kill_client.sh" "$bin" "$programs" 3
 done
+# Live migration between two servers of this machine's GPU: memory mapped at its addresses
+# through VMM, module variables by name (docs/migration.md); a program holding a variable's
+# address refused, one whose kernels alone use it moved three times and exact.
+check e2e_tcp_migrate_mapped 300 env scheme=tcp "$e2e/migrate_mapped.sh" "$bin" "$programs"
 echo "-- end to end: $((SECONDS - start)) s"
 
 # The CUDA runtime suite (static cudart), all against one server; a program whose libraries

@@ -200,6 +200,20 @@ TEST(CheckpointCheckTest, RefusesMalformedOrOverlappingMemory) {
   c = Valid();
   c.mutable_modules(0)->add_variable_bases(0x500000300000ull);  // without its size
   EXPECT_NE(Refusal(c).find("pair"), std::string::npos);
+  // Variable names (a backend without fixed-address allocation): one per range, each proper.
+  c = Valid();
+  c.mutable_modules(0)->add_variable_names("total");
+  EXPECT_NE(Refusal(c).find("names do not pair"), std::string::npos);
+  for (const std::string& bad : {std::string(), std::string("a\0b", 3), std::string(5000, 'x')}) {
+    c = Valid();
+    c.mutable_modules(0)->add_variable_names("total");
+    c.mutable_modules(0)->add_variable_names(bad);
+    EXPECT_NE(Refusal(c).find("without a proper name"), std::string::npos);
+  }
+  c = Valid();
+  c.mutable_modules(0)->add_variable_names("total");
+  c.mutable_modules(0)->add_variable_names("_ZN5space12in_namespaceE");
+  EXPECT_EQ(Refusal(c), "");
   // The memory that follows must be exactly the ranges' bytes, and fit.
   c = Valid();
   c.set_memory_bytes(c.memory_bytes() - 1);
