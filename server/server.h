@@ -127,6 +127,13 @@ class Server {
   void EndLeases(const std::vector<std::string>& lease_ids);
   // True when sessions run in processes of their own (ServerOptions::session_processes).
   bool session_processes() const { return hosts_ != nullptr; }
+  // True when only processes keep tenants apart: sessions run in processes of their own on a
+  // backend whose contexts share one address space (NVIDIA's and AMD's drivers, and the
+  // software GPU driven as they are, --no-backend-extensions). A restore, which runs in the
+  // server's process, is refused there.
+  bool ProcessesIsolateTenants() const {
+    return hosts_ != nullptr && (options_.backend != "softgpu" || !options_.backend_extensions);
+  }
 
   // As a session host (server/session_host.h), before Serve: admits `token` once, for `tenant`
   // (on `gpus` unless `all_gpus`) under registry lease `lease_id` ("": none); `on_admitted` is

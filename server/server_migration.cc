@@ -304,6 +304,15 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
   CheckpointReader reader(
       [&](const wire::Checkpoint& header) -> Status {
         header_seen = true;
+        if (ProcessesIsolateTenants()) {
+          // A restored session runs in this process, beside every other restored one: where
+          // only processes keep tenants apart, that would undo it (docs/security.md).
+          return Status(Status::Code::kUnavailable,
+                        "this server runs each session in a process of its own, which a "
+                        "restored session does not get yet (its backend's contexts share one "
+                        "address space); restore it on a server run with --session-processes "
+                        "off");
+        }
         CheckpointBounds bounds;
         bounds.limits = options_.session_limits;
         bounds.devices = devices_.devices().size();
