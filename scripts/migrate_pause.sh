@@ -5,7 +5,8 @@
 # at the program's waited call to the program's client leaving it, resumed on the target), the
 # time to take, send and restore the checkpoint, and the memory moved are printed, one line per
 # move, then the median per size.
-#   scripts/migrate_pause.sh [BUILD_DIR] [SCHEME] [MOVES] [SIZES_MIB...]   (RGPU_SERVER_ARGS: more server options)
+#   scripts/migrate_pause.sh [BUILD_DIR] [SCHEME] [MOVES] [SIZES_MIB...]   (RGPU_SERVER_ARGS: more server
+#   options; program_mode=kernels: the program never asks for its module variable's address)
 set -uo pipefail
 build=${1:-build}
 scheme=${2:-tcp}
@@ -34,7 +35,7 @@ start b
 b=$url
 printf '%-10s %-6s %12s %12s %14s\n' memory move pause_ms transfer_ms moved_bytes
 for mib in "${sizes[@]}"; do
-  "$bin/rgpu" run --server "$a" -- "$programs/driver_migrate_loop" 1000000 "$mib" 20 \
+  "$bin/rgpu" run --server "$a" -- "$programs/driver_migrate_loop" 1000000 "$mib" 20 ${program_mode:-} \
     >"$work/out" 2>&1 &
   client=$!
   for _ in $(seq 6000); do grep -q "iteration 20" "$work/out" && break; sleep 0.05; done

@@ -20,14 +20,17 @@ Metric names ending in _per_s or _MiBps are better higher, all others are times,
 Normally started by peers_bench.sh, which builds the programs first.
 """
 import argparse
+import hashlib
 import json
 import math
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,8 +45,8 @@ DEFAULT_SAMPLES = ("vectorAdd vectorAddDrv matrixMulDrv asyncAPI clock simpleTem
 BENCH_ROWS = ["null_rtt_us", "sync_launch_us", "async_launch_per_s", "h2d_pinned_64MiB_MiBps",
               "d2h_pinned_64MiB_MiBps", "h2d_pageable_64MiB_MiBps", "d2h_pageable_64MiB_MiBps",
               "chatty_s", "startup_to_first_kernel_s", "startup_round_trips",
-              "h2d_pageable_64MiB_zeros_MiBps", "d2h_pageable_64MiB_zeros_MiBps"]
-PEER_BENCH_ROWS = BENCH_ROWS[:7] + BENCH_ROWS[10:]
+              "h2d_pageable_64MiB_zeros_MiBps", "d2h_pageable_64MiB_zeros_MiBps", "hashcat_md5_s"]
+PEER_BENCH_ROWS = BENCH_ROWS[:7] + BENCH_ROWS[10:12]
 LABELS = {
     "null_rtt_us": "null call round trip (us)",
     "sync_launch_us": "launch + stream sync (us)",
@@ -58,6 +61,7 @@ LABELS = {
     "startup_to_first_kernel_s": "cudart start-up to first kernel done (s)",
     "startup_round_trips": "blocking round trips to first kernel",
     "samples_total_s": "samples every system passed, total wall (s)",
+    "hashcat_md5_s": "hashcat: an MD5 of 4 digits cracked, cold kernel cache (s)",
 }
 
 
@@ -158,6 +162,28 @@ def samples_list():
     return entries
 
 
+def hashcat_row(client, m, fail):
+    """A real application (issue 21): Debian's hashcat cracks an MD5 through its CUDA backend
+    (libcuda.so.1 by dlopen, kernels compiled with NVRTC and loaded through the driver API), as
+    tests/e2e/hashcat.sh runs it. A fresh HOME each run: every system compiles the kernels."""
+    hashcat = shutil.which("hashcat")
+    if hashcat is None:
+        fail["hashcat_md5_s"] = "hashcat not installed"
+        return
+    secret = "4321"
+    digest = hashlib.md5(secret.encode()).hexdigest()
+    with tempfile.TemporaryDirectory() as home:
+        env = dict(os.environ, HOME=home)
+        rc, out, err, sec = run([client, hashcat, "-m", "0", "-a", "3", digest, "?d?d?d?d",
+                                 "--backend-ignore-opencl", "--potfile-path",
+                                 os.path.join(home, "potfile"), "--session", "peers"], 300,
+                                cwd=home, env=env)
+    if "%s:%s" % (digest, secret) in out and re.search(r"^Status\.*: Cracked", out, re.M):
+        m["hashcat_md5_s"] = sec
+    else:
+        fail["hashcat_md5_s"] = why(rc, out, err)
+
+
 def inner(a):
     """One system, one round: runs every program under $RGPU_PEERS_CLIENT; writes a JSON file."""
     client = os.environ["RGPU_PEERS_CLIENT"]
@@ -245,6 +271,7 @@ def inner(a):
             m[key] = sec
         else:
             fail[key] = why(rc, out, err)
+    hashcat_row(client, m, fail)
     res["load_after"] = load_now()
     with open(a.inner_out, "w") as f:
         json.dump(res, f, indent=1)
