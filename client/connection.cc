@@ -793,12 +793,13 @@ bool Connection::CallOnLane(Op op, uint64_t ctx, std::span<const uint64_t> args,
   return true;
 }
 
-Status Connection::MoveLocked(const wire::Moved& moved) {
-  const auto start = std::chrono::steady_clock::now();
+Status Connection::ResumeAt(const std::string& url_text, uint64_t session_id,
+                            const std::string& credential, std::unique_ptr<Channel>* out,
+                            wire::Welcome* welcome) {
   TransportUrl url;
-  Status s = TransportUrl::Parse(moved.url(), &url);
+  Status s = TransportUrl::Parse(url_text, &url);
   if (s.ok() && url.scheme == TransportUrl::Scheme::kLocal) {
-    s = InvalidArgument("not a server's URL: " + moved.url());
+    s = InvalidArgument("not a server's URL: " + url_text);
   }
   std::unique_ptr<Channel> channel;
   if (s.ok()) s = ConnectChannel(url, channel_options_, &channel);
@@ -810,7 +811,7 @@ Status Connection::MoveLocked(const wire::Moved& moved) {
   wire::Envelope resume;
   wire::Resume* r = resume.mutable_resume();
   r->set_protocol_version(kProtocolVersion);
-  r->set_session_id(moved.session_id());
+  r->set_session_id(session_id);
   r->set_pid(static_cast<uint32_t>(getpid()));
   s = channel->Send(resume.SerializeAsString(), nullptr, 0);
   ReceivedMessage m;
@@ -818,33 +819,68 @@ Status Connection::MoveLocked(const wire::Moved& moved) {
   if (s.ok()) s = channel->Receive(open_timeout_ms_, &m);
   if (s.ok() && (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
                  reply.body_case() != wire::Envelope::kChallenge)) {
-    s = ProtocolError(moved.url() + " did not challenge the resume");
+    s = ProtocolError(url_text + " did not challenge the resume");
   }
   if (s.ok()) {
     // The credential is proven over the server's fresh nonce, never sent.
     wire::Envelope answer;
     answer.mutable_challenge_response()->set_proof(
-        ResumeProof(moved.credential(), reply.challenge().nonce(), moved.session_id()));
+        ResumeProof(credential, reply.challenge().nonce(), session_id));
     s = channel->Send(answer.SerializeAsString(), nullptr, 0);
   }
   if (s.ok()) s = channel->Receive(open_timeout_ms_, &m);
   if (s.ok() && (!reply.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
                  reply.body_case() != wire::Envelope::kWelcome)) {
-    s = ProtocolError(moved.url() + " did not answer the resume");
+    s = ProtocolError(url_text + " did not answer the resume");
   }
   if (s.ok() && reply.welcome().status() != 0) {
     s = PermissionDenied("resume refused: " + reply.welcome().error());
   }
   if (!s.ok()) return s;
+  *out = std::move(channel);
+  *welcome = reply.welcome();
+  return Status::Ok();
+}
+
+Status Connection::MoveLocked(const wire::Moved& moved) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<Channel> channel;
+  wire::Welcome welcome;
+  std::string where = moved.url();
+  Status s = ResumeAt(where, moved.session_id(), moved.credential(), &channel, &welcome);
+  if (s.ok() && welcome.redirect_port() != 0) {
+    // Restored in a process of its own (server/session_host.h): the same host and scheme, its
+    // port, the same session id, the host's one credential. A redirect never leads to another.
+    TransportUrl host;
+    s = TransportUrl::Parse(where, &host);
+    if (s.ok() && (welcome.redirect_port() > 65535 || welcome.redirect_token().empty() ||
+                   welcome.session_id() != moved.session_id())) {
+      s = ProtocolError(where + " sent a redirect it cannot have meant");
+    }
+    if (s.ok()) {
+      host.port = static_cast<uint16_t>(welcome.redirect_port());
+      where = host.ToString();
+      const std::string token = welcome.redirect_token();
+      channel.reset();  // that connection carries nothing more
+      s = ResumeAt(where, moved.session_id(), token, &channel, &welcome);
+    }
+    if (s.ok() && welcome.redirect_port() != 0) {
+      s = ProtocolError("session host at " + where + " redirected again");
+    }
+  }
+  if (!s.ok()) return s;
+  TransportUrl url;
+  if (Status p = TransportUrl::Parse(where, &url); !p.ok()) return p;
+  Connection* self = this;
   for (const auto& [address, size] : registered_) channel->RegisterMemory(address, size);
   // The old server's keepalive goes first, then its connection: closing it tells that server the
   // client has left for the new one.
   liveness_.reset();
   std::unique_ptr<Channel> old = std::move(channel_);
   channel_ = std::move(channel);
-  welcome_ = reply.welcome();
+  welcome_ = welcome;
   lanes_offered_ = welcome_.lane_key().empty() ? 0 : welcome_.max_lanes();
-  url_ = moved.url();
+  url_ = where;
   {
     std::lock_guard<std::mutex> lock(lanes_mu_);
     for (auto& lane : lanes_) lane->dead = true;  // the old server's

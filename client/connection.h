@@ -224,8 +224,13 @@ class Connection {
   Status OpenLane(std::unique_ptr<Channel>* out);
   // The session moved to another server (Reply.moved, docs/migration.md): connects there,
   // resumes the session with the credential, and makes that connection the session's (mu_
-  // held). The lanes of the old server are dropped; new ones open there when needed.
+  // held). The lanes of the old server are dropped; new ones open there when needed. A server
+  // that restored the session in a process of its own redirects the resume there (once).
   Status MoveLocked(const wire::Moved& moved);
+  // Resumes session `session_id` at `url_text` proving `credential`: the connection and its
+  // Welcome (which may redirect), or why not.
+  Status ResumeAt(const std::string& url_text, uint64_t session_id, const std::string& credential,
+                  std::unique_ptr<Channel>* out, wire::Welcome* welcome);
   // Where an arriving payload goes (the channel's PayloadPlacer): a posted read's destination,
   // the awaited reply's buffer, or the channel's own (a read no longer registered). mu_ held:
   // called inside the channel's calls.

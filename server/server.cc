@@ -399,6 +399,12 @@ void Server::HostOneSession(const std::string& token, std::shared_ptr<Tenant> te
   host_on_admitted_ = std::move(on_admitted);
 }
 
+void Server::HostRestoredSession(std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
+                                 std::function<void()> on_admitted) {
+  host_on_end_ = std::move(on_end);
+  host_on_admitted_ = std::move(on_admitted);
+}
+
 bool Server::HostedStats(wire::SessionStats* stats) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, session] : sessions_) {

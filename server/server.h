@@ -129,8 +129,8 @@ class Server {
   bool session_processes() const { return hosts_ != nullptr; }
   // True when only processes keep tenants apart: sessions run in processes of their own on a
   // backend whose contexts share one address space (NVIDIA's and AMD's drivers, and the
-  // software GPU driven as they are, --no-backend-extensions). A restore, which runs in the
-  // server's process, is refused there.
+  // software GPU driven as they are, --no-backend-extensions). A restore runs in a process of
+  // its own there (RestoreFromStream relays the checkpoint to a session host).
   bool ProcessesIsolateTenants() const {
     return hosts_ != nullptr && (options_.backend != "softgpu" || !options_.backend_extensions);
   }
@@ -143,6 +143,17 @@ class Server {
                       std::vector<int> gpus, const std::string& lease_id,
                       std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
                       std::function<void()> on_admitted);
+  // The same for a host assigned a restore: no client is admitted by a token, the restored
+  // session is resumed (RestoreAsHost); the callbacks as HostOneSession's.
+  void HostRestoredSession(std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
+                           std::function<void()> on_admitted);
+  // As a session host assigned a restore (HostAssign.restore): restores the checkpoint whose
+  // bytes `next_piece` gives (false: no more, the server is gone; `last` with the final ones)
+  // for `tenant` on `gpus` (all of them with `all_gpus`) as session `id`, which then waits to be
+  // resumed with `credential` (JoinResume). Checks the checkpoint as RestoreFromStream does.
+  Status RestoreAsHost(const std::function<bool(std::string*, bool*)>& next_piece,
+                       std::shared_ptr<Tenant> tenant, bool all_gpus, const std::vector<int>& gpus,
+                       uint64_t id, const std::string& credential);
   // As a session host: its sessions are numbered from `id` (the server's id for the session it
   // hosts, so that both logs name it alike). Before Serve.
   void SetFirstSessionId(uint64_t id) { next_session_id_.store(id); }
@@ -259,9 +270,12 @@ class Server {
   void MoveLeaseSessions(const std::string& lease_id, const std::string& url,
                          const std::string& token);
   struct PendingResume {
-    std::unique_ptr<Session> session;
+    std::unique_ptr<Session> session;  // null: restored in a host, which its client goes on to
     std::string credential;
     std::chrono::steady_clock::time_point deadline;
+    uint16_t host_port = 0;  // a host's: where, and with what credential, it is resumed
+    std::string host_credential;
+    std::shared_ptr<Session> hosted;  // a host's: this server's side of it
   };
   std::map<uint64_t, PendingResume> pending_resumes_;                     // under mu_
   std::map<std::string, std::chrono::steady_clock::time_point> tickets_;  // under mu_

@@ -16,12 +16,15 @@
 #include "server/registry_agent.h"
 #include "server/server.h"
 #include "server/session.h"
+#include "server/session_host.h"
 
 namespace rgpu::server {
 namespace {
 
 constexpr int kHandshakeMs = 10000;
 constexpr int kChunkWaitMs = 60000;  // between two pieces of a checkpoint stream
+// After its last piece, for a host to answer the restore it was relayed.
+constexpr int kHostedRestoreMs = 60000;
 constexpr auto kTicketLife = std::chrono::seconds(60);
 constexpr auto kResumeLife = std::chrono::seconds(60);
 constexpr size_t kTicketBytes = 16;
@@ -299,20 +302,17 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
   auto session = std::make_unique<Session>(id, driver_, devices_, nullptr, tenants_.get(), "",
                                            scheduler_.get());
   ConfigureSession(*session);
+  // Where only processes keep tenants apart, the session is restored in a process of its own: the
+  // checkpoint's bytes go on to a host (checked here as well), supervised by a thread of its own
+  // from then on, and its client resumes there (docs/migration.md, docs/security.md).
+  const bool in_host = ProcessesIsolateTenants();
+  std::shared_ptr<Session> hosted;
+  std::string host_credential;
   bool header_seen = false;
   std::string used_hand_over, used_by;  // the hand-over a restore used, and for which source
   CheckpointReader reader(
       [&](const wire::Checkpoint& header) -> Status {
         header_seen = true;
-        if (ProcessesIsolateTenants()) {
-          // A restored session runs in this process, beside every other restored one: where
-          // only processes keep tenants apart, that would undo it (docs/security.md).
-          return Status(Status::Code::kUnavailable,
-                        "this server runs each session in a process of its own, which a "
-                        "restored session does not get yet (its backend's contexts share one "
-                        "address space); restore it on a server run with --session-processes "
-                        "off");
-        }
         CheckpointBounds bounds;
         bounds.limits = options_.session_limits;
         bounds.devices = devices_.devices().size();
@@ -383,10 +383,32 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
                       (unsigned long long)id, (unsigned long long)header.source_session(),
                       header.tenant().empty() ? "no tenant" : header.tenant().c_str(),
                       (unsigned long long)header.memory_bytes());
-        return session->RestoreBegin(header, std::move(tenant), onto);
+        if (!in_host) return session->RestoreBegin(header, std::move(tenant), onto);
+        host_credential = MakeHostToken();
+        if (host_credential.empty()) return Internal("no random bytes for the session's host");
+        if (Status s =
+                session->StartHostedRestore(header, std::move(tenant), onto, host_credential);
+            !s.ok()) {
+          return s;
+        }
+        hosted = std::move(session);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          live_.insert(id);
+        }
+        running_threads_++;
+        std::thread([this, hosted, id] {
+          RunSession(*hosted, nullptr);  // until its host ends
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            live_.erase(id);
+          }
+          running_threads_--;
+        }).detach();
+        return Status::Ok();
       },
       [&](uint64_t offset, const char* data, size_t size) {
-        return session->RestoreMemory(offset, data, size);
+        return hosted != nullptr ? Status::Ok() : session->RestoreMemory(offset, data, size);
       });
   Status s;
   bool last = false;
@@ -403,15 +425,19 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
     last = in.checkpoint_chunk().last();
     s = channel.FetchPayload(&m, nullptr);
     if (s.ok()) s = reader.Feed(m.payload, m.payload_size);
+    if (s.ok() && hosted != nullptr) s = hosted->RelayRestore(m.payload, m.payload_size, last);
   }
   if (s.ok()) s = reader.Finish();
-  if (s.ok()) s = session->RestoreFinish();
+  if (s.ok()) {
+    s = hosted != nullptr ? hosted->AwaitHostedRestore(kHostedRestoreMs) : session->RestoreFinish();
+  }
   const std::string credential = s.ok() ? RandomBytes(kResumeCredentialBytes) : "";
   if (s.ok() && credential.size() != kResumeCredentialBytes) s = Internal("no random bytes");
   if (!s.ok()) {
     RGPU_LOG_WARN("session %llu: restore refused%s: %s", (unsigned long long)id,
                   header_seen ? "" : " before its header", s.message().c_str());
-    session.reset();  // and all it made with it
+    session.reset();                                                  // and all it made with it
+    if (hosted != nullptr) hosted->Abort("its restore was refused");  // its host ends
     if (!used_hand_over.empty()) ForgetHandOverUse(used_hand_over, used_by);  // tried again later
     ReplyError(channel, s.message());
     // The sender learns it between two pieces; what it sent meanwhile is read and dropped, so
@@ -431,15 +457,77 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_.insert(id);
-    pending_resumes_[id] = PendingResume{std::move(session), credential,
-                                         std::chrono::steady_clock::now() + kResumeLife};
+    PendingResume& pending = pending_resumes_[id];
+    pending.session = std::move(session);  // null when restored in a host
+    pending.credential = credential;
+    pending.deadline = std::chrono::steady_clock::now() + kResumeLife;
+    if (hosted != nullptr) {
+      pending.host_port = hosted->host_port();
+      pending.host_credential = host_credential;
+      pending.hosted = hosted;
+    }
   }
-  RGPU_LOG_INFO("session %llu: restored; waiting for its client to resume it",
-                (unsigned long long)id);
+  RGPU_LOG_INFO("session %llu: restored%s; waiting for its client to resume it",
+                (unsigned long long)id, hosted != nullptr ? " in a process of its own" : "");
   wire::AdminReply reply;
   reply.set_session_id(id);
   reply.set_resume_credential(credential);
   Reply(channel, reply);
+}
+
+Status Server::RestoreAsHost(const std::function<bool(std::string*, bool*)>& next_piece,
+                             std::shared_ptr<Tenant> tenant, bool all_gpus,
+                             const std::vector<int>& gpus, uint64_t id,
+                             const std::string& credential) {
+  auto session = std::make_unique<Session>(id, driver_, devices_, nullptr, tenants_.get(), "",
+                                           scheduler_.get());
+  ConfigureSession(*session);
+  CheckpointReader reader(
+      [&](const wire::Checkpoint& header) -> Status {
+        // Admitted by the server, which checked the same; checked again before anything is made.
+        CheckpointBounds bounds;
+        bounds.limits = options_.session_limits;
+        bounds.devices = devices_.devices().size();
+        std::vector<int> onto = gpus;
+        if (all_gpus) {
+          onto.clear();
+          for (size_t i = 0; i < bounds.devices; ++i) onto.push_back(static_cast<int>(i));
+        }
+        if (onto.size() < static_cast<size_t>(header.devices_size())) {
+          return ResourceExhausted("the session sees more devices than its host was given");
+        }
+        onto.resize(static_cast<size_t>(header.devices_size()));
+        for (int device : onto) {
+          if (device < 0 || static_cast<size_t>(device) >= bounds.devices) {
+            return InvalidArgument("no device " + std::to_string(device) + " here");
+          }
+          bounds.memory_bytes += devices_.devices()[device].total_mem();
+        }
+        if (Status s = CheckCheckpoint(header, bounds); !s.ok()) return s;
+        return session->RestoreBegin(header, tenant, onto);
+      },
+      [&](uint64_t offset, const char* data, size_t size) {
+        return session->RestoreMemory(offset, data, size);
+      });
+  Status s;
+  std::string piece;
+  bool last = false;
+  while (!last && s.ok()) {
+    s = next_piece(&piece, &last) ? reader.Feed(piece.data(), piece.size())
+                                  : Unavailable("the server went away during the restore");
+  }
+  if (s.ok()) s = reader.Finish();
+  if (s.ok()) s = session->RestoreFinish();
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.insert(id);
+  PendingResume& pending = pending_resumes_[id];
+  pending.session = std::move(session);
+  pending.credential = credential;
+  pending.deadline = std::chrono::steady_clock::now() + kResumeLife;
+  RGPU_LOG_INFO("session %llu: restored; waiting for its client to resume it",
+                (unsigned long long)id);
+  return Status::Ok();
 }
 
 void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& channel) {
@@ -476,12 +564,18 @@ void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& ch
     s = PermissionDenied("wrong resume credential");
   }
   std::unique_ptr<Session> session;
+  std::shared_ptr<Session> hosted;
+  uint16_t host_port = 0;
+  std::string host_credential;
   if (s.ok()) {
     // Its one use: whoever proves it first takes the session, and the credential goes with it.
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pending_resumes_.find(id);
     if (it != pending_resumes_.end() && it->second.credential == credential) {
       session = std::move(it->second.session);
+      host_port = it->second.host_port;
+      host_credential = it->second.host_credential;
+      hosted = std::move(it->second.hosted);
       pending_resumes_.erase(it);
     } else {
       s = PermissionDenied("the session was resumed already");
@@ -491,6 +585,21 @@ void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& ch
     RGPU_LOG_WARN("resume of session %llu from %s refused: %s", (unsigned long long)id,
                   channel->peer().c_str(), s.message().c_str());
     return RefuseResume(*channel, s.message());
+  }
+  if (session == nullptr) {
+    // Restored in a process of its own: the client goes on there, the same session id, with
+    // the host's one credential (sent only now, to whoever proved the server's).
+    wire::Envelope out;
+    wire::Welcome* w = out.mutable_welcome();
+    w->set_protocol_version(kProtocolVersion);
+    w->set_session_id(id);
+    w->set_redirect_port(host_port);
+    w->set_redirect_token(host_credential);
+    RGPU_LOG_INFO("session %llu: its client goes on to its process (port %u)",
+                  (unsigned long long)id, (unsigned)host_port);
+    if (hosted != nullptr) hosted->NoteResumedInHost();
+    channel->Send(out.SerializeAsString(), nullptr, 0);
+    return;
   }
   RunSession(*session, std::move(channel));
   session.reset();
@@ -792,7 +901,8 @@ void Server::ReapPendingResumes() {
       }
       RGPU_LOG_WARN("session %llu: restored but never resumed; released",
                     (unsigned long long)it->first);
-      live_.erase(it->first);
+      // A host's session ends with its host, which a client that never comes ends itself.
+      if (it->second.session != nullptr) live_.erase(it->first);
       expired.push_back(std::move(it->second.session));
       it = pending_resumes_.erase(it);
     }

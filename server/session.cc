@@ -111,6 +111,10 @@ Session::~Session() { ReleaseAll(); }
 
 void Session::Run(const std::atomic<bool>& stop) {
   stop_ = &stop;
+  if (restore_in_host_) {  // no client yet: it resumes at the host
+    SuperviseHost(stop);
+    return;
+  }
   if (!Handshake()) {
     ReleaseAll();
     return;
@@ -153,7 +157,8 @@ Status Session::RedirectToHost(wire::Welcome* w) {
 void Session::SuperviseHost(const std::atomic<bool>& stop) {
   const pid_t pid = host_->pid();
   RGPU_LOG_INFO("session %llu: %s from %s runs in process %d", (unsigned long long)id_,
-                client_name_.c_str(), channel_->peer().c_str(), (int)pid);
+                client_name_.c_str(),
+                channel_ != nullptr ? channel_->peer().c_str() : "a checkpoint", (int)pid);
   {
     // The redirect was its last message: closed now, as the client closes its end.
     std::lock_guard<std::mutex> lock(name_mu_);
@@ -169,7 +174,18 @@ void Session::SuperviseHost(const std::atomic<bool>& stop) {
         hosted_stats_ = stats;
       },
       [this](const wire::HostMoveResult& result) { HostedMoveAnswered(result); },
-      [this](const wire::HostCheckpointChunk& piece) { checkpoint_relay_.Piece(piece); }, &how);
+      [this](const wire::HostCheckpointChunk& piece) { checkpoint_relay_.Piece(piece); },
+      [this](const std::string& answer) {
+        std::lock_guard<std::mutex> lock(restore_mu_);
+        if (restore_in_host_ && !restore_answer_) restore_answer_ = answer;
+        restore_cv_.notify_all();
+      },
+      &how);
+  {
+    std::lock_guard<std::mutex> lock(restore_mu_);  // a restore waiting for it has its answer
+    if (!restore_answer_) restore_answer_ = "the session's process ended (" + how + ")";
+    restore_cv_.notify_all();
+  }
   checkpoint_relay_.Stop();
   std::shared_ptr<MoveRequest> unanswered;
   {

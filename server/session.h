@@ -133,6 +133,25 @@ class Session {
   void SetStdoutCapture(StdoutCapture* capture) { stdout_capture_ = capture; }
   // True once the session was handed to a process of its own (SetSessionHosts). Any thread.
   bool hosted() const { return hosted_.load(); }
+  // A restore into a process of its own (session_hosted_restore.cc), on a server whose sessions
+  // only processes keep apart: takes a host from SetSessionHosts' pool and assigns it the
+  // restore of `header`'s session for `tenant` on the server's devices `onto`, under this
+  // session's id, resumed there with `host_token`. Then Run supervises the host (its quota, its
+  // figures, its end) from the start, RelayRestore passes the checkpoint's bytes on as they
+  // come and AwaitHostedRestore waits for the host's answer. Before Run; one thread.
+  Status StartHostedRestore(const wire::Checkpoint& header, std::shared_ptr<Tenant> tenant,
+                            const std::vector<int>& onto, const std::string& host_token);
+  // The next bytes of the checkpoint (all of them, its header included, in order); `last` with
+  // the final ones. Unavailable once the host is gone. Any one thread, while Run supervises.
+  Status RelayRestore(const char* data, size_t size, bool last);
+  // The host's answer to the restore: OK once it waits for its client, else why not (the host
+  // then ends); kTimeout after `timeout_ms`. Any thread.
+  Status AwaitHostedRestore(int timeout_ms);
+  // The port of the host that holds the restored session (0: none). Any thread.
+  uint16_t host_port();
+  // Its client proved the resume credential and went on to the host: the session counts as
+  // admitted (status, moves). Any thread.
+  void NoteResumedInHost();
   // Called once, on this session's thread, when the handshake admits the client.
   void SetAdmittedHook(std::function<void()> hook) { admitted_hook_ = std::move(hook); }
   // The registry lease of the token that admitted it ("": none). Any thread.
@@ -761,7 +780,12 @@ class Session {
   std::mutex move_mu_;
   std::shared_ptr<MoveRequest> move_request_;
   std::shared_ptr<MoveRequest> hosted_move_;  // sent to the host, not yet answered; under move_mu_
-  CheckpointRelay checkpoint_relay_;          // a hosted checkpoint's pieces, while asked
+  // A restore in a host (StartHostedRestore): its answer, once given ("": restored).
+  bool restore_in_host_ = false;  // set before Run
+  std::mutex restore_mu_;
+  std::condition_variable restore_cv_;
+  std::optional<std::string> restore_answer_;  // under restore_mu_
+  CheckpointRelay checkpoint_relay_;           // a hosted checkpoint's pieces, while asked
   std::atomic<bool> move_pending_{false};
   std::atomic<bool> parked_{false};
   std::atomic<int> phase_{0};  // Stats' state: 0 running, 1 moving, 2 parked

@@ -1,5 +1,7 @@
 #include "server/session_host.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -94,11 +96,26 @@ Status SessionHost::Move(const wire::HostMove& move) {
   return Status::Ok();
 }
 
+Status SessionHost::SendRestorePiece(const char* data, size_t size, bool last) {
+  constexpr size_t kPiece = 192 << 10;  // within a control message
+  do {
+    const size_t n = std::min(size, kPiece);
+    wire::HostControl piece;
+    piece.mutable_restore_chunk()->set_data(data, n);
+    piece.mutable_restore_chunk()->set_last(last && n == size);
+    if (!SendControl(fd_, piece)) return Unavailable("the session's host process is gone");
+    data += n;
+    size -= n;
+  } while (size > 0);
+  return Status::Ok();
+}
+
 uint32_t SessionHost::Supervise(
     Tenant* tenant, FairSchedulers* schedulers, const std::function<bool()>& should_stop,
     const std::function<void(const wire::SessionStats&)>& on_stats,
     const std::function<void(const wire::HostMoveResult&)>& on_move_result,
-    const std::function<void(const wire::HostCheckpointChunk&)>& on_piece, std::string* how) {
+    const std::function<void(const wire::HostCheckpointChunk&)>& on_piece,
+    const std::function<void(const std::string&)>& on_restore_result, std::string* how) {
   uint32_t end = 0;
   bool told_to_end = false;
   auto told_at = std::chrono::steady_clock::now();
@@ -161,6 +178,9 @@ uint32_t SessionHost::Supervise(
         break;
       case wire::HostControl::kCheckpointChunk:
         on_piece(message.checkpoint_chunk());
+        break;
+      case wire::HostControl::kRestoreResult:
+        on_restore_result(message.restore_result());
         break;
       default:
         break;

@@ -52,10 +52,15 @@ class SessionHost {
   // Asks the host to move its session (answered by a move_result, which Supervise hands to
   // `on_move_result`). Any thread, while the host runs.
   Status Move(const wire::HostMove& move);
+  // The next `size` bytes of the checkpoint a HostAssign.restore host restores, in pieces that
+  // fit a control message; `last` with its final bytes. Any thread, while the host runs (the
+  // host answers a restore_result, which Supervise hands to `on_restore_result`).
+  Status SendRestorePiece(const char* data, size_t size, bool last);
   // Serves the host until its process ends: quota reservations against `tenant` (null: every
   // one granted), its kernels' turns in `schedulers` (--fair-share; null: none) under the
   // tenant's account (server/hosted_turns.h), its figures passed to `on_stats`, its answers to
-  // moves to `on_move_result` and the pieces of a checkpoint asked of it to `on_piece`. When
+  // moves to `on_move_result`, the pieces of a checkpoint asked of it to `on_piece` and its
+  // answer to a restore to `on_restore_result` ("": restored). When
   // `should_stop` answers true (polled every 200 ms) the host is told to end (SIGTERM, then SIGKILL
   // after 5 s). Returns the session's end as the host reported it (SessionEnd's value; 0 when it
   // reported none) and, in `how`, how the process ended ("exited 0", "killed by signal 9").
@@ -64,6 +69,7 @@ class SessionHost {
                      const std::function<void(const wire::SessionStats&)>& on_stats,
                      const std::function<void(const wire::HostMoveResult&)>& on_move_result,
                      const std::function<void(const wire::HostCheckpointChunk&)>& on_piece,
+                     const std::function<void(const std::string&)>& on_restore_result,
                      std::string* how);
 
  private:

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -126,6 +127,43 @@ class ControlTurns : public TurnTaker {
   const int device_;
 };
 
+// The pieces of the checkpoint a host restores (HostAssign.restore), from the control socket's
+// reader to the thread that restores them. Unbounded: the reader must go on reading the server's
+// answers to the restore's quota reservations, which come behind pieces (at most the checkpoint).
+class RestoreFeed {
+ public:
+  void Put(const std::string& data, bool last) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pieces_.push_back({data, last});
+    }
+    cv_.notify_all();
+  }
+  // The server is gone: Next answers false once the pieces are taken.
+  void Close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool Next(std::string* data, bool* last) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !pieces_.empty() || closed_; });
+    if (pieces_.empty()) return false;
+    *data = std::move(pieces_.front().first);
+    *last = pieces_.front().second;
+    pieces_.pop_front();
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::string, bool>> pieces_;  // under mu_
+  bool closed_ = false;                              // under mu_
+};
+
 Server* g_host_server = nullptr;
 void OnHostSignal(int) {
   if (g_host_server != nullptr) g_host_server->Stop();
@@ -184,19 +222,26 @@ int RunSessionHost(ServerOptions options, int control_fd) {
   tenant->share.weight = tenant->weight;
   tenant->broker = &broker;
   std::vector<int> gpus(a.gpus().begin(), a.gpus().end());
-  if (a.parent_session_id() > 0) server.SetFirstSessionId(a.parent_session_id());
+  // A restored session keeps the server's id; connections here are numbered past it.
+  if (a.parent_session_id() > 0) {
+    server.SetFirstSessionId(a.parent_session_id() + (a.restore() ? 1 : 0));
+  }
   std::atomic<bool> admitted{false};
-  server.HostOneSession(
-      a.token(), tenant, a.all_gpus(), std::move(gpus), a.lease_id(),
-      [&](const wire::SessionStats& stats, SessionEnd end) {
-        wire::HostControl last;
-        *last.mutable_stats() = stats;
-        SendControl(control_fd, last);
-        wire::HostControl ended;
-        ended.set_ended(static_cast<uint32_t>(end));
-        SendControl(control_fd, ended);
-      },
-      [&] { admitted.store(true); });
+  std::atomic<bool> restoring{a.restore()};
+  auto on_end = [&](const wire::SessionStats& stats, SessionEnd end) {
+    wire::HostControl last;
+    *last.mutable_stats() = stats;
+    SendControl(control_fd, last);
+    wire::HostControl ended;
+    ended.set_ended(static_cast<uint32_t>(end));
+    SendControl(control_fd, ended);
+  };
+  auto on_admitted = [&] { admitted.store(true); };
+  if (a.restore()) {
+    server.HostRestoredSession(on_end, on_admitted);
+  } else {
+    server.HostOneSession(a.token(), tenant, a.all_gpus(), gpus, a.lease_id(), on_end, on_admitted);
+  }
   RGPU_LOG_INFO(
       "session host for session %llu of %s on %s", (unsigned long long)a.parent_session_id(),
       a.tenant().empty() ? "no tenant" : ("tenant " + a.tenant()).c_str(), server.url().c_str());
@@ -211,6 +256,7 @@ int RunSessionHost(ServerOptions options, int control_fd) {
   // thread of its own, answered with a move_result before the host ends).
   std::mutex moves_mu;
   std::vector<std::thread> moves;  // under moves_mu
+  RestoreFeed feed;
   std::thread reader([&] {
     while (serving.load()) {
       pollfd p = {control_fd, POLLIN, 0};
@@ -222,6 +268,8 @@ int RunSessionHost(ServerOptions options, int control_fd) {
         broker.Answer(message.reserved());
       } else if (message.body_case() == wire::HostControl::kTurnGranted) {
         broker.TurnGranted(message.turn_granted());
+      } else if (message.body_case() == wire::HostControl::kRestoreChunk) {
+        feed.Put(message.restore_chunk().data(), message.restore_chunk().last());
       } else if (message.body_case() == wire::HostControl::kMove) {
         std::lock_guard<std::mutex> lock(moves_mu);
         moves.emplace_back([&server, control_fd, order = message.move()] {
@@ -249,17 +297,36 @@ int RunSessionHost(ServerOptions options, int control_fd) {
       }
     }
     broker.Close();
+    feed.Close();
   });
+  // A restore: the checkpoint's pieces as the server relays them, then the answer; a refused
+  // one ends the host.
+  std::thread restorer;
+  if (a.restore()) {
+    restorer = std::thread([&] {
+      Status s = server.RestoreAsHost([&feed](std::string* d, bool* l) { return feed.Next(d, l); },
+                                      tenant, a.all_gpus(), gpus, a.parent_session_id(), a.token());
+      if (!s.ok()) {
+        RGPU_LOG_WARN("session host: restore refused: %s", s.message().c_str());
+      }
+      wire::HostControl answer;
+      answer.set_restore_result(s.ok() ? "" : s.message().substr(0, 4096));
+      SendControl(control_fd, answer);
+      restoring.store(false);
+      if (!s.ok()) server.Stop();
+    });
+  }
   // The session's figures every second; the end of the server (its end of the socket closed);
   // a client that never comes.
   std::thread watcher([&] {
-    const auto start = std::chrono::steady_clock::now();
+    auto start = std::chrono::steady_clock::now();
     while (serving.load()) {
       pollfd p = {control_fd, 0, 0};
       if (poll(&p, 1, 1000) > 0 && (p.revents & (POLLHUP | POLLERR)) != 0) {
         server.Stop();
         return;
       }
+      if (restoring.load()) start = std::chrono::steady_clock::now();  // the client waits for it
       if (!admitted.load()) {
         if (std::chrono::steady_clock::now() - start >
             std::chrono::milliseconds(kNoShowTimeoutMs)) {
@@ -286,6 +353,7 @@ int RunSessionHost(ServerOptions options, int control_fd) {
   serving.store(false);
   watcher.join();
   reader.join();
+  if (restorer.joinable()) restorer.join();
   join_moves();
   g_host_server = nullptr;
   return 0;

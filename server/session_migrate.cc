@@ -326,6 +326,7 @@ void Session::RunResumed(std::unique_ptr<Channel> channel, const std::atomic<boo
   }
   admitted_at_ = std::chrono::steady_clock::now();
   admitted_.store(true);
+  if (admitted_hook_) admitted_hook_();  // a session host: its client came
   RGPU_LOG_INFO("session %llu: resumed by %s from %s", (unsigned long long)id_,
                 client_name_.c_str(), channel_->peer().c_str());
   ServeLoop(stop);

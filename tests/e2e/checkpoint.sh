@@ -59,3 +59,9 @@ rc=$?
 [ $rc -eq 0 ] || fail "the program exited $rc"
 grep -q "^result ok" "$work/out" || fail "no exact result"
 echo "checkpoint: $(grep '^result' "$work/out") after its session went through a file"
+# Where only processes keep tenants apart, the restored session ran in a process of its own.
+if [[ " ${RGPU_SERVER_ARGS:-} " == *" --session-processes on "* &&
+      " ${RGPU_SERVER_ARGS:-} " == *" --no-backend-extensions "* ]]; then
+  grep -q "restored in a process of its own" "$work/b.log" ||
+    fail "B restored the session in its own process"
+fi

@@ -79,4 +79,10 @@ rc=$?
 grep -q "^result ok" "$work/out" || fail "no exact result"
 grep -q "CUDA_ERROR" "$work/out" && fail "the program saw an error"
 grep -q "session .*: moved; its client left" "$work/b.log" || fail "B did not log its move"
+# Where only processes keep tenants apart, a restored session runs in a process of its own.
+if [[ " ${RGPU_SERVER_ARGS:-} " == *" --session-processes on "* &&
+      " ${RGPU_SERVER_ARGS:-} " == *" --no-backend-extensions "* ]]; then
+  grep -q "restored in a process of its own" "$work/b.log" ||
+    fail "B restored the session in its own process"
+fi
 echo "migrate: $(grep '^result' "$work/out") after 3 moves${small_url:+, a refused one} and the source killed"

@@ -64,12 +64,9 @@ for scheme in tcp shm; do
 done
 # Live migration between two servers of this machine's GPU: memory mapped at its addresses
 # through VMM, module variables by name (docs/migration.md); a program holding a variable's
-# address refused, one whose kernels alone use it moved three times and exact (sessions in the
-# servers' own processes: a restore is refused where each session has a process of its own).
-check e2e_tcp_migrate_mapped 300 env scheme=tcp "RGPU_SERVER_ARGS=--session-processes off" \
-  "$e2e/migrate_mapped.sh" "$bin" "$programs"
-check e2e_tcp_session_processes_migrate_refused 120 env scheme=tcp \
-  "RGPU_SERVER_ARGS=--session-processes on" "$e2e/migrate_mapped.sh" "$bin" "$programs"
+# address refused, one whose kernels alone use it moved three times and exact, each restored in a
+# process of its own (the default on the real driver).
+check e2e_tcp_migrate_mapped 300 env scheme=tcp "$e2e/migrate_mapped.sh" "$bin" "$programs"
 echo "-- end to end: $((SECONDS - start)) s"
 
 # The CUDA runtime suite (static cudart), all against one server; a program whose libraries

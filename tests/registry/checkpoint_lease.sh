@@ -5,7 +5,8 @@
 # and host-b restores the file under that hand-over, with no token of the tenant's of its own.
 # The program finishes with the exact result, no record is refused, each server is billed the
 # calls it served, and the session's end on host-b frees the lease. The file restored again is
-# refused: its session has left host-a. RGPU_SERVER_ARGS: more options for the servers.
+# refused: its session has left host-a. RGPU_SERVER_ARGS: more options for the servers;
+# program_mode=kernels: the program never asks for its module variable's address.
 #   checkpoint_lease.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
@@ -25,7 +26,7 @@ open_accounts
 start_server host-a "$work/a.url" "$work/a.log"
 a=$launched a_url=$(cat "$work/a.url")
 
-"$bin/rgpu" run --memory 256M -- "$programs/driver_migrate_loop" 4000 48 30 >"$work/out" 2>&1 &
+"$bin/rgpu" run --memory 256M -- "$programs/driver_migrate_loop" 4000 48 30 ${program_mode:-} >"$work/out" 2>&1 &
 client=$!
 await_started "$work/out"
 pkey=$("$bin/rgpu" provider create bolt --json | json 'd["provider_key"]') || fail "provider create"

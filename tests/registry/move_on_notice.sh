@@ -7,7 +7,8 @@
 # it, with the exact result and no CUDA error, and each server's part is billed to its provider
 # under the one lease. With SESSIONS 2, two programs share one lease (`rgpu place`, as a batch
 # job's tasks do) and move together: both finish exactly and no record of either is refused.
-# RGPU_SERVER_ARGS: more options for the servers (--session-processes on).
+# RGPU_SERVER_ARGS: more options for the servers (--session-processes on); program_mode=kernels:
+# the programs never ask for their module variable's address (servers without fixed addresses).
 #   move_on_notice.sh BIN_DIR PROGRAMS_DIR [SESSIONS]
 set -uo pipefail
 bin=$1 programs=$2 sessions=${3:-1}
@@ -37,11 +38,11 @@ for _ in $(seq 300); do "$bin/rgpu" gpus | grep -q "available" && break; sleep 0
 if [ "$sessions" = 2 ]; then
   # One lease, two programs: the placement a batch job's prolog takes, then its tasks.
   take_placement 512M
-  "$bin/rgpu" run -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out2" 2>&1 &
+  "$bin/rgpu" run -- "$programs/driver_migrate_loop" 8000 48 50 ${program_mode:-} >"$work/out2" 2>&1 &
   client2=$!
-  "$bin/rgpu" run -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out" 2>&1 &
+  "$bin/rgpu" run -- "$programs/driver_migrate_loop" 8000 48 50 ${program_mode:-} >"$work/out" 2>&1 &
 else
-  "$bin/rgpu" run --memory 256M -- "$programs/driver_migrate_loop" 8000 48 50 >"$work/out" 2>&1 &
+  "$bin/rgpu" run --memory 256M -- "$programs/driver_migrate_loop" 8000 48 50 ${program_mode:-} >"$work/out" 2>&1 &
 fi
 client=$!
 await_started "$work/out" ${client2:+"$work/out2"}
