@@ -421,16 +421,20 @@ void Server::RunSession(Session& session, std::unique_ptr<Channel> resumed) {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_[id] = &session;
   }
-  if (agent_) agent_->SessionStarted(id);
+  // A session restored in a host is metered from its resume (JoinResume), as one restored here;
+  // one never resumed (its restore refused, its client gone) reports nothing.
+  const bool restored_in_host = session.restored_in_host();
+  if (agent_ && !restored_in_host) agent_->SessionStarted(id);
   if (resumed != nullptr) {
     session.RunResumed(std::move(resumed), stop_);
   } else {
     session.Run(stop_);
   }
   const wire::SessionStats stats = session.Stats();
-  if (agent_ && session.end() == SessionEnd::kMoved) {
+  const bool report = agent_ && (!restored_in_host || session.admitted());
+  if (report && session.end() == SessionEnd::kMoved) {
     agent_->SessionMoved(stats);  // its lease goes on where it went
-  } else if (agent_) {
+  } else if (report) {
     agent_->SessionEnded(stats);
   }
   {

@@ -456,7 +456,7 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    live_.insert(id);
+    if (hosted == nullptr) live_.insert(id);  // a host's is live while its thread supervises it
     PendingResume& pending = pending_resumes_[id];
     pending.session = std::move(session);  // null when restored in a host
     pending.credential = credential;
@@ -597,7 +597,10 @@ void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& ch
     w->set_redirect_token(host_credential);
     RGPU_LOG_INFO("session %llu: its client goes on to its process (port %u)",
                   (unsigned long long)id, (unsigned)host_port);
-    if (hosted != nullptr) hosted->NoteResumedInHost();
+    if (hosted != nullptr) {
+      hosted->NoteResumedInHost();
+      if (agent_) agent_->SessionStarted(id);  // metered from its resume, as RunSession does
+    }
     channel->Send(out.SerializeAsString(), nullptr, 0);
     return;
   }

@@ -152,6 +152,8 @@ class Session {
   // Its client proved the resume credential and went on to the host: the session counts as
   // admitted (status, moves). Any thread.
   void NoteResumedInHost();
+  // True for a session restored in a host (StartHostedRestore). After it, any thread.
+  bool restored_in_host() const { return restore_in_host_; }
   // Called once, on this session's thread, when the handshake admits the client.
   void SetAdmittedHook(std::function<void()> hook) { admitted_hook_ = std::move(hook); }
   // The registry lease of the token that admitted it ("": none). Any thread.
