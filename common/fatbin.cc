@@ -8,8 +8,13 @@
 #include <lz4.h>
 #include <zstd.h>
 
+#include "common/byte_reader.h"
+
 namespace rgpu::fatbin {
 namespace {
+
+using bytes::ReadLe;
+using bytes::Within;
 
 constexpr size_t kContainerHeaderSize = 16;
 constexpr size_t kEntryHeaderMinSize = 64;
@@ -19,20 +24,8 @@ constexpr uint64_t kFlagZstd = 0x8000;
 // corrupt header must not make us allocate gigabytes.
 constexpr uint64_t kMaxUncompressedSize = 1ull << 30;
 
-template <typename T>
-T ReadLe(const uint8_t* p) {
-  T v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-
 // Sizes of the ELF64 structures we read; offsets follow the System V gABI.
 constexpr size_t kElf64HeaderSize = 64;
-
-// True when [offset, offset + size) lies within `limit` bytes (no overflow).
-bool Within(uint64_t offset, uint64_t size, uint64_t limit) {
-  return offset <= limit && size <= limit - offset;
-}
 
 Status Decompress(uint64_t flags, const uint8_t* data, size_t size, uint64_t uncompressed_size,
                   std::string* out) {

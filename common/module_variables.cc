@@ -3,23 +3,16 @@
 #include <cstring>
 #include <set>
 
+#include "common/byte_reader.h"
 #include "common/fatbin.h"
 
 namespace rgpu::fatbin {
 namespace {
 
+using bytes::ReadLe;
+using bytes::Within;
+
 constexpr size_t kMaxNameBytes = 4096;
-
-template <typename T>
-T ReadLe(const uint8_t* p) {
-  T v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-
-bool Within(uint64_t offset, uint64_t size, uint64_t limit) {
-  return offset <= limit && size <= limit - offset;
-}
 
 // Adds `name` once.
 Status Add(std::string name, bool constant, std::set<std::string>* seen,

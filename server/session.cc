@@ -128,12 +128,9 @@ void Session::Run(const std::atomic<bool>& stop) {
   ServeLoop(stop);
 }
 
-Status Session::RedirectToHost(wire::Welcome* w) {
-  std::unique_ptr<SessionHost> host;
-  if (Status s = hosts_->Take(&host); !s.ok()) return s;
+wire::HostAssign Session::HostAssignment(const std::string& token) {
   wire::HostAssign assign;
-  assign.set_token(MakeHostToken());
-  if (assign.token().empty()) return Internal("no random bytes for the session's host");
+  assign.set_token(token);
   if (tenant_ != nullptr) {
     assign.set_tenant(tenant_->name);
     assign.set_memory_quota(tenant_->memory_quota);
@@ -145,6 +142,14 @@ Status Session::RedirectToHost(wire::Welcome* w) {
   assign.set_all_gpus(false);
   for (int g : visible_) assign.add_gpus(g);
   assign.set_parent_session_id(id_);
+  return assign;
+}
+
+Status Session::RedirectToHost(wire::Welcome* w) {
+  std::unique_ptr<SessionHost> host;
+  if (Status s = hosts_->Take(&host); !s.ok()) return s;
+  wire::HostAssign assign = HostAssignment(MakeHostToken());
+  if (assign.token().empty()) return Internal("no random bytes for the session's host");
   if (Status s = host->Assign(assign); !s.ok()) return s;
   w->set_redirect_port(host->port());
   w->set_redirect_token(assign.token());

@@ -47,6 +47,10 @@ class TenantTable;
 struct Admission;
 struct Tenant;
 
+// The properties of ordinary device memory of `device` for virtual memory management
+// (session_vmm.cc): pinned, on that device.
+CUmemAllocationProp DevicePinnedProp(int device);
+
 // What a finished session leaves behind, for the server's accounting.
 struct SessionTotals {
   uint64_t calls = 0;
@@ -306,6 +310,9 @@ class Session {
   bool AwaitRedirect(std::shared_ptr<MoveRequest>* redirect);
   // Loads a checkpointed module at its variables' addresses (RestoreBegin).
   Status RestoreModule(const wire::CheckpointModule& m);
+  // What both ways of restoring a module do first: its context made current, its image checked
+  // as a ModuleLoadData image is, the image's bytes charged to the tenant on *device.
+  Status PrepareModuleRestore(const wire::CheckpointModule& m, int* device);
   // A checkpointed module's variables on a backend without fixed-address extensions (NVIDIA's
   // driver): each found by name in the image (common/module_variables.h) with cuModuleGetGlobal.
   // A variable kernels can write that cannot be found refuses the move (its state would be lost).
@@ -680,6 +687,9 @@ class Session {
   std::optional<wire::SessionStats> hosted_stats_;
   // Hands the admitted session to a host: fills the redirect into `w`.
   Status RedirectToHost(wire::Welcome* w);
+  // What a host is told of the session it serves: its tenant, quota, lease, devices and id,
+  // admitted (or resumed) with `token`.
+  wire::HostAssign HostAssignment(const std::string& token);
   // Serves the host until it ends (Run, for a redirected session).
   void SuperviseHost(const std::atomic<bool>& stop);
   // The host's answer to RequestMove of a hosted session: the request decided (and done, when it

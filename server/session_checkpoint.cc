@@ -481,7 +481,7 @@ Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> 
   return Status::Ok();
 }
 
-Status Session::RestoreModule(const wire::CheckpointModule& m) {
+Status Session::PrepareModuleRestore(const wire::CheckpointModule& m, int* device) {
   ContextRecord* ctx = contexts_.Find(m.ctx());
   if (ctx == nullptr) return InvalidArgument("a module of no context");
   if (CUresult r = MakeCurrent(ctx); r != CUDA_SUCCESS) return Internal(ErrorName(r));
@@ -495,10 +495,18 @@ Status Session::RestoreModule(const wire::CheckpointModule& m) {
                            ": malformed image: " + checked.message());
   }
   CallState cs;
-  const int device = DeviceOf(m.ctx());
-  if (!Charge(cs, device, image.size(), "the module image")) {
+  *device = ctx->device;
+  if (!Charge(cs, *device, image.size(), "the module image")) {
     return ResourceExhausted("module " + std::to_string(m.id()) + ": " + cs.detail);
   }
+  return Status::Ok();
+}
+
+Status Session::RestoreModule(const wire::CheckpointModule& m) {
+  int device = -1;
+  if (Status s = PrepareModuleRestore(m, &device); !s.ok()) return s;
+  const std::string& image = m.image();
+  CallState cs;
   auto kept = std::make_shared<std::string>(image);
   std::vector<CUdeviceptr> bases(m.variable_bases().begin(), m.variable_bases().end());
   CUmodule module = nullptr;

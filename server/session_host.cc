@@ -96,18 +96,25 @@ Status SessionHost::Move(const wire::HostMove& move) {
   return Status::Ok();
 }
 
-Status SessionHost::SendRestorePiece(const char* data, size_t size, bool last) {
+bool SendChunks(int fd, wire::HostCheckpointChunk* (wire::HostControl::*field)(), const char* data,
+                size_t size, bool last) {
   constexpr size_t kPiece = 192 << 10;  // within a control message
   do {
     const size_t n = std::min(size, kPiece);
     wire::HostControl piece;
-    piece.mutable_restore_chunk()->set_data(data, n);
-    piece.mutable_restore_chunk()->set_last(last && n == size);
-    if (!SendControl(fd_, piece)) return Unavailable("the session's host process is gone");
+    (piece.*field)()->set_data(data, n);
+    (piece.*field)()->set_last(last && n == size);
+    if (!SendControl(fd, piece)) return false;
     data += n;
     size -= n;
   } while (size > 0);
-  return Status::Ok();
+  return true;
+}
+
+Status SessionHost::SendRestorePiece(const char* data, size_t size, bool last) {
+  return SendChunks(fd_, &wire::HostControl::mutable_restore_chunk, data, size, last)
+             ? Status::Ok()
+             : Unavailable("the session's host process is gone");
 }
 
 uint32_t SessionHost::Supervise(

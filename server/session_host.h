@@ -111,6 +111,11 @@ class SessionHostPool {
 // is gone); receives one, waiting up to `timeout_ms` (-1: forever; false on timeout, end or
 // garbage).
 bool SendControl(int fd, const wire::HostControl& message);
+// Sends `size` bytes at `data` as HostCheckpointChunk pieces that fit a control message, each in
+// `field` of its HostControl (checkpoint_chunk or restore_chunk), `last` set on the final one.
+// False when the other end is gone.
+bool SendChunks(int fd, wire::HostCheckpointChunk* (wire::HostControl::*field)(), const char* data,
+                size_t size, bool last);
 bool ReceiveControl(int fd, int timeout_ms, wire::HostControl* message);
 
 // A random one-time credential for a host's session (hex).

@@ -275,17 +275,10 @@ int RunSessionHost(ServerOptions options, int control_fd) {
         moves.emplace_back([&server, control_fd, order = message.move()] {
           // A checkpoint goes to the server in pieces that fit a control message.
           auto sink = [control_fd](const char* data, size_t size, bool last) -> Status {
-            constexpr size_t kPiece = 192 << 10;
-            do {
-              const size_t n = std::min(size, kPiece);
-              wire::HostControl piece;
-              piece.mutable_checkpoint_chunk()->set_data(data, n);
-              piece.mutable_checkpoint_chunk()->set_last(last && n == size);
-              if (!SendControl(control_fd, piece)) return Unavailable("the server is gone");
-              data += n;
-              size -= n;
-            } while (size > 0);
-            return Status::Ok();
+            return SendChunks(control_fd, &wire::HostControl::mutable_checkpoint_chunk, data, size,
+                              last)
+                       ? Status::Ok()
+                       : Unavailable("the server is gone");
           };
           wire::HostControl answer;
           server.MoveHostedSession(order, sink, answer.mutable_move_result());

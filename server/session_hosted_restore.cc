@@ -23,20 +23,8 @@ Status Session::StartHostedRestore(const wire::Checkpoint& header, std::shared_p
     visible_ = onto;
   }
   client_pid_ = header.pid();
-  wire::HostAssign assign;
-  assign.set_token(host_token);
+  wire::HostAssign assign = HostAssignment(host_token);
   assign.set_restore(true);
-  if (tenant_ != nullptr) {
-    assign.set_tenant(tenant_->name);
-    assign.set_memory_quota(tenant_->memory_quota);
-    assign.set_weight(tenant_->weight);
-  } else {
-    assign.set_memory_quota(UINT64_MAX);  // no quota: the server grants every reservation
-  }
-  assign.set_lease_id(lease_id_);
-  assign.set_all_gpus(false);
-  for (int g : onto) assign.add_gpus(g);
-  assign.set_parent_session_id(id_);
   if (Status s = host->Assign(assign); !s.ok()) return s;
   {
     std::lock_guard<std::mutex> lock(move_mu_);

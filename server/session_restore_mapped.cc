@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "common/fatbin.h"
 #include "common/log.h"
 #include "common/module_variables.h"
 #include "server/session.h"
@@ -17,14 +16,6 @@ std::string ErrorName(CUresult r) { return "CUDA error " + std::to_string(r); }
 
 Status Refused(const std::string& why) {
   return Status(Status::Code::kInvalidArgument, "the session cannot move: " + why);
-}
-
-CUmemAllocationProp DeviceMemory(int device) {
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
-  return prop;
 }
 
 }  // namespace
@@ -78,7 +69,7 @@ Status Session::MapRestoredAllocations(const wire::Checkpoint& c) {
   for (const Piece& p : pieces) {
     if (granularity.count(p.device)) continue;
     size_t g = 0;
-    const CUmemAllocationProp prop = DeviceMemory(p.device);
+    const CUmemAllocationProp prop = DevicePinnedProp(p.device);
     if (CUresult r =
             drv_.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
         r != CUDA_SUCCESS || g == 0 || (g & (g - 1)) != 0) {
@@ -133,7 +124,7 @@ Status Session::MapRestoredAllocations(const wire::Checkpoint& c) {
                              "addresses are in use on this server");
     }
     CUmemGenericAllocationHandle handle = 0;
-    const CUmemAllocationProp prop = DeviceMemory(span.device);
+    const CUmemAllocationProp prop = DevicePinnedProp(span.device);
     r = drv_.cuMemCreate(&handle, bytes, &prop, 0);
     if (r != CUDA_SUCCESS) {
       drv_.cuMemAddressFree(span.base, bytes);
@@ -173,22 +164,10 @@ Status Session::RestoreModuleByName(const wire::CheckpointModule& m, const wire:
                            "'s variables have no names: its checkpoint was taken where they are "
                            "placed at fixed addresses, which this backend cannot do");
   }
-  ContextRecord* ctx = contexts_.Find(m.ctx());
-  if (ctx == nullptr) return InvalidArgument("a module of no context");
-  if (CUresult r = MakeCurrent(ctx); r != CUDA_SUCCESS) return Internal(ErrorName(r));
+  int device = -1;
+  if (Status s = PrepareModuleRestore(m, &device); !s.ok()) return s;
   const std::string& image = m.image();
-  rgpu::fatbin::ImageKind kind;
-  if (Status checked =
-          rgpu::fatbin::CheckImage(image.data(), image.size(), &kind, limits_.max_module_bytes);
-      !checked.ok()) {
-    return InvalidArgument("module " + std::to_string(m.id()) +
-                           ": malformed image: " + checked.message());
-  }
   CallState cs;
-  const int device = ctx->device;
-  if (!Charge(cs, device, image.size(), "the module image")) {
-    return ResourceExhausted("module " + std::to_string(m.id()) + ": " + cs.detail);
-  }
   auto kept = std::make_shared<std::string>(image);
   CUmodule module = nullptr;
   uint64_t footprint = 0;

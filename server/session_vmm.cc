@@ -13,15 +13,16 @@
 #include "server/session.h"
 
 namespace rgpu::server {
-namespace {
 
-CUmemAllocationProp DeviceProp(int device) {
+CUmemAllocationProp DevicePinnedProp(int device) {
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device;
   return prop;
 }
+
+namespace {
 
 // The session's mappings exactly covering [ptr, ptr + size); false when the range holds
 // addresses no mapping of the session covers, or cuts one.
@@ -44,7 +45,7 @@ CUresult Session::HandleMemGetAllocationGranularity(
     CallState& cs, const MemGetAllocationGranularityIn& in,
     calls::MemGetAllocationGranularity::Results* out) {
   REQUIRE_FN(cuMemGetAllocationGranularity);
-  const CUmemAllocationProp prop = DeviceProp(cs.ctx->device);
+  const CUmemAllocationProp prop = DevicePinnedProp(cs.ctx->device);
   size_t granularity = 0;
   CUresult r = drv_.cuMemGetAllocationGranularity(
       &granularity, &prop, static_cast<CUmemAllocationGranularity_flags>(in.option));
@@ -64,7 +65,7 @@ CUresult Session::HandleMemCreate(CallState& cs, const MemCreateIn& in,
   if (!Charge(cs, cs.ctx->device, in.size, "the physical allocation")) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  const CUmemAllocationProp prop = DeviceProp(cs.ctx->device);
+  const CUmemAllocationProp prop = DevicePinnedProp(cs.ctx->device);
   PhysicalRecord rec;
   rec.device = cs.ctx->device;
   rec.size = in.size;

@@ -161,6 +161,10 @@ class ServerMigrationTest : public test::RawServerTest {
     return bytes;
   }
 
+  // Restores HandMade(at) (a 4096-byte pattern at `at`), resumes it on *ch and reads the
+  // memory back there: the pattern.
+  void RestoreAndRead(uint64_t at, std::unique_ptr<Channel>* ch);
+
   std::string dir_;
 };
 
@@ -329,19 +333,25 @@ std::string HandMade(uint64_t ptr, int cc_major = 7,
   return out;
 }
 
-TEST_F(ServerMigrationTest, ARestorePlacesMemoryWhereTheCheckpointSaysOrRefuses) {
-  const uint64_t at = 0x5f1234500000ull;  // no server of this process hands this out
+void ServerMigrationTest::RestoreAndRead(uint64_t at, std::unique_ptr<Channel>* ch) {
   wire::AdminReply r = Restore(HandMade(at));
   ASSERT_EQ(r.error(), "");
   std::string nonce;
-  auto ch = BeginResume(r.session_id(), &nonce);
+  *ch = BeginResume(r.session_id(), &nonce);
   ASSERT_EQ(
-      FinishResume(ch.get(), ResumeProof(r.resume_credential(), nonce, r.session_id())).status(),
+      FinishResume(ch->get(), ResumeProof(r.resume_credential(), nonce, r.session_id())).status(),
       0);
   std::string got;
-  wire::Envelope read = Exchange(ch.get(), Call(5, Op::kMemcpyDtoH, 1, {at, 4096, 0, 0}), "", &got);
+  wire::Envelope read =
+      Exchange(ch->get(), Call(5, Op::kMemcpyDtoH, 1, {at, 4096, 0, 0}), "", &got);
   ASSERT_EQ(read.reply().result(), CUDA_SUCCESS) << read.reply().message();
   EXPECT_EQ(got, Pattern());
+}
+
+TEST_F(ServerMigrationTest, ARestorePlacesMemoryWhereTheCheckpointSaysOrRefuses) {
+  const uint64_t at = 0x5f1234500000ull;  // no server of this process hands this out
+  std::unique_ptr<Channel> ch;
+  ASSERT_NO_FATAL_FAILURE(RestoreAndRead(at, &ch));
   // The same addresses again, while that session holds them: refused, naming why.
   EXPECT_NE(Restore(HandMade(at)).error().find("cannot be placed"), std::string::npos);
   // A device weaker than the session's.
@@ -359,17 +369,8 @@ class ServerMappedMigrationTest : public ServerMigrationTest {
 
 TEST_F(ServerMappedMigrationTest, ARestoreMapsMemoryWhereTheCheckpointSaysOrRefuses) {
   const uint64_t at = 0x5f1234500000ull;  // no server of this process hands this out
-  wire::AdminReply r = Restore(HandMade(at));
-  ASSERT_EQ(r.error(), "");
-  std::string nonce;
-  auto ch = BeginResume(r.session_id(), &nonce);
-  ASSERT_EQ(
-      FinishResume(ch.get(), ResumeProof(r.resume_credential(), nonce, r.session_id())).status(),
-      0);
-  std::string got;
-  wire::Envelope read = Exchange(ch.get(), Call(5, Op::kMemcpyDtoH, 1, {at, 4096, 0, 0}), "", &got);
-  ASSERT_EQ(read.reply().result(), CUDA_SUCCESS) << read.reply().message();
-  EXPECT_EQ(got, Pattern());
+  std::unique_ptr<Channel> ch;
+  ASSERT_NO_FATAL_FAILURE(RestoreAndRead(at, &ch));
   // The same addresses again, while that session holds them: refused, naming why.
   EXPECT_NE(Restore(HandMade(at)).error().find("cannot be placed there"), std::string::npos);
   // Freed, the mapping goes with it: the addresses are free for a restore again.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/byte_reader.h"
 #include "common/fatbin.h"
 #include "server/backends/hip/msgpack.h"
 
@@ -15,12 +16,7 @@ constexpr uint32_t kShtNote = 7;
 constexpr uint32_t kShtNobits = 8;
 constexpr uint32_t kNtAmdgpuMetadata = 32;
 
-template <typename T>
-T Read(const uint8_t* p) {
-  T v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
+using bytes::ReadLe;
 
 bool Fail(std::string* error, const std::string& why) {
   *error = why;
@@ -31,8 +27,8 @@ bool Fail(std::string* error, const std::string& why) {
 bool FindMetadata(const uint8_t* p, size_t size, const uint8_t** desc, size_t* desc_size) {
   size_t pos = 0;
   while (size - pos >= 12) {
-    const uint32_t namesz = Read<uint32_t>(p + pos), descsz = Read<uint32_t>(p + pos + 4);
-    const uint32_t type = Read<uint32_t>(p + pos + 8);
+    const uint32_t namesz = ReadLe<uint32_t>(p + pos), descsz = ReadLe<uint32_t>(p + pos + 4);
+    const uint32_t type = ReadLe<uint32_t>(p + pos + 8);
     pos += 12;
     const size_t name_padded = (static_cast<size_t>(namesz) + 3) & ~size_t{3};
     const size_t desc_padded = (static_cast<size_t>(descsz) + 3) & ~size_t{3};
@@ -78,7 +74,7 @@ bool IsAmdgpuElf(const uint8_t* data, size_t size) {
                 "\x7f"
                 "ELF",
                 4) == 0 &&
-         data[4] == 2 && Read<uint16_t>(data + 18) == kEmAmdgpu;
+         data[4] == 2 && ReadLe<uint16_t>(data + 18) == kEmAmdgpu;
 }
 
 bool ParseCodeObject(const uint8_t* data, size_t size, CodeObjectInfo* out, std::string* error) {
@@ -88,14 +84,14 @@ bool ParseCodeObject(const uint8_t* data, size_t size, CodeObjectInfo* out, std:
   if (!rgpu::fatbin::ElfExtent(data, size, &extent).ok()) {
     return Fail(error, "code object headers lie outside it");
   }
-  const uint64_t shoff = Read<uint64_t>(data + 0x28);
-  const uint16_t shentsize = Read<uint16_t>(data + 0x3a), shnum = Read<uint16_t>(data + 0x3c);
+  const uint64_t shoff = ReadLe<uint64_t>(data + 0x28);
+  const uint16_t shentsize = ReadLe<uint16_t>(data + 0x3a), shnum = ReadLe<uint16_t>(data + 0x3c);
   const uint8_t* desc = nullptr;
   size_t desc_size = 0;
   for (uint16_t i = 0; i < shnum && desc == nullptr; ++i) {
     const uint8_t* sh = data + shoff + uint64_t{i} * shentsize;
-    if (Read<uint32_t>(sh + 4) != kShtNote) continue;
-    const uint64_t offset = Read<uint64_t>(sh + 0x18), bytes = Read<uint64_t>(sh + 0x20);
+    if (ReadLe<uint32_t>(sh + 4) != kShtNote) continue;
+    const uint64_t offset = ReadLe<uint64_t>(sh + 0x18), bytes = ReadLe<uint64_t>(sh + 0x20);
     FindMetadata(data + offset, bytes, &desc, &desc_size);
   }
   if (desc == nullptr) return Fail(error, "code object has no NT_AMDGPU_METADATA note");

@@ -14,16 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "test_files.h"
+
 namespace rgpu::fatbin {
 namespace {
-
-std::string ReadFile(const std::string& name) {
-  std::ifstream in(std::string(FATBIN_DIR) + "/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 constexpr uint64_t kFlagLz4 = 0x2000;
 constexpr uint64_t kFlagZstd = 0x8000;

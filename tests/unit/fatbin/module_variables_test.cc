@@ -13,17 +13,10 @@
 #include <vector>
 
 #include "common/fatbin.h"
+#include "test_files.h"
 
 namespace rgpu::fatbin {
 namespace {
-
-std::string ReadFile(const std::string& name) {
-  std::ifstream in(std::string(FATBIN_DIR) + "/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // name -> constant, failing the test on a name listed twice.
 std::map<std::string, bool> Listed(const std::string& image) {
