@@ -188,7 +188,9 @@ void Session::SuperviseHost(const std::atomic<bool>& stop) {
       &how);
   {
     std::lock_guard<std::mutex> lock(restore_mu_);  // a restore waiting for it has its answer
-    if (!restore_answer_) restore_answer_ = "the session's process ended (" + how + ")";
+    if (restore_in_host_ && !restore_answer_) {
+      restore_answer_ = "the session's process ended (" + how + ")";
+    }
     restore_cv_.notify_all();
   }
   checkpoint_relay_.Stop();

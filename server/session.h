@@ -314,9 +314,10 @@ class Session {
   // as a ModuleLoadData image is, the image's bytes charged to the tenant on *device.
   Status PrepareModuleRestore(const wire::CheckpointModule& m, int* device);
   // A checkpointed module's variables on a backend without fixed-address extensions (NVIDIA's
-  // driver): each found by name in the image (common/module_variables.h) with cuModuleGetGlobal.
+  // driver): each found by name (the image's, common/module_variables.h, read once and kept in
+  // m.variables) with cuModuleGetGlobal.
   // A variable kernels can write that cannot be found refuses the move (its state would be lost).
-  Status CaptureVariablesByName(const ModuleRecord& m, wire::CheckpointModule* out);
+  Status CaptureVariablesByName(ModuleRecord& m, wire::CheckpointModule* out);
   // Restores the checkpoint's allocations at their addresses through virtual memory management
   // (session_restore_mapped.cc): each granule-aligned span of them reserved at its address (a
   // backend that places it elsewhere refuses the restore), backed by new physical memory and

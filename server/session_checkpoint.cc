@@ -261,17 +261,20 @@ Status Session::RestoreBegin(const wire::Checkpoint& c, std::shared_ptr<Tenant> 
                       drv_.softgpuModuleLoadDataAt != nullptr &&
                       drv_.softgpuModuleGetVariableRanges != nullptr;
   if (!placed) {
-    const char* missing = drv_.cuMemAddressReserve == nullptr ? "cuMemAddressReserve"
-                          : drv_.cuMemCreate == nullptr       ? "cuMemCreate"
-                          : drv_.cuMemMap == nullptr          ? "cuMemMap"
-                          : drv_.cuMemSetAccess == nullptr    ? "cuMemSetAccess"
-                          : drv_.cuMemUnmap == nullptr        ? "cuMemUnmap"
-                          : drv_.cuMemAddressFree == nullptr  ? "cuMemAddressFree"
-                          : drv_.cuMemRelease == nullptr      ? "cuMemRelease"
-                          : drv_.cuMemGetAllocationGranularity == nullptr
-                              ? "cuMemGetAllocationGranularity"
-                          : drv_.cuModuleGetGlobal == nullptr ? "cuModuleGetGlobal"
-                                                              : nullptr;
+    const std::pair<bool, const char*> needed[] = {
+        {drv_.cuMemAddressReserve != nullptr, "cuMemAddressReserve"},
+        {drv_.cuMemCreate != nullptr, "cuMemCreate"},
+        {drv_.cuMemMap != nullptr, "cuMemMap"},
+        {drv_.cuMemSetAccess != nullptr, "cuMemSetAccess"},
+        {drv_.cuMemUnmap != nullptr, "cuMemUnmap"},
+        {drv_.cuMemAddressFree != nullptr, "cuMemAddressFree"},
+        {drv_.cuMemRelease != nullptr, "cuMemRelease"},
+        {drv_.cuMemGetAllocationGranularity != nullptr, "cuMemGetAllocationGranularity"},
+        {drv_.cuModuleGetGlobal != nullptr, "cuModuleGetGlobal"}};
+    const char* missing = nullptr;
+    for (const auto& [present, name] : needed) {
+      if (!present && missing == nullptr) missing = name;
+    }
     if (missing != nullptr) {
       RGPU_LOG_WARN("session %llu: restore refused: the backend has no %s", (unsigned long long)id_,
                     missing);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/module_variables.h"
 #include "proto/call_kinds.h"
 #include "proto/rgpu.pb.h"
 #include "server/ipc_registry.h"
@@ -66,7 +67,6 @@ struct RestoredSpan {
   uint64_t bytes = 0;
   uint64_t handle = 0;  // CUmemGenericAllocationHandle
   uint64_t ctx = 0;     // the context of its allocations, 0: several
-  int device = -1;
   uint32_t users = 0;
 };
 
@@ -107,6 +107,10 @@ struct ModuleRecord {
   uint64_t charged = 0;  // its image and the device memory its variables hold
   // The image it was loaded from (NUL-terminated past its size), for a checkpoint.
   std::shared_ptr<const std::string> image;
+  // Its variables by name, where the backend cannot list them itself: read from the image at its
+  // first checkpoint (Session::CaptureVariablesByName), or from the checkpoint it was restored
+  // from. Null: not read yet.
+  std::shared_ptr<const std::vector<rgpu::fatbin::ModuleVariable>> variables;
 };
 
 struct ParamSlot {

@@ -20,19 +20,22 @@ Status Refused(const std::string& why) {
 
 }  // namespace
 
-Status Session::CaptureVariablesByName(const ModuleRecord& m, wire::CheckpointModule* out) {
+Status Session::CaptureVariablesByName(ModuleRecord& m, wire::CheckpointModule* out) {
   if (drv_.cuModuleGetGlobal == nullptr) return Refused("the backend has no cuModuleGetGlobal");
-  std::vector<rgpu::fatbin::ModuleVariable> variables;
-  if (Status s = rgpu::fatbin::ListModuleVariables(m.image->data(), m.image->size(), &variables,
-                                                   limits_.max_module_bytes);
-      !s.ok()) {
-    return Refused("a module's variables cannot be listed: " + s.message());
+  if (m.variables == nullptr) {  // a library's image can be large: read once per module
+    auto listed = std::make_shared<std::vector<rgpu::fatbin::ModuleVariable>>();
+    if (Status s = rgpu::fatbin::ListModuleVariables(m.image->data(), m.image->size(), listed.get(),
+                                                     limits_.max_module_bytes);
+        !s.ok()) {
+      return Refused("a module's variables cannot be listed: " + s.message());
+    }
+    m.variables = std::move(listed);
   }
   ContextRecord* ctx = contexts_.Find(m.ctx);
   if (ctx == nullptr) return Internal("a module of no context");
   if (CUresult r = MakeCurrent(ctx); r != CUDA_SUCCESS) return Internal(ErrorName(r));
   std::map<CUdeviceptr, size_t> seen;
-  for (const rgpu::fatbin::ModuleVariable& v : variables) {
+  for (const rgpu::fatbin::ModuleVariable& v : *m.variables) {
     CUdeviceptr ptr = 0;
     size_t bytes = 0;
     const CUresult r = drv_.cuModuleGetGlobal(&ptr, &bytes, m.module, v.name.c_str());
@@ -140,7 +143,7 @@ Status Session::MapRestoredAllocations(const wire::Checkpoint& c) {
       return InvalidArgument("mapping the session's memory: " + ErrorName(r));
     }
     restored_spans_[span.base] =
-        RestoredSpan{bytes, static_cast<uint64_t>(handle), span.ctx, span.device, span.users};
+        RestoredSpan{bytes, static_cast<uint64_t>(handle), span.ctx, span.users};
     CUmemAccessDesc access = {};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
@@ -217,7 +220,11 @@ Status Session::RestoreModuleByName(const wire::CheckpointModule& m, const wire:
   if (!Charge(cs, device, footprint, "the module's variables")) {
     return unload(ResourceExhausted("module " + std::to_string(m.id()) + ": " + cs.detail));
   }
-  if (!modules_.Restore(m.id(), ModuleRecord{module, m.ctx(), image.size() + footprint, kept})) {
+  // Its variables are known by name from the checkpoint: the next one need not read the image.
+  auto variables = std::make_shared<std::vector<rgpu::fatbin::ModuleVariable>>();
+  for (const std::string& name : m.variable_names()) variables->push_back({name, false});
+  ModuleRecord record{module, m.ctx(), image.size() + footprint, kept, std::move(variables)};
+  if (!modules_.Restore(m.id(), std::move(record))) {
     Uncharge(device, footprint);
     return unload(InvalidArgument("module ids"));
   }
