@@ -103,6 +103,7 @@ CUresult Side(CUmemorytype type, const void* host, CUdeviceptr device, CUarray a
   if (type == CU_MEMORYTYPE_UNIFIED) {
     type = rgpu::client::IsDeviceAddress(device) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     host = reinterpret_cast<const void*>(device);
+    if (type == CU_MEMORYTYPE_DEVICE) device = rgpu::client::DeviceAddressOf(device);
   }
   out->type = type;
   if (type == CU_MEMORYTYPE_ARRAY) {
@@ -178,12 +179,12 @@ CUresult CopyArray3D(const CUDA_MEMCPY3D& given, CUstream stream, bool async) {
   if (c.srcMemoryType == CU_MEMORYTYPE_HOST &&
       IsManagedAddress(reinterpret_cast<uint64_t>(c.srcHost))) {
     c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.srcDevice = reinterpret_cast<CUdeviceptr>(c.srcHost);
+    c.srcDevice = DeviceAddressOf(reinterpret_cast<CUdeviceptr>(c.srcHost));
   }
   if (c.dstMemoryType == CU_MEMORYTYPE_HOST &&
       IsManagedAddress(reinterpret_cast<uint64_t>(c.dstHost))) {
     c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.dstDevice = reinterpret_cast<CUdeviceptr>(c.dstHost);
+    c.dstDevice = DeviceAddressOf(reinterpret_cast<CUdeviceptr>(c.dstHost));
   }
   if (CUresult r = BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   if (c.reserved0 != nullptr || c.reserved1 != nullptr) return CUDA_ERROR_INVALID_VALUE;

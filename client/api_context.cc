@@ -58,6 +58,8 @@ namespace {
 // Deactivates a primary context on the server; its handle stays valid.
 // Release (reset = false) or reset the primary context on the server.
 CUresult DeactivatePrimary(CUctx_st* ctx, bool reset) {
+  // Registered mapped memory gets the device's bytes and becomes the program's own again.
+  rgpu::client::UnregisterMappedOf(ctx);
   CUresult r = reset ? Server().Call<calls::PrimaryCtxReset>(0, {.device = ctx->device})
                      : Server().Call<calls::PrimaryCtxRelease>(0, {.device = ctx->device});
   rgpu::client::Memory().EraseContext(ctx);
@@ -152,6 +154,7 @@ RGPU_IMPL(cuCtxDestroy_v2)(CUcontext ctx) {
   ClientState& st = ClientState::Get();
   if (ctx == nullptr || !st.IsLive(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   rgpu::client::ContextStorageRunDestructors(ctx);
+  rgpu::client::UnregisterMappedOf(ctx);
   CUresult r = Server().Call<calls::CtxDestroy>(0, {.ctx = ctx->remote});
   rgpu::client::Memory().EraseContext(ctx);
   rgpu::client::ForgetManaged(ctx);

@@ -63,7 +63,7 @@ RGPU_IMPL(cuMemAllocHost_v2)(void** pp, size_t bytesize) {
 
 RGPU_IMPL(cuMemFreeHost)(void* p) {
   auto range = Memory().Find(reinterpret_cast<uint64_t>(p));
-  if (range && range->managed && range->type == CU_MEMORYTYPE_HOST &&
+  if (range && range->managed && range->freeable && range->type == CU_MEMORYTYPE_HOST &&
       range->base == reinterpret_cast<uint64_t>(p)) {
     return rgpu::client::FreeManaged(range->base);
   }
@@ -84,12 +84,23 @@ RGPU_IMPL(cuMemHostRegister_v2)(void* p, size_t bytesize, unsigned int flags) {
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  if (flags & (CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY)) {
-    RGPU_LOG_WARN("cuMemHostRegister: device mapping is not supported by a remote GPU");
+  if (flags & ~(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (flags & CU_MEMHOSTREGISTER_IOMEMORY) {
+    RGPU_LOG_WARN("cuMemHostRegister: I/O memory cannot be mapped by a remote GPU");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  if (Memory().Find(reinterpret_cast<uint64_t>(p)))
+  if (reinterpret_cast<uint64_t>(p) + bytesize < reinterpret_cast<uint64_t>(p))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (Memory().Overlaps(reinterpret_cast<uint64_t>(p), bytesize))
     return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
+    // Mapped: the program's pages are kept coherent with a device copy, as managed memory is
+    // (client/managed_memory.h); the device has them at another address.
+    return rgpu::client::RegisterMapped(ctx, reinterpret_cast<uint64_t>(p), bytesize, flags);
+  }
   MemoryRange range;
   range.base = reinterpret_cast<uint64_t>(p);
   range.size = bytesize;
@@ -108,6 +119,7 @@ RGPU_IMPL(cuMemHostUnregister)(void* p) {
       range->base != reinterpret_cast<uint64_t>(p)) {
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   }
+  if (range->managed) return rgpu::client::UnregisterMapped(range->base);
   Server().AwaitReads();  // posted copies out on their way land first
   Memory().Erase(range->base);
   LocalTransport().UnregisterHostMemory(p);
@@ -124,12 +136,13 @@ RGPU_IMPL(cuMemHostGetFlags)(unsigned int* flags, void* p) {
 
 RGPU_IMPL(cuMemHostGetDevicePointer_v2)(CUdeviceptr* pdptr, void* p, unsigned int flags) {
   if (pdptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  // Mapped pinned memory has one address for both; other host memory is not mapped.
+  // Mapped pinned memory has one address for both, registered mapped memory another on the
+  // device; other host memory is not mapped.
   auto range = Memory().Find(reinterpret_cast<uint64_t>(p));
   if (!range || !range->managed || range->type != CU_MEMORYTYPE_HOST) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  *pdptr = reinterpret_cast<CUdeviceptr>(p);
+  *pdptr = reinterpret_cast<CUdeviceptr>(p) + range->device_shift;
   return CUDA_SUCCESS;
 }
 
@@ -162,7 +175,7 @@ CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
       // Host memory is mapped on the device only when allocated mapped (one address for both).
       if (!device && !range->managed) return CUDA_ERROR_INVALID_VALUE;
-      *static_cast<CUdeviceptr*>(data) = ptr;
+      *static_cast<CUdeviceptr*>(data) = ptr + range->device_shift;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
       if (device && !range->managed) return CUDA_ERROR_INVALID_VALUE;
@@ -248,6 +261,7 @@ CUresult Classify(CUmemorytype type, const void* host, CUdeviceptr device, size_
   if (type == CU_MEMORYTYPE_UNIFIED) {
     type = rgpu::client::IsDeviceAddress(device) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     host = reinterpret_cast<const void*>(device);
+    if (type == CU_MEMORYTYPE_DEVICE) device = rgpu::client::DeviceAddressOf(device);
   }
   out->type = type;
   out->pitch = pitch;
@@ -270,12 +284,14 @@ CUresult Copy2D(const CUDA_MEMCPY2D* given, CUstream stream, bool async) {
   if (managed_sides.srcMemoryType == CU_MEMORYTYPE_HOST &&
       rgpu::client::IsManagedAddress(reinterpret_cast<uint64_t>(managed_sides.srcHost))) {
     managed_sides.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    managed_sides.srcDevice = reinterpret_cast<CUdeviceptr>(managed_sides.srcHost);
+    managed_sides.srcDevice =
+        rgpu::client::DeviceAddressOf(reinterpret_cast<CUdeviceptr>(managed_sides.srcHost));
   }
   if (managed_sides.dstMemoryType == CU_MEMORYTYPE_HOST &&
       rgpu::client::IsManagedAddress(reinterpret_cast<uint64_t>(managed_sides.dstHost))) {
     managed_sides.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    managed_sides.dstDevice = reinterpret_cast<CUdeviceptr>(managed_sides.dstHost);
+    managed_sides.dstDevice =
+        rgpu::client::DeviceAddressOf(reinterpret_cast<CUdeviceptr>(managed_sides.dstHost));
   }
   if (CUresult r = rgpu::client::BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   const CUDA_MEMCPY2D* c = &managed_sides;

@@ -193,7 +193,7 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   if (src == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
   // From managed or mapped memory: its current bytes may be the device's.
   if (IsManagedAddress(reinterpret_cast<uint64_t>(src))) {
-    return CopyDtoD(dst, reinterpret_cast<uint64_t>(src), bytes, stream, async);
+    return CopyDtoD(dst, DeviceAddressOf(reinterpret_cast<uint64_t>(src)), bytes, stream, async);
   }
   if (CUresult r = BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   if (!async) {
@@ -249,7 +249,7 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
 CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
   if (dst == nullptr && bytes > 0) return CUDA_ERROR_INVALID_VALUE;
   if (IsManagedAddress(reinterpret_cast<uint64_t>(dst))) {
-    return CopyDtoD(reinterpret_cast<uint64_t>(dst), src, bytes, stream, async);
+    return CopyDtoD(DeviceAddressOf(reinterpret_cast<uint64_t>(dst)), src, bytes, stream, async);
   }
   // The device only reads: the host's writes go first, its pages stay readable.
   if (CUresult r = BeforeDeviceWork(DeviceAccess::kReads); r != CUDA_SUCCESS) return r;
@@ -319,6 +319,12 @@ bool IsManagedAddress(uint64_t address) {
   return range && range->managed;
 }
 
+uint64_t DeviceAddressOf(uint64_t address) {
+  if (!g_managed_memory_exists.load(std::memory_order_acquire)) return address;
+  auto range = Memory().Find(address);
+  return range && range->managed ? address + range->device_shift : address;
+}
+
 }  // namespace rgpu::client
 
 namespace {
@@ -341,9 +347,16 @@ CUresult CopyHtoH(void* dst, const void* src, size_t bytes, CUstream stream) {
 CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async) {
   const bool dst_device = rgpu::client::IsDeviceAddress(dst);
   const bool src_device = rgpu::client::IsDeviceAddress(src);
-  if (dst_device && src_device) return CopyDtoD(dst, src, bytes, stream, async);
-  if (dst_device) return CopyHtoD(dst, reinterpret_cast<const void*>(src), bytes, stream, async);
-  if (src_device) return CopyDtoH(reinterpret_cast<void*>(dst), src, bytes, stream, async);
+  using rgpu::client::DeviceAddressOf;
+  if (dst_device && src_device) {
+    return CopyDtoD(DeviceAddressOf(dst), DeviceAddressOf(src), bytes, stream, async);
+  }
+  if (dst_device) {
+    return CopyHtoD(DeviceAddressOf(dst), reinterpret_cast<const void*>(src), bytes, stream, async);
+  }
+  if (src_device) {
+    return CopyDtoH(reinterpret_cast<void*>(dst), DeviceAddressOf(src), bytes, stream, async);
+  }
   return CopyHtoH(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, stream);
 }
 

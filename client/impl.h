@@ -182,5 +182,9 @@ CUresult ArrayRemote(CUarray array, uint64_t* remote);
 bool IsDeviceAddress(uint64_t address);
 // True when `address` lies in managed or mapped pinned memory (client/managed_memory.h).
 bool IsManagedAddress(uint64_t address);
+// Where the device has the byte at `address`: the same address, but for memory the program
+// registered mapped from its own pages (cuMemHostRegister with DEVICEMAP), which the device has
+// elsewhere.
+uint64_t DeviceAddressOf(uint64_t address);
 
 }  // namespace rgpu::client

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -49,10 +50,14 @@ struct PageHints {
 };
 
 struct Allocation {
-  uint64_t base = 0;         // the address host and device share (page aligned)
-  uint64_t size = 0;         // bytes the program asked for
+  uint64_t base = 0;         // the program's view (page aligned)
+  uint64_t size = 0;         // bytes the program asked for (program pages: `mapped`)
   uint64_t mapped = 0;       // bytes of both views (whole pages)
+  uint64_t device = 0;       // the device's address of `base`: `base` but for program pages
   uint64_t device_base = 0;  // what the server allocated (freed with it)
+  uint64_t range_base = 0;   // where its range in Memory() starts
+  // The program's own pages, registered mapped (RegisterMapped): given back, not unmapped.
+  bool program_pages = false;
   CUctx_st* ctx = nullptr;
   int fd = -1;
   uint8_t* view = nullptr;  // the engine's read-write view of the same pages
@@ -90,6 +95,9 @@ class Engine {
   }
 
   CUresult Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_t* address);
+  CUresult RegisterProgramPages(CUctx_st* ctx, uint64_t address, size_t bytes, unsigned flags);
+  CUresult UnregisterProgramPages(uint64_t address);
+  void UnregisterProgramPagesOf(CUctx_st* ctx);
   CUresult Adopt(CUctx_st* ctx, uint64_t address, size_t bytes);
   void ForgetAdopted(uint64_t address);
   CUresult Free(uint64_t address);
@@ -134,6 +142,10 @@ class Engine {
   void ArmHandler();
   static void OnFault(int sig, siginfo_t* info, void* context);
   void Release(Allocation& a);
+  // Gives the program ordinary private pages in place of program pages `a`, with the bytes of the
+  // engine's view, and drops the view (mu_ held). A thread touching them meanwhile waits for mu_
+  // and then retries its access once (returned_).
+  void ReturnProgramPages(Allocation& a);
   // Makes `a`'s shared memory object of `mapped` bytes and the engine's view of it, registered
   // with the transport.
   static CUresult MakeView(const char* name, uint64_t mapped, Allocation* a);
@@ -147,6 +159,13 @@ class Engine {
 
   std::mutex mu_;
   std::map<uint64_t, std::unique_ptr<Allocation>> allocations_;  // by base
+  // Program pages given back lately, [base, end) and when (a count): a fault in one is retried
+  // once per thread, for a thread that faulted while they were being given back (mu_ held).
+  struct Returned {
+    uint64_t base, end, generation;
+  };
+  std::vector<Returned> returned_;
+  uint64_t returns_ = 0;
   // Device work was submitted since the device was last waited for.
   bool device_busy_ = false;
   std::mutex handler_mu_;
@@ -197,6 +216,48 @@ bool FaultIsWrite(const void* context) {
 #endif
 }
 
+// Why the pages [base, end) cannot become managed memory in place, or null when they can: every
+// page must be mapped, readable and writable, and private to the process (replacing a shared
+// mapping would cut it off from its file or its other users), and not the main thread's stack
+// (a mapping that grows down).
+const char* WhyNotProgramPages(uint64_t base, uint64_t end) {
+  FILE* maps = fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return "/proc/self/maps cannot be read";
+  const char* why = nullptr;
+  uint64_t covered = base;  // [base, covered) is fine
+  char* line = nullptr;
+  size_t capacity = 0;
+  while (covered < end && why == nullptr && getline(&line, &capacity, maps) > 0) {
+    unsigned long long lo = 0, hi = 0;
+    char perms[8] = {};
+    int path_at = 0;
+    if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms, &path_at) < 3) continue;
+    if (hi <= covered) continue;
+    if (lo > covered || lo >= end) {
+      why = "part of it is not mapped";
+    } else if (perms[0] != 'r' || perms[1] != 'w') {
+      why = "part of it is not readable and writable";
+    } else if (perms[3] != 'p') {
+      why = "part of it is shared memory or a shared file mapping";
+    } else if (path_at > 0 && strncmp(line + path_at, "[stack", 6) == 0) {
+      why = "it is on the main thread's stack";
+    }
+    covered = hi;
+  }
+  free(line);
+  fclose(maps);
+  if (why == nullptr && covered < end) why = "part of it is not mapped";
+  return why;
+}
+
+// Moves the mapping at `from` to `to`, replacing what is there (mremap with MREMAP_FIXED). The
+// system call itself: UCX's memory hooks, which may stand in for mremap in this process, pass
+// mremap only its first four arguments.
+bool MoveMapping(void* from, uint64_t bytes, void* to) {
+  return reinterpret_cast<void*>(
+             syscall(SYS_mremap, from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to)) == to;
+}
+
 // The engine's own copies must not come back into BeforeDeviceWork.
 thread_local bool t_in_engine = false;
 
@@ -234,6 +295,8 @@ CUresult Engine::Allocate(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_
                     MAP_SHARED | MAP_FIXED_NOREPLACE, a->fd, 0);
     if (at == reinterpret_cast<void*>(base)) {
       a->base = base;
+      a->device = base;
+      a->range_base = base;
       a->device_base = allocated.dptr;
       break;
     }
@@ -340,6 +403,8 @@ CUresult Engine::Adopt(CUctx_st* ctx, uint64_t address, size_t bytes) {
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   a->base = address;
+  a->device = address;
+  a->range_base = address;
   a->size = bytes;
   a->mapped = mapped;
   a->ctx = ctx;
@@ -347,6 +412,161 @@ CUresult Engine::Adopt(CUctx_st* ctx, uint64_t address, size_t bytes) {
   // The device holds the variable's initial value: the host fetches it on first touch.
   Register(std::move(a), PageState::kInvalid, false, CU_MEMORYTYPE_DEVICE, 0, false);
   return CUDA_SUCCESS;
+}
+
+CUresult Engine::RegisterProgramPages(CUctx_st* ctx, uint64_t address, size_t bytes,
+                                      unsigned flags) {
+  if (bytes == 0 || bytes > (1ull << 46) || address > ~0ull - bytes - kPage)
+    return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t base = address / kPage * kPage;
+  const uint64_t mapped = (address + bytes + kPage - 1) / kPage * kPage - base;
+  // A page is kept coherent whole, and protected whole while the device holds it: other data on
+  // a page of the range (the allocator's own bookkeeping beside a heap buffer, say) would fault
+  // in whatever touches it, the allocator included, and a fault served with the allocator's lock
+  // held could never finish.
+  const char* why = address != base || mapped != bytes
+                        ? "it does not begin and end on page boundaries (4 KiB): a remote GPU "
+                          "keeps mapped memory coherent a whole page at a time"
+                        : WhyNotProgramPages(base, base + mapped);
+  if (why == nullptr && Memory().Overlaps(base, mapped)) {
+    why = "its pages hold other pinned, registered or managed memory";
+  }
+  if (why != nullptr) {
+    RGPU_LOG_WARN("cuMemHostRegister(DEVICEMAP) of %llu bytes at %#llx: not supported, %s",
+                  static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(address),
+                  why);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  EngineScope scope;
+  calls::MemAlloc::Results allocated;
+  CUresult r = Server().Call<calls::MemAlloc>(ctx->remote, {.bytesize = mapped}, &allocated);
+  if (r != CUDA_SUCCESS) return r;
+  auto owned = std::make_unique<Allocation>();
+  Allocation* a = owned.get();
+  if ((r = MakeView("rgpu-registered", mapped, a)) != CUDA_SUCCESS) {
+    Server().Post<calls::MemFree>(ctx->remote, {.dptr = allocated.dptr});
+    return r;
+  }
+  a->base = base;
+  a->size = mapped;
+  a->device = allocated.dptr;
+  a->device_base = allocated.dptr;
+  a->range_base = address;
+  a->ctx = ctx;
+  a->host_mapped = true;
+  a->program_pages = true;
+  const uint64_t pages = mapped / kPage;
+  a->state.assign(pages, PageState::kDirty);  // the host's bytes are newer; the device's are 0
+  a->device_zero.assign(pages, true);
+  a->hints.assign(pages, PageHints{});
+  ArmHandler();
+  {
+    // The program's pages become the shared memory object with their bytes. Read-only while they
+    // are copied: a thread writing them faults, waits for mu_, finds its page dirty and writes
+    // again into the object.
+    std::lock_guard<std::mutex> lock(mu_);
+    void* at = reinterpret_cast<void*>(base);
+    void* program_view = MAP_FAILED;
+    if (mprotect(at, mapped, PROT_READ) == 0) {
+      memcpy(a->view, at, mapped);
+      program_view = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+    }
+    if (program_view == MAP_FAILED || !MoveMapping(program_view, mapped, at)) {
+      const int error = errno;
+      if (program_view != MAP_FAILED) munmap(program_view, mapped);
+      mprotect(at, mapped, PROT_READ | PROT_WRITE);
+      if (returned_.size() >= 64) returned_.erase(returned_.begin());
+      returned_.push_back({base, base + mapped, ++returns_});  // a writer that faulted retries
+      DropView(*a);
+      Server().Post<calls::MemFree>(ctx->remote, {.dptr = allocated.dptr});
+      RGPU_LOG_WARN("cuMemHostRegister(DEVICEMAP) at %#llx: its pages cannot be shared (errno %d)",
+                    static_cast<unsigned long long>(address), error);
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    allocations_[base] = std::move(owned);
+    g_managed_memory_exists.store(true, std::memory_order_release);
+  }
+  MemoryRange host;
+  host.base = address;
+  host.size = bytes;
+  host.type = CU_MEMORYTYPE_HOST;
+  host.ctx = ctx;
+  host.managed = true;
+  host.freeable = false;
+  host.host_flags = flags;
+  host.device_shift = allocated.dptr - base;
+  MemoryRange device;
+  device.base = address + host.device_shift;
+  device.size = bytes;
+  device.type = CU_MEMORYTYPE_DEVICE;
+  device.ctx = ctx;
+  device.freeable = false;
+  Memory().Insert(host);
+  Memory().Insert(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult Engine::UnregisterProgramPages(uint64_t address) {
+  EngineScope scope;
+  std::unique_ptr<Allocation> a;
+  CUresult r = CUDA_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocations_.find(address / kPage * kPage);
+    if (it == allocations_.end() || !it->second->program_pages ||
+        it->second->range_base != address) {
+      return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
+    a = std::move(it->second);
+    allocations_.erase(it);
+    // The device's bytes come back (a failure keeps what the host has, and is returned).
+    r = WaitForDevice(a->ctx);
+    for (uint64_t p = 0; p < a->state.size() && r == CUDA_SUCCESS;) {
+      uint64_t end = p;
+      while (end < a->state.size() && a->state[end] == PageState::kInvalid) ++end;
+      if (end > p) r = Fetch(*a, p, end);
+      p = end + 1;
+    }
+    ReturnProgramPages(*a);
+  }
+  auto host = Memory().Erase(address);
+  if (host) Memory().Erase(address + host->device_shift);
+  // Stream-ordered after the work that may still use it, as cuMemFree is.
+  const CUresult freed = Server().Post<calls::MemFree>(a->ctx->remote, {.dptr = a->device_base});
+  return r != CUDA_SUCCESS ? r : freed;
+}
+
+void Engine::UnregisterProgramPagesOf(CUctx_st* ctx) {
+  std::vector<uint64_t> ranges;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [base, a] : allocations_) {
+      if (a->ctx == ctx && a->program_pages) ranges.push_back(a->range_base);
+    }
+  }
+  for (uint64_t address : ranges) UnregisterProgramPages(address);
+}
+
+void Engine::ReturnProgramPages(Allocation& a) {
+  void* at = reinterpret_cast<void*>(a.base);
+  // Nobody writes them while their bytes are copied (a writer waits for mu_).
+  mprotect(at, a.mapped, PROT_READ);
+  void* fresh = mmap(nullptr, a.mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  bool returned = false;
+  if (fresh != MAP_FAILED) {
+    memcpy(fresh, a.view, a.mapped);
+    returned = MoveMapping(fresh, a.mapped, at);
+    if (!returned) munmap(fresh, a.mapped);
+  }
+  if (!returned) {
+    // The program keeps the shared pages, with the same bytes: only they stay shared.
+    RGPU_LOG_WARN("registered memory at %#llx: its pages stay shared (errno %d)",
+                  static_cast<unsigned long long>(a.range_base), errno);
+    mprotect(at, a.mapped, PROT_READ | PROT_WRITE);
+  }
+  if (returned_.size() >= 64) returned_.erase(returned_.begin());
+  returned_.push_back({a.base, a.base + a.mapped, ++returns_});
+  DropView(a);
 }
 
 void Engine::ForgetAdopted(uint64_t address) {
@@ -372,6 +592,10 @@ void Engine::DropView(Allocation& a) {
 }
 
 void Engine::Release(Allocation& a) {
+  if (a.program_pages) {
+    ReturnProgramPages(a);
+    return;
+  }
   munmap(reinterpret_cast<void*>(a.base), a.mapped);
   DropView(a);
 }
@@ -381,7 +605,8 @@ CUresult Engine::Free(uint64_t address) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = allocations_.find(address);
-    if (it == allocations_.end() || it->second->adopted) return CUDA_ERROR_INVALID_VALUE;
+    if (it == allocations_.end() || it->second->adopted || it->second->program_pages)
+      return CUDA_ERROR_INVALID_VALUE;
     a = std::move(it->second);
     allocations_.erase(it);
   }
@@ -395,7 +620,7 @@ void Engine::ForgetContext(CUctx_st* ctx) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = allocations_.begin(); it != allocations_.end();) {
     if (it->second->ctx == ctx) {
-      Memory().Erase(it->first);
+      Memory().Erase(it->second->range_base);
       Release(*it->second);
       it = allocations_.erase(it);
     } else {
@@ -440,7 +665,7 @@ CUresult Engine::Flush(Allocation& a, uint64_t first, uint64_t last, bool then_i
       // (WaitSent below, under mu_).
       const uint64_t bytes = CopyBytes(a, p, end);
       r = Server().Post<calls::MemcpyHtoD>(
-          a.ctx->remote, {.dst = a.base + p * kPage, .bytes = bytes, .stream = 0, .async = false},
+          a.ctx->remote, {.dst = a.device + p * kPage, .bytes = bytes, .stream = 0, .async = false},
           a.view + p * kPage, bytes, true);
       if (r != CUDA_SUCCESS) {
         // Not sent: the run stays dirty and writable, as it was.
@@ -484,7 +709,7 @@ CUresult Engine::Fetch(Allocation& a, uint64_t first, uint64_t last) {
   const uint64_t bytes = CopyBytes(a, first, last);
   size_t got = 0;
   CUresult r = Server().Call<calls::MemcpyDtoH>(
-      a.ctx->remote, {.src = a.base + first * kPage, .bytes = bytes, .stream = 0, .async = false},
+      a.ctx->remote, {.src = a.device + first * kPage, .bytes = bytes, .stream = 0, .async = false},
       nullptr, nullptr, 0, ReplyBuffer{a.view + first * kPage, bytes}, &got);
   if (r == CUDA_SUCCESS && got != bytes) r = CUDA_ERROR_UNKNOWN;
   if (r != CUDA_SUCCESS) return r;
@@ -687,10 +912,20 @@ bool Engine::HandleFault(uint64_t address, bool write) {
   if (a == nullptr) {
     // The pages beyond the size asked for, up to the page end, are the allocation's too.
     auto it = allocations_.upper_bound(address);
-    if (it == allocations_.begin()) return false;
-    --it;
-    if (address - it->second->base >= it->second->mapped) return false;
-    a = it->second.get();
+    if (it != allocations_.begin() &&
+        address - std::prev(it)->second->base < std::prev(it)->second->mapped) {
+      a = std::prev(it)->second.get();
+    } else {
+      // Program pages given back while this thread waited: its access is retried, once.
+      thread_local uint64_t retried = 0;
+      for (const Returned& r : returned_) {
+        if (address - r.base < r.end - r.base && retried != r.generation) {
+          retried = r.generation;
+          return true;
+        }
+      }
+      return false;
+    }
   }
   const uint64_t page = (address - a->base) / kPage;
   const PageState state = a->state[page];
@@ -780,6 +1015,20 @@ CUresult AllocateManaged(CUctx_st* ctx, size_t bytes, bool host_mapped, uint64_t
 }
 
 CUresult FreeManaged(uint64_t address) { return Engine::Get().Free(address); }
+
+CUresult RegisterMapped(CUctx_st* ctx, uint64_t address, size_t bytes, unsigned flags) {
+  return Engine::Get().RegisterProgramPages(ctx, address, bytes, flags);
+}
+
+CUresult UnregisterMapped(uint64_t address) {
+  return Engine::Get().UnregisterProgramPages(address);
+}
+
+void UnregisterMappedOf(CUctx_st* ctx) {
+  if (g_managed_memory_exists.load(std::memory_order_acquire)) {
+    Engine::Get().UnregisterProgramPagesOf(ctx);
+  }
+}
 
 CUresult AdoptManaged(CUctx_st* ctx, uint64_t address, size_t bytes) {
   return Engine::Get().Adopt(ctx, address, bytes);

@@ -54,6 +54,25 @@ CUresult AdoptManaged(CUctx_st* ctx, uint64_t address, size_t bytes);
 // Forgets an adopted variable (its module is unloaded); nothing when `address` is none.
 void ForgetAdopted(uint64_t address);
 
+// Makes the program's own memory at [address, address+bytes) mapped host memory of `ctx`
+// (cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP, `flags` its flags): its pages become
+// managed memory of this process at the same address, with their contents (swapped under the
+// engine's lock: a thread writing them meanwhile waits and writes again), and device memory at
+// another address. The range is in Memory() (type HOST, managed, not freeable, `device_shift` to
+// its device address), and so is its device side (type DEVICE, not freeable).
+// CUDA_ERROR_NOT_SUPPORTED, naming why, when the range does not begin and end on page
+// boundaries (other data on its pages would be protected with it), when its pages are not the
+// program's private writable memory (a shared or file mapping, the stack) or when they already
+// hold pinned, registered or managed memory; the program's memory is then as it was.
+CUresult RegisterMapped(CUctx_st* ctx, uint64_t address, size_t bytes, unsigned flags);
+// Undoes RegisterMapped for the range starting at `address`: waits for the device's work, brings
+// the device's bytes back and gives the program ordinary private pages at the same address with
+// the current contents. CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED when there is no such range.
+CUresult UnregisterMapped(uint64_t address);
+// Unregisters every registered mapped range of `ctx` (the context is about to be destroyed or
+// reset: its device's bytes are brought back first).
+void UnregisterMappedOf(CUctx_st* ctx);
+
 // Frees the managed allocation starting at `address` (stream-ordered on the server, like
 // cuMemFree); CUDA_ERROR_INVALID_VALUE when there is none.
 CUresult FreeManaged(uint64_t address);

@@ -55,6 +55,15 @@ std::optional<MemoryRange> MemoryMap::Find(uint64_t address) const {
   return it->second;
 }
 
+bool MemoryMap::Overlaps(uint64_t base, uint64_t size) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.lower_bound(base);
+  if (it != ranges_.end() && it->first - base < size) return true;  // one starts inside
+  if (it == ranges_.begin()) return false;
+  --it;  // the last one starting before `base`
+  return base - it->second.base < it->second.size;
+}
+
 void MemoryMap::EraseContext(CUctx_st* ctx) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = ranges_.begin(); it != ranges_.end();) {
@@ -69,8 +78,9 @@ CUresult CheckDeviceRange(CUctx_st* ctx, uint64_t address, uint64_t bytes) {
   bool first = true;
   while (bytes > 0) {
     auto r = Memory().Find(address);
-    if (!r || (r->type != CU_MEMORYTYPE_DEVICE && !r->managed) || r->ctx != ctx ||
-        (!first && !r->mapping)) {
+    // Registered mapped memory is reached on the device at its device address, not this one.
+    if (!r || (r->type != CU_MEMORYTYPE_DEVICE && !r->managed) || r->device_shift != 0 ||
+        r->ctx != ctx || (!first && !r->mapping)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     const uint64_t here = r->size - (address - r->base);

@@ -23,6 +23,9 @@ struct MemoryRange {
   // Managed memory, or mapped pinned memory (HOST): one address for host and device, kept
   // coherent by client/managed_memory.h; copies treat it as device memory.
   bool managed = false;
+  // Managed memory the program registered from its own pages (cuMemHostRegister with DEVICEMAP)
+  // lies at another address on the device: that address minus this one (mod 2^64); 0 otherwise.
+  uint64_t device_shift = 0;
   // A mapping of virtual memory management (cuMemMap): a copy may run on into the mapping that
   // adjoins it (side by side in one reservation), as it may on the driver; other ranges end a
   // copy at their end.
@@ -37,6 +40,8 @@ class MemoryMap {
   bool Insert(MemoryRange range);
   // Records freeable device memory of `ctx` at [base, base+size) (false as Insert).
   bool InsertDevice(uint64_t base, uint64_t size, CUctx_st* ctx);
+  // True when some recorded range overlaps [base, base+size).
+  bool Overlaps(uint64_t base, uint64_t size) const;
   // Forgets the range starting at `base`; returns it if there was one.
   std::optional<MemoryRange> Erase(uint64_t base);
   // The range containing `address`, if any.

@@ -392,6 +392,11 @@ HIP_API(hipPointerGetAttributes)(h::PointerAttribute* out, const void* p)->Error
   } else {
     out->memoryType = h::kMemoryTypeHost;
     out->hostPointer = const_cast<void*>(p);
+    CUdeviceptr mapped = 0;  // mapped host memory: where the device has it
+    if (CU(cuPointerGetAttribute)(&mapped, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, D(p)) ==
+        CUDA_SUCCESS) {
+      out->devicePointer = reinterpret_cast<void*>(mapped);
+    }
     unsigned flags = 0;
     if (CU(cuMemHostGetFlags)(&flags, const_cast<void*>(p)) == CUDA_SUCCESS) {
       out->allocationFlags = flags;

@@ -18,6 +18,11 @@ foreach(name ${RGPU_RUNTIME_PROGRAMS})
       set_tests_properties(${test} PROPERTIES
                            PASS_REGULAR_EXPRESSION "device says 42.*rt_printf: OK")
     endif()
+    if(name STREQUAL "host_register_mapped")
+      # A range that is not whole pages is refused on a remote GPU (mapped on a real one).
+      set_tests_properties(${test} PROPERTIES PASS_REGULAR_EXPRESSION
+                           "unaligned range refused.*rt_host_register_mapped: OK")
+    endif()
   endforeach()
 endforeach()
 
@@ -67,11 +72,15 @@ endforeach()
 
 # Managed memory over shared memory as well as TCP (the pages travel by the same calls on another
 # transport).
-foreach(name managed managed_ranges)
+foreach(name managed managed_ranges host_register_mapped)
   add_test(NAME rt_shm_static_${name}
            COMMAND ${with_server} ${bin} shm -- ${bin}/rgpu run --
                    ${RGPU_RUNTIME_PROGRAMS_DIR}/rt_${name}_static)
   set_tests_properties(rt_shm_static_${name} PROPERTIES TIMEOUT 120 LABELS runtime)
+  if(name STREQUAL "host_register_mapped")
+    set_tests_properties(rt_shm_static_${name} PROPERTIES PASS_REGULAR_EXPRESSION
+                         "unaligned range refused.*rt_host_register_mapped: OK")
+  endif()
 endforeach()
 
 # A cudart program's first kernels cost at most 3 waited round trips (static and shared cudart).

@@ -1,5 +1,5 @@
 // Pinned host memory (hipHostMalloc and its flags, mapped memory included) and registered host
-// memory.
+// memory, mapped included.
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +61,21 @@ int main() {
   CHECK(hipHostUnregister(ordinary));
   EXPECT_ERROR(hipHostUnregister(ordinary), hipErrorHostMemoryNotRegistered);
   (void)hipGetLastError();
+
+  // Registered mapped (whole pages): the device reaches the program's own memory through its
+  // device pointer (not necessarily the same address), and the host sees what the device wrote.
+  memset(ordinary, 0x11, n);
+  CHECK(hipHostRegister(ordinary, n, hipHostRegisterMapped));
+  void* registered_device = nullptr;
+  CHECK(hipHostGetDevicePointer(&registered_device, ordinary, 0));
+  CHECK(hipMemcpy(dev, registered_device, n, hipMemcpyDeviceToDevice));
+  CHECK(hipMemcpy(mapped, dev, n, hipMemcpyDeviceToHost));
+  EXPECT(static_cast<unsigned char>(mapped[0]) == 0x11 &&
+         static_cast<unsigned char>(mapped[n - 1]) == 0x11);
+  CHECK(hipMemcpy(registered_device, pinned, n, hipMemcpyHostToDevice));
+  EXPECT(memcmp(ordinary, pinned, n) == 0);
+  CHECK(hipHostUnregister(ordinary));
+  EXPECT(memcmp(ordinary, pinned, n) == 0);
   free(ordinary);
 
   CHECK(hipStreamDestroy(s));
