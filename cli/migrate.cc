@@ -87,6 +87,13 @@ Status AskRestoreTicket(const std::string& url, const std::string& key, wire::Ad
   return Ask(url, key, request, kConnectMs, out);
 }
 
+// The server at `url`'s name at its registry ("": it has none), in AdminReply.
+Status AskRegistryName(const std::string& url, const std::string& key, wire::AdminReply* out) {
+  wire::AdminRequest request;
+  request.set_kind(wire::AdminRequest::REGISTRY_NAME);
+  return Ask(url, key, request, kConnectMs, out);
+}
+
 }  // namespace
 
 int RunMigrate(const MoveOptions& o) {
@@ -182,7 +189,7 @@ int RunRestore(const MoveOptions& o) {
   // A session under a registry lease takes it along when the target has a registry: the source,
   // where the session waits parked, has the registry hand the lease over to the target.
   wire::AdminReply target;
-  Status s = AskRestoreTicket(o.server, o.key, &target);
+  Status s = AskRegistryName(o.server, o.key, &target);
   if (!s.ok()) return Failed("restore", s);
   wire::AdminReply handed;
   if (!target.registry_name().empty()) {

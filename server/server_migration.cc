@@ -141,6 +141,9 @@ void Server::ServeAdmin(const wire::AdminRequest& request, Channel& channel) {
       if (agent_) reply.set_registry_name(agent_->server_name());
       break;
     }
+    case wire::AdminRequest::REGISTRY_NAME:
+      if (agent_) reply.set_registry_name(agent_->server_name());
+      break;
     case wire::AdminRequest::RESTORE:
       RestoreFromStream(channel, "", request.lease_hand_over());
       return;

@@ -276,6 +276,14 @@ TEST_F(ServerMigrationTest, OperatorRequestsNeedTheOperatorsKey) {
   EXPECT_NE(reply.error(), "");
   EXPECT_TRUE(reply.ticket().empty());
   EXPECT_EQ(Ask(wire::AdminRequest::RESTORE_TICKET).error(), "");
+  // Its name at a registry (none here), asked without a ticket being issued.
+  r.set_kind(wire::AdminRequest::REGISTRY_NAME);
+  auto name_ch = Admin(r, "not-the-operator-key");
+  EXPECT_NE(AdminReply(name_ch.get()).error(), "");
+  const wire::AdminReply name = Ask(wire::AdminRequest::REGISTRY_NAME);
+  EXPECT_EQ(name.error(), "");
+  EXPECT_TRUE(name.ticket().empty());
+  EXPECT_EQ(name.registry_name(), "");
 }
 
 TEST_F(ServerMigrationTest, ARestoreTicketIsNeededAndServesOnce) {
