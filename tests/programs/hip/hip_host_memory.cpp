@@ -28,13 +28,17 @@ int main() {
   CHECK(hipMemcpy(dev, pinned, n, hipMemcpyHostToDevice));
   CHECK(hipMemcpy(mapped, dev, n, hipMemcpyDeviceToHost));
   EXPECT(memcmp(pinned, mapped, n) == 0);
-  // The device copies out of the mapped memory what the host wrote there, and into it.
-  CHECK(hipMemcpy(dev, device_pointer, n, hipMemcpyDeviceToDevice));
-  CHECK(hipMemcpy(mapped, dev, n, hipMemcpyDeviceToHost));
-  EXPECT(static_cast<unsigned char>(mapped[0]) == 0x33 &&
-         static_cast<unsigned char>(mapped[n - 1]) == 0x33);
-  CHECK(hipMemcpy(device_pointer, pinned, n, hipMemcpyHostToDevice));
-  EXPECT(memcmp(pinned, device_view, n) == 0);
+  // The device copies out of mapped memory (`host`, whose device pointer is `device`) what the
+  // host wrote there (`fill`), and into it what `pinned` holds.
+  auto device_copies = [&](void* host, void* device, unsigned char fill) {
+    CHECK(hipMemcpy(dev, device, n, hipMemcpyDeviceToDevice));
+    CHECK(hipMemcpy(mapped, dev, n, hipMemcpyDeviceToHost));
+    EXPECT(static_cast<unsigned char>(mapped[0]) == fill &&
+           static_cast<unsigned char>(mapped[n - 1]) == fill);
+    CHECK(hipMemcpy(device, pinned, n, hipMemcpyHostToDevice));
+    EXPECT(memcmp(pinned, host, n) == 0);
+  };
+  device_copies(device_view, device_pointer, 0x33);
   CHECK(hipHostFree(device_view));
   CHECK(hipMemcpy(dev, pinned, n, hipMemcpyHostToDevice));
   // Contradictory or unknown flags are refused.
@@ -68,12 +72,7 @@ int main() {
   CHECK(hipHostRegister(ordinary, n, hipHostRegisterMapped));
   void* registered_device = nullptr;
   CHECK(hipHostGetDevicePointer(&registered_device, ordinary, 0));
-  CHECK(hipMemcpy(dev, registered_device, n, hipMemcpyDeviceToDevice));
-  CHECK(hipMemcpy(mapped, dev, n, hipMemcpyDeviceToHost));
-  EXPECT(static_cast<unsigned char>(mapped[0]) == 0x11 &&
-         static_cast<unsigned char>(mapped[n - 1]) == 0x11);
-  CHECK(hipMemcpy(registered_device, pinned, n, hipMemcpyHostToDevice));
-  EXPECT(memcmp(ordinary, pinned, n) == 0);
+  device_copies(ordinary, registered_device, 0x11);
   CHECK(hipHostUnregister(ordinary));
   EXPECT(memcmp(ordinary, pinned, n) == 0);
   free(ordinary);
