@@ -79,6 +79,9 @@ RGPU_IMPL(cuDeviceGetAttribute)(int* value, CUdevice_attribute attrib, CUdevice 
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    // Host registration is the client's: memory registered read-only for the device is kept as
+    // any registered memory is.
+    case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED:
       *value = 1;
       break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:

@@ -2,8 +2,9 @@
 // memory (whole pages, with other data on the pages beside it); kernels read and write it through
 // cudaHostGetDevicePointer while the host reads and writes it between them, async copies from and
 // to it (as simpleStreams does), pointer attributes, a thread writing into it while it is
-// registered and unregistered again and again, and the device's last bytes kept in the program's
-// memory after cudaHostUnregister and after cudaDeviceReset. A range that is not whole pages is
+// registered and unregistered again and again, a read-only registration a kernel reads (where
+// the device offers it), and the device's last bytes kept in the program's memory after
+// cudaHostUnregister and after cudaDeviceReset. A range that is not whole pages is
 // registered or refused with cudaErrorNotSupported (rgpu: a remote GPU keeps mapped memory
 // coherent a page at a time); the program says which.
 #include "rt_check.h"
@@ -190,6 +191,22 @@ int main() {
   CHECK(cudaMemcpy(&out[0], din, sizeof(long), cudaMemcpyDeviceToHost));
   EXPECT(memcmp(&out[0], word, sizeof(long)) == 0, "the device has another first word");
   CHECK(cudaHostUnregister(in));
+
+  // Registered read-only for the device, where the device says it can: kernels read it.
+  int read_only = 0;
+  CHECK(cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, 0));
+  if (read_only) {
+    for (int i = 0; i < n; ++i) in[i] = 3 * i;
+    CHECK(cudaHostRegister(in, bytes, cudaHostRegisterMapped | cudaHostRegisterReadOnly));
+    CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&din), in, 0));
+    Scale<<<GridFor(n, 256), 256>>>(din, dout, n, -1);
+    CHECK_LAUNCH();
+    CHECK(cudaMemcpy(out.data(), dout, bytes, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; ++i) EXPECT(out[i] == -3 * i, "read-only: out[%d] = %d", i, out[i]);
+    EXPECT(in[7] == 21, "read-only: the host's bytes changed");
+    CHECK(cudaHostUnregister(in));
+  }
+  printf("read-only registration %s\n", read_only ? "used" : "not offered");
 
   // Still registered when the device is reset: the program keeps its memory and the device's
   // bytes.
