@@ -227,6 +227,20 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   }
   // Stream-ordered: sent without waiting. From pinned memory the program leaves alone until it
   // synchronizes, the data may go while this returns; pageable data has left when it returns.
+  const size_t piece = Server().BulkPiece(ctx->remote);
+  if (async && from_pinned && piece != 0 && bytes > piece) {
+    // Over a transport that moves large payloads faster in pieces (Channel::bulk_piece), all
+    // posted at once.
+    const char* from = static_cast<const char*>(src);
+    for (size_t done = 0; done < bytes; done += piece) {
+      const size_t n = std::min(piece, bytes - done);
+      r = Server().Post<calls::MemcpyHtoD>(
+          ctx->remote, {.dst = dst + done, .bytes = n, .stream = remote_stream, .async = true},
+          from + done, n, true);
+      if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+  }
   if (!from_pinned && bytes > kPageableChunk) {
     // Large pageable copies go as chunks, two in flight at a time, so the server copies one to
     // the device while the next is arriving; all of them have left when this returns.
@@ -271,7 +285,16 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
     auto pinned = Memory().Find(reinterpret_cast<uint64_t>(dst));
     if (pinned && pinned->type == CU_MEMORYTYPE_HOST &&
         bytes <= pinned->size - (reinterpret_cast<uint64_t>(dst) - pinned->base)) {
-      return Server().PostRead(ctx->remote, src, bytes, remote_stream, dst);
+      // Over a transport that moves large payloads faster in pieces (Channel::bulk_piece), as
+      // one read per piece.
+      const size_t piece = Server().BulkPiece(ctx->remote);
+      const size_t step = piece != 0 ? piece : bytes;
+      for (size_t done = 0; done < bytes; done += step) {
+        r = Server().PostRead(ctx->remote, src + done, std::min(step, bytes - done), remote_stream,
+                              static_cast<char*>(dst) + done);
+        if (r != CUDA_SUCCESS) return r;
+      }
+      return CUDA_SUCCESS;
     }
   }
   size_t got = 0;

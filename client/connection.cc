@@ -33,6 +33,7 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   }
   if (!s.ok()) return s;
   c->url_ = url_text;
+  c->bulk_piece_ = c->channel_->bulk_piece();
   c->channel_options_ = options;
   c->open_timeout_ms_ = timeout_ms;
   if (const char* lanes = getenv("RGPU_LANES")) c->lanes_enabled_ = atoi(lanes) != 0;
@@ -878,6 +879,7 @@ Status Connection::MoveLocked(const wire::Moved& moved) {
   liveness_.reset();
   std::unique_ptr<Channel> old = std::move(channel_);
   channel_ = std::move(channel);
+  bulk_piece_ = channel_->bulk_piece();
   welcome_ = welcome;
   lanes_offered_ = welcome_.lane_key().empty() ? 0 : welcome_.max_lanes();
   url_ = where;

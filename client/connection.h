@@ -178,6 +178,8 @@ class Connection {
   bool HandsOffWaits() { return WantsLane(Op::kStreamSynchronize); }
   // Lanes opened so far (for tests and logs).
   size_t lanes_opened();
+  // The connection's Channel::bulk_piece() (0: large payloads go whole). Any thread.
+  size_t bulk_piece() const { return bulk_piece_.load(std::memory_order_relaxed); }
   // The transport lanes in use, for logs.
   std::string DescribeTransport();
 
@@ -259,6 +261,7 @@ class Connection {
 
   std::mutex mu_;
   std::unique_ptr<Channel> channel_;
+  std::atomic<size_t> bulk_piece_{0};  // channel_->bulk_piece(), set with channel_
   wire::Welcome welcome_;
   uint64_t next_seq_ = 1;
   wire::Envelope posted_;     // reused for every posted call

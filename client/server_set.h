@@ -117,6 +117,8 @@ class ServerSet {
   // [src, src+bytes) into pinned `dst` in stream order. A failed post registers nothing.
   bool PostsReads(uint64_t ctx) { return at(ServerOf(ctx)).PostsReads(); }
   CUresult PostRead(uint64_t ctx, CUdeviceptr src, size_t bytes, uint64_t stream, void* dst);
+  // Connection::bulk_piece of the server of the context with tagged id `ctx`.
+  size_t BulkPiece(uint64_t ctx) { return at(ServerOf(ctx)).bulk_piece(); }
   // Connection::AwaitReads on every server.
   void AwaitReads();
   // Connection::WaitSent on every server.

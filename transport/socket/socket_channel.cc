@@ -152,6 +152,7 @@ class SocketChannel final : public Channel {
   std::string peer() const override { return peer_; }
   size_t queued() const override { return 0; }  // messages stay in the socket until read
   std::string Describe() override { return "sock: a kernel TCP socket to " + peer_; }
+  size_t bulk_piece() const override { return kStreamBulkPiece; }
 
  private:
   // A message waiting to be written: its prefix and header (owned), its payload (the

@@ -53,6 +53,8 @@ class UcxChannel final : public Channel {
   std::string peer() const override { return peer_; }
   std::string Describe() override;
   size_t queued() const override { return queued_.load(); }
+  // tcp://: kStreamBulkPiece; shm://: 0 (one message of the whole moves fastest there).
+  size_t bulk_piece() const override { return peer_socket_ < 0 ? kStreamBulkPiece : 0; }
 
  private:
   struct Slot;      // one arriving message, complete or still being fetched

@@ -5,7 +5,11 @@
 // for B. A server that waited for stream A before taking the next call would never run B's kernel
 // (the program hangs). Then A is waited for and the buffers must hold the copied bytes, written
 // after the 7s (stream order), with the host's pageable buffer overwritten right after the copy
-// call (the copy has the bytes of the moment it was made).
+// call (the copy has the bytes of the moment it was made). A large copy from pinned memory and one
+// back into pinned memory, queued on A too, travel in pieces over tcp:// and sock://
+// (Channel::bulk_piece; 9 MiB and 12 bytes: two whole pieces and a short one): each piece must
+// land at its own offset, in stream order (the copy back reads what the copy in wrote), and a copy
+// back on an idle stream must do the same.
 #include <cstring>
 #include <vector>
 
@@ -20,11 +24,13 @@ int main() {
   CHECK(cuModuleGetFunction(&wait_for_flag, module, "wait_for_flag"));
   CHECK(cuModuleGetFunction(&set_all, module, "set_all"));
   const int small = 1000, large = 3 << 20;  // ints: 4 KB in a batch, 12 MiB in chunks
-  CUdeviceptr flag, a, b, c;
+  const int pieces = (9 << 18) + 3;         // ints: 9 MiB and 12 bytes, from pinned memory
+  CUdeviceptr flag, a, b, c, d;
   CHECK(cuMemAlloc(&flag, sizeof(int)));
   CHECK(cuMemAlloc(&a, 2 * small * sizeof(int)));
   CHECK(cuMemAlloc(&b, large * sizeof(int)));
   CHECK(cuMemAlloc(&c, small * sizeof(int)));
+  CHECK(cuMemAlloc(&d, pieces * sizeof(int)));
   CHECK(cuMemsetD32(flag, 0, 1));
   CUstream sa, sb;
   CHECK(cuStreamCreate(&sa, CU_STREAM_NON_BLOCKING));
@@ -36,23 +42,32 @@ int main() {
   int* pinned = nullptr;
   CHECK(cuMemAllocHost(reinterpret_cast<void**>(&pinned), small * sizeof(int)));
   for (int i = 0; i < small; ++i) pinned[i] = -i;
+  int *pinned_in = nullptr, *pinned_out = nullptr;
+  CHECK(cuMemAllocHost(reinterpret_cast<void**>(&pinned_in), pieces * sizeof(int)));
+  CHECK(cuMemAllocHost(reinterpret_cast<void**>(&pinned_out), pieces * sizeof(int)));
+  for (int i = 0; i < pieces; ++i) pinned_in[i] = i * 7 + 5;
+  memset(pinned_out, 0, pieces * sizeof(int));
 
   void* wait_args[] = {&flag};
   CHECK(cuLaunchKernel(wait_for_flag, 1, 1, 1, 1, 1, 1, 0, sa, wait_args, nullptr));
-  int seven = 7, count_a = 2 * small, count_b = large, count_c = small;
+  int seven = 7, count_a = 2 * small, count_b = large, count_c = small, count_d = pieces;
   void* fill_a[] = {&a, &seven, &count_a};
   void* fill_b[] = {&b, &seven, &count_b};
   void* fill_c[] = {&c, &seven, &count_c};
+  void* fill_d[] = {&d, &seven, &count_d};
   auto blocks = [](int n) { return static_cast<unsigned>((n + 255) / 256); };
   CHECK(cuLaunchKernel(set_all, blocks(count_a), 1, 1, 256, 1, 1, 0, sa, fill_a, nullptr));
   CHECK(cuLaunchKernel(set_all, blocks(count_b), 1, 1, 256, 1, 1, 0, sa, fill_b, nullptr));
   CHECK(cuLaunchKernel(set_all, blocks(count_c), 1, 1, 256, 1, 1, 0, sa, fill_c, nullptr));
+  CHECK(cuLaunchKernel(set_all, blocks(count_d), 1, 1, 256, 1, 1, 0, sa, fill_d, nullptr));
   // The first half of `a` from pageable memory, overwritten at once after the call.
   CHECK(cuMemcpyHtoDAsync(a, pattern.data(), small * sizeof(int), sa));
   std::vector<int> sent = pattern;
   std::fill(pattern.begin(), pattern.end(), -1);
   CHECK(cuMemcpyHtoDAsync(b, big.data(), large * sizeof(int), sa));
   CHECK(cuMemcpyHtoDAsync(c, pinned, small * sizeof(int), sa));
+  CHECK(cuMemcpyHtoDAsync(d, pinned_in, pieces * sizeof(int), sa));
+  CHECK(cuMemcpyDtoHAsync(pinned_out, d, pieces * sizeof(int), sa));
 
   // Stream B ends A's first kernel; B's wait returns only if the server served B meanwhile.
   int one = 1, count = 1;
@@ -84,6 +99,26 @@ int main() {
       return 1;
     }
   }
+  for (int i = 0; i < pieces; ++i) {
+    if (pinned_out[i] != i * 7 + 5) {
+      fprintf(stderr, "staged_copies: copied back d[%d] = %d, want %d\n", i, pinned_out[i],
+              i * 7 + 5);
+      return 1;
+    }
+  }
+  // Back again on the idle stream, made at once.
+  memset(pinned_out, 0, pieces * sizeof(int));
+  CHECK(cuMemcpyDtoHAsync(pinned_out, d, pieces * sizeof(int), sa));
+  CHECK(cuStreamSynchronize(sa));
+  for (int i = 0; i < pieces; ++i) {
+    if (pinned_out[i] != i * 7 + 5) {
+      fprintf(stderr, "staged_copies: copied back at once d[%d] = %d, want %d\n", i, pinned_out[i],
+              i * 7 + 5);
+      return 1;
+    }
+  }
+  CHECK(cuMemFreeHost(pinned_out));
+  CHECK(cuMemFreeHost(pinned_in));
   CHECK(cuMemFreeHost(pinned));
   printf("staged_copies: OK\n");
   return 0;
