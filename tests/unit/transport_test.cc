@@ -103,10 +103,13 @@ TEST_P(TransportTest, EchoSmallAndLarge) {
         ++pos;
       }
       EXPECT_TRUE(am_on_shm) << lanes;
+      EXPECT_EQ(ch->bulk_piece(), 0u);  // one message of the whole moves fastest
     } else if (std::string(GetParam()) == "sock") {
       EXPECT_NE(lanes.find("kernel TCP socket"), std::string::npos) << lanes;
+      EXPECT_EQ(ch->bulk_piece(), kStreamBulkPiece);
     } else {
       EXPECT_NE(lanes.find("tcp/"), std::string::npos) << lanes;
+      EXPECT_EQ(ch->bulk_piece(), kStreamBulkPiece);
     }
   }  // client disconnects
   server.join();
