@@ -227,33 +227,23 @@ CUresult CopyHtoD(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   }
   // Stream-ordered: sent without waiting. From pinned memory the program leaves alone until it
   // synchronizes, the data may go while this returns; pageable data has left when it returns.
-  const size_t piece = Server().BulkPiece(ctx->remote);
-  if (async && from_pinned && piece != 0 && bytes > piece) {
-    // Over a transport that moves large payloads faster in pieces (Channel::bulk_piece), all
-    // posted at once.
+  // Large copies go as chunks, so the server copies one to the device while the next is
+  // arriving: pageable ones always, and from pinned memory over a transport that moves large
+  // payloads faster in pieces (Channel::bulk_piece). Asynchronous ones from pinned memory are
+  // all posted at once; the others two at a time, and all of them have left when this returns.
+  const size_t piece = from_pinned ? Server().BulkPiece(ctx->remote) : kPageableChunk;
+  if (piece != 0 && bytes > piece) {
+    const bool all_at_once = async && from_pinned;
     const char* from = static_cast<const char*>(src);
     for (size_t done = 0; done < bytes; done += piece) {
       const size_t n = std::min(piece, bytes - done);
       r = Server().Post<calls::MemcpyHtoD>(
-          ctx->remote, {.dst = dst + done, .bytes = n, .stream = remote_stream, .async = true},
-          from + done, n, true);
-      if (r != CUDA_SUCCESS) return r;
-    }
-    return CUDA_SUCCESS;
-  }
-  if (!from_pinned && bytes > kPageableChunk) {
-    // Large pageable copies go as chunks, two in flight at a time, so the server copies one to
-    // the device while the next is arriving; all of them have left when this returns.
-    const char* from = static_cast<const char*>(src);
-    for (size_t done = 0; done < bytes; done += kPageableChunk) {
-      const size_t n = std::min(kPageableChunk, bytes - done);
-      r = Server().Post<calls::MemcpyHtoD>(
           ctx->remote, {.dst = dst + done, .bytes = n, .stream = remote_stream, .async = async},
           from + done, n, true);
-      if (r == CUDA_SUCCESS) r = Server().WaitSent(1);
+      if (r == CUDA_SUCCESS && !all_at_once) r = Server().WaitSent(1);
       if (r != CUDA_SUCCESS) return r;
     }
-    return Server().WaitSent();
+    return all_at_once ? CUDA_SUCCESS : Server().WaitSent();
   }
   return Server().Post<calls::MemcpyHtoD>(
       ctx->remote, {.dst = dst, .bytes = bytes, .stream = remote_stream, .async = async}, src,
@@ -295,6 +285,23 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
         if (r != CUDA_SUCCESS) return r;
       }
       return CUDA_SUCCESS;
+    }
+  }
+  if (Server().PostsReads(ctx->remote)) {
+    // A waited copy over a transport that moves large payloads faster in pieces: all pieces but
+    // the last as posted reads, whose bytes arrive before the reply to the last piece's call
+    // (the destination stays put: the program waits in this call).
+    const size_t piece = Server().BulkPiece(ctx->remote);
+    if (piece != 0 && bytes > piece) {
+      const size_t last = (bytes - 1) / piece * piece;
+      for (size_t done = 0; done < last; done += piece) {
+        r = Server().PostRead(ctx->remote, src + done, piece, remote_stream,
+                              static_cast<char*>(dst) + done);
+        if (r != CUDA_SUCCESS) return r;
+      }
+      src += last;
+      dst = static_cast<char*>(dst) + last;
+      bytes -= last;
     }
   }
   size_t got = 0;

@@ -9,7 +9,7 @@
 // back into pinned memory, queued on A too, travel in pieces over tcp:// and sock://
 // (Channel::bulk_piece; 9 MiB and 12 bytes: two whole pieces and a short one): each piece must
 // land at its own offset, in stream order (the copy back reads what the copy in wrote), and a copy
-// back on an idle stream must do the same.
+// back on an idle stream must do the same, as must synchronous copies both ways.
 #include <cstring>
 #include <vector>
 
@@ -114,6 +114,18 @@ int main() {
     if (pinned_out[i] != i * 7 + 5) {
       fprintf(stderr, "staged_copies: copied back at once d[%d] = %d, want %d\n", i, pinned_out[i],
               i * 7 + 5);
+      return 1;
+    }
+  }
+  // Synchronous copies in pieces: from pinned memory (two pieces in flight at a time) and back
+  // into pageable memory (all pieces but the last posted, the last one waited for).
+  for (int i = 0; i < pieces; ++i) pinned_in[i] = i * 11 - 3;
+  CHECK(cuMemcpyHtoD(d, pinned_in, pieces * sizeof(int)));
+  std::vector<int> got_d(pieces);
+  CHECK(cuMemcpyDtoH(got_d.data(), d, pieces * sizeof(int)));
+  for (int i = 0; i < pieces; ++i) {
+    if (got_d[i] != i * 11 - 3) {
+      fprintf(stderr, "staged_copies: synchronous d[%d] = %d, want %d\n", i, got_d[i], i * 11 - 3);
       return 1;
     }
   }
