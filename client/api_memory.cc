@@ -275,16 +275,7 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
     auto pinned = Memory().Find(reinterpret_cast<uint64_t>(dst));
     if (pinned && pinned->type == CU_MEMORYTYPE_HOST &&
         bytes <= pinned->size - (reinterpret_cast<uint64_t>(dst) - pinned->base)) {
-      // Over a transport that moves large payloads faster in pieces (Channel::bulk_piece), as
-      // one read per piece.
-      const size_t piece = Server().BulkPiece(ctx->remote);
-      const size_t step = piece != 0 ? piece : bytes;
-      for (size_t done = 0; done < bytes; done += step) {
-        r = Server().PostRead(ctx->remote, src + done, std::min(step, bytes - done), remote_stream,
-                              static_cast<char*>(dst) + done);
-        if (r != CUDA_SUCCESS) return r;
-      }
-      return CUDA_SUCCESS;
+      return Server().PostRead(ctx->remote, src, bytes, remote_stream, dst);
     }
   }
   if (Server().PostsReads(ctx->remote)) {
@@ -294,11 +285,8 @@ CUresult CopyDtoH(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
     const size_t piece = Server().BulkPiece(ctx->remote);
     if (piece != 0 && bytes > piece) {
       const size_t last = (bytes - 1) / piece * piece;
-      for (size_t done = 0; done < last; done += piece) {
-        r = Server().PostRead(ctx->remote, src + done, piece, remote_stream,
-                              static_cast<char*>(dst) + done);
-        if (r != CUDA_SUCCESS) return r;
-      }
+      r = Server().PostRead(ctx->remote, src, last, remote_stream, dst);
+      if (r != CUDA_SUCCESS) return r;
       src += last;
       dst = static_cast<char*>(dst) + last;
       bytes -= last;

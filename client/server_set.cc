@@ -1,5 +1,7 @@
 #include "client/server_set.h"
 
+#include <algorithm>
+
 #include "client/client_state.h"
 #include "common/log.h"
 #include "proto/ops.h"
@@ -146,15 +148,21 @@ CUresult ServerSet::PostRead(uint64_t ctx, CUdeviceptr src, size_t bytes, uint64
                              void* dst) {
   const int server = ServerOf(ctx);
   Connection& connection = at(server);
-  const uint64_t token = connection.ExpectRead(dst, bytes, Untag(ctx));
-  const CUresult r = PostOn<calls::MemcpyDtoHPosted>(
-      server, ctx, {.src = src, .bytes = bytes, .stream = stream, .token = token});
-  if (r != CUDA_SUCCESS) {
-    connection.ForgetRead(token);
-  } else {
+  const size_t piece = connection.bulk_piece() != 0 ? connection.bulk_piece() : bytes;
+  size_t done = 0;
+  do {  // once for an empty read
+    const size_t n = std::min(piece, bytes - done);
+    const uint64_t token = connection.ExpectRead(static_cast<char*>(dst) + done, n, Untag(ctx));
+    const CUresult r = PostOn<calls::MemcpyDtoHPosted>(
+        server, ctx, {.src = src + done, .bytes = n, .stream = stream, .token = token});
+    if (r != CUDA_SUCCESS) {
+      connection.ForgetRead(token);
+      return r;
+    }
     connection.ReadPosted(token);
-  }
-  return r;
+    done += n;
+  } while (done < bytes);
+  return CUDA_SUCCESS;
 }
 
 void ServerSet::AwaitReads() {

@@ -114,7 +114,9 @@ class ServerSet {
   bool HandsOffWaits(uint64_t ctx) { return at(ServerOf(ctx)).HandsOffWaits(); }
   // Posted reads (Connection::PostsReads) on the server of the context with tagged id `ctx`:
   // whether one may be posted now, and posting one (`stream` the stream's tagged id) that brings
-  // [src, src+bytes) into pinned `dst` in stream order. A failed post registers nothing.
+  // [src, src+bytes) into `dst` in stream order (pinned memory, or any the caller keeps in place
+  // until a later reply), as one read per Connection::bulk_piece where the connection has one.
+  // A failed post registers nothing more.
   bool PostsReads(uint64_t ctx) { return at(ServerOf(ctx)).PostsReads(); }
   CUresult PostRead(uint64_t ctx, CUdeviceptr src, size_t bytes, uint64_t stream, void* dst);
   // Connection::bulk_piece of the server of the context with tagged id `ctx`.
