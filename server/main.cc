@@ -24,8 +24,15 @@ int main(int argc, char** argv) {
   rgpu::server::ServerOptions options;
   std::string port_file;
   CLI::App app{"rgpu-server: lends this machine's GPUs to remote tenants"};
-  app.add_option("--listen", options.listen, "URL to listen on: tcp://HOST:PORT or shm://HOST:PORT")
+  app.add_option("--listen", options.listen,
+                 "URL to listen on: tcp://, shm://, sock:// or tls://HOST:PORT")
       ->capture_default_str();
+  app.add_option("--tls-key", options.tls_key_file,
+                 "tls://: this server's private key (PEM; default: a new key at every start, "
+                 "pinned in the URL the server prints)");
+  app.add_option("--tls-certificate", options.tls_certificate_file,
+                 "tls://: the key's certificate chain (PEM; default: self-signed), for clients "
+                 "that check certificates against their CAs instead of pinning the key");
   app.add_option("--backend", options.backend,
                  "cuda (NVIDIA's driver), hip (AMD GPUs through ROCm's HIP runtime) or softgpu "
                  "(the CPU)")

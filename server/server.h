@@ -42,6 +42,10 @@ class RegistryAgent;
 
 struct ServerOptions {
   std::string listen = "tcp://0.0.0.0:0";
+  // tls://: the server's key and certificate (ListenerOptions); without them a key of the
+  // process's own, which sessions in processes of their own cannot share (refused then).
+  std::string tls_key_file;
+  std::string tls_certificate_file;
   std::string backend = "softgpu";   // "cuda" or "softgpu"
   std::string driver_library;        // empty: the backend's default
   int poll_us = 200;                 // busy-poll before sleeping, per session

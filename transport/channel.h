@@ -150,6 +150,18 @@ class Listener {
   virtual Status WaitConnection(int timeout_ms, std::unique_ptr<PendingConnection>* out) = 0;
   // The port actually bound (useful with port 0).
   virtual uint16_t port() const = 0;
+  // What clients pin to reach this listener and no other (TransportUrl::pin): the SHA-256 of a
+  // tls:// listener's public key; "" for the other transports.
+  virtual std::string pin() const { return ""; }
+};
+
+// What a listener needs besides its URL.
+struct ListenerOptions {
+  // tls://: the server's private key and certificate chain (PEM files). With a key and no
+  // certificate the listener makes a self-signed one for the key; with neither, a new key for the
+  // process's life (a pin changes with every start).
+  std::string tls_key_file;
+  std::string tls_certificate_file;
 };
 
 // Connects to a server at `url`. Fails within a bounded time when nobody listens there.
@@ -157,6 +169,10 @@ Status ConnectChannel(const TransportUrl& url, const ChannelOptions& options,
                       std::unique_ptr<Channel>* out);
 
 // Listens on `url` (port 0 picks an ephemeral port).
-Status CreateListener(const TransportUrl& url, std::unique_ptr<Listener>* out);
+Status CreateListener(const TransportUrl& url, const ListenerOptions& options,
+                      std::unique_ptr<Listener>* out);
+inline Status CreateListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
+  return CreateListener(url, ListenerOptions(), out);
+}
 
 }  // namespace rgpu

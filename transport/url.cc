@@ -17,6 +17,23 @@ Status TransportUrl::Parse(const std::string& text, TransportUrl* out) {
   } else if (text.rfind("sock://", 0) == 0) {
     url.scheme = Scheme::kSock;
     rest = text.substr(7);
+  } else if (text.rfind("tls://", 0) == 0) {
+    url.scheme = Scheme::kTls;
+    rest = text.substr(6);
+    const size_t hash = rest.find('#');
+    if (hash != std::string::npos) {
+      url.pin = rest.substr(hash + 1);
+      rest.resize(hash);
+      if (url.pin.size() != 64) {
+        return InvalidArgument("the pin of '" + text + "' is not 64 hexadecimal digits");
+      }
+      for (char& c : url.pin) {
+        if (!isxdigit(static_cast<unsigned char>(c))) {
+          return InvalidArgument("the pin of '" + text + "' is not 64 hexadecimal digits");
+        }
+        c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+      }
+    }
   } else if (text.rfind("local://", 0) == 0) {
     url.scheme = Scheme::kLocal;
     url.host = text.substr(8);
@@ -30,7 +47,7 @@ Status TransportUrl::Parse(const std::string& text, TransportUrl* out) {
     return Status::Ok();
   } else {
     return InvalidArgument("unknown transport in '" + text +
-                           "' (expected tcp://, shm://, sock:// or local://)");
+                           "' (expected tcp://, shm://, sock://, tls:// or local://)");
   }
   size_t colon = rest.rfind(':');
   if (colon == std::string::npos || colon + 1 >= rest.size()) {
@@ -57,8 +74,9 @@ std::string TransportUrl::ToString() const {
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   const char* prefix = scheme == Scheme::kShm    ? "shm://"
                        : scheme == Scheme::kSock ? "sock://"
+                       : scheme == Scheme::kTls  ? "tls://"
                                                  : "tcp://";
-  return std::string(prefix) + h + ":" + std::to_string(port);
+  return std::string(prefix) + h + ":" + std::to_string(port) + (pin.empty() ? "" : "#" + pin);
 }
 
 }  // namespace rgpu

@@ -33,6 +33,7 @@ class TransportTest : public ::testing::TestWithParam<const char*> {
     Status s = CreateListener(url, &listener_);
     EXPECT_TRUE(s.ok()) << s.ToString();
     url.port = listener_->port();
+    url.pin = listener_->pin();  // tls://: the client accepts only this listener's key
     return url;
   }
   std::unique_ptr<Listener> listener_;
@@ -106,6 +107,9 @@ TEST_P(TransportTest, EchoSmallAndLarge) {
       EXPECT_EQ(ch->bulk_piece(), 0u);  // one message of the whole moves fastest
     } else if (std::string(GetParam()) == "sock") {
       EXPECT_NE(lanes.find("kernel TCP socket"), std::string::npos) << lanes;
+      EXPECT_EQ(ch->bulk_piece(), kStreamBulkPiece);
+    } else if (std::string(GetParam()) == "tls") {
+      EXPECT_NE(lanes.find("TLSv1.3"), std::string::npos) << lanes;
       EXPECT_EQ(ch->bulk_piece(), kStreamBulkPiece);
     } else {
       EXPECT_NE(lanes.find("tcp/"), std::string::npos) << lanes;
@@ -189,7 +193,7 @@ TEST_P(TransportTest, NobodyListening) {
 // kResourceExhausted instead of queueing without limit, and the channel can still send (the
 // server uses that to tell the tenant why).
 TEST_P(TransportTest, FloodPastTheQueueBoundIsCutOff) {
-  if (std::string(GetParam()) == "sock") {
+  if (std::string(GetParam()) == "sock" || std::string(GetParam()) == "tls") {
     GTEST_SKIP() << "sock: nothing queues in this process; TCP's flow control holds the sender";
   }
   TransportUrl url = Listen();
@@ -380,7 +384,7 @@ TEST_P(TransportTest, MessagesSentBeforeThePeerLeavesArrive) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schemes, TransportTest, ::testing::Values("tcp", "shm", "sock"));
+INSTANTIATE_TEST_SUITE_P(Schemes, TransportTest, ::testing::Values("tcp", "shm", "sock", "tls"));
 
 // A rendezvous payload keeps its receiver polling while it moves (a sleeping thread wakes too
 // late for its data), but one whose sender stops half-way (a stopped or hostile peer) lets the

@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "transport/socket/byte_stream.h"
 #include "transport/socket/tcp_socket.h"
 
 namespace rgpu {
@@ -45,11 +46,42 @@ std::shared_ptr<BufferPool> SocketPool() {
   return *pool;
 }
 
+// The kernel's socket as it is.
+class PlainStream final : public ByteStream {
+ public:
+  explicit PlainStream(int fd) : fd_(fd) {}
+  ~PlainStream() override { close(fd_); }
+  ssize_t Write(const iovec* parts, int count) override {
+    msghdr h = {};
+    h.msg_iov = const_cast<iovec*>(parts);
+    h.msg_iovlen = static_cast<size_t>(count);
+    blocked_on_ = POLLOUT;
+    return sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  ssize_t Read(void* to, size_t size) override {
+    blocked_on_ = POLLIN;
+    return recv(fd_, to, size, MSG_DONTWAIT);
+  }
+  short blocked_on() const override { return blocked_on_; }
+  bool low_water_counts_bytes() const override { return true; }
+  std::string error() const override { return ""; }
+  std::string Describe() const override { return "a kernel TCP socket"; }
+  int fd() const override { return fd_; }
+
+ private:
+  const int fd_;
+  short blocked_on_ = POLLIN;
+};
+
 class SocketChannel final : public Channel {
  public:
-  SocketChannel(int fd, const ChannelOptions& options, std::string peer)
-      : fd_(fd), options_(options), peer_(std::move(peer)) {}
-  ~SocketChannel() override { close(fd_); }
+  SocketChannel(std::unique_ptr<ByteStream> stream, const ChannelOptions& options, std::string peer,
+                std::string scheme)
+      : stream_(std::move(stream)),
+        fd_(stream_->fd()),
+        options_(options),
+        peer_(std::move(peer)),
+        scheme_(std::move(scheme)) {}
 
   Status Send(const std::string& header, const void* payload, size_t size) override {
     if (Status s = Queue(header, payload, size); !s.ok()) return s;
@@ -151,7 +183,7 @@ class SocketChannel final : public Channel {
 
   std::string peer() const override { return peer_; }
   size_t queued() const override { return 0; }  // messages stay in the socket until read
-  std::string Describe() override { return "sock: a kernel TCP socket to " + peer_; }
+  std::string Describe() override { return scheme_ + ": " + stream_->Describe() + " to " + peer_; }
   size_t bulk_piece() const override { return kStreamBulkPiece; }
 
  private:
@@ -207,14 +239,14 @@ class SocketChannel final : public Channel {
         outgoing_.pop_front();
         continue;
       }
-      msghdr h = {};
-      h.msg_iov = parts;
-      h.msg_iovlen = static_cast<size_t>(count);
-      const ssize_t sent = sendmsg(fd_, &h, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t sent = stream_->Write(parts, count);
       if (sent < 0) {
         if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
-        return Broke(std::string("send: ") + strerror(errno));
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          write_blocked_on_ = stream_->blocked_on();
+          return Status::Ok();
+        }
+        return Broke(StreamError("send"));
       }
       m.written += static_cast<size_t>(sent);
       if (m.written == m.head.size() + m.size) outgoing_.pop_front();
@@ -228,7 +260,7 @@ class SocketChannel final : public Channel {
       if (Status s = Usable(); !s.ok()) return s;
       if (Status s = PumpAvailable(); !s.ok()) return s;
       if (outgoing_.size() <= keep) return Status::Ok();
-      if (Status s = Wait(POLLOUT, -1); !s.ok()) return s;
+      if (Status s = Wait(write_blocked_on_, -1); !s.ok()) return s;
     }
   }
 
@@ -257,8 +289,8 @@ class SocketChannel final : public Channel {
       if (Status s = Usable(); !s.ok()) return s;
       const size_t left = n - done;
       const bool direct = left >= kDirectBytes;
-      const ssize_t got = direct ? recv(fd_, to + done, left, MSG_DONTWAIT)
-                                 : recv(fd_, rx_.get(), kBufferBytes, MSG_DONTWAIT);
+      const ssize_t got =
+          direct ? stream_->Read(to + done, left) : stream_->Read(rx_.get(), kBufferBytes);
       if (got > 0) {
         if (direct) {
           done += static_cast<size_t>(got);
@@ -268,11 +300,13 @@ class SocketChannel final : public Channel {
         }
         continue;
       }
-      if (got == 0) return Broke("the peer closed the connection");
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        return Broke(std::string("recv: ") + strerror(errno));
+      if (got == 0) {
+        const std::string why = stream_->error();
+        return Broke("the peer closed the connection" + (why.empty() ? "" : " (" + why + ")"));
       }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return Broke(StreamError("recv"));
+      const short read_waits_for = stream_->blocked_on();  // before a write changes it
       if (!outgoing_.empty()) {
         if (Status s = PumpAvailable(); !s.ok()) return s;
       }
@@ -290,7 +324,7 @@ class SocketChannel final : public Channel {
           return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
         wait_ms = static_cast<int>(timeout_ms - spent);
       }
-      if (Status s = Wait(POLLIN, wait_ms); !s.ok()) return s;
+      if (Status s = Wait(read_waits_for, wait_ms); !s.ok()) return s;
     }
     SetLowWater(1);
     return Status::Ok();
@@ -317,16 +351,26 @@ class SocketChannel final : public Channel {
     return Status::Ok();
   }
 
-  // Sets the socket's receive low-water mark (what poll waits for) when it changes.
+  // Sets the socket's receive low-water mark (what poll waits for) when it changes and the
+  // stream's bytes are the socket's.
   void SetLowWater(int bytes) {
-    if (bytes == low_water_) return;
+    if (bytes == low_water_ || !stream_->low_water_counts_bytes()) return;
     setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes);
     low_water_ = bytes;
   }
 
-  const int fd_;
+  // "send: why" from the stream's error, or errno's.
+  std::string StreamError(const char* what) const {
+    const std::string why = stream_->error();
+    return std::string(what) + ": " + (why.empty() ? strerror(errno) : why);
+  }
+
+  const std::unique_ptr<ByteStream> stream_;
+  const int fd_;  // stream_'s socket
   const ChannelOptions options_;
   const std::string peer_;
+  const std::string scheme_;          // "sock" or "tls"
+  short write_blocked_on_ = POLLOUT;  // what a write that could not go waits for
   PayloadPlacer placer_;
   std::deque<Outgoing> outgoing_;  // messages not yet (wholly) written, oldest first
   int low_water_ = 1;              // the socket's SO_RCVLOWAT
@@ -347,8 +391,14 @@ Status ConnectSocketChannel(const TransportUrl& url, const ChannelOptions& optio
   int fd = -1;
   std::string peer;
   if (Status s = ConnectTcpSocket(url, kConnectTimeoutMs, &fd, &peer); !s.ok()) return s;
-  *out = std::make_unique<SocketChannel>(fd, options, peer);
+  *out = std::make_unique<SocketChannel>(std::make_unique<PlainStream>(fd), options, peer, "sock");
   return Status::Ok();
+}
+
+std::unique_ptr<Channel> MakeStreamChannel(std::unique_ptr<ByteStream> stream,
+                                           const ChannelOptions& options, const std::string& peer,
+                                           const std::string& scheme) {
+  return std::make_unique<SocketChannel>(std::move(stream), options, peer, scheme);
 }
 
 Status CreateSocketListener(const TransportUrl& url, std::unique_ptr<Listener>* out) {
@@ -356,7 +406,8 @@ Status CreateSocketListener(const TransportUrl& url, std::unique_ptr<Listener>* 
       url,
       [](int fd, const std::string& peer, const ChannelOptions& options,
          std::unique_ptr<Channel>* channel) {
-        *channel = std::make_unique<SocketChannel>(fd, options, peer);
+        *channel = std::make_unique<SocketChannel>(std::make_unique<PlainStream>(fd), options, peer,
+                                                   "sock");
         return Status::Ok();
       },
       out);

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "transport/channel.h"
+#include "transport/socket/byte_stream.h"
 
 namespace rgpu {
 
@@ -24,5 +25,11 @@ Status ConnectSocketChannel(const TransportUrl& url, const ChannelOptions& optio
 
 // Listens on url (scheme sock; port 0: an ephemeral port).
 Status CreateSocketListener(const TransportUrl& url, std::unique_ptr<Listener>* out);
+
+// A channel with sock://'s framing over `stream` (TLS's, transport/tls), connected to `peer`;
+// `scheme` names it in Describe.
+std::unique_ptr<Channel> MakeStreamChannel(std::unique_ptr<ByteStream> stream,
+                                           const ChannelOptions& options, const std::string& peer,
+                                           const std::string& scheme);
 
 }  // namespace rgpu
