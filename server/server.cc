@@ -411,6 +411,9 @@ void Server::HostOneSession(const std::string& token, std::shared_ptr<Tenant> te
 
 void Server::HostRestoredSession(std::function<void(const wire::SessionStats&, SessionEnd)> on_end,
                                  std::function<void()> on_admitted) {
+  // The session comes back by its resume credential; nobody else gets in (without this the
+  // host, started without the server's tokens, admitted anyone who found its port).
+  tenants_->RefuseEveryone();
   host_on_end_ = std::move(on_end);
   host_on_admitted_ = std::move(on_admitted);
 }

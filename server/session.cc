@@ -531,6 +531,9 @@ Status Session::Admit(const wire::Credential& presented) {
   std::vector<int> visible;
   for (int i = 0; i < device_count; ++i) visible.push_back(i);
   Admission admission;
+  if (tenants_ != nullptr && tenants_->refuses_everyone()) {
+    return PermissionDenied(kRefusesEveryoneReason);
+  }
   if (tenants_ != nullptr && tenants_->requires_tokens()) {
     Status s = Challenge(presented, &admission);
     if (!s.ok()) return s;

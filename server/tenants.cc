@@ -119,6 +119,7 @@ Status TenantTable::AcceptSigned(const std::string& public_key_path,
 Status TenantTable::Admit(const wire::Credential& presented, const std::string& nonce,
                           const std::string& proof, Admission* admission) {
   *admission = Admission();
+  if (refuse_everyone_) return PermissionDenied(kRefusesEveryoneReason);
   if (!presented.token_digest().empty()) {
     // A secret the server holds: the operator's key or a file token.
     const std::string& digest = presented.token_digest();

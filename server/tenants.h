@@ -62,6 +62,10 @@ struct Admission {
 // (the operator's key, or a tenant about itself). Credentials are checked by proof of possession
 // (proto/session_proof.h): a file token's or the operator key's HMAC over the server's nonce, a
 // signed token's holder signature over it. Thread-safe.
+// Why a TenantTable that RefuseEveryone()s refuses a session.
+inline constexpr char kRefusesEveryoneReason[] =
+    "this process serves one restored session and admits no other";
+
 class TenantTable {
  public:
   // Parses a token file; a malformed line is an error naming the line.
@@ -78,8 +82,16 @@ class TenantTable {
                 std::vector<int> gpus, bool once, const std::string& lease_id = "");
   // The operator's key (rgpu-server --operator-key-file).
   void SetOperatorKey(const std::string& key) { operator_key_ = key; }
-  // True when sessions must present a tenant's credential (a token file or a signing key).
-  bool requires_tokens() const { return !by_token_.empty() || verifier_ != nullptr; }
+  // From now on every credential is refused: a session host that serves only the session
+  // restored into it (which comes back by its resume credential, not through Admit) admits no
+  // one else. Before sessions start.
+  void RefuseEveryone() { refuse_everyone_ = true; }
+  bool refuses_everyone() const { return refuse_everyone_; }
+  // True when sessions must present a tenant's credential (a token file, a signing key, or none
+  // at all being valid).
+  bool requires_tokens() const {
+    return refuse_everyone_ || !by_token_.empty() || verifier_ != nullptr;
+  }
 
   // What `presented` admits, given the client's `proof` over the server's `nonce`, or the reason
   // it is refused (missing, unknown, malformed, forged, unproven, expired, for another server,
@@ -122,6 +134,7 @@ class TenantTable {
   std::map<std::string, std::shared_ptr<Tenant>> by_token_;
   std::map<std::string, FileToken> by_digest_;  // SHA-256 of each file token
   std::string operator_key_;
+  bool refuse_everyone_ = false;
   std::unique_ptr<TokenVerifier> verifier_;
   std::string server_name_;
   std::mutex mu_;

@@ -54,6 +54,18 @@ echo "checkpoint: altered file refused: $(cat "$work/altered")"
 "$bin/rgpu" restore --server "$b_url" --file "$work/session.ckpt" --from "$a_url" \
   --session "$session" >"$work/restored" 2>&1 || fail "restore failed: $(cat "$work/restored")"
 echo "checkpoint: $(cat "$work/restored")"
+# A session restored in a process of its own: that process admits nobody but the session's own
+# program, which resumes there (a stranger who found its port was admitted, with no credential, into
+# the tenant's process, and ended it on leaving).
+host_url=$(sed -n 's/.*session host for session [0-9]* of .* on \([a-z]*:\/\/[^ ]*\).*/\1/p' "$work/b.log" | tail -1)
+if [ -n "$host_url" ]; then
+  if "$bin/rgpu" run --server "$host_url" -- "$bin/handshake_probe" >"$work/intruder" 2>&1; then
+    fail "a stranger was admitted into the restored session's process: $(cat "$work/intruder")"
+  fi
+  grep -q "admits no other" "$work/intruder" ||
+    fail "the stranger was not refused by the host: $(cat "$work/intruder")"
+  echo "checkpoint: a stranger at $host_url refused: $(grep -m1 'admits no other' "$work/intruder")"
+fi
 wait $client
 rc=$?
 [ $rc -eq 0 ] || fail "the program exited $rc"
