@@ -68,6 +68,8 @@ struct RestoredSpan {
   uint64_t handle = 0;  // CUmemGenericAllocationHandle
   uint64_t ctx = 0;     // the context of its allocations, 0: several
   uint32_t users = 0;
+  int device = -1;
+  uint64_t overhead = 0;  // bytes charged for the granules its allocations do not fill
 };
 
 // Memory a pool holds that no allocation uses: free again once `ready` (recorded on the freeing

@@ -86,6 +86,7 @@ Status Session::MapRestoredAllocations(const wire::Checkpoint& c) {
     uint64_t base, end, ctx, first_ctx;
     int device;
     uint32_t users;
+    uint64_t allocated;  // bytes of its allocations (which never overlap: CheckCheckpoint)
   };
   std::vector<Span> spans;
   for (const Piece& p : pieces) {
@@ -102,10 +103,11 @@ Status Session::MapRestoredAllocations(const wire::Checkpoint& c) {
       last.end = std::max(last.end, end);
       if (last.ctx != p.ctx) last.ctx = 0;
       ++last.users;
+      last.allocated += p.size;
       restored_in_span_[p.ptr] = last.base;
       continue;
     }
-    spans.push_back({base, end, p.ctx, p.ctx, p.device, 1});
+    spans.push_back({base, end, p.ctx, p.ctx, p.device, 1, p.size});
     restored_in_span_[p.ptr] = base;
   }
   for (const Span& span : spans) {
@@ -142,8 +144,21 @@ Status Session::MapRestoredAllocations(const wire::Checkpoint& c) {
       drv_.cuMemAddressFree(span.base, bytes);
       return InvalidArgument("mapping the session's memory: " + ErrorName(r));
     }
-    restored_spans_[span.base] =
-        RestoredSpan{bytes, static_cast<uint64_t>(handle), span.ctx, span.users};
+    // The granules are held whole: what the allocations (charged when they are restored) do not
+    // fill is charged here, so that a checkpoint of many small allocations far apart cannot map
+    // gigabytes for the bytes of its allocations.
+    const uint64_t overhead = bytes > span.allocated ? bytes - span.allocated : 0;
+    CallState cs;
+    if (!Charge(cs, span.device, overhead, "the granules of the session's memory")) {
+      drv_.cuMemUnmap(span.base, bytes);
+      drv_.cuMemRelease(handle);
+      drv_.cuMemAddressFree(span.base, bytes);
+      return ResourceExhausted("the session's memory, mapped in whole granules of " +
+                               std::to_string(granularity[span.device]) +
+                               " bytes, does not fit: " + cs.detail);
+    }
+    restored_spans_[span.base] = RestoredSpan{
+        bytes, static_cast<uint64_t>(handle), span.ctx, span.users, span.device, overhead};
     CUmemAccessDesc access = {};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
@@ -247,6 +262,7 @@ CUresult Session::FreeDeviceMemory(CUdeviceptr ptr) {
   if (r == CUDA_SUCCESS) {
     r = drv_.cuMemRelease(static_cast<CUmemGenericAllocationHandle>(span->second.handle));
   }
+  Uncharge(span->second.device, span->second.overhead);
   restored_spans_.erase(span);
   return r;
 }
@@ -262,6 +278,7 @@ void Session::ReleaseRestoredSpans(uint64_t ctx_id) {
     drv_.cuMemUnmap(it->first, it->second.bytes);
     drv_.cuMemAddressFree(it->first, it->second.bytes);
     drv_.cuMemRelease(static_cast<CUmemGenericAllocationHandle>(it->second.handle));
+    Uncharge(it->second.device, it->second.overhead);
     it = restored_spans_.erase(it);
   }
   for (auto it = restored_in_span_.begin(); it != restored_in_span_.end();) {

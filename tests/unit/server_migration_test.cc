@@ -413,11 +413,11 @@ class ServerHandOverTest : public ServerMigrationTest {
   }
   // `later`: seconds more of life (another token for the same claims).
   std::string HandOver(const std::string& server, int later = 0,
-                       const std::string& lease = "lease-5") {
+                       const std::string& lease = "lease-5", uint64_t quota = uint64_t{1} << 30) {
     wire::TokenClaims claims;
     claims.set_tenant("alice");
     claims.set_server(server);
-    claims.set_memory_quota(uint64_t{1} << 30);
+    claims.set_memory_quota(quota);
     claims.set_weight(1);
     claims.set_expires_unix(time(nullptr) + 3600 + later);
     claims.set_lease_id(lease);
@@ -438,10 +438,11 @@ class ServerHandOverTest : public ServerMigrationTest {
     ch->Send(piece.SerializeAsString(), checkpoint.data(), checkpoint.size());
     return AdminReply(ch.get());
   }
-  static std::function<void(wire::Checkpoint*)> Of(const std::string& token) {
-    return [token](wire::Checkpoint* c) {
+  static std::function<void(wire::Checkpoint*)> Of(const std::string& token,
+                                                   const std::string& lease = "lease-5") {
+    return [token, lease](wire::Checkpoint* c) {
       c->set_tenant("alice");
-      c->set_lease_id("lease-5");
+      c->set_lease_id(lease);
       c->set_lease_token(token);
     };
   }
@@ -537,6 +538,38 @@ TEST_F(ServerHandOverTest, AFileIsRestoredUnderTheHandOverItsOperatorBrings) {
   ASSERT_EQ(restore(token, HandMade(at, 7, file)), "");
   const std::string again = restore(token, HandMade(at + (1 << 20), 7, file));
   EXPECT_NE(again.find("already"), std::string::npos) << again;
+}
+
+// Where a restore maps memory in whole granules (2 MiB here, as on NVIDIA's driver), the tenant
+// is charged for the granules, not only for its allocations' bytes: 16 one-byte allocations 2 MiB
+// apart hold 32 MiB, which a lease of 16 MiB refuses (it mapped them for 4 KiB of charge before).
+class ServerMappedHandOverTest : public ServerHandOverTest {
+ protected:
+  ServerMappedHandOverTest() { options_.backend_extensions = false; }
+  // HandMade(at) with 15 more allocations of one byte, each 2 MiB after the one before.
+  static std::string Scattered(uint64_t at, const std::function<void(wire::Checkpoint*)>& of) {
+    return HandMade(at, 7, [&](wire::Checkpoint* c) {
+      of(c);
+      for (uint64_t i = 1; i < 16; ++i) {
+        wire::CheckpointAllocation* a = c->add_allocations();
+        a->set_ptr(at + i * (uint64_t{2} << 20));
+        a->set_size(1);
+        a->set_ctx(1);
+      }
+      c->set_memory_bytes(4096 + 15);
+    });
+  }
+};
+
+TEST_F(ServerMappedHandOverTest, ARestoreIsChargedForTheGranulesItMaps) {
+  const uint64_t at = 0x5f3200000000ull;
+  const std::string small = HandOver("host1", 0, "lease-5", uint64_t{16} << 20);
+  const std::string refused = Join(small, Scattered(at, Of(small))).error();
+  EXPECT_NE(refused.find("whole granules"), std::string::npos) << refused;
+  // With room for the granules, the same restore is made (and nothing of the refused one stayed
+  // mapped at those addresses).
+  const std::string large = HandOver("host1", 0, "lease-6", uint64_t{64} << 20);
+  EXPECT_EQ(Join(large, Scattered(at, Of(large, "lease-6"))).error(), "");
 }
 
 }  // namespace
