@@ -520,13 +520,41 @@ TEST(SharedMemorySetUpTest, MalformedSetUpIsRefused) {
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    // The same, but the other user's process writes and closes its socket before the server
+    // looks: the kernel then lists the socket as root's (no process holds it), which passed the
+    // same-user check of a server running as root, and UCX aborted on the address.
+    const pid_t closer = fork();
+    if (closer == 0) {
+      if (setuid(65534) != 0) _exit(2);
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a = {};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(url.port);
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) _exit(3);
+      std::string garbage(4, '\0');
+      const uint32_t length = 64;
+      memcpy(garbage.data(), &length, 4);
+      garbage += std::string(64, '\x05');
+      if (write(fd, garbage.data(), garbage.size()) != (ssize_t)garbage.size()) _exit(4);
+      _exit(0);  // closes the socket
+    }
+    ASSERT_GT(closer, 0);
+    ASSERT_EQ(waitpid(closer, &status, 0), closer);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    ASSERT_TRUE(listener->WaitConnection(10000, &pending).ok());
+    s = pending->Accept(ChannelOptions(), &ch);
+    EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+    EXPECT_EQ(ch, nullptr);
+    pending.reset();
   }
   // A well-formed client still gets through.
   Status server_status;
   std::thread server(EchoServer, listener.get(), &server_status);
   {
     std::unique_ptr<Channel> ch;
-    ASSERT_TRUE(ConnectChannel(url, ChannelOptions(), &ch).ok());
+    Status s = ConnectChannel(url, ChannelOptions(), &ch);
+    ASSERT_TRUE(s.ok()) << s.ToString() << " / server: " << server_status.ToString();
     ASSERT_TRUE(ch->Send("hello", nullptr, 0).ok());
     ReceivedMessage m;
     ASSERT_TRUE(ch->Receive(10000, &m).ok());

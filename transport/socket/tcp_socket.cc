@@ -248,6 +248,7 @@ Status LocalPeerUser(int fd, uid_t* user) {
   if (!EndOfAddress(theirs, &peer_end) || !EndOfAddress(mine, &own_end)) {
     return NotFound("not a TCP socket");
   }
+  bool closed = false;  // the other end was found, closed
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     std::ifstream in(table);
     std::string line;
@@ -262,13 +263,23 @@ Status LocalPeerUser(int fd, uid_t* user) {
       TcpEnd entry_local, entry_remote;
       if (EndOfTableEntry(local, &entry_local) && EndOfTableEntry(remote, &entry_remote) &&
           entry_local == peer_end && entry_remote == own_end) {
+        // Only a connected socket tells its owner: one its process closed (FIN_WAIT,
+        // TIME_WAIT) is listed as root's, whatever user made it, so a peer that wrote and
+        // closed at once would pass for root. (A connection not yet taken from its listener's
+        // queue has no inode but its owner's user; an earlier connection's TIME_WAIT entry may
+        // share the four addresses: look on.)
+        if (state != "01") {
+          closed = true;
+          continue;
+        }
         *user = uid;
         return Status::Ok();
       }
     }
   }
-  return NotFound("the peer " + DescribeSocketAddress(reinterpret_cast<sockaddr*>(&theirs)) +
-                  " is no socket of this host (/proc/net/tcp, tcp6)");
+  const std::string peer = DescribeSocketAddress(reinterpret_cast<sockaddr*>(&theirs));
+  if (closed) return NotFound("the peer " + peer + " has closed its socket");
+  return NotFound("the peer " + peer + " is no socket of this host (/proc/net/tcp, tcp6)");
 }
 
 }  // namespace rgpu
