@@ -179,8 +179,8 @@ Status Server::Start(const ServerOptions& options) {
   }
   if (processes == "on" || (processes == "auto" && options.backend != "softgpu")) {
     if (options.command_line.empty()) return InvalidArgument("no command line to start hosts");
-    hosts_ = std::make_unique<SessionHostPool>(options.command_line,
-                                               std::max(0, options.session_host_spares));
+    hosts_ = std::make_unique<SessionHostPool>(
+        options.command_line, std::max(0, options.session_host_spares), options.host_program);
     RGPU_LOG_INFO("each session runs in a process of its own (%d started ahead)",
                   std::max(0, options.session_host_spares));
   }

@@ -105,6 +105,9 @@ struct ServerOptions {
   std::string session_processes = "auto";
   int session_host_spares = 1;
   std::vector<std::string> command_line;
+  // The rgpu-server binary hosts run ("": the server's own; a program that embeds a server, such
+  // as a test, names the binary).
+  std::string host_program;
 };
 
 class Server {

@@ -415,6 +415,9 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
       });
   Status s;
   bool last = false;
+  // The checkpoint's pieces read before its header was whole (its host did not exist yet): the
+  // host is given them first. No more than the reader holds of the header meanwhile.
+  std::string before_host;
   while (!last && s.ok()) {
     ReceivedMessage m;
     s = channel.Receive(kChunkWaitMs, &m);
@@ -428,7 +431,16 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
     last = in.checkpoint_chunk().last();
     s = channel.FetchPayload(&m, nullptr);
     if (s.ok()) s = reader.Feed(m.payload, m.payload_size);
-    if (s.ok() && hosted != nullptr) s = hosted->RelayRestore(m.payload, m.payload_size, last);
+    if (!s.ok()) break;
+    if (hosted == nullptr) {
+      if (in_host) before_host.append(m.payload, m.payload_size);
+      continue;
+    }
+    if (!before_host.empty()) {
+      s = hosted->RelayRestore(before_host.data(), before_host.size(), false);
+      std::string().swap(before_host);
+    }
+    if (s.ok()) s = hosted->RelayRestore(m.payload, m.payload_size, last);
   }
   if (s.ok()) s = reader.Finish();
   if (s.ok()) {

@@ -204,8 +204,10 @@ uint32_t SessionHost::Supervise(
   return end;
 }
 
-SessionHostPool::SessionHostPool(std::vector<std::string> argv, int spares)
-    : argv_(std::move(argv)), spares_wanted_(spares) {}
+SessionHostPool::SessionHostPool(std::vector<std::string> argv, int spares, std::string program)
+    : argv_(std::move(argv)),
+      spares_wanted_(spares),
+      program_(program.empty() ? "/proc/self/exe" : std::move(program)) {}
 
 SessionHostPool::~SessionHostPool() {
   if (refiller_.joinable()) refiller_.join();
@@ -246,7 +248,7 @@ Status SessionHostPool::Spawn(std::unique_ptr<SessionHost>* out) {
   posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
   posix_spawn_file_actions_addclosefrom_np(&actions, 4);  // none of the server's sockets
   pid_t pid = 0;
-  const int r = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, cargs.data(), environ);
+  const int r = posix_spawn(&pid, program_.c_str(), &actions, nullptr, cargs.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(sv[1]);
   if (r != 0) {

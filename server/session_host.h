@@ -86,8 +86,9 @@ class SessionHost {
 // admitted (a host's start loads the backend: on NVIDIA's driver, cuInit). Thread-safe.
 class SessionHostPool {
  public:
-  // `argv`: the server's own command line (its options are the hosts' too).
-  SessionHostPool(std::vector<std::string> argv, int spares);
+  // `argv`: the server's own command line (its options are the hosts' too); `program`: the
+  // rgpu-server binary hosts run ("": this process's own, /proc/self/exe).
+  SessionHostPool(std::vector<std::string> argv, int spares, std::string program = "");
   ~SessionHostPool();
   // A ready host (a spare when there is one, else one started now).
   Status Take(std::unique_ptr<SessionHost>* out);
@@ -100,6 +101,7 @@ class SessionHostPool {
   Status Spawn(std::unique_ptr<SessionHost>* out);
   const std::vector<std::string> argv_;
   const int spares_wanted_;
+  const std::string program_;
   std::mutex mu_;
   std::vector<std::unique_ptr<SessionHost>> spares_;  // under mu_
   int starting_ = 0;                                  // under mu_

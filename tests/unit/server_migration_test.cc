@@ -572,5 +572,45 @@ TEST_F(ServerMappedHandOverTest, ARestoreIsChargedForTheGranulesItMaps) {
   EXPECT_EQ(Join(large, Scattered(at, Of(large, "lease-6"))).error(), "");
 }
 
+// A session restored in a process of its own (where only processes keep tenants apart): the
+// server reads the checkpoint's header, starts the session's host and relays the checkpoint to it
+// from its first byte, also when the header came in several pieces (the host got only the pieces
+// after the header's last one, and refused the restore for want of the file's preamble).
+class ServerHostedRestoreTest : public ServerMigrationTest {
+ protected:
+  ServerHostedRestoreTest() {
+    options_.session_processes = "on";
+    options_.backend_extensions = false;
+    options_.host_program = RGPU_SERVER_BINARY;
+    options_.command_line = {RGPU_SERVER_BINARY,    "--listen", "tcp://127.0.0.1:0",
+                             "--backend",           "softgpu",  "--no-backend-extensions",
+                             "--session-processes", "on"};
+  }
+};
+
+TEST_F(ServerHostedRestoreTest, AHeaderInSeveralPiecesReachesTheHostWhole) {
+  const uint64_t at = 0x5f4200000000ull;
+  const std::string checkpoint = HandMade(at);
+  wire::AdminRequest r;
+  r.set_kind(wire::AdminRequest::RESTORE);
+  auto ch = Admin(r, OperatorKey());
+  constexpr size_t kPiece = 16;  // the header spans several pieces
+  for (size_t offset = 0; offset < checkpoint.size(); offset += kPiece) {
+    const size_t size = std::min(kPiece, checkpoint.size() - offset);
+    wire::Envelope piece;
+    piece.mutable_checkpoint_chunk()->set_last(offset + size == checkpoint.size());
+    ASSERT_TRUE(ch->Send(piece.SerializeAsString(), checkpoint.data() + offset, size).ok());
+  }
+  const wire::AdminReply reply = AdminReply(ch.get());
+  ASSERT_EQ(reply.error(), "");
+  // Restored in a host: the client's resume is sent on there.
+  std::string nonce;
+  auto resume = BeginResume(reply.session_id(), &nonce);
+  const wire::Welcome welcome =
+      FinishResume(resume.get(), ResumeProof(reply.resume_credential(), nonce, reply.session_id()));
+  EXPECT_EQ(welcome.status(), 0);
+  EXPECT_NE(welcome.redirect_port(), 0u);
+}
+
 }  // namespace
 }  // namespace rgpu
