@@ -32,6 +32,8 @@ void AddOwned(std::atomic<uint64_t>& counter, uint64_t n) {
 
 constexpr int kHandshakeTimeoutMs = 10000;
 constexpr size_t kMaxNameBytes = 4096;  // a kName payload: a kernel's or a variable's name
+// A kParams payload: a kernel's parameters (CUDA's limit is 32 KiB) and a launch's attributes.
+constexpr size_t kMaxParamsBytes = size_t{1} << 20;
 }  // namespace
 
 Session::Session(uint64_t id, const CudaDriver& driver, const DeviceCatalog& devices,
@@ -639,7 +641,8 @@ bool Session::Serve(ReceivedMessage& m) {
 }
 
 bool Session::ServeSingle(const wire::Call& call, ReceivedMessage& m, bool compact_reply) {
-  if (m.payload_pending && call.op() != static_cast<uint32_t>(Op::kMemcpyHtoD)) {
+  if (m.payload_pending && call.op() != static_cast<uint32_t>(Op::kMemcpyHtoD) &&
+      m.payload_size <= LargestPayload(FindOp(call.op()))) {
     // Only host-to-device copies take their payload straight into device memory.
     Status s = channel_->FetchPayload(&m, nullptr);
     if (!s.ok()) {
@@ -652,6 +655,23 @@ bool Session::ServeSingle(const wire::Call& call, ReceivedMessage& m, bool compa
   const bool ok = ServeCall(call, m.payload, m.payload_size, compact_reply);
   unfetched_ = nullptr;
   return ok;
+}
+
+uint64_t Session::LargestPayload(const OpInfo* info) const {
+  if (info == nullptr) return 0;
+  switch (info->payload_in) {
+    case PayloadKind::kNone:
+      return 0;
+    case PayloadKind::kName:
+      return kMaxNameBytes;
+    case PayloadKind::kImage:
+      return limits_.max_module_bytes;
+    case PayloadKind::kParams:
+      return kMaxParamsBytes;
+    case PayloadKind::kData:
+      break;
+  }
+  return UINT64_MAX;  // a copy's: checked against its size and range by its handler
 }
 
 CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
@@ -678,6 +698,14 @@ CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
       (cs.payload_size == 0 || cs.payload_size > kMaxNameBytes)) {
     cs.detail = std::string(info->name) + " needs a name of at most 4 KiB";
     return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (cs.payload_size > LargestPayload(info)) {
+    cs.detail = std::string(info->name) + " takes at most " + std::to_string(LargestPayload(info)) +
+                " bytes of payload, got " + std::to_string(cs.payload_size);
+    // An image past the module bound is one the server will not load, as the driver says of
+    // one it cannot.
+    return info->payload_in == PayloadKind::kImage ? CUDA_ERROR_INVALID_IMAGE
+                                                   : CUDA_ERROR_INVALID_VALUE;
   }
   const Op op = static_cast<Op>(call.op());
   if (info->context == ContextUse::kInContext) {

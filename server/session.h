@@ -356,6 +356,9 @@ class Session {
   // and take a payload, its context), then its operation; meters it. cs carries the call, its
   // payload and where its results go; cs.detail says why it failed.
   CUresult RunCall(const wire::Call& call, CallState& cs);
+  // The largest payload a call of `info` can take (0 for an unknown operation): a larger one,
+  // still waiting in the transport, is not read into memory (the call fails its payload check).
+  uint64_t LargestPayload(const OpInfo* info) const;
   // Runs the operation of cs.call: decodes and checks its arguments, resolves its handles, makes
   // the checks calls.def gives it, runs its handler and encodes its results
   // (server/call_dispatch.cc, generated from proto/calls.def).

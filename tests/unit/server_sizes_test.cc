@@ -143,5 +143,32 @@ TEST_F(ServerSizesTest, PayloadsThatDoNotMatchTheCallAreRefused) {
   EXPECT_EQ(Result(ch.get(), Call(11, Op::kCtxSynchronize, ctx, {})), CUDA_SUCCESS);
 }
 
+// A large payload beside a call that cannot take it is not read into the server's memory: it is
+// dropped where it waits in the transport, and the call fails. (It was fetched whole first, up to
+// a device's memory per message, and only then refused.)
+TEST_F(ServerSizesTest, APayloadACallCannotTakeIsNotReadIntoMemory) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  auto resident = [] {
+    long pages = 0, resident_pages = 0;
+    FILE* f = fopen("/proc/self/statm", "r");
+    if (f != nullptr) {
+      if (fscanf(f, "%ld %ld", &pages, &resident_pages) != 2) resident_pages = 0;
+      fclose(f);
+    }
+    return static_cast<uint64_t>(resident_pages) * 4096;
+  };
+  const std::string big(size_t{256} << 20, 'x');
+  const uint64_t before = resident();
+  wire::Envelope r = Exchange(ch.get(), Call(3, Op::kCtxSynchronize, ctx, {}), big);
+  EXPECT_EQ(r.reply().result(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(r.reply().message().find("payload"), std::string::npos) << r.reply().message();
+  r = Exchange(ch.get(), Call(4, Op::kModuleGetFunction, ctx, {0}), big);
+  EXPECT_EQ(r.reply().result(), CUDA_ERROR_INVALID_VALUE);
+  // The server runs in this process: it grew by far less than one of the payloads.
+  EXPECT_LT(resident(), before + (uint64_t{64} << 20));
+  ExpectAlive(ch.get(), ctx);
+}
+
 }  // namespace
 }  // namespace rgpu
