@@ -215,7 +215,7 @@ void Connection::StopBatching(int wait_ms) {
       if (wait_ms >= 0 && waited >= wait_ms) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (!lost_) {
+    if (!lost_ && channel_ != nullptr) {  // none: Open failed to connect
       // The process may exit right after this: what was sent must have left it, and the
       // server is told the program is ending (what its exit path still sends is served; the
       // session then counts as ended by its client, not lost).
