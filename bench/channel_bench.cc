@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <csignal>
 #include <vector>
@@ -36,6 +37,10 @@ int EchoServer(const std::string& transport, int port_fd, const rgpu::ChannelOpt
   if (s.ok()) s = rgpu::CreateListener(url, &listener);
   const uint16_t port = s.ok() ? listener->port() : 0;
   if (write(port_fd, &port, sizeof port) != sizeof port || port == 0) return 1;
+  char pin[64] = {};  // tls://: the listener's key, which the client pins
+  const std::string listener_pin = listener->pin();
+  memcpy(pin, listener_pin.data(), std::min(listener_pin.size(), sizeof pin));
+  if (write(port_fd, pin, sizeof pin) != sizeof pin) return 1;
   std::unique_ptr<rgpu::PendingConnection> pending;
   if (!listener->WaitConnection(10000, &pending).ok()) return 1;
   std::unique_ptr<rgpu::Channel> ch;
@@ -54,8 +59,8 @@ int main(int argc, char** argv) {
   CLI::App app{"rgpu's transport layer alone: round trip and bulk bandwidth"};
   std::string transport = "shm";
   bool quick = false;
-  app.add_option("--transport", transport, "tcp, shm or sock")
-      ->check(CLI::IsMember({"tcp", "shm", "sock"}));
+  app.add_option("--transport", transport, "tcp, shm, sock or tls")
+      ->check(CLI::IsMember({"tcp", "shm", "sock", "tls"}));
   app.add_flag("--quick", quick, "fewer repetitions");
   rgpu::ChannelOptions options;
   app.add_option("--poll-us", options.poll_us,
@@ -73,7 +78,9 @@ int main(int argc, char** argv) {
   }
   close(fds[1]);
   uint16_t port = 0;
-  if (child < 0 || read(fds[0], &port, sizeof port) != sizeof port || port == 0) {
+  char pin[64] = {};
+  if (child < 0 || read(fds[0], &port, sizeof port) != sizeof port || port == 0 ||
+      read(fds[0], pin, sizeof pin) != sizeof pin) {
     fprintf(stderr, "channel_bench: the echo server did not start\n");
     return 1;
   }
@@ -81,6 +88,7 @@ int main(int argc, char** argv) {
   rgpu::TransportUrl url;
   rgpu::Status s = rgpu::TransportUrl::Parse(transport + "://127.0.0.1:0", &url);
   url.port = port;
+  url.pin = std::string(pin, strnlen(pin, sizeof pin));
   std::unique_ptr<rgpu::Channel> ch;
   if (s.ok()) s = rgpu::ConnectChannel(url, options, &ch);
   if (!s.ok()) {

@@ -176,15 +176,17 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int RunBench(const BenchOptions& o) {
-  if (o.transport != "tcp" && o.transport != "shm" && o.transport != "sock") {
-    fprintf(stderr, "rgpu bench: --transport must be tcp, shm or sock\n");
+  if (o.transport != "tcp" && o.transport != "shm" && o.transport != "sock" &&
+      o.transport != "tls") {
+    fprintf(stderr, "rgpu bench: --transport must be tcp, shm, sock or tls\n");
     return 2;
   }
   if (o.pin && sysconf(_SC_NPROCESSORS_ONLN) < 2) {
     fprintf(stderr, "rgpu bench: --pin needs cpus 0 and 1\n");
     return 2;
   }
-  const bool kernel_socket = o.transport == "sock";
+  // sock:// and tls:// (TLS over the same sockets) are measured against the kernel's sockets.
+  const bool kernel_socket = o.transport == "sock" || o.transport == "tls";
   const std::string bin = SelfDir(), lib = bin + "/../lib";
   const std::string bench = bin + "/driver_bench", kernels = lib + "/rgpu-bench-kernels.fatbin";
   char tmpl[] = "/tmp/rgpu-bench-XXXXXX";

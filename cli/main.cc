@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
   rgpu::cli::BenchOptions bench_options;
   CLI::App* bench = app.add_subcommand(
       "bench", "measure rgpu against the transport's floor and the in-process software GPU");
-  bench->add_option("--transport", bench_options.transport, "tcp, shm or sock")
+  bench->add_option("--transport", bench_options.transport, "tcp, shm, sock or tls")
       ->capture_default_str();
   bench->add_option("--json", bench_options.json_path, "write the results as JSON here");
   bench->add_option("--png", bench_options.png_path, "draw the copy-latency curve here (gnuplot)");
