@@ -491,13 +491,16 @@ TEST(SharedMemorySetUpTest, MalformedSetUpIsRefused) {
   // Another user's connection is refused before its worker address reaches UCX, whose parser
   // trusts it (a malformed address aborts the process: this test would die without the check).
   if (geteuid() == 0) {
-    const pid_t child = fork();
-    if (child == 0) {
-      if (setuid(65534) != 0) _exit(2);  // nobody
+    // A process of user nobody that connects and writes a worker address UCX aborts on, then
+    // waits for the server to close (or, with `close_at_once`, closes its socket and exits).
+    auto as_nobody = [port = url.port](bool close_at_once) {
+      const pid_t child = fork();
+      if (child != 0) return child;
+      if (setuid(65534) != 0) _exit(2);
       const int fd = socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in a = {};
       a.sin_family = AF_INET;
-      a.sin_port = htons(url.port);
+      a.sin_port = htons(port);
       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) _exit(3);
       std::string garbage(4, '\0');
@@ -506,9 +509,10 @@ TEST(SharedMemorySetUpTest, MalformedSetUpIsRefused) {
       garbage += std::string(64, '\x05');  // no UCX address version
       if (write(fd, garbage.data(), garbage.size()) != (ssize_t)garbage.size()) _exit(4);
       char byte;
-      (void)read(fd, &byte, 1);  // until the server closes
+      if (!close_at_once) (void)read(fd, &byte, 1);  // until the server closes
       _exit(0);
-    }
+    };
+    const pid_t child = as_nobody(false);
     ASSERT_GT(child, 0);
     std::unique_ptr<PendingConnection> pending;
     ASSERT_TRUE(listener->WaitConnection(10000, &pending).ok());
@@ -523,22 +527,7 @@ TEST(SharedMemorySetUpTest, MalformedSetUpIsRefused) {
     // The same, but the other user's process writes and closes its socket before the server
     // looks: the kernel then lists the socket as root's (no process holds it), which passed the
     // same-user check of a server running as root, and UCX aborted on the address.
-    const pid_t closer = fork();
-    if (closer == 0) {
-      if (setuid(65534) != 0) _exit(2);
-      const int fd = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a = {};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(url.port);
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) _exit(3);
-      std::string garbage(4, '\0');
-      const uint32_t length = 64;
-      memcpy(garbage.data(), &length, 4);
-      garbage += std::string(64, '\x05');
-      if (write(fd, garbage.data(), garbage.size()) != (ssize_t)garbage.size()) _exit(4);
-      _exit(0);  // closes the socket
-    }
+    const pid_t closer = as_nobody(true);
     ASSERT_GT(closer, 0);
     ASSERT_EQ(waitpid(closer, &status, 0), closer);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
