@@ -984,8 +984,11 @@ void Session::DestroyContext(uint64_t id) {
     if (it->second.ctx == id) {
       // A restored allocation leaves its span, which goes with its last one (a span that
       // several contexts' allocations share would otherwise stay mapped, uncharged).
-      if (restored_in_span_.count(it->first)) FreeDeviceMemory(it->first);
-      if (it->second.freeable) UnchargeMemory(it->first, it->second.size, rec->device);
+      if (restored_in_span_.count(it->first)) {
+        ReleaseAllocationMemory(it->first, it->second.size, rec->device);
+      } else if (it->second.freeable) {
+        UnchargeMemory(it->first, it->second.size, rec->device);
+      }
       if (it->second.import_pool != 0) {
         if (PoolRecord* pool = pools_.Find(it->second.import_pool)) --pool->imported_pointers;
       }

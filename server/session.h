@@ -330,7 +330,11 @@ class Session {
                              std::map<CUdeviceptr, CUdeviceptr>* moved);
   // Frees device memory the session allocated at `ptr` (cuMemAlloc's, or a restored mapping's
   // share: the span goes when its last allocation does).
-  CUresult FreeDeviceMemory(CUdeviceptr ptr);
+  CUresult FreeDeviceMemory(CUdeviceptr ptr, RestoredSpan** kept = nullptr);
+  // Frees the allocation at `ptr` of `bytes` on `device` (FreeDeviceMemory) and gives back its
+  // charge, except that bytes whose restored span stays mapped (other allocations are in its
+  // granules) stay charged to the span.
+  CUresult ReleaseAllocationMemory(CUdeviceptr ptr, uint64_t bytes, int device);
   // Unmaps and releases the restored spans of context `ctx_id` (0: all of them).
   void ReleaseRestoredSpans(uint64_t ctx_id);
   // Checks a Hello's credential when the server requires one (Challenge), and sets tenant_,

@@ -69,8 +69,10 @@ CUresult Session::HandleMemFree(CallState& cs, const MemFreeIn& in, calls::MemFr
 }
 
 CUresult Session::FreeAllocation(std::map<CUdeviceptr, Allocation>::iterator it) {
-  if (CUresult r = FreeDeviceMemory(it->first); r != CUDA_SUCCESS) return r;
-  UnchargeMemory(it->first, it->second.size, DeviceOf(it->second.ctx));
+  if (CUresult r = ReleaseAllocationMemory(it->first, it->second.size, DeviceOf(it->second.ctx));
+      r != CUDA_SUCCESS) {
+    return r;
+  }
   allocations_.erase(it);
   return CUDA_SUCCESS;
 }

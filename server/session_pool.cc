@@ -295,8 +295,7 @@ void Session::TrimPool(PoolRecord& pool, uint64_t keep) {
       continue;
     }
     if (it->ready != nullptr) drv_.cuEventDestroy(it->ready);
-    FreeDeviceMemory(it->ptr);
-    UnchargeMemory(it->ptr, it->size, DeviceOf(it->ctx));
+    ReleaseAllocationMemory(it->ptr, it->size, DeviceOf(it->ctx));
     pool.reserved -= it->size;
     it = pool.free.erase(it);
   }
@@ -319,7 +318,11 @@ void Session::ForgetPoolBlocks(uint64_t ctx_id) {
         ++it;
         continue;
       }
-      UnchargeMemory(it->ptr, it->size, DeviceOf(ctx_id));
+      if (restored_in_span_.count(it->ptr)) {
+        ReleaseAllocationMemory(it->ptr, it->size, DeviceOf(ctx_id));  // it leaves its span
+      } else {
+        UnchargeMemory(it->ptr, it->size, DeviceOf(ctx_id));
+      }
       pool.reserved -= it->size;
       it = pool.free.erase(it);  // its event and memory go with the context
     }

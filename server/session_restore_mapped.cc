@@ -247,14 +247,32 @@ Status Session::RestoreModuleByName(const wire::CheckpointModule& m, const wire:
   return Status::Ok();
 }
 
-CUresult Session::FreeDeviceMemory(CUdeviceptr ptr) {
+CUresult Session::ReleaseAllocationMemory(CUdeviceptr ptr, uint64_t bytes, int device) {
+  RestoredSpan* kept = nullptr;
+  if (CUresult r = FreeDeviceMemory(ptr, &kept); r != CUDA_SUCCESS) return r;
+  UnchargeMemory(ptr, bytes, device);
+  // Its span stays mapped for the allocations left in it: the granules are held whole, so their
+  // bytes stay charged, to the span (given back with it). A charge the quota no longer takes
+  // (another session of the tenant took the room meanwhile) leaves them uncharged until then.
+  CallState cs;
+  if (kept != nullptr && Charge(cs, kept->device, bytes, "a restored span still mapped")) {
+    kept->overhead += bytes;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Session::FreeDeviceMemory(CUdeviceptr ptr, RestoredSpan** kept) {
+  if (kept != nullptr) *kept = nullptr;
   auto change = DeviceMemoryChange();
   auto in = restored_in_span_.find(ptr);
   if (in == restored_in_span_.end()) return drv_.cuMemFree(ptr);
   auto span = restored_spans_.find(in->second);
   restored_in_span_.erase(in);
   if (span == restored_spans_.end()) return CUDA_SUCCESS;  // its mapping failed: nothing to free
-  if (--span->second.users > 0) return CUDA_SUCCESS;
+  if (--span->second.users > 0) {
+    if (kept != nullptr) *kept = &span->second;
+    return CUDA_SUCCESS;
+  }
   // The span's memory may still be read by work in flight: the caller has synchronized (a free
   // waits for the context, a pool block's trim for its event).
   CUresult r = drv_.cuMemUnmap(span->first, span->second.bytes);

@@ -572,6 +572,40 @@ TEST_F(ServerMappedHandOverTest, ARestoreIsChargedForTheGranulesItMaps) {
   EXPECT_EQ(Join(large, Scattered(at, Of(large, "lease-6"))).error(), "");
 }
 
+// An allocation freed while another still lies in its granule: the granule stays mapped, and
+// charged whole (the freed bytes were given back while the granule stayed).
+TEST_F(ServerMappedHandOverTest, AGranuleStaysChargedWhileItIsMapped) {
+  const uint64_t at = 0x5f3400000000ull;
+  const uint64_t granule = uint64_t{2} << 20;
+  const std::string token = HandOver("host1", 0, "lease-5", uint64_t{3} << 20);
+  // 4096 bytes at `at` (HandMade's), then one allocation filling the granule but its last byte,
+  // then that byte: one span of 2 MiB, all of it allocated.
+  const std::string checkpoint = HandMade(at, 7, [&](wire::Checkpoint* c) {
+    Of(token)(c);
+    wire::CheckpointAllocation* big = c->add_allocations();
+    big->set_ptr(at + 4096);
+    big->set_size(granule - 4096 - 1);
+    big->set_ctx(1);
+    wire::CheckpointAllocation* last = c->add_allocations();
+    last->set_ptr(at + granule - 1);
+    last->set_size(1);
+    last->set_ctx(1);
+    c->set_memory_bytes(granule);
+  });
+  const wire::AdminReply restored = Join(token, checkpoint);
+  ASSERT_EQ(restored.error(), "");
+  std::string nonce;
+  auto ch = BeginResume(restored.session_id(), &nonce);
+  ASSERT_EQ(FinishResume(ch.get(), ResumeProof(restored.resume_credential(), nonce,
+                                               restored.session_id()))
+                .status(),
+            0);
+  ASSERT_EQ(Result(ch.get(), Call(6, Op::kMemFree, 1, {at + 4096})), CUDA_SUCCESS);
+  // 2 MiB are still mapped for the two small allocations: 1 MiB of the 3 MiB lease is left.
+  EXPECT_EQ(Alloc(ch.get(), 1, granule), 0u);
+  EXPECT_NE(Alloc(ch.get(), 1, granule / 4), 0u);
+}
+
 // A session restored in a process of its own (where only processes keep tenants apart): the
 // server reads the checkpoint's header, starts the session's host and relays the checkpoint to it
 // from its first byte, also when the header came in several pieces (the host got only the pieces
