@@ -596,8 +596,8 @@ TEST_F(ServerMappedHandOverTest, AGranuleStaysChargedWhileItIsMapped) {
   ASSERT_EQ(restored.error(), "");
   std::string nonce;
   auto ch = BeginResume(restored.session_id(), &nonce);
-  ASSERT_EQ(FinishResume(ch.get(), ResumeProof(restored.resume_credential(), nonce,
-                                               restored.session_id()))
+  ASSERT_EQ(FinishResume(ch.get(),
+                         ResumeProof(restored.resume_credential(), nonce, restored.session_id()))
                 .status(),
             0);
   ASSERT_EQ(Result(ch.get(), Call(6, Op::kMemFree, 1, {at + 4096})), CUDA_SUCCESS);

@@ -248,6 +248,8 @@ class SocketChannel final : public Channel {
         }
         return Broke(StreamError("send"));
       }
+      // Nothing written without a reason to wait: the stream has ended (TLS's peer closed it).
+      if (sent == 0) return Broke("send: " + stream_->error());
       m.written += static_cast<size_t>(sent);
       if (m.written == m.head.size() + m.size) outgoing_.pop_front();
     }
