@@ -1,8 +1,6 @@
 #include "transport/tls/tls_channel.h"
 
 #include <dlfcn.h>
-#include <limits.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -23,8 +21,8 @@ constexpr int kConnectTimeoutMs = 10000;
 constexpr int kHandshakeTimeoutMs = 10000;
 constexpr char kLibrary[] = "librgpu-tls.so";
 
-// The TLS operations, or nullptr with *why saying what is missing. Thread-safe; loads once.
-const tls::Ops* Ops(std::string* why) {
+// The TLS operations in *out, or kUnavailable saying what is missing. Thread-safe; loads once.
+Status LoadOps(const tls::Ops** out) {
   static std::once_flag once;
   static const tls::Ops* ops = nullptr;
   static std::string error;
@@ -35,7 +33,7 @@ const tls::Ops* Ops(std::string* why) {
     }
     // Beside the library holding this code (the client runtime); for a program, in its
     // build tree's or install tree's library folder.
-    const std::string beside = BesideLibraryOf(reinterpret_cast<const void*>(&Ops), kLibrary);
+    const std::string beside = BesideLibraryOf(reinterpret_cast<const void*>(&LoadOps), kLibrary);
     const std::string folder = beside.substr(0, beside.size() - (sizeof kLibrary - 1));
     void* handle = nullptr;
     std::string tried;
@@ -58,8 +56,8 @@ const tls::Ops* Ops(std::string* why) {
     }
     ops = table;
   });
-  if (ops == nullptr) *why = error;
-  return ops;
+  *out = ops;
+  return ops != nullptr ? Status::Ok() : Unavailable(error);
 }
 
 class TlsListener final : public Listener {
@@ -81,9 +79,8 @@ class TlsListener final : public Listener {
 
 Status ConnectTlsChannel(const TransportUrl& url, const ChannelOptions& options,
                          std::unique_ptr<Channel>* out) {
-  std::string why;
-  const tls::Ops* ops = Ops(&why);
-  if (ops == nullptr) return Unavailable(why);
+  const tls::Ops* ops = nullptr;
+  if (Status s = LoadOps(&ops); !s.ok()) return s;
   tls::ClientConfig config;
   config.host = url.host;
   config.pin = url.pin;
@@ -102,9 +99,8 @@ Status ConnectTlsChannel(const TransportUrl& url, const ChannelOptions& options,
 
 Status CreateTlsListener(const TransportUrl& url, const ListenerOptions& options,
                          std::unique_ptr<Listener>* out) {
-  std::string why;
-  const tls::Ops* ops = Ops(&why);
-  if (ops == nullptr) return Unavailable(why);
+  const tls::Ops* ops = nullptr;
+  if (Status s = LoadOps(&ops); !s.ok()) return s;
   tls::ServerConfig config;
   config.key_file = options.tls_key_file;
   config.certificate_file = options.tls_certificate_file;
