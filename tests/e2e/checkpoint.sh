@@ -58,6 +58,10 @@ echo "checkpoint: $(cat "$work/restored")"
 # program, which resumes there (a stranger who found its port was admitted, with no credential, into
 # the tenant's process, and ended it on leaving).
 host_url=$(sed -n 's/.*session host for session [0-9]* of .* on \([a-z]*:\/\/[^ ]*\).*/\1/p' "$work/b.log" | tail -1)
+if [[ " ${RGPU_SERVER_ARGS:-} " == *" --session-processes on "* &&
+      " ${RGPU_SERVER_ARGS:-} " == *" --no-backend-extensions "* ]]; then
+  [ -n "$host_url" ] || fail "B's log names no process for the restored session"
+fi
 if [ -n "$host_url" ]; then
   if "$bin/rgpu" run --server "$host_url" -- "$bin/handshake_probe" >"$work/intruder" 2>&1; then
     fail "a stranger was admitted into the restored session's process: $(cat "$work/intruder")"
