@@ -106,15 +106,7 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   c->lanes_offered_ = c->welcome_.lane_key().empty() ? 0 : c->welcome_.max_lanes();
   if (const char* us = getenv("RGPU_BATCH_US")) c->batch_delay_us_ = std::max(0, atoi(us));
   if (c->batch_delay_us_ > 0) c->flusher_ = std::thread([self] { self->FlushLoop(); });
-  int server_timeout_ms = 10000;
-  if (const char* t = getenv("RGPU_SERVER_TIMEOUT_MS")) server_timeout_ms = atoi(t);
-  if (c->welcome_.liveness_port() != 0 && server_timeout_ms > 0 && !url.host.empty()) {
-    s = LivenessMonitor::Start(
-        url.host, static_cast<uint16_t>(c->welcome_.liveness_port()), c->welcome_.liveness_key(),
-        server_timeout_ms, [self](const std::string& why) { self->AbandonAll(why); },
-        &c->liveness_);
-    if (!s.ok()) RGPU_LOG_WARN("no keepalives with the server: %s", s.ToString().c_str());
-  }
+  c->StartKeepalives(url.host);
   *out = std::move(c);
   return Status::Ok();
 }
@@ -794,6 +786,18 @@ bool Connection::CallOnLane(Op op, uint64_t ctx, std::span<const uint64_t> args,
   return true;
 }
 
+void Connection::StartKeepalives(const std::string& host) {
+  int server_timeout_ms = 10000;
+  if (const char* t = getenv("RGPU_SERVER_TIMEOUT_MS")) server_timeout_ms = atoi(t);
+  if (welcome_.liveness_port() == 0 || server_timeout_ms <= 0 || host.empty()) return;
+  Connection* self = this;
+  Status s = LivenessMonitor::Start(
+      host, static_cast<uint16_t>(welcome_.liveness_port()), welcome_.liveness_key(),
+      welcome_.liveness_secret(), server_timeout_ms,
+      [self](const std::string& why) { self->AbandonAll(why); }, &liveness_);
+  if (!s.ok()) RGPU_LOG_WARN("no keepalives with the server: %s", s.ToString().c_str());
+}
+
 Status Connection::ResumeAt(const std::string& url_text, uint64_t session_id,
                             const std::string& credential, std::unique_ptr<Channel>* out,
                             wire::Welcome* welcome) {
@@ -890,14 +894,7 @@ Status Connection::MoveLocked(const wire::Moved& moved) {
     lanes_failed_ = false;
   }
   old.reset();
-  int server_timeout_ms = 10000;
-  if (const char* t = getenv("RGPU_SERVER_TIMEOUT_MS")) server_timeout_ms = atoi(t);
-  if (welcome_.liveness_port() != 0 && server_timeout_ms > 0 && !url.host.empty()) {
-    Status k = LivenessMonitor::Start(
-        url.host, static_cast<uint16_t>(welcome_.liveness_port()), welcome_.liveness_key(),
-        server_timeout_ms, [self](const std::string& why) { self->AbandonAll(why); }, &liveness_);
-    if (!k.ok()) RGPU_LOG_WARN("no keepalives with the server: %s", k.ToString().c_str());
-  }
+  StartKeepalives(url.host);
   RGPU_LOG_INFO(
       "the session moved to %s (session %llu); resumed in %.1f ms", url_.c_str(),
       (unsigned long long)welcome_.session_id(),

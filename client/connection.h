@@ -245,6 +245,10 @@ class Connection {
   CUresult ApplyResultLocked(Op op, uint64_t ctx, CUresult result, bool surface_async_error);
   // Ends every wait on the server: the connection's and every lane's (the server is gone).
   void AbandonAll(const std::string& why);
+  // Starts the keepalive monitor of the session welcome_ describes, on `host`'s liveness port,
+  // unless the Welcome offers none or RGPU_SERVER_TIMEOUT_MS is 0; a monitor that cannot start
+  // is logged and the session goes on without one.
+  void StartKeepalives(const std::string& host);
   // Takes a ReadData message: its bytes (unless they already landed in place) into the
   // destination, a failure as a posted call's (mu_ held).
   void TakeRead(const wire::ReadData& read, const ReceivedMessage& m);

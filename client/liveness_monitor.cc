@@ -12,12 +12,14 @@
 #include <chrono>
 #include <cstring>
 
+#include "proto/keepalive_proof.h"
+
 namespace rgpu::client {
 
 namespace {
 
-// A connection to host:port that has announced `key`; -1 when it cannot be made.
-int ConnectAndAnnounce(const std::string& host, uint16_t port, uint64_t key, std::string* error) {
+// A connection to host:port; -1 when it cannot be made.
+int Connect(const std::string& host, uint16_t port, std::string* error) {
   addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -43,28 +45,32 @@ int ConnectAndAnnounce(const std::string& host, uint16_t port, uint64_t key, std
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  uint8_t announce[8];
-  for (int i = 0; i < 8; ++i) announce[i] = static_cast<uint8_t>(key >> (8 * i));
-  if (write(fd, announce, sizeof announce) != sizeof announce) {
-    close(fd);
-    *error = "liveness port: cannot announce the session";
-    return -1;
-  }
   return fd;
+}
+
+// The announcement of session `key` on a connection whose nonce is `nonce`: the key, 8 bytes
+// little-endian, and its proof.
+std::string Announcement(uint64_t key, const std::string& secret, const std::string& nonce) {
+  std::string a;
+  for (int i = 0; i < 8; ++i) a.push_back(static_cast<char>(key >> (8 * i)));
+  return a + KeepaliveProof(secret, nonce, key);
 }
 
 }  // namespace
 
-Status LivenessMonitor::Start(const std::string& host, uint16_t port, uint64_t key, int timeout_ms,
-                              SilentCallback on_silent, std::unique_ptr<LivenessMonitor>* out) {
+Status LivenessMonitor::Start(const std::string& host, uint16_t port, uint64_t key,
+                              const std::string& secret, int timeout_ms, SilentCallback on_silent,
+                              std::unique_ptr<LivenessMonitor>* out) {
+  if (secret.empty()) return InvalidArgument("liveness port: the Welcome gave no secret");
   std::string error;
-  const int fd = ConnectAndAnnounce(host, port, key, &error);
+  const int fd = Connect(host, port, &error);
   if (fd < 0) return Unavailable(error);
   std::unique_ptr<LivenessMonitor> m(new LivenessMonitor());
   m->fd_ = fd;
   m->host_ = host;
   m->port_ = port;
   m->key_ = key;
+  m->secret_ = secret;
   m->wake_fd_ = eventfd(0, EFD_CLOEXEC);
   m->timeout_ms_ = timeout_ms;
   m->on_silent_ = std::move(on_silent);
@@ -91,10 +97,12 @@ void LivenessMonitor::Loop() {
   auto last_echo = Clock::now();
   auto next_ping = Clock::now();
   bool confirmed = false;  // an echo came back: the server took this connection
+  std::string nonce;       // the server's, for this connection
+  bool announced = false;  // the announcement is sent
   int reconnects = 0;
   for (;;) {
     const auto now = Clock::now();
-    if (now >= next_ping) {
+    if (announced && now >= next_ping) {
       const char ping = 'k';
       (void)!write(fd_, &ping, 1);  // a full buffer means no echoes either: the deadline decides
       next_ping = now + std::chrono::milliseconds(interval_ms);
@@ -106,10 +114,10 @@ void LivenessMonitor::Loop() {
                  " ms (RGPU_SERVER_TIMEOUT_MS=" + std::to_string(timeout_ms_) + ")");
       return;
     }
-    const auto wait_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::min(next_ping, last_echo + std::chrono::milliseconds(timeout_ms_)) - now)
-            .count();
+    const auto deadline = last_echo + std::chrono::milliseconds(timeout_ms_);
+    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             (announced ? std::min(next_ping, deadline) : deadline) - now)
+                             .count();
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {fd_, POLLIN, 0}};
     int n = poll(fds, 2, static_cast<int>(std::max<int64_t>(wait_ms, 1)));
     if (n < 0 && errno != EINTR) return;
@@ -117,7 +125,16 @@ void LivenessMonitor::Loop() {
     if (fds[1].revents != 0) {
       char buf[64];
       ssize_t got = read(fd_, buf, sizeof buf);
-      if (got > 0) {
+      if (got > 0 && !announced) {
+        // The nonce, which the server sends first: the announcement answers it.
+        last_echo = Clock::now();
+        nonce.append(buf, std::min(static_cast<size_t>(got), kKeepaliveNonceBytes - nonce.size()));
+        if (nonce.size() < kKeepaliveNonceBytes) continue;
+        const std::string announcement = Announcement(key_, secret_, nonce);
+        (void)!write(fd_, announcement.data(), announcement.size());  // as a ping: echoes decide
+        announced = true;
+        next_ping = last_echo;
+      } else if (got > 0) {
         last_echo = Clock::now();
         confirmed = true;
       } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -136,9 +153,11 @@ void LivenessMonitor::Loop() {
           ++reconnects;
           pollfd wake = {wake_fd_, POLLIN, 0};
           if (poll(&wake, 1, 50 * reconnects) > 0) return;
-          fd_ = ConnectAndAnnounce(host_, port_, key_, &error);
+          fd_ = Connect(host_, port_, &error);
         }
         if (fd_ < 0) return;
+        nonce.clear();
+        announced = false;
         last_echo = Clock::now();
         next_ping = last_echo;
       }

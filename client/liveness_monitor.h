@@ -1,6 +1,8 @@
 // LivenessMonitor: watches that the server process is still running, from a thread of its own.
-// It connects to the server's liveness port (Welcome.liveness_port), announces the session's
-// liveness key and sends one byte every interval; the server echoes each at once. When no echo
+// It connects to the server's liveness port (Welcome.liveness_port), answers the nonce the server
+// sends first with the session's liveness key and its proof under the liveness secret
+// (proto/session_proof.h: KeepaliveProof), and sends one byte every interval; the server echoes
+// each at once. When no echo
 // has come for `timeout_ms` (the server is stopped, wedged as a whole, or its host is gone) it
 // calls `on_silent` once, which abandons the connection so that every waiting and later call
 // fails instead of hanging. The server in turn sees the client's keepalives. A connection the
@@ -22,9 +24,12 @@ namespace rgpu::client {
 class LivenessMonitor {
  public:
   using SilentCallback = std::function<void(const std::string& why)>;
-  // Connects to host:port and starts watching. Fails when the port cannot be reached.
-  static Status Start(const std::string& host, uint16_t port, uint64_t key, int timeout_ms,
-                      SilentCallback on_silent, std::unique_ptr<LivenessMonitor>* out);
+  // Connects to host:port and starts watching; the announcement is made on the monitor's
+  // thread, so starting costs no round trip but the connection's. Fails when the port cannot be
+  // reached or `secret` is empty.
+  static Status Start(const std::string& host, uint16_t port, uint64_t key,
+                      const std::string& secret, int timeout_ms, SilentCallback on_silent,
+                      std::unique_ptr<LivenessMonitor>* out);
   // Stops the thread and closes the connection.
   ~LivenessMonitor();
 
@@ -37,6 +42,7 @@ class LivenessMonitor {
   std::string host_;
   uint16_t port_ = 0;
   uint64_t key_ = 0;
+  std::string secret_;
   int wake_fd_ = -1;  // eventfd that ends Loop()
   int timeout_ms_ = 0;
   SilentCallback on_silent_;

@@ -9,19 +9,27 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "common/log.h"
+#include "proto/crypto.h"
+#include "proto/keepalive_proof.h"
 
 namespace rgpu::server {
 
 namespace {
-// One client connection: the announced session key arrives first, then keepalive bytes.
+// Bytes of an announcement: the session's key, then its proof.
+constexpr size_t kAnnouncementBytes = sizeof(uint64_t) + kKeepaliveProofBytes;
+
+// One client connection: the announcement (the session's key and its proof of the nonce the
+// service sent) arrives first, then keepalive bytes.
 struct Peer {
   int fd = -1;
-  uint64_t key = 0;
-  size_t id_bytes = 0;  // bytes of the key received so far
+  std::string nonce;         // sent at accept
+  std::string announcement;  // received so far, up to kAnnouncementBytes
+  uint64_t key = 0;          // once announced
   bool announced = false;
   std::string source;  // the peer's address, without its port
   std::chrono::steady_clock::time_point accepted;
@@ -88,9 +96,10 @@ void LivenessService::Stop() {
   listen_fd_ = wake_fd_ = -1;
 }
 
-void LivenessService::Admit(uint64_t key) {
+void LivenessService::Admit(uint64_t key, const std::string& secret) {
+  if (secret.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  admitted_.insert(key);
+  admitted_[key] = secret;
 }
 
 int64_t LivenessService::SilentMs(uint64_t key) {
@@ -194,19 +203,27 @@ void LivenessService::Loop() {
         continue;
       }
       size_t used = 0;
-      while (p.id_bytes < 8 && used < static_cast<size_t>(n)) {
-        p.key |= uint64_t{static_cast<uint8_t>(buf[used++])} << (8 * p.id_bytes++);
-      }
-      if (p.id_bytes < 8) continue;
       if (!p.announced) {
-        // Only a live session's key, and only once at a time.
+        used = std::min(static_cast<size_t>(n), kAnnouncementBytes - p.announcement.size());
+        p.announcement.append(buf, used);
+        if (p.announcement.size() < kAnnouncementBytes) continue;
+        uint64_t key = 0;
+        for (size_t b = 0; b < sizeof key; ++b) {
+          key |= uint64_t{static_cast<uint8_t>(p.announcement[b])} << (8 * b);
+        }
+        const std::string proof = p.announcement.substr(sizeof key);
+        // Only a live session's key with the proof of this connection's nonce under its secret,
+        // and only once at a time.
         std::lock_guard<std::mutex> lock(mu_);
-        if (admitted_.count(p.key) == 0 || connected_keys_.count(p.key) != 0) {
+        auto admitted = admitted_.find(key);
+        if (admitted == admitted_.end() || connected_keys_.count(key) != 0 ||
+            !VerifyKeepaliveProof(admitted->second, p.nonce, key, proof)) {
           close(p.fd);
           p.fd = -1;
           continue;
         }
-        connected_keys_.insert(p.key);
+        p.key = key;
+        connected_keys_.insert(key);
         p.announced = true;
       }
       {
@@ -264,6 +281,13 @@ void LivenessService::Loop() {
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        // The nonce the announcement must prove; a fresh connection's buffer takes it whole.
+        p.nonce = RandomBytes(kKeepaliveNonceBytes);
+        if (p.nonce.size() != kKeepaliveNonceBytes ||
+            write(fd, p.nonce.data(), p.nonce.size()) != static_cast<ssize_t>(p.nonce.size())) {
+          close(fd);
+          continue;
+        }
         peers.push_back(std::move(p));
       }
     }

@@ -1,16 +1,22 @@
 // LivenessService: a TCP echo port that tells clients this server process is still running, and
 // tells the server which clients still are.
 //
-// A session admits its liveness key (a random 64-bit number its Welcome gives the client) with
-// Admit. The client connects, announces the key (8 bytes, little-endian) and then sends one byte
-// every interval, which the service echoes at once. The service runs on a thread of its own, so a
+// A session admits its liveness key (a random 64-bit name) and secret (32 random bytes), which its
+// Welcome gives the client, with Admit. The service sends each connection it accepts a fresh
+// nonce (kKeepaliveNonceBytes); the client announces the key (8 bytes, little-endian) followed by
+// KeepaliveProof of the nonce under the secret (proto/session_proof.h), and then sends one byte
+// every interval, which the service echoes at once. The port is never encrypted, so an observer
+// learns the key and one nonce's proof, which no later connection accepts: it cannot take the
+// session's place on the port (the secret itself crosses only the session's own connection,
+// encrypted over tls://). The service runs on a thread of its own, so a
 // session busy with a long call keeps answering; a server that is stopped (SIGSTOP) or gone stops
 // answering as a whole, and its clients give up on it within their deadline. In the other
 // direction the service records when each session's client last sent a keepalive, and tells the
 // session when its client went away (the connection closed: the process died) or fell silent.
 //
 // The port is open to anyone, so it admits only peers that prove they hold a live session: a
-// connection must announce an admitted key within kAnnounceMs, one connection per key; until then
+// connection must announce an admitted key with its proof within kAnnounceMs, one connection per
+// key (a wrong proof closes the connection); until then
 // it is pending, and pending connections are bounded per source address and in all (the oldest
 // pending one, of the source or of all, makes room for a new one), so idle connections cannot
 // lock out a tenant: a tenant's fresh connection announces itself at once.
@@ -52,8 +58,9 @@ class LivenessService {
   uint16_t port() const { return port_; }
   // Stops the thread and closes every connection. Idempotent.
   void Stop();
-  // Lets a client announce `key` (a live session's). Any thread.
-  void Admit(uint64_t key);
+  // Lets a client that proves it holds `secret` announce `key` (a live session's); an empty
+  // secret admits nobody. Any thread.
+  void Admit(uint64_t key, const std::string& secret);
   // Milliseconds since the client holding liveness `key` last sent a keepalive; -1 when it never
   // announced itself (an old client, or one with keepalives turned off). Any thread.
   int64_t SilentMs(uint64_t key);
@@ -86,7 +93,7 @@ class LivenessService {
   uint16_t port_ = 0;
   std::thread thread_;
   std::mutex mu_;
-  std::set<uint64_t> admitted_;                                          // under mu_
+  std::map<uint64_t, std::string> admitted_;                             // key to secret; under mu_
   std::set<uint64_t> connected_keys_;                                    // under mu_
   std::map<uint64_t, std::chrono::steady_clock::time_point> lost_;       // closed when; under mu_
   std::map<uint64_t, std::chrono::steady_clock::time_point> last_seen_;  // under mu_

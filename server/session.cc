@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "proto/compact_frame.h"
 #include "proto/crypto.h"
+#include "proto/keepalive_proof.h"
 #include "proto/protocol_version.h"
 #include "proto/session_proof.h"
 #include "server/checked_size.h"
@@ -492,9 +493,11 @@ void Session::FillWelcome(wire::Welcome* w) {
     if (liveness_ != nullptr) {
       const std::string key = RandomBytes(sizeof liveness_key_);
       if (key.size() == sizeof liveness_key_) memcpy(&liveness_key_, key.data(), key.size());
-      liveness_->Admit(liveness_key_);
+      const std::string secret = RandomBytes(kKeepaliveSecretBytes);
+      liveness_->Admit(liveness_key_, secret);
       w->set_liveness_port(liveness_->port());
       w->set_liveness_key(liveness_key_);
+      w->set_liveness_secret(secret);
       // A client that is gone (its keepalive connection closed) or, with a client timeout,
       // silent has its session's waits ended and its kernels stopped, even while the session's
       // thread is inside a long wait (Run's own check only runs between messages). Forgotten in

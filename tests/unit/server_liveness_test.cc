@@ -12,6 +12,7 @@
 #include <chrono>
 #include <thread>
 
+#include "proto/keepalive_proof.h"
 #include "tests/unit/raw_peer.h"
 
 namespace rgpu {
@@ -43,10 +44,36 @@ int ConnectFrom(const char* source, uint16_t port) {
   return fd;
 }
 
-bool Announce(int fd, uint64_t key) {
-  uint8_t bytes[8];
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(key >> (8 * i));
-  return write(fd, bytes, 8) == 8;
+// The nonce the keepalive port sends a connection first; empty when none came within 5 s.
+std::string Nonce(int fd) {
+  std::string nonce;
+  while (nonce.size() < kKeepaliveNonceBytes) {
+    pollfd p = {fd, POLLIN, 0};
+    char buf[kKeepaliveNonceBytes];
+    if (poll(&p, 1, 5000) <= 0) return "";
+    const ssize_t n = read(fd, buf, kKeepaliveNonceBytes - nonce.size());
+    if (n <= 0) return "";
+    nonce.append(buf, n);
+  }
+  return nonce;
+}
+
+// Sends an announcement of `key` with `proof` (what an observer of the port could replay).
+bool AnnounceWithProof(int fd, uint64_t key, const std::string& proof) {
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>(key >> (8 * i)));
+  bytes += proof;
+  return write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+}
+
+// Reads the connection's nonce and announces `key` with its proof under `secret`; the proof
+// sent is stored in *proof when given.
+bool Announce(int fd, uint64_t key, const std::string& secret, std::string* proof = nullptr) {
+  const std::string nonce = Nonce(fd);
+  if (nonce.empty()) return false;
+  const std::string sent = KeepaliveProof(secret, nonce, key);
+  if (proof != nullptr) *proof = sent;
+  return AnnounceWithProof(fd, key, sent);
 }
 
 // Sends a keepalive byte and waits up to `ms` for its echo: 1 echoed, 0 closed, -1 no answer.
@@ -59,12 +86,19 @@ int Ping(int fd, int ms = 5000) {
   return read(fd, &c, 1) == 1 ? 1 : 0;
 }
 
-// True once the server has closed `fd` (read returns 0 or an error), within `ms`.
+// True once the server has closed `fd` (read returns 0 or an error), within `ms`; what it sent
+// before (its nonce) is read past.
 bool ClosedWithin(int fd, int ms) {
-  pollfd p = {fd, POLLIN, 0};
-  if (poll(&p, 1, ms) <= 0) return false;
-  char c;
-  return read(fd, &c, 1) <= 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    pollfd p = {fd, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+    char buf[64];
+    if (read(fd, buf, sizeof buf) <= 0) return true;
+  }
 }
 
 class ServerLivenessTest : public test::RawServerTest {
@@ -75,6 +109,7 @@ class ServerLivenessTest : public test::RawServerTest {
     uint64_t ctx = 0;
     uint16_t port = 0;
     uint64_t key = 0;
+    std::string secret;
     int keepalive = -1;
     ~Tenant() {
       if (keepalive >= 0) close(keepalive);
@@ -87,6 +122,7 @@ class ServerLivenessTest : public test::RawServerTest {
     EXPECT_EQ(w.welcome().status(), 0);
     t->port = static_cast<uint16_t>(w.welcome().liveness_port());
     t->key = w.welcome().liveness_key();
+    t->secret = w.welcome().liveness_secret();
     wire::Envelope r = Exchange(t->ch.get(), Call(1, Op::kCtxCreate, 0, {0, 0}));
     t->ctx = r.reply().values(0);
     return t;
@@ -132,7 +168,7 @@ class ServerFairShareTest : public ServerLivenessTest {
   void Check() {
     auto hostile = Open();
     hostile->keepalive = ConnectFrom("127.0.0.1", hostile->port);
-    ASSERT_TRUE(Announce(hostile->keepalive, hostile->key));
+    ASSERT_TRUE(Announce(hostile->keepalive, hostile->key, hostile->secret));
     ASSERT_EQ(Ping(hostile->keepalive), 1);
     const uint64_t spin = Kernel(*hostile, "spin");
     ASSERT_TRUE(hostile->ch->Send(Launch(4, *hostile, spin).SerializeAsString(), nullptr, 0).ok());
@@ -198,14 +234,14 @@ TEST_F(ServerLivenessTest, KeepalivePortAdmitsOnlyLiveSessions) {
   auto t = Open();
   const int stranger = ConnectFrom("127.0.0.1", t->port);
   ASSERT_GE(stranger, 0);
-  ASSERT_TRUE(Announce(stranger, t->key ^ 0x5a5a5a5a5a5a5a5aull));
+  ASSERT_TRUE(Announce(stranger, t->key ^ 0x5a5a5a5a5a5a5a5aull, t->secret));
   EXPECT_TRUE(ClosedWithin(stranger, 5000)) << "an unknown key was kept";
   close(stranger);
   t->keepalive = ConnectFrom("127.0.0.1", t->port);
-  ASSERT_TRUE(Announce(t->keepalive, t->key));
+  ASSERT_TRUE(Announce(t->keepalive, t->key, t->secret));
   EXPECT_EQ(Ping(t->keepalive), 1);
   const int twin = ConnectFrom("127.0.0.1", t->port);
-  ASSERT_TRUE(Announce(twin, t->key));
+  ASSERT_TRUE(Announce(twin, t->key, t->secret));
   EXPECT_TRUE(ClosedWithin(twin, 5000)) << "a second connection for one key was kept";
   close(twin);
   EXPECT_EQ(Ping(t->keepalive), 1);
@@ -213,6 +249,39 @@ TEST_F(ServerLivenessTest, KeepalivePortAdmitsOnlyLiveSessions) {
   const int silent = ConnectFrom("127.0.0.1", t->port);
   EXPECT_TRUE(ClosedWithin(silent, server::LivenessService::kAnnounceMs + 3000));
   close(silent);
+}
+
+// The keepalive port is never encrypted, so an observer learns a session's key and the proofs
+// its client sends. Neither takes the session's place: a connection announcing the key with the
+// proof of another connection's nonce (a replay), or under another secret, or followed by
+// keepalive bytes only (what the port asked before), is closed, while the slot is free; the
+// client's own connection then gets in.
+TEST_F(ServerLivenessTest, KeepaliveAnnouncementCannotBeReplayed) {
+  auto t = Open();
+  ASSERT_EQ(t->secret.size(), kKeepaliveSecretBytes);
+  t->keepalive = ConnectFrom("127.0.0.1", t->port);
+  const std::string nonce = Nonce(t->keepalive);
+  ASSERT_FALSE(nonce.empty());
+  const std::string observed = KeepaliveProof(t->secret, nonce, t->key);
+
+  const int replay = ConnectFrom("127.0.0.1", t->port);
+  ASSERT_FALSE(Nonce(replay).empty());
+  ASSERT_TRUE(AnnounceWithProof(replay, t->key, observed));
+  EXPECT_TRUE(ClosedWithin(replay, 5000)) << "a replayed announcement took the session's slot";
+  close(replay);
+
+  const int forged = ConnectFrom("127.0.0.1", t->port);
+  ASSERT_TRUE(Announce(forged, t->key, std::string(kKeepaliveSecretBytes, 'x')));
+  EXPECT_TRUE(ClosedWithin(forged, 5000)) << "a proof under another secret was accepted";
+  close(forged);
+
+  const int bare = ConnectFrom("127.0.0.1", t->port);
+  ASSERT_TRUE(AnnounceWithProof(bare, t->key, std::string(kKeepaliveProofBytes, 'k')));
+  EXPECT_TRUE(ClosedWithin(bare, 5000)) << "the key alone was accepted";
+  close(bare);
+
+  ASSERT_TRUE(AnnounceWithProof(t->keepalive, t->key, observed));
+  EXPECT_EQ(Ping(t->keepalive), 1) << "the client's own connection was refused";
 }
 
 // The audit: 4,096 idle connections made the next tenant's keepalives fail as if the server had
@@ -237,7 +306,7 @@ TEST_F(ServerLivenessTest, IdleConnectionsDoNotLockOutATenant) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   t->keepalive = ConnectFrom("127.0.0.1", t->port);
   ASSERT_GE(t->keepalive, 0);
-  ASSERT_TRUE(Announce(t->keepalive, t->key));
+  ASSERT_TRUE(Announce(t->keepalive, t->key, t->secret));
   EXPECT_EQ(Ping(t->keepalive), 1) << "the tenant's keepalive was not answered";
   for (int fd : idle) close(fd);
   EXPECT_EQ(Result(t->ch.get(), Call(9, Op::kMemGetInfo, t->ctx, {})), CUDA_SUCCESS);
