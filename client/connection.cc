@@ -190,6 +190,9 @@ constexpr size_t kBatchPayloadLimit = 16 * 1024;
 // A batch is sent once it holds this many calls or payload bytes.
 constexpr int kBatchCalls = 128;
 constexpr size_t kBatchBytes = 64 * 1024;
+// The largest batch: under kBatchBytes, then one posted call's payload and the waited call's,
+// each after up to 15 bytes of alignment. The server refuses larger ones unread.
+static_assert(kBatchBytes + 2 * (kBatchPayloadLimit + 15) <= kMaxBatchPayloadBytes);
 // The in-flight window: posted calls (and bytes) sent without a reply before the connection
 // waits for the server. Well below the server's default queue bounds (4096 messages, 1 GiB).
 constexpr size_t kWindowCalls = 2048;

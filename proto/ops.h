@@ -34,6 +34,11 @@ struct OpInfo {
   bool moves_memory;  // a copy or a memset (Memcpy*, Memset*): metered as memory time
 };
 
+// The most payload one Batch message carries, its calls' together (rgpu.proto, Batch): the client
+// sends a call with a larger payload in a message of its own, and the server refuses a larger
+// batch without reading its payload.
+constexpr size_t kMaxBatchPayloadBytes = size_t{1} << 20;
+
 // The description of `op`, or nullptr if `op` is not a known operation.
 const OpInfo* FindOp(uint32_t op);
 

@@ -1,8 +1,9 @@
 // The server's side of proto/calls.def, generated: for each operation, Serve<Name> decodes its
 // arguments (each checked to be of its kind), resolves its handles to the session's records
 // (each checked to belong to the call's context), makes the checks the row lists (ranges of the
-// session's memory, payload sizes, all overflow-checked), runs Handle<Name> and encodes its
-// results. No handler sees a value the table did not vouch for.
+// session's memory, payload sizes, all overflow-checked), fetches a payload still waiting in the
+// transport (Session::TakePayload), runs Handle<Name> and encodes its results. No handler sees a
+// value the table did not vouch for, and no payload is read before its call was checked.
 #include <cstring>
 
 #include "common/log.h"
@@ -45,18 +46,19 @@ namespace rgpu::server {
   if (!CheckPitchedBox(cs, in.ptr, in.pitch, in.rows, in.width, in.height, in.depth, #ptr)) { \
     return CUDA_ERROR_INVALID_VALUE;                                                          \
   }
-#define RGPU_CALL(Name, mode, context, payload_in, payload_out, arg_list, result_list, checks) \
-  CUresult Session::Serve##Name(CallState& cs) {                                               \
-    calls::Name::Args raw;                                                                     \
-    if (!calls::DecodeArgs(cs.call->args().data(), &raw)) {                                    \
-      cs.detail = "an argument of " #Name " is out of its range";                              \
-      return CUDA_ERROR_INVALID_VALUE;                                                         \
-    }                                                                                          \
-    Name##In in;                                                                               \
-    arg_list checks calls::Name::Results out;                                                  \
-    const CUresult r = Handle##Name(cs, in, &out);                                             \
-    if (r == CUDA_SUCCESS) calls::EncodeResults(out, cs.reply);                                \
-    return r;                                                                                  \
+#define RGPU_CALL(Name, mode, context, payload_in, payload_out, arg_list, result_list, checks)  \
+  CUresult Session::Serve##Name(CallState& cs) {                                                \
+    calls::Name::Args raw;                                                                      \
+    if (!calls::DecodeArgs(cs.call->args().data(), &raw)) {                                     \
+      cs.detail = "an argument of " #Name " is out of its range";                               \
+      return CUDA_ERROR_INVALID_VALUE;                                                          \
+    }                                                                                           \
+    Name##In in;                                                                                \
+    arg_list checks if (CUresult r = TakePayload(cs, Op::k##Name); r != CUDA_SUCCESS) return r; \
+    calls::Name::Results out;                                                                   \
+    const CUresult r = Handle##Name(cs, in, &out);                                              \
+    if (r == CUDA_SUCCESS) calls::EncodeResults(out, cs.reply);                                 \
+    return r;                                                                                   \
   }
 #include "proto/calls.def"
 #undef RGPU_CALL

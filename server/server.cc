@@ -497,9 +497,10 @@ void Server::Serve() {
         copts.max_message_bytes =
             std::max<size_t>(copts.max_message_bytes, d.total_mem() + (1 << 20));
       }
-      // A backend whose device memory the server can address receives large transfers straight
-      // into it: their payloads wait until the session has ordered the copy (Session::Serve).
-      if (driver_.softgpuMemDirectAccess != nullptr) copts.defer_payload_bytes = kDirectCopyBytes;
+      // Large payloads wait in the transport until the session has checked their call
+      // (Session::Serve): one a call cannot take is never read into this process; a backend
+      // whose device memory the server can address receives a copy's straight into it.
+      copts.defer_payload_bytes = kDirectCopyBytes;
       std::unique_ptr<Channel> channel;
       Status st = p->Accept(copts, &channel);
       if (!st.ok()) {

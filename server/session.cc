@@ -605,6 +605,18 @@ bool Session::Serve(ReceivedMessage& m) {
     return in.goodbye().status() == 0;
   }
   if (in.body_case() == wire::Envelope::kCall) return ServeSingle(in.call(), m, false);
+  if (in.body_case() != wire::Envelope::kBatch) {
+    CloseWithReason("unexpected message kind " + std::to_string(in.body_case()) +
+                    " in a running session");
+    return false;
+  }
+  // A batch's payload is fetched only within the bound the client keeps (proto/ops.h); a larger
+  // one is left where it waits in the transport, and dropped with the session.
+  if (m.payload_size > kMaxBatchPayloadBytes) {
+    CloseWithReason("a batch of " + std::to_string(m.payload_size) + " payload bytes (at most " +
+                    std::to_string(kMaxBatchPayloadBytes) + ")");
+    return false;
+  }
   if (m.payload_pending) {
     Status s = channel_->FetchPayload(&m, nullptr);
     if (!s.ok()) {
@@ -613,40 +625,37 @@ bool Session::Serve(ReceivedMessage& m) {
       return false;
     }
   }
-  if (in.body_case() == wire::Envelope::kBatch) {
-    const wire::Batch& b = in.batch();
-    // Each non-empty payload starts at the next 16-byte boundary (rgpu.proto, Batch).
-    std::vector<uint64_t> offsets;
-    uint64_t end = 0;
-    bool valid = b.calls_size() == b.payload_sizes_size();
-    for (int i = 0; valid && i < b.payload_sizes_size(); ++i) {
-      const uint64_t start = b.payload_sizes(i) == 0 ? end : (end + 15) & ~uint64_t{15};
-      valid = start <= m.payload_size && b.payload_sizes(i) <= m.payload_size - start;
-      end = start + (valid ? b.payload_sizes(i) : 0);
-      offsets.push_back(start);
-      // Only the last call may wait for a reply.
-      if (i + 1 < b.calls_size() && !b.calls(i).posted()) valid = false;
-    }
-    if (!valid || end != m.payload_size) {
-      CloseWithReason("malformed batch (" + std::to_string(b.calls_size()) + " calls, " +
-                      std::to_string(b.payload_sizes_size()) + " sizes, " +
-                      std::to_string(m.payload_size) + " payload bytes)");
-      return false;
-    }
-    for (int i = 0; i < b.calls_size(); ++i) {
-      if (!ServeCall(b.calls(i), m.payload + offsets[i], b.payload_sizes(i))) return false;
-    }
-    return true;
+  const wire::Batch& b = in.batch();
+  // Each non-empty payload starts at the next 16-byte boundary (rgpu.proto, Batch).
+  std::vector<uint64_t> offsets;
+  uint64_t end = 0;
+  bool valid = b.calls_size() == b.payload_sizes_size();
+  for (int i = 0; valid && i < b.payload_sizes_size(); ++i) {
+    const uint64_t start = b.payload_sizes(i) == 0 ? end : (end + 15) & ~uint64_t{15};
+    valid = start <= m.payload_size && b.payload_sizes(i) <= m.payload_size - start;
+    end = start + (valid ? b.payload_sizes(i) : 0);
+    offsets.push_back(start);
+    // Only the last call may wait for a reply.
+    if (i + 1 < b.calls_size() && !b.calls(i).posted()) valid = false;
   }
-  CloseWithReason("unexpected message kind " + std::to_string(in.body_case()) +
-                  " in a running session");
-  return false;
+  if (!valid || end != m.payload_size) {
+    CloseWithReason("malformed batch (" + std::to_string(b.calls_size()) + " calls, " +
+                    std::to_string(b.payload_sizes_size()) + " sizes, " +
+                    std::to_string(m.payload_size) + " payload bytes)");
+    return false;
+  }
+  for (int i = 0; i < b.calls_size(); ++i) {
+    if (!ServeCall(b.calls(i), m.payload + offsets[i], b.payload_sizes(i))) return false;
+  }
+  return true;
 }
 
 bool Session::ServeSingle(const wire::Call& call, ReceivedMessage& m, bool compact_reply) {
-  if (m.payload_pending && call.op() != static_cast<uint32_t>(Op::kMemcpyHtoD) &&
-      m.payload_size <= LargestPayload(FindOp(call.op()))) {
-    // Only host-to-device copies take their payload straight into device memory.
+  const OpInfo* info = FindOp(call.op());
+  if (m.payload_pending && info != nullptr && info->payload_in != PayloadKind::kData &&
+      m.payload_size <= LargestPayload(call.op())) {
+    // A name, an image or launch parameters, within their bound. Data (a copy's bytes, a link
+    // input, a graph) waits until its call has been checked (TakePayload).
     Status s = channel_->FetchPayload(&m, nullptr);
     if (!s.ok()) {
       RGPU_LOG_INFO("session %llu: payload lost (%s)", (unsigned long long)id_,
@@ -660,8 +669,18 @@ bool Session::ServeSingle(const wire::Call& call, ReceivedMessage& m, bool compa
   return ok;
 }
 
-uint64_t Session::LargestPayload(const OpInfo* info) const {
+uint64_t Session::LargestPayload(uint32_t op) const {
+  const OpInfo* info = FindOp(op);
   if (info == nullptr) return 0;
+  switch (static_cast<Op>(op)) {
+    case Op::kLinkCreate:  // its options, far less
+    case Op::kLinkAddData:
+      return limits_.max_module_bytes;
+    case Op::kGraphRecord:
+      return limits_.max_graph_bytes;
+    default:
+      break;
+  }
   switch (info->payload_in) {
     case PayloadKind::kNone:
       return 0;
@@ -674,7 +693,19 @@ uint64_t Session::LargestPayload(const OpInfo* info) const {
     case PayloadKind::kData:
       break;
   }
-  return UINT64_MAX;  // a copy's: checked against its size and range by its handler
+  return UINT64_MAX;  // a copy's: its row checks its size against its arguments (TakePayload)
+}
+
+CUresult Session::TakePayload(CallState& cs, Op op) {
+  if (cs.unfetched == nullptr || op == Op::kMemcpyHtoD) return CUDA_SUCCESS;
+  Status s = channel_->FetchPayload(cs.unfetched, nullptr);
+  if (!s.ok()) {
+    cs.detail = "payload lost: " + s.ToString();
+    return CUDA_ERROR_UNKNOWN;
+  }
+  cs.payload = cs.unfetched->payload;
+  cs.unfetched = nullptr;
+  return CUDA_SUCCESS;
 }
 
 CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
@@ -702,9 +733,10 @@ CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
     cs.detail = std::string(info->name) + " needs a name of at most 4 KiB";
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (cs.payload_size > LargestPayload(info)) {
-    cs.detail = std::string(info->name) + " takes at most " + std::to_string(LargestPayload(info)) +
-                " bytes of payload, got " + std::to_string(cs.payload_size);
+  if (cs.payload_size > LargestPayload(call.op())) {
+    cs.detail = std::string(info->name) + " takes at most " +
+                std::to_string(LargestPayload(call.op())) + " bytes of payload, got " +
+                std::to_string(cs.payload_size);
     // An image past the module bound is one the server will not load, as the driver says of
     // one it cannot.
     return info->payload_in == PayloadKind::kImage ? CUDA_ERROR_INVALID_IMAGE

@@ -360,9 +360,16 @@ class Session {
   // and take a payload, its context), then its operation; meters it. cs carries the call, its
   // payload and where its results go; cs.detail says why it failed.
   CUresult RunCall(const wire::Call& call, CallState& cs);
-  // The largest payload a call of `info` can take (0 for an unknown operation): a larger one,
-  // still waiting in the transport, is not read into memory (the call fails its payload check).
-  uint64_t LargestPayload(const OpInfo* info) const;
+  // The largest payload a call of operation `op` can take (0 for an unknown operation): a larger
+  // one, still waiting in the transport, is not read into memory (the call fails its payload
+  // check). A copy's is unbounded here: its row's checks derive its exact size from its
+  // arguments before TakePayload fetches it.
+  uint64_t LargestPayload(uint32_t op) const;
+  // Fetches the payload of cs, if it still waits in the transport, into a buffer of the
+  // channel's, once the call's arguments and payload size were checked (server/call_dispatch.cc,
+  // before every handler); a host-to-device copy's is left for its handler, which fetches it
+  // into device memory where it can. Fails only when the payload was lost (the peer is gone).
+  CUresult TakePayload(CallState& cs, Op op);
   // Runs the operation of cs.call: decodes and checks its arguments, resolves its handles, makes
   // the checks calls.def gives it, runs its handler and encodes its results
   // (server/call_dispatch.cc, generated from proto/calls.def).

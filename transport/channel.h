@@ -35,7 +35,8 @@ struct ChannelOptions {
   // Rendezvous payloads of at least this many bytes (0: none) are not fetched when they arrive:
   // Receive returns their message with payload_pending set, and the receiver fetches the payload
   // with FetchPayload into a buffer of its choice (one that may only be written once earlier work
-  // is done, such as device memory).
+  // is done, such as device memory). A peer that sends such a payload so that it cannot wait
+  // (UCX's eager protocol, which the sender chooses) is cut off as by the queue bounds.
   size_t defer_payload_bytes = 0;
 };
 

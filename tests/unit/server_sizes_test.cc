@@ -4,6 +4,8 @@
 // crash or a partial write before the checks existed.
 #include <gtest/gtest.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 
 #include "tests/unit/raw_peer.h"
@@ -143,31 +145,124 @@ TEST_F(ServerSizesTest, PayloadsThatDoNotMatchTheCallAreRefused) {
   EXPECT_EQ(Result(ch.get(), Call(11, Op::kCtxSynchronize, ctx, {})), CUDA_SUCCESS);
 }
 
+// The most memory this process (in which the server runs) has held since the last
+// ResetPeakResident, in bytes: what a payload read whole and freed again leaves behind.
+uint64_t PeakResident() {
+  uint64_t kib = 0;
+  FILE* f = fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  while (fgets(line, sizeof line, f) != nullptr) {
+    if (sscanf(line, "VmHWM: %" SCNu64 " kB", &kib) == 1) break;
+  }
+  fclose(f);
+  return kib * 1024;
+}
+void ResetPeakResident() {
+  FILE* f = fopen("/proc/self/clear_refs", "w");
+  ASSERT_NE(f, nullptr);
+  fputs("5", f);
+  fclose(f);
+}
+
 // A large payload beside a call that cannot take it is not read into the server's memory: it is
 // dropped where it waits in the transport, and the call fails. (It was fetched whole first, up to
 // a device's memory per message, and only then refused.)
+void ExpectUntakablePayloadsAreNotRead(Channel* ch, uint64_t ctx) {
+  const std::string big(size_t{256} << 20, 'x');
+  ResetPeakResident();
+  const uint64_t before = PeakResident();
+  wire::Envelope r = Exchange(ch, Call(3, Op::kCtxSynchronize, ctx, {}), big);
+  EXPECT_EQ(r.reply().result(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(r.reply().message().find("payload"), std::string::npos) << r.reply().message();
+  r = Exchange(ch, Call(4, Op::kModuleGetFunction, ctx, {0}), big);
+  EXPECT_EQ(r.reply().result(), CUDA_ERROR_INVALID_VALUE);
+  // The server runs in this process: it never grew by anything like one of the payloads.
+  EXPECT_LT(PeakResident(), before + (uint64_t{64} << 20));
+}
+
 TEST_F(ServerSizesTest, APayloadACallCannotTakeIsNotReadIntoMemory) {
   auto ch = Connect();
   const uint64_t ctx = OpenSession(ch.get());
-  auto resident = [] {
-    long pages = 0, resident_pages = 0;
-    FILE* f = fopen("/proc/self/statm", "r");
-    if (f != nullptr) {
-      if (fscanf(f, "%ld %ld", &pages, &resident_pages) != 2) resident_pages = 0;
-      fclose(f);
-    }
-    return static_cast<uint64_t>(resident_pages) * 4096;
-  };
-  const std::string big(size_t{256} << 20, 'x');
-  const uint64_t before = resident();
-  wire::Envelope r = Exchange(ch.get(), Call(3, Op::kCtxSynchronize, ctx, {}), big);
-  EXPECT_EQ(r.reply().result(), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_NE(r.reply().message().find("payload"), std::string::npos) << r.reply().message();
-  r = Exchange(ch.get(), Call(4, Op::kModuleGetFunction, ctx, {0}), big);
-  EXPECT_EQ(r.reply().result(), CUDA_ERROR_INVALID_VALUE);
-  // The server runs in this process: it grew by far less than one of the payloads.
-  EXPECT_LT(resident(), before + (uint64_t{64} << 20));
+  ExpectUntakablePayloadsAreNotRead(ch.get(), ctx);
   ExpectAlive(ch.get(), ctx);
+}
+
+// The same on a backend whose device memory the server cannot address (as NVIDIA's): payloads
+// there were read whole as they arrived, since only copies into addressable device memory
+// waited in the transport.
+class ServerSizesNoExtensionsTest : public ServerSizesTest {
+ protected:
+  ServerSizesNoExtensionsTest() { options_.backend_extensions = false; }
+};
+
+TEST_F(ServerSizesNoExtensionsTest, APayloadACallCannotTakeIsNotReadIntoMemory) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  ExpectUntakablePayloadsAreNotRead(ch.get(), ctx);
+  ExpectAlive(ch.get(), ctx);
+  // A copy's large payload is still taken, through a buffer.
+  const uint64_t dst = Alloc(ch.get(), ctx, 4 << 20);
+  ASSERT_NE(dst, 0u);
+  std::string data(4 << 20, 0);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + (i >> 12));
+  EXPECT_EQ(Result(ch.get(), Call(5, Op::kMemcpyHtoD, ctx, {dst, data.size(), 0, 0}), data),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Read(ch.get(), ctx, dst, data.size()), data);
+}
+
+// The data a call takes (a copy's bytes, a link input, a recorded graph) is read only once its
+// call has been checked: against its arguments (a copy's rows, its array, a link state) or its
+// bound (a graph: --max-graph-mib). Each was read whole first, up to a device's memory.
+TEST_F(ServerSizesNoExtensionsTest, DataIsReadOnlyOnceItsCallWasChecked) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t dst = Alloc(ch.get(), ctx, 256);
+  ASSERT_NE(dst, 0u);
+  const std::string big(size_t{256} << 20, 'd');
+  ResetPeakResident();
+  const uint64_t before = PeakResident();
+  EXPECT_EQ(Result(ch.get(), Call(3, Op::kMemcpy2DHtoD, ctx, {dst, 32, 16, 4, 0, 0}), big),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(Result(ch.get(), Call(4, Op::kMemcpyHtoArray, ctx, {77, 0, 0, 0, 16, 1, 1, 0}), big),
+            CUDA_SUCCESS);
+  EXPECT_NE(Result(ch.get(), Call(5, Op::kLinkAddData, ctx, {77, 0}), big), CUDA_SUCCESS);
+  EXPECT_NE(Result(ch.get(), Call(6, Op::kGraphRecord, 0, {}), big), CUDA_SUCCESS);
+  EXPECT_LT(PeakResident(), before + (uint64_t{64} << 20));
+  ExpectAlive(ch.get(), ctx);
+  // Checked, a row's data is taken.
+  EXPECT_EQ(Result(ch.get(), Call(7, Op::kMemcpy2DHtoD, ctx, {dst, 32, 16, 4, 0, 0}),
+                   std::string(64, 'r')),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Read(ch.get(), ctx, dst + 32, 16), std::string(16, 'r'));
+}
+
+// A batch's payload is fetched only within the bound the client keeps (kMaxBatchPayloadBytes): a
+// larger one (a posted copy of 256 MiB) closes the session, unread. It was read whole first.
+TEST_F(ServerSizesNoExtensionsTest, ABatchPastItsBoundIsNotReadIntoMemory) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t dst = Alloc(ch.get(), ctx, 256 << 20);
+  ASSERT_NE(dst, 0u);
+  const std::string big(size_t{256} << 20, 'x');
+  BatchBuilder batch;
+  batch.Add(Call(3, Op::kMemcpyHtoD, ctx, {dst, big.size(), 0, 0}, true), big);
+  batch.Add(Call(4, Op::kCtxSynchronize, ctx, {}), "");
+  ResetPeakResident();
+  const uint64_t before = PeakResident();
+  const wire::Envelope bye = Exchange(ch.get(), batch.envelope, batch.payload);
+  EXPECT_LT(PeakResident(), before + (uint64_t{64} << 20));
+  ASSERT_EQ(bye.body_case(), wire::Envelope::kGoodbye);
+  EXPECT_NE(bye.goodbye().reason().find("batch"), std::string::npos) << bye.goodbye().reason();
+  // Within the bound, a batch is served.
+  auto ok = Connect();
+  const uint64_t ok_ctx = OpenSession(ok.get());
+  const uint64_t small = Alloc(ok.get(), ok_ctx, 4096);
+  BatchBuilder fits;
+  fits.Add(Call(3, Op::kMemcpyHtoD, ok_ctx, {small, 4096, 0, 0}, true), std::string(4096, 'y'));
+  fits.Add(Call(4, Op::kCtxSynchronize, ok_ctx, {}), "");
+  EXPECT_EQ(Exchange(ok.get(), fits.envelope, fits.payload).reply().result(), CUDA_SUCCESS);
+  EXPECT_EQ(Read(ok.get(), ok_ctx, small, 4096), std::string(4096, 'y'));
 }
 
 }  // namespace

@@ -276,6 +276,53 @@ TEST_P(TransportTest, OversizedMessageIsRefused) {
   EXPECT_NE(server_status.message().find("limit"), std::string::npos);
 }
 
+// A payload past defer_payload_bytes must wait for FetchPayload: a sender that makes it arrive
+// whole (UCX's eager protocol, chosen by the sender) is cut off, so that it cannot make the
+// receiver hold a message of any size before the receiver has seen its header; over kernel
+// sockets the receiver defers it by its declared size, whatever the sender does.
+TEST_P(TransportTest, AnEagerPayloadPastTheDeferralBoundIsRefused) {
+  TransportUrl url = Listen();
+  Status server_status;
+  bool pending = false;
+  std::thread server([&] {
+    std::unique_ptr<PendingConnection> p;
+    server_status = listener_->WaitConnection(10000, &p);
+    if (!server_status.ok()) return;
+    ChannelOptions options;
+    options.defer_payload_bytes = size_t{1} << 20;
+    std::unique_ptr<Channel> ch;
+    server_status = p->Accept(options, &ch);
+    if (!server_status.ok()) return;
+    ReceivedMessage m;
+    server_status = ch->Receive(10000, &m);
+    pending = m.payload_pending;
+    ch->Send("bye", nullptr, 0);
+    ReceivedMessage done;
+    ch->Receive(5000, &done);
+  });
+  ChannelOptions eager;
+  eager.rendezvous_threshold = SIZE_MAX;
+  std::unique_ptr<Channel> ch;
+  EXPECT_TRUE(ConnectChannel(url, eager, &ch).ok());
+  std::vector<char> large(size_t{2} << 20, 'e');
+  if (ch != nullptr) {
+    if (ch->Post("large", large.data(), large.size()).ok()) {
+      ReceivedMessage m;
+      ch->Receive(10000, &m);
+    }
+    ch.reset();
+  }
+  server.join();
+  const std::string scheme = GetParam();
+  if (scheme == "tcp" || scheme == "shm") {
+    EXPECT_EQ(server_status.code(), Status::Code::kResourceExhausted) << server_status.ToString();
+    EXPECT_NE(server_status.message().find("eagerly"), std::string::npos);
+  } else {
+    EXPECT_TRUE(server_status.ok()) << server_status.ToString();
+    EXPECT_TRUE(pending);
+  }
+}
+
 // With defer_payload_bytes, large payloads wait for FetchPayload: one lands in a buffer the
 // receiver chose after it saw the header, one in a buffer of the channel's, and one that is never
 // fetched is dropped by the next Receive while the sender's Flush still completes. Small

@@ -702,6 +702,15 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
                           std::to_string(o.max_queued_bytes) + " bytes)");
     return UCS_OK;
   }
+  if (o.defer_payload_bytes > 0 && length >= o.defer_payload_bytes &&
+      !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    // Such a payload must wait for FetchPayload; sent eagerly (the sender's choice), UCX has
+    // already gathered it, and it goes no further.
+    self->overflow_ = ResourceExhausted("peer " + self->peer_ + " sent " + std::to_string(length) +
+                                        " payload bytes eagerly (at most " +
+                                        std::to_string(o.defer_payload_bytes) + " that way)");
+    return UCS_OK;
+  }
   self->queued_bytes_ += bytes;
   std::unique_ptr<Slot> slot = self->NewSlot();
   ReceivedMessage& m = slot->message;
