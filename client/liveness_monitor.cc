@@ -104,7 +104,9 @@ void LivenessMonitor::Loop() {
     const auto now = Clock::now();
     if (announced && now >= next_ping) {
       const char ping = 'k';
-      (void)!write(fd_, &ping, 1);  // a full buffer means no echoes either: the deadline decides
+      // A full buffer means no echoes either: the deadline decides. Never SIGPIPE: the
+      // program is not ours to signal (the server may have closed the connection).
+      (void)!send(fd_, &ping, 1, MSG_NOSIGNAL);
       next_ping = now + std::chrono::milliseconds(interval_ms);
     }
     const auto silent_ms =
@@ -131,7 +133,8 @@ void LivenessMonitor::Loop() {
         nonce.append(buf, std::min(static_cast<size_t>(got), kKeepaliveNonceBytes - nonce.size()));
         if (nonce.size() < kKeepaliveNonceBytes) continue;
         const std::string announcement = Announcement(key_, secret_, nonce);
-        (void)!write(fd_, announcement.data(), announcement.size());  // as a ping: echoes decide
+        // As a ping: echoes decide.
+        (void)!send(fd_, announcement.data(), announcement.size(), MSG_NOSIGNAL);
         announced = true;
         next_ping = last_echo;
       } else if (got > 0) {
