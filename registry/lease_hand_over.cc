@@ -230,6 +230,8 @@ LeaseRow RegistryService::CompleteHandOver(LeaseRow* lease) {
   if (to != gpu_by_id_.end()) lease->server_name = gpus_[to->second].row.server_name;
   lease->moving_to.clear();
   lease->moving_since_ms = 0;
+  lease->handed_over_ms = Now();
+  lease->holder_claimed = false;
   notice_moves_.erase(lease->lease_id);
   if (lease->ending_ms > 0) {
     // Its notice was its old GPU's (a window that closed there, a preemption there): it has left.

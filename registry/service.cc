@@ -112,6 +112,37 @@ bool ValidName(const std::string& name) {
   return true;
 }
 
+// True when `text` is at most `max` printable ASCII characters.
+bool PrintableWithin(const std::string& text, size_t max) {
+  if (text.size() > max) return false;
+  for (char c : text) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+// Why a registration's GPUs are refused as a whole, or "" (every count, index and string within
+// its bound, so that one provider cannot fill the registry's memory, store or answers).
+std::string CheckGpuSpecs(const RegisterRequest& req) {
+  if (req.gpus_size() > static_cast<int>(kMaxGpusPerServer)) {
+    return std::to_string(req.gpus_size()) + " GPUs on one server (at most " +
+           std::to_string(kMaxGpusPerServer) + ")";
+  }
+  std::set<uint32_t> indices;
+  for (const GpuSpec& spec : req.gpus()) {
+    if (spec.index() >= kMaxGpusPerServer || !indices.insert(spec.index()).second) {
+      return "GPU index " + std::to_string(spec.index()) + " is repeated or not below " +
+             std::to_string(kMaxGpusPerServer);
+    }
+    if (!PrintableWithin(spec.model(), 128) || !PrintableWithin(spec.uuid(), 64) ||
+        !PrintableWithin(spec.backend(), 32)) {
+      return "GPU " + std::to_string(spec.index()) +
+             ": a model (128), uuid (64) or backend (32) longer than its bound or not printable";
+    }
+  }
+  return "";
+}
+
 std::string GpuId(const std::string& server, uint32_t index) {
   return server + "/" + std::to_string(index);
 }
@@ -369,11 +400,24 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "server " + req->server_name() + "'s availability refused: " + why);
   }
+  if (const std::string why = CheckGpuSpecs(*req); !why.empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "server " + req->server_name() + "'s GPUs refused: " + why);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto existing = servers_.find(req->server_name());
   if (existing != servers_.end() && existing->second.provider != provider) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "server " + req->server_name() + " belongs to another provider");
+  }
+  if (existing == servers_.end()) {
+    size_t owned = 0;
+    for (const auto& [name, other] : servers_) owned += other.provider == provider;
+    if (owned >= kMaxServersPerProvider) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "provider " + provider + " has " + std::to_string(owned) +
+                              " servers, the most one provider may register");
+    }
   }
   if (existing != servers_.end()) {
     if (const std::string why = ReservationBrokenBy(existing->second, req->availability(), Now());
@@ -600,7 +644,7 @@ void RegistryService::Sweep() {
   }
   RefreshWindows(now);
   RefreshReservations(now, /*end_finished=*/true);
-  std::vector<std::string> expired, unclaimed, noticed;
+  std::vector<std::string> expired, unclaimed, unarrived, noticed;
   for (const auto& [id, lease] : leases_) {
     if (lease.expires_ms <= now) {
       expired.push_back(id);
@@ -609,6 +653,11 @@ void RegistryService::Sweep() {
     } else if (lease.claimed_ms == 0 && options_.claim_timeout_ms > 0 &&
                now - std::max(lease.granted_ms, started_ms_) >= options_.claim_timeout_ms) {
       unclaimed.push_back(id);
+    } else if (lease.handed_over_ms > 0 && !lease.holder_claimed && options_.claim_timeout_ms > 0 &&
+               now - lease.handed_over_ms >= options_.claim_timeout_ms) {
+      // Its session never reached the GPU it was handed over to: a phantom hand-over, which
+      // would hold another provider's GPU for the lease's lifetime.
+      unarrived.push_back(id);
     }
   }
   for (const auto& id : expired) EndLease(id, "its lifetime is over");
@@ -617,6 +666,9 @@ void RegistryService::Sweep() {
     EndLease(id, why);
   }
   for (const auto& id : unclaimed) EndLease(id, "no session started under it (claim timeout)");
+  for (const auto& id : unarrived) {
+    EndLease(id, "its session never reached the GPU it was handed over to (claim timeout)");
+  }
   PersistHolders(ExpireHandOvers(now));
   Dispatch();
   lock.unlock();
@@ -1565,12 +1617,24 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
       it->second.claimed_ms = start_ms;
     }
   }
+  // A lease handed over is claimed again by its new holder's first record.
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const UsageRecord& r = rows[i].record;
+    auto it = leases_.find(r.lease_id());
+    if (fresh[i] && it != leases_.end() && !r.moved() &&
+        GpuId(r.server_name(), r.gpu_index()) == it->second.gpu_id) {
+      it->second.holder_claimed = true;
+    }
+  }
   bool ended = false;
   for (size_t i = 0; i < rows.size(); ++i) {
     const UsageRecord& r = rows[i].record;
     if (!r.session_ended() || !fresh[i]) continue;  // a retry freed it already
     auto lease = leases_.find(r.lease_id());
     if (lease == leases_.end() || lease->second.until_released) continue;
+    // Only the lease's holder ends it: an earlier holder's records are billed, but the session
+    // they tell of ended there, not where the lease is now.
+    if (GpuId(r.server_name(), r.gpu_index()) != lease->second.gpu_id) continue;
     ended = true;
     EndLease(r.lease_id(), "its session ended");
   }

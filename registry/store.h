@@ -76,6 +76,11 @@ struct LeaseRow {
     int64_t until_ms = 0;
   };
   std::vector<Holder> earlier;
+  // Since a hand-over completed (0: none since it was granted or the registry started), and
+  // whether its new holder has reported the session since: one that does not within the claim
+  // timeout ends it, as an unclaimed placement ends (not stored: a restart forgets it).
+  int64_t handed_over_ms = 0;
+  bool holder_claimed = false;
 };
 
 // GPUs held for a tenant over [start_ms, end_ms): gpu_ids each hold memory_bytes and share.

@@ -65,6 +65,7 @@ std::string CheckRecordShape(const UsageRecord& r) {
   uint64_t by_kind = 0;
   for (const auto& [kind, n] : r.calls_by_kind()) {
     if (!Identifier(kind)) return "a call kind must be an identifier of at most 64 characters";
+    if (n == 0) return "call kind " + kind + " counts no calls";
     by_kind = SaturatingAdd(by_kind, n);
   }
   if (by_kind > r.calls()) return "calls by kind add up to more than the calls";
@@ -111,6 +112,11 @@ std::string CheckRecordAgainstLease(const UsageRecord& r, const UsageContext& c,
   if (c.before != nullptr && r.start_ms() < c.before->last_end_ms) {
     return "overlaps the session's earlier records (they reach " +
            std::to_string(c.before->last_end_ms) + " ms)";
+  }
+  // An empty interval opens a session (its first observation) or closes it (its end, its move);
+  // between them it tells nothing and would only fill the store.
+  if (c.before != nullptr && r.end_ms() == r.start_ms() && !r.session_ended() && !r.moved()) {
+    return "an empty interval inside the session";
   }
   // Physical bounds on the session's totals, this record included. Both ends are bounded
   // above, so the differences and sums below cannot overflow.

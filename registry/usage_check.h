@@ -41,6 +41,9 @@ struct UsageLimits {
 
 // The most a GPU may advertise (GB/s): above NVLink-C2C (900 GB/s), the fastest host link there is.
 constexpr double kMaxAdvertisedBandwidthGbps = 1000;
+// A registration's GPUs (their indices are below this) and one provider's servers.
+constexpr uint32_t kMaxGpusPerServer = 64;
+constexpr size_t kMaxServersPerProvider = 256;
 
 // What the registry knows when it checks a record.
 struct UsageContext {
@@ -54,8 +57,8 @@ struct UsageContext {
 };
 
 // "" when the record is well formed on its own: ids, names, finite non-negative amounts,
-// end >= start, calls by kind (at most 512 identifiers of at most 64 characters, adding up to at
-// most `calls`); otherwise why not.
+// end >= start, calls by kind (at most 512 identifiers of at most 64 characters, each counting
+// some calls, adding up to at most `calls`); otherwise why not.
 std::string CheckRecordShape(const UsageRecord& r);
 
 // True when GPU `gpu_id` may bill `lease` for an interval ending at `end_ms`: it is the lease's

@@ -141,6 +141,75 @@ TEST_F(HandOverTest, TheLeaseFollowsItsSessionAndEachProviderBillsItsPart) {
   EXPECT_EQ(paid, (std::set<std::string>{"acme", "bolt"}));
 }
 
+// The holder a lease left may still bill what ran there before the move, but a session it says
+// ended there does not end the lease where it is now (it ended the tenant's moved session).
+TEST_F(HandOverTest, AnEarlierHolderCannotEndTheLease) {
+  now_ += 1000;
+  ASSERT_EQ(Stored(acme_, On("a1", "host-a", 0, 1, start_, start_ + 1000)), 1u);
+  HandOverReply h;
+  ASSERT_TRUE(HandOver(acme_, "host-b", &h).ok());
+  now_ += 1000;
+  std::string why;
+  ASSERT_EQ(Stored(acme_, On("a2", "host-a", 0, 1, start_ + 1000, start_ + 1500, true), &why), 1u)
+      << why;
+  ASSERT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
+  // A session of its own on host-a, "ended", within the time the lease was there.
+  Stored(acme_, On("a3", "host-a", 0, 2, start_ + 1200, start_ + 1400, false, true), &why);
+  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G) << "the lease was ended from host-a";
+  EXPECT_EQ(Gpu("host-b/1").leases(), 1u);
+  // Its holder's record of the session's end does end it.
+  now_ += 1000;
+  ASSERT_EQ(
+      Stored(bolt_, On("b1", "host-b", 1, 7, start_ + 1600, start_ + 3000, false, true), &why), 1u)
+      << why;
+  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 0u);
+}
+
+// A holder that hands its lease to another provider's GPU and completes the hand-over with its
+// own "moved" record, with no session ever arriving there, held that GPU for the lease's
+// lifetime. The new holder must report the session within the claim timeout, as a new
+// placement must.
+class PhantomHandOverTest : public HandOverTest {
+ protected:
+  static constexpr int64_t kClaimMs = 60000;
+  void SetUp() override {
+    configure_ = [](RegistryOptions* o) { o->claim_timeout_ms = kClaimMs; };
+    HandOverTest::SetUp();
+  }
+  // Hands the lease to host-b and completes the hand-over from host-a.
+  void MoveToB() {
+    now_ += 1000;
+    ASSERT_EQ(Stored(acme_, On("a1", "host-a", 0, 1, start_, start_ + 1000)), 1u);
+    HandOverReply h;
+    ASSERT_TRUE(HandOver(acme_, "host-b", &h).ok());
+    std::string why;
+    ASSERT_EQ(Stored(acme_, On("a2", "host-a", 0, 1, start_ + 1000, start_ + 1500, true), &why), 1u)
+        << why;
+    ASSERT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
+  }
+};
+
+TEST_F(PhantomHandOverTest, APhantomHandOverEndsAtTheClaimTimeoutOnItsTarget) {
+  MoveToB();
+  now_ += kClaimMs - 1000;
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
+  now_ += 2000;
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 0u) << "host-b is still held for no session";
+  EXPECT_EQ(Gpu("host-b/1").leases(), 0u);
+}
+
+TEST_F(PhantomHandOverTest, ASessionThatArrivedKeepsItsLease) {
+  MoveToB();
+  now_ += 1000;
+  std::string why;
+  ASSERT_EQ(Stored(bolt_, On("b1", "host-b", 1, 7, start_ + 1600, start_ + 2500), &why), 1u) << why;
+  now_ += 2 * kClaimMs;
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
+}
+
 TEST_F(HandOverTest, AHandOverThatDoesNotHappenGivesItsRoomBack) {
   HandOverReply h;
   ASSERT_TRUE(HandOver(acme_, "host-b", &h).ok());

@@ -42,6 +42,39 @@ TEST_F(ReachabilityTest, AServerWhereNothingListensTakesNoPlacements) {
   EXPECT_NE(g.error_message().find("tcp://127.0.0.1:1"), std::string::npos) << g.error_message();
 }
 
+// One provider key cannot fill the registry: a registration of 100,000 GPUs held the registry's
+// lock for seconds, grew its memory by hundreds of MB and made every GpuList answer too large to
+// send. GPUs per server, their indices and strings, and servers per provider are bounded.
+TEST_F(ReachabilityTest, ARegistrationPastItsBoundsIsRefused) {
+  RegisterReply reply;
+  std::vector<GpuSpec> many;
+  for (uint32_t i = 0; i <= kMaxGpusPerServer; ++i) many.push_back(Spec(i, 16 * G));
+  grpc::Status g = Register(provider_, "many", many, &reply);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << g.error_message();
+  many.pop_back();
+  EXPECT_TRUE(Register(provider_, "many", many, &reply).ok());
+  EXPECT_EQ(Register(provider_, "far", {Spec(kMaxGpusPerServer, 16 * G)}, &reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register(provider_, "twice", {Spec(1, 16 * G), Spec(1, 16 * G)}, &reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  GpuSpec long_model = Spec(0, 16 * G);
+  long_model.set_model(std::string(1 << 20, 'm'));
+  EXPECT_EQ(Register(provider_, "long", {long_model}, &reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  GpuSpec odd_uuid = Spec(0, 16 * G);
+  odd_uuid.set_uuid(std::string("GPU-\n\x01", 6));
+  EXPECT_EQ(Register(provider_, "odd", {odd_uuid}, &reply).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  for (size_t i = 1; i < kMaxServersPerProvider; ++i) {
+    ASSERT_TRUE(Register(provider_, "s" + std::to_string(i), {Spec(0, 16 * G)}, &reply).ok()) << i;
+  }
+  g = Register(provider_, "one-too-many", {Spec(0, 16 * G)}, &reply);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << g.error_message();
+  // A server it has already registers again, and the registry still answers.
+  EXPECT_TRUE(Register(provider_, "s1", {Spec(0, 16 * G)}, &reply).ok());
+  EXPECT_EQ(GpuState("many/63"), "available");
+}
+
 TEST_F(ReachabilityTest, AServerAnsweringWithTheWrongProofTakesNoPlacements) {
   // Something answers at the URL, but not the server that registered (it lacks the secret).
   responder_.set_lie(true);

@@ -216,6 +216,25 @@ TEST_F(UsageFraudTest, RepeatedIntervalsCannotMultiplyTheBill) {
   EXPECT_NEAR(Bill("alice").total(), most * 60'000 * 0.000001, 1e-12);
 }
 
+// Records that tell nothing cannot fill the store: an empty interval inside a session (at its
+// end, again and again: 110 records of 512 call kinds each per request were stored), and call
+// kinds that count no calls. A session's first observation and its end may be empty.
+TEST_F(UsageFraudTest, RecordsThatTellNothingAreRefused) {
+  EXPECT_EQ(ReportOne(Record("open", "alice", lease_, granted_, granted_)), "");
+  EXPECT_EQ(ReportOne(Record("run", "alice", lease_, granted_, granted_ + 1000)), "");
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NE(ReportOne(Record("empty" + std::to_string(i), "alice", lease_, granted_ + 1000,
+                               granted_ + 1000, 0))
+                  .find("empty interval"),
+              std::string::npos);
+  }
+  UsageRecord kinds = Record("kinds", "alice", lease_, granted_ + 1000, granted_ + 2000, 0);
+  for (int k = 0; k < 512; ++k) (*kinds.mutable_calls_by_kind())["Kind" + std::to_string(k)] = 0;
+  EXPECT_NE(ReportOne(kinds).find("counts no calls"), std::string::npos);
+  EXPECT_EQ(ReportOne(Record("close", "alice", lease_, granted_ + 1000, granted_ + 1000, 0, true)),
+            "");
+}
+
 TEST_F(UsageFraudTest, OneBadRecordDoesNotHoldUpTheBatch) {
   UsageRecord bad = Record("bad", "alice", lease_, granted_ + 1000, granted_ + 2000);
   bad.set_lease_id("lease-forged");
