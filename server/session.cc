@@ -738,9 +738,11 @@ CUresult Session::RunCall(const wire::Call& call, CallState& cs) {
                 std::to_string(LargestPayload(call.op())) + " bytes of payload, got " +
                 std::to_string(cs.payload_size);
     // An image past the module bound is one the server will not load, as the driver says of
-    // one it cannot.
-    return info->payload_in == PayloadKind::kImage ? CUDA_ERROR_INVALID_IMAGE
-                                                   : CUDA_ERROR_INVALID_VALUE;
+    // one it cannot; a graph past the session's room for graphs is refused as its handler
+    // refuses one that does not fit beside the others.
+    if (info->payload_in == PayloadKind::kImage) return CUDA_ERROR_INVALID_IMAGE;
+    if (call.op() == static_cast<uint32_t>(Op::kGraphRecord)) return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_ERROR_INVALID_VALUE;
   }
   const Op op = static_cast<Op>(call.op());
   if (info->context == ContextUse::kInContext) {
