@@ -1,14 +1,14 @@
 // LivenessMonitor: watches that the server process is still running, from a thread of its own.
 // It connects to the server's liveness port (Welcome.liveness_port), answers the nonce the server
 // sends first with the session's liveness key and its proof under the liveness secret
-// (proto/session_proof.h: KeepaliveProof), and sends one byte every interval; the server echoes
-// each at once. When no echo
-// has come for `timeout_ms` (the server is stopped, wedged as a whole, or its host is gone) it
-// calls `on_silent` once, which abandons the connection so that every waiting and later call
-// fails instead of hanging. The server in turn sees the client's keepalives. A connection the
-// server closes before it ever echoed (its table of unannounced connections was full) is tried
-// again a few times and then given up on without calling on_silent: only a server that took the
-// connection and then stopped answering or closed it is reported.
+// (proto/keepalive_proof.h), and sends one byte every interval; the server echoes each at once.
+// It never raises SIGPIPE in the program. When no echo has come for `timeout_ms` (the server is
+// stopped, wedged as a whole, or its host is gone) it calls `on_silent` once, which abandons the
+// connection so that every waiting and later call fails instead of hanging. The server in turn
+// sees the client's keepalives. A connection the server closes before it ever echoed (its table
+// of unannounced connections was full, or it refused the proof) is tried again a few times and
+// then given up on without calling on_silent: only a server that took the connection and then
+// stopped answering or closed it is reported.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 // A session admits its liveness key (a random 64-bit name) and secret (32 random bytes), which its
 // Welcome gives the client, with Admit. The service sends each connection it accepts a fresh
 // nonce (kKeepaliveNonceBytes); the client announces the key (8 bytes, little-endian) followed by
-// KeepaliveProof of the nonce under the secret (proto/session_proof.h), and then sends one byte
+// KeepaliveProof of the nonce under the secret (proto/keepalive_proof.h), and then sends one byte
 // every interval, which the service echoes at once. The port is never encrypted, so an observer
 // learns the key and one nonce's proof, which no later connection accepts: it cannot take the
 // session's place on the port (the secret itself crosses only the session's own connection,
