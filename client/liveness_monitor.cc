@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/log.h"
 #include "proto/keepalive_proof.h"
 
 namespace rgpu::client {
@@ -158,7 +159,13 @@ void LivenessMonitor::Loop() {
           if (poll(&wake, 1, 50 * reconnects) > 0) return;
           fd_ = Connect(host_, port_, &error);
         }
-        if (fd_ < 0) return;
+        if (fd_ < 0) {
+          RGPU_LOG_INFO(
+              "the keepalive port %s:%u did not take this session's connection (%d tries);"
+              " going on without keepalives",
+              host_.c_str(), static_cast<unsigned>(port_), reconnects + 1);
+          return;
+        }
         nonce.clear();
         announced = false;
         last_echo = Clock::now();
