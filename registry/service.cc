@@ -475,6 +475,12 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
       snprintf(buf, sizeof buf, "interconnect bandwidth %g GB/s is beyond any host link (max %g)",
                spec.bandwidth_gbps(), kMaxAdvertisedBandwidthGbps);
       reason = buf;
+    } else if (auto known = gpu_by_id_.find(GpuId(req->server_name(), spec.index()));
+               known != gpu_by_id_.end() && cluster_.gpus[known->second].leases > 0 &&
+               gpus_[known->second].row.spec.model() != spec.model()) {
+      // Its model prices its leases' usage: it stays what they were placed on until they end.
+      reason = "its model is " + gpus_[known->second].row.spec.model() +
+               " while it holds leases placed on that; it can register as another once they end";
     }
     if (!reason.empty()) {
       admission->set_accepted(false);

@@ -235,6 +235,27 @@ TEST_F(UsageFraudTest, RecordsThatTellNothingAreRefused) {
             "");
 }
 
+// A GPU's model prices its usage (the price list is by model): registering it again as a dearer
+// model while it holds leases would bill them at that model's price. Its model stays while it
+// holds leases; once they end it may change.
+TEST_F(UsageFraudTest, AGpuCannotChangeItsModelWhileItHoldsLeases) {
+  GpuSpec dearer = Spec(0, 16 * G);
+  dearer.set_model("NVIDIA H200");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(provider_, "host1", {dearer, Spec(1, 16 * G)}, &reply).ok());
+  ASSERT_EQ(reply.gpus_size(), 2);
+  EXPECT_FALSE(reply.gpus(0).accepted());
+  EXPECT_NE(reply.gpus(0).reason().find("holds leases"), std::string::npos)
+      << reply.gpus(0).reason();
+  EXPECT_TRUE(reply.gpus(1).accepted());  // no lease there
+  EXPECT_EQ(Gpu("host1/0").spec().model(), "NVIDIA A100");
+  // The lease ends with its session; then the GPU may register as what it is now.
+  EXPECT_EQ(ReportOne(Record("end", "alice", lease_, granted_, granted_ + 1000, 1, true)), "");
+  ASSERT_TRUE(Register(provider_, "host1", {dearer, Spec(1, 16 * G)}, &reply).ok());
+  EXPECT_TRUE(reply.gpus(0).accepted()) << reply.gpus(0).reason();
+  EXPECT_EQ(Gpu("host1/0").spec().model(), "NVIDIA H200");
+}
+
 TEST_F(UsageFraudTest, OneBadRecordDoesNotHoldUpTheBatch) {
   UsageRecord bad = Record("bad", "alice", lease_, granted_ + 1000, granted_ + 2000);
   bad.set_lease_id("lease-forged");
