@@ -1623,24 +1623,19 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
       it->second.claimed_ms = start_ms;
     }
   }
-  // A lease handed over is claimed again by its new holder's first record.
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const UsageRecord& r = rows[i].record;
-    auto it = leases_.find(r.lease_id());
-    if (fresh[i] && it != leases_.end() && !r.moved() &&
-        GpuId(r.server_name(), r.gpu_index()) == it->second.gpu_id) {
-      it->second.holder_claimed = true;
-    }
-  }
+  // Only the lease's holder claims it again after a hand-over, and only it ends the lease: an
+  // earlier holder's records are billed, but the session they tell of ended there, not where the
+  // lease is now.
   bool ended = false;
   for (size_t i = 0; i < rows.size(); ++i) {
     const UsageRecord& r = rows[i].record;
-    if (!r.session_ended() || !fresh[i]) continue;  // a retry freed it already
+    if (!fresh[i]) continue;  // a retry did its part already
     auto lease = leases_.find(r.lease_id());
-    if (lease == leases_.end() || lease->second.until_released) continue;
-    // Only the lease's holder ends it: an earlier holder's records are billed, but the session
-    // they tell of ended there, not where the lease is now.
-    if (GpuId(r.server_name(), r.gpu_index()) != lease->second.gpu_id) continue;
+    if (lease == leases_.end() || GpuId(r.server_name(), r.gpu_index()) != lease->second.gpu_id) {
+      continue;
+    }
+    if (!r.moved()) lease->second.holder_claimed = true;
+    if (!r.session_ended() || lease->second.until_released) continue;
     ended = true;
     EndLease(r.lease_id(), "its session ended");
   }
