@@ -651,11 +651,14 @@ bool Session::Serve(ReceivedMessage& m) {
 }
 
 bool Session::ServeSingle(const wire::Call& call, ReceivedMessage& m, bool compact_reply) {
-  const OpInfo* info = FindOp(call.op());
-  if (m.payload_pending && info != nullptr && info->payload_in != PayloadKind::kData &&
-      m.payload_size <= LargestPayload(call.op())) {
-    // A name, an image or launch parameters, within their bound. Data (a copy's bytes, a link
-    // input, a graph) waits until its call has been checked (TakePayload).
+  // A name, an image or launch parameters, within their bound, is fetched now. Data (a copy's
+  // bytes, a link input, a graph) waits until its call has been checked (TakePayload).
+  const auto takes_now = [&] {
+    const OpInfo* info = FindOp(call.op());
+    return info != nullptr && info->payload_in != PayloadKind::kData &&
+           m.payload_size <= LargestPayload(call.op());
+  };
+  if (m.payload_pending && takes_now()) {
     Status s = channel_->FetchPayload(&m, nullptr);
     if (!s.ok()) {
       RGPU_LOG_INFO("session %llu: payload lost (%s)", (unsigned long long)id_,
