@@ -259,14 +259,13 @@ void Server::JoinLane(uint64_t session_id, const std::string& lane_key, Channel&
   target->ServeLane(lane);
 }
 
-void Server::JoinPeer(uint64_t first_session, const std::string& first_ticket, Channel& peer) {
-  uint64_t session_id = first_session;
-  std::string ticket = first_ticket;
+void Server::JoinPeer(const wire::PeerJoin& first, Channel& peer) {
+  wire::PeerJoin join = first;
   // One connection carries the other server's transfers one after another: after each, the next
   // PeerJoin is waited for a while (in slices, so that a stopping server does not wait long).
   constexpr int kIdleSlices = 50, kSliceMs = 200;
   for (;;) {
-    if (!ServeOnePeerTransfer(session_id, ticket, peer)) return;
+    if (!ServeOnePeerTransfer(join, peer)) return;
     ReceivedMessage m;
     Status s = Status::Ok();
     int slice = 0;
@@ -280,18 +279,20 @@ void Server::JoinPeer(uint64_t first_session, const std::string& first_ticket, C
         next.body_case() != wire::Envelope::kPeerJoin || m.payload_size != 0) {
       return;
     }
-    session_id = next.peer_join().session_id();
-    ticket = next.peer_join().ticket();
+    join = next.peer_join();
   }
 }
 
-bool Server::ServeOnePeerTransfer(uint64_t session_id, const std::string& ticket, Channel& peer) {
+bool Server::ServeOnePeerTransfer(const wire::PeerJoin& join, Channel& peer) {
+  const uint64_t session_id = join.session_id();
   Session* target = nullptr;
   Session::PeerGrantRecord grant;
   {
     std::lock_guard<std::mutex> lock(mu_);  // as JoinLane: alive while in sessions_
     auto it = sessions_.find(session_id);
-    if (it != sessions_.end() && it->second->AttachPeer(ticket, &grant)) target = it->second;
+    if (it != sessions_.end() && it->second->AttachPeer(join.ticket_digest(), &grant)) {
+      target = it->second;
+    }
   }
   if (target == nullptr) {
     RGPU_LOG_WARN("transfer from %s refused: no session %llu granted it", peer.peer().c_str(),
@@ -305,7 +306,7 @@ bool Server::ServeOnePeerTransfer(uint64_t session_id, const std::string& ticket
     peer.Send(refusal.SerializeAsString(), nullptr, 0);
     return false;
   }
-  return target->ServePeer(peer, grant);
+  return target->ServePeer(peer, grant, join.nonce());
 }
 
 void Server::EndLeases(const std::vector<std::string>& lease_ids) {
@@ -387,9 +388,8 @@ void Server::ConfigureSession(Session& session) {
     options.max_message_bytes = size_t{8} << 20;
     return ConnectChannel(url, options, out);
   });
-  session.SetPeerJoiner([this](uint64_t target, const std::string& ticket, Channel& peer) {
-    JoinPeer(target, ticket, peer);
-  });
+  session.SetPeerJoiner(
+      [this](const wire::PeerJoin& join, Channel& peer) { JoinPeer(join, peer); });
   session.SetServiceHandler([this](const wire::Envelope& first, std::unique_ptr<Channel>& channel) {
     return HandleService(first, channel);
   });

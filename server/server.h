@@ -209,11 +209,11 @@ class Server {
   void CountEnded(const std::string& tenant, SessionEnd end);
   // Serves `lane` (a connection whose first message was LaneJoin) as a lane of session
   // `session_id`, on the calling thread, when its key is right; refuses it otherwise.
-  // Serves a PeerJoin (another server's transfer) for session `session_id`, on this thread.
-  // Further transfers may follow on the same connection, each with its own ticket.
-  void JoinPeer(uint64_t session_id, const std::string& ticket, Channel& peer);
+  // Serves a PeerJoin (another server's transfer into or out of one of its sessions), on this
+  // thread. Further transfers may follow on the same connection, each with its own ticket.
+  void JoinPeer(const wire::PeerJoin& first, Channel& peer);
   // One of them: false when it was refused or the connection failed.
-  bool ServeOnePeerTransfer(uint64_t session_id, const std::string& ticket, Channel& peer);
+  bool ServeOnePeerTransfer(const wire::PeerJoin& join, Channel& peer);
   void JoinLane(uint64_t session_id, const std::string& lane_key, Channel& lane);
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Collectable> metrics_;

@@ -429,7 +429,7 @@ bool Session::Handshake() {
   }
   if (parsed && in.body_case() == wire::Envelope::kPeerJoin && peer_joiner_) {
     // Another server's transfer for a session of this server: served on this thread.
-    peer_joiner_(in.peer_join().session_id(), in.peer_join().ticket(), *channel_);
+    peer_joiner_(in.peer_join(), *channel_);
     return false;  // a transfer is not a session
   }
   if (parsed && in.body_case() != wire::Envelope::kHello && service_handler_ &&

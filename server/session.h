@@ -189,8 +189,7 @@ class Session {
   }
   // Called on a connection's thread whose first message is a PeerJoin (another server's transfer
   // into or out of a session of this server: Server::JoinPeer). Null: no transfers served.
-  using PeerJoiner =
-      std::function<void(uint64_t session_id, const std::string& ticket, Channel& peer)>;
+  using PeerJoiner = std::function<void(const wire::PeerJoin& join, Channel& peer)>;
   void SetPeerJoiner(PeerJoiner joiner) { peer_joiner_ = std::move(joiner); }
   // Opens a connection to another server (MemcpyPeerRemote's). Null: such copies are refused.
   using PeerConnector = std::function<Status(const std::string& url, std::unique_ptr<Channel>*)>;
@@ -202,20 +201,23 @@ class Session {
   // A transfer of another server under one of this session's PeerGrants (server/session_peer.cc):
   // what it may reach.
   struct PeerGrantRecord {
-    std::string ticket;  // 16 random bytes
+    std::string ticket;         // 16 random bytes
+    std::string ticket_digest;  // its SHA-256, by which a PeerJoin names it
     uint64_t ctx_id = 0;
     CUdeviceptr ptr = 0;
     uint64_t bytes = 0;
     bool write = false;  // the other server writes the range (else it reads it)
     int64_t expires_ms = 0;
   };
-  // Admits the transfer presenting `ticket` (constant-time comparison; each ticket once, within
-  // its minute): false otherwise. As AttachLane, a true return must be followed by ServePeer.
-  bool AttachPeer(const std::string& ticket, PeerGrantRecord* grant);
-  // Serves an attached transfer on `peer` (the granted bytes, in chunks), each chunk under the
-  // state lock with the range checked again; Run waits for it before it releases anything.
-  // True when the transfer completed (the connection may carry another).
-  bool ServePeer(Channel& peer, const PeerGrantRecord& grant);
+  // Admits the transfer naming its ticket by `ticket_digest` (its SHA-256; constant-time
+  // comparison; each ticket once, within its minute): false otherwise. As AttachLane, a true
+  // return must be followed by ServePeer.
+  bool AttachPeer(const std::string& ticket_digest, PeerGrantRecord* grant);
+  // Serves an attached transfer on `peer`: a Welcome proving the ticket over the joiner's
+  // `nonce`, then the granted bytes, in chunks, each under the state lock with the range checked
+  // again; Run waits for it before it releases anything. True when the transfer completed (the
+  // connection may carry another).
+  bool ServePeer(Channel& peer, const PeerGrantRecord& grant, const std::string& nonce);
   // Serves an attached lane until it closes or the session ends; Run waits for it before it
   // releases anything.
   void ServeLane(Channel& lane);
@@ -255,9 +257,10 @@ class Session {
  private:
   // The two ends of serving an attached side channel (a lane or a peer transfer), shared by
   // ServeLane and ServePeer: Begin lists it (so that ending the session closes it) and sends the
-  // Welcome naming the session, returning the send's status; End unlists it, gives back its
-  // AttachLane/AttachPeer admission and wakes Run, which waits for every side channel to end.
-  Status BeginSideChannel(Channel& channel);
+  // Welcome naming the session (with `peer_proof` for a peer transfer), returning the send's
+  // status; End unlists it, gives back its AttachLane/AttachPeer admission and wakes Run, which
+  // waits for every side channel to end.
+  Status BeginSideChannel(Channel& channel, const std::string& peer_proof = "");
   void EndSideChannel(Channel& channel);
 
   // Everything a handler needs about the call it serves.

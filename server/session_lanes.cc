@@ -32,7 +32,7 @@ bool Session::AttachLane(const std::string& key) {
   return true;
 }
 
-Status Session::BeginSideChannel(Channel& channel) {
+Status Session::BeginSideChannel(Channel& channel, const std::string& peer_proof) {
   {
     std::lock_guard<std::mutex> lock(lanes_mu_);
     lane_channels_.push_back(&channel);
@@ -40,6 +40,7 @@ Status Session::BeginSideChannel(Channel& channel) {
   wire::Envelope welcome;
   welcome.mutable_welcome()->set_protocol_version(kProtocolVersion);
   welcome.mutable_welcome()->set_session_id(id_);
+  if (!peer_proof.empty()) welcome.mutable_welcome()->set_peer_proof(peer_proof);
   return channel.Send(welcome.SerializeAsString(), nullptr, 0);
 }
 

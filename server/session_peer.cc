@@ -1,8 +1,15 @@
 // Copies between two servers' devices (proto/calls.def: PeerGrant, MemcpyPeerRemote; the wire's
 // PeerJoin). The client of a program with devices on servers S and O copies between them by
 // asking O for a ticket to one range of its session (PeerGrant, one use, a minute) and posting
-// MemcpyPeerRemote on S's stream: when the stream reaches it, S connects to O, presents the
-// ticket (PeerJoin) and the bytes travel between the servers in chunks, not through the tenant.
+// MemcpyPeerRemote on S's stream: when the stream reaches it, S connects to O, names the ticket
+// (PeerJoin) and the bytes travel between the servers in chunks, not through the tenant.
+//
+// The tenant names the URL S connects to, so it could point S at any host and port S reaches
+// (another service of the provider's network). S therefore sends there nothing the tenant chose:
+// the ticket travels as its SHA-256, beside a nonce of S's, and S sends or takes bytes only once
+// the answer proves the ticket over that nonce (server/peer_join_proof.h), which only the server
+// that granted it (or the tenant itself) can compute. What S tells the tenant of a failure does not
+// say whether anything listened at the URL (S's log does).
 //
 // Locking: a server serving a peer transfer (ServePeer, on the connection's thread) takes its
 // session's state lock for each chunk's copy only, and checks the range again each time, so the
@@ -17,6 +24,7 @@
 #include "common/log.h"
 #include "proto/crypto.h"
 #include "proto/protocol_version.h"
+#include "server/peer_join_proof.h"
 #include "server/require_fn.h"
 #include "server/session.h"
 
@@ -97,19 +105,20 @@ CUresult Session::HandlePeerGrant(CallState& cs, const PeerGrantIn& in,
     cs.detail = "too many copies between servers pending for this session";
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  grants_.push_back({ticket, cs.ctx_id, in.ptr, in.bytes, in.write, now + kGrantLifetimeMs});
+  grants_.push_back({ticket, PeerTicketDigest(ticket), cs.ctx_id, in.ptr, in.bytes, in.write,
+                     now + kGrantLifetimeMs});
   memcpy(&out->ticket0, ticket.data(), 8);
   memcpy(&out->ticket1, ticket.data() + 8, 8);
   return CUDA_SUCCESS;
 }
 
-bool Session::AttachPeer(const std::string& ticket, PeerGrantRecord* grant) {
-  if (ticket.size() != kTicketBytes) return false;
+bool Session::AttachPeer(const std::string& ticket_digest, PeerGrantRecord* grant) {
+  if (ticket_digest.size() != 32) return false;
   std::lock_guard<std::mutex> lock(lanes_mu_);
   if (lanes_closing_.load()) return false;
   const int64_t now = NowMs();
   for (auto it = grants_.begin(); it != grants_.end(); ++it) {
-    if (ConstantTimeEquals(it->ticket, ticket)) {
+    if (ConstantTimeEquals(it->ticket_digest, ticket_digest)) {
       const bool live = it->expires_ms > now;
       *grant = *it;
       grants_.erase(it);  // one use, whatever happens next
@@ -149,8 +158,11 @@ CUresult Session::PeerChunk(const PeerGrantRecord& grant, uint64_t offset, void*
   return r;
 }
 
-bool Session::ServePeer(Channel& peer, const PeerGrantRecord& grant) {
-  Status s = BeginSideChannel(peer);
+bool Session::ServePeer(Channel& peer, const PeerGrantRecord& grant, const std::string& nonce) {
+  // A joiner without a nonce gets a Welcome without a proof, which no server of this protocol
+  // takes; the grant is spent either way.
+  Status s = BeginSideChannel(
+      peer, nonce.size() == kPeerNonceBytes ? PeerJoinProof(grant.ticket, nonce) : std::string());
   std::vector<char> buffer;
   CUresult r = CUDA_SUCCESS;
   std::string why;
@@ -202,24 +214,53 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
   const bool relock = state_lock_.owns_lock();
   if (relock) state_lock_.unlock();
   CUresult r = CUDA_SUCCESS;
-  std::string why;
-  // Presents the ticket on `ch`: 1 admitted, 0 refused (why says so), -1 the connection failed.
+  std::string why;  // for the tenant
+  const std::string ticket = TicketOf(in.ticket0, in.ticket1);
+  // What the tenant is told when whatever is at the URL did not prove the ticket, whether
+  // nothing listened there, something else did, or it did not answer: the same, so that copies
+  // do not map what this server reaches. The log says which.
+  const std::string unproven = "no server that granted the transfer answered at " + url_text;
+  // Names the ticket on `ch`: 1 admitted (the answer proved the ticket), 0 refused or not
+  // proven (why says so), -1 the connection failed.
   auto join = [&](Channel* ch) {
+    const std::string nonce = RandomBytes(kPeerNonceBytes);
+    if (nonce.size() != kPeerNonceBytes) {
+      why = "no random bytes for the transfer";
+      return 0;
+    }
     wire::Envelope j;
     j.mutable_peer_join()->set_session_id(in.peer_session);
-    j.mutable_peer_join()->set_ticket(TicketOf(in.ticket0, in.ticket1));
+    j.mutable_peer_join()->set_ticket_digest(PeerTicketDigest(ticket));
+    j.mutable_peer_join()->set_nonce(nonce);
     ReceivedMessage m;
     wire::Envelope answer;
     Status s = ch->Send(j.SerializeAsString(), nullptr, 0);
     if (s.ok()) s = ch->Receive(kPeerTimeoutMs, &m);
     if (!s.ok()) {
-      why = "the other server did not answer: " + s.message();
+      RGPU_LOG_WARN("session %llu: copy between servers: %s did not answer: %s",
+                    (unsigned long long)id_, url_text.c_str(), s.message().c_str());
+      why = unproven;
       return -1;
     }
     if (!answer.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
-        answer.body_case() != wire::Envelope::kWelcome || answer.welcome().status() != 0) {
-      why = "the other server refused the transfer" +
-            (answer.has_welcome() ? ": " + answer.welcome().error() : std::string());
+        answer.body_case() != wire::Envelope::kWelcome) {
+      RGPU_LOG_WARN(
+          "session %llu: copy between servers: %s answered something other than a "
+          "server's",
+          (unsigned long long)id_, url_text.c_str());
+      why = unproven;
+      return 0;
+    }
+    if (answer.welcome().status() != 0) {
+      why = "the other server refused the transfer: " + answer.welcome().error();
+      return 0;
+    }
+    if (!ConstantTimeEquals(answer.welcome().peer_proof(), PeerJoinProof(ticket, nonce))) {
+      RGPU_LOG_WARN(
+          "session %llu: copy between servers: %s admitted the transfer without "
+          "proving its ticket",
+          (unsigned long long)id_, url_text.c_str());
+      why = unproven;
       return 0;
     }
     return 1;
@@ -235,7 +276,9 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
   if (joined < 0) {
     channel.reset();
     if (Status s = peer_connector_(url_text, &channel); !s.ok()) {
-      why = "cannot reach the other server at " + url_text + ": " + s.message();
+      RGPU_LOG_WARN("session %llu: copy between servers: cannot reach %s: %s",
+                    (unsigned long long)id_, url_text.c_str(), s.message().c_str());
+      why = unproven;
     } else {
       joined = join(channel.get());
     }
