@@ -16,17 +16,17 @@ ProbeQueue::~ProbeQueue() {
   thread_.join();
 }
 
-bool ProbeQueue::Submit(const std::string& server, const std::string& url,
+bool ProbeQueue::Submit(const std::string& owner, const std::string& server, const std::string& url,
                         const std::string& secret, uint64_t generation) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Job& job : jobs_) {
     if (job.server == server) {
-      job = {server, url, secret, generation};
+      job = {owner, server, url, secret, generation};
       return true;
     }
   }
   if (jobs_.size() >= max_pending_) return false;
-  jobs_.push_back({server, url, secret, generation});
+  jobs_.push_back({owner, server, url, secret, generation});
   cv_.notify_all();
   return true;
 }
@@ -36,13 +36,29 @@ void ProbeQueue::WaitIdle() {
   cv_.wait(lock, [this] { return stop_ || (jobs_.empty() && !running_); });
 }
 
+std::deque<ProbeQueue::Job>::iterator ProbeQueue::NextJob() {
+  auto best = jobs_.begin();
+  uint64_t best_turn = UINT64_MAX;
+  for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
+    const auto served = served_.find(it->owner);
+    const uint64_t turn = served == served_.end() ? 0 : served->second;
+    if (turn < best_turn) {  // strictly: the oldest job of that owner
+      best = it;
+      best_turn = turn;
+    }
+  }
+  return best;
+}
+
 void ProbeQueue::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
     if (stop_) break;
-    Job job = std::move(jobs_.front());
-    jobs_.pop_front();
+    auto next = NextJob();
+    Job job = std::move(*next);
+    jobs_.erase(next);
+    served_[job.owner] = ++turns_;
     running_ = true;
     lock.unlock();
     const Status result = probe_(job.url, job.secret);

@@ -444,7 +444,7 @@ grpc::Status RegistryService::Register(grpc::ServerContext* ctx, const RegisterR
     server.reach = Reach::kUnverified;
     server.verified_ms = 0;
   }
-  if (!probes_->Submit(req->server_name(), req->server_url(), req->reachability_secret(),
+  if (!probes_->Submit(provider, req->server_name(), req->server_url(), req->reachability_secret(),
                        server.probe_generation + 1)) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "the registry is busy checking other servers' URLs; register again later");

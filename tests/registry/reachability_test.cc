@@ -2,9 +2,11 @@
 // registry/reachability.h): the registry probes the URL over rgpu's transport and expects the
 // HMAC of its nonce under the secret the server registered with. Until then, or when it fails,
 // the server's GPUs take no placements.
+#include <algorithm>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "tests/registry/registry_fixture.h"
 
@@ -145,23 +147,27 @@ TEST_F(ReachabilityTest, AStoreWithoutTheProofAsksTheServerToRegisterAgain) {
 }
 
 TEST_F(ReachabilityTest, OneProviderCannotHoldTheProbeThread) {
-  // Probes that do not finish until the test says so (a URL that answers slowly).
+  // Probes that do not finish until the test says so (a URL that answers slowly); each notes
+  // the secret it was given, which names its server here.
   auto gate = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
   auto open = std::make_shared<bool>(false);
-  configure_ = [gate, open](RegistryOptions* o) {
-    o->probe = [gate, open](const std::string&, const std::string&) {
+  auto order = std::make_shared<std::vector<std::string>>();
+  configure_ = [gate, open, order](RegistryOptions* o) {
+    o->probe = [gate, open, order](const std::string&, const std::string& secret) {
       std::unique_lock<std::mutex> lock(gate->first);
+      order->push_back(secret);
       gate->second.wait(lock, [&] { return *open; });
       return Status::Ok();
     };
   };
   Stop();
   Start();
-  auto register_async = [this](const std::string& name) {
+  auto secret_of = [](const std::string& name) { return "reachability-secret-of-" + name; };
+  auto register_async = [&](const std::string& name) {
     RegisterRequest req;
     req.set_server_name(name);
     req.set_server_url(responder_.url());
-    req.set_reachability_secret(responder_.secret());
+    req.set_reachability_secret(secret_of(name));
     *req.add_gpus() = Spec(0, 16 * G);
     RegisterReply reply;
     grpc::ClientContext ctx;
@@ -177,7 +183,7 @@ TEST_F(ReachabilityTest, OneProviderCannotHoldTheProbeThread) {
   RegisterRequest req;
   req.set_server_name("elsewhere");
   req.set_server_url(responder_.url());
-  req.set_reachability_secret(responder_.secret());
+  req.set_reachability_secret(secret_of("elsewhere"));
   *req.add_gpus() = Spec(0, 16 * G);
   RegisterReply reply;
   grpc::ClientContext ctx;
@@ -191,6 +197,13 @@ TEST_F(ReachabilityTest, OneProviderCannotHoldTheProbeThread) {
   service_->WaitForProbes();
   EXPECT_EQ(GpuState("slow0/0"), "available");
   EXPECT_EQ(GpuState("elsewhere/0"), "available");
+  // ... and probed within the next two, not after the first provider's fifteen waiting ones.
+  {
+    std::lock_guard<std::mutex> lock(gate->first);
+    ASSERT_EQ(order->size(), 17u);
+    const auto at = std::find(order->begin(), order->end(), secret_of("elsewhere"));
+    EXPECT_LE(at - order->begin(), 2);
+  }
   EXPECT_TRUE(register_async("slow16").ok());
 }
 
