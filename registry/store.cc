@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS usage_sessions (
   first_start_ms BIGINT NOT NULL, last_end_ms BIGINT NOT NULL, wall_ms BIGINT NOT NULL,
   calls TEXT NOT NULL, bytes TEXT NOT NULL, gpu_busy_ms DOUBLE PRECISION NOT NULL,
   memory_gib_seconds DOUBLE PRECISION NOT NULL, queue_ms DOUBLE PRECISION NOT NULL,
-  PRIMARY KEY (lease_id, server_name, session_id));
+  ended INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (lease_id, server_name, session_id));
 CREATE TABLE IF NOT EXISTS servers (
   server_name TEXT PRIMARY KEY, provider TEXT NOT NULL, url TEXT NOT NULL,
   verified_ms BIGINT NOT NULL DEFAULT 0);
@@ -83,6 +83,9 @@ const char* kAddedColumns[] = {
     "ALTER TABLE servers ADD COLUMN utc_offset_s BIGINT NOT NULL DEFAULT 0",
     "ALTER TABLE servers ADD COLUMN zone TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE servers ADD COLUMN notice_s BIGINT NOT NULL DEFAULT 0",
+    // Whether a session's latest record reported its end or move (an empty record at that
+    // instant is then refused: usage_check.cc).
+    "ALTER TABLE usage_sessions ADD COLUMN ended INTEGER NOT NULL DEFAULT 0",
 };
 const char* kAddedIndexes = "CREATE INDEX IF NOT EXISTS usage_by_lease ON usage (lease_id)";
 
@@ -580,15 +583,16 @@ Status Store::AddUsage(const std::vector<UsageRow>& rows, uint32_t* stored, uint
     for (const auto& [lease_id, t] : effects->sessions) {
       statements.push_back(
           {"INSERT INTO usage_sessions (lease_id, server_name, session_id, first_start_ms, "
-           "last_end_ms, wall_ms, calls, bytes, gpu_busy_ms, memory_gib_seconds, queue_ms) "
-           "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (lease_id, "
-           "server_name, session_id) DO UPDATE SET first_start_ms = excluded.first_start_ms, "
-           "last_end_ms = excluded.last_end_ms, wall_ms = excluded.wall_ms, "
-           "calls = excluded.calls, bytes = excluded.bytes, gpu_busy_ms = excluded.gpu_busy_ms, "
-           "memory_gib_seconds = excluded.memory_gib_seconds, queue_ms = excluded.queue_ms",
+           "last_end_ms, wall_ms, calls, bytes, gpu_busy_ms, memory_gib_seconds, queue_ms, "
+           "ended) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT "
+           "(lease_id, server_name, session_id) DO UPDATE SET first_start_ms = "
+           "excluded.first_start_ms, last_end_ms = excluded.last_end_ms, wall_ms = "
+           "excluded.wall_ms, calls = excluded.calls, bytes = excluded.bytes, gpu_busy_ms = "
+           "excluded.gpu_busy_ms, memory_gib_seconds = excluded.memory_gib_seconds, queue_ms = "
+           "excluded.queue_ms, ended = excluded.ended",
            {lease_id, t.server_name, Num(t.session_id), Num(t.first_start_ms), Num(t.last_end_ms),
             Num(t.wall_ms), Num(t.calls), Num(t.bytes), Real(t.gpu_busy_ms),
-            Real(t.memory_gib_seconds), Real(t.queue_ms)}});
+            Real(t.memory_gib_seconds), Real(t.queue_ms), Num(int64_t{t.ended ? 1 : 0})}});
     }
   }
   std::vector<int64_t> changed;
@@ -626,7 +630,7 @@ Status Store::LeaseSessionTotals(const std::string& lease_id, std::vector<Sessio
   std::vector<Row> rows;
   Status s = db_->Query(
       "SELECT server_name, session_id, first_start_ms, last_end_ms, wall_ms, calls, bytes, "
-      "gpu_busy_ms, memory_gib_seconds, queue_ms FROM usage_sessions WHERE lease_id = $1",
+      "gpu_busy_ms, memory_gib_seconds, queue_ms, ended FROM usage_sessions WHERE lease_id = $1",
       {lease_id}, &rows);
   for (const auto& r : rows) {
     SessionTotals t;
@@ -640,6 +644,7 @@ Status Store::LeaseSessionTotals(const std::string& lease_id, std::vector<Sessio
     t.gpu_busy_ms = D(r[7]);
     t.memory_gib_seconds = D(r[8]);
     t.queue_ms = D(r[9]);
+    t.ended = I(r[10]) != 0;
     out->push_back(std::move(t));
   }
   return s;

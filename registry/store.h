@@ -132,6 +132,7 @@ struct SessionTotals {
   double gpu_busy_ms = 0;
   double memory_gib_seconds = 0;
   double queue_ms = 0;
+  bool ended = false;  // its latest record reported its end or its move
 };
 
 // What a batch of usage records changes besides storing them (Store::AddUsage).

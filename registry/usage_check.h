@@ -66,12 +66,14 @@ std::string CheckRecordShape(const UsageRecord& r);
 // (give or take `skew_ms`). A hand-over's target bills only once the hand-over is complete.
 bool LeaseHeldBy(const LeaseRow& lease, const std::string& gpu_id, int64_t end_ms, int64_t skew_ms);
 
-// "" when the (well-formed) record agrees with its lease and is physically possible; otherwise
-// why not, in words for the provider's log.
+// "" when the (well-formed) record agrees with its lease and is physically possible, and tells
+// something (an empty interval only opens, ends or moves a session, and not at the instant it was
+// reported ended or moved); otherwise why not, in words for the provider's log.
 std::string CheckRecordAgainstLease(const UsageRecord& r, const UsageContext& context,
                                     const UsageLimits& limits);
 
-// Adds an accepted record to its session's totals (saturating, never overflowing).
+// Adds an accepted record to its session's totals (saturating, never overflowing); `ended`
+// becomes whether this record ended or moved the session.
 void AddToTotals(const UsageRecord& r, SessionTotals* totals);
 
 // The end of a lease's interval: the earliest of its expiry, its release (ended early) and the

@@ -233,6 +233,19 @@ TEST_F(UsageFraudTest, RecordsThatTellNothingAreRefused) {
   EXPECT_NE(ReportOne(kinds).find("counts no calls"), std::string::npos);
   EXPECT_EQ(ReportOne(Record("close", "alice", lease_, granted_ + 1000, granted_ + 1000, 0, true)),
             "");
+  // The end told again under new ids (each was stored, the store growing without bound) ...
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NE(ReportOne(Record("close" + std::to_string(i), "alice", lease_, granted_ + 1000,
+                               granted_ + 1000, 0, true))
+                  .find("reported ended"),
+              std::string::npos);
+  }
+  // ... also after a restart (the registry keeps whether a session ended).
+  Stop();
+  Start();
+  EXPECT_NE(ReportOne(Record("close3", "alice", lease_, granted_ + 1000, granted_ + 1000, 0, true))
+                .find("reported ended"),
+            std::string::npos);
 }
 
 // A GPU's model prices its usage (the price list is by model): registering it again as a dearer
