@@ -56,6 +56,11 @@ std::string CheckRecordShape(const UsageRecord& r) {
   if (!Printable(r.record_id(), 200)) return "record id must be 1-200 printable characters";
   if (!Name(r.tenant())) return "tenant must be 1-64 characters of [A-Za-z0-9._-]";
   if (!Name(r.server_name())) return "server name must be 1-64 characters of [A-Za-z0-9._-]";
+  // Record ids are one space for every provider: beginning with the record's server's name (a
+  // server of the reporting provider), no provider's ids can take another's first.
+  if (!r.record_id().starts_with(r.server_name() + ":")) {
+    return "a record id must begin with its server's name and a colon";
+  }
   if (!Printable(r.lease_id(), 100)) return "names no lease (rgpu-server too old?)";
   if (r.end_ms() < r.start_ms()) return "ends before it starts";
   if (!Amount(r.gpu_busy_ms()) || !Amount(r.memory_gib_seconds()) || !Amount(r.queue_ms())) {

@@ -308,6 +308,10 @@ class Harness {
         r->set_start_ms(in->ConsumeIntegral<int64_t>());
         r->set_end_ms(in->ConsumeIntegral<int64_t>());
       }
+      // Ids begin with their server's name (usage_check.h), mostly.
+      if (in->ConsumeIntegralInRange(0, 7) != 7) {
+        r->set_record_id(r->server_name() + ":" + r->record_id());
+      }
       r->set_session_id(in->ConsumeIntegralInRange<uint64_t>(0, 5));
       if (plausible) {
         r->set_calls(in->ConsumeIntegralInRange<uint64_t>(0, 1000));

@@ -342,7 +342,7 @@ TEST_F(CapacityTest, AClosingWindowEndsTheLeaseAfterItsNoticeAndTheBillStopsTher
           .ok());
   EXPECT_EQ(ack.stored(), 1u) << Reasons(ack);
   ASSERT_EQ(ack.refusals_size(), 1);
-  EXPECT_EQ(ack.refusals(0).record_id(), "late");
+  EXPECT_EQ(ack.refusals(0).record_id(), "host1:late");
   const Invoice bill = Bill("alice");
   EXPECT_DOUBLE_EQ(bill.base_fee(), (kHour + 300 * kSecond) * 0.001);
   // The reason is in the store: a restarted registry tells the server again, with it.
@@ -391,6 +391,7 @@ TEST_F(CapacityTest, AClosingWindowMovesTheSessionWhereThereIsRoom) {
   left.set_moved(true);
   UsageRecord r = Record("b1", "alice", p, now_ - 3 * kSecond, now_ - kSecond, 5, false, 9);
   r.set_server_name("host2");
+  r.set_record_id("host2:b1");
   ReportUsageReply ack;
   ASSERT_TRUE(Report(provider_, {left}, &ack).ok());
   ASSERT_EQ(ack.stored(), 1u) << Reasons(ack);

@@ -48,6 +48,7 @@ class HandOverTest : public RegistryTest {
                  int64_t start, int64_t end, bool moved = false, bool ended = false) {
     UsageRecord r = Record(id, "alice", p_, start, end, 10, ended, session);
     r.set_server_name(server);
+    r.set_record_id(server + ":" + id);
     r.set_gpu_index(index);
     r.set_moved(moved);
     return r;

@@ -183,7 +183,8 @@ class RegistryTest : public ::testing::Test {
                             int64_t start, int64_t end, uint64_t calls = 1, bool ended = false,
                             uint64_t session = 1) {
     UsageRecord r;
-    r.set_record_id(id);
+    // Record ids begin with their server's name (registry/usage_check.h).
+    r.set_record_id(id.starts_with(p.server_name() + ":") ? id : p.server_name() + ":" + id);
     r.set_server_name(p.server_name());
     r.set_gpu_index(p.gpu_index());
     r.set_tenant(tenant);

@@ -112,6 +112,7 @@ TEST_F(UsageFraudTest, ARecordMustUseItsOwnTenantsLeaseOnItsOwnGpu) {
   ASSERT_TRUE(Register(provider_, "host2", {Spec(0, 16 * G)}, &reply).ok());
   r = Good("r3");
   r.set_server_name("host2");
+  r.set_record_id("host2:r3");
   EXPECT_NE(ReportOne(r).find("is for GPU host1/0"), std::string::npos);
   // Another provider cannot bill under it at all.
   const std::string other = CreateKey(true, "other");
@@ -248,6 +249,28 @@ TEST_F(UsageFraudTest, RecordsThatTellNothingAreRefused) {
             std::string::npos);
 }
 
+// Record ids are one space for every provider, and a stored id is not stored again (a retry): a
+// provider that reported its own session under the ids another provider's server would use next
+// made that provider's records duplicates, never billed. An id must begin with its server's name.
+TEST_F(UsageFraudTest, AProviderCannotTakeAnotherProvidersRecordIds) {
+  const std::string other = CreateKey(true, "other");
+  RegisterReply reply;
+  ASSERT_TRUE(Register(other, "host9", {Spec(0, 80 * G)}, &reply).ok());
+  service_->WaitForProbes();
+  Placement there;  // too large for host1's GPUs
+  ASSERT_TRUE(Place(alice_, 40 * G, 50, 0, &there).ok());
+  ASSERT_EQ(there.server_name(), "host9");
+  now_ += 1000;
+  UsageRecord squat = Record("x", "alice", there, now_ - 1000, now_);
+  squat.set_record_id("host1:boot:1");  // what acme's host1 sends next
+  ReportUsageReply ack;
+  ASSERT_TRUE(Report(other, {squat}, &ack).ok());
+  EXPECT_EQ(ack.stored(), 0u);
+  EXPECT_NE(Reasons(ack).find("must begin with its server's name"), std::string::npos)
+      << Reasons(ack);
+  EXPECT_EQ(ReportOne(Record("host1:boot:1", "alice", lease_, granted_, granted_ + 1000)), "");
+}
+
 // A GPU's model prices its usage (the price list is by model): registering it again as a dearer
 // model while it holds leases would bill them at that model's price. Its model stays while it
 // holds leases; once they end it may change.
@@ -276,7 +299,7 @@ TEST_F(UsageFraudTest, OneBadRecordDoesNotHoldUpTheBatch) {
   ASSERT_TRUE(Report(provider_, {Good("good"), bad}, &ack).ok());
   EXPECT_EQ(ack.stored(), 1u);
   ASSERT_EQ(ack.refused(), 1u);
-  EXPECT_EQ(ack.refusals(0).record_id(), "bad");
+  EXPECT_EQ(ack.refusals(0).record_id(), "host1:bad");
   // Sent again (the agent drops refused records; a retry of the batch changes nothing).
   ASSERT_TRUE(Report(provider_, {Good("good"), bad}, &ack).ok());
   EXPECT_EQ(ack.stored(), 0u);
