@@ -12,8 +12,10 @@
 // Never trusted: a provider hands over only leases on its own servers, and only to a registered
 // server with room; a server bills a lease only as its GPU or an earlier holder
 // (registry/usage_check.h). A holder that hands a lease to a server that does not want it only
-// holds room there for two minutes; a target that saw a hand-over (a restore it refused, a
-// migration that failed) cannot take the lease by reporting usage under it.
+// holds room there for two minutes, and after three hand-overs of a lease dropped without
+// completing, each within an hour of the last, may not begin another for an hour; a target that
+// saw a hand-over (a restore it refused, a migration that failed) cannot take the lease by
+// reporting usage under it.
 #include <algorithm>
 
 #include "common/log.h"
@@ -24,6 +26,10 @@ namespace rgpu::registry {
 namespace {
 
 constexpr int64_t kHandOverLifeMs = 120000;
+// Hand-overs of one lease dropped without completing, each within kDropWindowMs of the last,
+// after which the holder waits kDropWindowMs from the last before it begins another.
+constexpr uint32_t kMaxDroppedHandOvers = 3;
+constexpr int64_t kDropWindowMs = 3600 * 1000;
 
 }  // namespace
 
@@ -64,6 +70,14 @@ grpc::Status RegistryService::HandOverLease(grpc::ServerContext* ctx, const Hand
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "lease " + lease.lease_id + " runs under reservation " +
                               lease.reservation_id + ", whose room is on its own GPUs");
+    }
+    if (lease.dropped_hand_overs >= kMaxDroppedHandOvers &&
+        now - lease.last_drop_ms < kDropWindowMs) {
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          "lease " + lease.lease_id + "'s last " + std::to_string(lease.dropped_hand_overs) +
+              " hand-overs did not complete; it may be handed over again in " +
+              std::to_string((kDropWindowMs - (now - lease.last_drop_ms)) / 1000 + 1) + " s");
     }
     if (req->to_server() == lease.server_name) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -232,6 +246,7 @@ LeaseRow RegistryService::CompleteHandOver(LeaseRow* lease) {
   lease->moving_since_ms = 0;
   lease->handed_over_ms = Now();
   lease->holder_claimed = false;
+  lease->dropped_hand_overs = 0;
   notice_moves_.erase(lease->lease_id);
   if (lease->ending_ms > 0) {
     // Its notice was its old GPU's (a window that closed there, a preemption there): it has left.
@@ -258,6 +273,10 @@ LeaseRow RegistryService::DropHandOver(LeaseRow* lease) {
   }
   lease->moving_to.clear();
   lease->moving_since_ms = 0;
+  const int64_t now = Now();
+  lease->dropped_hand_overs =
+      now - lease->last_drop_ms < kDropWindowMs ? lease->dropped_hand_overs + 1 : 1;
+  lease->last_drop_ms = now;
   return *lease;
 }
 

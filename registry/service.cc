@@ -660,7 +660,7 @@ void RegistryService::Sweep() {
                now - std::max(lease.granted_ms, started_ms_) >= options_.claim_timeout_ms) {
       unclaimed.push_back(id);
     } else if (lease.handed_over_ms > 0 && !lease.holder_claimed && options_.claim_timeout_ms > 0 &&
-               now - lease.handed_over_ms >= options_.claim_timeout_ms) {
+               now - std::max(lease.handed_over_ms, started_ms_) >= options_.claim_timeout_ms) {
       // Its session never reached the GPU it was handed over to: a phantom hand-over, which
       // would hold another provider's GPU for the lease's lifetime.
       unarrived.push_back(id);
@@ -1627,6 +1627,7 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
   // earlier holder's records are billed, but the session they tell of ended there, not where the
   // lease is now.
   bool ended = false;
+  std::vector<LeaseRow> claimed;  // by their holder after a hand-over, to store
   for (size_t i = 0; i < rows.size(); ++i) {
     const UsageRecord& r = rows[i].record;
     if (!fresh[i]) continue;  // a retry did its part already
@@ -1634,12 +1635,16 @@ grpc::Status RegistryService::ReportUsage(grpc::ServerContext* ctx, const Report
     if (lease == leases_.end() || GpuId(r.server_name(), r.gpu_index()) != lease->second.gpu_id) {
       continue;
     }
-    if (!r.moved()) lease->second.holder_claimed = true;
+    if (!r.moved() && !lease->second.holder_claimed) {
+      lease->second.holder_claimed = true;
+      if (lease->second.handed_over_ms > 0) claimed.push_back(lease->second);
+    }
     if (!r.session_ended() || lease->second.until_released) continue;
     ended = true;
     EndLease(r.lease_id(), "its session ended");
   }
   PersistHolders(moved);
+  PersistHolders(claimed);                  // after `moved`, whose copies predate the claim
   if (ended || !moved.empty()) Dispatch();  // room freed where a lease ended or left
   lock.unlock();
   if (ended) PersistEnded();

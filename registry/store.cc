@@ -86,6 +86,12 @@ const char* kAddedColumns[] = {
     // Whether a session's latest record reported its end or move (an empty record at that
     // instant is then refused: usage_check.cc).
     "ALTER TABLE usage_sessions ADD COLUMN ended INTEGER NOT NULL DEFAULT 0",
+    // Hand-overs' state kept across restarts: whether the session reached its new holder, and
+    // the hand-overs dropped without completing.
+    "ALTER TABLE leases ADD COLUMN handed_over_ms BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN holder_claimed INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN dropped_hand_overs BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE leases ADD COLUMN last_drop_ms BIGINT NOT NULL DEFAULT 0",
 };
 const char* kAddedIndexes = "CREATE INDEX IF NOT EXISTS usage_by_lease ON usage (lease_id)";
 
@@ -160,8 +166,9 @@ Status Taken(Status s, const std::string& what) {
 const char* kLeaseColumns =
     "lease_id, tenant, gpu_id, server_name, memory_bytes, share, priority, queue_ms, granted_ms, "
     "expires_ms, released_ms, claimed_ms, job, until_released, ending_ms, end_reason, "
-    "reservation_id, notice_s, moving_to, moving_since_ms, earlier";
-constexpr size_t kLeaseColumnCount = 21;
+    "reservation_id, notice_s, moving_to, moving_since_ms, earlier, handed_over_ms, "
+    "holder_claimed, dropped_hand_overs, last_drop_ms";
+constexpr size_t kLeaseColumnCount = 25;
 const char* kReservationColumns =
     "reservation_id, tenant, gpu_ids, gpu_type, backend, memory_bytes, share, start_ms, end_ms, "
     "created_ms, cancelled_ms, job";
@@ -257,6 +264,10 @@ LeaseRow ParseLease(const Row& r) {
     if (at == std::string::npos) continue;
     l.earlier.push_back({item.substr(0, at), I(item.substr(at + 1))});
   }
+  l.handed_over_ms = I(r[21]);
+  l.holder_claimed = I(r[22]) != 0;
+  l.dropped_hand_overs = static_cast<uint32_t>(std::min<uint64_t>(U(r[23]), ~0u));
+  l.last_drop_ms = I(r[24]);
   return l;
 }
 
@@ -399,15 +410,21 @@ Status Store::AddLease(const LeaseRow& l) {
                   Num(uint64_t{l.notice_s}),
                   l.moving_to,
                   Num(l.moving_since_ms),
-                  EncodeHolders(l.earlier)}});
+                  EncodeHolders(l.earlier),
+                  Num(l.handed_over_ms),
+                  Num(int64_t{l.holder_claimed ? 1 : 0}),
+                  Num(uint64_t{l.dropped_hand_overs}),
+                  Num(l.last_drop_ms)}});
 }
 
 Status Store::SetLeaseHolder(const LeaseRow& l) {
   return Commit(
       {"UPDATE leases SET gpu_id = $1, server_name = $2, moving_to = $3, "
-       "moving_since_ms = $4, earlier = $5 WHERE lease_id = $6",
+       "moving_since_ms = $4, earlier = $5, handed_over_ms = $6, holder_claimed = $7, "
+       "dropped_hand_overs = $8, last_drop_ms = $9 WHERE lease_id = $10",
        {l.gpu_id, l.server_name, l.moving_to, Num(l.moving_since_ms), EncodeHolders(l.earlier),
-        l.lease_id}});
+        Num(l.handed_over_ms), Num(int64_t{l.holder_claimed ? 1 : 0}),
+        Num(uint64_t{l.dropped_hand_overs}), Num(l.last_drop_ms), l.lease_id}});
 }
 
 Status Store::GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out) {

@@ -76,11 +76,16 @@ struct LeaseRow {
     int64_t until_ms = 0;
   };
   std::vector<Holder> earlier;
-  // Since a hand-over completed (0: none since it was granted or the registry started), and
-  // whether its new holder has reported the session since: one that does not within the claim
-  // timeout ends it, as an unclaimed placement ends (not stored: a restart forgets it).
+  // Since a hand-over completed (0: none since it was granted), and whether its new holder has
+  // reported the session since: one that does not within the claim timeout (counted from the
+  // registry's start at the earliest) ends it, as an unclaimed placement ends.
   int64_t handed_over_ms = 0;
   bool holder_claimed = false;
+  // Hand-overs dropped without completing (taken back, lapsed, replaced) since the last one
+  // completed, within an hour of each other, and when the last was dropped: past a bound the
+  // holder may not begin another for a while (each held room on the target meanwhile).
+  uint32_t dropped_hand_overs = 0;
+  int64_t last_drop_ms = 0;
 };
 
 // GPUs held for a tenant over [start_ms, end_ms): gpu_ids each hold memory_bytes and share.
@@ -171,8 +176,9 @@ class Store {
                       const std::string& reason = "");
   // Puts a lease under notice: it ends at `ending_ms` for `reason`.
   Status SetLeaseEnding(const std::string& lease_id, int64_t ending_ms, const std::string& reason);
-  // Writes where a lease is (gpu_id, server_name), its hand-over in progress and its earlier
-  // holders, as `row` has them.
+  // Writes where a lease is (gpu_id, server_name), its hand-over in progress, its earlier
+  // holders and its hand-overs' state (handed_over_ms, holder_claimed, dropped_hand_overs,
+  // last_drop_ms), as `row` has them.
   Status SetLeaseHolder(const LeaseRow& row);
   // The leases with these ids (any state); ids not found are left out.
   Status GetLeases(const std::vector<std::string>& lease_ids, std::vector<LeaseRow>* out);

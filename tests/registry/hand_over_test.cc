@@ -211,6 +211,87 @@ TEST_F(PhantomHandOverTest, ASessionThatArrivedKeepsItsLease) {
   EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
 }
 
+// Whether a hand-over's session reached its new holder is kept across a registry restart: a
+// phantom one still ends at the claim timeout (counted from the restart at the earliest), and a
+// session that arrived keeps its lease.
+TEST_F(PhantomHandOverTest, WhatAHandOverAwaitsOutlivesARegistryRestart) {
+  MoveToB();
+  Stop();
+  Start();
+  now_ += kClaimMs + 1000;
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 0u) << "host-b is still held for no session";
+}
+
+TEST_F(PhantomHandOverTest, ASessionThatArrivedKeepsItsLeaseAcrossARestart) {
+  MoveToB();
+  now_ += 1000;
+  std::string why;
+  ASSERT_EQ(Stored(bolt_, On("b1", "host-b", 1, 7, start_ + 1600, start_ + 2500), &why), 1u) << why;
+  Stop();
+  Start();
+  now_ += 2 * kClaimMs;
+  ASSERT_TRUE(Heartbeat(bolt_, "host-b").ok());
+  service_->Sweep();
+  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 8 * G);
+}
+
+// A holder that hands its lease to another provider's GPU again and again without moving the
+// session held room there for two minutes each time, for the lease's lifetime. After three
+// hand-overs dropped within an hour of each other it may not begin another for an hour (across
+// a restart too).
+TEST_F(HandOverTest, AHolderCannotKeepHandingOverALeaseItDoesNotMove) {
+  now_ += 1000;
+  ASSERT_EQ(Stored(acme_, On("a1", "host-a", 0, 1, start_, start_ + 1000)), 1u);  // its session
+  HandOverReply h;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(HandOver(acme_, "host-b", &h).ok()) << i;
+    if (i == 1) {
+      now_ += 121000;  // one lapses
+      ASSERT_TRUE(Heartbeat(acme_, "host-a").ok());
+      ASSERT_TRUE(Heartbeat(bolt_, "host-b").ok());
+      service_->Sweep();
+    } else {
+      ASSERT_TRUE(Cancel(acme_).ok());  // the others are taken back
+    }
+    EXPECT_EQ(Gpu("host-b/1").memory_committed(), 0u);
+    now_ += 1000;
+  }
+  grpc::Status g = HandOver(acme_, "host-b", &h);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(g.error_message().find("did not complete"), std::string::npos) << g.error_message();
+  EXPECT_EQ(Gpu("host-b/1").memory_committed(), 0u);
+  Stop();
+  Start();
+  EXPECT_EQ(HandOver(acme_, "host-b", &h).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  // A lease that lives longer (of another tenant's placement, on either server) may hand over
+  // again an hour after its last drop.
+  ASSERT_TRUE(Heartbeat(acme_, "host-a").ok());
+  ASSERT_TRUE(Heartbeat(bolt_, "host-b").ok());
+  const std::string carol = CreateKey(false, "carol");
+  Placement q;
+  grpc::Status placed = Place(carol, 2 * G, 25, 0, &q, nullptr, 0, nullptr, /*ttl=*/4 * 3600);
+  ASSERT_TRUE(placed.ok()) << placed.error_message();
+  const bool on_a = q.server_name() == "host-a";
+  const std::string& holder = on_a ? acme_ : bolt_;
+  const std::string to = on_a ? "host-b" : "host-a";
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(HandOver(holder, to, &h, q.lease_id()).ok()) << i;
+    HandOverRequest req;
+    req.set_lease_id(q.lease_id());
+    Empty empty;
+    grpc::ClientContext ctx;
+    Key(&ctx, "x-rgpu-provider-key", holder);
+    ASSERT_TRUE(stub_->CancelHandOver(&ctx, req, &empty).ok());
+  }
+  EXPECT_EQ(HandOver(holder, to, &h, q.lease_id()).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  now_ += 3600 * 1000;
+  ASSERT_TRUE(Heartbeat(acme_, "host-a").ok());
+  ASSERT_TRUE(Heartbeat(bolt_, "host-b").ok());
+  EXPECT_TRUE(HandOver(holder, to, &h, q.lease_id()).ok());
+}
+
 TEST_F(HandOverTest, AHandOverThatDoesNotHappenGivesItsRoomBack) {
   HandOverReply h;
   ASSERT_TRUE(HandOver(acme_, "host-b", &h).ok());
