@@ -31,20 +31,28 @@ struct Peer {
   std::string announcement;  // received so far, up to kAnnouncementBytes
   uint64_t key = 0;          // once announced
   bool announced = false;
-  std::string source;  // the peer's address, without its port
+  std::string source;  // SourceOf the peer's address
   std::chrono::steady_clock::time_point accepted;
 };
 
-std::string SourceAddress(const sockaddr_storage& a) {
+}  // namespace
+
+std::string SourceOf(const sockaddr_storage& a) {
   char text[INET6_ADDRSTRLEN] = {};
   if (a.ss_family == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof text);
-  } else if (a.ss_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, text, sizeof text);
+    return text;
   }
-  return text;
+  if (a.ss_family != AF_INET6) return "";
+  in6_addr address = reinterpret_cast<const sockaddr_in6&>(a).sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&address)) {
+    inet_ntop(AF_INET, &address.s6_addr[12], text, sizeof text);
+    return text;
+  }
+  memset(&address.s6_addr[8], 0, 8);  // the host's /64
+  inet_ntop(AF_INET6, &address, text, sizeof text);
+  return std::string(text) + "/64";
 }
-}  // namespace
 
 LivenessService::~LivenessService() { Stop(); }
 
@@ -257,7 +265,7 @@ void LivenessService::Loop() {
         if (fd < 0) break;  // EAGAIN: none left
         Peer p;
         p.fd = fd;
-        p.source = SourceAddress(from);
+        p.source = SourceOf(from);
         p.accepted = now;
         // When the source, or the table, has no room, the oldest pending connection (of the
         // source, or of all) makes room: a tenant's fresh connection announces itself at once,

@@ -17,10 +17,12 @@
 // The port is open to anyone, so it admits only peers that prove they hold a live session: a
 // connection must announce an admitted key with its proof within kAnnounceMs, one connection per
 // key (a wrong proof closes the connection); until then
-// it is pending, and pending connections are bounded per source address and in all (the oldest
-// pending one, of the source or of all, makes room for a new one), so idle connections cannot
-// lock out a tenant: a tenant's fresh connection announces itself at once.
+// it is pending, and pending connections are bounded per source (SourceOf) and in all (the
+// oldest pending one, of the source or of all, makes room for a new one), so idle connections
+// cannot lock out a tenant: a tenant's fresh connection announces itself at once.
 #pragma once
+
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -35,6 +37,11 @@
 #include "common/status.h"
 
 namespace rgpu::server {
+
+// The source a connection from `address` counts under for the per-source bound: an IPv4 address,
+// or the /64 prefix of an IPv6 one (a host is given a whole /64, so counting its addresses one by
+// one would bound nothing), as text; an IPv4-mapped IPv6 address counts as its IPv4 address.
+std::string SourceOf(const sockaddr_storage& address);
 
 class LivenessService {
  public:

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "proto/keepalive_proof.h"
+#include "server/liveness_service.h"
 #include "tests/unit/raw_peer.h"
 
 namespace rgpu {
@@ -310,6 +311,29 @@ TEST_F(ServerLivenessTest, IdleConnectionsDoNotLockOutATenant) {
   EXPECT_EQ(Ping(t->keepalive), 1) << "the tenant's keepalive was not answered";
   for (int fd : idle) close(fd);
   EXPECT_EQ(Result(t->ch.get(), Call(9, Op::kMemGetInfo, t->ctx, {})), CUDA_SUCCESS);
+}
+
+// The keepalive port bounds pending connections per source. An IPv6 host is given a whole /64,
+// so a bound per address bounded nothing there: its addresses count as one source.
+sockaddr_storage Address(const char* text) {
+  sockaddr_storage a = {};
+  if (inet_pton(AF_INET, text, &reinterpret_cast<sockaddr_in&>(a).sin_addr) == 1) {
+    a.ss_family = AF_INET;
+  } else {
+    EXPECT_EQ(inet_pton(AF_INET6, text, &reinterpret_cast<sockaddr_in6&>(a).sin6_addr), 1) << text;
+    a.ss_family = AF_INET6;
+  }
+  return a;
+}
+
+TEST(LivenessSourceTest, AnIpv6HostCountsAsOneSourceAcrossItsSlash64) {
+  using server::SourceOf;
+  EXPECT_EQ(SourceOf(Address("2001:db8:1:2::1")), SourceOf(Address("2001:db8:1:2:ffff:1:2:3")));
+  EXPECT_EQ(SourceOf(Address("2001:db8:1:2::1")), "2001:db8:1:2::/64");
+  EXPECT_NE(SourceOf(Address("2001:db8:1:2::1")), SourceOf(Address("2001:db8:1:3::1")));
+  EXPECT_NE(SourceOf(Address("10.0.0.1")), SourceOf(Address("10.0.0.2")));
+  EXPECT_EQ(SourceOf(Address("10.0.0.1")), "10.0.0.1");
+  EXPECT_EQ(SourceOf(Address("::ffff:10.0.0.1")), "10.0.0.1");
 }
 
 }  // namespace
