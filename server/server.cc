@@ -120,6 +120,12 @@ Status Server::Start(const ServerOptions& options) {
   if (s.ok() && driver_.softgpuSetNativeManagedVariables != nullptr) {
     driver_.softgpuSetNativeManagedVariables(0);
   }
+  // Its page-locked memory (staging buffers, kernel turns' gates) is its own, whichever session's
+  // context allocated it: no tenant's kernel reaches another context's (set even when the server
+  // is told to serve as without extensions, which is about serving, not about isolation).
+  if (s.ok() && driver_.softgpuSetHostMemoryPerContext != nullptr) {
+    driver_.softgpuSetHostMemoryPerContext(1);
+  }
   if (s.ok() && !options.backend_extensions) {
 #define DRIVER_FN(name)
 #define DRIVER_FN_REQUIRED(name)

@@ -63,6 +63,7 @@ CUresult HostAlloc(void** pp, size_t bytesize, unsigned flags) {
   std::shared_ptr<Allocation> a = MapNative(bytesize);
   if (a == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   a->kind = AllocationKind::kHostMapped;
+  a->host_owner = ctx->serial();
   HostRange range;
   range.size = bytesize;
   range.flags = flags;

@@ -342,6 +342,14 @@ extern "C" SOFTGPU_EXPORT CUresult softgpuSetNativeManagedVariables(int native) 
   return CUDA_SUCCESS;
 }
 
+// softgpu's own extension: with 1, a kernel reaches only the page-locked host memory allocated in
+// its own context (memory.h, HostMemoryPerContext); rgpu's server says so, since contexts of
+// different tenants share its process. Callable before cuInit.
+extern "C" SOFTGPU_EXPORT CUresult softgpuSetHostMemoryPerContext(int per_context) {
+  SetHostMemoryPerContext(per_context != 0);
+  return CUDA_SUCCESS;
+}
+
 // A __managed__ variable of `library` (cudart asks for each one as it loads a program's code).
 // Managed memory is per context in softgpu: the variable of the library's instance in the
 // current context, or, when none is current (cudart may ask first), in device 0's primary

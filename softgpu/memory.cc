@@ -151,7 +151,14 @@ std::shared_ptr<Allocation> MapNative(uint64_t size) {
 
 namespace {
 std::atomic<bool> g_native_managed_variables{true};
+std::atomic<bool> g_host_memory_per_context{false};
 }  // namespace
+
+bool HostMemoryPerContext() { return g_host_memory_per_context.load(std::memory_order_acquire); }
+
+void SetHostMemoryPerContext(bool per_context) {
+  g_host_memory_per_context.store(per_context, std::memory_order_release);
+}
 
 bool NativeManagedVariables() { return g_native_managed_variables.load(std::memory_order_acquire); }
 

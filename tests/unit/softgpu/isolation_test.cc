@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -135,6 +136,41 @@ TEST_F(IsolationTest, ForeignPointersAreRejected) {
   CU_ASSERT_OK(cuCtxSetCurrent(ctx_));
   EXPECT_EQ(Download<int>(mine, 1)[0], 0x01020304);
   CU_ASSERT_OK(cuCtxSynchronize());
+}
+
+// softgpu's extension (softgpu/memory.h): a kernel reaches only its own context's page-locked
+// memory, which rgpu's server asks for; CUDA's unified addressing, the default, reaches every
+// context's.
+extern "C" CUresult softgpuSetHostMemoryPerContext(int per_context);
+
+TEST_F(IsolationTest, PageLockedMemoryIsEveryContextsUnlessTheProcessSaysOtherwise) {
+  int* host = nullptr;
+  CU_ASSERT_OK(cuMemHostAlloc(reinterpret_cast<void**>(&host), 16, 0));
+  memset(host, 0, 16);
+  const CUdeviceptr at = reinterpret_cast<CUdeviceptr>(host);
+  CUcontext other;
+  CU_ASSERT_OK(cuCtxCreate(&other, nullptr, 0, 0));
+  CUmodule m;
+  CU_ASSERT_OK(cuModuleLoadData(&m, ptx_.c_str()));
+  CUfunction store;
+  CU_ASSERT_OK(cuModuleGetFunction(&store, m, "store_at"));
+  CU_ASSERT_OK(StoreAt(store, at, 0, 7));
+  CU_ASSERT_OK(cuCtxSynchronize());
+  EXPECT_EQ(host[0], 7);
+  CU_ASSERT_OK(softgpuSetHostMemoryPerContext(1));
+  testing::internal::CaptureStderr();
+  CU_ASSERT_OK(StoreAt(store, at, 1, 8));
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(host[1], 0);
+  CU_ASSERT_OK(cuCtxDestroy(other));
+  // The context that allocated it still reaches it.
+  CU_ASSERT_OK(cuCtxSetCurrent(ctx_));
+  CU_ASSERT_OK(StoreAt(Function("store_at"), at, 2, 9));
+  CU_ASSERT_OK(cuCtxSynchronize());
+  EXPECT_EQ(host[2], 9);
+  CU_ASSERT_OK(softgpuSetHostMemoryPerContext(0));
+  CU_ASSERT_OK(cuMemFreeHost(host));
 }
 
 TEST_F(IsolationTest, ConcurrentContextsOnManyThreads) {
