@@ -31,6 +31,13 @@ constexpr int64_t kHandOverLifeMs = 120000;
 constexpr uint32_t kMaxDroppedHandOvers = 3;
 constexpr int64_t kDropWindowMs = 3600 * 1000;
 
+// True when `lease` may not begin another hand-over now: kMaxDroppedHandOvers were dropped, each
+// within kDropWindowMs of the last, counting one in progress (which the next would drop).
+bool HandOversBarred(const LeaseRow& lease, int64_t now) {
+  if (now - lease.last_drop_ms >= kDropWindowMs) return false;  // the count starts again
+  return lease.dropped_hand_overs + (lease.moving_to.empty() ? 0 : 1) >= kMaxDroppedHandOvers;
+}
+
 }  // namespace
 
 grpc::Status RegistryService::HandOverLease(grpc::ServerContext* ctx, const HandOverRequest* req,
@@ -71,11 +78,10 @@ grpc::Status RegistryService::HandOverLease(grpc::ServerContext* ctx, const Hand
                           "lease " + lease.lease_id + " runs under reservation " +
                               lease.reservation_id + ", whose room is on its own GPUs");
     }
-    if (lease.dropped_hand_overs >= kMaxDroppedHandOvers &&
-        now - lease.last_drop_ms < kDropWindowMs) {
+    if (HandOversBarred(lease, now)) {
       return grpc::Status(
           grpc::StatusCode::FAILED_PRECONDITION,
-          "lease " + lease.lease_id + "'s last " + std::to_string(lease.dropped_hand_overs) +
+          "lease " + lease.lease_id + "'s last " + std::to_string(kMaxDroppedHandOvers) +
               " hand-overs did not complete; it may be handed over again in " +
               std::to_string((kDropWindowMs - (now - lease.last_drop_ms)) / 1000 + 1) + " s");
     }
@@ -192,7 +198,10 @@ void RegistryService::OfferNoticeMoves(const std::string& server_name, int64_t n
     LeaseNotice* notice = reply->mutable_ending_leases(i);
     LeaseRow& lease = leases_.at(notice->lease_id());
     auto offered = notice_moves_.find(lease.lease_id);
+    // The registry's own offers count against the bound too: a provider that puts its own
+    // leases under notice and never moves them would otherwise hold other providers' room.
     if (lease.moving_to.empty() && options_.move_on_notice && lease.reservation_id.empty() &&
+        !HandOversBarred(lease, now) &&
         (offered == notice_moves_.end() || now - offered->second.offered_ms >= kHandOverLifeMs)) {
       // Somewhere else with room for it, on a server that lends now and is not this one.
       std::vector<size_t> candidates;
@@ -209,7 +218,7 @@ void RegistryService::OfferNoticeMoves(const std::string& server_name, int64_t n
         if (Status s = signer_.Sign(claims, &move.token); !s.ok()) {
           RGPU_LOG_ERROR("lease %s: its hand-over is not signed: %s", lease.lease_id.c_str(),
                          s.message().c_str());
-          DropHandOver(&lease);
+          DropHandOver(&lease, /*counts=*/false);  // the registry's failure, not the holder's
           move.token.clear();
         }
         if (Status s = store_->SetLeaseHolder(lease); !s.ok()) {
@@ -263,7 +272,7 @@ LeaseRow RegistryService::CompleteHandOver(LeaseRow* lease) {
   return *lease;
 }
 
-LeaseRow RegistryService::DropHandOver(LeaseRow* lease) {
+LeaseRow RegistryService::DropHandOver(LeaseRow* lease, bool counts) {
   auto offered = notice_moves_.find(lease->lease_id);
   if (offered != notice_moves_.end()) offered->second.token.clear();  // offered again later
   auto to = gpu_by_id_.find(lease->moving_to);
@@ -273,6 +282,7 @@ LeaseRow RegistryService::DropHandOver(LeaseRow* lease) {
   }
   lease->moving_to.clear();
   lease->moving_since_ms = 0;
+  if (!counts) return *lease;
   const int64_t now = Now();
   lease->dropped_hand_overs =
       now - lease->last_drop_ms < kDropWindowMs ? lease->dropped_hand_overs + 1 : 1;

@@ -273,8 +273,9 @@ class RegistryService final : public Registry::Service {
   // another server with room (once per kHandOverLifeMs) and tells the server where its session
   // is to go (move_on_notice).
   void OfferNoticeMoves(const std::string& server_name, int64_t now, HeartbeatReply* reply);
-  // The hand-over in progress ends without the lease moving: the room held on the target freed.
-  LeaseRow DropHandOver(LeaseRow* lease);
+  // The hand-over in progress ends without the lease moving: the room held on the target freed;
+  // `counts`: it counts against the lease's bound on dropped hand-overs (HandOversBarred).
+  LeaseRow DropHandOver(LeaseRow* lease, bool counts = true);
   // Drops the hand-overs neither side completed within kHandOverLifeMs of their start.
   std::vector<LeaseRow> ExpireHandOvers(int64_t now);
   // Completes the hand-overs the stored records `rows` show done (the holder's last record of

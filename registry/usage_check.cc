@@ -123,13 +123,12 @@ std::string CheckRecordAgainstLease(const UsageRecord& r, const UsageContext& c,
   if (c.before != nullptr && r.end_ms() == r.start_ms() && !r.session_ended() && !r.moved()) {
     return "an empty interval inside the session";
   }
-  // Nor does an empty record at the instant the session was reported ended or moved (its end
-  // again, as often as a provider likes); a later one may open a session that reuses the id (a
-  // server's ids start again when it restarts).
-  if (c.before != nullptr && c.before->ended && r.end_ms() == r.start_ms() &&
-      r.start_ms() <= c.before->last_end_ms) {
+  // Nor does an empty record once the session was reported ended or moved (its end again, as
+  // often as a provider likes, each a millisecond later); a session that reuses the id (a
+  // server's ids start again when it restarts) is billed from its first record with an interval.
+  if (c.before != nullptr && c.before->ended && r.end_ms() == r.start_ms()) {
     return "the session was reported ended or moved at " + std::to_string(c.before->last_end_ms) +
-           " ms; an empty record at that instant tells nothing";
+           " ms; an empty record after that tells nothing";
   }
   // Physical bounds on the session's totals, this record included. Both ends are bounded
   // above, so the differences and sums below cannot overflow.

@@ -67,7 +67,7 @@ std::string CheckRecordShape(const UsageRecord& r);
 bool LeaseHeldBy(const LeaseRow& lease, const std::string& gpu_id, int64_t end_ms, int64_t skew_ms);
 
 // "" when the (well-formed) record agrees with its lease and is physically possible, and tells
-// something (an empty interval only opens, ends or moves a session, and not at the instant it was
+// something (an empty interval only opens, ends or moves a session, and never once it was
 // reported ended or moved); otherwise why not, in words for the provider's log.
 std::string CheckRecordAgainstLease(const UsageRecord& r, const UsageContext& context,
                                     const UsageLimits& limits);

@@ -30,9 +30,9 @@ using SoftgpuCtxSetKernelTimeoutFn = CUresult (*)(CUcontext ctx, unsigned long l
 // softgpu's extension: whether __managed__ variables are host memory at their device address
 // (softgpu/api_module.cc); the server says no, since its client maps them itself.
 using SoftgpuSetNativeManagedVariablesFn = CUresult (*)(int native);
-// softgpu's extension: kernels reach only the page-locked host memory of their own context
-// (softgpu/memory.h); the server says so, since it serves several tenants in one process.
-using SoftgpuSetHostMemoryPerContextFn = CUresult (*)(int per_context);
+// softgpu's extension: whether kernels reach page-locked host memory (softgpu/memory.h); the
+// server says no, since it serves several tenants in one process and that memory is its own.
+using SoftgpuSetKernelHostAccessFn = CUresult (*)(int reach);
 
 // softgpu's extensions for restoring a session at its device addresses (softgpu/api_memory.cc,
 // softgpu/api_module.cc, docs/migration.md).

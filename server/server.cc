@@ -121,10 +121,11 @@ Status Server::Start(const ServerOptions& options) {
     driver_.softgpuSetNativeManagedVariables(0);
   }
   // Its page-locked memory (staging buffers, kernel turns' gates) is its own, whichever session's
-  // context allocated it: no tenant's kernel reaches another context's (set even when the server
-  // is told to serve as without extensions, which is about serving, not about isolation).
-  if (s.ok() && driver_.softgpuSetHostMemoryPerContext != nullptr) {
-    driver_.softgpuSetHostMemoryPerContext(1);
+  // context allocated it: no tenant's kernel reaches it, another session's staged bytes least
+  // (set even when the server is told to serve as without extensions, which is about serving,
+  // not about isolation).
+  if (s.ok() && driver_.softgpuSetKernelHostAccess != nullptr) {
+    driver_.softgpuSetKernelHostAccess(0);
   }
   if (s.ok() && !options.backend_extensions) {
 #define DRIVER_FN(name)

@@ -346,6 +346,7 @@ void Session::Abort(const std::string& reason) {
   RGPU_LOG_WARN("session %llu: stopping its work: %s", (unsigned long long)id_, reason.c_str());
   std::lock_guard<std::mutex> lock(abort_mu_);
   if (abort_channel_ != nullptr) abort_channel_->Abandon(reason);
+  if (abort_peer_channel_ != nullptr) abort_peer_channel_->Abandon(reason);
   if (drv_.softgpuCtxAbort != nullptr) {
     for (CUcontext ctx : live_contexts_) drv_.softgpuCtxAbort(ctx);
   }
@@ -1066,6 +1067,9 @@ void Session::DestroyContext(uint64_t id) {
     auto change = DeviceMemoryChange();
     drv_.cuCtxDestroy(rec->context);
   }
+  // Its gates' page-locked words went with it (as CUDA frees a context's page-locked memory):
+  // the turns' destructor must not open them again.
+  if (rec->turns != nullptr) rec->turns->ContextGone();
   if (current_ == rec->context) current_ = nullptr;
   contexts_.Erase(id);
   NoteContextDevices();

@@ -27,6 +27,7 @@
 #include "server/peer_join_proof.h"
 #include "server/require_fn.h"
 #include "server/session.h"
+#include "transport/url.h"
 
 namespace rgpu::server {
 namespace {
@@ -86,6 +87,21 @@ CUresult ReceivePeerReply(Channel& channel, std::vector<char>* data, wire::Reply
   }
   *reply = e.reply();
   return CUDA_SUCCESS;
+}
+
+// True when `text` is a server's URL whose host is a name or address (letters, digits, '.', '-',
+// ':' of an IPv6 address): the host travels to whatever listens there (a tls:// connection names
+// it in its first bytes), so a tenant's URL carries no other text there, a line break least.
+bool PlainServerUrl(const std::string& text) {
+  TransportUrl url;
+  if (!TransportUrl::Parse(text, &url).ok() || url.scheme == TransportUrl::Scheme::kLocal ||
+      url.host.empty() || url.host.size() > 253) {
+    return false;
+  }
+  return std::all_of(url.host.begin(), url.host.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == ':';
+  });
 }
 
 }  // namespace
@@ -204,6 +220,10 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
     cs.detail = "this server makes no copies to other servers";
     return CUDA_ERROR_NOT_SUPPORTED;
   }
+  if (!PlainServerUrl(url_text)) {
+    cs.detail = "not a server's URL (a host of letters, digits, '.', '-' or ':', and a port)";
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   REQUIRE_FN(cuStreamSynchronize);
   REQUIRE_FN(cuMemcpyHtoD);
   REQUIRE_FN(cuMemcpyDtoH);
@@ -220,6 +240,12 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
   // nothing listened there, something else did, or it did not answer: the same, so that copies
   // do not map what this server reaches. The log says which.
   const std::string unproven = "no server that granted the transfer answered at " + url_text;
+  // Logs why whatever is at the URL did not prove the ticket; the tenant is told `unproven`.
+  auto not_proven = [&](const std::string& what) {
+    RGPU_LOG_WARN("session %llu: copy between servers: %s %s", (unsigned long long)id_,
+                  url_text.c_str(), what.c_str());
+    why = unproven;
+  };
   // Names the ticket on `ch`: 1 admitted (the answer proved the ticket), 0 refused or not
   // proven (why says so), -1 the connection failed.
   auto join = [&](Channel* ch) {
@@ -237,33 +263,36 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
     Status s = ch->Send(j.SerializeAsString(), nullptr, 0);
     if (s.ok()) s = ch->Receive(kPeerTimeoutMs, &m);
     if (!s.ok()) {
-      RGPU_LOG_WARN("session %llu: copy between servers: %s did not answer: %s",
-                    (unsigned long long)id_, url_text.c_str(), s.message().c_str());
-      why = unproven;
+      not_proven("did not answer: " + s.message());
       return -1;
     }
     if (!answer.ParseFromArray(m.header.data(), static_cast<int>(m.header.size())) ||
         answer.body_case() != wire::Envelope::kWelcome) {
-      RGPU_LOG_WARN(
-          "session %llu: copy between servers: %s answered something other than a "
-          "server's",
-          (unsigned long long)id_, url_text.c_str());
-      why = unproven;
+      not_proven("answered something other than a server's");
       return 0;
     }
     if (answer.welcome().status() != 0) {
-      why = "the other server refused the transfer: " + answer.welcome().error();
+      // Its words are not relayed: whatever answered at a URL the tenant chose is not the
+      // tenant's to hear from.
+      not_proven("refused the transfer: " + answer.welcome().error().substr(0, 200));
+      why = "the server at " + url_text +
+            " refused the transfer (a wrong, used or expired ticket, or not the server that "
+            "granted it)";
       return 0;
     }
-    if (!ConstantTimeEquals(answer.welcome().peer_proof(), PeerJoinProof(ticket, nonce))) {
-      RGPU_LOG_WARN(
-          "session %llu: copy between servers: %s admitted the transfer without "
-          "proving its ticket",
-          (unsigned long long)id_, url_text.c_str());
-      why = unproven;
+    const std::string& proof = answer.welcome().peer_proof();
+    if (proof.size() != 32 || !ConstantTimeEquals(proof, PeerJoinProof(ticket, nonce))) {
+      not_proven("admitted the transfer without proving its ticket");
       return 0;
     }
     return 1;
+  };
+  // While it is used, the session's end (Abort) gives up on the connection too: the other end
+  // (which may be the tenant's own) could stall half-way through a message and hold this thread.
+  auto watch = [this](Channel* ch) {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    abort_peer_channel_ = ch;
+    if (ch != nullptr && aborted_.load()) ch->Abandon("the session is ending");
   };
   // A connection kept from an earlier copy to that server, else a new one.
   std::unique_ptr<Channel> channel;
@@ -271,15 +300,16 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
   if (auto kept = peer_channels_.find(url_text); kept != peer_channels_.end()) {
     channel = std::move(kept->second);
     peer_channels_.erase(kept);
+    watch(channel.get());
     joined = join(channel.get());
   }
   if (joined < 0) {
+    watch(nullptr);
     channel.reset();
     if (Status s = peer_connector_(url_text, &channel); !s.ok()) {
-      RGPU_LOG_WARN("session %llu: copy between servers: cannot reach %s: %s",
-                    (unsigned long long)id_, url_text.c_str(), s.message().c_str());
-      why = unproven;
+      not_proven("cannot be reached: " + s.message());
     } else {
+      watch(channel.get());
       joined = join(channel.get());
     }
   }
@@ -321,6 +351,7 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
       r = static_cast<CUresult>(done.result());
     }
   }
+  watch(nullptr);
   // A connection that carried a whole transfer serves the next one to that server.
   constexpr size_t kKeptConnections = 8;
   if (r == CUDA_SUCCESS && peer_channels_.size() < kKeptConnections) {

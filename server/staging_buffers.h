@@ -7,7 +7,9 @@
 // Buffers come in power-of-two sizes from 64 KiB, are allocated with cuMemHostAlloc in the
 // context the first time a size is needed, and are reused; the buffers of all of a session's
 // contexts together stay within the session's StagingBudget (what a session may make the server
-// pin). They die with their context: the backend frees them when it is destroyed.
+// pin). They die with their context: the backend frees them when it is destroyed (softgpu
+// too: a session's staged bytes do not outlive it, and the server's memory does not grow with
+// every session that staged copies).
 //
 // Threading: Take, ReleaseAfter and Release run on the session's thread with the context current;
 // the release ReleaseAfter queues runs on the backend's callback thread. The object must outlive

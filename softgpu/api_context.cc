@@ -47,6 +47,7 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
     if (c == nullptr || c->primary()) return CUDA_ERROR_INVALID_CONTEXT;
     GetDriver().contexts.Remove(ctx);
     DestroyContextResources(c);
+    ReleasePageLockedOf(reinterpret_cast<CUcontext>(c.get()));
     auto& stack = ContextStack();
     stack.erase(std::remove(stack.begin(), stack.end(), ctx), stack.end());
     return CUDA_SUCCESS;

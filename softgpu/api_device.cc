@@ -138,7 +138,10 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
     if (CUresult r = GetDevice(dev, &d); r != CUDA_SUCCESS) return r;
     std::lock_guard lock(d->primary_mu);
     if (d->primary == nullptr || d->primary_refcount == 0) return CUDA_ERROR_INVALID_CONTEXT;
-    if (--d->primary_refcount == 0) DestroyContextResources(d->primary);
+    if (--d->primary_refcount == 0) {
+      DestroyContextResources(d->primary);
+      ReleasePageLockedOf(reinterpret_cast<CUcontext>(d->primary.get()));
+    }
     return CUDA_SUCCESS;
   });
 }
@@ -148,7 +151,10 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
     Device* d;
     if (CUresult r = GetDevice(dev, &d); r != CUDA_SUCCESS) return r;
     std::lock_guard lock(d->primary_mu);
-    if (d->primary != nullptr && d->primary->alive()) DestroyContextResources(d->primary);
+    if (d->primary != nullptr && d->primary->alive()) {
+      DestroyContextResources(d->primary);
+      ReleasePageLockedOf(reinterpret_cast<CUcontext>(d->primary.get()));
+    }
     d->primary_refcount = 0;
     return CUDA_SUCCESS;
   });

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "softgpu/api_util.h"
 
@@ -63,7 +64,6 @@ CUresult HostAlloc(void** pp, size_t bytesize, unsigned flags) {
   std::shared_ptr<Allocation> a = MapNative(bytesize);
   if (a == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   a->kind = AllocationKind::kHostMapped;
-  a->host_owner = ctx->serial();
   HostRange range;
   range.size = bytesize;
   range.flags = flags;
@@ -96,6 +96,24 @@ bool FindPageLocked(uint64_t address, PageLockedRange* out) {
     return true;
   }
   return false;
+}
+
+void ReleasePageLockedOf(CUcontext context) {
+  std::vector<std::shared_ptr<Allocation>> mappings;  // unmapped after the lock
+  {
+    HostRanges& h = Ranges();
+    std::lock_guard lock(h.mu);
+    for (auto it = h.allocated.begin(); it != h.allocated.end();) {
+      if (it->second.context != context) {
+        ++it;
+        continue;
+      }
+      mappings.push_back(std::move(it->second.mapping));
+      it = h.allocated.erase(it);
+    }
+    std::erase_if(h.registered, [context](const auto& r) { return r.second.context == context; });
+  }
+  for (const auto& mapping : mappings) GlobalHostMappings().Remove(mapping->base);
 }
 
 }  // namespace softgpu

@@ -246,7 +246,6 @@ CUresult Launch(CUfunction f, const uint32_t grid[3], const uint32_t block[3],
   lp.param_size = fn.param_bytes;
   lp.memory = &ctx->memory();
   lp.owner = ctx.get();
-  lp.owner_serial = ctx->serial();
   lp.sm_count = ctx->device()->sm_count();
   lp.stack_bytes = static_cast<uint32_t>(ctx->stack_size);
   lp.printf_sink = ctx.get();

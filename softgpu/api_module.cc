@@ -342,11 +342,11 @@ extern "C" SOFTGPU_EXPORT CUresult softgpuSetNativeManagedVariables(int native) 
   return CUDA_SUCCESS;
 }
 
-// softgpu's own extension: with 1, a kernel reaches only the page-locked host memory allocated in
-// its own context (memory.h, HostMemoryPerContext); rgpu's server says so, since contexts of
-// different tenants share its process. Callable before cuInit.
-extern "C" SOFTGPU_EXPORT CUresult softgpuSetHostMemoryPerContext(int per_context) {
-  SetHostMemoryPerContext(per_context != 0);
+// softgpu's own extension: with 0, kernels reach no page-locked host memory (memory.h,
+// KernelHostAccess); rgpu's server says so, since contexts of different tenants share its
+// process and its page-locked memory is its own. Callable before cuInit.
+extern "C" SOFTGPU_EXPORT CUresult softgpuSetKernelHostAccess(int reach) {
+  SetKernelHostAccess(reach != 0);
   return CUDA_SUCCESS;
 }
 

@@ -86,5 +86,8 @@ struct PageLockedRange {
 };
 // The allocated or registered page-locked range containing `address`; false if none.
 bool FindPageLocked(uint64_t address, PageLockedRange* out);
+// Frees the page-locked memory allocated in `context` and drops its registrations, as CUDA does
+// when a context is destroyed (a kernel still running keeps what it reached until it ends).
+void ReleasePageLockedOf(CUcontext context);
 
 }  // namespace softgpu

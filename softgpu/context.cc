@@ -4,16 +4,8 @@
 
 namespace softgpu {
 
-namespace {
-std::atomic<uint64_t> g_next_context_serial{1};
-}  // namespace
-
 Context::Context(Device* device, unsigned flags, bool primary)
-    : device_(device),
-      flags_(flags),
-      primary_(primary),
-      memory_(&device->budget()),
-      serial_(g_next_context_serial.fetch_add(1)) {
+    : device_(device), flags_(flags), primary_(primary), memory_(&device->budget()) {
   default_stream_ = std::make_shared<Stream>(this, 0, 0, /*is_default=*/true);
   kernel_timeout_ms.store(device->kernel_timeout_ms());
 }

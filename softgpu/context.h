@@ -26,8 +26,6 @@ class Context : public PrintfSink {
   Context& operator=(const Context&) = delete;
 
   Device* device() const { return device_; }
-  // A number no other context of the process has had (contexts' addresses are reused).
-  uint64_t serial() const { return serial_; }
   unsigned flags() const { return flags_; }
   bool primary() const { return primary_; }
   AddressSpace& memory() { return memory_; }
@@ -99,8 +97,6 @@ class Context : public PrintfSink {
   // on the legacy default stream every blocking stream's last operation, on a blocking stream
   // the default stream's. Under mu_.
   void AddLegacyOrderLocked(const Stream& stream, std::vector<Dependency>* deps);
-
-  const uint64_t serial_;
 
   Device* const device_;
   const unsigned flags_;

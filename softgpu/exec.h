@@ -140,8 +140,7 @@ struct Block {
   uint32_t cache_next = 0;
   // The launching context (identity only): texture and surface objects must belong to it.
   const void* owner = nullptr;
-  uint64_t owner_serial = 0;  // its Context::serial: page-locked memory it reaches (memory.h)
-  BoundTexture textures[2];   // the objects used last
+  BoundTexture textures[2];  // the objects used last
   uint32_t texture_next = 0;
   // The block's cluster (never null while it runs), its rank there, and per thread the phase
   // (plus one) of its barrier.cluster arrival not yet waited for, 0 if none.

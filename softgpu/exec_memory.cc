@@ -114,12 +114,9 @@ uint8_t* TranslateSlow(Warp& w, ptx::Space space, uint64_t address, uint32_t siz
       // cached like its own from here on (if the peer goes meanwhile, the block still reaches
       // what it cached until it ends: the pin keeps those bytes alive, nobody else's).
       if (a == nullptr) a = b.memory->FindInPeers(address, size);
-      // Page-locked host memory, which every context reaches at its own address (or, where the
-      // process said so, only the context it was allocated in: memory.h).
-      if (a == nullptr) {
-        a = GlobalHostMappings().Find(address, size);
-        if (a != nullptr && a->host_owner != b.owner_serial && HostMemoryPerContext()) a = nullptr;
-      }
+      // Page-locked host memory, which every context reaches at its own address (unless the
+      // process said that kernels reach none: memory.h).
+      if (a == nullptr && KernelHostAccess()) a = GlobalHostMappings().Find(address, size);
       if (a == nullptr) break;
       // Keep the most recent hit in slot 0; evict the oldest.
       b.cached[3] = std::move(b.cached[2]);

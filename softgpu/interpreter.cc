@@ -215,7 +215,6 @@ void BlockRunner::Prepare(const LaunchParams& launch, uint64_t launch_id) {
   block_.consts = launch.consts;
   block_.memory = launch.memory;
   block_.owner = launch.owner;
-  block_.owner_serial = launch.owner_serial;
   block_.shared = shared_.data();
   // Dynamic shared memory starts at the decoder's extern .shared base (the static variables' end,
   // aligned): the block's shared memory runs to its end.

@@ -26,7 +26,6 @@ struct LaunchParams {
   uint32_t param_size = 0;
   const AddressSpace* memory = nullptr;
   const void* owner = nullptr;  // the launching context, for texture and surface objects
-  uint64_t owner_serial = 0;    // its Context::serial, for page-locked host memory
   uint32_t sm_count = 1;
   uint32_t stack_bytes = 1024;  // per-thread stack for .func activations
   PrintfSink* printf_sink = nullptr;

@@ -151,13 +151,13 @@ std::shared_ptr<Allocation> MapNative(uint64_t size) {
 
 namespace {
 std::atomic<bool> g_native_managed_variables{true};
-std::atomic<bool> g_host_memory_per_context{false};
+std::atomic<bool> g_kernel_host_access{true};
 }  // namespace
 
-bool HostMemoryPerContext() { return g_host_memory_per_context.load(std::memory_order_acquire); }
+bool KernelHostAccess() { return g_kernel_host_access.load(std::memory_order_acquire); }
 
-void SetHostMemoryPerContext(bool per_context) {
-  g_host_memory_per_context.store(per_context, std::memory_order_release);
+void SetKernelHostAccess(bool reach) {
+  g_kernel_host_access.store(reach, std::memory_order_release);
 }
 
 bool NativeManagedVariables() { return g_native_managed_variables.load(std::memory_order_acquire); }

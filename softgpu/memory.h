@@ -89,9 +89,6 @@ struct Allocation {
   // ClaimAddresses), given back when it goes; 0: it took none (a mapping or an IPC alias lies in
   // a range someone else holds).
   uint64_t range = 0;
-  // Page-locked host memory (kHostMapped): the serial of the context it was allocated in
-  // (Context::serial), which alone reaches it from kernels under HostMemoryPerContext.
-  uint64_t host_owner = 0;
   Allocation() = default;
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
@@ -150,13 +147,14 @@ std::shared_ptr<Allocation> MapNative(uint64_t size);
 bool NativeManagedVariables();
 void SetNativeManagedVariables(bool native);
 
-// Whether a kernel reaches only the page-locked host memory allocated in its own context: false
-// unless softgpuSetHostMemoryPerContext(1) said otherwise (rgpu's server does, because contexts
-// of different tenants share its process, and the page-locked memory there is the server's
-// staging of one session's copies, which no tenant's kernel needs). CUDA's unified addressing,
-// the default, lets every context's kernels reach every context's.
-bool HostMemoryPerContext();
-void SetHostMemoryPerContext(bool per_context);
+// Whether kernels reach page-locked host memory (cuMemHostAlloc's) at its address: true, as
+// CUDA's unified addressing lets every context's kernels reach every context's, unless
+// softgpuSetKernelHostAccess(0) said otherwise. rgpu's server does: contexts of different
+// tenants share its process, and its page-locked memory is its own (copies it stages, the gates
+// of kernel turns), which no tenant's kernel needs (tenants' host memory is in their own
+// processes). Copies and stream memory operations reach it either way.
+bool KernelHostAccess();
+void SetKernelHostAccess(bool reach);
 
 // Page-locked host memory that the kernels and copies of every context reach at its own address
 // (CUDA's unified addressing: cuMemHostAlloc memory is accessible from all contexts).

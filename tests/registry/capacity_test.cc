@@ -354,6 +354,35 @@ TEST_F(CapacityTest, AClosingWindowEndsTheLeaseAfterItsNoticeAndTheBillStopsTher
   EXPECT_TRUE(Has(beat.ended_reasons(0), "lendable window")) << beat.ended_reasons(0);
 }
 
+// A provider that lets the registry's moves of its leases under notice lapse (it put them under
+// notice itself, by closing its window) held room on other providers' GPUs two minutes at a time
+// for the whole notice. After three dropped hand-overs within the hour, none is offered.
+TEST_F(CapacityTest, MovesOnNoticeThatNeverHappenAreNotOfferedForever) {
+  now_ = kDay0 + 6 * kHour;
+  ASSERT_TRUE(RegisterHost(Window("20:00-08:00", 3600, 3600)).ok());
+  Placement p;
+  ASSERT_TRUE(PlaceAs(alice_, Ask(G, 25, 0, 0, 4 * 3600), &p).ok());
+  ASSERT_EQ(p.gpu_id(), "host1/0");
+  ASSERT_TRUE(RegisterHost(Availability(), 1, "host2").ok());  // lends always
+  int64_t t = kDay0 + 7 * kHour;                               // 08:00 local: the window closes
+  for (int offer = 0; offer < 4; ++offer) {
+    now_ = t;
+    ASSERT_TRUE(Heartbeat(provider_, "host2").ok());
+    At(t);
+    HeartbeatReply beat;
+    ASSERT_TRUE(Heartbeat(provider_, "host1", &beat).ok());
+    ASSERT_EQ(beat.ending_leases_size(), 1);
+    if (offer < 3) {
+      EXPECT_FALSE(beat.ending_leases(0).move_token().empty()) << offer;
+      EXPECT_EQ(Gpu("host2/0").memory_committed(), G) << offer;
+    } else {
+      EXPECT_TRUE(beat.ending_leases(0).move_token().empty());
+      EXPECT_EQ(Gpu("host2/0").memory_committed(), 0u);
+    }
+    t += 121 * 1000;  // nobody completes it: it lapses
+  }
+}
+
 // What a closing window would end moves instead (docs/migration.md, "Moved by the registry"):
 // at the close the registry hands the lease over to a server that lends and has room, and the
 // closing server's heartbeat says where its session goes (the same hand-over again until it

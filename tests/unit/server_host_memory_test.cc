@@ -2,8 +2,8 @@
 // software GPU, where sessions of different tenants share the process: a tenant's kernel that
 // learnt such an address could read another session's staged copy, since CUDA's unified
 // addressing (which softgpu follows) lets every context's kernels reach every context's
-// page-locked memory. The server tells softgpu to let a kernel reach only its own context's
-// (softgpuSetHostMemoryPerContext, softgpu/memory.h).
+// page-locked memory. The server tells softgpu that kernels reach none (no tenant's kernel needs
+// the server's: softgpuSetKernelHostAccess, softgpu/memory.h).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -27,7 +27,7 @@ const char kPeekPtx[] =
 
 class ServerHostMemoryTest : public RawServerTest {};
 
-TEST_F(ServerHostMemoryTest, ATenantsKernelDoesNotReachAnotherContextsStagingBuffer) {
+TEST_F(ServerHostMemoryTest, ATenantsKernelDoesNotReachAnotherSessionsStagingBuffer) {
   if (options_.backend != "softgpu") GTEST_SKIP() << "the software GPU's process-wide memory";
   // Another session's staging buffer holding its tenant's bytes: made here, in the server's
   // process (the same softgpu instance), in a context of its own, as the server makes one.

@@ -14,6 +14,7 @@
 
 #include "proto/keepalive_proof.h"
 #include "server/liveness_service.h"
+#include "tests/unit/keepalive_peer.h"
 #include "tests/unit/raw_peer.h"
 
 namespace rgpu {
@@ -26,57 +27,6 @@ const char kSpinPtx[] =
     ".visible .entry spin()\n{\n$L_top:\n  bra.uni $L_top;\n}\n"
     ".visible .entry quick()\n{\n  ret;\n}\n";
 
-// A TCP connection to 127.0.0.1:port from local address `source` (any 127.x.y.z); -1 on failure.
-int ConnectFrom(const char* source, uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in local = {};
-  local.sin_family = AF_INET;
-  inet_pton(AF_INET, source, &local.sin_addr);
-  sockaddr_in server = {};
-  server.sin_family = AF_INET;
-  server.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &server.sin_addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&server), sizeof server) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// The nonce the keepalive port sends a connection first; empty when none came within 5 s.
-std::string Nonce(int fd) {
-  std::string nonce;
-  while (nonce.size() < kKeepaliveNonceBytes) {
-    pollfd p = {fd, POLLIN, 0};
-    char buf[kKeepaliveNonceBytes];
-    if (poll(&p, 1, 5000) <= 0) return "";
-    const ssize_t n = read(fd, buf, kKeepaliveNonceBytes - nonce.size());
-    if (n <= 0) return "";
-    nonce.append(buf, n);
-  }
-  return nonce;
-}
-
-// Sends an announcement of `key` with `proof` (what an observer of the port could replay).
-bool AnnounceWithProof(int fd, uint64_t key, const std::string& proof) {
-  std::string bytes;
-  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>(key >> (8 * i)));
-  bytes += proof;
-  return write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
-}
-
-// Reads the connection's nonce and announces `key` with its proof under `secret`; the proof
-// sent is stored in *proof when given.
-bool Announce(int fd, uint64_t key, const std::string& secret, std::string* proof = nullptr) {
-  const std::string nonce = Nonce(fd);
-  if (nonce.empty()) return false;
-  const std::string sent = KeepaliveProof(secret, nonce, key);
-  if (proof != nullptr) *proof = sent;
-  return AnnounceWithProof(fd, key, sent);
-}
-
 // Sends a keepalive byte and waits up to `ms` for its echo: 1 echoed, 0 closed, -1 no answer.
 int Ping(int fd, int ms = 5000) {
   const char k = 'k';
@@ -85,21 +35,6 @@ int Ping(int fd, int ms = 5000) {
   if (poll(&p, 1, ms) <= 0) return -1;
   char c;
   return read(fd, &c, 1) == 1 ? 1 : 0;
-}
-
-// True once the server has closed `fd` (read returns 0 or an error), within `ms`; what it sent
-// before (its nonce) is read past.
-bool ClosedWithin(int fd, int ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
-    pollfd p = {fd, POLLIN, 0};
-    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-    char buf[64];
-    if (read(fd, buf, sizeof buf) <= 0) return true;
-  }
 }
 
 class ServerLivenessTest : public test::RawServerTest {

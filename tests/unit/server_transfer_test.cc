@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "server/peer_join_proof.h"
+#include "tests/unit/keepalive_peer.h"
 #include "tests/unit/raw_peer.h"
 
 namespace rgpu {
@@ -217,11 +218,105 @@ TEST_F(ServerTransferTest, ACopysServerSendsNothingTheTenantChoseToAnUnprovenPee
   EXPECT_EQ(impostor.first_message.find(chosen), std::string::npos);
   EXPECT_EQ(impostor.first_message.find("FLUSHALL"), std::string::npos);
   EXPECT_EQ(impostor.later_messages, 0);  // no data followed the unproven admission
+  // A host that is not a name or an address (a tls:// connection names its host in its first
+  // bytes) is refused before any connection.
+  r = Exchange(a.ch.get(), Call(10, Op::kMemcpyPeerRemote, a.ctx, {a.ptr, 4096, 0, 1, 7, t0, t1}),
+               std::string("tls://x\r\nFLUSHALL\r\n:6379") + std::string(1, '\0'));
+  EXPECT_EQ(r.reply().result(), CUDA_ERROR_INVALID_VALUE) << r.reply().message();
   // Where nothing listens (the impostor's port, closed now), the same answer.
   r = Exchange(a.ch.get(), Call(9, Op::kMemcpyPeerRemote, a.ctx, {a.ptr, 4096, 0, 1, 7, t0, t1}),
                impostor.url() + std::string(1, '\0'));
   EXPECT_EQ(r.reply().result(), CUDA_ERROR_DEVICE_UNAVAILABLE);
   EXPECT_EQ(r.reply().message(), before_proof + impostor.url());
+}
+
+// The other end of a copy may be the tenant's own listener, which can prove the ticket (the
+// tenant knows it) and then stall half-way through a message. The session's end (here: its
+// client's keepalive connection closes) gives up on that connection too, so that the session's
+// thread, and with it the session's memory and the server's stop, are not held by it.
+TEST_F(ServerTransferTest, AnEndingSessionIsNotHeldByAPeerThatStallsMidMessage) {
+  auto ch = Connect();
+  const wire::Welcome w = test::Handshake(ch.get(), "").welcome();
+  ASSERT_EQ(w.status(), 0);
+  ASSERT_NE(w.liveness_port(), 0u);
+  const uint64_t ctx = Exchange(ch.get(), Call(1, Op::kCtxCreate, 0, {0, 0})).reply().values(0);
+  const uint64_t ptr = test::Alloc(ch.get(), ctx, 4096);
+  ASSERT_NE(ptr, 0u);
+  const int keepalive = test::ConnectFrom("127.0.0.1", static_cast<uint16_t>(w.liveness_port()));
+  ASSERT_GE(keepalive, 0);
+  ASSERT_TRUE(test::Announce(keepalive, w.liveness_key(), w.liveness_secret()));
+  // The tenant's listener, speaking sock://'s framing by hand (a 12-byte prefix: the header's
+  // size, 4 bytes, and the payload's, 8, then the header).
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t length = sizeof address;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const std::string ticket = "ticket-of-tenant";  // 16 bytes it names as the grant's
+  std::atomic<bool> stalled{false}, closed{false};
+  std::thread stalling_peer([&] {
+    const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auto read_all = [fd](char* out, size_t n) {
+      for (size_t got = 0; got < n;) {
+        const ssize_t r = read(fd, out + got, n - got);
+        if (r <= 0) return false;
+        got += static_cast<size_t>(r);
+      }
+      return true;
+    };
+    char prefix[12];
+    uint32_t header_bytes = 0;
+    std::string header;
+    if (read_all(prefix, 12)) {
+      memcpy(&header_bytes, prefix, 4);
+      header.resize(header_bytes);
+    }
+    wire::Envelope join;
+    if (header_bytes == 0 || !read_all(header.data(), header.size()) ||
+        !join.ParseFromString(header)) {
+      close(fd);
+      return;
+    }
+    wire::Envelope welcome;
+    welcome.mutable_welcome()->set_protocol_version(kProtocolVersion);
+    welcome.mutable_welcome()->set_peer_proof(
+        server::PeerJoinProof(ticket, join.peer_join().nonce()));
+    const std::string out = welcome.SerializeAsString();
+    std::string frame(12, '\0');
+    const uint32_t out_bytes = static_cast<uint32_t>(out.size());
+    memcpy(frame.data(), &out_bytes, 4);
+    frame += out;
+    // Then a message that declares 64 header bytes and sends 5 of them.
+    std::string stall(12, '\0');
+    const uint32_t declared = 64;
+    memcpy(stall.data(), &declared, 4);
+    stall += "chunk";
+    frame += stall;
+    if (write(fd, frame.data(), frame.size()) == static_cast<ssize_t>(frame.size())) {
+      stalled = true;
+      closed = test::ClosedWithin(fd, 25000);
+    }
+    close(fd);
+  });
+  uint64_t t0 = 0, t1 = 0;
+  memcpy(&t0, ticket.data(), 8);
+  memcpy(&t1, ticket.data() + 8, 8);
+  const std::string url = "sock://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  const wire::Envelope copy =
+      Call(2, Op::kMemcpyPeerRemote, ctx, {ptr, 4096, 0, 0, 7, t0, t1});  // fetch into ptr
+  ASSERT_TRUE(ch->Send(copy.SerializeAsString(), url.c_str(), url.size() + 1).ok());
+  for (int i = 0; i < 200 && !stalled; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(stalled.load());
+  close(keepalive);  // the client is gone: the session ends
+  stalling_peer.join();
+  close(listener);
+  EXPECT_TRUE(closed.load()) << "the session still waits on the stalled peer";
 }
 
 }  // namespace

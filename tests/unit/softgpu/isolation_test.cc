@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <chrono>
 #include <thread>
@@ -138,12 +139,12 @@ TEST_F(IsolationTest, ForeignPointersAreRejected) {
   CU_ASSERT_OK(cuCtxSynchronize());
 }
 
-// softgpu's extension (softgpu/memory.h): a kernel reaches only its own context's page-locked
-// memory, which rgpu's server asks for; CUDA's unified addressing, the default, reaches every
-// context's.
-extern "C" CUresult softgpuSetHostMemoryPerContext(int per_context);
+// softgpu's extension (softgpu/memory.h): kernels reach no page-locked memory, which rgpu's
+// server asks for; CUDA's unified addressing, the default, lets every context's kernels reach
+// every context's. Copies reach it either way.
+extern "C" CUresult softgpuSetKernelHostAccess(int reach);
 
-TEST_F(IsolationTest, PageLockedMemoryIsEveryContextsUnlessTheProcessSaysOtherwise) {
+TEST_F(IsolationTest, KernelsReachPageLockedMemoryUnlessTheProcessSaysOtherwise) {
   int* host = nullptr;
   CU_ASSERT_OK(cuMemHostAlloc(reinterpret_cast<void**>(&host), 16, 0));
   memset(host, 0, 16);
@@ -157,20 +158,51 @@ TEST_F(IsolationTest, PageLockedMemoryIsEveryContextsUnlessTheProcessSaysOtherwi
   CU_ASSERT_OK(StoreAt(store, at, 0, 7));
   CU_ASSERT_OK(cuCtxSynchronize());
   EXPECT_EQ(host[0], 7);
-  CU_ASSERT_OK(softgpuSetHostMemoryPerContext(1));
+  CU_ASSERT_OK(softgpuSetKernelHostAccess(0));
   testing::internal::CaptureStderr();
   CU_ASSERT_OK(StoreAt(store, at, 1, 8));
   CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
   testing::internal::GetCapturedStderr();
   EXPECT_EQ(host[1], 0);
   CU_ASSERT_OK(cuCtxDestroy(other));
-  // The context that allocated it still reaches it.
+  // Nor does the context that allocated it; a copy from it still works.
   CU_ASSERT_OK(cuCtxSetCurrent(ctx_));
+  CUdeviceptr device;
+  CU_ASSERT_OK(cuMemAlloc(&device, 16));
+  CU_ASSERT_OK(cuMemcpyHtoD(device, host, 16));
+  EXPECT_EQ(Download<int>(device, 1)[0], 7);
+  CU_ASSERT_OK(cuMemFree(device));
+  testing::internal::CaptureStderr();
   CU_ASSERT_OK(StoreAt(Function("store_at"), at, 2, 9));
-  CU_ASSERT_OK(cuCtxSynchronize());
-  EXPECT_EQ(host[2], 9);
-  CU_ASSERT_OK(softgpuSetHostMemoryPerContext(0));
+  CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(host[2], 0);
+  CU_ASSERT_OK(softgpuSetKernelHostAccess(1));
   CU_ASSERT_OK(cuMemFreeHost(host));
+}
+
+// Page-locked memory goes with the context it was allocated in, as CUDA frees it: a server that
+// stages copies in each session's context does not keep every session's bytes.
+TEST_F(IsolationTest, PageLockedMemoryGoesWithItsContext) {
+  CUcontext other;
+  CU_ASSERT_OK(cuCtxCreate(&other, nullptr, 0, 0));
+  void* host = nullptr;
+  CU_ASSERT_OK(cuMemHostAlloc(&host, 4096, 0));
+  void* registered = malloc(4096);
+  CU_ASSERT_OK(cuMemHostRegister(registered, 4096, 0));
+  unsigned flags = 0;
+  CU_ASSERT_OK(cuMemHostGetFlags(&flags, host));
+  CU_ASSERT_OK(cuCtxDestroy(other));
+  CU_ASSERT_OK(cuCtxSetCurrent(ctx_));
+  CU_EXPECT_EQ(cuMemHostGetFlags(&flags, host), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemFreeHost(host), CUDA_ERROR_INVALID_VALUE);
+  CU_EXPECT_EQ(cuMemHostUnregister(registered), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  free(registered);
+  // This context's own is untouched.
+  void* mine = nullptr;
+  CU_ASSERT_OK(cuMemHostAlloc(&mine, 64, 0));
+  CU_ASSERT_OK(cuMemHostGetFlags(&flags, mine));
+  CU_ASSERT_OK(cuMemFreeHost(mine));
 }
 
 TEST_F(IsolationTest, ConcurrentContextsOnManyThreads) {
