@@ -98,6 +98,15 @@ class CapacityTest : public RegistryTest {
     req.set_holder_key(holder_public);
     return req;
   }
+  // Alice's lease on host1, whose window closes at 08:00 local (kDay0 + 7 h) with `notice_s` of
+  // notice, and host2, which lends always and has room for it.
+  void LeaseBeforeAClosingWindow(uint32_t notice_s, Placement* p) {
+    now_ = kDay0 + 6 * kHour;
+    ASSERT_TRUE(RegisterHost(Window("20:00-08:00", 3600, notice_s)).ok());
+    ASSERT_TRUE(PlaceAs(alice_, Ask(G, 25, 0, 0, 4 * 3600), p).ok());
+    ASSERT_EQ(p->gpu_id(), "host1/0");
+    ASSERT_TRUE(RegisterHost(Availability(), 1, "host2").ok());  // lends always
+  }
   // `give_up_ms` > 0: the caller leaves after that long (real time), whatever its wait says.
   grpc::Status PlaceAs(const std::string& api_key, const PlaceRequest& req, Placement* placement,
                        Watch* watch = nullptr, int give_up_ms = 0) {
@@ -358,13 +367,9 @@ TEST_F(CapacityTest, AClosingWindowEndsTheLeaseAfterItsNoticeAndTheBillStopsTher
 // notice itself, by closing its window) held room on other providers' GPUs two minutes at a time
 // for the whole notice. After three dropped hand-overs within the hour, none is offered.
 TEST_F(CapacityTest, MovesOnNoticeThatNeverHappenAreNotOfferedForever) {
-  now_ = kDay0 + 6 * kHour;
-  ASSERT_TRUE(RegisterHost(Window("20:00-08:00", 3600, 3600)).ok());
   Placement p;
-  ASSERT_TRUE(PlaceAs(alice_, Ask(G, 25, 0, 0, 4 * 3600), &p).ok());
-  ASSERT_EQ(p.gpu_id(), "host1/0");
-  ASSERT_TRUE(RegisterHost(Availability(), 1, "host2").ok());  // lends always
-  int64_t t = kDay0 + 7 * kHour;                               // 08:00 local: the window closes
+  LeaseBeforeAClosingWindow(3600, &p);
+  int64_t t = kDay0 + 7 * kHour;  // 08:00 local: the window closes
   for (int offer = 0; offer < 4; ++offer) {
     now_ = t;
     ASSERT_TRUE(Heartbeat(provider_, "host2").ok());
@@ -389,12 +394,8 @@ TEST_F(CapacityTest, MovesOnNoticeThatNeverHappenAreNotOfferedForever) {
 // completes). Once the target reports the session, the lease is there and its notice is lifted:
 // it does not end when the notice runs out, and the old GPU's room is free.
 TEST_F(CapacityTest, AClosingWindowMovesTheSessionWhereThereIsRoom) {
-  now_ = kDay0 + 6 * kHour;
-  ASSERT_TRUE(RegisterHost(Window("20:00-08:00", 3600, 300)).ok());
   Placement p;
-  ASSERT_TRUE(PlaceAs(alice_, Ask(G, 25, 0, 0, 4 * 3600), &p).ok());
-  ASSERT_EQ(p.gpu_id(), "host1/0");
-  ASSERT_TRUE(RegisterHost(Availability(), 1, "host2").ok());  // lends always
+  LeaseBeforeAClosingWindow(300, &p);
   auto at = [&](int64_t t) {
     now_ = t;
     ASSERT_TRUE(Heartbeat(provider_, "host2").ok());
