@@ -669,8 +669,8 @@ class Session {
   std::string goodbye_reason_;
   // What calls on a context destroyed to stop its kernel fail with (set once; any thread).
   std::atomic<CUresult> stopped_error_{CUDA_SUCCESS};
-  std::mutex
-      abort_mu_;  // guards abort_channel_, abort_peer_channel_, live_contexts_, turns_, stopped_
+  std::mutex abort_mu_;  // guards abort_channel_, abort_peer_channel_, live_contexts_, turns_ and
+                         // stopped_
   Channel* abort_channel_ = nullptr;       // channel_ while the session runs
   Channel* abort_peer_channel_ = nullptr;  // a copy's connection to another server while in use
   std::vector<CUcontext> live_contexts_;   // the backend contexts Abort stops
