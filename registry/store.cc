@@ -83,8 +83,8 @@ const char* kAddedColumns[] = {
     "ALTER TABLE servers ADD COLUMN utc_offset_s BIGINT NOT NULL DEFAULT 0",
     "ALTER TABLE servers ADD COLUMN zone TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE servers ADD COLUMN notice_s BIGINT NOT NULL DEFAULT 0",
-    // Whether a session's latest record reported its end or move (an empty record at that
-    // instant is then refused: usage_check.cc).
+    // Whether a session's latest record reported its end or move (an empty record is then
+    // refused: usage_check.cc).
     "ALTER TABLE usage_sessions ADD COLUMN ended INTEGER NOT NULL DEFAULT 0",
     // Hand-overs' state kept across restarts: whether the session reached its new holder, and
     // the hand-overs dropped without completing.
