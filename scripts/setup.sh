@@ -6,7 +6,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 
 packages=(build-essential cmake ninja-build pkg-config python3 libucx-dev ucx-utils
-          libprotobuf-dev protobuf-compiler libzstd-dev liblz4-dev libgtest-dev libgmock-dev
+          libprotobuf-dev protobuf-compiler libzstd-dev liblz4-dev libseccomp-dev libgtest-dev libgmock-dev
           libcli11-dev libssl-dev openssl nettle-dev gnuplot-nox sockperf iperf3
           prometheus-cpp-dev clang-16 libclang-rt-16-dev
           libgrpc++-dev protobuf-compiler-grpc libsqlite3-dev libpq-dev postgresql hipcc hashcat

@@ -1,5 +1,11 @@
 // rgpu-server: serves remote CUDA driver calls from tenants on a local backend.
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -11,11 +17,38 @@
 #include "registry/availability.h"
 #include "server/server.h"
 #include "server/session_host.h"
+#include "server/session_sandbox.h"
 
 namespace {
 rgpu::server::Server* g_server = nullptr;
 void OnSignal(int) {
   if (g_server) g_server->Stop();
+}
+
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+// A session host's confinement (server/session_sandbox.h): the rgpu tree it runs from, and the
+// backend library's directory (NVIDIA's driver loads its companions from there as it goes).
+rgpu::Status ConfineSessionHost(const rgpu::server::ServerOptions& options) {
+  char exe[4096] = {};
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  const std::string program_dir =
+      n > 0 ? DirectoryOf(std::string(exe, static_cast<size_t>(n))) : "";
+  std::vector<std::string> extra;
+  if (char* real = options.driver_library.empty()
+                       ? nullptr
+                       : realpath(options.driver_library.c_str(), nullptr)) {
+    extra.push_back(DirectoryOf(real));
+    free(real);
+  }
+  rgpu::server::Confinement applied;
+  rgpu::Status s = rgpu::server::ConfineThisProcess(
+      rgpu::server::SessionHostPolicy(program_dir, extra), &applied);
+  if (s.ok()) RGPU_LOG_INFO("session host confined: %s", applied.ToString().c_str());
+  return s;
 }
 }  // namespace
 
@@ -149,6 +182,13 @@ int main(int argc, char** argv) {
                  "with --session-processes: processes started ahead, ready for sessions")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  std::string session_sandbox = "on";
+  app.add_option("--session-sandbox", session_sandbox,
+                 "with --session-processes: each session's process confines itself before a "
+                 "tenant reaches it (no programs, no other processes, no files but the system's "
+                 "libraries and /dev; server/session_sandbox.h): on or off")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   bool no_backend_extensions = false;
   app.add_flag("--no-backend-extensions", no_backend_extensions,
                "serve the software GPU as NVIDIA's driver is served, without its extensions "
@@ -197,12 +237,28 @@ int main(int argc, char** argv) {
   }
 
   options.backend_extensions = !no_backend_extensions;
-  if (session_host_fd >= 0) return rgpu::server::RunSessionHost(options, session_host_fd);
+  if (session_host_fd >= 0) {
+    return rgpu::server::RunSessionHost(
+        options, session_host_fd, [&](const rgpu::server::ServerOptions& host) {
+          if (session_sandbox == "off") {
+            RGPU_LOG_WARN("session host: not confined (--session-sandbox off)");
+            return rgpu::Status::Ok();
+          }
+          return ConfineSessionHost(host);
+        });
+  }
 
   rgpu::server::Server server;
   rgpu::Status s = server.Start(options);
   if (!s.ok()) {
     RGPU_LOG_ERROR("cannot start: %s", s.ToString().c_str());
+    return 1;
+  }
+  // Confined session hosts may read /proc (server/session_sandbox.h): the server's memory,
+  // keys and tokens there are kept from them as theirs are from each other.
+  if (server.session_processes() && session_sandbox == "on" &&
+      prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    RGPU_LOG_ERROR("cannot make the server's process not dumpable: %s", strerror(errno));
     return 1;
   }
   if (!port_file.empty()) {

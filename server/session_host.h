@@ -124,9 +124,12 @@ bool ReceiveControl(int fd, int timeout_ms, wire::HostControl* message);
 std::string MakeHostToken();
 
 // The host's side (session_host_main.cc): runs rgpu-server as the host of one session over
-// `control_fd` (main.cc's
-// `--session-host`), with the server's `options` adjusted (a port of its own, no registry, no
-// token file, no metrics, one session). Returns the process's exit code.
-int RunSessionHost(ServerOptions options, int control_fd);
+// `control_fd` (main.cc's `--session-host`), with the server's `options` adjusted (a port of its
+// own, no registry, no token file, no metrics, one session). Once the backend is loaded and the
+// host listens, before it tells the server it is ready, it calls `confine` (main.cc: the
+// confinement of server/session_sandbox.h, unless --session-sandbox off); a host whose `confine`
+// fails ends without serving. Returns the process's exit code.
+int RunSessionHost(ServerOptions options, int control_fd,
+                   const std::function<Status(const ServerOptions&)>& confine);
 
 }  // namespace rgpu::server

@@ -171,7 +171,8 @@ void OnHostSignal(int) {
 
 }  // namespace
 
-int RunSessionHost(ServerOptions options, int control_fd) {
+int RunSessionHost(ServerOptions options, int control_fd,
+                   const std::function<Status(const ServerOptions&)>& confine) {
   // The host ends with its server, whatever way the server ends: its end of the control socket
   // closes (not PR_SET_PDEATHSIG, which follows the thread that started the host).
   fcntl(control_fd, F_SETFD, FD_CLOEXEC);
@@ -206,6 +207,12 @@ int RunSessionHost(ServerOptions options, int control_fd) {
   }
   TransportUrl bound;
   if (!TransportUrl::Parse(server.url(), &bound).ok()) return 1;
+  // Confined before any tenant reaches it (a spare waits here too).
+  if (Status s = confine(options); !s.ok()) {
+    RGPU_LOG_ERROR("session host: cannot confine itself, not serving: %s", s.ToString().c_str());
+    server.Stop();
+    return 1;
+  }
   wire::HostControl ready;
   ready.set_ready_port(bound.port);
   if (!SendControl(control_fd, ready)) return 1;

@@ -1,0 +1,68 @@
+// Confinement of a session's process (rgpu-server --session-host): what a tenant who broke out
+// of the driver into the process that serves its session could still do.
+//
+// A session host runs one tenant's session under the server's user. Other tenants' session hosts
+// run under the same user, beside the server itself, its keys and its token files. Once the host
+// has loaded its backend and listens, it confines itself, before any tenant reaches it:
+// - no new privileges (no setuid program, no file capability gives it more), and, when it runs
+//   as root, no capabilities at all (bounding, ambient, permitted, effective), so that being
+//   uid 0 no longer overrides permissions or lets it trace anything;
+// - not dumpable: no other process of the same user (another tenant's host) may trace it or
+//   read its memory through /proc;
+// - files (Landlock, where the kernel has it): it reads only the system's libraries and
+//   configuration it needs (`ConfinementPolicy`), its own /proc entries and /sys, and writes
+//   only under /dev (device nodes, shared-memory segments): not the server's keys or token
+//   files, not another process's /proc entries, not the rgpu tree's other files;
+// - system calls (seccomp, every thread): it cannot run a program, trace or read another
+//   process, signal any process but itself, create a process (threads only), or reach the
+//   kernel's administration (modules, mounts, namespaces, BPF, keyrings, io_uring, ...). A
+//   refused call fails with EPERM (io_uring and clone3 with ENOSYS), so a library that probes
+//   gets an error, not a kill.
+//
+// Capabilities, no-new-privileges and Landlock are per thread in Linux; threads that already run
+// (the backend's, UCX's) are confined by a signal each handles (like glibc's set*id broadcast).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace rgpu::server {
+
+// What a confined process may still reach in the file system. Paths that do not exist are
+// skipped.
+struct ConfinementPolicy {
+  std::vector<std::string> readable;  // files and directory trees it may read (and map)
+  std::vector<std::string> writable;  // trees it may read, write, create and remove in
+};
+
+// The session host's: the system's libraries (/usr, /lib*, /opt), the configuration a resolver
+// and the dynamic loader read (not the rest of /etc), /sys, its own /proc entries and the system
+// ones drivers read (/proc/driver, /proc/sys, /proc/devices, ...), the directories of this
+// executable and its libraries (`program_dir`: the install tree's bin/, whose ../lib is added),
+// and `extra_readable` (the backend library's directory, the server's TLS certificate files);
+// /dev writable.
+ConfinementPolicy SessionHostPolicy(const std::string& program_dir,
+                                    const std::vector<std::string>& extra_readable);
+
+// What ConfineThisProcess applied (for the host's log and tests).
+struct Confinement {
+  bool no_new_privileges = false;
+  bool not_dumpable = false;
+  bool capabilities_dropped = false;  // false also when there were none to drop
+  bool system_call_filter = false;    // on every thread
+  int landlock_abi = 0;               // 0: the kernel has no Landlock
+  int threads = 0;                    // threads when the confinement was applied
+  int threads_confined = 0;           // of those, with capabilities and file rules applied
+  std::string ToString() const;
+};
+
+// Confines the calling process as the header says. Any thread, once; the process stays confined
+// for its life. Fails (and the caller must not serve) when no-new-privileges, the capability drop
+// or the system-call filter cannot be applied, or when a thread could not be confined within a
+// few seconds; a kernel without Landlock is not a failure (`landlock_abi` 0: files are then as
+// open as the user's).
+Status ConfineThisProcess(const ConfinementPolicy& policy, Confinement* applied);
+
+}  // namespace rgpu::server
