@@ -1,11 +1,8 @@
 // rgpu-server: serves remote CUDA driver calls from tenants on a local backend.
-#include <sys/prctl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <climits>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -256,10 +253,11 @@ int main(int argc, char** argv) {
   }
   // Confined session hosts may read /proc (server/session_sandbox.h): the server's memory,
   // keys and tokens there are kept from them as theirs are from each other.
-  if (server.session_processes() && session_sandbox == "on" &&
-      prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
-    RGPU_LOG_ERROR("cannot make the server's process not dumpable: %s", strerror(errno));
-    return 1;
+  if (server.session_processes() && session_sandbox == "on") {
+    if (rgpu::Status k = rgpu::server::KeepFromConfinedProcesses(); !k.ok()) {
+      RGPU_LOG_ERROR("%s", k.ToString().c_str());
+      return 1;
+    }
   }
   if (!port_file.empty()) {
     std::string tmp = port_file + ".tmp";

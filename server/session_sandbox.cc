@@ -355,7 +355,7 @@ Status ConfineThisProcess(const ConfinementPolicy& policy, Confinement* applied)
   }
   applied->not_dumpable = true;
   g_drop_caps = HoldsCapabilities();
-  applied->landlock_abi = LandlockAbi();
+  applied->landlock_abi = policy.file_rules ? LandlockAbi() : 0;
   g_ruleset = -1;
   if (applied->landlock_abi > 0) {
     if (Status s = MakeRuleset(applied->landlock_abi, policy, &g_ruleset); !s.ok()) return s;
@@ -370,6 +370,13 @@ Status ConfineThisProcess(const ConfinementPolicy& policy, Confinement* applied)
   applied->capabilities_dropped = g_drop_caps;
   if (Status f = LoadSystemCallFilter(); !f.ok()) return f;
   applied->system_call_filter = true;
+  return Status::Ok();
+}
+
+Status KeepFromConfinedProcesses() {
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    return Internal(std::string("PR_SET_DUMPABLE: ") + strerror(errno));
+  }
   return Status::Ok();
 }
 

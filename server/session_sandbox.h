@@ -35,6 +35,9 @@ namespace rgpu::server {
 struct ConfinementPolicy {
   std::vector<std::string> readable;  // files and directory trees it may read (and map)
   std::vector<std::string> writable;  // trees it may read, write, create and remove in
+  // False: no file rules even where the kernel has Landlock (as on a kernel without it; tests of
+  // what the other layers hold alone).
+  bool file_rules = true;
 };
 
 // The session host's: the system's libraries (/usr, /lib*, /opt), the configuration a resolver
@@ -64,5 +67,12 @@ struct Confinement {
 // few seconds; a kernel without Landlock is not a failure (`landlock_abi` 0: files are then as
 // open as the user's).
 Status ConfineThisProcess(const ConfinementPolicy& policy, Confinement* applied);
+
+// The server's side, once it starts session hosts: makes the calling process not dumpable, so
+// that a confined host (which holds no capability) cannot trace it or read its memory, keys and
+// tokens through /proc where the kernel has no Landlock (Landlock keeps hosts from tracing
+// outside their domain anyway) or where the server does not run as root (a root server's
+// capabilities, which hosts lack, keep them out too).
+Status KeepFromConfinedProcesses();
 
 }  // namespace rgpu::server

@@ -5,7 +5,8 @@
 # dead session's quota is released (its tenant can hold its whole quota again), and the server
 # says how that process ended. A host admits only the client it was made for: a connection to
 # its port with another credential is refused. The server's status shows a session from its
-# process's figures; a checkpoint its client gives no chance to is refused, and it goes on.
+# process's figures; a checkpoint its client gives no chance to is refused, and it goes on. Hosts
+# are confined (server/session_sandbox.h).
 #   session_hosts.sh BIN_DIR PROGRAMS_DIR
 set -uo pipefail
 bin=$1 programs=$2
@@ -39,6 +40,14 @@ host=$(sed -n 's/.*of tenant alice from .* runs in process \([0-9]*\)$/\1/p' "$w
 [ -n "$host" ] || fail "no process of alice's session in the server's log"
 bob_host=$(sed -n 's/.*of tenant bob from .* runs in process \([0-9]*\)$/\1/p' "$work/server.log")
 [ -n "$bob_host" ] && [ "$bob_host" != "$host" ] || fail "bob's session is not in a process of its own"
+# Each host confined itself before its tenant reached it (server/session_sandbox.h): every thread
+# of bob's runs under the system-call filter, with no new privileges and no capabilities.
+for status in /proc/"$bob_host"/task/*/status; do
+  grep -q "^Seccomp:[[:space:]]*2" "$status" && grep -q "^NoNewPrivs:[[:space:]]*1" "$status" &&
+    grep -q "^CapEff:[[:space:]]*0*$" "$status" ||
+    fail "a thread of bob's session's process is not confined: $(cat "$status")"
+done
+grep -q "session host confined" "$work/server.log" || fail "no host said it was confined"
 kill -SEGV "$host"
 wait $alice && fail "alice's program went on without its session's process"
 wait_for_text "$work/server.log" "its process $host killed by signal 11" ||

@@ -1,0 +1,305 @@
+// A session's process confines itself (server/session_sandbox.h): what a tenant who broke out of
+// the driver into it can no longer do. Each case runs the same probes in a process that is not
+// confined, which reach what they try (so the case fails without the confinement), and in one
+// that is, from its first thread, from a thread that ran before the confinement and from one
+// started after it.
+#include "server/session_sandbox.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace rgpu::server {
+namespace {
+
+std::string Outcome(bool ok) { return ok ? "ok" : strerrorname_np(errno); }
+
+// A file the server keeps (a token file, a key) outside the system's directories.
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/rgpu-sandbox-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    std::ofstream(dir_ + "/tokens") << "tok-alice alice 1G 1\n";
+  }
+  void TearDown() override {
+    unlink((dir_ + "/tokens").c_str());
+    unlink((dir_ + "/written").c_str());
+    rmdir(dir_.c_str());
+  }
+
+  // What the calling thread reaches, one word per probe.
+  std::string Probe() {
+    std::ostringstream out;
+    const int secret = open((dir_ + "/tokens").c_str(), O_RDONLY);
+    out << "read-secret=" << Outcome(secret >= 0) << " ";
+    if (secret >= 0) close(secret);
+    const int written = open((dir_ + "/written").c_str(), O_WRONLY | O_CREAT, 0600);
+    out << "write=" << Outcome(written >= 0) << " ";
+    if (written >= 0) close(written);
+    const int library = open("/usr/lib/os-release", O_RDONLY);
+    out << "read-system=" << Outcome(library >= 0) << " ";
+    if (library >= 0) close(library);
+    const int null = open("/dev/null", O_WRONLY);
+    out << "write-dev=" << Outcome(null >= 0) << " ";
+    if (null >= 0) close(null);
+    const pid_t parent = getppid();
+    out << "signal-parent=" << Outcome(kill(parent, 0) == 0) << " ";
+    out << "signal-self=" << Outcome(kill(getpid(), 0) == 0) << " ";
+    out << "signal-group=" << Outcome(kill(0, 0) == 0) << " ";
+    // Tracing the parent: attach, then let it go.
+    const bool attached = ptrace(PTRACE_ATTACH, parent, nullptr, nullptr) == 0;
+    out << "trace=" << Outcome(attached) << " ";
+    if (attached) {
+      waitpid(parent, nullptr, __WALL);
+      ptrace(PTRACE_DETACH, parent, nullptr, nullptr);
+    }
+    char byte = 0;
+    iovec local = {&byte, 1};
+    iovec remote = {reinterpret_cast<void*>(&byte), 1};
+    out << "read-memory=" << Outcome(process_vm_readv(parent, &local, 1, &remote, 1, 0) == 1)
+        << " ";
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    out << "fork=" << Outcome(child > 0) << " ";
+    if (child > 0) waitpid(child, nullptr, 0);
+    const pid_t runner = vfork();
+    if (runner == 0) {
+      char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+      execv("/bin/true", argv);
+      _exit(127);
+    }
+    int status = 0;
+    if (runner > 0) waitpid(runner, &status, 0);
+    out << "exec=" << (runner > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "ok" : "no");
+    return out.str();
+  }
+
+  // Runs `body` in a child process; returns what it printed.
+  std::string InChild(const std::function<std::string()>& body) {
+    int fds[2];
+    if (pipe(fds) != 0) return "pipe";
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      const std::string text = body();
+      (void)!write(fds[1], text.data(), text.size());
+      _exit(0);
+    }
+    close(fds[1]);
+    std::string text;
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buffer, sizeof(buffer))) > 0) text.append(buffer, n);
+    close(fds[0]);
+    waitpid(pid, nullptr, 0);
+    return text;
+  }
+
+  std::string dir_;
+};
+
+ConfinementPolicy Policy() { return SessionHostPolicy("", {}); }
+
+TEST_F(SandboxTest, AConfinedProcessReachesOnlyTheSystemsFilesAndItself) {
+  const std::string open_process = InChild([&] { return Probe(); });
+  EXPECT_EQ(open_process,
+            "read-secret=ok write=ok read-system=ok write-dev=ok signal-parent=ok signal-self=ok "
+            "signal-group=ok trace=ok read-memory=ok fork=ok exec=ok");
+  const std::string expected =
+      "read-secret=EACCES write=EACCES read-system=ok write-dev=ok signal-parent=EPERM "
+      "signal-self=ok signal-group=EPERM trace=EPERM read-memory=EPERM fork=EPERM exec=no";
+  const std::string confined = InChild([&] {
+    // A thread that runs before the confinement (as the backend's and UCX's do) probes after it.
+    int go[2];
+    if (pipe(go) != 0) return std::string("pipe");
+    std::string earlier;
+    std::thread before([&] {
+      char c;
+      (void)!read(go[0], &c, 1);
+      earlier = Probe();
+    });
+    Confinement applied;
+    Status s = ConfineThisProcess(Policy(), &applied);
+    if (!s.ok()) return "confine: " + s.ToString();
+    (void)!write(go[1], "x", 1);
+    before.join();
+    std::string later;
+    std::thread after([&] { later = Probe(); });
+    after.join();
+    return Probe() + "\n" + earlier + "\n" + later + "\n" + applied.ToString();
+  });
+  std::istringstream lines(confined);
+  std::string first, earlier, later, applied;
+  std::getline(lines, first);
+  std::getline(lines, earlier);
+  std::getline(lines, later);
+  std::getline(lines, applied);
+  EXPECT_EQ(first, expected) << confined;
+  EXPECT_EQ(earlier, expected) << "a thread that ran before the confinement";
+  EXPECT_EQ(later, expected) << "a thread started after it";
+  EXPECT_NE(applied.find("threads 2 of 2"), std::string::npos) << applied;
+}
+
+// Every thread, the one that ran before the confinement included, shows no new privileges, the
+// system-call filter and no capabilities.
+TEST_F(SandboxTest, EveryThreadShowsTheFilterAndNoCapabilities) {
+  auto fields = [] {
+    std::string out;
+    DIR* tasks = opendir("/proc/self/task");
+    if (tasks == nullptr) return std::string("no /proc/self/task");
+    while (dirent* e = readdir(tasks)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream status(std::string("/proc/self/task/") + e->d_name + "/status");
+      std::string line, mine;
+      while (std::getline(status, line)) {
+        if (line.rfind("NoNewPrivs:", 0) == 0 || line.rfind("Seccomp:", 0) == 0 ||
+            line.rfind("CapEff:", 0) == 0 || line.rfind("CapPrm:", 0) == 0) {
+          mine += line + " ";
+        }
+      }
+      out += mine + "\n";
+    }
+    closedir(tasks);
+    return out;
+  };
+  const std::string open_process = InChild([&] { return fields(); });
+  EXPECT_EQ(open_process.find("Seccomp:\t2"), std::string::npos) << open_process;
+  const std::string confined = InChild([&] {
+    int go[2];
+    if (pipe(go) != 0) return std::string("pipe");
+    std::thread before([&] {
+      char c;
+      (void)!read(go[0], &c, 1);
+    });
+    Confinement applied;
+    Status s = ConfineThisProcess(Policy(), &applied);
+    std::string out = s.ok() ? fields() : "confine: " + s.ToString();
+    (void)!write(go[1], "x", 1);
+    before.join();
+    return out;
+  });
+  // Two threads, the fields in the order status lists them.
+  const std::string each =
+      "CapPrm:\t0000000000000000 CapEff:\t0000000000000000 NoNewPrivs:\t1 Seccomp:\t2 \n";
+  EXPECT_EQ(confined, each + each) << confined;
+}
+
+// Another tenant's session process, confined as this one is, cannot read this one's memory
+// through /proc/PID/mem, as an unconfined process of the same user can: Landlock keeps a process
+// from tracing outside its domain, and where the kernel has no Landlock the holder is not
+// dumpable and the reader holds no capability.
+class SandboxMemoryTest : public SandboxTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(SandboxMemoryTest, AnotherSessionsProcessCannotReadThisOnesMemory) {
+  ConfinementPolicy policy = Policy();
+  policy.file_rules = GetParam();
+  int address_pipe[2], done_pipe[2];
+  ASSERT_EQ(pipe(address_pipe), 0);
+  ASSERT_EQ(pipe(done_pipe), 0);
+  const pid_t holder = fork();
+  if (holder == 0) {
+    static char secret[] = "alice's staged bytes";
+    Confinement applied;
+    if (!ConfineThisProcess(policy, &applied).ok()) _exit(1);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(secret);
+    (void)!write(address_pipe[1], &at, sizeof(at));
+    char c;
+    (void)!read(done_pipe[0], &c, 1);
+    _exit(0);
+  }
+  uintptr_t at = 0;
+  ASSERT_EQ(read(address_pipe[0], &at, sizeof(at)), static_cast<ssize_t>(sizeof(at)));
+  auto read_secret = [&] {
+    const int mem = open(("/proc/" + std::to_string(holder) + "/mem").c_str(), O_RDONLY);
+    if (mem < 0) return std::string("open: ") + strerrorname_np(errno);
+    char buffer[21] = {};
+    const ssize_t n = pread(mem, buffer, 20, static_cast<off_t>(at));
+    const int error = errno;
+    close(mem);
+    return n == 20 ? std::string(buffer) : std::string("read: ") + strerrorname_np(error);
+  };
+  // The same user, not confined: it reads (as root here; another user's process would not).
+  EXPECT_EQ(InChild(read_secret), "alice's staged bytes");
+  // Another session's process, confined.
+  EXPECT_EQ(InChild([&] {
+              Confinement applied;
+              if (Status s = ConfineThisProcess(policy, &applied); !s.ok()) return s.ToString();
+              return read_secret();
+            }),
+            "open: EACCES");
+  (void)!write(done_pipe[1], "x", 1);
+  int status = 0;
+  waitpid(holder, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(WithAndWithoutFileRules, SandboxMemoryTest, ::testing::Bool());
+
+// The server that starts hosts, when it runs without capabilities (not as root), keeps them
+// from its memory where the kernel has no Landlock: a confined host, given no file rules here,
+// reads the server's memory unless the server called KeepFromConfinedProcesses.
+class ServerMemoryTest : public SandboxTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ServerMemoryTest, AConfinedHostCannotReadTheServersMemory) {
+  const bool kept = GetParam();
+  int address_pipe[2], done_pipe[2];
+  ASSERT_EQ(pipe(address_pipe), 0);
+  ASSERT_EQ(pipe(done_pipe), 0);
+  const pid_t server = fork();
+  if (server == 0) {
+    static char secret[] = "the provider's key...";
+    // A server not run as root holds no capability.
+    __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct none[2] = {};
+    if (syscall(SYS_capset, &header, none) != 0) _exit(1);
+    if (kept && !KeepFromConfinedProcesses().ok()) _exit(1);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(secret);
+    (void)!write(address_pipe[1], &at, sizeof(at));
+    char c;
+    (void)!read(done_pipe[0], &c, 1);
+    _exit(0);
+  }
+  uintptr_t at = 0;
+  ASSERT_EQ(read(address_pipe[0], &at, sizeof(at)), static_cast<ssize_t>(sizeof(at)));
+  const std::string read = InChild([&] {
+    ConfinementPolicy policy = Policy();
+    policy.file_rules = false;
+    Confinement applied;
+    if (Status s = ConfineThisProcess(policy, &applied); !s.ok()) return s.ToString();
+    const int mem = open(("/proc/" + std::to_string(server) + "/mem").c_str(), O_RDONLY);
+    if (mem < 0) return std::string("open: ") + strerrorname_np(errno);
+    char buffer[21] = {};
+    const ssize_t n = pread(mem, buffer, 20, static_cast<off_t>(at));
+    close(mem);
+    return n == 20 ? std::string(buffer) : std::string("read failed");
+  });
+  EXPECT_EQ(read, kept ? "open: EACCES" : "the provider's key..");
+  (void)!write(done_pipe[1], "x", 1);
+  int status = 0;
+  waitpid(server, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(KeptAndNot, ServerMemoryTest, ::testing::Bool());
+
+}  // namespace
+}  // namespace rgpu::server
