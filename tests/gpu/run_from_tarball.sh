@@ -46,6 +46,16 @@ check() {
 } >"$out/machine.txt"
 cat "$out/machine.txt"
 
+# A session's process confines itself (server/session_sandbox.h) before its tenant reaches it:
+# its log line says what the kernel allowed. The same program without the confinement tells a
+# driver that needs what the confinement refuses from anything else.
+check session_host_confined 60 env "RGPU_SERVER_ARGS=--session-processes on" \
+  "$e2e/with_server.sh" "$bin" tcp -- sh -c \
+  '"$0" run -- "$1" && grep "session host confined" "$RGPU_SERVER_LOG"' \
+  "$bin/rgpu" "$programs/driver_vector_add"
+check session_host_unconfined 60 env "RGPU_SERVER_ARGS=--session-processes on --session-sandbox off" \
+  "$e2e/with_server.sh" "$bin" tcp -- "$bin/rgpu" run -- "$programs/driver_vector_add"
+
 # The end-to-end programs (each against a fresh server), isolation, remanence, killed clients.
 for scheme in tcp shm; do
   for name in vector_add saxpy_streams memset_copy device_global two_contexts out_of_bounds \
