@@ -41,9 +41,10 @@ rgpu::Status ConfineSessionHost(const rgpu::server::ServerOptions& options) {
     extra.push_back(DirectoryOf(real));
     free(real);
   }
+  const bool shared_memory = options.listen.rfind("shm://", 0) == 0;
   rgpu::server::Confinement applied;
   rgpu::Status s = rgpu::server::ConfineThisProcess(
-      rgpu::server::SessionHostPolicy(program_dir, extra), &applied);
+      rgpu::server::SessionHostPolicy(program_dir, extra, shared_memory), &applied);
   if (s.ok()) RGPU_LOG_INFO("session host confined: %s", applied.ToString().c_str());
   return s;
 }
@@ -252,8 +253,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   // Confined session hosts may read /proc (server/session_sandbox.h): the server's memory,
-  // keys and tokens there are kept from them as theirs are from each other.
-  if (server.session_processes() && session_sandbox == "on") {
+  // keys and tokens there are kept from them as theirs are from each other. Not over shm://,
+  // whose clients open the server's shared memory through /proc.
+  if (server.session_processes() && session_sandbox == "on" &&
+      options.listen.rfind("shm://", 0) != 0) {
     if (rgpu::Status k = rgpu::server::KeepFromConfinedProcesses(); !k.ok()) {
       RGPU_LOG_ERROR("%s", k.ToString().c_str());
       return 1;

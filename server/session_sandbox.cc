@@ -310,16 +310,20 @@ bool HoldsCapabilities() {
 }  // namespace
 
 ConfinementPolicy SessionHostPolicy(const std::string& program_dir,
-                                    const std::vector<std::string>& extra_readable) {
+                                    const std::vector<std::string>& extra_readable,
+                                    bool shared_memory) {
   ConfinementPolicy policy;
+  policy.file_rules = !shared_memory;
+  policy.not_dumpable = !shared_memory;
+  policy.drop_capabilities = !shared_memory;
   policy.readable = {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sys",
                      // the dynamic loader's and a resolver's configuration
                      "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/hosts",
                      "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf",
                      "/etc/localtime", "/etc/ssl/certs",
-                     // /proc: UCX's shared-memory transport reads its peer's /proc/PID/stat
-                     // (a process's memory there is guarded by the tracing rules: not dumpable
-                     // processes, and ones with capabilities this one lacks, are out of reach)
+                     // /proc (UCX reads its peer's /proc/PID/stat): another process's memory
+                     // there is behind the tracing rules, which Landlock's domain, dumpability
+                     // and capabilities close
                      "/proc"};
   if (!program_dir.empty()) {
     policy.readable.push_back(program_dir);
@@ -336,10 +340,10 @@ ConfinementPolicy SessionHostPolicy(const std::string& program_dir,
 std::string Confinement::ToString() const {
   std::string s = std::string("no new privileges ") + (no_new_privileges ? "yes" : "no") +
                   ", not dumpable " + (not_dumpable ? "yes" : "no") + ", capabilities " +
-                  (capabilities_dropped ? "dropped" : "none held") + ", system-call filter " +
-                  (system_call_filter ? "yes" : "no") + ", files: ";
+                  (capabilities_dropped ? "dropped" : "kept or none held") +
+                  ", system-call filter " + (system_call_filter ? "yes" : "no") + ", files: ";
   s += landlock_abi > 0 ? "Landlock ABI " + std::to_string(landlock_abi)
-                        : std::string("no Landlock in this kernel");
+                        : std::string("no rules (none asked for, or no Landlock in this kernel)");
   s += ", threads " + std::to_string(threads_confined) + " of " + std::to_string(threads);
   return s;
 }
@@ -350,11 +354,13 @@ Status ConfineThisProcess(const ConfinementPolicy& policy, Confinement* applied)
     return Internal(std::string("no_new_privs: ") + strerror(errno));
   }
   applied->no_new_privileges = true;
-  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
-    return Internal(std::string("PR_SET_DUMPABLE: ") + strerror(errno));
+  if (policy.not_dumpable) {
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+      return Internal(std::string("PR_SET_DUMPABLE: ") + strerror(errno));
+    }
+    applied->not_dumpable = true;
   }
-  applied->not_dumpable = true;
-  g_drop_caps = HoldsCapabilities();
+  g_drop_caps = policy.drop_capabilities && HoldsCapabilities();
   applied->landlock_abi = policy.file_rules ? LandlockAbi() : 0;
   g_ruleset = -1;
   if (applied->landlock_abi > 0) {

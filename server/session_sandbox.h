@@ -9,10 +9,11 @@
 //   uid 0 no longer overrides permissions or lets it trace anything;
 // - not dumpable: no other process of the same user (another tenant's host) may trace it or
 //   read its memory through /proc;
-// - files (Landlock, where the kernel has it): it reads only the system's libraries and
-//   configuration it needs (`ConfinementPolicy`), its own /proc entries and /sys, and writes
-//   only under /dev (device nodes, shared-memory segments): not the server's keys or token
-//   files, not another process's /proc entries, not the rgpu tree's other files;
+// - files (Landlock, where the kernel has it): it reads only the system's libraries and the
+//   configuration it needs (`ConfinementPolicy`), /sys and /proc, and writes only under /dev
+//   (device nodes, shared-memory segments) and its own /proc entries: not the server's keys or
+//   token files, not the rgpu tree's other files. Landlock also keeps it from tracing, or
+//   reading through /proc the memory of, any process outside its own domain;
 // - system calls (seccomp, every thread): it cannot run a program, trace or read another
 //   process, signal any process but itself, create a process (threads only), or reach the
 //   kernel's administration (modules, mounts, namespaces, BPF, keyrings, io_uring, ...). A
@@ -38,16 +39,26 @@ struct ConfinementPolicy {
   // False: no file rules even where the kernel has Landlock (as on a kernel without it; tests of
   // what the other layers hold alone).
   bool file_rules = true;
+  bool not_dumpable = true;
+  bool drop_capabilities = true;  // when it holds any (it runs as root)
 };
 
-// The session host's: the system's libraries (/usr, /lib*, /opt), the configuration a resolver
-// and the dynamic loader read (not the rest of /etc), /sys, its own /proc entries and the system
-// ones drivers read (/proc/driver, /proc/sys, /proc/devices, ...), the directories of this
-// executable and its libraries (`program_dir`: the install tree's bin/, whose ../lib is added),
-// and `extra_readable` (the backend library's directory, the server's TLS certificate files);
-// /dev writable.
+// The session host's: reads the system's libraries (/usr, /lib*, /opt), the configuration the
+// dynamic loader and a resolver read (not the rest of /etc), /sys and /proc, the directories of
+// this executable and its libraries (`program_dir`: the install tree's bin/, whose ../lib is
+// added) and `extra_readable` (the backend library's directory); writes its own /proc entries
+// and /dev (device nodes, shared-memory segments).
+//
+// `shared_memory` (a host serving shm://): UCX's shared memory has each side open the other's
+// segments as /proc/PID/fd links, which only a process that may trace the other can: Landlock
+// refuses that outside its domain, a host that is not dumpable refuses it to its client, and a
+// host without the capabilities of a root client cannot reach it. Such a host keeps its files,
+// stays dumpable and keeps its capabilities: shm:// serves programs of the server's own user on
+// its own machine (the transport checks the peer's user), which reach that user's processes
+// anyway. No new privileges and the system-call filter apply to every host.
 ConfinementPolicy SessionHostPolicy(const std::string& program_dir,
-                                    const std::vector<std::string>& extra_readable);
+                                    const std::vector<std::string>& extra_readable,
+                                    bool shared_memory);
 
 // What ConfineThisProcess applied (for the host's log and tests).
 struct Confinement {

@@ -117,7 +117,7 @@ class SandboxTest : public ::testing::Test {
   std::string dir_;
 };
 
-ConfinementPolicy Policy() { return SessionHostPolicy("", {}); }
+ConfinementPolicy Policy() { return SessionHostPolicy("", {}, /*shared_memory=*/false); }
 
 TEST_F(SandboxTest, AConfinedProcessReachesOnlyTheSystemsFilesAndItself) {
   const std::string open_process = InChild([&] { return Probe(); });

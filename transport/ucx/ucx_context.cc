@@ -32,20 +32,15 @@ Status CreateContext(ContextKind kind, const std::string& net_device, ucp_contex
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return FromUcs(st, "ucp_config_read");
   const bool shm = kind == ContextKind::kSharedMemory;
-  // Shared memory through POSIX segments. SysV segments (mode 0660: any process of the group
-  // could attach) are not used.
+  // Shared memory through POSIX segments, which UCX shares as /proc/PID/fd links of unlinked
+  // files (UCX_POSIX_USE_PROC_LINK, y by default): another process can map one only if it may
+  // ptrace its owner (the same user, or root). SysV segments (mode 0660: any process of the
+  // group could attach) are not used.
   if (getenv("UCX_TLS") == nullptr) ucp_config_modify(config, "TLS", shm ? "posix,self" : "tcp");
   if (!shm && !net_device.empty() && getenv("UCX_NET_DEVICES") == nullptr) {
     ucp_config_modify(config, "NET_DEVICES", net_device.c_str());
   }
   if (shm) {
-    // Each segment by its name under /dev/shm (mode 0600: its owner's user), not as a
-    // /proc/PID/fd link of an unlinked file (UCX_POSIX_USE_PROC_LINK's default), which the peer
-    // may open only while it may trace the segment's owner: a session's process is not
-    // dumpable and cannot reach another process's /proc entries (server/session_sandbox.h).
-    if (getenv("UCX_POSIX_USE_PROC_LINK") == nullptr) {
-      ucp_config_modify(config, "USE_PROC_LINK", "n");
-    }
     // Rendezvous data goes as shared-memory active-message fragments.
     if (getenv("UCX_RNDV_SCHEME") == nullptr) ucp_config_modify(config, "RNDV_SCHEME", "am");
     // A worker's receive buffers grow RX_BUFS_GROW at a time, 512 by default: 4 MiB written at
