@@ -320,7 +320,7 @@ ConfinementPolicy SessionHostPolicy(const std::string& program_dir,
                      // the dynamic loader's and a resolver's configuration
                      "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/hosts",
                      "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf",
-                     "/etc/localtime", "/etc/ssl/certs",
+                     "/etc/localtime", "/etc/ssl/certs", "/etc/ssl/openssl.cnf",
                      // /proc (UCX reads its peer's /proc/PID/stat): another process's memory
                      // there is behind the tracing rules, which Landlock's domain, dumpability
                      // and capabilities close

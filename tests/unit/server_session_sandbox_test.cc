@@ -119,6 +119,55 @@ class SandboxTest : public ::testing::Test {
 
 ConfinementPolicy Policy() { return SessionHostPolicy("", {}, /*shared_memory=*/false); }
 
+// A process holding a secret of 20 bytes at `at`, after `prepare` (run in it) succeeded, until
+// Release.
+struct Holder {
+  pid_t pid = -1;
+  uintptr_t at = 0;
+  int done = -1;
+};
+Holder Hold(const std::function<bool()>& prepare) {
+  static char secret[] = "alice's staged bytes";
+  int address_pipe[2], done_pipe[2];
+  if (pipe(address_pipe) != 0 || pipe(done_pipe) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!prepare()) _exit(1);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(secret);
+    (void)!write(address_pipe[1], &at, sizeof(at));
+    char c;
+    (void)!read(done_pipe[0], &c, 1);
+    _exit(0);
+  }
+  Holder holder;
+  holder.pid = pid;
+  holder.done = done_pipe[1];
+  if (read(address_pipe[0], &holder.at, sizeof(holder.at)) != sizeof(holder.at)) holder.at = 0;
+  return holder;
+}
+// True when the holder had prepared and ended well.
+bool Release(const Holder& holder) {
+  (void)!write(holder.done, "x", 1);
+  int status = 0;
+  waitpid(holder.pid, &status, 0);
+  return holder.at != 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+// Its secret read through /proc/PID/mem, or why not.
+std::string ReadSecret(const Holder& holder) {
+  const int mem = open(("/proc/" + std::to_string(holder.pid) + "/mem").c_str(), O_RDONLY);
+  if (mem < 0) return std::string("open: ") + strerrorname_np(errno);
+  char buffer[21] = {};
+  const ssize_t n = pread(mem, buffer, 20, static_cast<off_t>(holder.at));
+  const int error = errno;
+  close(mem);
+  return n == 20 ? std::string(buffer) : std::string("read: ") + strerrorname_np(error);
+}
+std::string ConfinedThenRead(const ConfinementPolicy& policy, const Holder& holder) {
+  Confinement applied;
+  if (Status s = ConfineThisProcess(policy, &applied); !s.ok()) return s.ToString();
+  return ReadSecret(holder);
+}
+
 TEST_F(SandboxTest, AConfinedProcessReachesOnlyTheSystemsFilesAndItself) {
   const std::string open_process = InChild([&] { return Probe(); });
   EXPECT_EQ(open_process,
@@ -212,44 +261,16 @@ class SandboxMemoryTest : public SandboxTest, public ::testing::WithParamInterfa
 TEST_P(SandboxMemoryTest, AnotherSessionsProcessCannotReadThisOnesMemory) {
   ConfinementPolicy policy = Policy();
   policy.file_rules = GetParam();
-  int address_pipe[2], done_pipe[2];
-  ASSERT_EQ(pipe(address_pipe), 0);
-  ASSERT_EQ(pipe(done_pipe), 0);
-  const pid_t holder = fork();
-  if (holder == 0) {
-    static char secret[] = "alice's staged bytes";
+  const Holder holder = Hold([&] {
     Confinement applied;
-    if (!ConfineThisProcess(policy, &applied).ok()) _exit(1);
-    const uintptr_t at = reinterpret_cast<uintptr_t>(secret);
-    (void)!write(address_pipe[1], &at, sizeof(at));
-    char c;
-    (void)!read(done_pipe[0], &c, 1);
-    _exit(0);
-  }
-  uintptr_t at = 0;
-  ASSERT_EQ(read(address_pipe[0], &at, sizeof(at)), static_cast<ssize_t>(sizeof(at)));
-  auto read_secret = [&] {
-    const int mem = open(("/proc/" + std::to_string(holder) + "/mem").c_str(), O_RDONLY);
-    if (mem < 0) return std::string("open: ") + strerrorname_np(errno);
-    char buffer[21] = {};
-    const ssize_t n = pread(mem, buffer, 20, static_cast<off_t>(at));
-    const int error = errno;
-    close(mem);
-    return n == 20 ? std::string(buffer) : std::string("read: ") + strerrorname_np(error);
-  };
+    return ConfineThisProcess(policy, &applied).ok();
+  });
+  ASSERT_NE(holder.at, 0u);
   // The same user, not confined: it reads (as root here; another user's process would not).
-  EXPECT_EQ(InChild(read_secret), "alice's staged bytes");
+  EXPECT_EQ(InChild([&] { return ReadSecret(holder); }), "alice's staged bytes");
   // Another session's process, confined.
-  EXPECT_EQ(InChild([&] {
-              Confinement applied;
-              if (Status s = ConfineThisProcess(policy, &applied); !s.ok()) return s.ToString();
-              return read_secret();
-            }),
-            "open: EACCES");
-  (void)!write(done_pipe[1], "x", 1);
-  int status = 0;
-  waitpid(holder, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(InChild([&] { return ConfinedThenRead(policy, holder); }), "open: EACCES");
+  EXPECT_TRUE(Release(holder));
 }
 
 INSTANTIATE_TEST_SUITE_P(WithAndWithoutFileRules, SandboxMemoryTest, ::testing::Bool());
@@ -261,42 +282,19 @@ class ServerMemoryTest : public SandboxTest, public ::testing::WithParamInterfac
 
 TEST_P(ServerMemoryTest, AConfinedHostCannotReadTheServersMemory) {
   const bool kept = GetParam();
-  int address_pipe[2], done_pipe[2];
-  ASSERT_EQ(pipe(address_pipe), 0);
-  ASSERT_EQ(pipe(done_pipe), 0);
-  const pid_t server = fork();
-  if (server == 0) {
-    static char secret[] = "the provider's key...";
+  const Holder server = Hold([&] {
     // A server not run as root holds no capability.
     __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct none[2] = {};
-    if (syscall(SYS_capset, &header, none) != 0) _exit(1);
-    if (kept && !KeepFromConfinedProcesses().ok()) _exit(1);
-    const uintptr_t at = reinterpret_cast<uintptr_t>(secret);
-    (void)!write(address_pipe[1], &at, sizeof(at));
-    char c;
-    (void)!read(done_pipe[0], &c, 1);
-    _exit(0);
-  }
-  uintptr_t at = 0;
-  ASSERT_EQ(read(address_pipe[0], &at, sizeof(at)), static_cast<ssize_t>(sizeof(at)));
-  const std::string read = InChild([&] {
-    ConfinementPolicy policy = Policy();
-    policy.file_rules = false;
-    Confinement applied;
-    if (Status s = ConfineThisProcess(policy, &applied); !s.ok()) return s.ToString();
-    const int mem = open(("/proc/" + std::to_string(server) + "/mem").c_str(), O_RDONLY);
-    if (mem < 0) return std::string("open: ") + strerrorname_np(errno);
-    char buffer[21] = {};
-    const ssize_t n = pread(mem, buffer, 20, static_cast<off_t>(at));
-    close(mem);
-    return n == 20 ? std::string(buffer) : std::string("read failed");
+    if (syscall(SYS_capset, &header, none) != 0) return false;
+    return !kept || KeepFromConfinedProcesses().ok();
   });
-  EXPECT_EQ(read, kept ? "open: EACCES" : "the provider's key..");
-  (void)!write(done_pipe[1], "x", 1);
-  int status = 0;
-  waitpid(server, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_NE(server.at, 0u);
+  ConfinementPolicy policy = Policy();
+  policy.file_rules = false;
+  EXPECT_EQ(InChild([&] { return ConfinedThenRead(policy, server); }),
+            kept ? "open: EACCES" : "alice's staged bytes");
+  EXPECT_TRUE(Release(server));
 }
 
 INSTANTIATE_TEST_SUITE_P(KeptAndNot, ServerMemoryTest, ::testing::Bool());
