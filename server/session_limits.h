@@ -28,6 +28,11 @@ struct SessionLimits {
   // contexts together (server/staging_buffers.h); rgpu-server --max-staging-mib. 0: never
   // staged.
   uint64_t max_staging_bytes = uint64_t{64} << 20;
+  // A copy between servers (server/session_peer.cc): how long the other server has to answer;
+  // a copy whose peer did not prove its ticket fails only once this much time has passed since
+  // it began, whatever was (or was not) at the URL, so that failures do not tell a closed port
+  // from a silent one.
+  int peer_timeout_ms = 30000;
 };
 
 }  // namespace rgpu::server

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "common/log.h"
@@ -33,7 +34,6 @@ namespace rgpu::server {
 namespace {
 
 constexpr size_t kPeerChunk = size_t{4} << 20;  // bytes per message
-constexpr int kPeerTimeoutMs = 30000;           // a silent peer fails the transfer
 constexpr int64_t kGrantLifetimeMs = 60000;
 constexpr size_t kMaxGrants = 64;
 constexpr size_t kTicketBytes = 16;
@@ -60,11 +60,12 @@ std::string PeerReply(CUresult status, uint64_t offset, const std::string& messa
   return e.SerializeAsString();
 }
 
-// Reads one Reply of a peer transfer from `channel`; its payload (fetched) lands in `data`.
-CUresult ReceivePeerReply(Channel& channel, std::vector<char>* data, wire::Reply* reply,
-                          std::string* why) {
+// Reads one Reply of a peer transfer from `channel`, waiting up to `timeout_ms`; its payload
+// (fetched) lands in `data`.
+CUresult ReceivePeerReply(Channel& channel, int timeout_ms, std::vector<char>* data,
+                          wire::Reply* reply, std::string* why) {
   ReceivedMessage m;
-  Status s = channel.Receive(kPeerTimeoutMs, &m);
+  Status s = channel.Receive(timeout_ms, &m);
   if (!s.ok()) {
     *why = "the other server: " + s.ToString();
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -186,7 +187,7 @@ bool Session::ServePeer(Channel& peer, const PeerGrantRecord& grant, const std::
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kPeerChunk, grant.bytes - done));
     if (grant.write) {
       wire::Reply chunk;
-      r = ReceivePeerReply(peer, &buffer, &chunk, &why);
+      r = ReceivePeerReply(peer, limits_.peer_timeout_ms, &buffer, &chunk, &why);
       if (r != CUDA_SUCCESS) break;
       if (chunk.values(0) != done || buffer.size() != n) {
         r = CUDA_ERROR_INVALID_VALUE;
@@ -261,7 +262,7 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
     ReceivedMessage m;
     wire::Envelope answer;
     Status s = ch->Send(j.SerializeAsString(), nullptr, 0);
-    if (s.ok()) s = ch->Receive(kPeerTimeoutMs, &m);
+    if (s.ok()) s = ch->Receive(limits_.peer_timeout_ms, &m);
     if (!s.ok()) {
       not_proven("did not answer: " + s.message());
       return -1;
@@ -294,6 +295,7 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
     abort_peer_channel_ = ch;
     if (ch != nullptr && aborted_.load()) ch->Abandon("the session is ending");
   };
+  const auto began = std::chrono::steady_clock::now();
   // A connection kept from an earlier copy to that server, else a new one.
   std::unique_ptr<Channel> channel;
   int joined = -1;
@@ -314,6 +316,15 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
     }
   }
   if (joined != 1) r = CUDA_ERROR_DEVICE_UNAVAILABLE;
+  if (joined != 1 && why == unproven) {
+    // Answered when a silent peer's would be, so that the time a copy takes to fail does not
+    // tell whether the port is closed, open to something else, or silent. The session's end
+    // does not wait for it.
+    const auto answer_at = began + std::chrono::milliseconds(limits_.peer_timeout_ms);
+    while (!aborted_.load() && std::chrono::steady_clock::now() < answer_at) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   std::vector<char> buffer;
   for (uint64_t done = 0; r == CUDA_SUCCESS && done < in.bytes;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kPeerChunk, in.bytes - done));
@@ -328,7 +339,7 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
       }
     } else {
       wire::Reply chunk;
-      r = ReceivePeerReply(*channel, &buffer, &chunk, &why);
+      r = ReceivePeerReply(*channel, limits_.peer_timeout_ms, &buffer, &chunk, &why);
       if (r == CUDA_SUCCESS && chunk.result() != CUDA_SUCCESS) {
         why = "the other server: " + chunk.message();
         r = static_cast<CUresult>(chunk.result());
@@ -345,7 +356,7 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
   }
   if (r == CUDA_SUCCESS && in.to_peer) {  // the other server says whether it wrote them all
     wire::Reply done;
-    r = ReceivePeerReply(*channel, &buffer, &done, &why);
+    r = ReceivePeerReply(*channel, limits_.peer_timeout_ms, &buffer, &done, &why);
     if (r == CUDA_SUCCESS && done.result() != CUDA_SUCCESS) {
       why = "the other server: " + done.message();
       r = static_cast<CUresult>(done.result());

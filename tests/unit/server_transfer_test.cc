@@ -5,6 +5,7 @@
 // tenant says, so it sends nothing the tenant chose there, and no data, until the other end
 // proved the ticket (server/peer_join_proof.h).
 #include <atomic>
+#include <chrono>
 #include <cstring>
 
 #include "server/peer_join_proof.h"
@@ -196,8 +197,27 @@ TEST_F(ServerTransferTest, AWriteGrantTakesItsRangeInOrderOnly) {
 // A tenant points its server's copy at a listener of its choosing (another service of the
 // provider's network, say) with a "ticket" of bytes it picked: the listener receives neither those
 // bytes nor the tenant's data, even when it answers like a server that admits the transfer, and
-// the tenant's error is the same whether anything listened there or not.
-TEST_F(ServerTransferTest, ACopysServerSendsNothingTheTenantChoseToAnUnprovenPeer) {
+// the tenant's error is the same whether anything listened there or not, and comes no sooner
+// than a silent peer's would (the peer timeout, shortened here).
+class UnprovenPeerTest : public ServerTransferTest {
+ protected:
+  static constexpr int kPeerTimeoutMs = 1500;
+  UnprovenPeerTest() { options_.session_limits.peer_timeout_ms = kPeerTimeoutMs; }
+  // The answer to a copy to `url`, and how long it took.
+  wire::Envelope CopyTo(const Tenant& a, uint64_t id, const std::string& url, uint64_t t0,
+                        uint64_t t1, int64_t* took_ms) {
+    const auto start = std::chrono::steady_clock::now();
+    wire::Envelope r =
+        Exchange(a.ch.get(), Call(id, Op::kMemcpyPeerRemote, a.ctx, {a.ptr, 4096, 0, 1, 7, t0, t1}),
+                 url + std::string(1, '\0'));
+    *took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count();
+    return r;
+  }
+};
+
+TEST_F(UnprovenPeerTest, ACopysServerSendsNothingTheTenantChoseToAnUnprovenPeer) {
   Tenant a = Open(4096, 'D');
   const std::string chosen = "\r\nFLUSHALL\r\n\r\n\r\n";  // 16 bytes
   ASSERT_EQ(chosen.size(), 16u);
@@ -206,12 +226,12 @@ TEST_F(ServerTransferTest, ACopysServerSendsNothingTheTenantChoseToAnUnprovenPee
   memcpy(&t1, chosen.data() + 8, 8);
   const std::string before_proof = "no server that granted the transfer answered at ";
   ImpostorPeer impostor;
-  wire::Envelope r =
-      Exchange(a.ch.get(), Call(8, Op::kMemcpyPeerRemote, a.ctx, {a.ptr, 4096, 0, 1, 7, t0, t1}),
-               impostor.url() + std::string(1, '\0'));
+  int64_t took_ms = 0;
+  wire::Envelope r = CopyTo(a, 8, impostor.url(), t0, t1, &took_ms);
   ASSERT_EQ(r.body_case(), wire::Envelope::kReply);
   EXPECT_EQ(r.reply().result(), CUDA_ERROR_DEVICE_UNAVAILABLE);
   EXPECT_EQ(r.reply().message(), before_proof + impostor.url());
+  EXPECT_GE(took_ms, kPeerTimeoutMs) << "an impostor's answer told apart by its time";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // for anything sent after it
   impostor.Finish();
   ASSERT_FALSE(impostor.first_message.empty());  // the server did connect and join
@@ -223,11 +243,11 @@ TEST_F(ServerTransferTest, ACopysServerSendsNothingTheTenantChoseToAnUnprovenPee
   r = Exchange(a.ch.get(), Call(10, Op::kMemcpyPeerRemote, a.ctx, {a.ptr, 4096, 0, 1, 7, t0, t1}),
                std::string("tls://x\r\nFLUSHALL\r\n:6379") + std::string(1, '\0'));
   EXPECT_EQ(r.reply().result(), CUDA_ERROR_INVALID_VALUE) << r.reply().message();
-  // Where nothing listens (the impostor's port, closed now), the same answer.
-  r = Exchange(a.ch.get(), Call(9, Op::kMemcpyPeerRemote, a.ctx, {a.ptr, 4096, 0, 1, 7, t0, t1}),
-               impostor.url() + std::string(1, '\0'));
+  // Where nothing listens (the impostor's port, closed now), the same answer, no sooner.
+  r = CopyTo(a, 9, impostor.url(), t0, t1, &took_ms);
   EXPECT_EQ(r.reply().result(), CUDA_ERROR_DEVICE_UNAVAILABLE);
   EXPECT_EQ(r.reply().message(), before_proof + impostor.url());
+  EXPECT_GE(took_ms, kPeerTimeoutMs) << "a closed port told apart by its time";
 }
 
 // The other end of a copy may be the tenant's own listener, which can prove the ticket (the
