@@ -27,8 +27,9 @@ std::string DirectoryOf(const std::string& path) {
   return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
-// A session host's confinement (server/session_sandbox.h): the rgpu tree it runs from, and the
-// backend library's directory (NVIDIA's driver loads its companions from there as it goes).
+// A session host's confinement (server/session_sandbox.h): the rgpu tree it runs from, the
+// backend library's directory (NVIDIA's driver loads its companions from there as it goes) and
+// the CA file of tls:// connections it makes.
 rgpu::Status ConfineSessionHost(const rgpu::server::ServerOptions& options) {
   char exe[4096] = {};
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -42,6 +43,8 @@ rgpu::Status ConfineSessionHost(const rgpu::server::ServerOptions& options) {
     free(real);
   }
   const bool shared_memory = options.listen.rfind("shm://", 0) == 0;
+  // The CA a tls:// connection to another server (a move, a copy) checks against, read then.
+  if (const char* ca = getenv("RGPU_TLS_CA"); ca != nullptr && *ca != '\0') extra.push_back(ca);
   rgpu::server::Confinement applied;
   rgpu::Status s = rgpu::server::ConfineThisProcess(
       rgpu::server::SessionHostPolicy(program_dir, extra, shared_memory), &applied);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -237,18 +238,41 @@ Status SessionHostPool::Spawn(std::unique_ptr<SessionHost>* out) {
     close(sv[1]);
     sv[1] = moved;
   }
-  std::vector<std::string> args = argv_;
+  // The server's command line and environment, less the provider's key: a host never speaks to
+  // the registry, and a tenant who broke into one must not find the key there.
+  std::vector<std::string> args;
+  for (size_t i = 0; i < argv_.size(); ++i) {
+    if (argv_[i] == "--provider-key") {
+      ++i;
+      continue;
+    }
+    if (argv_[i].rfind("--provider-key=", 0) == 0) continue;
+    args.push_back(argv_[i]);
+  }
   args.push_back("--session-host");
   args.push_back("3");
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
+  std::vector<char*> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (strncmp(*e, "RGPU_PROVIDER_KEY=", 18) != 0) env.push_back(*e);
+  }
+  env.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
   posix_spawn_file_actions_addclosefrom_np(&actions, 4);  // none of the server's sockets
+  // Not the operator's terminal (which it could type into or read), in a session of its own (not
+  // the server's process group, which a signal to a group would reach).
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
   pid_t pid = 0;
-  const int r = posix_spawn(&pid, program_.c_str(), &actions, nullptr, cargs.data(), environ);
+  const int r =
+      posix_spawn(&pid, program_.c_str(), &actions, &attributes, cargs.data(), env.data());
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(sv[1]);
   if (r != 0) {

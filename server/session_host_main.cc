@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -176,6 +177,11 @@ int RunSessionHost(ServerOptions options, int control_fd,
   // The host ends with its server, whatever way the server ends: its end of the control socket
   // closes (not PR_SET_PDEATHSIG, which follows the thread that started the host).
   fcntl(control_fd, F_SETFD, FD_CLOEXEC);
+  options.provider_key.clear();
+  // Kept from other processes of the server's user from the start, not only once confined (a
+  // confined host must not reach one that is still loading its backend); not over shm://, whose
+  // client opens this process's shared memory through /proc.
+  if (options.listen.rfind("shm://", 0) != 0) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   TransportUrl url;
   if (Status s = TransportUrl::Parse(options.listen, &url); !s.ok()) return 1;
   url.port = 0;  // a port of its own on the server's host

@@ -241,6 +241,16 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
   // nothing listened there, something else did, or it did not answer: the same, so that copies
   // do not map what this server reaches. The log says which.
   const std::string unproven = "no server that granted the transfer answered at " + url_text;
+  // One deadline for the whole attempt (reconnections included): the peer's answers are waited
+  // for until then, and an unproven peer's failure is answered then.
+  const auto answer_at =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.peer_timeout_ms);
+  auto remaining_ms = [&answer_at] {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          answer_at - std::chrono::steady_clock::now())
+                          .count();
+    return static_cast<int>(std::max<int64_t>(1, left));
+  };
   // Logs why whatever is at the URL did not prove the ticket; the tenant is told `unproven`.
   auto not_proven = [&](const std::string& what) {
     RGPU_LOG_WARN("session %llu: copy between servers: %s %s", (unsigned long long)id_,
@@ -262,7 +272,7 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
     ReceivedMessage m;
     wire::Envelope answer;
     Status s = ch->Send(j.SerializeAsString(), nullptr, 0);
-    if (s.ok()) s = ch->Receive(limits_.peer_timeout_ms, &m);
+    if (s.ok()) s = ch->Receive(remaining_ms(), &m);
     if (!s.ok()) {
       not_proven("did not answer: " + s.message());
       return -1;
@@ -295,7 +305,6 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
     abort_peer_channel_ = ch;
     if (ch != nullptr && aborted_.load()) ch->Abandon("the session is ending");
   };
-  const auto began = std::chrono::steady_clock::now();
   // A connection kept from an earlier copy to that server, else a new one.
   std::unique_ptr<Channel> channel;
   int joined = -1;
@@ -320,7 +329,6 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
     // Answered when a silent peer's would be, so that the time a copy takes to fail does not
     // tell whether the port is closed, open to something else, or silent. The session's end
     // does not wait for it.
-    const auto answer_at = began + std::chrono::milliseconds(limits_.peer_timeout_ms);
     while (!aborted_.load() && std::chrono::steady_clock::now() < answer_at) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

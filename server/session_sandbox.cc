@@ -5,6 +5,8 @@
 #include <linux/capability.h>
 #include <linux/landlock.h>
 #include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -83,7 +85,16 @@ Status MakeRuleset(int abi, const ConfinementPolicy& policy, int* out) {
   if (ruleset < 0) return Internal(std::string("landlock_create_ruleset: ") + strerror(errno));
   const uint64_t read = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
   const uint64_t write = handled & ~LANDLOCK_ACCESS_FS_EXECUTE;
+  // A path and, where it is a symbolic link (/etc/resolv.conf often is), what it names.
+  std::vector<std::string> readable;
   for (const std::string& path : policy.readable) {
+    readable.push_back(path);
+    if (char* real = realpath(path.c_str(), nullptr)) {
+      if (path != real) readable.push_back(real);
+      free(real);
+    }
+  }
+  for (const std::string& path : readable) {
     if (!AllowBeneath(ruleset, path, read)) {
       close(ruleset);
       return Internal("landlock_add_rule " + path + ": " + strerror(errno));
@@ -134,6 +145,8 @@ void OnConfineSignal(int) {
   errno = saved;
 }
 
+// The process's threads; empty when /proc/self/task cannot be read (never so otherwise: the
+// caller is one).
 std::set<pid_t> ThreadsOfThisProcess() {
   std::set<pid_t> tids;
   if (DIR* dir = opendir("/proc/self/task")) {
@@ -143,6 +156,31 @@ std::set<pid_t> ThreadsOfThisProcess() {
     closedir(dir);
   }
   return tids;
+}
+
+// Checks, from /proc, that every thread has no new privileges and, when `no_capabilities`, no
+// effective or permitted capability.
+Status CheckEveryThread(bool no_capabilities) {
+  const std::set<pid_t> tids = ThreadsOfThisProcess();
+  if (tids.empty()) return Internal("cannot read /proc/self/task");
+  for (pid_t tid : tids) {
+    FILE* f = fopen(("/proc/self/task/" + std::to_string(tid) + "/status").c_str(), "r");
+    if (f == nullptr) continue;  // it ended
+    bool no_new_privileges = false, capable = false;
+    char line[256];
+    while (fgets(line, sizeof(line), f) != nullptr) {
+      if (strncmp(line, "NoNewPrivs:\t1", 13) == 0) no_new_privileges = true;
+      if ((strncmp(line, "CapEff:", 7) == 0 || strncmp(line, "CapPrm:", 7) == 0) &&
+          strtoull(line + 7, nullptr, 16) != 0) {
+        capable = true;
+      }
+    }
+    fclose(f);
+    if (!no_new_privileges || (no_capabilities && capable)) {
+      return Internal("thread " + std::to_string(tid) + " is not confined");
+    }
+  }
+  return Status::Ok();
 }
 
 // Has every other thread of the process confine itself (a signal each), until none is left or
@@ -168,6 +206,10 @@ Status ConfineOtherThreads(int* threads, int* confined) {
   Status result = Status::Ok();
   for (;;) {
     std::set<pid_t> live = ThreadsOfThisProcess();
+    if (live.empty()) {
+      result = Internal("cannot read /proc/self/task");
+      break;
+    }
     std::set<pid_t> pending;
     for (pid_t tid : live) {
       if (done.count(tid) == 0 && failed.count(tid) == 0) pending.insert(tid);
@@ -212,7 +254,7 @@ Status ConfineOtherThreads(int* threads, int* confined) {
 
 // --- seccomp, through libseccomp ---
 
-Status LoadSystemCallFilter() {
+Status LoadSystemCallFilter(bool unix_sockets) {
   scmp_filter_ctx filter = seccomp_init(SCMP_ACT_ALLOW);
   if (filter == nullptr) return Internal("seccomp_init failed");
   const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
@@ -267,8 +309,7 @@ Status LoadSystemCallFilter() {
                    SCMP_SYS(clock_adjtime),
                    SCMP_SYS(adjtimex),
                    SCMP_SYS(fanotify_init),
-                   SCMP_SYS(vhangup),
-                   SCMP_SYS(personality)}) {
+                   SCMP_SYS(vhangup)}) {
     deny(call);
   }
   // io_uring runs file operations the filter would not see; clone3's flags are behind a pointer
@@ -288,9 +329,52 @@ Status LoadSystemCallFilter() {
        {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)}) {
     if (rc == 0) rc = seccomp_rule_add(filter, refuse, call, 1, SCMP_A0(SCMP_CMP_NE, self));
   }
-  // Another process's resource limits (its own are pid 0's, as the C library asks).
+  // Another process's resource limits (its own are pid 0's, as the C library asks), and another
+  // process's (or user's) priorities.
   if (rc == 0) {
     rc = seccomp_rule_add(filter, refuse, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_NE, 0));
+  }
+  for (int call : {SCMP_SYS(setpriority), SCMP_SYS(ioprio_set)}) {
+    if (rc == 0) rc = seccomp_rule_add(filter, refuse, call, 1, SCMP_A1(SCMP_CMP_NE, 0));
+  }
+  // Signals by another way: a file whose owner (F_SETOWN, FIOSETOWN, SIOCSPGRP) is another
+  // process or group gets SIGIO, or the signal F_SETSIG names, when it is ready.
+  constexpr scmp_datum_t kLow32 = 0xffffffffu;
+  if (rc == 0) {
+    rc =
+        seccomp_rule_add(filter, refuse, SCMP_SYS(fcntl), 2,
+                         SCMP_A1(SCMP_CMP_MASKED_EQ, kLow32, F_SETOWN), SCMP_A2(SCMP_CMP_NE, self));
+  }
+  if (rc == 0) {
+    rc = seccomp_rule_add(filter, refuse, SCMP_SYS(fcntl), 1,
+                          SCMP_A1(SCMP_CMP_MASKED_EQ, kLow32, F_SETOWN_EX));
+  }
+  // ... and a terminal's input (TIOCSTI, TIOCLINUX: typed into the operator's shell).
+  for (scmp_datum_t request : {scmp_datum_t{FIOSETOWN}, scmp_datum_t{SIOCSPGRP},
+                               scmp_datum_t{TIOCSTI}, scmp_datum_t{TIOCLINUX}}) {
+    if (rc == 0) {
+      rc = seccomp_rule_add(filter, refuse, SCMP_SYS(ioctl), 1,
+                            SCMP_A1(SCMP_CMP_MASKED_EQ, kLow32, request));
+    }
+  }
+  // Dumpable again (core dumps through a core_pattern pipe, tracing by its user).
+  if (rc == 0) {
+    rc = seccomp_rule_add(filter, refuse, SCMP_SYS(prctl), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, kLow32, PR_SET_DUMPABLE));
+  }
+  // Local services of the server's user (a user manager's bus starts programs; an agent's
+  // socket): Landlock does not cover connecting to a socket by its path.
+  if (rc == 0 && !unix_sockets) {
+    rc = seccomp_rule_add(filter, refuse, SCMP_SYS(socket), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, kLow32, AF_UNIX));
+  }
+  // Files' modes, owners, attributes, sizes and times by path (Landlock checks opening, not
+  // these, or truncation only from its ABI 3).
+  for (int call : {SCMP_SYS(chmod), SCMP_SYS(fchmodat), SCMP_SYS(chown), SCMP_SYS(lchown),
+                   SCMP_SYS(fchownat), SCMP_SYS(setxattr), SCMP_SYS(lsetxattr),
+                   SCMP_SYS(removexattr), SCMP_SYS(lremovexattr), SCMP_SYS(truncate),
+                   SCMP_SYS(utime), SCMP_SYS(utimes), SCMP_SYS(utimensat), SCMP_SYS(futimesat)}) {
+    deny(call);
   }
   // Every thread, with no-new-privileges.
   if (rc == 0) rc = seccomp_attr_set(filter, SCMP_FLTATR_CTL_TSYNC, 1);
@@ -316,15 +400,16 @@ ConfinementPolicy SessionHostPolicy(const std::string& program_dir,
   policy.file_rules = !shared_memory;
   policy.not_dumpable = !shared_memory;
   policy.drop_capabilities = !shared_memory;
+  policy.unix_sockets = shared_memory;
   policy.readable = {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sys",
                      // the dynamic loader's and a resolver's configuration
                      "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/hosts",
                      "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf",
                      "/etc/localtime", "/etc/ssl/certs", "/etc/ssl/openssl.cnf",
-                     // /proc (UCX reads its peer's /proc/PID/stat): another process's memory
-                     // there is behind the tracing rules, which Landlock's domain, dumpability
-                     // and capabilities close
-                     "/proc"};
+                     // its own /proc entries (/proc/self) and the system's that drivers read
+                     "/proc/" + std::to_string(getpid()), "/proc/driver", "/proc/sys",
+                     "/proc/devices", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
+                     "/proc/filesystems", "/proc/loadavg", "/proc/uptime", "/proc/version"};
   if (!program_dir.empty()) {
     policy.readable.push_back(program_dir);
     policy.readable.push_back(program_dir + "/../lib");
@@ -332,8 +417,24 @@ ConfinementPolicy SessionHostPolicy(const std::string& program_dir,
   for (const std::string& path : extra_readable) {
     if (!path.empty()) policy.readable.push_back(path);
   }
-  // Its own /proc entries (threads' names); device nodes and shared-memory segments.
-  policy.writable = {"/proc/" + std::to_string(getpid()), "/dev"};
+  // Its own /proc entries (threads' names), shared-memory segments, the GPUs' device nodes and
+  // the harmless ones: not disks, terminals or input devices.
+  policy.writable = {"/proc/" + std::to_string(getpid()),
+                     "/dev/shm",
+                     "/dev/null",
+                     "/dev/zero",
+                     "/dev/full",
+                     "/dev/random",
+                     "/dev/urandom"};
+  if (DIR* dev = opendir("/dev")) {
+    while (dirent* e = readdir(dev)) {
+      const std::string name = e->d_name;
+      if (name.rfind("nvidia", 0) == 0 || name == "dri" || name == "kfd") {
+        policy.writable.push_back("/dev/" + name);
+      }
+    }
+    closedir(dev);
+  }
   return policy;
 }
 
@@ -363,6 +464,12 @@ Status ConfineThisProcess(const ConfinementPolicy& policy, Confinement* applied)
   g_drop_caps = policy.drop_capabilities && HoldsCapabilities();
   applied->landlock_abi = policy.file_rules ? LandlockAbi() : 0;
   g_ruleset = -1;
+  // As root without file rules, no capabilities still leave it the owner of root's files.
+  if (policy.file_rules && applied->landlock_abi == 0 && geteuid() == 0) {
+    return PermissionDenied(
+        "this kernel has no Landlock: a session host running as root would keep root's files "
+        "(run rgpu-server as a user of its own, or --session-sandbox off)");
+  }
   if (applied->landlock_abi > 0) {
     if (Status s = MakeRuleset(applied->landlock_abi, policy, &g_ruleset); !s.ok()) return s;
   }
@@ -372,9 +479,10 @@ Status ConfineThisProcess(const ConfinementPolicy& policy, Confinement* applied)
   if (s.ok()) s = ConfineOtherThreads(&applied->threads, &applied->threads_confined);
   if (g_ruleset >= 0) close(g_ruleset);
   g_ruleset = -1;
+  if (s.ok()) s = CheckEveryThread(g_drop_caps);
   if (!s.ok()) return s;
   applied->capabilities_dropped = g_drop_caps;
-  if (Status f = LoadSystemCallFilter(); !f.ok()) return f;
+  if (Status f = LoadSystemCallFilter(policy.unix_sockets); !f.ok()) return f;
   applied->system_call_filter = true;
   return Status::Ok();
 }

@@ -41,6 +41,8 @@ struct ConfinementPolicy {
   bool file_rules = true;
   bool not_dumpable = true;
   bool drop_capabilities = true;  // when it holds any (it runs as root)
+  // Local (AF_UNIX) sockets it may make: UCX's shared memory signals its peer through one.
+  bool unix_sockets = false;
 };
 
 // The session host's: reads the system's libraries (/usr, /lib*, /opt), the configuration the
@@ -55,7 +57,8 @@ struct ConfinementPolicy {
 // host without the capabilities of a root client cannot reach it. Such a host keeps its files,
 // stays dumpable and keeps its capabilities: shm:// serves programs of the server's own user on
 // its own machine (the transport checks the peer's user), which reach that user's processes
-// anyway. No new privileges and the system-call filter apply to every host.
+// anyway; it may also make local sockets (UCX signals its peer through one). No new privileges
+// and the system-call filter apply to every host.
 ConfinementPolicy SessionHostPolicy(const std::string& program_dir,
                                     const std::vector<std::string>& extra_readable,
                                     bool shared_memory);

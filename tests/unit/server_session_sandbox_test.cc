@@ -10,7 +10,11 @@
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,6 +81,24 @@ class SandboxTest : public ::testing::Test {
     iovec remote = {reinterpret_cast<void*>(&byte), 1};
     out << "read-memory=" << Outcome(process_vm_readv(parent, &local, 1, &remote, 1, 0) == 1)
         << " ";
+    // SIGIO to the parent, by a pipe it owns.
+    int fds[2];
+    if (pipe(fds) == 0) {
+      out << "sigio-owner=" << Outcome(fcntl(fds[0], F_SETOWN, parent) == 0) << " ";
+      close(fds[0]);
+      close(fds[1]);
+    }
+    const int unix_socket = socket(AF_UNIX, SOCK_STREAM, 0);
+    out << "unix-socket=" << Outcome(unix_socket >= 0) << " ";
+    if (unix_socket >= 0) close(unix_socket);
+    out << "chmod-secret=" << Outcome(chmod((dir_ + "/tokens").c_str(), 0644) == 0) << " ";
+    out << "renice-parent=" << Outcome(setpriority(PRIO_PROCESS, parent, 0) == 0) << " ";
+    const int kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+    out << "read-dev-kmsg=" << Outcome(kmsg >= 0) << " ";
+    if (kmsg >= 0) close(kmsg);
+    const int dumpable = prctl(PR_GET_DUMPABLE);
+    out << "dumpable-again=" << Outcome(prctl(PR_SET_DUMPABLE, 1) == 0) << " ";
+    prctl(PR_SET_DUMPABLE, dumpable);
     const pid_t child = fork();
     if (child == 0) _exit(0);
     out << "fork=" << Outcome(child > 0) << " ";
@@ -139,6 +161,8 @@ Holder Hold(const std::function<bool()>& prepare) {
     (void)!read(done_pipe[0], &c, 1);
     _exit(0);
   }
+  close(address_pipe[1]);  // a holder that failed to prepare is read as an end
+  close(done_pipe[0]);
   Holder holder;
   holder.pid = pid;
   holder.done = done_pipe[1];
@@ -162,7 +186,11 @@ std::string ReadSecret(const Holder& holder) {
   close(mem);
   return n == 20 ? std::string(buffer) : std::string("read: ") + strerrorname_np(error);
 }
-std::string ConfinedThenRead(const ConfinementPolicy& policy, const Holder& holder) {
+// In a process of its own (the policy names the caller's /proc entries): confined, with or
+// without file rules, then the holder's secret read.
+std::string ConfinedThenRead(bool file_rules, const Holder& holder) {
+  ConfinementPolicy policy = Policy();
+  policy.file_rules = file_rules;
   Confinement applied;
   if (Status s = ConfineThisProcess(policy, &applied); !s.ok()) return s.ToString();
   return ReadSecret(holder);
@@ -172,10 +200,14 @@ TEST_F(SandboxTest, AConfinedProcessReachesOnlyTheSystemsFilesAndItself) {
   const std::string open_process = InChild([&] { return Probe(); });
   EXPECT_EQ(open_process,
             "read-secret=ok write=ok read-system=ok write-dev=ok signal-parent=ok signal-self=ok "
-            "signal-group=ok trace=ok read-memory=ok fork=ok exec=ok");
+            "signal-group=ok trace=ok read-memory=ok sigio-owner=ok unix-socket=ok "
+            "chmod-secret=ok renice-parent=ok read-dev-kmsg=ok dumpable-again=ok fork=ok "
+            "exec=ok");
   const std::string expected =
       "read-secret=EACCES write=EACCES read-system=ok write-dev=ok signal-parent=EPERM "
-      "signal-self=ok signal-group=EPERM trace=EPERM read-memory=EPERM fork=EPERM exec=no";
+      "signal-self=ok signal-group=EPERM trace=EPERM read-memory=EPERM sigio-owner=EPERM "
+      "unix-socket=EPERM chmod-secret=EPERM renice-parent=EPERM read-dev-kmsg=EACCES "
+      "dumpable-again=EPERM fork=EPERM exec=no";
   const std::string confined = InChild([&] {
     // A thread that runs before the confinement (as the backend's and UCX's do) probes after it.
     int go[2];
@@ -259,9 +291,10 @@ TEST_F(SandboxTest, EveryThreadShowsTheFilterAndNoCapabilities) {
 class SandboxMemoryTest : public SandboxTest, public ::testing::WithParamInterface<bool> {};
 
 TEST_P(SandboxMemoryTest, AnotherSessionsProcessCannotReadThisOnesMemory) {
-  ConfinementPolicy policy = Policy();
-  policy.file_rules = GetParam();
+  const bool file_rules = GetParam();
   const Holder holder = Hold([&] {
+    ConfinementPolicy policy = Policy();
+    policy.file_rules = file_rules;
     Confinement applied;
     return ConfineThisProcess(policy, &applied).ok();
   });
@@ -269,7 +302,7 @@ TEST_P(SandboxMemoryTest, AnotherSessionsProcessCannotReadThisOnesMemory) {
   // The same user, not confined: it reads (as root here; another user's process would not).
   EXPECT_EQ(InChild([&] { return ReadSecret(holder); }), "alice's staged bytes");
   // Another session's process, confined.
-  EXPECT_EQ(InChild([&] { return ConfinedThenRead(policy, holder); }), "open: EACCES");
+  EXPECT_EQ(InChild([&] { return ConfinedThenRead(file_rules, holder); }), "open: EACCES");
   EXPECT_TRUE(Release(holder));
 }
 
@@ -290,9 +323,7 @@ TEST_P(ServerMemoryTest, AConfinedHostCannotReadTheServersMemory) {
     return !kept || KeepFromConfinedProcesses().ok();
   });
   ASSERT_NE(server.at, 0u);
-  ConfinementPolicy policy = Policy();
-  policy.file_rules = false;
-  EXPECT_EQ(InChild([&] { return ConfinedThenRead(policy, server); }),
+  EXPECT_EQ(InChild([&] { return ConfinedThenRead(/*file_rules=*/false, server); }),
             kept ? "open: EACCES" : "alice's staged bytes");
   EXPECT_TRUE(Release(server));
 }
