@@ -20,7 +20,9 @@ cat >"$work/tokens" <<TOKENS
 tok-alice    alice   256M   1
 tok-bob      bob     64M    1
 TOKENS
-start_server "$work/server.log" --tokens "$work/tokens" --session-processes on
+# The provider's key, given both ways, must not reach a host (it never speaks to the registry).
+RGPU_PROVIDER_KEY=provider-secret-env start_server "$work/server.log" --tokens "$work/tokens" \
+  --session-processes on --provider-key provider-secret-argv
 [ -n "$url" ] || fail "the server did not start"
 
 # Bob holds 32 MiB and waits for a word on stdin.
@@ -48,6 +50,15 @@ for status in /proc/"$bob_host"/task/*/status; do
     fail "a thread of bob's session's process is not confined: $(cat "$status")"
 done
 grep -q "session host confined" "$work/server.log" || fail "no host said it was confined"
+# ... and holds no provider key, is in a session of its own (no signal to the server's process
+# group reaches the server from it) and does not read the operator's terminal.
+tr '\0' '\n' <"/proc/$bob_host/environ" | grep -q provider-secret &&
+  fail "bob's session's process has the provider's key in its environment"
+tr '\0' ' ' <"/proc/$bob_host/cmdline" | grep -q provider-secret &&
+  fail "bob's session's process has the provider's key on its command line"
+[ "$(ps -o sid= -p "$bob_host" | tr -d ' ')" = "$bob_host" ] ||
+  fail "bob's session's process is not in a session of its own"
+[ "$(readlink "/proc/$bob_host/fd/0")" = /dev/null ] || fail "bob's host reads the server's stdin"
 kill -SEGV "$host"
 wait $alice && fail "alice's program went on without its session's process"
 wait_for_text "$work/server.log" "its process $host killed by signal 11" ||
