@@ -6,16 +6,21 @@
 // has loaded its backend and listens, it confines itself, before any tenant reaches it:
 // - no new privileges (no setuid program, no file capability gives it more), and, when it runs
 //   as root, no capabilities at all (bounding, ambient, permitted, effective), so that being
-//   uid 0 no longer overrides permissions or lets it trace anything;
+//   uid 0 no longer overrides other owners' permissions or lets it trace anything;
 // - not dumpable: no other process of the same user (another tenant's host) may trace it or
 //   read its memory through /proc;
 // - files (Landlock, where the kernel has it): it reads only the system's libraries and the
-//   configuration it needs (`ConfinementPolicy`), /sys and /proc, and writes only under /dev
-//   (device nodes, shared-memory segments) and its own /proc entries: not the server's keys or
-//   token files, not the rgpu tree's other files. Landlock also keeps it from tracing, or
-//   reading through /proc the memory of, any process outside its own domain;
+//   configuration it needs (`ConfinementPolicy`), /sys and its own and the drivers' /proc
+//   entries, and writes only /dev/shm, the GPUs' device nodes, the harmless ones (null, zero,
+//   ...) and its own /proc entries: not the server's keys or token files, not the rgpu tree's
+//   other files, not disks, terminals or input devices. Landlock also keeps it from tracing, or
+//   reading through /proc the memory of, any process outside its own domain. As root it needs
+//   Landlock (uid 0 without capabilities still owns root's files);
 // - system calls (seccomp, every thread): it cannot run a program, trace or read another
-//   process, signal any process but itself, create a process (threads only), or reach the
+//   process, signal any process but itself (by kill, sigqueue, or SIGIO through a file's
+//   owner), type into a terminal, become dumpable again, make a local socket (a user manager's
+//   bus starts programs), change a file's mode, owner, attributes, size or times by its path,
+//   change another process's priority or limits, create a process (threads only), or reach the
 //   kernel's administration (modules, mounts, namespaces, BPF, keyrings, io_uring, ...). A
 //   refused call fails with EPERM (io_uring and clone3 with ENOSYS), so a library that probes
 //   gets an error, not a kill.
@@ -77,9 +82,10 @@ struct Confinement {
 
 // Confines the calling process as the header says. Any thread, once; the process stays confined
 // for its life. Fails (and the caller must not serve) when no-new-privileges, the capability drop
-// or the system-call filter cannot be applied, or when a thread could not be confined within a
-// few seconds; a kernel without Landlock is not a failure (`landlock_abi` 0: files are then as
-// open as the user's).
+// or the system-call filter cannot be applied, when a thread could not be confined within a few
+// seconds, or when the policy asks for file rules, the kernel has no Landlock and the process
+// runs as root; otherwise a kernel without Landlock is not a failure (`landlock_abi` 0: files
+// are then as open as the user's).
 Status ConfineThisProcess(const ConfinementPolicy& policy, Confinement* applied);
 
 // The server's side, once it starts session hosts: makes the calling process not dumpable, so
