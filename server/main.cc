@@ -1,7 +1,6 @@
 // rgpu-server: serves remote CUDA driver calls from tenants on a local backend.
 #include <unistd.h>
 
-#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -255,9 +254,10 @@ int main(int argc, char** argv) {
     RGPU_LOG_ERROR("cannot start: %s", s.ToString().c_str());
     return 1;
   }
-  // Confined session hosts may read /proc (server/session_sandbox.h): the server's memory,
-  // keys and tokens there are kept from them as theirs are from each other. Not over shm://,
-  // whose clients open the server's shared memory through /proc.
+  // Where the kernel has no Landlock, only this keeps a confined host (the same user, no
+  // capabilities: server/session_sandbox.h) from the server's memory, keys and tokens through
+  // /proc, as hosts are kept from each other. Not over shm://, whose clients open the server's
+  // shared memory through /proc.
   if (server.session_processes() && session_sandbox == "on" &&
       options.listen.rfind("shm://", 0) != 0) {
     if (rgpu::Status k = rgpu::server::KeepFromConfinedProcesses(); !k.ok()) {
