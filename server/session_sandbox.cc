@@ -401,7 +401,9 @@ ConfinementPolicy SessionHostPolicy(const std::string& program_dir,
   policy.not_dumpable = !shared_memory;
   policy.drop_capabilities = !shared_memory;
   policy.unix_sockets = shared_memory;
-  policy.readable = {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sys",
+  policy.readable = {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/sys",
+                     // ROCm's libraries (not the rest of /opt, where a tree may keep its keys)
+                     "/opt/rocm",
                      // the dynamic loader's and a resolver's configuration
                      "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/hosts",
                      "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf",

@@ -50,7 +50,7 @@ struct ConfinementPolicy {
   bool unix_sockets = false;
 };
 
-// The session host's: reads the system's libraries (/usr, /lib*, /opt), the configuration the
+// The session host's: reads the system's libraries (/usr, /lib*, /opt/rocm), the configuration the
 // dynamic loader and a resolver read (not the rest of /etc), /sys and /proc, the directories of
 // this executable and its libraries (`program_dir`: the install tree's bin/, whose ../lib is
 // added) and `extra_readable` (the backend library's directory); writes its own /proc entries
