@@ -4,7 +4,9 @@
 // the floor and rgpu have); the client sends a small message (the size of a call) and waits for
 // a small reply, and sends large payloads that the server takes as rendezvous data. Prints a
 // table and a JSON object of medians.
-//   channel_bench [--transport tcp|shm|sock] [--quick]
+//   channel_bench [--transport tcp|shm|sock] [--quick] [--setups N]
+// --setups N: instead, N connections one after another, each timed from the connect through its
+// first round trip (a session's set-up at the transport), against one listener.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,8 +31,10 @@ double Median(std::vector<double> v) {
 }
 
 // The child: listens, tells the parent its port through `port_fd`, and echoes each message's
-// header (payloads are received and dropped) until the client leaves.
-int EchoServer(const std::string& transport, int port_fd, const rgpu::ChannelOptions& options) {
+// header (payloads are received and dropped) until the client leaves, for `connections`
+// connections one after another.
+int EchoServer(const std::string& transport, int port_fd, const rgpu::ChannelOptions& options,
+               int connections) {
   rgpu::TransportUrl url;
   std::unique_ptr<rgpu::Listener> listener;
   rgpu::Status s = rgpu::TransportUrl::Parse(transport + "://127.0.0.1:0", &url);
@@ -41,15 +45,53 @@ int EchoServer(const std::string& transport, int port_fd, const rgpu::ChannelOpt
   const std::string listener_pin = listener->pin();
   memcpy(pin, listener_pin.data(), std::min(listener_pin.size(), sizeof pin));
   if (write(port_fd, pin, sizeof pin) != sizeof pin) return 1;
-  std::unique_ptr<rgpu::PendingConnection> pending;
-  if (!listener->WaitConnection(10000, &pending).ok()) return 1;
-  std::unique_ptr<rgpu::Channel> ch;
-  if (!pending->Accept(options, &ch).ok()) return 1;
-  rgpu::ReceivedMessage m;
-  const std::string reply = "reply-08";  // about the size of a Reply envelope
-  while (ch->Receive(10000, &m).ok()) {
-    if (!ch->Send(reply, nullptr, 0).ok()) break;
+  for (int i = 0; i < connections; ++i) {
+    std::unique_ptr<rgpu::PendingConnection> pending;
+    if (!listener->WaitConnection(10000, &pending).ok()) return 1;
+    std::unique_ptr<rgpu::Channel> ch;
+    if (!pending->Accept(options, &ch).ok()) return 1;
+    rgpu::ReceivedMessage m;
+    const std::string reply = "reply-08";  // about the size of a Reply envelope
+    while (ch->Receive(10000, &m).ok()) {
+      if (!ch->Send(reply, nullptr, 0).ok()) break;
+    }
   }
+  return 0;
+}
+
+// Each of `n` connections to `url`, timed: the connect, then the connect and the first round trip
+// together (in milliseconds). The echo server serves them one after another.
+int MeasureSetUps(const rgpu::TransportUrl& url, const rgpu::ChannelOptions& options, int n,
+                  const std::string& transport) {
+  std::vector<double> connect_ms, first_ms;
+  const std::string request(24, 'c');
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = Clock::now();
+    std::unique_ptr<rgpu::Channel> ch;
+    rgpu::Status s = rgpu::ConnectChannel(url, options, &ch);
+    const auto t1 = Clock::now();
+    rgpu::ReceivedMessage m;
+    if (s.ok()) s = ch->Send(request, nullptr, 0);
+    if (s.ok()) s = ch->Receive(10000, &m);
+    const auto t2 = Clock::now();
+    if (!s.ok()) {
+      fprintf(stderr, "channel_bench: set-up %d: %s\n", i, s.ToString().c_str());
+      return 1;
+    }
+    connect_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    first_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
+  }
+  auto range = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    char text[64];
+    snprintf(text, sizeof text, "%.2f [%.2f .. %.2f]", v[v.size() / 2], v.front(), v.back());
+    return std::string(text);
+  };
+  printf("channel_bench over %s: %d set-ups (median [min .. max], ms)\n", transport.c_str(), n);
+  printf("  %-36s %s\n", "connect", range(connect_ms).c_str());
+  printf("  %-36s %s\n", "connect and first round trip", range(first_ms).c_str());
+  printf("{\"transport\": \"%s\", \"connect_ms\": %.3f, \"setup_ms\": %.3f}\n", transport.c_str(),
+         Median(connect_ms), Median(first_ms));
   return 0;
 }
 
@@ -62,6 +104,9 @@ int main(int argc, char** argv) {
   app.add_option("--transport", transport, "tcp, shm, sock or tls")
       ->check(CLI::IsMember({"tcp", "shm", "sock", "tls"}));
   app.add_flag("--quick", quick, "fewer repetitions");
+  int setups = 0;
+  app.add_option("--setups", setups, "time N connections' set-up instead")
+      ->check(CLI::Range(1, 10000));
   rgpu::ChannelOptions options;
   app.add_option("--poll-us", options.poll_us,
                  "microseconds each side busy-polls before it sleeps (rgpu-server --poll-us)")
@@ -74,7 +119,7 @@ int main(int argc, char** argv) {
   const pid_t child = fork();
   if (child == 0) {
     close(fds[0]);
-    _exit(EchoServer(transport, fds[1], options));
+    _exit(EchoServer(transport, fds[1], options, setups > 0 ? setups : 1));
   }
   close(fds[1]);
   uint16_t port = 0;
@@ -89,6 +134,11 @@ int main(int argc, char** argv) {
   rgpu::Status s = rgpu::TransportUrl::Parse(transport + "://127.0.0.1:0", &url);
   url.port = port;
   url.pin = std::string(pin, strnlen(pin, sizeof pin));
+  if (s.ok() && setups > 0) {
+    const int rc = MeasureSetUps(url, options, setups, transport);
+    waitpid(child, nullptr, 0);
+    return rc;
+  }
   std::unique_ptr<rgpu::Channel> ch;
   if (s.ok()) s = rgpu::ConnectChannel(url, options, &ch);
   if (!s.ok()) {

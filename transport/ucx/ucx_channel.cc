@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "common/log.h"
 #include "transport/socket/tcp_socket.h"
@@ -20,6 +21,10 @@ namespace rgpu::ucx {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kLandingSpin = std::chrono::milliseconds(2);  // WaitUntil's, with payloads landing
+// How long a tcp:// channel waits for its endpoint's wire-up by sleeping between polls (see
+// IdleWhileWiringUp); past it (a slow network, or a peer that says nothing), waits poll and sleep
+// on the worker as usual.
+constexpr auto kWireUpWindow = std::chrono::milliseconds(100);
 
 struct UcxChannel::Slot {
   UcxChannel* channel = nullptr;
@@ -56,7 +61,20 @@ Status UcxChannel::Init(ucp_context_h context, const ucp_ep_params_t* ep_params)
   if (st != UCS_OK) return FromUcs(st, "ucp_worker_get_efd");
   s = SetHandler(worker_);
   if (!s.ok() || ep_params == nullptr) return s;
+  // An endpoint of UCX's socket connection set-up (tcp://) is wired up on UCX's asynchronous
+  // thread behind the first send.
+  wiring_up_ = true;
+  wire_up_until_ = Clock::now() + kWireUpWindow;
   return CreateEndpoint(worker_, *ep_params, true, &ep_);
+}
+
+void UcxChannel::IdleWhileWiringUp() {
+  if (Clock::now() >= wire_up_until_) {
+    wiring_up_ = false;
+    return;
+  }
+  const timespec pause = {0, 10 * 1000};
+  nanosleep(&pause, nullptr);
 }
 
 Status UcxChannel::SetHandler(ucp_worker_h worker) {
@@ -96,6 +114,10 @@ void UcxChannel::CheckPeerSocket() {
 
 bool UcxChannel::ProgressOnce() {
   const bool progressed = ucp_worker_progress(worker_) != 0;
+  if (!progressed && WiringUp()) {
+    IdleWhileWiringUp();
+    return false;
+  }
   // Reading the clock costs more than a poll of shared memory (tens of nanoseconds in a VM), so
   // only every 64th turn looks at it.
   if (peer_socket_ >= 0 && (++turns_ & 63) == 0) WatchPeer(Clock::now());
@@ -335,7 +357,11 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
       progressed = true;
       continue;
     }
-    if ((++idle_turns & 63) != 0) continue;
+    if (WiringUp()) {
+      IdleWhileWiringUp();  // then reads the clock at every turn: the sleep costs far more
+    } else if ((++idle_turns & 63) != 0) {
+      continue;
+    }
     auto now = Clock::now();
     if (!started) {
       started = true;
@@ -356,6 +382,7 @@ Status UcxChannel::WaitUntil(Done done, int timeout_ms) {
       if (left <= 0) return Timeout("no message within " + std::to_string(timeout_ms) + " ms");
       wait_ms = static_cast<int>(std::min<long>(left, wait_ms));
     }
+    if (WiringUp()) continue;  // it sleeps between polls instead
     // A payload that is landing keeps the wait polling while it moves: its data comes faster
     // than a sleeping thread wakes. One that stalls (a peer that stopped sending) lets it sleep
     // again after kLandingSpin, so a stalled sender cannot keep a core busy.
@@ -682,6 +709,7 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
                                          void* data, size_t length,
                                          const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxChannel*>(arg);
+  self->wiring_up_ = false;  // the peer reached this worker: the endpoint is wired up
   const ChannelOptions& o = self->options_;
   const size_t bytes = header_length + length;
   if (!self->overflow_.ok() || self->closing_) return UCS_OK;  // cut off or closing: drop
