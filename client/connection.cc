@@ -461,7 +461,7 @@ CUresult Connection::CallLocked(Op op, uint64_t ctx, std::span<const uint64_t> a
     return result;
   };
   for (;;) {
-    ReceivedMessage m;
+    ReceivedMessage& m = reply_message_;
     s = channel_->Receive(-1, &m);
     if (!s.ok()) {
       pending_reply_ = {};
