@@ -17,6 +17,20 @@
 #include "proto/session_proof.h"
 
 namespace rgpu::client {
+namespace {
+
+// Where a redirect (Welcome.redirect_port) sends the client: the server's host and scheme at the
+// host's port; over tls://, requiring the host's own key, whose pin came over the connection that
+// proved the server's.
+TransportUrl SessionHostUrl(TransportUrl server, const wire::Welcome& w) {
+  server.port = static_cast<uint16_t>(w.redirect_port());
+  if (server.scheme == TransportUrl::Scheme::kTls && !w.redirect_pin().empty()) {
+    server.pin = w.redirect_pin();
+  }
+  return server;
+}
+
+}  // namespace
 
 Status Connection::Open(const std::string& url_text, const std::string& token, int timeout_ms,
                         std::unique_ptr<Connection>* out) {
@@ -93,8 +107,7 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
     }
     static thread_local bool redirected = false;
     if (redirected) return ProtocolError("session host at " + url_text + " redirected again");
-    TransportUrl host = url;
-    host.port = static_cast<uint16_t>(reply.welcome().redirect_port());
+    const TransportUrl host = SessionHostUrl(url, reply.welcome());
     const std::string redirect_token = reply.welcome().redirect_token();
     c.reset();  // this connection carries nothing more
     redirected = true;
@@ -866,7 +879,7 @@ Status Connection::MoveLocked(const wire::Moved& moved) {
       s = ProtocolError(where + " sent a redirect it cannot have meant");
     }
     if (s.ok()) {
-      host.port = static_cast<uint16_t>(welcome.redirect_port());
+      host = SessionHostUrl(host, welcome);
       where = host.ToString();
       const std::string token = welcome.redirect_token();
       channel.reset();  // that connection carries nothing more

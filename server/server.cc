@@ -194,12 +194,6 @@ Status Server::Start(const ServerOptions& options) {
   TransportUrl url;
   s = TransportUrl::Parse(options.listen, &url);
   if (!s.ok()) return s;
-  if (url.scheme == TransportUrl::Scheme::kTls && hosts_ != nullptr &&
-      options.tls_key_file.empty()) {
-    return InvalidArgument(
-        "tls:// with sessions in processes of their own needs --tls-key: each session's process "
-        "proves the server's key to the client");
-  }
   ListenerOptions listener_options;
   listener_options.tls_key_file = options.tls_key_file;
   listener_options.tls_certificate_file = options.tls_certificate_file;

@@ -281,6 +281,7 @@ class Server {
     std::string credential;
     std::chrono::steady_clock::time_point deadline;
     uint16_t host_port = 0;  // a host's: where, and with what credential, it is resumed
+    std::string host_pin;    // (and over tls:// the key its host proves)
     std::string host_credential;
     std::shared_ptr<Session> hosted;  // a host's: this server's side of it
   };

@@ -478,6 +478,7 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
     pending.deadline = std::chrono::steady_clock::now() + kResumeLife;
     if (hosted != nullptr) {
       pending.host_port = hosted->host_port();
+      pending.host_pin = hosted->host_pin();
       pending.host_credential = host_credential;
       pending.hosted = hosted;
     }
@@ -581,6 +582,7 @@ void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& ch
   std::unique_ptr<Session> session;
   std::shared_ptr<Session> hosted;
   uint16_t host_port = 0;
+  std::string host_pin;
   std::string host_credential;
   if (s.ok()) {
     // Its one use: whoever proves it first takes the session, and the credential goes with it.
@@ -589,6 +591,7 @@ void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& ch
     if (it != pending_resumes_.end() && it->second.credential == credential) {
       session = std::move(it->second.session);
       host_port = it->second.host_port;
+      host_pin = it->second.host_pin;
       host_credential = it->second.host_credential;
       hosted = std::move(it->second.hosted);
       pending_resumes_.erase(it);
@@ -610,6 +613,7 @@ void Server::JoinResume(const wire::Resume& resume, std::unique_ptr<Channel>& ch
     w->set_session_id(id);
     w->set_redirect_port(host_port);
     w->set_redirect_token(host_credential);
+    w->set_redirect_pin(host_pin);
     RGPU_LOG_INFO("session %llu: its client goes on to its process (port %u)",
                   (unsigned long long)id, (unsigned)host_port);
     if (hosted != nullptr) {

@@ -156,6 +156,7 @@ Status Session::RedirectToHost(wire::Welcome* w) {
   if (Status s = host->Assign(assign); !s.ok()) return s;
   w->set_redirect_port(host->port());
   w->set_redirect_token(assign.token());
+  w->set_redirect_pin(host->pin());
   host_ = std::move(host);
   hosted_.store(true);
   hosts_->RefillSoon();  // the next session's host

@@ -27,6 +27,7 @@ namespace {
 
 constexpr size_t kMaxControlBytes = 256 << 10;  // a message; longer ones are cut, refused
 constexpr int kReadyTimeoutMs = 120000;         // a host's start: the backend's load and init
+constexpr size_t kMaxPinBytes = 64;             // a key's SHA-256 in hex
 
 }  // namespace
 
@@ -58,8 +59,8 @@ std::string DescribeWait(int status) {
 
 std::string MakeHostToken() { return HexText(RandomBytes(32)); }
 
-SessionHost::SessionHost(pid_t pid, int control_fd, uint16_t port)
-    : pid_(pid), fd_(control_fd), port_(port) {}
+SessionHost::SessionHost(pid_t pid, int control_fd, uint16_t port, std::string pin)
+    : pid_(pid), fd_(control_fd), port_(port), pin_(std::move(pin)) {}
 
 SessionHost::~SessionHost() {
   if (!reaped_) {
@@ -238,16 +239,24 @@ Status SessionHostPool::Spawn(std::unique_ptr<SessionHost>* out) {
     close(sv[1]);
     sv[1] = moved;
   }
-  // The server's command line and environment, less the provider's key: a host never speaks to
-  // the registry, and a tenant who broke into one must not find the key there.
+  // The server's command line and environment, less the provider's key (a host never speaks to
+  // the registry) and the paths of the server's TLS key and certificate (a tls:// host makes a key
+  // of its own, whose pin the server passes on to the client): a tenant who broke into a host
+  // must find neither there.
   std::vector<std::string> args;
   for (size_t i = 0; i < argv_.size(); ++i) {
-    if (argv_[i] == "--provider-key") {
-      ++i;
-      continue;
+    bool left_out = false;
+    for (const char* option : {"--provider-key", "--tls-key", "--tls-certificate"}) {
+      const std::string name = option;
+      if (argv_[i] == name) {
+        ++i;  // and its value
+        left_out = true;
+      } else if (argv_[i].rfind(name + "=", 0) == 0) {
+        left_out = true;
+      }
+      if (left_out) break;
     }
-    if (argv_[i].rfind("--provider-key=", 0) == 0) continue;
-    args.push_back(argv_[i]);
+    if (!left_out) args.push_back(argv_[i]);
   }
   args.push_back("--session-host");
   args.push_back("3");
@@ -282,11 +291,12 @@ Status SessionHostPool::Spawn(std::unique_ptr<SessionHost>* out) {
   wire::HostControl ready;
   if (!ReceiveControl(sv[0], kReadyTimeoutMs, &ready) ||
       ready.body_case() != wire::HostControl::kReadyPort || ready.ready_port() == 0 ||
-      ready.ready_port() > 65535) {
+      ready.ready_port() > 65535 || ready.ready_pin().size() > kMaxPinBytes) {
     SessionHost failed(pid, sv[0], 0);  // killed and reaped
     return Unavailable("a session host did not start (its log says why)");
   }
-  *out = std::make_unique<SessionHost>(pid, sv[0], static_cast<uint16_t>(ready.ready_port()));
+  *out = std::make_unique<SessionHost>(pid, sv[0], static_cast<uint16_t>(ready.ready_port()),
+                                       ready.ready_pin());
   return Status::Ok();
 }
 

@@ -39,13 +39,15 @@ struct ServerOptions;
 // The server's handle on one host process. Not thread-safe: one session's thread uses it.
 class SessionHost {
  public:
-  SessionHost(pid_t pid, int control_fd, uint16_t port);
+  // `pin`: over tls://, the pin of the key the host's listener proves (its own); "" otherwise.
+  SessionHost(pid_t pid, int control_fd, uint16_t port, std::string pin = "");
   // Ends the process if it still runs (SIGKILL) and reaps it.
   ~SessionHost();
   SessionHost(const SessionHost&) = delete;
   SessionHost& operator=(const SessionHost&) = delete;
 
   uint16_t port() const { return port_; }
+  const std::string& pin() const { return pin_; }
   pid_t pid() const { return pid_; }
   // Sends the session the host is to serve.
   Status Assign(const wire::HostAssign& assign);
@@ -76,6 +78,7 @@ class SessionHost {
   pid_t pid_;
   int fd_;
   uint16_t port_;
+  std::string pin_;
   bool reaped_ = false;
   int wait_status_ = 0;
   uint64_t reserved_ = 0;  // quota the host holds, released when it ends

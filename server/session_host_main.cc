@@ -178,6 +178,10 @@ int RunSessionHost(ServerOptions options, int control_fd,
   // closes (not PR_SET_PDEATHSIG, which follows the thread that started the host).
   fcntl(control_fd, F_SETFD, FD_CLOEXEC);
   options.provider_key.clear();
+  // Over tls:// its listener makes a key of its own (the server never hands it its own; the
+  // client learns this one's pin from the server).
+  options.tls_key_file.clear();
+  options.tls_certificate_file.clear();
   // Kept from other processes of the server's user from the start, not only once confined (a
   // confined host must not reach one that is still loading its backend); not over shm://, whose
   // client opens this process's shared memory through /proc.
@@ -221,6 +225,7 @@ int RunSessionHost(ServerOptions options, int control_fd,
   }
   wire::HostControl ready;
   ready.set_ready_port(bound.port);
+  ready.set_ready_pin(bound.pin);
   if (!SendControl(control_fd, ready)) return 1;
   wire::HostControl assigned;
   if (!ReceiveControl(control_fd, -1, &assigned) ||

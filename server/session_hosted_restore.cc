@@ -57,6 +57,11 @@ uint16_t Session::host_port() {
   return host_ != nullptr ? host_->port() : 0;
 }
 
+std::string Session::host_pin() {
+  std::lock_guard<std::mutex> lock(move_mu_);
+  return host_ != nullptr ? host_->pin() : "";
+}
+
 void Session::NoteResumedInHost() {
   {
     std::lock_guard<std::mutex> lock(name_mu_);  // Stats reads admitted_at_ once admitted
