@@ -22,3 +22,20 @@ wait_for_text() {
   for _ in $(seq 400); do grep -qs "$2" "$1" && return 0; sleep 0.025; done
   return 1
 }
+
+# make_ca NAME: a self-signed CA of the test's, its key and certificate in $work/NAME.key and
+# $work/NAME.pem (P-256, two days). Needs the openssl command.
+make_ca() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$1" \
+    -keyout "$work/$1.key" -out "$work/$1.pem" 2>/dev/null
+}
+
+# make_server_certificate CA: a server key in $work/server.key and its certificate for
+# 127.0.0.1, signed by CA (make_ca), in $work/server.pem.
+make_server_certificate() {
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=server" \
+    -keyout "$work/server.key" -out "$work/server.csr" 2>/dev/null &&
+    printf 'subjectAltName=IP:127.0.0.1\n' >"$work/san" &&
+    openssl x509 -req -in "$work/server.csr" -CA "$work/$1.pem" -CAkey "$work/$1.key" \
+      -CAcreateserial -days 2 -extfile "$work/san" -out "$work/server.pem" 2>/dev/null
+}

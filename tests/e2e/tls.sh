@@ -72,17 +72,8 @@ echo "tls: a changed byte ended the session: $(grep -o 'TLS: [^)]*' "$work/tls.l
 # (RGPU_TLS_CA) reaches it by a URL without a pin; one that trusts another CA is refused. The
 # pin follows the key: the same key file, the same pin at every start.
 command -v openssl >/dev/null || fail "openssl (the command) is needed to make the test's CA"
-ca() {
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$1" \
-    -keyout "$work/$1.key" -out "$work/$1.pem" 2>/dev/null
-}
-ca test-ca && ca other-ca || fail "cannot make the test CAs"
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=server" \
-  -keyout "$work/server.key" -out "$work/server.csr" 2>/dev/null &&
-  printf 'subjectAltName=IP:127.0.0.1\n' >"$work/san" &&
-  openssl x509 -req -in "$work/server.csr" -CA "$work/test-ca.pem" -CAkey "$work/test-ca.key" \
-    -CAcreateserial -days 2 -extfile "$work/san" -out "$work/server.pem" 2>/dev/null ||
-  fail "cannot sign the server's certificate"
+make_ca test-ca && make_ca other-ca || fail "cannot make the test CAs"
+make_server_certificate test-ca || fail "cannot sign the server's certificate"
 scheme=tls start_server "$work/ca.log" --tls-key "$work/server.key" \
   --tls-certificate "$work/server.pem"
 pids+=($server)

@@ -20,14 +20,7 @@ tok-alice    alice   256M   1
 tok-bob      bob     64M    1
 TOKENS
 # The server's key, certified by a CA of the test's for 127.0.0.1.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=test-ca" \
-  -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null &&
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=server" \
-    -keyout "$work/server.key" -out "$work/server.csr" 2>/dev/null &&
-  printf 'subjectAltName=IP:127.0.0.1\n' >"$work/san" &&
-  openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" \
-    -CAcreateserial -days 2 -extfile "$work/san" -out "$work/server.pem" 2>/dev/null ||
-  fail "cannot make the test's keys"
+make_ca ca && make_server_certificate ca || fail "cannot make the test's keys"
 scheme=tls start_server "$work/server.log" --tokens "$work/tokens" --session-processes on \
   --tls-key "$work/server.key" --tls-certificate "$work/server.pem"
 [ -n "$url" ] || fail "the server did not start"
