@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
   url.pin = std::string(pin, strnlen(pin, sizeof pin));
   if (s.ok() && setups > 0) {
     const int rc = MeasureSetUps(url, options, setups, transport);
+    if (rc != 0) kill(child, SIGTERM);  // it would wait out its timeouts
     waitpid(child, nullptr, 0);
     return rc;
   }

@@ -19,15 +19,20 @@
 namespace rgpu::client {
 namespace {
 
-// Where a redirect (Welcome.redirect_port) sends the client: the server's host and scheme at the
-// host's port; over tls://, requiring the host's own key, whose pin came over the connection that
-// proved the server's.
-TransportUrl SessionHostUrl(TransportUrl server, const wire::Welcome& w) {
-  server.port = static_cast<uint16_t>(w.redirect_port());
-  if (server.scheme == TransportUrl::Scheme::kTls && !w.redirect_pin().empty()) {
-    server.pin = w.redirect_pin();
+// Where a redirect (Welcome.redirect_port) sends the client, into *host: the server's host and
+// scheme at the host's port; over tls://, requiring the host's own key, whose pin came over the
+// connection that proved the server's (a redirect without one is refused: no host holds the
+// server's key).
+Status SessionHostUrl(const TransportUrl& server, const wire::Welcome& w, TransportUrl* host) {
+  *host = server;
+  host->port = static_cast<uint16_t>(w.redirect_port());
+  if (server.scheme == TransportUrl::Scheme::kTls) {
+    if (w.redirect_pin().empty()) {
+      return ProtocolError("the server redirected to a session's process without its key's pin");
+    }
+    host->pin = w.redirect_pin();
   }
-  return server;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -107,7 +112,9 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
     }
     static thread_local bool redirected = false;
     if (redirected) return ProtocolError("session host at " + url_text + " redirected again");
-    const TransportUrl host = SessionHostUrl(url, reply.welcome());
+    TransportUrl host;
+    s = SessionHostUrl(url, reply.welcome(), &host);
+    if (!s.ok()) return s;
     const std::string redirect_token = reply.welcome().redirect_token();
     c.reset();  // this connection carries nothing more
     redirected = true;
@@ -872,14 +879,14 @@ Status Connection::MoveLocked(const wire::Moved& moved) {
   if (s.ok() && welcome.redirect_port() != 0) {
     // Restored in a process of its own (server/session_host.h): the same host and scheme, its
     // port, the same session id, the host's one credential. A redirect never leads to another.
-    TransportUrl host;
-    s = TransportUrl::Parse(where, &host);
+    TransportUrl target, host;
+    s = TransportUrl::Parse(where, &target);
     if (s.ok() && (welcome.redirect_port() > 65535 || welcome.redirect_token().empty() ||
                    welcome.session_id() != moved.session_id())) {
       s = ProtocolError(where + " sent a redirect it cannot have meant");
     }
+    if (s.ok()) s = SessionHostUrl(target, welcome, &host);
     if (s.ok()) {
-      host = SessionHostUrl(host, welcome);
       where = host.ToString();
       const std::string token = welcome.redirect_token();
       channel.reset();  // that connection carries nothing more

@@ -477,8 +477,7 @@ void Server::RestoreFromStream(Channel& channel, const std::string& hand_over,
     pending.credential = credential;
     pending.deadline = std::chrono::steady_clock::now() + kResumeLife;
     if (hosted != nullptr) {
-      pending.host_port = hosted->host_port();
-      pending.host_pin = hosted->host_pin();
+      pending.host_port = hosted->host_port(&pending.host_pin);
       pending.host_credential = host_credential;
       pending.hosted = hosted;
     }

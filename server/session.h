@@ -151,10 +151,9 @@ class Session {
   // The host's answer to the restore: OK once it waits for its client, else why not (the host
   // then ends); kTimeout after `timeout_ms`. Any thread.
   Status AwaitHostedRestore(int timeout_ms);
-  // The port of the host that holds the restored session (0: none), and over tls:// the pin of
-  // its key (SessionHost::pin). Any thread.
-  uint16_t host_port();
-  std::string host_pin();
+  // The port of the host that holds the restored session (0: none) and, in *pin, over tls:// the
+  // pin of its key (SessionHost::pin), read together. Any thread.
+  uint16_t host_port(std::string* pin);
   // Its client proved the resume credential and went on to the host: the session counts as
   // admitted (status, moves). Any thread.
   void NoteResumedInHost();

@@ -27,7 +27,12 @@ namespace {
 
 constexpr size_t kMaxControlBytes = 256 << 10;  // a message; longer ones are cut, refused
 constexpr int kReadyTimeoutMs = 120000;         // a host's start: the backend's load and init
-constexpr size_t kMaxPinBytes = 64;             // a key's SHA-256 in hex
+
+// A host's pin: "" (not tls://) or a key's SHA-256 in lowercase hex.
+bool IsPin(const std::string& pin) {
+  return pin.empty() ||
+         (pin.size() == 64 && pin.find_first_not_of("0123456789abcdef") == std::string::npos);
+}
 
 }  // namespace
 
@@ -291,7 +296,7 @@ Status SessionHostPool::Spawn(std::unique_ptr<SessionHost>* out) {
   wire::HostControl ready;
   if (!ReceiveControl(sv[0], kReadyTimeoutMs, &ready) ||
       ready.body_case() != wire::HostControl::kReadyPort || ready.ready_port() == 0 ||
-      ready.ready_port() > 65535 || ready.ready_pin().size() > kMaxPinBytes) {
+      ready.ready_port() > 65535 || !IsPin(ready.ready_pin())) {
     SessionHost failed(pid, sv[0], 0);  // killed and reaped
     return Unavailable("a session host did not start (its log says why)");
   }

@@ -52,14 +52,10 @@ Status Session::AwaitHostedRestore(int timeout_ms) {
   return InvalidArgument(*restore_answer_);
 }
 
-uint16_t Session::host_port() {
+uint16_t Session::host_port(std::string* pin) {
   std::lock_guard<std::mutex> lock(move_mu_);
+  *pin = host_ != nullptr ? host_->pin() : "";
   return host_ != nullptr ? host_->port() : 0;
-}
-
-std::string Session::host_pin() {
-  std::lock_guard<std::mutex> lock(move_mu_);
-  return host_ != nullptr ? host_->pin() : "";
 }
 
 void Session::NoteResumedInHost() {

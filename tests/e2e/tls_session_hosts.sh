@@ -61,5 +61,6 @@ grep -q freed "$work/bob.out" || fail "bob's free was not answered"
 RGPU_TLS_CA=$work/ca.pem "$bin/rgpu" run --server "${url%%#*}" --token tok-alice -- \
   "$programs/driver_vector_add" >"$work/alice.out" 2>&1 ||
   fail "a client checking the CA did not reach its session's process: $(cat "$work/alice.out")"
-grep -q "runs in process" "$work/server.log" || fail "no session ran in a process of its own"
+grep -q "of tenant alice from .* runs in process" "$work/server.log" ||
+  fail "alice's session did not run in a process of its own"
 echo "tls_session_hosts: hosts prove keys of their own, never the server's; sessions run through them"

@@ -83,10 +83,12 @@ class UcxChannel final : public Channel {
   // tcp://: true until the peer's first message has arrived (UCX has then wired the endpoint up),
   // but at most kWireUpWindow after the channel was made.
   bool WiringUp() const { return wiring_up_; }
-  // An idle turn while WiringUp: sleeps about 10 microseconds, so that UCX's asynchronous thread,
+  // An idle turn while WiringUp: sleeps 10 microseconds (about 60 with the kernel's default timer
+  // slack), so that UCX's asynchronous thread,
   // which wires the endpoint up, has the processor at once instead of after a spinning waiter's
   // time slice (on two cores the first round trip over tcp:// took 3.8-7.7 ms spinning, 1.7-1.8
-  // ms sleeping, medians of 30-40 set-ups, `channel_bench --setups`). Ends WiringUp past its window.
+  // ms sleeping, medians of 30-40 set-ups, `channel_bench --setups`). Ends WiringUp past its
+  // window.
   void IdleWhileWiringUp();
   Status SendOn(ucp_ep_h ep, const std::string& header, const void* payload, size_t size);
   void CloseEndpoint(ucp_worker_h worker, ucp_ep_h ep);
