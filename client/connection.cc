@@ -10,6 +10,7 @@
 #include <google/protobuf/arena.h>
 
 #include "client/local_server_link.h"
+#include "client/session_host_url.h"
 #include "client/thread_setup.h"
 #include "common/log.h"
 #include "proto/compact_frame.h"
@@ -17,25 +18,6 @@
 #include "proto/session_proof.h"
 
 namespace rgpu::client {
-namespace {
-
-// Where a redirect (Welcome.redirect_port) sends the client, into *host: the server's host and
-// scheme at the host's port; over tls://, requiring the host's own key, whose pin came over the
-// connection that proved the server's (a redirect without one is refused: no host holds the
-// server's key).
-Status SessionHostUrl(const TransportUrl& server, const wire::Welcome& w, TransportUrl* host) {
-  *host = server;
-  host->port = static_cast<uint16_t>(w.redirect_port());
-  if (server.scheme == TransportUrl::Scheme::kTls) {
-    if (w.redirect_pin().empty()) {
-      return ProtocolError("the server redirected to a session's process without its key's pin");
-    }
-    host->pin = w.redirect_pin();
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status Connection::Open(const std::string& url_text, const std::string& token, int timeout_ms,
                         std::unique_ptr<Connection>* out) {
