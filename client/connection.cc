@@ -88,8 +88,7 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   if (reply.welcome().redirect_port() != 0) {
     // The session runs in a process of its own (server/session_host.h): the same host and
     // scheme, its port, its one credential. A redirect never leads to another.
-    if (url_text == kLocalServer || reply.welcome().redirect_port() > 65535 ||
-        token == reply.welcome().redirect_token()) {
+    if (url_text == kLocalServer || token == reply.welcome().redirect_token()) {
       return ProtocolError("server at " + url_text + " sent a redirect it cannot have meant");
     }
     static thread_local bool redirected = false;
@@ -863,8 +862,8 @@ Status Connection::MoveLocked(const wire::Moved& moved) {
     // port, the same session id, the host's one credential. A redirect never leads to another.
     TransportUrl target, host;
     s = TransportUrl::Parse(where, &target);
-    if (s.ok() && (welcome.redirect_port() > 65535 || welcome.redirect_token().empty() ||
-                   welcome.session_id() != moved.session_id())) {
+    if (s.ok() &&
+        (welcome.redirect_token().empty() || welcome.session_id() != moved.session_id())) {
       s = ProtocolError(where + " sent a redirect it cannot have meant");
     }
     if (s.ok()) s = SessionHostUrl(target, welcome, &host);

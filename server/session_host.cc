@@ -248,20 +248,18 @@ Status SessionHostPool::Spawn(std::unique_ptr<SessionHost>* out) {
   // the registry) and the paths of the server's TLS key and certificate (a tls:// host makes a key
   // of its own, whose pin the server passes on to the client): a tenant who broke into a host
   // must find neither there.
+  constexpr const char* kNotForHosts[] = {"--provider-key", "--tls-key", "--tls-certificate"};
   std::vector<std::string> args;
   for (size_t i = 0; i < argv_.size(); ++i) {
-    bool left_out = false;
-    for (const char* option : {"--provider-key", "--tls-key", "--tls-certificate"}) {
-      const std::string name = option;
-      if (argv_[i] == name) {
-        ++i;  // and its value
-        left_out = true;
-      } else if (argv_[i].rfind(name + "=", 0) == 0) {
-        left_out = true;
-      }
-      if (left_out) break;
+    const std::string& arg = argv_[i];
+    const auto names = [&arg](const char* option) {
+      return arg == option || arg.rfind(std::string(option) + "=", 0) == 0;
+    };
+    if (std::none_of(std::begin(kNotForHosts), std::end(kNotForHosts), names)) {
+      args.push_back(arg);
+    } else if (arg.find('=') == std::string::npos) {
+      ++i;  // its value, the next argument
     }
-    if (!left_out) args.push_back(argv_[i]);
   }
   args.push_back("--session-host");
   args.push_back("3");
