@@ -246,10 +246,12 @@ CUresult ClientState::Initialize() {
   }
   if (softgpu) AnnouncePtxOnly();
   init_result_ = CUDA_SUCCESS;
+  initialized_.store(true, std::memory_order_release);
   return init_result_;
 }
 
 CUresult ClientState::CheckInitialized() const {
+  if (initialized_.load(std::memory_order_acquire)) return CUDA_SUCCESS;
   std::lock_guard<std::mutex> lock(mu_);
   return init_done_ && init_result_ == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }

@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -59,8 +60,10 @@ class ClientState {
  private:
   ClientState() = default;
   mutable std::mutex mu_;
-  bool init_done_ = false;
-  CUresult init_result_ = CUDA_ERROR_NOT_INITIALIZED;
+  bool init_done_ = false;                             // GUARDED_BY(mu_)
+  CUresult init_result_ = CUDA_ERROR_NOT_INITIALIZED;  // GUARDED_BY(mu_)
+  // Set once Initialize has succeeded, which is for good: CheckInitialized then takes no lock.
+  std::atomic<bool> initialized_{false};
   ServerSet servers_;
   std::vector<wire::DeviceInfo> devices_;
   std::vector<std::unique_ptr<CUctx_st>> primaries_;

@@ -572,6 +572,7 @@ CUresult Connection::ApplyResultLocked(Op op, uint64_t ctx, CUresult result,
 void Connection::NoteThread() {
   if (multi_threaded_.load(std::memory_order_relaxed)) return;
   const uint64_t self = static_cast<uint64_t>(pthread_self());
+  if (first_thread_.load(std::memory_order_relaxed) == self) return;  // no locked instruction
   uint64_t first = 0;
   if (!first_thread_.compare_exchange_strong(first, self) && first != self) {
     multi_threaded_.store(true);

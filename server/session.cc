@@ -257,7 +257,10 @@ void Session::ServeLoop(const std::atomic<bool>& stop) {
     const bool served = Serve(m);
     // After a lane's synchronize, pools give back what they keep past their thresholds, as
     // after one on the channel (the lane cannot: pools are the session thread's).
-    if (served && lane_synchronized_.exchange(false)) TrimPoolsAfterSync();
+    if (served && lane_synchronized_.load(std::memory_order_relaxed) &&
+        lane_synchronized_.exchange(false)) {
+      TrimPoolsAfterSync();
+    }
     state_lock_.unlock();
     state_cv_.notify_all();  // lanes waiting for these calls
     if (!served) break;
@@ -921,12 +924,13 @@ void Session::ReportPending(wire::Reply* reply) {
     stdout_capture_->Drain(&printed);
     if (!printed.empty()) OnDeviceOutput(this, printed.data(), printed.size());
   }
-  {
+  if (device_output_waiting_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(output_mu_);
     if (!device_output_.empty()) {
       reply->set_device_output(std::move(device_output_));
       device_output_.clear();
     }
+    device_output_waiting_.store(false, std::memory_order_relaxed);
   }
   if (async_error_ != CUDA_SUCCESS) {
     reply->set_async_error(async_error_);
@@ -943,6 +947,7 @@ void Session::OnDeviceOutput(void* session, const char* data, size_t size) {
   std::lock_guard<std::mutex> lock(self->output_mu_);
   self->device_output_.append(
       data, std::min(size, kMaxPending - std::min(kMaxPending, self->device_output_.size())));
+  self->device_output_waiting_.store(true, std::memory_order_release);
 }
 
 CUresult Session::MakeCurrent(ContextRecord* ctx) {

@@ -785,7 +785,10 @@ class Session {
   uint64_t async_error_ctx_ = 0;
   // Device printf output of this session's contexts, sent with the next Reply.
   std::mutex output_mu_;
-  std::string device_output_;
+  std::string device_output_;  // GUARDED_BY(output_mu_)
+  // Whether device_output_ may hold something: set under output_mu_, read without it, so that a
+  // reply of a session that prints nothing takes no lock for it.
+  std::atomic<bool> device_output_waiting_{false};
   static void OnDeviceOutput(void* session, const char* data, size_t size);
 
   // The session's state (its tables, async error, metering slots) is the session thread's, held

@@ -104,6 +104,25 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
 
 SOFTGPU_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
   return Guard([&] {
+    if (hStream != nullptr && hStream != CU_STREAM_LEGACY && hStream != CU_STREAM_PER_THREAD) {
+      // A stream a program polls: looked at in place, one registry after the other, as
+      // StreamAndContext would find it (without the two references it takes).
+      if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
+      const void* context = nullptr;
+      bool done = false;
+      if (!GetDriver().streams.Visit(hStream, [&](const Stream& s) {
+            context = s.context();
+            done = s.Done(s.last_enqueued());
+          })) {
+        return CUDA_ERROR_INVALID_HANDLE;
+      }
+      CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+      GetDriver().contexts.Visit(context, [&](const Context& c) {
+        if (c.alive()) r = c.sticky_error();
+      });
+      if (r != CUDA_SUCCESS) return r;
+      return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    }
     std::shared_ptr<Stream> s;
     std::shared_ptr<Context> ctx;
     if (CUresult r = StreamAndContext(hStream, &s, &ctx); r != CUDA_SUCCESS) return r;

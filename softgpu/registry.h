@@ -23,6 +23,18 @@ class Registry {
     auto it = items_.find(handle);
     return it == items_.end() ? nullptr : it->second;
   }
+  // Calls fn(object) on the live object behind `handle` under the registry's lock, without
+  // taking a reference to it (no atomic count changes); false, without calling fn, when there
+  // is none. fn must be short and must not use this registry.
+  template <typename Fn>
+  bool Visit(const void* handle, Fn fn) const {
+    if (handle == nullptr) return false;
+    std::lock_guard lock(mu_);
+    auto it = items_.find(handle);
+    if (it == items_.end()) return false;
+    fn(*it->second);
+    return true;
+  }
   // Unregisters and returns the object (null if it was not registered).
   std::shared_ptr<T> Remove(const void* handle) {
     std::lock_guard lock(mu_);

@@ -606,7 +606,7 @@ Status UcxChannel::Receive(int timeout_ms, ReceivedMessage* out) {
   if (!overflow_.ok()) return overflow_;
   std::unique_ptr<Slot> slot = std::move(arrived_.front());
   arrived_.pop_front();
-  queued_.store(arrived_.size());
+  queued_.store(arrived_.size(), std::memory_order_release);
   queued_bytes_ -= slot->message.header.size() + slot->message.payload_size;
   if (slot->status != UCS_OK) return FromUcs(slot->status, "receive");
   ReceivedMessage& in = slot->message;
@@ -751,7 +751,7 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
     m.pending = data;
     slot->complete = true;
     self->arrived_.push_back(std::move(slot));
-    self->queued_.store(self->arrived_.size());
+    self->queued_.store(self->arrived_.size(), std::memory_order_release);
     return UCS_INPROGRESS;
   }
   if (length > 0) {
@@ -793,7 +793,7 @@ ucs_status_t UcxChannel::OnActiveMessage(void* arg, const void* header, size_t h
     slot->complete = true;
   }
   self->arrived_.push_back(std::move(slot));
-  self->queued_.store(self->arrived_.size());
+  self->queued_.store(self->arrived_.size(), std::memory_order_release);
   return UCS_OK;
 }
 

@@ -52,7 +52,7 @@ class UcxChannel final : public Channel {
   void Abandon(const std::string& why) override;
   std::string peer() const override { return peer_; }
   std::string Describe() override;
-  size_t queued() const override { return queued_.load(); }
+  size_t queued() const override { return queued_.load(std::memory_order_acquire); }
   // tcp://: kStreamBulkPiece; shm://: 0 (one message of the whole moves fastest there).
   size_t bulk_piece() const override { return peer_socket_ < 0 ? kStreamBulkPiece : 0; }
 

@@ -75,6 +75,31 @@ TEST_F(StreamTest, QueryAndSynchronize) {
   CU_EXPECT_EQ(cuEventDestroy(e), CUDA_ERROR_INVALID_HANDLE);
 }
 
+// cuStreamQuery looks a named stream up in place (no references taken); it must refuse what the
+// other stream calls refuse, with the same errors.
+TEST_F(StreamTest, QueryRefusesWhatTheOtherStreamCallsRefuse) {
+  CU_EXPECT_EQ(cuStreamQuery(reinterpret_cast<CUstream>(0x1234)), CUDA_ERROR_INVALID_HANDLE);
+  CUstream s;
+  CU_ASSERT_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CU_ASSERT_OK(cuStreamQuery(s));
+  CU_ASSERT_OK(cuStreamDestroy(s));
+  CU_EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+  // A stream of a context destroyed since.
+  CUcontext current, other;
+  CU_ASSERT_OK(cuCtxGetCurrent(&current));
+  CUdevice device;
+  CU_ASSERT_OK(cuCtxGetDevice(&device));
+  CU_ASSERT_OK(cuCtxCreate(&other, nullptr, 0, device));
+  CUstream orphan;
+  CU_ASSERT_OK(cuStreamCreate(&orphan, 0));
+  CU_ASSERT_OK(cuStreamQuery(orphan));
+  CU_ASSERT_OK(cuCtxDestroy(other));
+  CU_ASSERT_OK(cuCtxSetCurrent(current));
+  const CUresult synchronized = cuStreamSynchronize(orphan);
+  EXPECT_NE(synchronized, CUDA_SUCCESS);
+  CU_EXPECT_EQ(cuStreamQuery(orphan), synchronized);
+}
+
 TEST_F(StreamTest, WaitEventOrdersAcrossStreams) {
   CUstream s1, s2;
   CU_ASSERT_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
