@@ -751,6 +751,32 @@ RGPU_IMPL(cuLaunchKernelEx)
 RGPU_PER_THREAD_SAME_AS(cuLaunchKernelEx_ptsz)
 
 // The kernel's name as its module names it (kept by the client since cuModuleGetFunction).
+RGPU_IMPL(cuFuncGetModule)(CUmodule* module, CUfunction f) {
+  if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUfunc_st* fs;
+  CUresult r = rgpu::client::ResolveFunction(f, &fs);
+  if (r != CUDA_SUCCESS) return r;
+  *module = fs->module;
+  return CUDA_SUCCESS;
+}
+
+// A module is loaded whole on the server (its load lists every kernel), so every function handle
+// the program holds names a loaded function: cuFuncIsLoaded says so and cuFuncLoad has nothing to
+// do beyond checking the handle.
+RGPU_IMPL(cuFuncIsLoaded)(CUfunctionLoadingState* state, CUfunction f) {
+  if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUfunc_st* fs;
+  CUresult r = rgpu::client::ResolveFunction(f, &fs);
+  if (r != CUDA_SUCCESS) return r;
+  *state = CU_FUNCTION_LOADING_STATE_LOADED;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuFuncLoad)(CUfunction f) {
+  CUfunc_st* fs;
+  return rgpu::client::ResolveFunction(f, &fs);
+}
+
 RGPU_IMPL(cuFuncGetName)(const char** name, CUfunction f) {
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUfunc_st* fs;

@@ -314,6 +314,19 @@ RGPU_IMPL(cuStreamGetCtx)(CUstream s, CUcontext* pctx) {
   return r;
 }
 
+// rgpu makes no green contexts (cuGreenCtxCreate is not supported): every stream belongs to a
+// context, and the green context returned is always NULL.
+RGPU_IMPL(cuStreamGetCtx_v2)(CUstream s, CUcontext* pctx, CUgreenCtx* pgreen) {
+  if (pctx == nullptr || pgreen == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUctx_st* ctx;
+  uint64_t remote;
+  CUresult r = rgpu::client::ResolveStream(s, &ctx, &remote);
+  if (r != CUDA_SUCCESS) return r;
+  *pctx = ctx;
+  *pgreen = nullptr;
+  return CUDA_SUCCESS;
+}
+
 RGPU_IMPL(cuStreamGetDevice)(CUstream s, CUdevice* device) {
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUctx_st* ctx;
@@ -333,6 +346,7 @@ RGPU_IMPL(cuStreamGetId)(CUstream s, unsigned long long* id) {
 }
 
 RGPU_PER_THREAD_SAME_AS(cuStreamGetCtx_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamGetCtx_v2_ptsz)
 RGPU_PER_THREAD_SAME_AS(cuStreamGetDevice_ptsz)
 RGPU_PER_THREAD_SAME_AS(cuStreamGetId_ptsz)
 RGPU_PER_THREAD_SAME_AS(cuStreamSynchronize_ptsz)
@@ -411,5 +425,39 @@ RGPU_IMPL(cuStreamGetAttribute)(CUstream s, CUstreamAttrID attr, CUstreamAttrVal
   }
 }
 
+// The attributes a stream can be given (cuStreamSetAttribute): its access-policy window and its
+// synchronization policy, read from `src` and set on `dst`, both of one context. A priority,
+// fixed at creation here, cannot be copied: streams of different priorities are refused with
+// CUDA_ERROR_NOT_SUPPORTED before anything changes.
+RGPU_IMPL(cuStreamCopyAttributes)(CUstream dst, CUstream src) {
+  CUctx_st *dst_ctx, *src_ctx;
+  uint64_t dst_remote, src_remote;
+  CUresult r = rgpu::client::ResolveStream(dst, &dst_ctx, &dst_remote);
+  if (r != CUDA_SUCCESS) return r;
+  r = rgpu::client::ResolveStream(src, &src_ctx, &src_remote);
+  if (r != CUDA_SUCCESS) return r;
+  if (dst_ctx != src_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  CUstreamAttrValue dst_priority, src_priority;
+  r = rgpu_impl_cuStreamGetAttribute(dst, CU_STREAM_ATTRIBUTE_PRIORITY, &dst_priority);
+  if (r == CUDA_SUCCESS) {
+    r = rgpu_impl_cuStreamGetAttribute(src, CU_STREAM_ATTRIBUTE_PRIORITY, &src_priority);
+  }
+  if (r != CUDA_SUCCESS) return r;
+  if (dst_priority.priority != src_priority.priority) {
+    RGPU_LOG_WARN("cuStreamCopyAttributes: a stream's priority cannot be changed (%d to %d)",
+                  dst_priority.priority, src_priority.priority);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  for (CUstreamAttrID attr :
+       {CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY}) {
+    CUstreamAttrValue value;
+    r = rgpu_impl_cuStreamGetAttribute(src, attr, &value);
+    if (r == CUDA_SUCCESS) r = rgpu_impl_cuStreamSetAttribute(dst, attr, &value);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
 RGPU_PER_THREAD_SAME_AS(cuStreamSetAttribute_ptsz)
 RGPU_PER_THREAD_SAME_AS(cuStreamGetAttribute_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamCopyAttributes_ptsz)

@@ -142,9 +142,25 @@ int main() {
     CUfunction by_name = nullptr;
     CHECK(cuModuleGetFunction(&by_name, module, name));
     EXPECT_TRUE(by_name == f);
+    // Each names its module and is loaded (a module loads whole).
+    CUmodule of = nullptr;
+    CHECK(cuFuncGetModule(&of, f));
+    EXPECT_TRUE(of == module);
+    CUfunctionLoadingState state = CU_FUNCTION_LOADING_STATE_UNLOADED;
+    CHECK(cuFuncIsLoaded(&state, f));
+    EXPECT_TRUE(state == CU_FUNCTION_LOADING_STATE_LOADED);
+    CHECK(cuFuncLoad(f));
     found_set_all = found_set_all || strcmp(name, "set_all") == 0;
   }
   EXPECT_TRUE(found_set_all);
+  CUfunctionLoadingState state;
+  CUmodule of;
+  const auto forged = reinterpret_cast<CUfunction>(&state);
+  EXPECT_TRUE(cuFuncIsLoaded(&state, forged) == CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_TRUE(cuFuncLoad(forged) == CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_TRUE(cuFuncGetModule(&of, forged) == CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_TRUE(cuFuncIsLoaded(nullptr, functions[0]) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(cuFuncGetModule(nullptr, functions[0]) == CUDA_ERROR_INVALID_VALUE);
   const unsigned char function_bytes[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
                                             0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
   CUuuid function_table;

@@ -2,7 +2,9 @@
 // synchronization policy set on a stream read back as set, work on the stream still computes the
 // right answer, out-of-range windows (hit ratio above 1, larger than the device's maximum window,
 // an unknown property) and unknown policies are refused with CUDA_ERROR_INVALID_VALUE, the
-// persisting-L2 limit is bounded by the device's maximum, and cuCtxResetPersistingL2Cache works.
+// persisting-L2 limit is bounded by the device's maximum, and cuCtxResetPersistingL2Cache works;
+// cuStreamCopyAttributes copies both to another stream (and refuses one of another priority),
+// and cuStreamGetCtx_v2 names the stream's context and no green context.
 #include "check.h"
 
 #define EXPECT(cond, ...)                                                 \
@@ -79,6 +81,40 @@ int main() {
   EXPECT(cuStreamSetAttribute(stream, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &policy) ==
              CUDA_ERROR_INVALID_VALUE,
          "an unknown synchronization policy was accepted");
+
+  // The attributes copied to another stream of the context read back there; a stream of another
+  // priority is refused (its priority cannot change here) and keeps what it had.
+  CUstream copy;
+  CHECK(cuStreamCreate(&copy, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamCopyAttributes(copy, stream));
+  got = {};
+  CHECK(cuStreamGetAttribute(copy, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got));
+  EXPECT(got.accessPolicyWindow.base_ptr == set.accessPolicyWindow.base_ptr &&
+             got.accessPolicyWindow.num_bytes == set.accessPolicyWindow.num_bytes &&
+             got.accessPolicyWindow.hitRatio == 0.75f &&
+             got.accessPolicyWindow.hitProp == CU_ACCESS_PROPERTY_PERSISTING &&
+             got.accessPolicyWindow.missProp == CU_ACCESS_PROPERTY_STREAMING,
+         "the copied access policy window did not read back as set");
+  got = {};
+  CHECK(cuStreamGetAttribute(copy, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got));
+  EXPECT(got.syncPolicy == CU_SYNC_POLICY_BLOCKING_SYNC, "copied sync policy %d", got.syncPolicy);
+  int least = 0, greatest = 0;
+  CHECK(cuCtxGetStreamPriorityRange(&least, &greatest));
+  if (least != greatest) {
+    CUstream urgent;
+    CHECK(cuStreamCreateWithPriority(&urgent, CU_STREAM_NON_BLOCKING, greatest));
+    EXPECT(cuStreamCopyAttributes(urgent, stream) == CUDA_ERROR_NOT_SUPPORTED,
+           "attributes copied across priorities");
+    got = {};
+    CHECK(cuStreamGetAttribute(urgent, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got));
+    EXPECT(got.syncPolicy != CU_SYNC_POLICY_BLOCKING_SYNC, "a refused copy changed the policy");
+    CHECK(cuStreamDestroy(urgent));
+  }
+  CUcontext of = nullptr;
+  CUgreenCtx green = reinterpret_cast<CUgreenCtx>(&of);
+  CHECK(cuStreamGetCtx_v2(copy, &of, &green));
+  EXPECT(of == ctx && green == nullptr, "cuStreamGetCtx_v2: %p %p", (void*)of, (void*)green);
+  CHECK(cuStreamDestroy(copy));
 
   // Work on the stream is unchanged by the hints.
   CUmodule m;
