@@ -337,6 +337,16 @@ Status LoadSystemCallFilter(bool unix_sockets) {
   for (int call : {SCMP_SYS(setpriority), SCMP_SYS(ioprio_set)}) {
     if (rc == 0) rc = seccomp_rule_add(filter, refuse, call, 1, SCMP_A1(SCMP_CMP_NE, 0));
   }
+  // Another process's CPUs, scheduling policy and memory placement (a host could pin the server
+  // or another tenant's host to one CPU, or make it SCHED_IDLE): the calling thread's (0) only, as
+  // for priorities above. A thread of its own named by its id (pthread_setaffinity_np) is refused
+  // too: the filter cannot tell its threads from other processes (libseccomp takes one comparison
+  // per argument, so not even the main thread's id can be let through beside 0).
+  for (int call :
+       {SCMP_SYS(sched_setaffinity), SCMP_SYS(sched_setscheduler), SCMP_SYS(sched_setparam),
+        SCMP_SYS(sched_setattr), SCMP_SYS(migrate_pages), SCMP_SYS(move_pages)}) {
+    if (rc == 0) rc = seccomp_rule_add(filter, refuse, call, 1, SCMP_A0(SCMP_CMP_NE, 0));
+  }
   // Signals by another way: a file whose owner (F_SETOWN, FIOSETOWN, SIOCSPGRP) is another
   // process or group gets SIGIO, or the signal F_SETSIG names, when it is ready.
   constexpr scmp_datum_t kLow32 = 0xffffffffu;

@@ -20,7 +20,9 @@
 //   process, signal any process but itself (by kill, sigqueue, or SIGIO through a file's
 //   owner), type into a terminal, become dumpable again, make a local socket (a user manager's
 //   bus starts programs), change a file's mode, owner, attributes, size or times by its path,
-//   change another process's priority or limits, create a process (threads only), or reach the
+//   change another process's priority or limits, or another thread's or process's CPUs,
+//   scheduling or memory placement (the calling thread's only), create a process (threads
+//   only), or reach the
 //   kernel's administration (modules, mounts, namespaces, BPF, keyrings, io_uring, ...). A
 //   refused call fails with EPERM (io_uring and clone3 with ENOSYS), so a library that probes
 //   gets an error, not a kill.

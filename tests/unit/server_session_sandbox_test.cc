@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
@@ -43,8 +44,23 @@ class SandboxTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
     std::ofstream(dir_ + "/tokens") << "tok-alice alice 1G 1\n";
+    // A process of the same user without capabilities, as another tenant's confined host is (or
+    // the server, run by a user without privileges): the kernel lets a process without
+    // capabilities change such a one's CPUs and scheduling, so only the filter stands between.
+    peer_ = fork();
+    if (peer_ == 0) {
+      __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+      __user_cap_data_struct data[2] = {};
+      if (syscall(SYS_capset, &header, data) != 0) _exit(1);
+      for (;;) pause();
+    }
+    ASSERT_GT(peer_, 0);
   }
   void TearDown() override {
+    if (peer_ > 0) {
+      kill(peer_, SIGKILL);
+      waitpid(peer_, nullptr, 0);
+    }
     unlink((dir_ + "/tokens").c_str());
     unlink((dir_ + "/written").c_str());
     rmdir(dir_.c_str());
@@ -93,6 +109,18 @@ class SandboxTest : public ::testing::Test {
     if (unix_socket >= 0) close(unix_socket);
     out << "chmod-secret=" << Outcome(chmod((dir_ + "/tokens").c_str(), 0644) == 0) << " ";
     out << "renice-parent=" << Outcome(setpriority(PRIO_PROCESS, parent, 0) == 0) << " ";
+    // The peer's CPUs and scheduling, set to what they are (harmless when allowed), and this
+    // thread's own, which stay allowed.
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    sched_getaffinity(peer_, sizeof cpus, &cpus);
+    out << "pin-peer=" << Outcome(sched_setaffinity(peer_, sizeof cpus, &cpus) == 0) << " ";
+    sched_param param = {};
+    sched_getparam(peer_, &param);
+    const int policy = sched_getscheduler(peer_);
+    out << "schedule-peer=" << Outcome(sched_setscheduler(peer_, policy, &param) == 0) << " ";
+    sched_getaffinity(0, sizeof cpus, &cpus);
+    out << "pin-self=" << Outcome(sched_setaffinity(0, sizeof cpus, &cpus) == 0) << " ";
     const int kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
     out << "read-dev-kmsg=" << Outcome(kmsg >= 0) << " ";
     if (kmsg >= 0) close(kmsg);
@@ -133,6 +161,7 @@ class SandboxTest : public ::testing::Test {
   }
 
   std::string dir_;
+  pid_t peer_ = -1;
 };
 
 ConfinementPolicy Policy() { return SessionHostPolicy("", {}, /*shared_memory=*/false); }
@@ -200,13 +229,15 @@ TEST_F(SandboxTest, AConfinedProcessReachesOnlyTheSystemsFilesAndItself) {
     EXPECT_EQ(open_process,
               "read-secret=ok write=ok read-system=ok write-dev=ok signal-parent=ok signal-self=ok "
               "signal-group=ok trace=ok read-memory=ok sigio-owner=ok unix-socket=ok "
-              "chmod-secret=ok renice-parent=ok read-dev-kmsg=ok dumpable-again=ok fork=ok "
+              "chmod-secret=ok renice-parent=ok pin-peer=ok schedule-peer=ok pin-self=ok "
+              "read-dev-kmsg=ok dumpable-again=ok fork=ok "
               "exec=ENOENT");
   }
   const std::string expected =
       "read-secret=EACCES write=EACCES read-system=ok write-dev=ok signal-parent=EPERM "
       "signal-self=ok signal-group=EPERM trace=EPERM read-memory=EPERM sigio-owner=EPERM "
-      "unix-socket=EPERM chmod-secret=EPERM renice-parent=EPERM read-dev-kmsg=EACCES "
+      "unix-socket=EPERM chmod-secret=EPERM renice-parent=EPERM pin-peer=EPERM "
+      "schedule-peer=EPERM pin-self=ok read-dev-kmsg=EACCES "
       "dumpable-again=EPERM fork=EPERM exec=EPERM";
   const std::string confined = InChild([&] {
     // A thread that runs before the confinement (as the backend's and UCX's do) probes after it.
