@@ -108,7 +108,7 @@ class SandboxTest : public ::testing::Test {
     out << "unix-socket=" << Outcome(unix_socket >= 0) << " ";
     if (unix_socket >= 0) close(unix_socket);
     out << "chmod-secret=" << Outcome(chmod((dir_ + "/tokens").c_str(), 0644) == 0) << " ";
-    out << "renice-parent=" << Outcome(setpriority(PRIO_PROCESS, parent, 0) == 0) << " ";
+    out << "renice-peer=" << Outcome(setpriority(PRIO_PROCESS, peer_, 0) == 0) << " ";
     // The peer's CPUs and scheduling, set to what they are (harmless when allowed), and this
     // thread's own, which stay allowed.
     cpu_set_t cpus;
@@ -229,14 +229,14 @@ TEST_F(SandboxTest, AConfinedProcessReachesOnlyTheSystemsFilesAndItself) {
     EXPECT_EQ(open_process,
               "read-secret=ok write=ok read-system=ok write-dev=ok signal-parent=ok signal-self=ok "
               "signal-group=ok trace=ok read-memory=ok sigio-owner=ok unix-socket=ok "
-              "chmod-secret=ok renice-parent=ok pin-peer=ok schedule-peer=ok pin-self=ok "
+              "chmod-secret=ok renice-peer=ok pin-peer=ok schedule-peer=ok pin-self=ok "
               "read-dev-kmsg=ok dumpable-again=ok fork=ok "
               "exec=ENOENT");
   }
   const std::string expected =
       "read-secret=EACCES write=EACCES read-system=ok write-dev=ok signal-parent=EPERM "
       "signal-self=ok signal-group=EPERM trace=EPERM read-memory=EPERM sigio-owner=EPERM "
-      "unix-socket=EPERM chmod-secret=EPERM renice-parent=EPERM pin-peer=EPERM "
+      "unix-socket=EPERM chmod-secret=EPERM renice-peer=EPERM pin-peer=EPERM "
       "schedule-peer=EPERM pin-self=ok read-dev-kmsg=EACCES "
       "dumpable-again=EPERM fork=EPERM exec=EPERM";
   const std::string confined = InChild([&] {
