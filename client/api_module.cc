@@ -750,7 +750,7 @@ RGPU_IMPL(cuLaunchKernelEx)
 }
 RGPU_PER_THREAD_SAME_AS(cuLaunchKernelEx_ptsz)
 
-// The kernel's name as its module names it (kept by the client since cuModuleGetFunction).
+// The module a kernel's handle came from (kept by the client with the handle).
 RGPU_IMPL(cuFuncGetModule)(CUmodule* module, CUfunction f) {
   if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUfunc_st* fs;
@@ -777,6 +777,7 @@ RGPU_IMPL(cuFuncLoad)(CUfunction f) {
   return rgpu::client::ResolveFunction(f, &fs);
 }
 
+// The kernel's name as its module names it (kept by the client since cuModuleGetFunction).
 RGPU_IMPL(cuFuncGetName)(const char** name, CUfunction f) {
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUfunc_st* fs;

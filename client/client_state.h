@@ -5,8 +5,8 @@
 
 #include <cuda.h>
 
-#include <memory>
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
