@@ -46,14 +46,18 @@ int main() {
   set.accessPolicyWindow.hitProp = CU_ACCESS_PROPERTY_PERSISTING;
   set.accessPolicyWindow.missProp = CU_ACCESS_PROPERTY_STREAMING;
   CHECK(cuStreamSetAttribute(stream, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &set));
+  // Whether stream `s` reads back the window set above.
+  auto has_window = [&](CUstream s) {
+    CUstreamAttrValue v = {};
+    CHECK(cuStreamGetAttribute(s, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &v));
+    return v.accessPolicyWindow.base_ptr == set.accessPolicyWindow.base_ptr &&
+           v.accessPolicyWindow.num_bytes == set.accessPolicyWindow.num_bytes &&
+           v.accessPolicyWindow.hitRatio == 0.75f &&
+           v.accessPolicyWindow.hitProp == CU_ACCESS_PROPERTY_PERSISTING &&
+           v.accessPolicyWindow.missProp == CU_ACCESS_PROPERTY_STREAMING;
+  };
+  EXPECT(has_window(stream), "the access policy window did not read back as set");
   CUstreamAttrValue got = {};
-  CHECK(cuStreamGetAttribute(stream, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got));
-  EXPECT(got.accessPolicyWindow.base_ptr == set.accessPolicyWindow.base_ptr &&
-             got.accessPolicyWindow.num_bytes == set.accessPolicyWindow.num_bytes &&
-             got.accessPolicyWindow.hitRatio == 0.75f &&
-             got.accessPolicyWindow.hitProp == CU_ACCESS_PROPERTY_PERSISTING &&
-             got.accessPolicyWindow.missProp == CU_ACCESS_PROPERTY_STREAMING,
-         "the access policy window did not read back as set");
 
   CUstreamAttrValue bad = set;
   bad.accessPolicyWindow.hitRatio = 1.5f;
@@ -87,14 +91,7 @@ int main() {
   CUstream copy;
   CHECK(cuStreamCreate(&copy, CU_STREAM_NON_BLOCKING));
   CHECK(cuStreamCopyAttributes(copy, stream));
-  got = {};
-  CHECK(cuStreamGetAttribute(copy, CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW, &got));
-  EXPECT(got.accessPolicyWindow.base_ptr == set.accessPolicyWindow.base_ptr &&
-             got.accessPolicyWindow.num_bytes == set.accessPolicyWindow.num_bytes &&
-             got.accessPolicyWindow.hitRatio == 0.75f &&
-             got.accessPolicyWindow.hitProp == CU_ACCESS_PROPERTY_PERSISTING &&
-             got.accessPolicyWindow.missProp == CU_ACCESS_PROPERTY_STREAMING,
-         "the copied access policy window did not read back as set");
+  EXPECT(has_window(copy), "the copied access policy window did not read back as set");
   got = {};
   CHECK(cuStreamGetAttribute(copy, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got));
   EXPECT(got.syncPolicy == CU_SYNC_POLICY_BLOCKING_SYNC, "copied sync policy %d", got.syncPolicy);
@@ -108,6 +105,7 @@ int main() {
     got = {};
     CHECK(cuStreamGetAttribute(urgent, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got));
     EXPECT(got.syncPolicy != CU_SYNC_POLICY_BLOCKING_SYNC, "a refused copy changed the policy");
+    EXPECT(!has_window(urgent), "a refused copy changed the window");
     CHECK(cuStreamDestroy(urgent));
   }
   CUcontext of = nullptr;
