@@ -1,7 +1,9 @@
 // Streams and events: shadow handles naming server-side streams and events of one context.
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "client/impl.h"
@@ -105,6 +107,27 @@ RGPU_IMPL(cuStreamCreateWithPriority)(CUstream* out, unsigned int flags, int pri
   CUctx_st* ctx;
   CUresult r = RequireContext(&ctx);
   if (r != CUDA_SUCCESS) return r;
+  if (priority != 0) {
+    // Clamped to the device's range, as the driver does (and reports it): asked of the server
+    // once per context.
+    int least = 0, greatest = 0;
+    bool known;
+    {
+      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+      known = ctx->priority_range_known;
+      least = ctx->priority_least;
+      greatest = ctx->priority_greatest;
+    }
+    if (!known) {
+      r = rgpu_impl_cuCtxGetStreamPriorityRange(&least, &greatest);
+      if (r != CUDA_SUCCESS) return r;
+      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+      ctx->priority_range_known = true;
+      ctx->priority_least = least;
+      ctx->priority_greatest = greatest;
+    }
+    priority = std::max(greatest, std::min(least, priority));
+  }
   // Posted under an id of the client's: no round trip (a refusal surfaces at the next
   // synchronizing call, as for any posted work).
   const uint64_t id = NewClientId();

@@ -53,6 +53,7 @@ void DefaultToPerThread(const CUlaunchConfig** config);
 
 // Implementations that other files of the runtime call directly.
 extern "C" CUresult rgpu_impl_cuStreamSynchronize(CUstream stream);
+extern "C" CUresult rgpu_impl_cuCtxGetStreamPriorityRange(int* least, int* greatest);
 extern "C" CUresult rgpu_impl_cuDeviceGetAttribute(int* value, CUdevice_attribute attrib,
                                                    CUdevice dev);
 extern "C" CUresult rgpu_impl_cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize);

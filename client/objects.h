@@ -79,6 +79,10 @@ struct CUctx_st {
   // The preferred split of L1 and shared memory (cuCtxSetCacheConfig), a preference the driver
   // may ignore; kept here and not forwarded, like functions' (guarded by objects_mutex()).
   CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
+  // The device's stream priorities (cuCtxGetStreamPriorityRange), asked once, when a stream is
+  // first made with a priority other than 0 (guarded by objects_mutex()).
+  bool priority_range_known = false;
+  int priority_least = 0, priority_greatest = 0;
   // Each thread's per-thread default stream (CU_STREAM_PER_THREAD) in this context, a blocking
   // stream on the server made on the thread's first use (guarded by objects_mutex()).
   std::map<std::thread::id, CUstream_st*> per_thread_streams;

@@ -106,6 +106,15 @@ int main() {
     CHECK(cuStreamGetAttribute(urgent, CU_STREAM_ATTRIBUTE_SYNCHRONIZATION_POLICY, &got));
     EXPECT(got.syncPolicy != CU_SYNC_POLICY_BLOCKING_SYNC, "a refused copy changed the policy");
     EXPECT(!has_window(urgent), "a refused copy changed the window");
+    // A priority past the range is clamped to it, as the driver does: such a stream has the
+    // urgent one's priority, and takes its attributes.
+    CUstream beyond;
+    CHECK(cuStreamCreateWithPriority(&beyond, CU_STREAM_NON_BLOCKING, greatest - 100));
+    int priority = 0;
+    CHECK(cuStreamGetPriority(beyond, &priority));
+    EXPECT(priority == greatest, "priority %d, the range's greatest %d", priority, greatest);
+    CHECK(cuStreamCopyAttributes(beyond, urgent));
+    CHECK(cuStreamDestroy(beyond));
     CHECK(cuStreamDestroy(urgent));
   }
   CUcontext of = nullptr;
