@@ -5,6 +5,7 @@
 #include <linux/capability.h>
 #include <linux/landlock.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <seccomp.h>
@@ -337,11 +338,25 @@ Status LoadSystemCallFilter(bool unix_sockets) {
   for (int call : {SCMP_SYS(setpriority), SCMP_SYS(ioprio_set)}) {
     if (rc == 0) rc = seccomp_rule_add(filter, refuse, call, 1, SCMP_A1(SCMP_CMP_NE, 0));
   }
+  // ... and with who 0, every process of its user (PRIO_USER, IOPRIO_WHO_USER: 0 is the caller's
+  // user there, not the caller). A process group of 0 is its own: a host leads a session and group
+  // of its own.
+  if (rc == 0) {
+    rc =
+        seccomp_rule_add(filter, refuse, SCMP_SYS(setpriority), 1, SCMP_A0(SCMP_CMP_EQ, PRIO_USER));
+  }
+  if (rc == 0) {
+    constexpr scmp_datum_t kIoprioWhoUser = 3;  // linux/ioprio.h's IOPRIO_WHO_USER
+    rc = seccomp_rule_add(filter, refuse, SCMP_SYS(ioprio_set), 1,
+                          SCMP_A0(SCMP_CMP_EQ, kIoprioWhoUser));
+  }
   // Another process's CPUs, scheduling policy and memory placement (a host could pin the server
-  // or another tenant's host to one CPU, or make it SCHED_IDLE): the calling thread's (0) only, as
-  // for priorities above. A thread of its own named by its id (pthread_setaffinity_np) is refused
-  // too: the filter cannot tell its threads from other processes (libseccomp takes one comparison
-  // per argument, so not even the main thread's id can be let through beside 0).
+  // or another tenant's host to one CPU, or make it SCHED_IDLE): the calling thread's (0; for
+  // migrate_pages and move_pages the calling process) only, as for priorities above. A thread of
+  // its own named by its id is refused too (pthread_setaffinity_np, pthread_setschedparam, and a
+  // pthread_create whose attributes set CPUs or a policy, which then fails): the filter cannot
+  // tell its threads from other processes (libseccomp takes one comparison per argument, so not
+  // even the main thread's id can be let through beside 0).
   for (int call :
        {SCMP_SYS(sched_setaffinity), SCMP_SYS(sched_setscheduler), SCMP_SYS(sched_setparam),
         SCMP_SYS(sched_setattr), SCMP_SYS(migrate_pages), SCMP_SYS(move_pages)}) {

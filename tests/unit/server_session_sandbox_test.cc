@@ -47,14 +47,24 @@ class SandboxTest : public ::testing::Test {
     // A process of the same user without capabilities, as another tenant's confined host is (or
     // the server, run by a user without privileges): the kernel lets a process without
     // capabilities change such a one's CPUs and scheduling, so only the filter stands between.
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
     peer_ = fork();
     if (peer_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives a test killed on its timeout
+      close(ready[0]);
       __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
       __user_cap_data_struct data[2] = {};
-      if (syscall(SYS_capset, &header, data) != 0) _exit(1);
+      const char dropped = syscall(SYS_capset, &header, data) == 0 ? 'y' : 'n';
+      (void)!write(ready[1], &dropped, 1);
       for (;;) pause();
     }
+    close(ready[1]);
+    char dropped = 0;
+    const ssize_t got = read(ready[0], &dropped, 1);
+    close(ready[0]);
     ASSERT_GT(peer_, 0);
+    ASSERT_TRUE(got == 1 && dropped == 'y') << "the peer could not drop its capabilities";
   }
   void TearDown() override {
     if (peer_ > 0) {
@@ -67,7 +77,9 @@ class SandboxTest : public ::testing::Test {
   }
 
   // What the calling thread reaches, one word per probe.
-  std::string Probe() {
+  // `confined`: the caller is confined, so probes that would change every process of the user
+  // when allowed (renicing the user) may run: they must be refused.
+  std::string Probe(bool confined = true) {
     std::ostringstream out;
     const int secret = open((dir_ + "/tokens").c_str(), O_RDONLY);
     out << "read-secret=" << Outcome(secret >= 0) << " ";
@@ -109,6 +121,19 @@ class SandboxTest : public ::testing::Test {
     if (unix_socket >= 0) close(unix_socket);
     out << "chmod-secret=" << Outcome(chmod((dir_ + "/tokens").c_str(), 0644) == 0) << " ";
     out << "renice-peer=" << Outcome(setpriority(PRIO_PROCESS, peer_, 0) == 0) << " ";
+    if (confined) {
+      // Every process of the user, named as who 0: refused, or it shows on the peer.
+      const int before = getpriority(PRIO_PROCESS, peer_);
+      const bool refused = setpriority(PRIO_USER, 0, before + 1) != 0;
+      const int error = errno;
+      const bool changed = getpriority(PRIO_PROCESS, peer_) != before;
+      if (changed) setpriority(PRIO_PROCESS, peer_, before);
+      out << "renice-user="
+          << (changed   ? "changed-the-peer"
+              : refused ? strerrorname_np(error)
+                        : "ok")
+          << " ";
+    }
     // The peer's CPUs and scheduling, set to what they are (harmless when allowed), and this
     // thread's own, which stay allowed.
     cpu_set_t cpus;
@@ -224,7 +249,7 @@ std::string ConfinedThenRead(bool file_rules, const Holder& holder) {
 TEST_F(SandboxTest, AConfinedProcessReachesOnlyTheSystemsFilesAndItself) {
   // Unconfined, as root (as tests run here and in CI; a user without privileges is refused some
   // of these by the kernel's own rules, /dev/kmsg under dmesg_restrict say), every probe reaches.
-  const std::string open_process = InChild([&] { return Probe(); });
+  const std::string open_process = InChild([&] { return Probe(/*confined=*/false); });
   if (geteuid() == 0) {
     EXPECT_EQ(open_process,
               "read-secret=ok write=ok read-system=ok write-dev=ok signal-parent=ok signal-self=ok "
@@ -236,7 +261,7 @@ TEST_F(SandboxTest, AConfinedProcessReachesOnlyTheSystemsFilesAndItself) {
   const std::string expected =
       "read-secret=EACCES write=EACCES read-system=ok write-dev=ok signal-parent=EPERM "
       "signal-self=ok signal-group=EPERM trace=EPERM read-memory=EPERM sigio-owner=EPERM "
-      "unix-socket=EPERM chmod-secret=EPERM renice-peer=EPERM pin-peer=EPERM "
+      "unix-socket=EPERM chmod-secret=EPERM renice-peer=EPERM renice-user=EPERM pin-peer=EPERM "
       "schedule-peer=EPERM pin-self=ok read-dev-kmsg=EACCES "
       "dumpable-again=EPERM fork=EPERM exec=EPERM";
   const std::string confined = InChild([&] {
