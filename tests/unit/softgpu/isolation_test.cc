@@ -35,6 +35,8 @@ TEST_F(IsolationTest, IllegalAddressIsStickyAndContained) {
 
   CUdeviceptr buffer;
   CU_ASSERT_OK(cuMemAlloc(&buffer, 256));
+  CUstream named;  // made before the fault, queried after it
+  CU_ASSERT_OK(cuStreamCreate(&named, CU_STREAM_NON_BLOCKING));
   CUfunction store = Function("store_at");
   testing::internal::CaptureStderr();
   CU_ASSERT_OK(StoreAt(store, buffer, 1 << 20, 1));  // asynchronous: the launch succeeds
@@ -55,6 +57,7 @@ TEST_F(IsolationTest, IllegalAddressIsStickyAndContained) {
   CU_EXPECT_EQ(cuStreamCreate(&s, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
   CU_EXPECT_EQ(cuEventCreate(&e, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
   CU_EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_EXPECT_EQ(cuStreamQuery(named), CUDA_ERROR_ILLEGAL_ADDRESS);  // idle, but its context is not
   CU_EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
 
   // The other context is unaffected.
