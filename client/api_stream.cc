@@ -451,7 +451,9 @@ RGPU_IMPL(cuStreamGetAttribute)(CUstream s, CUstreamAttrID attr, CUstreamAttrVal
 // The attributes a stream can be given (cuStreamSetAttribute): its access-policy window and its
 // synchronization policy, read from `src` and set on `dst`, both of one context. A priority,
 // fixed at creation here, cannot be copied: streams of different priorities are refused with
-// CUDA_ERROR_NOT_SUPPORTED before anything changes.
+// CUDA_ERROR_NOT_SUPPORTED before anything changes. The window is set before the policy: a
+// policy the server refused (it came from the backend itself, so it should not) would leave
+// the window copied.
 RGPU_IMPL(cuStreamCopyAttributes)(CUstream dst, CUstream src) {
   CUctx_st *dst_ctx, *src_ctx;
   uint64_t dst_remote, src_remote;
