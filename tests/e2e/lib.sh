@@ -23,6 +23,30 @@ wait_for_text() {
   return 1
 }
 
+# hold_memory URL TENANT: runs driver_remanence as TENANT (token tok-TENANT) against URL, holding
+# 32 MiB until free_memory tells it to free them; its input is fd 3, its output $work/TENANT.out,
+# its pid $holder (for the caller's EXIT trap). Returns 1 if it never says it is ready. Needs
+# $programs.
+hold_memory() {
+  mkfifo "$work/$2.in"
+  "$bin/rgpu" run --server "$1" --token "tok-$2" -- "$programs/driver_remanence" write 32 \
+    <"$work/$2.in" >"$work/$2.out" 2>&1 &
+  holder=$!
+  exec 3>"$work/$2.in"
+  wait_for_text "$work/$2.out" ready
+}
+
+# free_memory TENANT: tells hold_memory's program to free its memory and exit; returns 0 once it
+# exited successfully and said its free was answered.
+free_memory() {
+  echo free >&3
+  exec 3>&-
+  wait "$holder"
+  local status=$?
+  holder=""
+  [ $status = 0 ] && grep -q freed "$work/$1.out"
+}
+
 # make_ca NAME: a self-signed CA of the test's, its key and certificate in $work/NAME.key and
 # $work/NAME.pem (P-256, two days). Needs the openssl command.
 make_ca() {

@@ -12,8 +12,8 @@ set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
 source "$(dirname "$0")/lib.sh"
-server="" bob=""
-trap 'exec 3>&- 2>/dev/null; kill $bob $server 2>/dev/null; rm -rf "$work"' EXIT
+server="" holder=""
+trap 'exec 3>&- 2>/dev/null; kill $holder $server 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "session_hosts: $*"; cat "$work/server.log"; exit 1; }
 cat >"$work/tokens" <<TOKENS
 # token      tenant  quota  weight
@@ -26,12 +26,7 @@ RGPU_PROVIDER_KEY=provider-secret-env start_server "$work/server.log" --tokens "
 [ -n "$url" ] || fail "the server did not start"
 
 # Bob holds 32 MiB and waits for a word on stdin.
-mkfifo "$work/bob.in"
-"$bin/rgpu" run --server "$url" --token tok-bob -- "$programs/driver_remanence" write 32 \
-  <"$work/bob.in" >"$work/bob.out" 2>&1 &
-bob=$!
-exec 3>"$work/bob.in"
-wait_for_text "$work/bob.out" ready || fail "bob's program did not start: $(cat "$work/bob.out")"
+hold_memory "$url" bob || fail "bob's program did not start: $(cat "$work/bob.out")"
 
 # Alice holds 256 MiB (her whole quota) in a process of her own, which then dies.
 "$bin/rgpu" run --server "$url" --token tok-alice -- "$programs/driver_hold_memory" \
@@ -91,11 +86,8 @@ out=$("$bin/rgpu" checkpoint --server "$url" --session "$bob_session" --file "$w
 echo "$out" | grep -q "stays where it was" || fail "checkpoint: no clear reason: $out"
 
 # Bob's session is untouched: it frees its memory (a call answered by its process) and exits.
-echo free >&3
-exec 3>&-
-wait $bob || fail "bob's session did not survive alice's: $(cat "$work/bob.out")"
-bob=""
-grep -q freed "$work/bob.out" || fail "bob's free was not answered"
+free_memory bob ||
+  fail "bob's session did not survive alice's, or its free was not answered: $(cat "$work/bob.out")"
 
 # Alice's quota was released with her dead process: she can hold all of it again.
 "$bin/rgpu" run --server "$url" --token tok-alice -- "$programs/driver_quota_check" 268435456 ||

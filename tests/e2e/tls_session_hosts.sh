@@ -10,8 +10,8 @@ set -uo pipefail
 bin=$1 programs=$2
 work=$(mktemp -d)
 source "$(dirname "$0")/lib.sh"
-server="" bob=""
-trap 'exec 3>&- 2>/dev/null; kill $bob $server 2>/dev/null; rm -rf "$work"' EXIT
+server="" holder=""
+trap 'exec 3>&- 2>/dev/null; kill $holder $server 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "tls_session_hosts: $*"; cat "$work/server.log"; exit 1; }
 command -v openssl >/dev/null || fail "openssl (the command) is needed to make the test's keys"
 cat >"$work/tokens" <<TOKENS
@@ -27,12 +27,7 @@ scheme=tls start_server "$work/server.log" --tokens "$work/tokens" --session-pro
 server_pin=${url##*#}
 
 # Bob's session runs in a process of its own, reached through the redirect over tls://.
-mkfifo "$work/bob.in"
-"$bin/rgpu" run --server "$url" --token tok-bob -- "$programs/driver_remanence" write 32 \
-  <"$work/bob.in" >"$work/bob.out" 2>&1 &
-bob=$!
-exec 3>"$work/bob.in"
-wait_for_text "$work/bob.out" ready || fail "bob's program did not start: $(cat "$work/bob.out")"
+hold_memory "$url" bob || fail "bob's program did not start: $(cat "$work/bob.out")"
 bob_host=$(sed -n 's/.*of tenant bob from .* runs in process \([0-9]*\)$/\1/p' "$work/server.log")
 [ -n "$bob_host" ] || fail "no process of bob's session in the server's log"
 bob_url=$(sed -n 's/.*session host for session [0-9]* of tenant bob on \(.*\)$/\1/p' "$work/server.log")
@@ -50,11 +45,8 @@ out=$("$bin/rgpu" run --server "${bob_url%%#*}#$server_pin" --token tok-bob -- \
 echo "$out" | grep -q "not the one pinned" || fail "the host's key: no clear refusal: $out"
 
 # Bob's session goes on, answered by its process.
-echo free >&3
-exec 3>&-
-wait $bob || fail "bob's session failed: $(cat "$work/bob.out")"
-bob=""
-grep -q freed "$work/bob.out" || fail "bob's free was not answered"
+free_memory bob ||
+  fail "bob's session failed, or its free was not answered: $(cat "$work/bob.out")"
 
 # A client that checks the server's certificate against the CA (no pin in its URL) follows the
 # redirect to the host's own key too.
