@@ -120,8 +120,7 @@ void RegistryAgent::SessionEnded(const wire::SessionStats& last) {
     meter_->Ended(last, NowMs(), &records);
   }
   AddRecords(std::move(records));
-  report_now_.store(true);
-  wake_.notify_all();  // a session's end is reported promptly: it frees its lease
+  ReportNow();  // a session's end is reported promptly: it frees its lease
 }
 
 void RegistryAgent::SessionMoved(const wire::SessionStats& last) {
@@ -145,7 +144,16 @@ void RegistryAgent::SessionMoved(const wire::SessionStats& last) {
     }
   }
   AddRecords(std::move(records));
-  report_now_.store(true);
+  ReportNow();
+}
+
+void RegistryAgent::ReportNow() {
+  {
+    // Set under the loop's lock: stored between the loop's look at the flag and its wait, the
+    // notification would be lost and the report wait a whole period.
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    report_now_.store(true);
+  }
   wake_.notify_all();
 }
 
@@ -165,8 +173,7 @@ void RegistryAgent::EndLeaseMove(const std::string& lease_id) {
   }
   if (records.empty()) return;
   AddRecords(std::move(records));
-  report_now_.store(true);
-  wake_.notify_all();
+  ReportNow();
 }
 
 Status RegistryAgent::HandOverLease(const std::string& lease_id, const std::string& to_server,
@@ -372,6 +379,10 @@ void RegistryAgent::Heartbeat() {
   }
   last_heartbeat_error_.clear();
   if (reply.heartbeat_ms() > 0) heartbeat_ms_ = reply.heartbeat_ms();
+  // A notice that ran out since the loop last looked is ended here first: this reply may list
+  // its lease as ended already and no longer as ending, which would drop it from noticed_
+  // without this host ever saying that its notice ran out.
+  EndNoticedLeases();
   // Notices: said once each (again if the end moves), so the log names why sessions end; the
   // agent ends their sessions itself when the notice runs out (EndNoticedLeases).
   std::map<std::string, Notice> noticed;
@@ -469,7 +480,10 @@ void RegistryAgent::Loop() {
 
 void RegistryAgent::Stop(int flush_ms) {
   if (!thread_.joinable()) return;
-  stop_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    stop_.store(true);
+  }
   wake_.notify_all();
   thread_.join();
   // Final figures of the sessions still listed, then a last attempt to deliver everything.

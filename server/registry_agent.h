@@ -114,6 +114,8 @@ class RegistryAgent {
   // Ends, through on_leases_ended, the leases whose notice has run out on this host's clock,
   // without waiting for the registry's next heartbeat reply to list them as ended.
   void EndNoticedLeases();
+  // Wakes the loop to report (and heartbeat, when one is due) without waiting for its period.
+  void ReportNow();
   // Sends up to one batch of pending records; true when the registry acknowledged it.
   bool SendBatch();
   void AddRecords(std::vector<registry::UsageRecord> records);

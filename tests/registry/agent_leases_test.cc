@@ -1,16 +1,20 @@
 // rgpu-server's registry agent (server/registry_agent.h) against a real registry on the real
 // clock: it sends its reachability secret (the registry's probe succeeds), its records name
 // their leases, the leases that end reach the server through on_leases_ended, and records the
-// registry refuses are dropped instead of being sent for ever.
+// registry refuses are dropped instead of being sent for ever, and a notice that ran out is said
+// to have run out even when the registry ended its lease first.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "common/log.h"
 #include "proto/signed_token.h"
 #include "server/registry_agent.h"
 #include "tests/registry/probe_responder.h"
@@ -181,6 +185,90 @@ TEST_F(AgentLeasesTest, TheServerEndsALeaseWhenItsNoticeRunsOut) {
   for (const auto& l : leases.leases()) active = active || l.lease_id() == low.lease_id();
   EXPECT_TRUE(active);
   registry_->service()->Sweep();  // now the registry ends it and places the waiting request
+  high.join();
+}
+
+// The log lines this process writes to stderr while it lives, in a file (the agent logs there).
+class StderrToFile {
+ public:
+  explicit StderrToFile(const std::string& path) : path_(path) {
+    saved_ = dup(2);
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    close(fd);
+  }
+  ~StderrToFile() {
+    dup2(saved_, 2);
+    close(saved_);
+  }
+  bool Contains(const std::string& text) const {
+    std::ifstream in(path_);
+    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return all.find(text) != std::string::npos;
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+
+// The agent's loop may first look again after the notice ran out and after the registry ended
+// the lease, so that the heartbeat reply lists the lease as ended and no longer under notice.
+// The server still says that the notice ran out (the provider's log names why its sessions
+// ended), before it takes in the reply. The loop here wakes only when a session ends.
+TEST_F(AgentLeasesTest, ANoticeThatRanOutIsSaidEvenWhenTheRegistryEndedTheLeaseFirst) {
+  registry_.reset();
+  registry_ = std::make_unique<TestRegistry>(dir_, 0, /*heartbeat_ms=*/100,
+                                             "default_gpu 0.001 1\npreemption 5 1\n");
+  options_.address = registry_->address();
+  options_.provider_key = registry_->CreateKey(true, "acme3");
+  api_key_ = registry_->CreateKey(false, "alice3");
+  options_.report_ms = 600000;
+  options_.observe_ms = 600000;
+  SetLogLevel(LogLevel::kWarn);
+  StderrToFile log(dir_ + "/agent.log");
+  ASSERT_TRUE(agent_
+                  .Start(
+                      options_, {gpu_}, [] { return wire::StatusReply(); }, nullptr)
+                  .ok());
+  registry_->service()->WaitForProbes();
+  uint64_t wakes = 0;
+  // A session that the registry never granted ends: the loop wakes, heartbeats and reports.
+  auto wake = [&] {
+    wire::SessionStats stats;
+    stats.set_session_id(++wakes);
+    stats.set_tenant("alice3");
+    stats.set_lease_id("lease-not-granted");
+    agent_.SessionStarted(wakes);
+    agent_.SessionEnded(stats);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  };
+  Placement low;
+  ASSERT_TRUE(registry_->Place(api_key_, 4ull << 30, &low).ok());
+  std::thread high([&] {
+    PlaceRequest req;
+    req.set_memory_bytes(4ull << 30);
+    req.set_priority(9);
+    req.set_wait_seconds(30);
+    std::string holder_private, holder_public;
+    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
+    req.set_holder_key(holder_public);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-rgpu-api-key", api_key_);
+    auto reader = registry_->stub_->Place(&ctx, req);
+    PlaceUpdate update;
+    while (reader->Read(&update)) {
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+  });
+  const std::string notice = "registry: lease " + low.lease_id() + " ends at ";
+  while (!log.Contains(notice)) wake();  // the server has the 1 s notice
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_FALSE(Ended(low.lease_id()));  // the loop has not looked since the notice ran out
+  registry_->service()->Sweep();        // the registry ends the lease first
+  while (!Ended(low.lease_id())) wake();
+  agent_.Stop(0);
+  EXPECT_TRUE(log.Contains("lease " + low.lease_id() + ": its notice ran out at "));
   high.join();
 }
 
