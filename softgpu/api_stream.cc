@@ -105,21 +105,20 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
 SOFTGPU_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
   return Guard([&] {
     if (hStream != nullptr && hStream != CU_STREAM_LEGACY && hStream != CU_STREAM_PER_THREAD) {
-      // A stream a program polls: looked at in place, one registry after the other, as
-      // StreamAndContext would find it (without the two references it takes).
+      // A stream a program polls: looked at in place, without the two references
+      // StreamAndContext takes. Its context is looked at through the stream: a context's streams
+      // leave the registry (DestroyContextResources, under the registry's lock) before the
+      // context can go, so a registered stream's context is there, torn down (not alive) or not.
       if (CUresult r = CheckInitialized(); r != CUDA_SUCCESS) return r;
-      const void* context = nullptr;
+      CUresult r = CUDA_ERROR_INVALID_CONTEXT;
       bool done = false;
       if (!GetDriver().streams.Visit(hStream, [&](const Stream& s) {
-            context = s.context();
+            const Context* c = s.context();
+            if (c != nullptr && c->alive()) r = c->sticky_error();
             done = s.Done(s.last_enqueued());
           })) {
         return CUDA_ERROR_INVALID_HANDLE;
       }
-      CUresult r = CUDA_ERROR_INVALID_CONTEXT;
-      GetDriver().contexts.Visit(context, [&](const Context& c) {
-        if (c.alive()) r = c.sticky_error();
-      });
       if (r != CUDA_SUCCESS) return r;
       return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
     }
