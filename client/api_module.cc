@@ -395,13 +395,38 @@ RGPU_IMPL(cuLibraryLoadData)
   return CUDA_SUCCESS;
 }
 
+RGPU_IMPL(cuLibraryLoadFromFile)
+(CUlibrary* out, const char* path, CUjit_option* jit_options, void** jit_values,
+ unsigned int jit_count, CUlibraryOption* library_options, void** library_values,
+ unsigned int library_count) {
+  if (out == nullptr || path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return CUDA_ERROR_FILE_NOT_FOUND;
+  std::stringstream contents;
+  contents << file.rdbuf();
+  if (!file.good() && !file.eof()) return CUDA_ERROR_FILE_NOT_FOUND;
+  std::string data = contents.str();
+  data.push_back('\0');  // PTX text must be terminated
+  return rgpu_impl_cuLibraryLoadData(out, data.data(), jit_options, jit_values, jit_count,
+                                     library_options, library_values, library_count);
+}
+
 RGPU_IMPL(cuLibraryUnload)(CUlibrary lib) {
   CUresult r = CheckLibrary(lib);
   if (r != CUDA_SUCCESS) return r;
   std::map<CUctx_st*, CUmod_st*> modules;
+  std::map<std::string, CUkern_st*> kernels;
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
     modules.swap(lib->modules);
+    kernels.swap(lib->kernels);
+  }
+  // Its kernel handles go with it: a later use of one is refused as an unknown handle.
+  for (auto& [name, k] : kernels) {
+    ClientState::Get().Unregister(k);
+    delete k;
   }
   for (auto& [ctx, m] : modules) {
     if (!ClientState::Get().IsLive(m)) continue;
@@ -417,15 +442,108 @@ RGPU_IMPL(cuLibraryUnload)(CUlibrary lib) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+
+// The handle of `lib`'s kernel `name`, the same for every request of that name. The name is
+// checked against the library's image where its module is loaded (cuKernelGetFunction, a
+// launch), not here: cudart asks for every kernel of every image it registers at start-up,
+// before any context exists, and a module loaded for each would load them all.
+CUkern_st* KernelOf(CUlibrary lib, const std::string& name) {
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  CUkern_st*& k = lib->kernels[name];
+  if (k == nullptr) {
+    k = new CUkern_st();
+    k->library = lib;
+    k->name = name;
+    ClientState::Get().Register(k);
+  }
+  return k;
+}
+
+CUresult CheckKernel(CUkernel kernel) {
+  CUresult r = ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  if (!ClientState::Get().IsLive(kernel) || kernel->kind != ObjectKind::kKernel) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return CUDA_SUCCESS;
+}
+
+// The context a library is loaded in for a question about its image that only a loaded module
+// answers: the current one, or device 0's primary context when none is (as cudart would use).
+CUresult LibraryContext(CUctx_st** out) {
+  CUctx_st* ctx = rgpu::client::CurrentContext();
+  if (ctx == nullptr) {
+    CUcontext primary = nullptr;
+    CUresult r = rgpu_impl_cuDevicePrimaryCtxRetain(&primary, 0);
+    if (r != CUDA_SUCCESS) return r;
+    ctx = primary;
+  }
+  *out = ctx;
+  return CUDA_SUCCESS;
+}
+
+// The kernels of `lib`, in the order its module lists its functions.
+CUresult LibraryKernels(CUlibrary lib, std::vector<CUkern_st*>* out) {
+  CUresult r = CheckLibrary(lib);
+  if (r != CUDA_SUCCESS) return r;
+  CUctx_st* ctx;
+  if ((r = LibraryContext(&ctx)) != CUDA_SUCCESS) return r;
+  CUmodule m;
+  if ((r = LibraryModule(lib, ctx, &m)) != CUDA_SUCCESS) return r;
+  std::string names;
+  uint32_t count = 0;
+  if ((r = rgpu::client::ModuleFunctionNames(m, &names, &count)) != CUDA_SUCCESS) return r;
+  out->clear();
+  for (size_t at = 0; at < names.size();) {
+    const size_t end = names.find('\0', at);
+    if (end == std::string::npos) return CUDA_ERROR_UNKNOWN;
+    out->push_back(KernelOf(lib, names.substr(at, end - at)));
+    at = end + 1;
+  }
+  return out->size() == count ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+}
+
+}  // namespace
+
 RGPU_IMPL(cuLibraryGetKernel)(CUkernel* out, CUlibrary lib, const char* name) {
   if (out == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CheckLibrary(lib);
   if (r != CUDA_SUCCESS) return r;
-  auto* k = new CUkern_st();
-  k->library = lib;
-  k->name = name;
-  ClientState::Get().Register(k);
-  *out = k;
+  *out = KernelOf(lib, name);
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuLibraryGetKernelCount)(unsigned int* count, CUlibrary lib) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUkern_st*> kernels;
+  CUresult r = LibraryKernels(lib, &kernels);
+  if (r == CUDA_SUCCESS) *count = static_cast<unsigned>(kernels.size());
+  return r;
+}
+
+RGPU_IMPL(cuLibraryEnumerateKernels)(CUkernel* out, unsigned int n, CUlibrary lib) {
+  if (out == nullptr && n > 0) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUkern_st*> kernels;
+  CUresult r = LibraryKernels(lib, &kernels);
+  if (r != CUDA_SUCCESS) return r;
+  for (size_t i = 0; i < std::min<size_t>(n, kernels.size()); ++i) out[i] = kernels[i];
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuKernelGetName)(const char** name, CUkernel kernel) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckKernel(kernel);
+  if (r != CUDA_SUCCESS) return r;
+  *name = kernel->name.c_str();  // the handle's, which lives as long as its library
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuKernelGetLibrary)(CUlibrary* lib, CUkernel kernel) {
+  if (lib == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = CheckKernel(kernel);
+  if (r != CUDA_SUCCESS) return r;
+  *lib = kernel->library;
   return CUDA_SUCCESS;
 }
 
@@ -454,13 +572,8 @@ RGPU_IMPL(cuLibraryGetGlobal)(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, c
 RGPU_IMPL(cuLibraryGetManaged)(CUdeviceptr* dptr, size_t* bytes, CUlibrary lib, const char* name) {
   CUresult r = CheckLibrary(lib);
   if (r != CUDA_SUCCESS) return r;
-  CUctx_st* ctx = rgpu::client::CurrentContext();
-  if (ctx == nullptr) {
-    CUcontext primary = nullptr;
-    r = rgpu_impl_cuDevicePrimaryCtxRetain(&primary, 0);
-    if (r != CUDA_SUCCESS) return r;
-    ctx = primary;
-  }
+  CUctx_st* ctx;
+  if ((r = LibraryContext(&ctx)) != CUDA_SUCCESS) return r;
   CUmodule m;
   r = LibraryModule(lib, ctx, &m);
   if (r != CUDA_SUCCESS) return r;

@@ -119,10 +119,14 @@ struct CUfunc_st {
 };
 
 // A library is context-independent: it loads as one module per context that uses it.
+struct CUkern_st;
 struct CUlib_st {
   rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kLibrary;
   std::string image;
   std::map<CUctx_st*, CUmod_st*> modules;
+  // Its kernels by name, one handle per name, owned here and freed with the library (guarded
+  // by objects_mutex()).
+  std::map<std::string, CUkern_st*> kernels;
 };
 
 struct CUkern_st {
