@@ -1,8 +1,9 @@
 // Context-independent libraries (cuLibrary*, cuKernel*), as CUDA 12+ runtimes use them: a library
 // loaded from a file before any context exists; its kernels counted and enumerated; each kernel's
 // name and library; one enumerated kernel launched (as a CUkernel and through cuKernelGetFunction)
-// and its answer checked; a second load of the same file a library of its own; and the errors
-// for null pointers and a file that does not exist.
+// and its answer checked; a second load of the same file a library of its own, whose kernels
+// are refused once it is unloaded; and the errors for null pointers and a file that does not
+// exist.
 #include <set>
 
 #include "check.h"
@@ -100,6 +101,10 @@ int main() {
   CHECK(cuKernelGetLibrary(&owner, other));
   EXPECT_TRUE(owner == second);
   CHECK(cuLibraryUnload(second));
+  // Its kernels went with it (rgpu's client answers for the handles it handed out).
+  EXPECT_TRUE(cuKernelGetName(&name, other) == CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_TRUE(cuKernelGetLibrary(&owner, other) == CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_TRUE(cuKernelGetFunction(&fn, other) == CUDA_ERROR_INVALID_HANDLE);
   CHECK(cuLibraryUnload(lib));
   CHECK(cuMemFree(da));
   CHECK(cuMemFree(db));
