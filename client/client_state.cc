@@ -281,6 +281,7 @@ void ClientState::Register(const void* object) {
 void ClientState::Unregister(const void* object) {
   std::lock_guard<std::mutex> lock(registry_mu_);
   live_.erase(object);
+  unregistered_.fetch_add(1, std::memory_order_release);
 }
 
 bool ClientState::IsLive(const void* object) {
@@ -291,14 +292,23 @@ bool ClientState::IsLive(const void* object) {
 
 CUresult ClientState::CheckStream(CUstream stream) {
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  // The stream (and so its context) this thread last found live, and the count of
+  // unregistrations it read first: while the count stays, neither has gone.
+  thread_local CUstream t_live_stream = nullptr;
+  thread_local uint64_t t_unregistered = 0;
+  const uint64_t unregistered = unregistered_.load(std::memory_order_acquire);
+  if (stream == t_live_stream && unregistered == t_unregistered) {
+    return stream->ctx->remote != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  }
   std::lock_guard<std::mutex> lock(registry_mu_);
   if (live_.count(stream) == 0 || stream->kind != ObjectKind::kStream) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   // As CheckContext: a context that is gone, or an inactive primary context.
-  return stream->ctx != nullptr && live_.count(stream->ctx) > 0 && stream->ctx->remote != 0
-             ? CUDA_SUCCESS
-             : CUDA_ERROR_INVALID_CONTEXT;
+  if (stream->ctx == nullptr || live_.count(stream->ctx) == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  t_live_stream = stream;
+  t_unregistered = unregistered;
+  return stream->ctx->remote != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 std::vector<CUctx_st*>& ContextStack() {

@@ -49,9 +49,11 @@ class ClientState {
   void Register(const void* object);
   void Unregister(const void* object);
   bool IsLive(const void* object);
-  // Under one lock: CUDA_SUCCESS when `stream` is a live stream whose context is live and
-  // active, CUDA_ERROR_INVALID_HANDLE when it is not a live stream, CUDA_ERROR_INVALID_CONTEXT
-  // when its context is gone or an inactive primary context (as CheckContext says).
+  // CUDA_SUCCESS when `stream` is a live stream whose context is live and active,
+  // CUDA_ERROR_INVALID_HANDLE when it is not a live stream, CUDA_ERROR_INVALID_CONTEXT when its
+  // context is gone or an inactive primary context (as CheckContext says). Under the registry's
+  // lock, except for the stream the calling thread last found live when nothing has been
+  // unregistered since (a program polling or launching on one stream takes no lock).
   CUresult CheckStream(CUstream stream);
 
   // Mutex guarding shadow objects' mutable state (module function caches, library modules).
@@ -69,6 +71,9 @@ class ClientState {
   std::vector<std::unique_ptr<CUctx_st>> primaries_;
   std::mutex registry_mu_;
   std::unordered_set<const void*> live_;
+  // How many objects have been unregistered (written under registry_mu_): a handle found live
+  // when it read N is still live while it reads N.
+  std::atomic<uint64_t> unregistered_{0};
   std::mutex objects_mu_;
 };
 

@@ -1,5 +1,5 @@
-// Bad input from a program gets CUDA error codes, never a crash or a hang: unknown handles, null
-// pointers, unsupported entry points, bad images.
+// Bad input from a program gets CUDA error codes, never a crash or a hang: unknown and destroyed
+// handles, null pointers, unsupported entry points, bad images.
 #include "check.h"
 
 int main() {
@@ -17,6 +17,16 @@ int main() {
   EXPECT_TRUE(cuModuleGetFunction(&f, m, "no_such_kernel") == CUDA_ERROR_NOT_FOUND);
   CUstream bogus_stream = reinterpret_cast<CUstream>(0x12345678);
   EXPECT_TRUE(cuStreamSynchronize(bogus_stream) == CUDA_ERROR_INVALID_HANDLE);
+  // A stream polled, then destroyed, is refused (rgpu's client answers for its handles).
+  CUstream gone;
+  CHECK(cuStreamCreate(&gone, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamQuery(gone));
+  CHECK(cuStreamQuery(gone));
+  unsigned flags = 0;
+  CHECK(cuStreamGetFlags(gone, &flags));
+  CHECK(cuStreamDestroy(gone));
+  EXPECT_TRUE(cuStreamGetFlags(gone, &flags) == CUDA_ERROR_INVALID_HANDLE);  // answered locally
+  EXPECT_TRUE(cuStreamQuery(gone) == CUDA_ERROR_INVALID_HANDLE);
   // An entry point rgpu does not implement says so (a Windows device's LUID).
   char luid[8];
   unsigned node_mask = 0;
