@@ -14,6 +14,7 @@
 
 #include "client/impl.h"
 #include "client/managed_memory.h"
+#include "client/sync_memops.h"
 #include "common/array_format.h"
 
 using rgpu::client::ClientState;
@@ -416,10 +417,12 @@ RGPU_IMPL(cuMemcpyAtoHAsync_v2)
   return Copy1D(Array(src, offset), Host(dst), bytes, stream, true);
 }
 RGPU_IMPL(cuMemcpyDtoA_v2)(CUarray dst, size_t offset, CUdeviceptr src, size_t bytes) {
-  return Copy1D(Device(src), Array(dst, offset), bytes, nullptr, false);
+  return rgpu::client::FinishSynchronousMemop(
+      Copy1D(Device(src), Array(dst, offset), bytes, nullptr, false), {src});
 }
 RGPU_IMPL(cuMemcpyAtoD_v2)(CUdeviceptr dst, CUarray src, size_t offset, size_t bytes) {
-  return Copy1D(Array(src, offset), Device(dst), bytes, nullptr, false);
+  return rgpu::client::FinishSynchronousMemop(
+      Copy1D(Array(src, offset), Device(dst), bytes, nullptr, false), {dst});
 }
 RGPU_IMPL(cuMemcpyAtoA_v2)
 (CUarray dst, size_t dst_offset, CUarray src, size_t src_offset, size_t bytes) {

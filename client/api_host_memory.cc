@@ -7,6 +7,7 @@
 #include "client/impl.h"
 #include "client/managed_memory.h"
 #include "client/memory_map.h"
+#include "client/sync_memops.h"
 
 namespace calls = rgpu::calls;
 using rgpu::client::LocalTransport;
@@ -200,8 +201,8 @@ CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
       *static_cast<size_t*>(data) = range->size;
       return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-      *static_cast<int*>(data) = 1;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:  // off until set (client/sync_memops.h)
+      *static_cast<int*>(data) = range->sync_memops ? 1 : 0;
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_NOT_SUPPORTED;
@@ -212,6 +213,17 @@ CUresult PointerAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr
 
 RGPU_IMPL(cuPointerGetAttribute)(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   return PointerAttribute(data, attribute, ptr);
+}
+
+// Of the pointer attributes only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS can be set, as on the driver.
+RGPU_IMPL(cuPointerSetAttribute)
+(const void* value, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (value == nullptr || attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUresult r = rgpu::client::ClientState::Get().CheckInitialized();
+  if (r != CUDA_SUCCESS) return r;
+  return rgpu::client::SetSyncMemops(ptr, *static_cast<const unsigned*>(value) != 0);
 }
 
 RGPU_IMPL(cuPointerGetAttributes)
@@ -447,16 +459,36 @@ CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream stream, bool async) {
 
 }  // namespace
 
-RGPU_IMPL(cuMemcpy3D_v2)(const CUDA_MEMCPY3D* copy) { return Copy3D(copy, nullptr, false); }
+namespace {
+// The device addresses a pitched copy's side names (its memory type DEVICE or UNIFIED), for
+// client/sync_memops.h; 0 for host memory and arrays.
+CUdeviceptr DeviceSide(CUmemorytype type, CUdeviceptr device) {
+  return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED ? device : 0;
+}
+}  // namespace
+
+RGPU_IMPL(cuMemcpy3D_v2)(const CUDA_MEMCPY3D* copy) {
+  const CUresult r = Copy3D(copy, nullptr, false);
+  if (copy == nullptr) return r;
+  return rgpu::client::FinishSynchronousMemop(r,
+                                              {DeviceSide(copy->dstMemoryType, copy->dstDevice),
+                                               DeviceSide(copy->srcMemoryType, copy->srcDevice)});
+}
 RGPU_IMPL(cuMemcpy3DAsync_v2)(const CUDA_MEMCPY3D* copy, CUstream s) {
   return Copy3D(copy, s, true);
 }
 RGPU_SAME_AS(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2)
 RGPU_PER_THREAD_SAME_AS(cuMemcpy3DAsync_v2_ptsz)
 
-RGPU_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D* copy) { return Copy2D(copy, nullptr, false); }
+RGPU_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D* copy) {
+  const CUresult r = Copy2D(copy, nullptr, false);
+  if (copy == nullptr) return r;
+  return rgpu::client::FinishSynchronousMemop(r,
+                                              {DeviceSide(copy->dstMemoryType, copy->dstDevice),
+                                               DeviceSide(copy->srcMemoryType, copy->srcDevice)});
+}
 RGPU_IMPL(cuMemcpy2DUnaligned_v2)(const CUDA_MEMCPY2D* copy) {
-  return Copy2D(copy, nullptr, false);
+  return rgpu_impl_cuMemcpy2D_v2(copy);
 }
 RGPU_IMPL(cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D* copy, CUstream s) {
   return Copy2D(copy, s, true);

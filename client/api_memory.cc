@@ -9,8 +9,10 @@
 #include "client/impl.h"
 #include "client/managed_memory.h"
 #include "client/memory_map.h"
+#include "client/sync_memops.h"
 
 namespace calls = rgpu::calls;
+using rgpu::client::FinishSynchronousMemop;
 using rgpu::client::Memory;
 using rgpu::client::RequireContext;
 using rgpu::client::ResolveStream;
@@ -405,7 +407,7 @@ CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count,
 }  // namespace
 
 RGPU_IMPL(cuMemcpyHtoD_v2)(CUdeviceptr dst, const void* src, size_t bytes) {
-  return CopyHtoD(dst, src, bytes, nullptr, false);
+  return FinishSynchronousMemop(CopyHtoD(dst, src, bytes, nullptr, false), {dst});
 }
 RGPU_IMPL(cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void* src, size_t bytes, CUstream s) {
   return CopyHtoD(dst, src, bytes, s, true);
@@ -417,19 +419,19 @@ RGPU_IMPL(cuMemcpyDtoHAsync_v2)(void* dst, CUdeviceptr src, size_t bytes, CUstre
   return CopyDtoH(dst, src, bytes, s, true);
 }
 RGPU_IMPL(cuMemcpyDtoD_v2)(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-  return CopyDtoD(dst, src, bytes, nullptr, false);
+  return FinishSynchronousMemop(CopyDtoD(dst, src, bytes, nullptr, false), {dst, src});
 }
 RGPU_IMPL(cuMemcpyDtoDAsync_v2)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
   return CopyDtoD(dst, src, bytes, s, true);
 }
 RGPU_IMPL(cuMemsetD8_v2)(CUdeviceptr dst, unsigned char value, size_t n) {
-  return Memset(dst, value, 1, n, nullptr, false);
+  return FinishSynchronousMemop(Memset(dst, value, 1, n, nullptr, false), {dst});
 }
 RGPU_IMPL(cuMemsetD16_v2)(CUdeviceptr dst, unsigned short value, size_t n) {
-  return Memset(dst, value, 2, n, nullptr, false);
+  return FinishSynchronousMemop(Memset(dst, value, 2, n, nullptr, false), {dst});
 }
 RGPU_IMPL(cuMemsetD32_v2)(CUdeviceptr dst, unsigned int value, size_t n) {
-  return Memset(dst, value, 4, n, nullptr, false);
+  return FinishSynchronousMemop(Memset(dst, value, 4, n, nullptr, false), {dst});
 }
 RGPU_IMPL(cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
   return Memset(dst, value, 1, n, s, true);
@@ -474,13 +476,13 @@ CUresult Memset2D(CUdeviceptr dst, size_t pitch, uint64_t value, uint64_t elemen
 }  // namespace
 
 RGPU_IMPL(cuMemsetD2D8_v2)(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h) {
-  return Memset2D(dst, pitch, v, 1, w, h, nullptr, false);
+  return FinishSynchronousMemop(Memset2D(dst, pitch, v, 1, w, h, nullptr, false), {dst});
 }
 RGPU_IMPL(cuMemsetD2D16_v2)(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h) {
-  return Memset2D(dst, pitch, v, 2, w, h, nullptr, false);
+  return FinishSynchronousMemop(Memset2D(dst, pitch, v, 2, w, h, nullptr, false), {dst});
 }
 RGPU_IMPL(cuMemsetD2D32_v2)(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h) {
-  return Memset2D(dst, pitch, v, 4, w, h, nullptr, false);
+  return FinishSynchronousMemop(Memset2D(dst, pitch, v, 4, w, h, nullptr, false), {dst});
 }
 RGPU_IMPL(cuMemsetD2D8Async)
 (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s) {
@@ -502,7 +504,7 @@ RGPU_PER_THREAD_SAME_AS(cuMemsetD2D16Async_ptsz)
 RGPU_PER_THREAD_SAME_AS(cuMemsetD2D32Async_ptsz)
 
 RGPU_IMPL(cuMemcpy)(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-  return CopyUnified(dst, src, bytes, nullptr, false);
+  return FinishSynchronousMemop(CopyUnified(dst, src, bytes, nullptr, false), {dst, src});
 }
 RGPU_IMPL(cuMemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
   return CopyUnified(dst, src, bytes, s, true);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client/impl.h"
+#include "client/sync_memops.h"
 #include "client/managed_memory.h"
 #include "client/memory_map.h"
 
@@ -280,7 +281,8 @@ RGPU_IMPL(cuCtxDisablePeerAccess)(CUcontext peer) {
 
 RGPU_IMPL(cuMemcpyPeer)
 (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes) {
-  return CopyPeer(dst, dst_ctx, src, src_ctx, bytes, nullptr, false);
+  return rgpu::client::FinishSynchronousMemop(
+      CopyPeer(dst, dst_ctx, src, src_ctx, bytes, nullptr, false), {dst, src});
 }
 RGPU_SAME_AS(cuMemcpyPeer_ptds, cuMemcpyPeer)
 

@@ -55,6 +55,16 @@ std::optional<MemoryRange> MemoryMap::Find(uint64_t address) const {
   return it->second;
 }
 
+std::optional<MemoryRange> MemoryMap::SetSyncMemops(uint64_t address, bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.upper_bound(address);
+  if (it == ranges_.begin()) return std::nullopt;
+  --it;
+  if (address - it->second.base >= it->second.size) return std::nullopt;
+  it->second.sync_memops = on;
+  return it->second;
+}
+
 bool MemoryMap::Overlaps(uint64_t base, uint64_t size) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = ranges_.lower_bound(base);

@@ -30,6 +30,8 @@ struct MemoryRange {
   // adjoins it (side by side in one reservation), as it may on the driver; other ranges end a
   // copy at their end.
   bool mapping = false;
+  // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, set by cuPointerSetAttribute (client/sync_memops.h).
+  bool sync_memops = false;
 };
 
 class MemoryMap {
@@ -46,6 +48,8 @@ class MemoryMap {
   std::optional<MemoryRange> Erase(uint64_t base);
   // The range containing `address`, if any.
   std::optional<MemoryRange> Find(uint64_t address) const;
+  // Sets the sync_memops of the range containing `address` and returns the range, if any.
+  std::optional<MemoryRange> SetSyncMemops(uint64_t address, bool on);
   // Forgets every range that belongs to `ctx` (the context is gone).
   void EraseContext(CUctx_st* ctx);
 

@@ -1,0 +1,74 @@
+// CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: off until a program sets it; only it can be set
+// (cuPointerSetAttribute); set on an allocation (through any address inside it), it reads back
+// set there and nowhere else, and a synchronous memset or copy into that allocation returns only
+// once it has run, with the work queued before it: a long kernel queued first has finished when
+// the memset or copy returns (the stream is idle), and the bytes are there. Cleared, it reads
+// back clear.
+#include "check.h"
+
+namespace {
+// A kernel that runs for a while on the software GPU (a fraction of a second); on a GPU it is
+// short, and the checks below hold all the more.
+void LaunchLong(CUfunction spin, CUdeviceptr sink) {
+  int iters = 400000;
+  void* args[] = {&iters, &sink};
+  CHECK(cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+}
+}  // namespace
+
+int main() {
+  InitContext();
+  CUmodule module;
+  CHECK(cuModuleLoad(&module, RGPU_KERNELS_FATBIN));
+  CUfunction spin;
+  CHECK(cuModuleGetFunction(&spin, module, "spin"));
+  const size_t n = 1 << 18;
+  CUdeviceptr d, other, sink;
+  CHECK(cuMemAlloc(&d, n * sizeof(unsigned)));
+  CHECK(cuMemAlloc(&other, n * sizeof(unsigned)));
+  CHECK(cuMemAlloc(&sink, sizeof(unsigned)));
+
+  int set = -1;
+  CHECK(cuPointerGetAttribute(&set, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
+  EXPECT_TRUE(set == 0);
+  unsigned one = 1, zero = 0;
+  EXPECT_TRUE(cuPointerSetAttribute(nullptr, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d) ==
+              CUDA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d) ==
+              CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d + 4096));
+  CHECK(cuPointerGetAttribute(&set, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
+  EXPECT_TRUE(set == 1);
+  CHECK(cuPointerGetAttribute(&set, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, other));
+  EXPECT_TRUE(set == 0);
+
+  // A memset into the allocation, behind a long kernel: both have run when it returns.
+  LaunchLong(spin, sink);
+  CHECK(cuMemsetD32(d, 0x5a5a5a5a, n));
+  EXPECT_TRUE(cuStreamQuery(nullptr) == CUDA_SUCCESS);
+  std::vector<unsigned> host(n);
+  CHECK(cuMemcpyDtoH(host.data(), d, n * sizeof(unsigned)));
+  for (size_t i = 0; i < n; ++i) EXPECT_TRUE(host[i] == 0x5a5a5a5au);
+  // A copy into it from the host, likewise.
+  for (size_t i = 0; i < n; ++i) host[i] = static_cast<unsigned>(i * 7);
+  LaunchLong(spin, sink);
+  CHECK(cuMemcpyHtoD(d, host.data(), n * sizeof(unsigned)));
+  EXPECT_TRUE(cuStreamQuery(nullptr) == CUDA_SUCCESS);
+  // And a copy within the device, out of it.
+  LaunchLong(spin, sink);
+  CHECK(cuMemcpyDtoD(other, d, n * sizeof(unsigned)));
+  EXPECT_TRUE(cuStreamQuery(nullptr) == CUDA_SUCCESS);
+  std::vector<unsigned> back(n);
+  CHECK(cuMemcpyDtoH(back.data(), other, n * sizeof(unsigned)));
+  for (size_t i = 0; i < n; ++i) EXPECT_TRUE(back[i] == static_cast<unsigned>(i * 7));
+
+  CHECK(cuPointerSetAttribute(&zero, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
+  CHECK(cuPointerGetAttribute(&set, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
+  EXPECT_TRUE(set == 0);
+  CHECK(cuCtxSynchronize());
+  CHECK(cuMemFree(d));
+  CHECK(cuMemFree(other));
+  CHECK(cuMemFree(sink));
+  printf("sync_memops: OK\n");
+  return 0;
+}
