@@ -226,6 +226,7 @@ RGPU_IMPL(cuGraphInstantiateWithFlags)
       delete e;
       return r;
     }
+    e->user_objects.CopyFrom(graph->user_objects);
     std::sort(e->conditional_handles.begin(), e->conditional_handles.end());
     e->conditional_handles.erase(
         std::unique(e->conditional_handles.begin(), e->conditional_handles.end()),
@@ -264,7 +265,18 @@ RGPU_IMPL(cuGraphExecDestroy)(CUgraphExec exec) {
   }
   ClientState::Get().Unregister(exec);
   rgpu::client::ForgetServerGraphs(exec);
-  delete exec;
+  std::vector<CUctx_st*> launched_in;
+  {
+    std::lock_guard<std::mutex> lock(exec->runs_mu);
+    launched_in = exec->launched_in;
+  }
+  // What it holds for its launches (user object references, in it and in its nodes' graphs)
+  // goes once they have run.
+  if (launched_in.empty() || !rgpu::client::HoldsUserObjects(*exec)) {
+    delete exec;
+  } else {
+    rgpu::client::AfterWork(std::move(launched_in), [exec] { delete exec; });
+  }
   return CUDA_SUCCESS;
 }
 

@@ -934,6 +934,18 @@ RGPU_IMPL(cuGraphExecUpdate_v2)
   }
   std::vector<GraphNode> order;
   rgpu::client::ForgetServerGraphs(exec);  // the server's recordings hold the old parameters
+  std::vector<CUctx_st*> launched_in;
+  {
+    std::lock_guard<std::mutex> lock(exec->runs_mu);
+    launched_in = exec->launched_in;
+  }
+  // The nodes and user object references replaced: kept until the launches made with them have
+  // run (client/user_objects.h); destroyed after the lock below otherwise.
+  struct Replaced {
+    std::vector<GraphNode> nodes;
+    rgpu::client::UserObjectRefs user_objects;
+  };
+  auto replaced = std::make_shared<Replaced>();
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   CUresult r = rgpu::client::OrderGraph(*graph, &order);
   if (r != CUDA_SUCCESS) return r;
@@ -959,7 +971,21 @@ RGPU_IMPL(cuGraphExecUpdate_v2)
   for (size_t i = 0; i < order.size(); ++i) {
     SetEnabled(&order[i], exec->nodes[i].enabled);  // disabled nodes stay disabled
   }
+  replaced->nodes.swap(exec->nodes);
   exec->nodes = std::move(order);
+  // Its references become the new graph's, as CUDA clones them into the executable graph.
+  replaced->user_objects.Swap(exec->user_objects);
+  exec->user_objects.CopyFrom(graph->user_objects);
+  if (!launched_in.empty() && !replaced->user_objects.empty()) {
+    rgpu::client::AfterWork(std::move(launched_in), [replaced] {});
+  } else if (!launched_in.empty()) {
+    bool holds = false;
+    for (const GraphNode& n : replaced->nodes) {
+      holds = holds || (n.child != nullptr && n.child->graph != nullptr &&
+                        rgpu::client::HoldsUserObjects(*n.child->graph));
+    }
+    if (holds) rgpu::client::AfterWork(std::move(launched_in), [replaced] {});
+  }
   return CUDA_SUCCESS;
 }
 
@@ -1277,7 +1303,12 @@ RGPU_IMPL(cuGraphExecChildGraphNodeSetParams)(CUgraphExec exec, CUgraphNode node
   if (!LiveExec(exec) || !LiveGraph(child)) return CUDA_ERROR_INVALID_VALUE;
   GraphNode made;
   std::shared_ptr<ChildGraph> old;  // the copy replaced, destroyed once the lock is released
-  return UpdateExecNode(
+  std::vector<CUctx_st*> launched_in;
+  {
+    std::lock_guard<std::mutex> lock(exec->runs_mu);
+    launched_in = exec->launched_in;
+  }
+  const CUresult r = UpdateExecNode(
       exec, node,
       [&](const GraphNode& n) {
         if (n.type != CU_GRAPH_NODE_TYPE_GRAPH || n.child == nullptr) {
@@ -1294,6 +1325,16 @@ RGPU_IMPL(cuGraphExecChildGraphNodeSetParams)(CUgraphExec exec, CUgraphNode node
         n->child = std::move(made.child);
         rgpu::client::SetNodeWork(n, std::move(made.replay), made.recordable);
       });
+  // A replaced copy holding user object references stays until the launches made with it ran.
+  if (old != nullptr && old->graph != nullptr && !launched_in.empty()) {
+    bool holds;
+    {
+      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+      holds = rgpu::client::HoldsUserObjects(*old->graph);
+    }
+    if (holds) rgpu::client::AfterWork(std::move(launched_in), [old] {});
+  }
+  return r;
 }
 
 // The generic form, by the node's type.

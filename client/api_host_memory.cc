@@ -460,9 +460,10 @@ CUresult Copy3D(const CUDA_MEMCPY3D* c, CUstream stream, bool async) {
 }  // namespace
 
 namespace {
-// The device addresses a pitched copy's side names (its memory type DEVICE or UNIFIED), for
-// client/sync_memops.h; 0 for host memory and arrays.
-CUdeviceptr DeviceSide(CUmemorytype type, CUdeviceptr device) {
+// The address a pitched copy's side names, for client/sync_memops.h (page-locked host memory
+// may carry the attribute too); 0 for arrays.
+CUdeviceptr SideAddress(CUmemorytype type, CUdeviceptr device, const void* host) {
+  if (type == CU_MEMORYTYPE_HOST) return reinterpret_cast<CUdeviceptr>(host);
   return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED ? device : 0;
 }
 }  // namespace
@@ -470,9 +471,9 @@ CUdeviceptr DeviceSide(CUmemorytype type, CUdeviceptr device) {
 RGPU_IMPL(cuMemcpy3D_v2)(const CUDA_MEMCPY3D* copy) {
   const CUresult r = Copy3D(copy, nullptr, false);
   if (copy == nullptr) return r;
-  return rgpu::client::FinishSynchronousMemop(r,
-                                              {DeviceSide(copy->dstMemoryType, copy->dstDevice),
-                                               DeviceSide(copy->srcMemoryType, copy->srcDevice)});
+  return rgpu::client::FinishSynchronousMemop(
+      r, {SideAddress(copy->dstMemoryType, copy->dstDevice, copy->dstHost),
+          SideAddress(copy->srcMemoryType, copy->srcDevice, copy->srcHost)});
 }
 RGPU_IMPL(cuMemcpy3DAsync_v2)(const CUDA_MEMCPY3D* copy, CUstream s) {
   return Copy3D(copy, s, true);
@@ -483,9 +484,9 @@ RGPU_PER_THREAD_SAME_AS(cuMemcpy3DAsync_v2_ptsz)
 RGPU_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D* copy) {
   const CUresult r = Copy2D(copy, nullptr, false);
   if (copy == nullptr) return r;
-  return rgpu::client::FinishSynchronousMemop(r,
-                                              {DeviceSide(copy->dstMemoryType, copy->dstDevice),
-                                               DeviceSide(copy->srcMemoryType, copy->srcDevice)});
+  return rgpu::client::FinishSynchronousMemop(
+      r, {SideAddress(copy->dstMemoryType, copy->dstDevice, copy->dstHost),
+          SideAddress(copy->srcMemoryType, copy->srcDevice, copy->srcHost)});
 }
 RGPU_IMPL(cuMemcpy2DUnaligned_v2)(const CUDA_MEMCPY2D* copy) {
   return rgpu_impl_cuMemcpy2D_v2(copy);

@@ -407,7 +407,8 @@ CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count,
 }  // namespace
 
 RGPU_IMPL(cuMemcpyHtoD_v2)(CUdeviceptr dst, const void* src, size_t bytes) {
-  return FinishSynchronousMemop(CopyHtoD(dst, src, bytes, nullptr, false), {dst});
+  return FinishSynchronousMemop(CopyHtoD(dst, src, bytes, nullptr, false),
+                                {dst, reinterpret_cast<CUdeviceptr>(src)});
 }
 RGPU_IMPL(cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void* src, size_t bytes, CUstream s) {
   return CopyHtoD(dst, src, bytes, s, true);

@@ -158,6 +158,10 @@ void ForgetModule(CUmod_st* m) {
   delete m;
 }
 
+}  // namespace
+extern "C" CUresult rgpu_impl_cuModuleUnload(CUmodule m);
+namespace {
+
 // The module of library `lib` in context `ctx`, loaded on first use there.
 CUresult LibraryModule(CUlib_st* lib, CUctx_st* ctx, CUmod_st** out) {
   {
@@ -176,10 +180,21 @@ CUresult LibraryModule(CUlib_st* lib, CUctx_st* ctx, CUmod_st** out) {
   CUmod_st* m = nullptr;
   CUresult r = LoadImage(lib->image, ctx, &m);
   if (r != CUDA_SUCCESS) return r;
-  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-  lib->modules[ctx] = m;
-  *out = m;
-  return CUDA_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    auto it = lib->modules.find(ctx);
+    if (lib->unloading) {
+      r = CUDA_ERROR_INVALID_HANDLE;  // unloaded meanwhile: this module goes too
+    } else if (it == lib->modules.end()) {
+      lib->modules[ctx] = m;
+      *out = m;
+      return CUDA_SUCCESS;
+    } else {
+      *out = it->second;  // another thread loaded it first: its module stays, this one goes
+    }
+  }
+  rgpu_impl_cuModuleUnload(m);
+  return r;
 }
 
 CUresult CheckLibrary(CUlibrary lib) {
@@ -420,6 +435,8 @@ RGPU_IMPL(cuLibraryUnload)(CUlibrary lib) {
   std::map<std::string, CUkern_st*> kernels;
   {
     std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    if (lib->unloading) return CUDA_ERROR_INVALID_HANDLE;  // another thread unloads it
+    lib->unloading = true;
     modules.swap(lib->modules);
     kernels.swap(lib->kernels);
   }
@@ -450,6 +467,7 @@ namespace {
 // before any context exists, and a module loaded for each would load them all.
 CUkern_st* KernelOf(CUlibrary lib, const std::string& name) {
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (lib->unloading) return nullptr;  // none for a library being unloaded
   CUkern_st*& k = lib->kernels[name];
   if (k == nullptr) {
     k = new CUkern_st();
@@ -470,14 +488,19 @@ CUresult CheckKernel(CUkernel kernel) {
 }
 
 // The context a library is loaded in for a question about its image that only a loaded module
-// answers: the current one, or device 0's primary context when none is (as cudart would use).
+// answers: the current one, or device 0's primary context when none is (as cudart would use),
+// retained only when it is not active already (once, not at every question).
 CUresult LibraryContext(CUctx_st** out) {
   CUctx_st* ctx = rgpu::client::CurrentContext();
   if (ctx == nullptr) {
-    CUcontext primary = nullptr;
-    CUresult r = rgpu_impl_cuDevicePrimaryCtxRetain(&primary, 0);
-    if (r != CUDA_SUCCESS) return r;
-    ctx = primary;
+    ctx = ClientState::Get().primary_context(0);
+    if (ctx == nullptr) return CUDA_ERROR_NO_DEVICE;
+    if (rgpu::client::CheckContext(ctx) != CUDA_SUCCESS) {
+      CUcontext primary = nullptr;
+      CUresult r = rgpu_impl_cuDevicePrimaryCtxRetain(&primary, 0);
+      if (r != CUDA_SUCCESS) return r;
+      ctx = primary;
+    }
   }
   *out = ctx;
   return CUDA_SUCCESS;
@@ -498,7 +521,9 @@ CUresult LibraryKernels(CUlibrary lib, std::vector<CUkern_st*>* out) {
   for (size_t at = 0; at < names.size();) {
     const size_t end = names.find('\0', at);
     if (end == std::string::npos) return CUDA_ERROR_UNKNOWN;
-    out->push_back(KernelOf(lib, names.substr(at, end - at)));
+    CUkern_st* k = KernelOf(lib, names.substr(at, end - at));
+    if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    out->push_back(k);
     at = end + 1;
   }
   return out->size() == count ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
@@ -510,7 +535,9 @@ RGPU_IMPL(cuLibraryGetKernel)(CUkernel* out, CUlibrary lib, const char* name) {
   if (out == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = CheckLibrary(lib);
   if (r != CUDA_SUCCESS) return r;
-  *out = KernelOf(lib, name);
+  CUkern_st* k = KernelOf(lib, name);
+  if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *out = k;
   return CUDA_SUCCESS;
 }
 

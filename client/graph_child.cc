@@ -33,6 +33,7 @@ std::vector<GraphNode*> LiveNodes(const CUgraph_st& graph) {
 
 void CloneGraph(const CUgraph_st& from, CUgraph_st* to, bool visible) {
   to->conditional_handles = from.conditional_handles;
+  to->user_objects.CopyFrom(from.user_objects);  // a clone owns references of its own
   std::map<const GraphNode*, GraphNode*> copy_of;
   for (const GraphNode* n : LiveNodes(from)) {
     GraphNode c = *n;

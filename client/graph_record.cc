@@ -90,6 +90,10 @@ CUresult LaunchExec(CUgraphExec_st* exec, CUstream stream) {
   // Server ids are never reused: a context made again (a reset) records again.
   const auto key = std::make_pair(ctx->remote, remote_stream);
   std::lock_guard<std::mutex> lock(exec->runs_mu);
+  if (std::find(exec->launched_in.begin(), exec->launched_in.end(), ctx) ==
+      exec->launched_in.end()) {
+    exec->launched_in.push_back(ctx);
+  }
   if (!exec->runs_made) MakeRuns(exec);
   for (CUgraphExec_st::ServerRun& run : exec->runs) {
     // Work held behind a host function on the stream (one of this graph's, too) is replayed

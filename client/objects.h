@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "client/suballocator.h"
+#include "client/user_objects.h"
 
 namespace rgpu::client {
 
@@ -33,6 +34,7 @@ enum class ObjectKind : uint32_t {
   kGraphExec,
   kArray,
   kMipmappedArray,
+  kUserObject,
 };
 
 struct ParamSlot {
@@ -127,6 +129,7 @@ struct CUlib_st {
   // Its kernels by name, one handle per name, owned here and freed with the library (guarded
   // by objects_mutex()).
   std::map<std::string, CUkern_st*> kernels;
+  bool unloading = false;  // cuLibraryUnload began: no more kernels (objects_mutex)
 };
 
 struct CUkern_st {
@@ -232,6 +235,8 @@ struct CUgraph_st {
   bool body = false;
   // Conditional handles made for it (cuGraphConditionalHandleCreate).
   std::vector<std::shared_ptr<rgpu::client::ConditionalHandle>> conditional_handles;
+  // The user objects it holds references to (client/user_objects.h; objects_mutex).
+  rgpu::client::UserObjectRefs user_objects;
 };
 
 struct CUgraphExec_st {
@@ -250,6 +255,20 @@ struct CUgraphExec_st {
   std::mutex runs_mu;
   bool runs_made = false;       // GUARDED_BY(runs_mu)
   std::vector<ServerRun> runs;  // GUARDED_BY(runs_mu)
+  // The contexts it was launched in: what it holds for its launches (its user object references,
+  // its nodes' graphs) goes only after their work (client/user_objects.h). GUARDED_BY(runs_mu)
+  std::vector<CUctx_st*> launched_in;
+  // The user objects it holds references to, taken from its graph when it was instantiated.
+  rgpu::client::UserObjectRefs user_objects;
+};
+
+// A user object (client/user_objects.h): the program's pointer and destructor, and the
+// references the program and its graphs hold.
+struct CUuserObject_st {
+  rgpu::client::ObjectKind kind = rgpu::client::ObjectKind::kUserObject;
+  void* ptr = nullptr;
+  CUhostFn destroy = nullptr;
+  std::atomic<uint64_t> refs{0};
 };
 
 struct CUevent_st {

@@ -2,32 +2,46 @@
 
 #include <atomic>
 
+#include "client/impl.h"
 #include "client/memory_map.h"
-#include "client/objects.h"
-
-extern "C" CUresult rgpu_impl_cuCtxSynchronize_v2(CUcontext ctx);
 
 namespace rgpu::client {
 namespace {
 // Whether any memory ever had the attribute: until then a synchronous memory operation looks up
 // nothing.
 std::atomic<bool> g_sync_memops_set{false};
+
+// Waits until the work on the legacy default stream of `ctx` (what synchronous copies and
+// memsets in it post) has run.
+CUresult WaitLegacyStream(CUctx_st* ctx) {
+  if (CUresult r = CheckContext(ctx); r != CUDA_SUCCESS) return r;
+  return Server().Call<calls::StreamSynchronize>(ctx->remote, {.stream = 0});
+}
 }  // namespace
 
 CUresult SetSyncMemops(CUdeviceptr address, bool on) {
   if (on) g_sync_memops_set.store(true, std::memory_order_release);
   std::optional<MemoryRange> range = Memory().SetSyncMemops(address, on);
   if (!range) return CUDA_ERROR_INVALID_VALUE;
-  if (!on || range->ctx == nullptr) return CUDA_SUCCESS;
-  return rgpu_impl_cuCtxSynchronize_v2(range->ctx);
+  if (!on) return CUDA_SUCCESS;
+  CUctx_st* current = CurrentContext();
+  CUresult r = CUDA_SUCCESS;
+  if (current != nullptr) r = WaitLegacyStream(current);
+  if (r == CUDA_SUCCESS && range->ctx != nullptr && range->ctx != current) {
+    r = WaitLegacyStream(range->ctx);
+  }
+  return r;
 }
 
-CUresult FinishSynchronousMemop(CUresult r, std::initializer_list<CUdeviceptr> addresses) {
+CUresult FinishSynchronousMemop(CUresult r, std::initializer_list<CUdeviceptr> addresses,
+                                CUctx_st* issued_in) {
   if (r != CUDA_SUCCESS || !g_sync_memops_set.load(std::memory_order_acquire)) return r;
   for (CUdeviceptr address : addresses) {
+    if (address == 0) continue;
     std::optional<MemoryRange> range = Memory().Find(address);
-    if (range && range->sync_memops && range->ctx != nullptr) {
-      return rgpu_impl_cuCtxSynchronize_v2(range->ctx);
+    if (range && range->sync_memops) {
+      CUctx_st* ctx = issued_in != nullptr ? issued_in : CurrentContext();
+      return ctx != nullptr ? WaitLegacyStream(ctx) : r;
     }
   }
   return r;

@@ -403,6 +403,14 @@ void RegistryAgent::Heartbeat() {
       options_.on_lease_move(notice.lease_id(), notice.move_url(), notice.move_token());
     }
   }
+  // A lease under notice that the registry lists as ended while this host's clock has not
+  // reached the notice's end (the clocks differ): its end is said here.
+  for (const std::string& id : reply.ended_leases()) {
+    auto it = noticed_.find(id);
+    if (it == noticed_.end() || it->second.ended || noticed.count(id) > 0) continue;
+    RGPU_LOG_WARN("lease %s: its notice ran out at %s (by the registry's clock): %s", id.c_str(),
+                  registry::UtcTime(it->second.ends_ms).c_str(), it->second.reason.c_str());
+  }
   noticed_.swap(noticed);
   for (int i = 0; i < reply.ended_leases_size(); ++i) {
     const std::string why = i < reply.ended_reasons_size() ? reply.ended_reasons(i) : "";

@@ -43,6 +43,14 @@ CUresult CreateStream(CUstream* phStream, unsigned int flags, int priority) {
   priority = std::max(-5, std::min(0, priority));
   std::shared_ptr<Stream> s = ctx->CreateStream(flags, priority);
   GetDriver().streams.Add(s);
+  // A context torn down meanwhile (another thread's cuCtxDestroy) removed its streams before
+  // this one was registered: it must not stay, as it would outlive its context (cuStreamQuery
+  // reads the context through a registered stream).
+  if (!ctx->alive()) {
+    GetDriver().streams.Remove(s.get());
+    s->Shutdown();
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
   *phStream = reinterpret_cast<CUstream>(s.get());
   return CUDA_SUCCESS;
 }

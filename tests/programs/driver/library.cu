@@ -19,15 +19,14 @@ int main() {
   CHECK(cuLibraryLoadFromFile(&lib, RGPU_KERNELS_FATBIN, nullptr, nullptr, 0, nullptr, nullptr, 0));
   InitContext();
 
-  // As many kernels as the library's module in this context has functions (kernels.cu: 12).
+  // As many kernels as the library's module in this context has functions.
   unsigned count = 0;
   CHECK(cuLibraryGetKernelCount(&count, lib));
   CUmodule module;
   CHECK(cuLibraryGetModule(&module, lib));
   unsigned functions = 0;
   CHECK(cuModuleGetFunctionCount(&functions, module));
-  EXPECT_TRUE(count == functions);
-  EXPECT_TRUE(count == 12);
+  EXPECT_TRUE(count == functions && count > 0);
   EXPECT_TRUE(cuLibraryGetKernelCount(nullptr, lib) == CUDA_ERROR_INVALID_VALUE);
 
   std::vector<CUkernel> kernels(count + 2, nullptr);

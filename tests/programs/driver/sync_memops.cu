@@ -1,9 +1,10 @@
 // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: off until a program sets it; only it can be set
 // (cuPointerSetAttribute); set on an allocation (through any address inside it), it reads back
-// set there and nowhere else, and a synchronous memset or copy into that allocation returns only
-// once it has run, with the work queued before it: a long kernel queued first has finished when
-// the memset or copy returns (the stream is idle), and the bytes are there. Cleared, it reads
-// back clear.
+// set there and nowhere else, and setting it waits for the synchronous operations already issued;
+// a synchronous memset (1D and 2D) or copy into or out of that allocation (from the host, within
+// the device, between contexts) returns only once it has run, with the work queued before it on
+// the legacy stream: a long kernel queued first has finished when the call returns (the stream is
+// idle), and the bytes are there. Cleared, it reads back clear.
 #include "check.h"
 
 namespace {
@@ -17,7 +18,7 @@ void LaunchLong(CUfunction spin, CUdeviceptr sink) {
 }  // namespace
 
 int main() {
-  InitContext();
+  CUcontext ctx = InitContext();
   CUmodule module;
   CHECK(cuModuleLoad(&module, RGPU_KERNELS_FATBIN));
   CUfunction spin;
@@ -36,7 +37,12 @@ int main() {
               CUDA_ERROR_INVALID_VALUE);
   EXPECT_TRUE(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d) ==
               CUDA_ERROR_INVALID_VALUE);
+  // Setting it waits for the synchronous operations already issued (a memset behind a long
+  // kernel).
+  LaunchLong(spin, sink);
+  CHECK(cuMemsetD32(d, 0, n));
   CHECK(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d + 4096));
+  EXPECT_TRUE(cuStreamQuery(nullptr) == CUDA_SUCCESS);
   CHECK(cuPointerGetAttribute(&set, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
   EXPECT_TRUE(set == 1);
   CHECK(cuPointerGetAttribute(&set, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, other));
@@ -61,6 +67,16 @@ int main() {
   std::vector<unsigned> back(n);
   CHECK(cuMemcpyDtoH(back.data(), other, n * sizeof(unsigned)));
   for (size_t i = 0; i < n; ++i) EXPECT_TRUE(back[i] == static_cast<unsigned>(i * 7));
+
+  // A 2D memset into it, and a copy between contexts' memory (here one context) out of it.
+  LaunchLong(spin, sink);
+  CHECK(cuMemsetD2D32(d, 1024 * sizeof(unsigned), 7, 1024, n / 1024));
+  EXPECT_TRUE(cuStreamQuery(nullptr) == CUDA_SUCCESS);
+  LaunchLong(spin, sink);
+  CHECK(cuMemcpyPeer(other, ctx, d, ctx, n * sizeof(unsigned)));
+  EXPECT_TRUE(cuStreamQuery(nullptr) == CUDA_SUCCESS);
+  CHECK(cuMemcpyDtoH(back.data(), other, n * sizeof(unsigned)));
+  for (size_t i = 0; i < n; ++i) EXPECT_TRUE(back[i] == 7u);
 
   CHECK(cuPointerSetAttribute(&zero, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
   CHECK(cuPointerGetAttribute(&set, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
