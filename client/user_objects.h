@@ -58,7 +58,9 @@ bool HoldsUserObjects(const CUgraph_st& graph);
 bool HoldsUserObjects(const CUgraphExec_st& exec);
 
 // Runs `done` on the user objects' thread once the work of `contexts` (those still live) has
-// finished; with none, as soon as the thread comes to it.
+// finished; with none, as soon as the thread comes to it. The thread waits with a context
+// synchronize: where the program's waits cannot go to lanes (one thread so far, lanes off, reads
+// posted), that wait holds the connection, and the program's next call waits for the work too.
 void AfterWork(std::vector<CUctx_st*> contexts, std::function<void()> done);
 
 }  // namespace rgpu::client
