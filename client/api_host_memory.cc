@@ -466,14 +466,19 @@ CUdeviceptr SideAddress(CUmemorytype type, CUdeviceptr device, const void* host)
   if (type == CU_MEMORYTYPE_HOST) return reinterpret_cast<CUdeviceptr>(host);
   return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED ? device : 0;
 }
-}  // namespace
 
-RGPU_IMPL(cuMemcpy3D_v2)(const CUDA_MEMCPY3D* copy) {
-  const CUresult r = Copy3D(copy, nullptr, false);
+// The end of a synchronous 2D or 3D copy that returned `r` (client/sync_memops.h).
+template <typename PitchedCopy>
+CUresult FinishPitchedCopy(CUresult r, const PitchedCopy* copy) {
   if (copy == nullptr) return r;
   return rgpu::client::FinishSynchronousMemop(
       r, {SideAddress(copy->dstMemoryType, copy->dstDevice, copy->dstHost),
           SideAddress(copy->srcMemoryType, copy->srcDevice, copy->srcHost)});
+}
+}  // namespace
+
+RGPU_IMPL(cuMemcpy3D_v2)(const CUDA_MEMCPY3D* copy) {
+  return FinishPitchedCopy(Copy3D(copy, nullptr, false), copy);
 }
 RGPU_IMPL(cuMemcpy3DAsync_v2)(const CUDA_MEMCPY3D* copy, CUstream s) {
   return Copy3D(copy, s, true);
@@ -482,11 +487,7 @@ RGPU_SAME_AS(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2)
 RGPU_PER_THREAD_SAME_AS(cuMemcpy3DAsync_v2_ptsz)
 
 RGPU_IMPL(cuMemcpy2D_v2)(const CUDA_MEMCPY2D* copy) {
-  const CUresult r = Copy2D(copy, nullptr, false);
-  if (copy == nullptr) return r;
-  return rgpu::client::FinishSynchronousMemop(
-      r, {SideAddress(copy->dstMemoryType, copy->dstDevice, copy->dstHost),
-          SideAddress(copy->srcMemoryType, copy->srcDevice, copy->srcHost)});
+  return FinishPitchedCopy(Copy2D(copy, nullptr, false), copy);
 }
 RGPU_IMPL(cuMemcpy2DUnaligned_v2)(const CUDA_MEMCPY2D* copy) {
   return rgpu_impl_cuMemcpy2D_v2(copy);

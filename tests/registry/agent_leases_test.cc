@@ -58,6 +58,26 @@ class AgentLeasesTest : public ::testing::Test {
     std::lock_guard<std::mutex> lock(mu_);
     return ended_.count(lease_id) > 0;
   }
+  // A priority-9 request for the whole GPU's memory, waiting up to 30 s to be placed (a lower
+  // priority lease holding the GPU is given notice), on a thread the caller joins.
+  std::thread RequestWholeGpu() {
+    return std::thread([this] {
+      PlaceRequest req;
+      req.set_memory_bytes(4ull << 30);
+      req.set_priority(9);
+      req.set_wait_seconds(30);
+      std::string holder_private, holder_public;
+      EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
+      req.set_holder_key(holder_public);
+      grpc::ClientContext ctx;
+      ctx.AddMetadata("x-rgpu-api-key", api_key_);
+      auto reader = registry_->stub_->Place(&ctx, req);
+      PlaceUpdate update;
+      while (reader->Read(&update)) {
+      }
+      EXPECT_TRUE(reader->Finish().ok());
+    });
+  }
   // Waits (bounded by the test's timeout) for `done`.
   template <typename F>
   static void WaitFor(F done) {
@@ -155,22 +175,7 @@ TEST_F(AgentLeasesTest, TheServerEndsALeaseWhenItsNoticeRunsOut) {
   Placement low;
   ASSERT_TRUE(registry_->Place(api_key_, 4ull << 30, &low).ok());  // the whole GPU's memory
   // A priority-9 request waits for it: the low lease is given 1 s notice.
-  std::thread high([&] {
-    PlaceRequest req;
-    req.set_memory_bytes(4ull << 30);
-    req.set_priority(9);
-    req.set_wait_seconds(30);
-    std::string holder_private, holder_public;
-    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
-    req.set_holder_key(holder_public);
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("x-rgpu-api-key", api_key_);
-    auto reader = registry_->stub_->Place(&ctx, req);
-    PlaceUpdate update;
-    while (reader->Read(&update)) {
-    }
-    EXPECT_TRUE(reader->Finish().ok());
-  });
+  std::thread high = RequestWholeGpu();
   const auto asked = std::chrono::steady_clock::now();
   WaitFor([&] { return Ended(low.lease_id()); });
   EXPECT_GE(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(900));
@@ -245,22 +250,7 @@ TEST_F(AgentLeasesTest, ANoticeThatRanOutIsSaidEvenWhenTheRegistryEndedTheLeaseF
   };
   Placement low;
   ASSERT_TRUE(registry_->Place(api_key_, 4ull << 30, &low).ok());
-  std::thread high([&] {
-    PlaceRequest req;
-    req.set_memory_bytes(4ull << 30);
-    req.set_priority(9);
-    req.set_wait_seconds(30);
-    std::string holder_private, holder_public;
-    EXPECT_TRUE(GenerateEd25519(&holder_private, &holder_public).ok());
-    req.set_holder_key(holder_public);
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("x-rgpu-api-key", api_key_);
-    auto reader = registry_->stub_->Place(&ctx, req);
-    PlaceUpdate update;
-    while (reader->Read(&update)) {
-    }
-    EXPECT_TRUE(reader->Finish().ok());
-  });
+  std::thread high = RequestWholeGpu();
   const std::string notice = "registry: lease " + low.lease_id() + " ends at ";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!log.Contains(notice)) {  // the server has the 1 s notice
