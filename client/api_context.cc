@@ -264,6 +264,23 @@ RGPU_IMPL(cuCtxSynchronize_v2)(CUcontext ctx) {
 
 // Earlier ABI revisions that NVIDIA's runtime still asks for by version.
 RGPU_SAME_AS(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2)
+// The names CUDA 2.0 to 3.2 exported for calls whose _v2 kept their parameters (cuGetProcAddress
+// hands them to a runtime that asks for those versions).
+RGPU_SAME_AS(cuCtxDestroy, cuCtxDestroy_v2)
+RGPU_SAME_AS(cuCtxPushCurrent, cuCtxPushCurrent_v2)
+RGPU_SAME_AS(cuCtxPopCurrent, cuCtxPopCurrent_v2)
+
+// cuCtxCreate as CUDA 11.4 to 12.4 exported it, with execution affinity parameters (none are
+// supported, as cuCtxCreate_v4 says).
+extern "C" __attribute__((visibility("default"))) CUresult rgpu_impl_cuCtxCreate_v3(
+    CUcontext* pctx, CUexecAffinityParam* params, int count, unsigned int flags, CUdevice dev) {
+  if (count < 0 || (count > 0 && params == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  if (count > 0) {
+    RGPU_LOG_WARN("cuCtxCreate: execution affinity parameters are not supported");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return rgpu_impl_cuCtxCreate_v4(pctx, nullptr, flags, dev);
+}
 RGPU_SAME_AS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2)
 RGPU_SAME_AS(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2)
 

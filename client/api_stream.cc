@@ -486,3 +486,8 @@ RGPU_IMPL(cuStreamCopyAttributes)(CUstream dst, CUstream src) {
 RGPU_PER_THREAD_SAME_AS(cuStreamSetAttribute_ptsz)
 RGPU_PER_THREAD_SAME_AS(cuStreamGetAttribute_ptsz)
 RGPU_PER_THREAD_SAME_AS(cuStreamCopyAttributes_ptsz)
+
+// The names CUDA 2.0 to 3.2 exported for calls whose _v2 kept their parameters (cuGetProcAddress
+// hands them to a runtime that asks for those versions).
+RGPU_SAME_AS(cuStreamDestroy, cuStreamDestroy_v2)
+RGPU_SAME_AS(cuEventDestroy, cuEventDestroy_v2)

@@ -18,11 +18,13 @@ import sys
 
 def function_bodies(text):
     """(name, body) for RGPU_IMPL(name) and plain C++ function definitions in `text`."""
-    # RGPU_IMPL(name) with its parameters on the same or the next line (as clang-format puts
-    # them), an implementation spelled out as `extern "C" ... rgpu_impl_name(...)`, or any other
-    # function definition.
-    pattern = re.compile(r"^(?:RGPU_IMPL\((\w+)\)\s*\([^;{]*\)"
-                         r"|extern \"C\"[^;{(]*?\brgpu_impl_(\w+)\([^;{]*\)"
+    # RGPU_IMPL(name) or RGPU_REVISION_IMPL(name) (an earlier ABI revision) with its parameters
+    # on the same or the next line (as clang-format puts them), an implementation spelled out as
+    # `extern "C" [__attribute__((...))] ... rgpu_impl_name(...)`, or any other function
+    # definition.
+    pattern = re.compile(r"^(?:(?:RGPU_IMPL|RGPU_REVISION_IMPL)\((\w+)\)\s*\([^;{]*\)"
+                         r"|extern \"C\"(?:\s*__attribute__\(\([^;{]*?\)\)\))?"
+                         r"[^;{(]*?\brgpu_impl_(\w+)\([^;{]*\)"
                          r"|[\w:<>\*& ]+?\b(\w+)\([^;{]*\)\s*(?:const\s*)?)"
                          r"\s*\{", re.M | re.S)
     out = []

@@ -5,6 +5,7 @@
 // checks stderr) while a name no driver has stays NOT_FOUND; export tables have no null slots
 // and their known slots answer as the driver's do.
 #include <cudaProfiler.h>
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -49,6 +50,37 @@ int main() {
   auto unregister = reinterpret_cast<CUresult (*)(CUgraphicsResource)>(missing);
   EXPECT_TRUE(unregister(nullptr) == CUDA_ERROR_NOT_SUPPORTED);
   EXPECT_TRUE(unregister(nullptr) == CUDA_ERROR_NOT_SUPPORTED);
+
+  // Earlier revisions, as runtimes built with older toolkits ask for them by version: each is
+  // found and works (none of these is NOT_SUPPORTED).
+  void* old_entry = nullptr;
+  CHECK(cuGetProcAddress("cuStreamGetCaptureInfo", &old_entry, 11030, CU_GET_PROC_ADDRESS_DEFAULT,
+                         &found));
+  EXPECT_TRUE(found == CU_GET_PROC_ADDRESS_SUCCESS && old_entry != nullptr);
+  CUstream idle;
+  CHECK(cuStreamCreate(&idle, CU_STREAM_NON_BLOCKING));
+  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  CHECK(reinterpret_cast<PFN_cuStreamGetCaptureInfo_v11030>(old_entry)(
+      idle, &capture_status, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_TRUE(capture_status == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(cuGetProcAddress("cuStreamDestroy", &old_entry, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  CHECK(reinterpret_cast<CUresult (*)(CUstream)>(old_entry)(idle));
+  EXPECT_TRUE(cuStreamQuery(idle) == CUDA_ERROR_INVALID_HANDLE);
+  CUevent old_event;
+  CHECK(cuEventCreate(&old_event, 0));
+  CHECK(cuGetProcAddress("cuEventDestroy", &old_entry, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  CHECK(reinterpret_cast<CUresult (*)(CUevent)>(old_entry)(old_event));
+  EXPECT_TRUE(cuEventQuery(old_event) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(cuGetProcAddress("cuCtxCreate", &old_entry, 11040, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  CUcontext made = nullptr;
+  CHECK(reinterpret_cast<PFN_cuCtxCreate_v11040>(old_entry)(&made, nullptr, 0, 0, 0));
+  CUcontext old_popped = nullptr;
+  CHECK(cuGetProcAddress("cuCtxPopCurrent", &old_entry, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  CHECK(reinterpret_cast<CUresult (*)(CUcontext*)>(old_entry)(&old_popped));
+  EXPECT_TRUE(old_popped == made);
+  CHECK(cuGetProcAddress("cuCtxDestroy", &old_entry, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  CHECK(reinterpret_cast<CUresult (*)(CUcontext)>(old_entry)(made));
+  CHECK(cuCtxSetCurrent(ctx));
 
   // A name no driver exports is not found.
   void* none = reinterpret_cast<void*>(1);
