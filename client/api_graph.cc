@@ -226,7 +226,7 @@ RGPU_IMPL(cuGraphInstantiateWithFlags)
       delete e;
       return r;
     }
-    e->user_objects.CopyFrom(graph->user_objects);
+    rgpu::client::CollectUserObjects(*graph, &e->user_objects);
     std::sort(e->conditional_handles.begin(), e->conditional_handles.end());
     e->conditional_handles.erase(
         std::unique(e->conditional_handles.begin(), e->conditional_handles.end()),
@@ -265,19 +265,23 @@ RGPU_IMPL(cuGraphExecDestroy)(CUgraphExec exec) {
   }
   ClientState::Get().Unregister(exec);
   rgpu::client::ForgetServerGraphs(exec);
-  std::vector<CUctx_st*> launched_in;
+  std::vector<CUstream> launched_on;
   {
     std::lock_guard<std::mutex> lock(exec->runs_mu);
-    launched_in = exec->launched_in;
+    launched_on = exec->launched_on;
   }
-  // What it holds for its launches (user object references, in it and in its nodes' graphs)
-  // goes once they have run.
-  if (launched_in.empty() || !rgpu::client::HoldsUserObjects(*exec)) {
-    delete exec;
-  } else {
-    rgpu::client::AfterWork(std::move(launched_in), [exec] { delete exec; });
+  bool holds;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    holds = rgpu::client::HoldsUserObjects(*exec);
   }
-  return CUDA_SUCCESS;
+  // What it holds for its launches (user object references, in it, in its nodes' graphs and in
+  // what updates replaced) goes once they have run: waited for here. An error that work left is
+  // returned, as any call may return one of earlier asynchronous work.
+  const CUresult r =
+      holds && !launched_on.empty() ? rgpu::client::WaitForLaunches(launched_on) : CUDA_SUCCESS;
+  delete exec;
+  return r;
 }
 
 RGPU_IMPL(cuGraphLaunch)(CUgraphExec exec, CUstream stream) {

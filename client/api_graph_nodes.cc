@@ -934,13 +934,13 @@ RGPU_IMPL(cuGraphExecUpdate_v2)
   }
   std::vector<GraphNode> order;
   rgpu::client::ForgetServerGraphs(exec);  // the server's recordings hold the old parameters
-  std::vector<CUctx_st*> launched_in;
+  bool launched;
   {
     std::lock_guard<std::mutex> lock(exec->runs_mu);
-    launched_in = exec->launched_in;
+    launched = !exec->launched_on.empty();
   }
-  // The nodes and user object references replaced: kept until the launches made with them have
-  // run (client/user_objects.h); destroyed after the lock below otherwise.
+  // The nodes and user object references replaced: kept with the executable graph when it was
+  // launched with them (client/user_objects.h); destroyed after the lock below otherwise.
   struct Replaced {
     std::vector<GraphNode> nodes;
     rgpu::client::UserObjectRefs user_objects;
@@ -975,17 +975,13 @@ RGPU_IMPL(cuGraphExecUpdate_v2)
   exec->nodes = std::move(order);
   // Its references become the new graph's, as CUDA clones them into the executable graph.
   replaced->user_objects.Swap(exec->user_objects);
-  exec->user_objects.CopyFrom(graph->user_objects);
-  if (!launched_in.empty() && !replaced->user_objects.empty()) {
-    rgpu::client::AfterWork(std::move(launched_in), [replaced] {});
-  } else if (!launched_in.empty()) {
-    bool holds = false;
-    for (const GraphNode& n : replaced->nodes) {
-      holds = holds || (n.child != nullptr && n.child->graph != nullptr &&
-                        rgpu::client::HoldsUserObjects(*n.child->graph));
-    }
-    if (holds) rgpu::client::AfterWork(std::move(launched_in), [replaced] {});
+  rgpu::client::CollectUserObjects(*graph, &exec->user_objects);
+  bool holds = !replaced->user_objects.empty();
+  for (const GraphNode& n : replaced->nodes) {
+    holds = holds || (n.child != nullptr && n.child->graph != nullptr &&
+                      rgpu::client::HoldsUserObjects(*n.child->graph));
   }
+  if (launched && holds) exec->retired.push_back(replaced);
   return CUDA_SUCCESS;
 }
 
@@ -1303,10 +1299,10 @@ RGPU_IMPL(cuGraphExecChildGraphNodeSetParams)(CUgraphExec exec, CUgraphNode node
   if (!LiveExec(exec) || !LiveGraph(child)) return CUDA_ERROR_INVALID_VALUE;
   GraphNode made;
   std::shared_ptr<ChildGraph> old;  // the copy replaced, destroyed once the lock is released
-  std::vector<CUctx_st*> launched_in;
+  bool launched;
   {
     std::lock_guard<std::mutex> lock(exec->runs_mu);
-    launched_in = exec->launched_in;
+    launched = !exec->launched_on.empty();
   }
   const CUresult r = UpdateExecNode(
       exec, node,
@@ -1325,14 +1321,11 @@ RGPU_IMPL(cuGraphExecChildGraphNodeSetParams)(CUgraphExec exec, CUgraphNode node
         n->child = std::move(made.child);
         rgpu::client::SetNodeWork(n, std::move(made.replay), made.recordable);
       });
-  // A replaced copy holding user object references stays until the launches made with it ran.
-  if (old != nullptr && old->graph != nullptr && !launched_in.empty()) {
-    bool holds;
-    {
-      std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-      holds = rgpu::client::HoldsUserObjects(*old->graph);
-    }
-    if (holds) rgpu::client::AfterWork(std::move(launched_in), [old] {});
+  // A replaced copy holding user object references stays with the executable graph it was
+  // launched in, until that goes (after its launches, client/user_objects.h).
+  if (old != nullptr && old->graph != nullptr && launched) {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    if (rgpu::client::HoldsUserObjects(*old->graph)) exec->retired.push_back(old);
   }
   return r;
 }

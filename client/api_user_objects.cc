@@ -13,7 +13,7 @@
 using rgpu::client::ClientState;
 using rgpu::client::ObjectKind;
 
-extern "C" CUresult rgpu_impl_cuCtxSynchronize_v2(CUcontext ctx);
+extern "C" CUresult rgpu_impl_cuStreamSynchronize(CUstream s);
 
 namespace rgpu::client {
 namespace {
@@ -128,21 +128,35 @@ bool HoldsUserObjects(const CUgraph_st& graph) {
 }
 
 bool HoldsUserObjects(const CUgraphExec_st& exec) {
-  if (!exec.user_objects.empty()) return true;
+  if (!exec.user_objects.empty() || !exec.retired.empty()) return true;
   for (const CUgraphNode_st& node : exec.nodes) {
     if (NodesHold(node)) return true;
   }
   return false;
 }
 
-void AfterWork(std::vector<CUctx_st*> contexts, std::function<void()> done) {
-  Post([contexts = std::move(contexts), done = std::move(done)] {
-    for (CUctx_st* ctx : contexts) {
-      // A context gone since has no work left; its failure is the program's to see elsewhere.
-      if (CheckContext(ctx) == CUDA_SUCCESS) rgpu_impl_cuCtxSynchronize_v2(ctx);
+void CollectUserObjects(const CUgraph_st& graph, UserObjectRefs* into) {
+  into->CopyFrom(graph.user_objects);
+  for (const CUgraphNode_st& node : graph.nodes) {
+    if (node.destroyed) continue;
+    if (node.child != nullptr && node.child->graph != nullptr) {
+      CollectUserObjects(*node.child->graph, into);
     }
-    done();
-  });
+    for (const CUgraph_st* body : node.conditional_graphs) {
+      if (body != nullptr) CollectUserObjects(*body, into);
+    }
+  }
+}
+
+CUresult WaitForLaunches(const std::vector<CUstream>& streams) {
+  CUresult first = CUDA_SUCCESS;
+  for (CUstream s : streams) {
+    const CUresult r = rgpu_impl_cuStreamSynchronize(s);
+    // A stream destroyed since (or its context) has no work left to wait for.
+    if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT) continue;
+    if (first == CUDA_SUCCESS) first = r;
+  }
+  return first;
 }
 
 }  // namespace rgpu::client

@@ -90,9 +90,9 @@ CUresult LaunchExec(CUgraphExec_st* exec, CUstream stream) {
   // Server ids are never reused: a context made again (a reset) records again.
   const auto key = std::make_pair(ctx->remote, remote_stream);
   std::lock_guard<std::mutex> lock(exec->runs_mu);
-  if (std::find(exec->launched_in.begin(), exec->launched_in.end(), ctx) ==
-      exec->launched_in.end()) {
-    exec->launched_in.push_back(ctx);
+  if (std::find(exec->launched_on.begin(), exec->launched_on.end(), stream) ==
+      exec->launched_on.end()) {
+    exec->launched_on.push_back(stream);
   }
   if (!exec->runs_made) MakeRuns(exec);
   for (CUgraphExec_st::ServerRun& run : exec->runs) {

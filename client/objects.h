@@ -255,11 +255,15 @@ struct CUgraphExec_st {
   std::mutex runs_mu;
   bool runs_made = false;       // GUARDED_BY(runs_mu)
   std::vector<ServerRun> runs;  // GUARDED_BY(runs_mu)
-  // The contexts it was launched in: what it holds for its launches (its user object references,
+  // The streams it was launched on: what it holds for its launches (its user object references,
   // its nodes' graphs) goes only after their work (client/user_objects.h). GUARDED_BY(runs_mu)
-  std::vector<CUctx_st*> launched_in;
-  // The user objects it holds references to, taken from its graph when it was instantiated.
+  std::vector<CUstream> launched_on;
+  // The user objects it holds references to, taken from its graph (and the graphs of its child
+  // and conditional nodes) when it was instantiated or updated.
   rgpu::client::UserObjectRefs user_objects;
+  // What an update replaced while holding user object references (old nodes, old references):
+  // kept until the executable graph goes, after its launches (objects_mutex).
+  std::vector<std::shared_ptr<void>> retired;
 };
 
 // A user object (client/user_objects.h): the program's pointer and destructor, and the

@@ -1,6 +1,8 @@
 #include "client/sync_memops.h"
 
+#include <algorithm>
 #include <atomic>
+#include <vector>
 
 #include "client/impl.h"
 #include "client/memory_map.h"
@@ -36,13 +38,24 @@ CUresult SetSyncMemops(CUdeviceptr address, bool on) {
 CUresult FinishSynchronousMemop(CUresult r, std::initializer_list<CUdeviceptr> addresses,
                                 CUctx_st* issued_in) {
   if (r != CUDA_SUCCESS || !g_sync_memops_set.load(std::memory_order_acquire)) return r;
+  // The legacy streams to wait for: the one the operation ran on, and, where a flagged range
+  // is another context's (a copy between contexts runs in the destination's), that one's too.
+  std::vector<CUctx_st*> wait_for;
   for (CUdeviceptr address : addresses) {
     if (address == 0) continue;
     std::optional<MemoryRange> range = Memory().Find(address);
-    if (range && range->sync_memops) {
-      CUctx_st* ctx = issued_in != nullptr ? issued_in : CurrentContext();
-      return ctx != nullptr ? WaitLegacyStream(ctx) : r;
+    if (!range || !range->sync_memops) continue;
+    if (wait_for.empty()) {
+      CUctx_st* issuing = issued_in != nullptr ? issued_in : CurrentContext();
+      if (issuing != nullptr) wait_for.push_back(issuing);
     }
+    if (range->ctx != nullptr &&
+        std::find(wait_for.begin(), wait_for.end(), range->ctx) == wait_for.end()) {
+      wait_for.push_back(range->ctx);
+    }
+  }
+  for (CUctx_st* ctx : wait_for) {
+    if (CUresult waited = WaitLegacyStream(ctx); waited != CUDA_SUCCESS) return waited;
   }
   return r;
 }

@@ -20,8 +20,9 @@ CUresult SetSyncMemops(CUdeviceptr address, bool on);
 
 // `r`, unless r is CUDA_SUCCESS and one of `addresses` lies in memory with the attribute set:
 // then what waiting for the legacy default stream of `issued_in` returns (the stream synchronous
-// operations run on; a null `issued_in`: the current context). Called at the end of each
-// synchronous copy or memset with the addresses it wrote or read (device, managed, page-locked).
+// operations run on; a null `issued_in`: the current context), and for that of each flagged
+// range's own context. Called at the end of each synchronous copy or memset with the addresses
+// it wrote or read (device, managed, page-locked).
 CUresult FinishSynchronousMemop(CUresult r, std::initializer_list<CUdeviceptr> addresses,
                                 CUctx_st* issued_in = nullptr);
 

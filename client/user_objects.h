@@ -2,10 +2,11 @@
 // destructor, which runs once the references the program and its graphs own are all released,
 // on a thread of rgpu's own (CUDA's shared internal thread: destructors may not call CUDA). A
 // graph owns references (cuGraphRetainUserObject); its clones and the graphs of its child graph
-// nodes own copies of them, and an executable graph takes copies when it is instantiated. What an
-// executable graph launched must keep (its references, the graphs of its nodes) is released only
-// after the work of the contexts it was launched in has finished (AfterWork), as CUDA releases
-// such references once the launches have run.
+// nodes own copies of them, and an executable graph takes copies of all of them when it is
+// instantiated or updated. What an executable graph launched holds (its references, its nodes'
+// graphs, what updates replaced) goes when it is destroyed, after the work of the streams it was
+// launched on: cuGraphExecDestroy waits for them (WaitForLaunches), where CUDA would release the
+// references once the launches have run and return at once.
 #pragma once
 
 #include <cuda.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 struct CUctx_st;
+struct CUstream_st;
 struct CUgraph_st;
 struct CUgraphExec_st;
 struct CUuserObject_st;
@@ -53,14 +55,18 @@ void RetainUserObject(CUuserObject_st* object, unsigned count);
 CUresult ReleaseUserObject(CUuserObject_st* object, unsigned count);
 
 // Whether `graph` (with the graphs of its child graph and conditional nodes) or `exec` (with
-// those of its nodes) holds references to user objects. objects_mutex held, or the owner private.
+// those of its nodes, and what its updates replaced) holds references to user objects.
+// objects_mutex held.
 bool HoldsUserObjects(const CUgraph_st& graph);
 bool HoldsUserObjects(const CUgraphExec_st& exec);
 
-// Runs `done` on the user objects' thread once the work of `contexts` (those still live) has
-// finished; with none, as soon as the thread comes to it. The thread waits with a context
-// synchronize: where the program's waits cannot go to lanes (one thread so far, lanes off, reads
-// posted), that wait holds the connection, and the program's next call waits for the work too.
-void AfterWork(std::vector<CUctx_st*> contexts, std::function<void()> done);
+// Adds to `into` (retaining them) the references of `graph` and of every graph its child graph
+// and conditional nodes hold, recursively: what an executable graph of it keeps. objects_mutex
+// held.
+void CollectUserObjects(const CUgraph_st& graph, UserObjectRefs* into);
+
+// Waits, on the calling thread, for the work on `streams` (an executable graph's launch streams;
+// those destroyed since are skipped); the first error that work left, as a synchronize returns it.
+CUresult WaitForLaunches(const std::vector<CUstream>& streams);
 
 }  // namespace rgpu::client

@@ -42,13 +42,14 @@ CUresult CreateStream(CUstream* phStream, unsigned int flags, int priority) {
   if (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
   priority = std::max(-5, std::min(0, priority));
   std::shared_ptr<Stream> s = ctx->CreateStream(flags, priority);
+  if (s == nullptr) return CUDA_ERROR_INVALID_CONTEXT;  // torn down meanwhile
   GetDriver().streams.Add(s);
   // A context torn down meanwhile (another thread's cuCtxDestroy) removed its streams before
   // this one was registered: it must not stay, as it would outlive its context (cuStreamQuery
   // reads the context through a registered stream).
   if (!ctx->alive()) {
     GetDriver().streams.Remove(s.get());
-    s->Shutdown();
+    ctx->DestroyStream(s);
     return CUDA_ERROR_INVALID_CONTEXT;
   }
   *phStream = reinterpret_cast<CUstream>(s.get());

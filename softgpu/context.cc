@@ -22,6 +22,7 @@ void Context::Fail(CUresult error, const std::string& message) {
 std::shared_ptr<Stream> Context::CreateStream(unsigned flags, int priority) {
   auto s = std::make_shared<Stream>(this, flags, priority, /*is_default=*/false);
   std::lock_guard lock(mu_);
+  if (torn_down_) return nullptr;  // Teardown took the streams already
   streams_.push_back(s);
   return s;
 }
@@ -104,6 +105,7 @@ void Context::Teardown() {
   std::vector<std::shared_ptr<Stream>> streams;
   {
     std::lock_guard lock(mu_);
+    torn_down_ = true;
     streams.swap(streams_);
   }
   for (const auto& s : streams) s->Shutdown();
@@ -117,6 +119,7 @@ void Context::Teardown() {
 void Context::Revive() {
   std::lock_guard lock(mu_);
   if (alive_.load()) return;
+  torn_down_ = false;
   default_stream_ = std::make_shared<Stream>(this, 0, 0, /*is_default=*/true);
   memory_.Renew();
   sticky_.store(CUDA_SUCCESS);

@@ -106,7 +106,8 @@ class Context : public PrintfSink {
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};
   std::atomic<bool> alive_{true};
   std::atomic<bool> cancelled_{false};
-  std::mutex mu_;  // guards streams_ and enqueue ordering
+  std::mutex mu_;           // guards streams_ and enqueue ordering
+  bool torn_down_ = false;  // Teardown took streams_; no stream joins until Revive (under mu_)
   std::shared_ptr<Stream> default_stream_;
   std::vector<std::shared_ptr<Stream>> streams_;
   std::mutex printf_mu_;

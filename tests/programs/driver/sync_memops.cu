@@ -2,9 +2,9 @@
 // (cuPointerSetAttribute); set on an allocation (through any address inside it), it reads back
 // set there and nowhere else, and setting it waits for the synchronous operations already issued;
 // a synchronous memset (1D and 2D) or copy into or out of that allocation (from the host, within
-// the device, between contexts) returns only once it has run, with the work queued before it on
-// the legacy stream: a long kernel queued first has finished when the call returns (the stream is
-// idle), and the bytes are there. Cleared, it reads back clear.
+// the device, between contexts, into another context's memory) returns only once it has run, with
+// the work queued before it on the legacy stream: a long kernel queued first has finished when the
+// call returns (the stream is idle), and the bytes are there. Cleared, it reads back clear.
 #include "check.h"
 
 namespace {
@@ -77,6 +77,26 @@ int main() {
   EXPECT_TRUE(cuStreamQuery(nullptr) == CUDA_SUCCESS);
   CHECK(cuMemcpyDtoH(back.data(), other, n * sizeof(unsigned)));
   for (size_t i = 0; i < n; ++i) EXPECT_TRUE(back[i] == 7u);
+
+  // Memory of another context: a copy into it from this one runs in its context, behind its
+  // long kernel, and has run when the copy returns.
+  CUcontext second;
+  CHECK(cuCtxCreate(&second, nullptr, 0, 0));  // current now
+  CUdeviceptr theirs, second_sink;
+  CHECK(cuMemAlloc(&theirs, n * sizeof(unsigned)));
+  CHECK(cuMemAlloc(&second_sink, sizeof(unsigned)));
+  CHECK(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, theirs));
+  CUmodule second_module;
+  CHECK(cuModuleLoad(&second_module, RGPU_KERNELS_FATBIN));
+  CUfunction second_spin;
+  CHECK(cuModuleGetFunction(&second_spin, second_module, "spin"));
+  LaunchLong(second_spin, second_sink);
+  CHECK(cuCtxSetCurrent(ctx));
+  CHECK(cuMemcpyDtoD(theirs, d, n * sizeof(unsigned)));
+  CHECK(cuCtxSetCurrent(second));
+  EXPECT_TRUE(cuStreamQuery(nullptr) == CUDA_SUCCESS);
+  CHECK(cuCtxDestroy(second));
+  CHECK(cuCtxSetCurrent(ctx));
 
   CHECK(cuPointerSetAttribute(&zero, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
   CHECK(cuPointerGetAttribute(&set, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, d));
