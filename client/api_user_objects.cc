@@ -18,8 +18,8 @@ extern "C" CUresult rgpu_impl_cuStreamSynchronize(CUstream s);
 namespace rgpu::client {
 namespace {
 
-// The thread destructors and deferred releases run on, started at the first job; never
-// destroyed, as the host worker (it may still run when static objects go at exit).
+// The thread destructors run on, started at the first; never destroyed, as the host worker (it
+// may still run when static objects go at exit).
 struct Jobs {
   std::mutex mu;
   std::condition_variable cv;
@@ -72,9 +72,9 @@ UserObjectRefs::~UserObjectRefs() {
   for (auto& [object, count] : refs_) ReleaseUserObject(object, count);
 }
 
-void UserObjectRefs::Add(CUuserObject_st* object, unsigned count) { refs_[object] += count; }
+void UserObjectRefs::Add(CUuserObject_st* object, uint64_t count) { refs_[object] += count; }
 
-bool UserObjectRefs::Remove(CUuserObject_st* object, unsigned count) {
+bool UserObjectRefs::Remove(CUuserObject_st* object, uint64_t count) {
   auto it = refs_.find(object);
   if (it == refs_.end() || it->second < count) return false;
   if ((it->second -= count) == 0) refs_.erase(it);
@@ -88,11 +88,11 @@ void UserObjectRefs::CopyFrom(const UserObjectRefs& other) {
   }
 }
 
-void RetainUserObject(CUuserObject_st* object, unsigned count) {
+void RetainUserObject(CUuserObject_st* object, uint64_t count) {
   object->refs.fetch_add(count, std::memory_order_relaxed);
 }
 
-CUresult ReleaseUserObject(CUuserObject_st* object, unsigned count) {
+CUresult ReleaseUserObject(CUuserObject_st* object, uint64_t count) {
   uint64_t held = object->refs.load(std::memory_order_relaxed);
   do {
     if (held < count) return CUDA_ERROR_INVALID_VALUE;

@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <vector>
@@ -35,24 +36,24 @@ class UserObjectRefs {
   ~UserObjectRefs();  // releases every reference
 
   // Records `count` references the owner now holds (retained, or moved from the caller).
-  void Add(CUuserObject_st* object, unsigned count);
+  void Add(CUuserObject_st* object, uint64_t count);
   // Forgets `count` of the owner's references to `object` (the caller releases them); false,
   // with nothing changed, when it holds fewer.
-  bool Remove(CUuserObject_st* object, unsigned count);
+  bool Remove(CUuserObject_st* object, uint64_t count);
   // Adds `other`'s references, retaining each.
   void CopyFrom(const UserObjectRefs& other);
   void Swap(UserObjectRefs& other) { refs_.swap(other.refs_); }
   bool empty() const { return refs_.empty(); }
 
  private:
-  std::map<CUuserObject_st*, unsigned> refs_;
+  std::map<CUuserObject_st*, uint64_t> refs_;  // counts summed over retains: 64 bits
 };
 
 // Adds `count` references to a live user object.
-void RetainUserObject(CUuserObject_st* object, unsigned count);
+void RetainUserObject(CUuserObject_st* object, uint64_t count);
 // Releases `count` references; the last one runs the destructor on the user objects' thread and
 // frees the handle. CUDA_ERROR_INVALID_VALUE, with nothing released, when fewer are held.
-CUresult ReleaseUserObject(CUuserObject_st* object, unsigned count);
+CUresult ReleaseUserObject(CUuserObject_st* object, uint64_t count);
 
 // Whether `graph` (with the graphs of its child graph and conditional nodes) or `exec` (with
 // those of its nodes, and what its updates replaced) holds references to user objects.
