@@ -6,8 +6,6 @@
 // back into the option values, when an input is added and when the link completes. Every other
 // option is forwarded; the server refuses those it cannot take (addresses of this process).
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -136,11 +134,8 @@ RGPU_IMPL(cuLinkAddFile_v2)
 (CUlinkState state, CUjitInputType type, const char* path, unsigned int, CUjit_option*, void**) {
   if (CUresult r = CheckLink(state); r != CUDA_SUCCESS) return r;
   if (path == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return CUDA_ERROR_FILE_NOT_FOUND;
-  std::stringstream contents;
-  contents << file.rdbuf();
-  const std::string data = contents.str();
+  std::string data;
+  if (!rgpu::client::ReadWholeFile(path, &data)) return CUDA_ERROR_FILE_NOT_FOUND;
   return AddData(state, type, data.data(), data.size());
 }
 

@@ -339,13 +339,21 @@ RGPU_IMPL(cuModuleLoadFatBinary)(CUmodule* out, const void* image) {
   return LoadFromMemory(image, out);
 }
 
-RGPU_IMPL(cuModuleLoad)(CUmodule* out, const char* path) {
-  if (out == nullptr || path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+namespace rgpu::client {
+bool ReadWholeFile(const char* path, std::string* out) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) return CUDA_ERROR_FILE_NOT_FOUND;
+  if (!file) return false;
   std::stringstream contents;
   contents << file.rdbuf();
-  std::string data = contents.str();
+  *out = contents.str();
+  return true;
+}
+}  // namespace rgpu::client
+
+RGPU_IMPL(cuModuleLoad)(CUmodule* out, const char* path) {
+  if (out == nullptr || path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::string data;
+  if (!rgpu::client::ReadWholeFile(path, &data)) return CUDA_ERROR_FILE_NOT_FOUND;
   data.push_back('\0');  // PTX text must be terminated
   return LoadFromMemory(data.data(), out);
 }
@@ -417,12 +425,8 @@ RGPU_IMPL(cuLibraryLoadFromFile)
   if (out == nullptr || path == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = ClientState::Get().CheckInitialized();
   if (r != CUDA_SUCCESS) return r;
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return CUDA_ERROR_FILE_NOT_FOUND;
-  std::stringstream contents;
-  contents << file.rdbuf();
-  if (!file.good() && !file.eof()) return CUDA_ERROR_FILE_NOT_FOUND;
-  std::string data = contents.str();
+  std::string data;
+  if (!rgpu::client::ReadWholeFile(path, &data)) return CUDA_ERROR_FILE_NOT_FOUND;
   data.push_back('\0');  // PTX text must be terminated
   return rgpu_impl_cuLibraryLoadData(out, data.data(), jit_options, jit_values, jit_count,
                                      library_options, library_values, library_count);

@@ -282,8 +282,7 @@ RGPU_IMPL(cuCtxDisablePeerAccess)(CUcontext peer) {
 RGPU_IMPL(cuMemcpyPeer)
 (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes) {
   return rgpu::client::FinishSynchronousMemop(
-      CopyPeer(dst, dst_ctx, src, src_ctx, bytes, nullptr, false), {dst, src},
-      rgpu::client::ClientState::Get().IsLive(dst_ctx) ? dst_ctx : nullptr);
+      CopyPeer(dst, dst_ctx, src, src_ctx, bytes, nullptr, false), {dst, src}, dst_ctx);
 }
 RGPU_SAME_AS(cuMemcpyPeer_ptds, cuMemcpyPeer)
 

@@ -137,6 +137,9 @@ CUresult ResolveFunction(CUfunction f, CUfunc_st** out);
 // The kernels of module `m`, in the backend's order (cuModuleEnumerateFunctions, cuFFT's export
 // table). Thread-safe.
 CUresult ModuleFunctions(CUmodule m, std::vector<CUfunction>* out);
+// The whole of the file at `path` in `out` (cuModuleLoad, cuLibraryLoadFromFile, cuLinkAddFile);
+// false when it cannot be read.
+bool ReadWholeFile(const char* path, std::string* out);
 // Packs a launch's arguments (kernelParams, or the extra buffer) by `fn`'s parameter layout;
 // CUDA_ERROR_INVALID_VALUE when they do not give every parameter.
 CUresult PackArguments(CUfunc_st* fn, void** params, void** extra, std::string* args);
