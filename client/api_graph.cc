@@ -265,21 +265,9 @@ RGPU_IMPL(cuGraphExecDestroy)(CUgraphExec exec) {
   }
   ClientState::Get().Unregister(exec);
   rgpu::client::ForgetServerGraphs(exec);
-  std::vector<CUstream> launched_on;
-  {
-    std::lock_guard<std::mutex> lock(exec->runs_mu);
-    launched_on = exec->launched_on;
-  }
-  bool holds;
-  {
-    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-    holds = rgpu::client::HoldsUserObjects(*exec);
-  }
-  // What it holds for its launches (user object references, in it, in its nodes' graphs and in
-  // what updates replaced) goes once they have run: waited for here. An error that work left is
-  // returned, as any call may return one of earlier asynchronous work.
-  const CUresult r =
-      holds && !launched_on.empty() ? rgpu::client::WaitForLaunches(launched_on) : CUDA_SUCCESS;
+  // What it holds for its launches (user object references) goes once they have run. An error
+  // that work left is returned, as any call may return one of earlier asynchronous work.
+  const CUresult r = rgpu::client::SettleLaunches(exec);
   delete exec;
   return r;
 }

@@ -934,18 +934,12 @@ RGPU_IMPL(cuGraphExecUpdate_v2)
   }
   std::vector<GraphNode> order;
   rgpu::client::ForgetServerGraphs(exec);  // the server's recordings hold the old parameters
-  bool launched;
-  {
-    std::lock_guard<std::mutex> lock(exec->runs_mu);
-    launched = !exec->launched_on.empty();
+  // The nodes and user object references replaced go once the launches made with them have run.
+  if (CUresult settled = rgpu::client::SettleLaunches(exec); settled != CUDA_SUCCESS) {
+    return settled;
   }
-  // The nodes and user object references replaced: kept with the executable graph when it was
-  // launched with them (client/user_objects.h); destroyed after the lock below otherwise.
-  struct Replaced {
-    std::vector<GraphNode> nodes;
-    rgpu::client::UserObjectRefs user_objects;
-  };
-  auto replaced = std::make_shared<Replaced>();
+  std::vector<GraphNode> replaced;  // destroyed after the lock below
+  rgpu::client::UserObjectRefs replaced_user_objects;
   std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
   CUresult r = rgpu::client::OrderGraph(*graph, &order);
   if (r != CUDA_SUCCESS) return r;
@@ -971,17 +965,11 @@ RGPU_IMPL(cuGraphExecUpdate_v2)
   for (size_t i = 0; i < order.size(); ++i) {
     SetEnabled(&order[i], exec->nodes[i].enabled);  // disabled nodes stay disabled
   }
-  replaced->nodes.swap(exec->nodes);
+  replaced.swap(exec->nodes);
   exec->nodes = std::move(order);
   // Its references become the new graph's, as CUDA clones them into the executable graph.
-  replaced->user_objects.Swap(exec->user_objects);
+  replaced_user_objects.Swap(exec->user_objects);
   rgpu::client::CollectUserObjects(*graph, &exec->user_objects);
-  bool holds = !replaced->user_objects.empty();
-  for (const GraphNode& n : replaced->nodes) {
-    holds = holds || (n.child != nullptr && n.child->graph != nullptr &&
-                      rgpu::client::HoldsUserObjects(*n.child->graph));
-  }
-  if (launched && holds) exec->retired.push_back(replaced);
   return CUDA_SUCCESS;
 }
 
@@ -1299,12 +1287,11 @@ RGPU_IMPL(cuGraphExecChildGraphNodeSetParams)(CUgraphExec exec, CUgraphNode node
   if (!LiveExec(exec) || !LiveGraph(child)) return CUDA_ERROR_INVALID_VALUE;
   GraphNode made;
   std::shared_ptr<ChildGraph> old;  // the copy replaced, destroyed once the lock is released
-  bool launched;
-  {
-    std::lock_guard<std::mutex> lock(exec->runs_mu);
-    launched = !exec->launched_on.empty();
+  // It goes once the launches made with it have run.
+  if (CUresult settled = rgpu::client::SettleLaunches(exec); settled != CUDA_SUCCESS) {
+    return settled;
   }
-  const CUresult r = UpdateExecNode(
+  return UpdateExecNode(
       exec, node,
       [&](const GraphNode& n) {
         if (n.type != CU_GRAPH_NODE_TYPE_GRAPH || n.child == nullptr) {
@@ -1321,13 +1308,6 @@ RGPU_IMPL(cuGraphExecChildGraphNodeSetParams)(CUgraphExec exec, CUgraphNode node
         n->child = std::move(made.child);
         rgpu::client::SetNodeWork(n, std::move(made.replay), made.recordable);
       });
-  // A replaced copy holding user object references stays with the executable graph it was
-  // launched in, until that goes (after its launches, client/user_objects.h).
-  if (old != nullptr && old->graph != nullptr && launched) {
-    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
-    if (rgpu::client::HoldsUserObjects(*old->graph)) exec->retired.push_back(old);
-  }
-  return r;
 }
 
 // The generic form, by the node's type.

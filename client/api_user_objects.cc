@@ -128,7 +128,7 @@ bool HoldsUserObjects(const CUgraph_st& graph) {
 }
 
 bool HoldsUserObjects(const CUgraphExec_st& exec) {
-  if (!exec.user_objects.empty() || !exec.retired.empty()) return true;
+  if (!exec.user_objects.empty()) return true;
   for (const CUgraphNode_st& node : exec.nodes) {
     if (NodesHold(node)) return true;
   }
@@ -148,7 +148,17 @@ void CollectUserObjects(const CUgraph_st& graph, UserObjectRefs* into) {
   }
 }
 
-CUresult WaitForLaunches(const std::vector<CUstream>& streams) {
+CUresult SettleLaunches(CUgraphExec_st* exec) {
+  std::vector<CUstream> streams;
+  {
+    std::lock_guard<std::mutex> lock(exec->runs_mu);
+    streams = exec->launched_on;
+  }
+  if (streams.empty()) return CUDA_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    if (!HoldsUserObjects(*exec)) return CUDA_SUCCESS;
+  }
   CUresult first = CUDA_SUCCESS;
   for (CUstream s : streams) {
     const CUresult r = rgpu_impl_cuStreamSynchronize(s);
@@ -156,6 +166,8 @@ CUresult WaitForLaunches(const std::vector<CUstream>& streams) {
     if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT) continue;
     if (first == CUDA_SUCCESS) first = r;
   }
+  std::lock_guard<std::mutex> lock(exec->runs_mu);
+  exec->launched_on.clear();
   return first;
 }
 

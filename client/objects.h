@@ -255,15 +255,13 @@ struct CUgraphExec_st {
   std::mutex runs_mu;
   bool runs_made = false;       // GUARDED_BY(runs_mu)
   std::vector<ServerRun> runs;  // GUARDED_BY(runs_mu)
-  // The streams it was launched on: what it holds for its launches (its user object references,
-  // its nodes' graphs) goes only after their work (client/user_objects.h). GUARDED_BY(runs_mu)
+  // The streams it was launched on since it last settled (SettleLaunches): what it holds for
+  // those launches (user object references, in it and its nodes' graphs) goes only after their
+  // work. GUARDED_BY(runs_mu)
   std::vector<CUstream> launched_on;
   // The user objects it holds references to, taken from its graph (and the graphs of its child
   // and conditional nodes) when it was instantiated or updated.
   rgpu::client::UserObjectRefs user_objects;
-  // What an update replaced while holding user object references (old nodes, old references):
-  // kept until the executable graph goes, after its launches (objects_mutex).
-  std::vector<std::shared_ptr<void>> retired;
 };
 
 // A user object (client/user_objects.h): the program's pointer and destructor, and the

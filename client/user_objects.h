@@ -4,8 +4,8 @@
 // graph owns references (cuGraphRetainUserObject); its clones and the graphs of its child graph
 // nodes own copies of them, and an executable graph takes copies of all of them when it is
 // instantiated or updated. What an executable graph launched holds (its references, its nodes'
-// graphs, what updates replaced) goes when it is destroyed, after the work of the streams it was
-// launched on: cuGraphExecDestroy waits for them (WaitForLaunches), where CUDA would release the
+// graphs) is let go (destroyed, updated) only after the work of the streams it was launched on:
+// cuGraphExecDestroy and the updates wait for it (SettleLaunches), where CUDA would release the
 // references once the launches have run and return at once.
 #pragma once
 
@@ -56,8 +56,7 @@ void RetainUserObject(CUuserObject_st* object, uint64_t count);
 CUresult ReleaseUserObject(CUuserObject_st* object, uint64_t count);
 
 // Whether `graph` (with the graphs of its child graph and conditional nodes) or `exec` (with
-// those of its nodes, and what its updates replaced) holds references to user objects.
-// objects_mutex held.
+// those of its nodes) holds references to user objects. objects_mutex held.
 bool HoldsUserObjects(const CUgraph_st& graph);
 bool HoldsUserObjects(const CUgraphExec_st& exec);
 
@@ -66,8 +65,10 @@ bool HoldsUserObjects(const CUgraphExec_st& exec);
 // held.
 void CollectUserObjects(const CUgraph_st& graph, UserObjectRefs* into);
 
-// Waits, on the calling thread, for the work on `streams` (an executable graph's launch streams;
-// those destroyed since are skipped); the first error that work left, as a synchronize returns it.
-CUresult WaitForLaunches(const std::vector<CUstream>& streams);
+// Before `exec` lets go of what it holds (destroyed, or updated): when it holds user object
+// references and was launched since it last settled, waits on the calling thread for the work of
+// its launch streams (those destroyed since are skipped) and forgets them. The first error that
+// work left, as a synchronize returns it. Takes objects_mutex and exec->runs_mu: hold neither.
+CUresult SettleLaunches(CUgraphExec_st* exec);
 
 }  // namespace rgpu::client
