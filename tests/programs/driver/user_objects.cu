@@ -2,7 +2,8 @@
 // reference is released, not before: the program's own (retained and released), a graph's (moved
 // to it, or new), a clone's, and an executable graph's, which instantiation takes and which stay
 // until the launches made with them have run (the destructor finds the stream idle, behind a long
-// kernel). Releasing more than is held, and the calls' bad arguments, are refused.
+// kernel), as do those an update of it replaces. Releasing more than is held, and the calls' bad
+// arguments, are refused.
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -11,7 +12,7 @@
 
 namespace {
 
-std::atomic<int> g_destroyed[3];
+std::atomic<int> g_destroyed[4];
 
 // Destructors may not call CUDA: this one notes that it ran, and the program looks at the rest.
 void CUDA_CB Destroy(void* which) { g_destroyed[reinterpret_cast<uintptr_t>(which)].fetch_add(1); }
@@ -102,6 +103,25 @@ int main() {
   EXPECT_TRUE(RanWithin(2, 1));
   // The launch had run by the time the destructor did.
   EXPECT_TRUE(cuStreamQuery(stream) == CUDA_SUCCESS);
+
+  // An update lets go of the references it replaces only after the launches made with them.
+  CUuserObject replaced;
+  CHECK(cuUserObjectCreate(&replaced, Tag(3), Destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  CUgraph before, after;
+  CHECK(cuGraphCreate(&before, 0));
+  CHECK(cuGraphRetainUserObject(before, replaced, 1, CU_GRAPH_USER_OBJECT_MOVE));
+  CHECK(cuGraphAddKernelNode(&node, before, nullptr, 0, &kernel));
+  CHECK(cuGraphCreate(&after, 0));
+  CHECK(cuGraphAddKernelNode(&node, after, nullptr, 0, &kernel));
+  CHECK(cuGraphInstantiate(&exec, before, 0));
+  CHECK(cuGraphDestroy(before));
+  CHECK(cuGraphLaunch(exec, stream));
+  CUgraphExecUpdateResultInfo update = {};
+  CHECK(cuGraphExecUpdate(exec, after, &update));
+  EXPECT_TRUE(RanWithin(3, 1));
+  EXPECT_TRUE(cuStreamQuery(stream) == CUDA_SUCCESS);
+  CHECK(cuGraphExecDestroy(exec));
+  CHECK(cuGraphDestroy(after));
 
   CHECK(cuStreamDestroy(stream));
   CHECK(cuMemFree(sink));
