@@ -254,24 +254,34 @@ CUresult ModuleFunctionNames(CUmodule m, std::string* names, uint32_t* count) {
   }
 }
 
-CUresult ModuleFunctions(CUmodule m, std::vector<CUfunction>* out) {
-  CUresult r = CheckModule(m);
-  if (r != CUDA_SUCCESS) return r;
+// The kernel names of module `m` one by one (ModuleFunctionNames split, and checked against the
+// count the server gave).
+CUresult ModuleFunctionNameList(CUmodule m, std::vector<std::string>* out) {
   std::string names;
   uint32_t count = 0;
-  r = ModuleFunctionNames(m, &names, &count);
-  if (r != CUDA_SUCCESS) return r;
+  if (CUresult r = ModuleFunctionNames(m, &names, &count); r != CUDA_SUCCESS) return r;
   out->clear();
   for (size_t at = 0; at < names.size();) {
     const size_t end = names.find('\0', at);
     if (end == std::string::npos) return CUDA_ERROR_UNKNOWN;
-    CUfunc_st* f;
-    r = GetFunction(m, names.c_str() + at, &f);
-    if (r != CUDA_SUCCESS) return r;
-    out->push_back(f);
+    out->push_back(names.substr(at, end - at));
     at = end + 1;
   }
   return out->size() == count ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+}
+
+CUresult ModuleFunctions(CUmodule m, std::vector<CUfunction>* out) {
+  CUresult r = CheckModule(m);
+  if (r != CUDA_SUCCESS) return r;
+  std::vector<std::string> names;
+  if ((r = ModuleFunctionNameList(m, &names)) != CUDA_SUCCESS) return r;
+  out->clear();
+  for (const std::string& name : names) {
+    CUfunc_st* f;
+    if ((r = GetFunction(m, name.c_str(), &f)) != CUDA_SUCCESS) return r;
+    out->push_back(f);
+  }
+  return CUDA_SUCCESS;
 }
 
 }  // namespace rgpu::client
@@ -518,19 +528,15 @@ CUresult LibraryKernels(CUlibrary lib, std::vector<CUkern_st*>* out) {
   if ((r = LibraryContext(&ctx)) != CUDA_SUCCESS) return r;
   CUmodule m;
   if ((r = LibraryModule(lib, ctx, &m)) != CUDA_SUCCESS) return r;
-  std::string names;
-  uint32_t count = 0;
-  if ((r = rgpu::client::ModuleFunctionNames(m, &names, &count)) != CUDA_SUCCESS) return r;
+  std::vector<std::string> names;
+  if ((r = rgpu::client::ModuleFunctionNameList(m, &names)) != CUDA_SUCCESS) return r;
   out->clear();
-  for (size_t at = 0; at < names.size();) {
-    const size_t end = names.find('\0', at);
-    if (end == std::string::npos) return CUDA_ERROR_UNKNOWN;
-    CUkern_st* k = KernelOf(lib, names.substr(at, end - at));
+  for (const std::string& name : names) {
+    CUkern_st* k = KernelOf(lib, name);
     if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     out->push_back(k);
-    at = end + 1;
   }
-  return out->size() == count ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
