@@ -225,9 +225,9 @@ void Session::ServeLoop(const std::atomic<bool>& stop) {
     Status s = channel_->Receive(posted_reads_.empty() ? 200 : 1, &m);
     if (s.code() == Status::Code::kTimeout) {
       if (!posted_reads_.empty()) {
-        state_lock_.lock();
+        state_mu_.Lock();
         SendFinishedReads();
-        state_lock_.unlock();
+        if (state_mu_.Unlock()) state_cv_.notify_all();
       }
       const int64_t silent =
           liveness_ != nullptr && client_timeout_ms_ > 0 ? liveness_->SilentMs(liveness_key_) : -1;
@@ -253,7 +253,7 @@ void Session::ServeLoop(const std::atomic<bool>& stop) {
       }
       break;
     }
-    state_lock_.lock();
+    state_mu_.Lock();
     const bool served = Serve(m);
     // After a lane's synchronize, pools give back what they keep past their thresholds, as
     // after one on the channel (the lane cannot: pools are the session thread's).
@@ -261,8 +261,7 @@ void Session::ServeLoop(const std::atomic<bool>& stop) {
         lane_synchronized_.exchange(false)) {
       TrimPoolsAfterSync();
     }
-    state_lock_.unlock();
-    state_cv_.notify_all();  // lanes waiting for these calls
+    if (state_mu_.Unlock()) state_cv_.notify_all();  // lanes waiting for these calls
     if (!served) break;
   }
   {

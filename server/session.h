@@ -32,6 +32,7 @@
 #include "server/host_nvml.h"
 #include "server/ipc_registry.h"
 #include "server/move_request.h"
+#include "server/owner_mutex.h"
 #include "server/session_records.h"
 #include "server/session_limits.h"
 #include "transport/channel.h"
@@ -621,7 +622,7 @@ class Session {
   void ReportPending(wire::Reply* reply);
   // A lane's wait (ServeLane): its reply's result, after the session served `call.after_seq`.
   CUresult RunLaneCall(const wire::Call& call, wire::Reply* reply);
-  // Waits, on the session's thread, until no lane waits on what `matches` says (state_lock_
+  // Waits, on the session's thread, until no lane waits on what `matches` says (state_mu_
   // released meanwhile): before the backend object goes.
   struct LaneWait {
     uint64_t ctx = 0;
@@ -792,10 +793,10 @@ class Session {
   static void OnDeviceOutput(void* session, const char* data, size_t size);
 
   // The session's state (its tables, async error, metering slots) is the session thread's, held
-  // under state_mu_ while it serves a message, so that lanes may read it between messages.
-  std::mutex state_mu_;
-  std::unique_lock<std::mutex> state_lock_{state_mu_, std::defer_lock};  // the session thread's
-  std::condition_variable state_cv_;  // executed_seq_ moved on, or a lane wait ended
+  // under state_mu_ while it serves a message (the session thread its owner), so that lanes and
+  // peer transfers (its guests) may read it between messages.
+  OwnerMutex state_mu_;
+  std::condition_variable state_cv_;  // executed_seq_ moved on, or a lane wait ended (state_mu_'s)
   uint64_t executed_seq_ = 0;         // the last call the session served (GUARDED_BY state_mu_)
   std::vector<LaneWait> lane_waits_;  // waits in progress on lanes (GUARDED_BY state_mu_)
   std::atomic<bool> lane_synchronized_{false};  // a lane's wait succeeded: pools may be trimmed

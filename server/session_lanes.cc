@@ -110,7 +110,10 @@ CUresult Session::RunLaneCall(const wire::Call& call, wire::Reply* reply) {
                        " arguments");
     return CUDA_ERROR_INVALID_VALUE;
   }
-  std::unique_lock<std::mutex> lock(state_mu_);
+  // Counted in as the state's guest for the whole call: while its wait is listed, the session
+  // thread holds the state through the mutex and so notifies state_cv_.
+  OwnerMutex::Guest guest(state_mu_);
+  std::unique_lock<std::mutex> lock(state_mu_.mutex());
   // Everything the client sent on the session's channel before this call comes first.
   while (executed_seq_ < call.after_seq()) {
     if (aborted_.load() || lanes_closing_.load()) return CUDA_ERROR_DEVICE_UNAVAILABLE;
@@ -167,8 +170,11 @@ CUresult Session::RunLaneCall(const wire::Call& call, wire::Reply* reply) {
 }
 
 void Session::AwaitLaneWaits(const std::function<bool(const LaneWait&)>& matches) {
-  if (!state_lock_.owns_lock()) return;  // not serving a message: no lane runs (Run's end)
-  state_cv_.wait(state_lock_,
+  if (!state_mu_.held()) return;  // not serving a message: no lane runs (Run's end)
+  // Held without the mutex, no guest is counted in, and a lane's waits are listed only while
+  // its lane is (RunLaneCall): none is listed.
+  if (!state_mu_.holds_mutex()) return;
+  state_cv_.wait(state_mu_.owner_lock(),
                  [&] { return std::none_of(lane_waits_.begin(), lane_waits_.end(), matches); });
 }
 

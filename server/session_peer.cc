@@ -149,7 +149,8 @@ bool Session::AttachPeer(const std::string& ticket_digest, PeerGrantRecord* gran
 
 CUresult Session::PeerChunk(const PeerGrantRecord& grant, uint64_t offset, void* host,
                             size_t size) {
-  std::lock_guard<std::mutex> lock(state_mu_);
+  OwnerMutex::Guest guest(state_mu_);
+  std::lock_guard<std::mutex> lock(state_mu_.mutex());
   const ContextRecord* ctx = contexts_.Find(grant.ctx_id);
   if (ctx == nullptr || ctx->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
   if (!OwnsRange(grant.ctx_id, grant.ptr + offset, size)) return CUDA_ERROR_INVALID_VALUE;
@@ -232,8 +233,8 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
   if (CUresult r = drv_.cuStreamSynchronize(in.stream.stream); r != CUDA_SUCCESS) return r;
   const CUcontext context = cs.ctx->context;
   // Bytes travel without this session's state lock (see the file's comment).
-  const bool relock = state_lock_.owns_lock();
-  if (relock) state_lock_.unlock();
+  const bool relock = state_mu_.held();
+  if (relock) state_mu_.Unlock();
   CUresult r = CUDA_SUCCESS;
   std::string why;  // for the tenant
   const std::string ticket = TicketOf(in.ticket0, in.ticket1);
@@ -377,7 +378,7 @@ CUresult Session::HandleMemcpyPeerRemote(CallState& cs, const MemcpyPeerRemoteIn
     peer_channels_[url_text] = std::move(channel);
   }
   channel.reset();
-  if (relock) state_lock_.lock();
+  if (relock) state_mu_.Lock();
   drv_.cuCtxSetCurrent(context);
   if (r != CUDA_SUCCESS) cs.detail = why;
   return r;

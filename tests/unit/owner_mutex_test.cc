@@ -1,0 +1,112 @@
+// OwnerMutex (server/owner_mutex.h): the session state lock whose owner takes it without atomic
+// read-modify-write instructions while no guest wants it.
+#include "server/owner_mutex.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace rgpu::server {
+namespace {
+
+// A counter bumped by a separate load and store (no read-modify-write instruction): increments
+// made by two threads inside at once are lost, so the final count shows whether the lock kept
+// them apart.
+struct Counter {
+  std::atomic<uint64_t> value{0};
+  void Bump() {
+    const uint64_t v = value.load(std::memory_order_relaxed);
+    for (volatile int spin = 0; spin < 20; spin = spin + 1) {
+    }
+    value.store(v + 1, std::memory_order_relaxed);
+  }
+};
+
+void OwnerAndGuests(bool fast) {
+  OwnerMutex mu(fast);
+  Counter counter;
+  constexpr int kGuests = 2;
+  constexpr int kGuestTurns = 2000;
+  std::atomic<bool> start{false};
+  std::atomic<int> guests_done{0};
+  std::vector<std::thread> guests;
+  for (int g = 0; g < kGuests; ++g) {
+    guests.emplace_back([&] {
+      while (!start.load()) std::this_thread::yield();
+      for (int i = 0; i < kGuestTurns; ++i) {
+        OwnerMutex::Guest guest(mu);
+        std::lock_guard<std::mutex> lock(mu.mutex());
+        counter.Bump();
+      }
+      guests_done.fetch_add(1);
+    });
+  }
+  start.store(true);
+  // The owner takes it for as long as the guests come.
+  uint64_t owner_turns = 0;
+  uint64_t fast_holds = 0;
+  while (guests_done.load(std::memory_order_relaxed) < kGuests) {
+    mu.Lock();
+    ASSERT_TRUE(mu.held());
+    if (!mu.holds_mutex()) ++fast_holds;
+    counter.Bump();
+    ++owner_turns;
+    mu.Unlock();
+    ASSERT_FALSE(mu.held());
+  }
+  for (auto& t : guests) t.join();
+  EXPECT_EQ(counter.value.load(), owner_turns + kGuests * kGuestTurns);
+  if (!fast || !OwnerMutex::FastPathAvailable()) {
+    EXPECT_EQ(fast_holds, 0u);
+  } else {
+    EXPECT_GT(fast_holds, 0u);  // between the guests' visits
+  }
+}
+
+TEST(OwnerMutexTest, OwnerAndGuestsNeverInsideTogether) { OwnerAndGuests(true); }
+
+TEST(OwnerMutexTest, WithoutTheFastPathTheOwnerTakesTheMutex) { OwnerAndGuests(false); }
+
+TEST(OwnerMutexTest, AGuestWaitsForTheOwnersHoldToEnd) {
+  OwnerMutex mu;
+  mu.Lock();
+  std::atomic<bool> entered{false};
+  std::thread guest([&] {
+    OwnerMutex::Guest g(mu);
+    std::lock_guard<std::mutex> lock(mu.mutex());
+    entered.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(entered.load());
+  mu.Unlock();
+  guest.join();
+  EXPECT_TRUE(entered.load());
+}
+
+TEST(OwnerMutexTest, WhileAGuestIsCountedInTheOwnerHoldsTheMutex) {
+  OwnerMutex mu;
+  std::atomic<bool> counted{false};
+  std::atomic<bool> release{false};
+  std::thread guest([&] {
+    OwnerMutex::Guest g(mu);
+    counted.store(true);
+    while (!release.load()) std::this_thread::yield();
+  });
+  while (!counted.load()) std::this_thread::yield();
+  mu.Lock();
+  EXPECT_TRUE(mu.holds_mutex());
+  EXPECT_TRUE(mu.owner_lock().owns_lock());
+  EXPECT_TRUE(mu.Unlock());  // it held the mutex: guests may wait on it
+  release.store(true);
+  guest.join();
+  mu.Lock();  // the guest has gone
+  EXPECT_EQ(mu.holds_mutex(), !OwnerMutex::FastPathAvailable());
+  mu.Unlock();
+}
+
+}  // namespace
+}  // namespace rgpu::server
