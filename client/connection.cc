@@ -106,7 +106,9 @@ Status Connection::Open(const std::string& url_text, const std::string& token, i
   c->welcome_ = reply.welcome();
   c->lanes_offered_ = c->welcome_.lane_key().empty() ? 0 : c->welcome_.max_lanes();
   if (const char* us = getenv("RGPU_BATCH_US")) c->batch_delay_us_ = std::max(0, atoi(us));
-  if (c->batch_delay_us_ > 0) c->flusher_ = std::thread([self] { self->FlushLoop(); });
+  if (c->batch_delay_us_ > 0) {
+    c->flusher_ = std::thread([self, delay_us = c->batch_delay_us_] { self->FlushLoop(delay_us); });
+  }
   c->StartKeepalives(url.host);
   *out = std::move(c);
   return Status::Ok();
@@ -142,14 +144,14 @@ bool IsStickyError(CUresult r) {
 }
 
 CUresult Connection::StickyError(uint64_t ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   if (lost_) return kServerLost;
   auto it = sticky_.find(ctx);
   return ctx != 0 && it != sticky_.end() ? it->second : CUDA_SUCCESS;
 }
 
 CUresult Connection::WaitSent(size_t keep) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   if (lost_) return kServerLost;
   Status s = SendBatch();
   if (s.ok()) s = channel_->Flush(keep);
@@ -157,25 +159,25 @@ CUresult Connection::WaitSent(size_t keep) {
 }
 
 Status Connection::RegisterHostMemory(void* address, size_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   Status s = channel_->RegisterMemory(address, size);
   if (s.ok()) registered_[address] = size;
   return s;
 }
 
 void Connection::UnregisterHostMemory(void* address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   channel_->UnregisterMemory(address);
   registered_.erase(address);
 }
 
 bool Connection::broken() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   return lost_;
 }
 
 std::string Connection::DescribeTransport() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   return channel_->Describe();
 }
 
@@ -204,7 +206,7 @@ Connection::~Connection() { StopBatching(-1); }
 
 void Connection::StopBatching(int wait_ms) {
   {
-    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    std::unique_lock<BiasedMutex> lock(mu_, std::defer_lock);
     // Another thread may be inside a call that waits for the server (a long synchronize) while
     // the process exits: exit is not held up for it.
     for (int waited = 0; !lock.try_lock(); ++waited) {
@@ -230,6 +232,10 @@ void Connection::StopBatching(int wait_ms) {
     closing_ = true;
     batch_delay_us_ = 0;
   }
+  {
+    std::lock_guard<std::mutex> lock(flush_mu_);
+    flush_closing_ = true;
+  }
   flush_cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
 }
@@ -245,6 +251,10 @@ void Connection::AddToBatch(const wire::Call& call, const void* payload, size_t 
   }
   if (b->calls_size() == 1 && batch_delay_us_ > 0) {
     ++batch_generation_;
+    {
+      std::lock_guard<std::mutex> lock(flush_mu_);
+      flush_generation_ = batch_generation_;
+    }
     flush_cv_.notify_one();
   }
 }
@@ -255,22 +265,31 @@ Status Connection::SendBatch() {
       channel_->Send(batch_.SerializeAsString(), batch_payload_.data(), batch_payload_.size());
   batch_.mutable_batch()->Clear();
   batch_payload_.clear();
+  sent_generation_.store(batch_generation_, std::memory_order_release);
   return s;
 }
 
-void Connection::FlushLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  uint64_t seen = batch_generation_;
-  while (!closing_) {
-    flush_cv_.wait(lock, [&] { return closing_ || batch_generation_ != seen; });
-    if (closing_) break;
+void Connection::FlushLoop(int delay_us) {
+  std::unique_lock<std::mutex> lock(flush_mu_);
+  uint64_t seen = 0;
+  while (!flush_closing_) {
+    flush_cv_.wait(lock, [&] { return flush_closing_ || flush_generation_ != seen; });
+    if (flush_closing_) break;
     // A batch was started: give it a little while to fill, then send what is there.
-    const uint64_t generation = batch_generation_;
-    flush_cv_.wait_for(lock, std::chrono::microseconds(batch_delay_us_), [&] { return closing_; });
+    const uint64_t generation = flush_generation_;
+    flush_cv_.wait_for(lock, std::chrono::microseconds(delay_us), [&] { return flush_closing_; });
     seen = generation;
-    if (closing_ || lost_ || generation != batch_generation_) continue;
-    Status s = SendBatch();
-    if (!s.ok()) Fail(s.ToString());
+    if (flush_closing_ || flush_generation_ != generation) continue;  // a newer one: its own wait
+    if (sent_generation_.load(std::memory_order_acquire) >= generation) continue;  // it left
+    lock.unlock();
+    {
+      std::lock_guard<BiasedMutex> state(mu_);
+      if (!closing_ && !lost_ && batch_generation_ == generation) {
+        Status s = SendBatch();
+        if (!s.ok()) Fail(s.ToString());
+      }
+    }
+    lock.lock();
   }
 }
 
@@ -312,7 +331,7 @@ CUresult Connection::PostRaw(Op op, uint64_t ctx, std::span<const uint64_t> args
     return CUDA_SUCCESS;
   }
   NoteThread();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   if (lost_) return kServerLost;
   if (auto it = sticky_.find(ctx); ctx != 0 && it != sticky_.end()) return it->second;
   CUresult r = ThrottleLocked(payload_size);
@@ -351,13 +370,13 @@ CUresult Connection::CallRaw(Op op, uint64_t ctx, std::span<const uint64_t> args
                              size_t* reply_size) {
   NoteThread();
   if (!WantsLane(op)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<BiasedMutex> lock(mu_);
     return CallLocked(op, ctx, args, payload, payload_size, values, reply_buffer, reply_size, true);
   }
   // A wait of a program with several threads: on the connection, which the server holds only
   // briefly (Call.hand_off); when the work has not ended by then, on a lane.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<BiasedMutex> lock(mu_);
     hand_off_ = true;
     const CUresult r =
         CallLocked(op, ctx, args, payload, payload_size, values, reply_buffer, reply_size, true);
@@ -376,7 +395,7 @@ CUresult Connection::CallRaw(Op op, uint64_t ctx, std::span<const uint64_t> args
   } else if (CallOnLane(op, ctx, args, &result)) {
     return result;
   }
-  std::lock_guard<std::mutex> lock(mu_);  // no lane to be had: the connection waits after all
+  std::lock_guard<BiasedMutex> lock(mu_);  // no lane to be had: the connection waits after all
   return CallLocked(op, ctx, args, payload, payload_size, values, reply_buffer, reply_size, true);
 }
 
@@ -589,7 +608,7 @@ bool Connection::WantsLane(Op op) {
 }
 
 uint64_t Connection::ExpectRead(void* dst, size_t bytes, uint64_t ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   const uint64_t token = next_read_token_++;
   reads_[token] = {dst, bytes, ctx};
   reads_registered_.store(reads_.size());
@@ -598,19 +617,19 @@ uint64_t Connection::ExpectRead(void* dst, size_t bytes, uint64_t ctx) {
 }
 
 void Connection::ReadPosted(uint64_t token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   // Gone already when another thread's call brought its bytes meanwhile.
   if (auto it = reads_.find(token); it != reads_.end()) it->second.posted = true;
 }
 
 void Connection::ForgetRead(uint64_t token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   reads_.erase(token);
   reads_registered_.store(reads_.size());
 }
 
 void Connection::AwaitReads() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   for (;;) {
     auto first = std::find_if(reads_.begin(), reads_.end(),
                               [](const auto& read) { return read.second.posted; });
@@ -655,7 +674,7 @@ Status Connection::OpenLane(std::unique_ptr<Channel>* out) {
   std::string where;
   wire::LaneJoin lane_join;
   {
-    std::lock_guard<std::mutex> lock(mu_);  // the session's server, as of now
+    std::lock_guard<BiasedMutex> lock(mu_);  // the session's server, as of now
     where = url_;
     lane_join.set_session_id(welcome_.session_id());
     lane_join.set_lane_key(welcome_.lane_key());
@@ -732,7 +751,7 @@ void Connection::ReleaseLane(Lane* lane) {
 bool Connection::CallOnLane(Op op, uint64_t ctx, std::span<const uint64_t> args, CUresult* result) {
   uint64_t after = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<BiasedMutex> lock(mu_);
     if (lost_) {
       *result = kServerLost;
       return true;
@@ -786,7 +805,7 @@ bool Connection::CallOnLane(Op op, uint64_t ctx, std::span<const uint64_t> args,
     return false;
   }
   ReleaseLane(lane);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<BiasedMutex> lock(mu_);
   *result = ApplyReplyLocked(op, ctx, in.reply(), true);
   return true;
 }

@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/biased_mutex.h"
 #include "client/liveness_monitor.h"
 #include "common/status.h"
 #include "proto/calls.h"
@@ -199,8 +200,10 @@ class Connection {
   // Waits for the server when posting `payload_size` more bytes would overfill the in-flight
   // window (a payload larger than the window then travels alone).
   CUresult ThrottleLocked(size_t payload_size);
-  // The batch-delay thread: sends a batch that waited batch_delay_us_ for company.
-  void FlushLoop();
+  // The batch-delay thread: sends a batch that waited `delay_us` for company and did not leave
+  // with a call meanwhile. It waits without mu_ and takes it only to send such a batch (so that a
+  // program posting and then waiting on one thread keeps mu_'s bias).
+  void FlushLoop(int delay_us);
   // A lane: its own channel to the session, used by one thread at a time.
   struct Lane {
     std::unique_ptr<Channel> channel;
@@ -263,7 +266,9 @@ class Connection {
     bool posted = false;
   };
 
-  std::mutex mu_;
+  // The connection's lock: without atomic instructions for a program that calls from one thread
+  // (client/biased_mutex.h).
+  BiasedMutex mu_;
   std::unique_ptr<Channel> channel_;
   std::atomic<size_t> bulk_piece_{0};  // channel_->bulk_piece(), set with channel_
   wire::Welcome welcome_;
@@ -292,7 +297,9 @@ class Connection {
   // Posted calls not yet sent, as one Envelope.batch, and their payloads back to back.
   wire::Envelope batch_;
   std::string batch_payload_;
-  uint64_t batch_generation_ = 0;  // counts batches started, for the delay thread
+  uint64_t batch_generation_ = 0;  // counts batches started, for the delay thread (under mu_)
+  // The generation of the last batch that left (written under mu_, read by the delay thread).
+  std::atomic<uint64_t> sent_generation_{0};
   int batch_delay_us_ = 200;
   // Posted calls (and their payload bytes) sent since the last reply.
   size_t in_flight_calls_ = 0;
@@ -317,8 +324,12 @@ class Connection {
   // Welcome.max_lanes of the session's server (0: no lanes), read without mu_.
   std::atomic<uint32_t> lanes_offered_{0};
   std::thread flusher_;
+  bool closing_ = false;  // under mu_
+  // What the delay thread is told (taken after mu_ where both are, never before it).
+  std::mutex flush_mu_;
   std::condition_variable flush_cv_;
-  bool closing_ = false;
+  uint64_t flush_generation_ = 0;  // the batch last started (under flush_mu_)
+  bool flush_closing_ = false;     // (under flush_mu_)
   // Declared last, destroyed first: stops watching before the channel goes.
   std::unique_ptr<LivenessMonitor> liveness_;
 };

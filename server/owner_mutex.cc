@@ -1,34 +1,10 @@
 #include "server/owner_mutex.h"
 
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cstdlib>
-#include <thread>
-
-#include "common/log.h"
+#include "common/process_barrier.h"
 
 namespace rgpu::server {
-namespace {
 
-long Membarrier(int command) { return syscall(SYS_membarrier, command, 0, 0); }
-
-bool RegisterMembarrier() {
-  const long supported = Membarrier(MEMBARRIER_CMD_QUERY);
-  if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
-  if (Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0) return false;
-  return Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;  // it works here (seccomp, ...)
-}
-
-}  // namespace
-
-bool OwnerMutex::FastPathAvailable() {
-  static const bool available = RegisterMembarrier();
-  return available;
-}
+bool OwnerMutex::FastPathAvailable() { return ProcessBarrierAvailable(); }
 
 OwnerMutex::OwnerMutex(bool fast) : fast_(fast && FastPathAvailable()) {}
 
@@ -65,22 +41,10 @@ OwnerMutex::Guest::Guest(OwnerMutex& mu) : mu_(mu) {
   if (!mu_.fast_) return;
   // Every thread of the process passes a full barrier: the owner's announcement is seen below,
   // or its next look at the count sees this guest.
-  if (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
-    // It worked when it was registered; without it the owner's fast path is unsound.
-    RGPU_LOG_ERROR("membarrier failed after it was registered; stopping");
-    std::abort();
-  }
+  ProcessBarrier();
   // The owner's hold of the moment (one message, or a wait it serves) ends; it takes the mutex
   // from its next hold while this guest is counted in.
-  auto pause = std::chrono::microseconds(20);
-  for (int turn = 0; mu_.owner_inside_.load(std::memory_order_acquire); ++turn) {
-    if (turn < 256) {
-      std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
-  }
+  AwaitCleared(mu_.owner_inside_);
 }
 
 OwnerMutex::Guest::~Guest() { mu_.guests_.fetch_sub(1, std::memory_order_release); }

@@ -1,0 +1,152 @@
+// BiasedMutex (client/biased_mutex.h): the connection's lock, taken without atomic
+// read-modify-write instructions by the thread that uses it while other threads come rarely.
+#include "client/biased_mutex.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/process_barrier.h"
+
+namespace rgpu::client {
+namespace {
+
+// Bumped by a separate load and store: increments made by two threads inside at once are lost.
+struct Counter {
+  std::atomic<uint64_t> value{0};
+  void Bump() {
+    const uint64_t v = value.load(std::memory_order_relaxed);
+    for (volatile int spin = 0; spin < 20; spin = spin + 1) {
+    }
+    value.store(v + 1, std::memory_order_relaxed);
+  }
+};
+
+TEST(BiasedMutexTest, OneThreadKeepsTheBias) {
+  BiasedMutex mu;
+  Counter counter;
+  for (int i = 0; i < 100000; ++i) {
+    std::lock_guard<BiasedMutex> lock(mu);
+    counter.Bump();
+  }
+  EXPECT_EQ(counter.value.load(), 100000u);
+  EXPECT_EQ(mu.biased(), ProcessBarrierAvailable());
+}
+
+TEST(BiasedMutexTest, ARareGuestLeavesTheBias) {
+  BiasedMutex mu;
+  Counter counter;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> owner_turns{0};
+  std::thread owner([&] {
+    uint64_t turns = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      std::lock_guard<BiasedMutex> lock(mu);
+      counter.Bump();
+      ++turns;
+    }
+    owner_turns = turns;
+  });
+  // The owner first (the thread that takes it first owns the bias).
+  while (counter.value.load() < 1000) std::this_thread::yield();
+  constexpr int kGuestTurns = 20;
+  for (int i = 0; i < kGuestTurns; ++i) {
+    std::lock_guard<BiasedMutex> lock(mu);
+    counter.Bump();
+  }
+  stop = true;
+  owner.join();
+  EXPECT_EQ(counter.value.load(), owner_turns.load() + kGuestTurns);
+  EXPECT_EQ(mu.biased(), ProcessBarrierAvailable());
+}
+
+TEST(BiasedMutexTest, FrequentGuestsEndTheBiasAndNeverOverlapTheOwner) {
+  BiasedMutex mu;
+  Counter counter;
+  {
+    std::lock_guard<BiasedMutex> lock(mu);  // this thread owns the bias
+  }
+  constexpr int kGuests = 2;
+  constexpr int kGuestTurns = 2000;
+  std::atomic<int> done{0};
+  std::vector<std::thread> guests;
+  for (int g = 0; g < kGuests; ++g) {
+    guests.emplace_back([&] {
+      for (int i = 0; i < kGuestTurns; ++i) {
+        std::lock_guard<BiasedMutex> lock(mu);
+        counter.Bump();
+      }
+      done.fetch_add(1);
+    });
+  }
+  uint64_t owner_turns = 0;
+  while (done.load(std::memory_order_relaxed) < kGuests) {
+    std::lock_guard<BiasedMutex> lock(mu);
+    counter.Bump();
+    ++owner_turns;
+  }
+  for (auto& t : guests) t.join();
+  EXPECT_EQ(counter.value.load(), owner_turns + kGuests * kGuestTurns);
+  EXPECT_FALSE(mu.biased());  // a program calling from several threads: a plain mutex
+}
+
+TEST(BiasedMutexTest, AGuestWaitsForTheOwnersHoldToEnd) {
+  BiasedMutex mu;
+  mu.lock();
+  std::atomic<bool> entered{false};
+  std::thread guest([&] {
+    std::lock_guard<BiasedMutex> lock(mu);
+    entered = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(entered.load());
+  mu.unlock();
+  guest.join();
+  EXPECT_TRUE(entered.load());
+}
+
+TEST(BiasedMutexTest, TryLockDoesNotWaitForTheOwner) {
+  BiasedMutex mu;
+  mu.lock();
+  bool got = true;
+  std::thread([&] { got = mu.try_lock(); }).join();
+  EXPECT_FALSE(got);
+  mu.unlock();
+  std::thread([&] {
+    got = mu.try_lock();
+    if (got) mu.unlock();
+  }).join();
+  EXPECT_TRUE(got);
+  EXPECT_TRUE(mu.try_lock());  // the owner again
+  mu.unlock();
+}
+
+TEST(BiasedMutexTest, AConditionVariableWaitsOnIt) {
+  BiasedMutex mu;
+  std::condition_variable_any cv;
+  bool ready = false;
+  {
+    std::lock_guard<BiasedMutex> lock(mu);  // owner: this thread
+  }
+  std::thread guest([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard<BiasedMutex> lock(mu);
+    ready = true;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock<BiasedMutex> lock(mu);
+    cv.wait(lock, [&] { return ready; });
+    EXPECT_TRUE(ready);
+  }
+  guest.join();
+}
+
+}  // namespace
+}  // namespace rgpu::client
