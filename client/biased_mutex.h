@@ -10,7 +10,9 @@
 // it, waits for the owner's hold of the moment, and takes the mutex; while a guest is counted in,
 // the owner takes the mutex too. Guests that come often (more than one hold in 64, past the first
 // 64: a program calling from several threads) end the bias for good, and everyone then takes the
-// mutex alone. Where the barrier is missing there is no bias.
+// mutex alone (the owner's holds counted are those without the mutex). Where the barrier is
+// missing there is no bias. The owner locking again while it holds it waits forever and
+// try_lock fails, as with a std::mutex.
 //
 // Threading: lock, unlock and try_lock on any thread (BasicLockable and Lockable: std::lock_guard,
 // std::unique_lock and std::condition_variable_any work with it). A thread that exits while it
@@ -38,10 +40,21 @@ class BiasedMutex {
   // Whether the bias stands (for tests).
   bool biased() const { return !ended_.load(std::memory_order_acquire); }
 
+  // The calling thread's holds, as a guest, no longer count toward ending the bias of any
+  // BiasedMutex: for rgpu's own threads that come now and then whatever the program does (the
+  // batch-delay thread).
+  static void DoNotCountThisThread();
+
  private:
-  // The owner's hold without the mutex: true when the calling thread is (or now becomes) the
-  // owner, the bias stands and no guest is counted in. `*owner`: whether the caller is the owner.
-  bool TryOwnerHold(bool* owner);
+  enum class OwnerTry {
+    kHeld,           // the owner's hold without the mutex
+    kNotOwner,       // another thread owns the bias
+    kAlreadyInside,  // the owner, inside already (locking again on its thread)
+    kGuestsIn,       // the owner, with guests counted in: the mutex it is
+  };
+  // The owner's hold without the mutex, when the calling thread is (or now becomes) the owner,
+  // the bias stands and no guest is counted in.
+  OwnerTry TryOwnerHold();
   // A guest's hold: counted in, the owner's hold of the moment waited for (`wait`; else false
   // when it has not ended), then the mutex (try_lock with !wait).
   bool GuestHold(bool wait);
@@ -53,9 +66,12 @@ class BiasedMutex {
   std::atomic<bool> ended_;  // the bias ended for good (set by a guest, counted in), or never was
   std::atomic<uint64_t> owner_holds_{0};  // written by the owner only, without a locked add
   uint64_t guest_holds_ = 0;              // under mu_
+  // The owner holds the mutex (written by the owner only, read by it to refuse a second hold).
+  std::atomic<bool> owner_in_mutex_{false};
   // What the current hold is: written and read by the holder only.
   bool fast_hold_ = false;
   bool guest_hold_ = false;
+  bool owner_mutex_hold_ = false;
 };
 
 }  // namespace rgpu::client

@@ -270,6 +270,7 @@ Status Connection::SendBatch() {
 }
 
 void Connection::FlushLoop(int delay_us) {
+  BiasedMutex::DoNotCountThisThread();  // at most one batch per delay
   std::unique_lock<std::mutex> lock(flush_mu_);
   uint64_t seen = 0;
   while (!flush_closing_) {

@@ -201,8 +201,8 @@ class Connection {
   // window (a payload larger than the window then travels alone).
   CUresult ThrottleLocked(size_t payload_size);
   // The batch-delay thread: sends a batch that waited `delay_us` for company and did not leave
-  // with a call meanwhile. It waits without mu_ and takes it only to send such a batch (so that a
-  // program posting and then waiting on one thread keeps mu_'s bias).
+  // with a call meanwhile. It waits without mu_ and takes it only to send such a batch, as a
+  // guest of mu_'s bias that does not count toward ending it.
   void FlushLoop(int delay_us);
   // A lane: its own channel to the session, used by one thread at a time.
   struct Lane {

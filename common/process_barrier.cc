@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "common/log.h"
@@ -31,16 +33,24 @@ bool ProcessBarrierAvailable() {
 }
 
 void ProcessBarrier() {
-  if (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
-    RGPU_LOG_ERROR("membarrier failed after it was registered; stopping");
-    std::abort();
+  // The kernel may lack memory for the processor mask for a while (ENOMEM): tried again. Any
+  // other failure after registration leaves the locks unsound.
+  auto pause = std::chrono::microseconds(50);
+  for (;;) {
+    if (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+    if (errno != ENOMEM && errno != EINTR && errno != EAGAIN) break;
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(10));
   }
+  RGPU_LOG_ERROR("membarrier failed after it was registered (%s); stopping", strerror(errno));
+  std::abort();
 }
 
 void AwaitCleared(const std::atomic<bool>& flag) {
   auto pause = std::chrono::microseconds(20);
-  for (int turn = 0; flag.load(std::memory_order_acquire); ++turn) {
+  for (int turn = 0; flag.load(std::memory_order_acquire);) {
     if (turn < 256) {
+      ++turn;
       std::this_thread::yield();
       continue;
     }

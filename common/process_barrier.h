@@ -13,12 +13,14 @@ namespace rgpu {
 // that it works here (a seccomp filter may refuse it): false where it cannot be used.
 bool ProcessBarrierAvailable();
 
-// The barrier. Only after ProcessBarrierAvailable() returned true; a failure then (which the
-// kernel does not document) ends the process, as the locks built on it would be unsound.
+// The barrier. Only after ProcessBarrierAvailable() returned true. The kernel's lack of memory
+// for it is waited out; any other failure then ends the process, as the locks built on it would
+// be unsound.
 void ProcessBarrier();
 
-// Waits until `flag` reads false (acquire): yielding at first, then sleeping up to 1 ms at a time,
-// for the other side's hold of the moment (which may be a long wait of its own) to end.
+// Waits until `flag` reads false (acquire): yielding at first, then sleeping up to 1 ms at a time
+// (so it notices the end of a long hold up to 1 ms late), for the other side's hold of the moment
+// (which may be a long wait of its own) to end.
 void AwaitCleared(const std::atomic<bool>& flag);
 
 }  // namespace rgpu

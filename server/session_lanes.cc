@@ -171,8 +171,9 @@ CUresult Session::RunLaneCall(const wire::Call& call, wire::Reply* reply) {
 
 void Session::AwaitLaneWaits(const std::function<bool(const LaneWait&)>& matches) {
   if (!state_mu_.held()) return;  // not serving a message: no lane runs (Run's end)
-  // Held without the mutex, no guest is counted in, and a lane's waits are listed only while
-  // its lane is (RunLaneCall): none is listed.
+  // Held without the mutex: no guest was counted in when this hold began, and one counted in
+  // since waits in its Guest's constructor; a lane lists its waits only after that (RunLaneCall)
+  // and takes them off before it counts itself out: none is listed.
   if (!state_mu_.holds_mutex()) return;
   state_cv_.wait(state_mu_.owner_lock(),
                  [&] { return std::none_of(lane_waits_.begin(), lane_waits_.end(), matches); });

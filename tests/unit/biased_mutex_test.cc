@@ -66,7 +66,7 @@ TEST(BiasedMutexTest, ARareGuestLeavesTheBias) {
   EXPECT_EQ(mu.biased(), ProcessBarrierAvailable());
 }
 
-TEST(BiasedMutexTest, FrequentGuestsEndTheBiasAndNeverOverlapTheOwner) {
+TEST(BiasedMutexTest, GuestsAndTheOwnerNeverOverlap) {
   BiasedMutex mu;
   Counter counter;
   {
@@ -93,7 +93,51 @@ TEST(BiasedMutexTest, FrequentGuestsEndTheBiasAndNeverOverlapTheOwner) {
   }
   for (auto& t : guests) t.join();
   EXPECT_EQ(counter.value.load(), owner_turns + kGuests * kGuestTurns);
-  EXPECT_FALSE(mu.biased());  // a program calling from several threads: a plain mutex
+}
+
+TEST(BiasedMutexTest, FrequentGuestsEndTheBias) {
+  if (!ProcessBarrierAvailable()) GTEST_SKIP() << "no membarrier here: never biased";
+  BiasedMutex mu;
+  constexpr int kOwnerHolds = 64 * 100;
+  for (int i = 0; i < kOwnerHolds; ++i) {
+    std::lock_guard<BiasedMutex> lock(mu);
+  }
+  // One hold in 64 is still rare.
+  std::thread([&] {
+    for (int i = 0; i < 100; ++i) std::lock_guard<BiasedMutex> lock(mu);
+  }).join();
+  EXPECT_TRUE(mu.biased());
+  // More than that: a program calling from several threads, a plain mutex for good.
+  std::thread([&] {
+    for (int i = 0; i < 2; ++i) std::lock_guard<BiasedMutex> lock(mu);
+  }).join();
+  EXPECT_FALSE(mu.biased());
+  for (int i = 0; i < 100; ++i) {
+    std::lock_guard<BiasedMutex> lock(mu);
+  }
+  EXPECT_FALSE(mu.biased());
+}
+
+TEST(BiasedMutexTest, RgpusOwnThreadsDoNotEndTheBias) {
+  if (!ProcessBarrierAvailable()) GTEST_SKIP() << "no membarrier here: never biased";
+  BiasedMutex mu;
+  {
+    std::lock_guard<BiasedMutex> lock(mu);  // this thread owns the bias
+  }
+  std::thread([&] {
+    BiasedMutex::DoNotCountThisThread();
+    for (int i = 0; i < 200; ++i) std::lock_guard<BiasedMutex> lock(mu);
+  }).join();
+  EXPECT_TRUE(mu.biased());
+}
+
+TEST(BiasedMutexTest, TheOwnerCannotTakeItTwice) {
+  BiasedMutex mu;
+  mu.lock();
+  EXPECT_FALSE(mu.try_lock());  // as a std::mutex's try_lock by its owner
+  mu.unlock();
+  EXPECT_TRUE(mu.try_lock());
+  mu.unlock();
 }
 
 TEST(BiasedMutexTest, AGuestWaitsForTheOwnersHoldToEnd) {
