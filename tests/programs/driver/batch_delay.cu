@@ -41,8 +41,8 @@ int main() {
     usleep(static_cast<useconds_t>((4 * seconds + 1) * 1e6));
     const CUresult r = cuStreamQuery(s);
     if (r != CUDA_SUCCESS) {
-      fprintf(stderr, "round %d: the stream is not idle %.2f s after a %.3f s kernel (%d)\n",
-              round, 4 * seconds + 1, seconds, r);
+      fprintf(stderr, "round %d: the stream is not idle %.2f s after a %.3f s kernel (%d)\n", round,
+              4 * seconds + 1, seconds, r);
       return 1;
     }
   }
