@@ -13,20 +13,12 @@
 #include <vector>
 
 #include "common/process_barrier.h"
+#include "tests/unit/overlap_counter.h"
 
 namespace rgpu::client {
 namespace {
 
-// Bumped by a separate load and store: increments made by two threads inside at once are lost.
-struct Counter {
-  std::atomic<uint64_t> value{0};
-  void Bump() {
-    const uint64_t v = value.load(std::memory_order_relaxed);
-    for (volatile int spin = 0; spin < 20; spin = spin + 1) {
-    }
-    value.store(v + 1, std::memory_order_relaxed);
-  }
-};
+using Counter = rgpu::testing::OverlapCounter;
 
 TEST(BiasedMutexTest, OneThreadKeepsTheBias) {
   BiasedMutex mu;

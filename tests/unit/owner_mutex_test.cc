@@ -10,21 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "tests/unit/overlap_counter.h"
+
 namespace rgpu::server {
 namespace {
 
-// A counter bumped by a separate load and store (no read-modify-write instruction): increments
-// made by two threads inside at once are lost, so the final count shows whether the lock kept
-// them apart.
-struct Counter {
-  std::atomic<uint64_t> value{0};
-  void Bump() {
-    const uint64_t v = value.load(std::memory_order_relaxed);
-    for (volatile int spin = 0; spin < 20; spin = spin + 1) {
-    }
-    value.store(v + 1, std::memory_order_relaxed);
-  }
-};
+using Counter = rgpu::testing::OverlapCounter;
 
 void OwnerAndGuests(bool fast) {
   OwnerMutex mu(fast);
