@@ -10,7 +10,10 @@
 // of the process pass a memory barrier (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED), so
 // that either the owner sees the guest or the guest sees the owner inside. Correct on any
 // architecture for which the kernel implements that command; where it is missing the owner
-// always takes the mutex.
+// always takes the mutex. A barrier interrupts every processor that runs a thread of the
+// process, other tenants' session threads included: after 16 guests (a program whose threads
+// wait on lanes, or a session copied to and from another server often) the fast path ends for
+// good, so that no tenant can have the server's processors interrupted at will.
 //
 // Threading: Lock, Unlock, held, holds_mutex and owner_lock belong to the owner: one thread at a
 // time (another may take the role once the previous one's last use happened before, e.g. it was
@@ -64,8 +67,13 @@ class OwnerMutex {
   const bool fast_;
   std::mutex mu_;
   std::unique_lock<std::mutex> owner_lock_{mu_, std::defer_lock};
+  // Guests that pass a barrier before the fast path ends for good (kept few: each barrier
+  // interrupts the processors of every thread of the process).
+  static constexpr uint32_t kBarriers = 16;
   std::atomic<bool> owner_inside_{false};  // the owner holds it without the mutex
   std::atomic<uint32_t> guests_{0};        // guests counted in
+  std::atomic<uint32_t> barriers_{0};      // guests that passed a barrier
+  std::atomic<bool> ended_{false};         // the fast path ended (set by a guest, counted in)
   bool held_ = false;                      // the owner's (owner thread only)
   bool fast_hold_ = false;                 // held_ without the mutex (owner thread only)
 };

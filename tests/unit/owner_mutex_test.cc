@@ -106,5 +106,41 @@ TEST(OwnerMutexTest, WhileAGuestIsCountedInTheOwnerHoldsTheMutex) {
   mu.Unlock();
 }
 
+// Each guest's barrier interrupts every processor running a thread of the server, other
+// tenants' sessions among them: guests that keep coming (a tenant's lanes) end the fast path for
+// good rather than interrupt them at will.
+TEST(OwnerMutexTest, GuestsThatKeepComingEndTheFastPath) {
+  if (!OwnerMutex::FastPathAvailable()) GTEST_SKIP() << "no membarrier here: no fast path";
+  OwnerMutex mu;
+  for (int i = 0; i < 15; ++i) {
+    std::thread([&] { OwnerMutex::Guest guest(mu); }).join();
+    mu.Lock();
+    EXPECT_FALSE(mu.holds_mutex()) << "after " << i + 1 << " guests";
+    mu.Unlock();
+  }
+  std::thread([&] { OwnerMutex::Guest guest(mu); }).join();  // the sixteenth
+  for (int i = 0; i < 3; ++i) {
+    mu.Lock();
+    EXPECT_TRUE(mu.holds_mutex());
+    EXPECT_TRUE(mu.Unlock());
+  }
+  // A guest now takes the mutex alone, and the two still exclude each other.
+  Counter counter;
+  std::thread guest([&] {
+    for (int i = 0; i < 1000; ++i) {
+      OwnerMutex::Guest g(mu);
+      std::lock_guard<std::mutex> lock(mu.mutex());
+      counter.Bump();
+    }
+  });
+  for (int i = 0; i < 1000; ++i) {
+    mu.Lock();
+    counter.Bump();
+    mu.Unlock();
+  }
+  guest.join();
+  EXPECT_EQ(counter.value.load(), 2000u);
+}
+
 }  // namespace
 }  // namespace rgpu::server
