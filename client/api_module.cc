@@ -356,7 +356,7 @@ bool ReadWholeFile(const char* path, std::string* out) {
   std::stringstream contents;
   contents << file.rdbuf();
   *out = contents.str();
-  return true;
+  return !file.bad();  // opened, but not readable (a directory)
 }
 }  // namespace rgpu::client
 

@@ -250,11 +250,9 @@ void Connection::AddToBatch(const wire::Call& call, const void* payload, size_t 
     batch_payload_.append(static_cast<const char*>(payload), size);
   }
   if (b->calls_size() == 1 && batch_delay_us_ > 0) {
-    ++batch_generation_;
-    {
-      std::lock_guard<std::mutex> lock(flush_mu_);
-      flush_generation_ = batch_generation_;
-    }
+    batch_generation_.store(batch_generation_.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_relaxed);
+    { std::lock_guard<std::mutex> lock(flush_mu_); }  // the delay thread is waiting, or sees it
     flush_cv_.notify_one();
   }
 }
@@ -265,7 +263,8 @@ Status Connection::SendBatch() {
       channel_->Send(batch_.SerializeAsString(), batch_payload_.data(), batch_payload_.size());
   batch_.mutable_batch()->Clear();
   batch_payload_.clear();
-  sent_generation_.store(batch_generation_, std::memory_order_release);
+  sent_generation_.store(batch_generation_.load(std::memory_order_relaxed),
+                         std::memory_order_release);
   return s;
 }
 
@@ -274,13 +273,13 @@ void Connection::FlushLoop(int delay_us) {
   std::unique_lock<std::mutex> lock(flush_mu_);
   uint64_t seen = 0;
   while (!flush_closing_) {
-    flush_cv_.wait(lock, [&] { return flush_closing_ || flush_generation_ != seen; });
+    flush_cv_.wait(lock, [&] { return flush_closing_ || batch_generation_.load() != seen; });
     if (flush_closing_) break;
     // A batch was started: give it a little while to fill, then send what is there.
-    const uint64_t generation = flush_generation_;
+    const uint64_t generation = batch_generation_.load();
     flush_cv_.wait_for(lock, std::chrono::microseconds(delay_us), [&] { return flush_closing_; });
     seen = generation;
-    if (flush_closing_ || flush_generation_ != generation) continue;  // a newer one: its own wait
+    if (flush_closing_ || batch_generation_.load() != generation) continue;  // a newer one waits
     if (sent_generation_.load(std::memory_order_acquire) >= generation) continue;  // it left
     lock.unlock();
     {

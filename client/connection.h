@@ -297,7 +297,8 @@ class Connection {
   // Posted calls not yet sent, as one Envelope.batch, and their payloads back to back.
   wire::Envelope batch_;
   std::string batch_payload_;
-  uint64_t batch_generation_ = 0;  // counts batches started, for the delay thread (under mu_)
+  // Counts batches started (written under mu_, read by the delay thread without it).
+  std::atomic<uint64_t> batch_generation_{0};
   // The generation of the last batch that left (written under mu_, read by the delay thread).
   std::atomic<uint64_t> sent_generation_{0};
   int batch_delay_us_ = 200;
@@ -325,11 +326,10 @@ class Connection {
   std::atomic<uint32_t> lanes_offered_{0};
   std::thread flusher_;
   bool closing_ = false;  // under mu_
-  // What the delay thread is told (taken after mu_ where both are, never before it).
+  // The delay thread's wait and end (taken after mu_ where both are, never before it).
   std::mutex flush_mu_;
   std::condition_variable flush_cv_;
-  uint64_t flush_generation_ = 0;  // the batch last started (under flush_mu_)
-  bool flush_closing_ = false;     // (under flush_mu_)
+  bool flush_closing_ = false;  // (under flush_mu_)
   // Declared last, destroyed first: stops watching before the channel goes.
   std::unique_ptr<LivenessMonitor> liveness_;
 };

@@ -11,14 +11,9 @@
 
 #include <cuda.h>
 
-#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <vector>
 
-struct CUctx_st;
-struct CUstream_st;
 struct CUgraph_st;
 struct CUgraphExec_st;
 struct CUuserObject_st;
