@@ -284,6 +284,13 @@ void RegistryAgent::WriteSpool() {
   }
 }
 
+void RegistryAgent::RequeueHeld() {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.insert(pending_.begin(), std::make_move_iterator(held_.begin()),
+                  std::make_move_iterator(held_.end()));
+  held_.clear();
+}
+
 size_t RegistryAgent::pending() {
   std::lock_guard<std::mutex> lock(mu_);
   return pending_.size();
@@ -465,14 +472,7 @@ void RegistryAgent::Loop() {
     }
     if (report) {
       next_report = now + std::chrono::milliseconds(options_.report_ms);
-      {
-        // What the registry answered "not yet" goes again, first (a session's records are taken
-        // in order, and any of its later ones wait in pending_).
-        std::lock_guard<std::mutex> lock(mu_);
-        pending_.insert(pending_.begin(), std::make_move_iterator(held_.begin()),
-                        std::make_move_iterator(held_.end()));
-        held_.clear();
-      }
+      RequeueHeld();
       AddRecords(std::move(records));
       // A long backlog (after the registry was away) goes in batches, with heartbeats between.
       while (pending() > 0 && !stop_.load() && std::chrono::steady_clock::now() < next_heartbeat &&
@@ -502,9 +502,19 @@ void RegistryAgent::Stop(int flush_ms) {
     meter_->Sample(live, NowMs(), &records);
   }
   AddRecords(std::move(records));
+  // Records answered "not yet" (a session that moved here, whose old server has not said it
+  // left) are sent again until the deadline too: the old server's record may come meanwhile.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(flush_ms);
-  while (pending() > 0 && std::chrono::steady_clock::now() < deadline) {
-    if (!SendBatch()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (;;) {
+    RequeueHeld();
+    if (pending() == 0 || std::chrono::steady_clock::now() >= deadline) break;
+    const bool acknowledged = SendBatch();
+    bool held = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held = !held_.empty();
+    }
+    if (!acknowledged || held) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (pending() > 0) {
     RGPU_LOG_WARN("%zu usage record(s) not delivered to the registry", pending());

@@ -99,7 +99,8 @@ class RegistryAgent {
   Status CancelHandOver(const std::string& lease_id);
   // This server's name at the registry.
   const std::string& server_name() const { return options_.server_name; }
-  // Sends what is pending (for up to `flush_ms`) and stops the thread.
+  // Stops the thread and sends what is pending, records the registry answered "not yet" among
+  // them, for up to `flush_ms`.
   void Stop(int flush_ms = 3000);
   // Records not yet acknowledged by the registry.
   size_t pending();
@@ -119,6 +120,9 @@ class RegistryAgent {
   // Sends up to one batch of pending records; true when the registry acknowledged it.
   bool SendBatch();
   void AddRecords(std::vector<registry::UsageRecord> records);
+  // Puts what the registry answered "not yet" (held_) back at the front of pending_, to be sent
+  // again first (a session's records are taken in order, and any of its later ones wait there).
+  void RequeueHeld();
   // The spool file: pending_ as length-prefixed records. Under mu_.
   Status LoadSpool();
   void WriteSpool();

@@ -170,6 +170,39 @@ void OnHostSignal(int) {
   if (g_host_server != nullptr) g_host_server->Stop();
 }
 
+// The session's figures, as the host sends them to the server: the watcher's every second, a
+// move's before its answer, and the last with the session's end. Each is taken and sent under
+// one lock, and none goes after the last, so the server never reads older figures after newer
+// ones (a figure taken before the end but sent after it would be what the server bills).
+class StatsToServer {
+ public:
+  StatsToServer(int fd, Server* server) : fd_(fd), server_(server) {}
+  // The session's figures now, unless the last were sent (or none is admitted).
+  void Send() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    wire::HostControl message;
+    if (server_->HostedStats(message.mutable_stats())) SendControl(fd_, message);
+  }
+  // The last figures, then the session's end.
+  void SendLast(const wire::SessionStats& stats, SessionEnd end) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = true;
+    wire::HostControl last;
+    *last.mutable_stats() = stats;
+    SendControl(fd_, last);
+    wire::HostControl ended;
+    ended.set_ended(static_cast<uint32_t>(end));
+    SendControl(fd_, ended);
+  }
+
+ private:
+  const int fd_;
+  Server* const server_;
+  std::mutex mu_;
+  bool ended_ = false;  // GUARDED_BY(mu_)
+};
+
 }  // namespace
 
 int RunSessionHost(ServerOptions options, int control_fd,
@@ -246,13 +279,9 @@ int RunSessionHost(ServerOptions options, int control_fd,
   }
   std::atomic<bool> admitted{false};
   std::atomic<bool> restoring{a.restore()};
+  StatsToServer stats_to_server(control_fd, &server);
   auto on_end = [&](const wire::SessionStats& stats, SessionEnd end) {
-    wire::HostControl last;
-    *last.mutable_stats() = stats;
-    SendControl(control_fd, last);
-    wire::HostControl ended;
-    ended.set_ended(static_cast<uint32_t>(end));
-    SendControl(control_fd, ended);
+    stats_to_server.SendLast(stats, end);
   };
   auto on_admitted = [&] { admitted.store(true); };
   if (a.restore()) {
@@ -290,7 +319,7 @@ int RunSessionHost(ServerOptions options, int control_fd,
         feed.Put(message.restore_chunk().data(), message.restore_chunk().last());
       } else if (message.body_case() == wire::HostControl::kMove) {
         std::lock_guard<std::mutex> lock(moves_mu);
-        moves.emplace_back([&server, control_fd, order = message.move()] {
+        moves.emplace_back([&server, &stats_to_server, control_fd, order = message.move()] {
           // A checkpoint goes to the server in pieces that fit a control message.
           auto sink = [control_fd](const char* data, size_t size, bool last) -> Status {
             return SendChunks(control_fd, &wire::HostControl::mutable_checkpoint_chunk, data, size,
@@ -301,8 +330,7 @@ int RunSessionHost(ServerOptions options, int control_fd,
           wire::HostControl answer;
           server.MoveHostedSession(order, sink, answer.mutable_move_result());
           // Its figures first (a parked session holds nothing), then the answer.
-          wire::HostControl stats;
-          if (server.HostedStats(stats.mutable_stats())) SendControl(control_fd, stats);
+          stats_to_server.Send();
           SendControl(control_fd, answer);
         });
       }
@@ -347,8 +375,7 @@ int RunSessionHost(ServerOptions options, int control_fd,
         }
         continue;
       }
-      wire::HostControl message;
-      if (server.HostedStats(message.mutable_stats())) SendControl(control_fd, message);
+      stats_to_server.Send();
     }
   });
   server.Serve();

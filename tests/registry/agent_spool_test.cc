@@ -177,6 +177,27 @@ TEST(AgentSpool, RecordsTheRegistryAnswersNotYetAreSentAgain) {
   EXPECT_EQ(f.CallsOn("host-a"), 40u);
 }
 
+// The new server stops (as on SIGTERM) while the registry still answers "not yet" for its
+// records, and the old server's last record arrives during its last flush: the records go again
+// until the flush's deadline, and none is lost.
+TEST(AgentSpool, RecordsAnsweredNotYetAreSentAgainWhenTheServerStops) {
+  HandedOverLease f;
+  ASSERT_NO_FATAL_FAILURE(f.Start());
+  f.a.SessionStarted(1);
+  f.b.SessionStarted(7);
+  f.b.SessionEnded(f.Stats(7, 60));
+  while (f.b.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(f.CallsOn("host-b"), 0u);
+  std::thread old_server([&f] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    f.a.SessionMoved(f.Stats(1, 40));
+  });
+  f.b.Stop(10000);
+  old_server.join();
+  EXPECT_EQ(f.CallsOn("host-b"), 60u) << "host-b's record was dropped at its stop";
+  EXPECT_EQ(f.CallsOn("host-a"), 40u);
+}
+
 // Two sessions of one lease moving whole (Server::MoveSessionsTogether): the first one's last
 // record is held back until the second has left too, so the hand-over does not complete (and
 // the target's records stay "not yet") while a session of the lease still runs on the source;
