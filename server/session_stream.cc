@@ -69,6 +69,36 @@ CUresult Session::HandleStreamWaitEvent(CallState& cs, const StreamWaitEventIn& 
   return drv_.cuStreamWaitEvent(in.stream.stream, in.event->event, in.flags);
 }
 
+CUresult Session::HandleStreamMemOp(CallState& cs, const StreamMemOpIn& in,
+                                    calls::StreamMemOp::Results*) {
+  // The word is memory of the call's context (RGPU_RANGE); its width, alignment, value and
+  // flags are checked here, before the backend sees them.
+  if ((in.bytes != 4 && in.bytes != 8) || in.address % in.bytes != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const bool wide = in.bytes == 8;
+  if (!wide && in.value > UINT32_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (in.wait) {
+    // GEQ, EQ, AND, NOR; no FLUSH (no device here flushes remote writes for the tenant).
+    if (in.flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+    if (wide) {
+      REQUIRE_FN(cuStreamWaitValue64);
+      return drv_.cuStreamWaitValue64(in.stream.stream, in.address, in.value, in.flags);
+    }
+    REQUIRE_FN(cuStreamWaitValue32);
+    return drv_.cuStreamWaitValue32(in.stream.stream, in.address, static_cast<cuuint32_t>(in.value),
+                                    in.flags);
+  }
+  if (in.flags != CU_STREAM_WRITE_VALUE_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
+  if (wide) {
+    REQUIRE_FN(cuStreamWriteValue64);
+    return drv_.cuStreamWriteValue64(in.stream.stream, in.address, in.value, in.flags);
+  }
+  REQUIRE_FN(cuStreamWriteValue32);
+  return drv_.cuStreamWriteValue32(in.stream.stream, in.address, static_cast<cuuint32_t>(in.value),
+                                   in.flags);
+}
+
 CUresult Session::HandleEventCreate(CallState& cs, const EventCreateIn& in,
                                     calls::EventCreate::Results* out) {
   if (CUresult r = RoomFor(cs, events_.size(), limits_.max_events, "events"); r != CUDA_SUCCESS) {

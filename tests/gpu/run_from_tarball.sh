@@ -68,7 +68,7 @@ for scheme in tcp shm; do
   for name in vector_add saxpy_streams memset_copy device_global two_contexts out_of_bounds \
               bad_calls pipeline launch_ex graph_nodes graph_params jit_link vmm graph_memory \
               arrays stream_attributes ipc nvml_check lanes staged_copies library sync_memops \
-              user_objects; do
+              user_objects stream_memops; do
     check "e2e_${scheme}_$name" 120 "$e2e/with_server.sh" "$bin" "$scheme" -- \
       "$bin/rgpu" run -- "$programs/driver_$name"
   done

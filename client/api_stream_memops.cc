@@ -1,0 +1,140 @@
+// Stream memory operations: cuStreamWaitValue32/64, cuStreamWriteValue32/64 and
+// cuStreamBatchMemOp (the v2 API, and their per-thread-stream variants). Each wait or write is
+// posted as one StreamMemOp call on its stream (a batch's in its order), so it costs no round
+// trip: the server's stream waits for, or writes, a word of the session's device memory. A batch
+// is checked whole before any of it is posted, so a refused batch queues nothing. Flushes of
+// remote writes and memory barriers are not offered (CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES
+// is 0); nor is the v1 API.
+#include <vector>
+
+#include "client/impl.h"
+#include "client/managed_memory.h"
+#include "client/memory_map.h"
+
+namespace calls = rgpu::calls;
+using rgpu::client::ResolveStream;
+using rgpu::client::Server;
+
+namespace {
+
+// One wait or write of a 32- or 64-bit word.
+struct MemOp {
+  bool wait = false;
+  bool wide = false;
+  CUdeviceptr address = 0;
+  uint64_t value = 0;
+  unsigned flags = 0;
+};
+
+// What can be checked without the stream's context: flags, address and alignment.
+CUresult CheckShape(const MemOp& op) {
+  if (op.wait) {
+    if (op.flags & CU_STREAM_WAIT_VALUE_FLUSH) {
+      RGPU_LOG_WARN("cuStreamWaitValue: CU_STREAM_WAIT_VALUE_FLUSH is not supported");
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (op.flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+  } else if (op.flags != CU_STREAM_WRITE_VALUE_DEFAULT) {
+    return CUDA_ERROR_INVALID_VALUE;  // NO_MEMORY_BARRIER is not part of the v2 API
+  }
+  const uint64_t size = op.wide ? 8 : 4;
+  if (op.address == 0 || op.address % size != 0) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+CUresult Submit(CUstream stream, std::vector<MemOp> ops) {
+  for (const MemOp& op : ops) {
+    if (CUresult r = CheckShape(op); r != CUDA_SUCCESS) return r;
+  }
+  if (CUresult r = rgpu::client::BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP,
+                          [ops](CUstream s) { return Submit(s, ops); })) {
+    return CUDA_SUCCESS;
+  }
+  CUctx_st* ctx;
+  uint64_t remote_stream = 0;
+  if (CUresult r = ResolveStream(stream, &ctx, &remote_stream); r != CUDA_SUCCESS) return r;
+  for (const MemOp& op : ops) {
+    if (CUresult r = rgpu::client::CheckDeviceRange(ctx, op.address, op.wide ? 8 : 4);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
+  for (const MemOp& op : ops) {
+    CUresult r = Server().Post<calls::StreamMemOp>(ctx->remote, {.address = op.address,
+                                                                 .bytes = op.wide ? 8u : 4u,
+                                                                 .value = op.value,
+                                                                 .flags = op.flags,
+                                                                 .wait = op.wait,
+                                                                 .stream = remote_stream});
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult One(CUstream stream, bool wait, bool wide, CUdeviceptr address, uint64_t value,
+             unsigned flags) {
+  return Submit(stream, {MemOp{wait, wide, address, value, flags}});
+}
+
+}  // namespace
+
+RGPU_IMPL(cuStreamWaitValue32_v2)
+(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return One(stream, true, false, addr, value, flags);
+}
+RGPU_IMPL(cuStreamWaitValue64_v2)
+(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  return One(stream, true, true, addr, value, flags);
+}
+RGPU_IMPL(cuStreamWriteValue32_v2)
+(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return One(stream, false, false, addr, value, flags);
+}
+RGPU_IMPL(cuStreamWriteValue64_v2)
+(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  return One(stream, false, true, addr, value, flags);
+}
+
+RGPU_IMPL(cuStreamBatchMemOp_v2)
+(CUstream stream, unsigned int count, CUstreamBatchMemOpParams* params, unsigned int flags) {
+  // At most 255 operations (the driver's limit: fewer than 256), no flags.
+  if (flags != 0 || count >= 256 || (count > 0 && params == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::vector<MemOp> ops(count);
+  for (unsigned i = 0; i < count; ++i) {
+    const CUstreamBatchMemOpParams& p = params[i];
+    switch (p.operation) {
+      case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+      case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
+        const bool wide = p.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+        ops[i] = {true, wide, p.waitValue.address, wide ? p.waitValue.value64 : p.waitValue.value,
+                  p.waitValue.flags};
+        break;
+      }
+      case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+      case CU_STREAM_MEM_OP_WRITE_VALUE_64: {
+        const bool wide = p.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        ops[i] = {false, wide, p.writeValue.address,
+                  wide ? p.writeValue.value64 : p.writeValue.value, p.writeValue.flags};
+        break;
+      }
+      case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+      case CU_STREAM_MEM_OP_BARRIER:
+        RGPU_LOG_WARN("cuStreamBatchMemOp: %s is not supported",
+                      p.operation == CU_STREAM_MEM_OP_BARRIER ? "a memory barrier"
+                                                              : "a flush of remote writes");
+        return CUDA_ERROR_NOT_SUPPORTED;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return Submit(stream, std::move(ops));
+}
+
+RGPU_PER_THREAD_SAME_AS(cuStreamWaitValue32_v2_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamWaitValue64_v2_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamWriteValue32_v2_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamWriteValue64_v2_ptsz)
+RGPU_PER_THREAD_SAME_AS(cuStreamBatchMemOp_v2_ptsz)

@@ -1,0 +1,203 @@
+// Stream memory operations (cuStreamWaitValue32/64, cuStreamWriteValue32/64, cuStreamBatchMemOp):
+// a stream waiting on a word holds the work queued behind it until another stream (or a kernel)
+// writes the word; each comparison (GEQ, cyclic, EQ, AND, NOR) holds and releases as the driver
+// documents; a batch of waits and writes runs in its order; a captured write becomes a graph node
+// that writes when the graph is launched; and a misaligned word, a word outside device memory,
+// unknown flags and a batch of 256 are refused, a refused batch queuing nothing.
+#include <unistd.h>
+
+#include "check.h"
+
+namespace {
+
+unsigned Read32(CUdeviceptr p, CUstream s) {
+  unsigned v = 0;
+  CHECK(cuMemcpyDtoHAsync(&v, p, sizeof v, s));
+  CHECK(cuStreamSynchronize(s));
+  return v;
+}
+
+unsigned long long Read64(CUdeviceptr p, CUstream s) {
+  unsigned long long v = 0;
+  CHECK(cuMemcpyDtoHAsync(&v, p, sizeof v, s));
+  CHECK(cuStreamSynchronize(s));
+  return v;
+}
+
+// Stream `a` waits on `word` as `flags` says against `value`; it must still wait after a while
+// with the word at `before`, and be done once stream `b` writes `after`.
+void HoldsThenReleases(CUstream a, CUstream b, CUdeviceptr word, unsigned before, unsigned value,
+                       unsigned flags, unsigned after, const char* what) {
+  CHECK(cuStreamWriteValue32(b, word, before, 0));
+  CHECK(cuStreamSynchronize(b));
+  CHECK(cuStreamWaitValue32(a, word, value, flags));
+  usleep(50000);
+  if (cuStreamQuery(a) != CUDA_ERROR_NOT_READY) {
+    fprintf(stderr, "%s: the stream did not wait with the word at %#x\n", what, before);
+    exit(1);
+  }
+  CHECK(cuStreamWriteValue32(b, word, after, 0));
+  CHECK(cuStreamSynchronize(a));
+}
+
+// Stream `a` waiting on `word` as `flags` says against `value`, with the word at `now`, does not
+// wait.
+void DoesNotHold(CUstream a, CUstream b, CUdeviceptr word, unsigned now, unsigned value,
+                 unsigned flags) {
+  CHECK(cuStreamWriteValue32(b, word, now, 0));
+  CHECK(cuStreamSynchronize(b));
+  CHECK(cuStreamWaitValue32(a, word, value, flags));
+  CHECK(cuStreamSynchronize(a));
+}
+
+}  // namespace
+
+int main() {
+  CUcontext ctx = InitContext();
+  CUdevice dev;
+  CHECK(cuCtxGetDevice(&dev));
+  int wide = 0, nor = 0;
+  CHECK(cuDeviceGetAttribute(&wide, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev));
+  CHECK(cuDeviceGetAttribute(&nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, dev));
+  EXPECT_TRUE(wide == 1 && nor == 1);
+  CUmodule m;
+  CHECK(cuModuleLoad(&m, RGPU_KERNELS_FATBIN));
+  CUfunction add_to, set_all;
+  CHECK(cuModuleGetFunction(&add_to, m, "add_to"));
+  CHECK(cuModuleGetFunction(&set_all, m, "set_all"));
+  CUdeviceptr words;  // eight 64-bit words
+  CHECK(cuMemAlloc(&words, 64));
+  CHECK(cuMemsetD8(words, 0, 64));
+  const CUdeviceptr flag = words, done = words + 8, counter = words + 16, wide_word = words + 24;
+  const CUdeviceptr out = words + 32, captured = words + 40, batch_flag = words + 48;
+  CUstream a, b;
+  CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+
+  // Work behind a wait waits with it: a kernel and a write.
+  CHECK(cuStreamWaitValue32(a, flag, 1, CU_STREAM_WAIT_VALUE_GEQ));
+  int five = 5;
+  void* add_args[] = {(void*)&counter, &five};
+  CHECK(cuLaunchKernel(add_to, 1, 1, 1, 32, 1, 1, 0, a, add_args, nullptr));
+  CHECK(cuStreamWriteValue32(a, done, 7, 0));
+  usleep(100000);
+  EXPECT_TRUE(cuStreamQuery(a) == CUDA_ERROR_NOT_READY);
+  EXPECT_TRUE(Read32(counter, b) == 0 && Read32(done, b) == 0);
+  CHECK(cuStreamWriteValue32(b, flag, 1, 0));
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read32(counter, b) == 5 && Read32(done, b) == 7);
+
+  // A kernel on the other stream releases the wait (set_all writes 2 to the flag).
+  CHECK(cuStreamWaitValue32(a, flag, 2, CU_STREAM_WAIT_VALUE_EQ));
+  usleep(50000);
+  EXPECT_TRUE(cuStreamQuery(a) == CUDA_ERROR_NOT_READY);
+  int two = 2, one = 1;
+  void* set_args[] = {(void*)&flag, &two, &one};
+  CHECK(cuLaunchKernel(set_all, 1, 1, 1, 32, 1, 1, 0, b, set_args, nullptr));
+  CHECK(cuStreamSynchronize(a));
+
+  // The comparisons. GEQ is cyclic: (int32_t)(word - value) >= 0.
+  HoldsThenReleases(a, b, flag, 5, 9, CU_STREAM_WAIT_VALUE_GEQ, 10, "GEQ");
+  HoldsThenReleases(a, b, flag, 0x7ffffff0u, 0x80000005u, CU_STREAM_WAIT_VALUE_GEQ, 0x80000005u,
+                    "GEQ across the sign");
+  DoesNotHold(a, b, flag, 3, 0xfffffff0u, CU_STREAM_WAIT_VALUE_GEQ);  // 3 is after 0xfffffff0
+  // Each of the others holds where GEQ would not.
+  HoldsThenReleases(a, b, flag, 8, 6, CU_STREAM_WAIT_VALUE_EQ, 6, "EQ");
+  DoesNotHold(a, b, flag, 6, 6, CU_STREAM_WAIT_VALUE_EQ);
+  HoldsThenReleases(a, b, flag, 0x8, 0x4, CU_STREAM_WAIT_VALUE_AND, 0x5, "AND");
+  DoesNotHold(a, b, flag, 0x6, 0x4, CU_STREAM_WAIT_VALUE_AND);
+  // NOR: ~(word | value) != 0, so it holds while word | value has every bit set.
+  HoldsThenReleases(a, b, flag, 0xffff0000u, 0x8000ffffu, CU_STREAM_WAIT_VALUE_NOR, 0x7ffe0000u,
+                    "NOR");
+  DoesNotHold(a, b, flag, 0x7ffe0000u, 0x8000ffffu, CU_STREAM_WAIT_VALUE_NOR);
+
+  // 64-bit words.
+  const unsigned long long big = 0x100000002ull;
+  CHECK(cuStreamWaitValue64(a, wide_word, big, CU_STREAM_WAIT_VALUE_EQ));
+  CHECK(cuStreamWriteValue64(a, out, 0xabcdef0123456789ull, 0));
+  CHECK(cuStreamWriteValue32(b, wide_word + 4, 1, 0));  // the high half alone: not yet
+  CHECK(cuStreamSynchronize(b));
+  usleep(50000);
+  EXPECT_TRUE(cuStreamQuery(a) == CUDA_ERROR_NOT_READY);
+  CHECK(cuStreamWriteValue64(b, wide_word, big, 0));
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read64(out, b) == 0xabcdef0123456789ull);
+
+  // A batch runs in its order: a wait, then writes behind it.
+  CUstreamBatchMemOpParams ops[3] = {};
+  ops[0].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  ops[0].waitValue.address = batch_flag;
+  ops[0].waitValue.value = 3;
+  ops[0].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+  ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+  ops[1].writeValue.address = out;
+  ops[1].writeValue.value64 = 42;
+  ops[2].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  ops[2].writeValue.address = done;
+  ops[2].writeValue.value = 8;
+  CHECK(cuStreamBatchMemOp(a, 3, ops, 0));
+  usleep(50000);
+  EXPECT_TRUE(cuStreamQuery(a) == CUDA_ERROR_NOT_READY);
+  EXPECT_TRUE(Read64(out, b) == 0xabcdef0123456789ull && Read32(done, b) == 7);
+  CUstreamBatchMemOpParams release = {};
+  release.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  release.writeValue.address = batch_flag;
+  release.writeValue.value = 3;
+  CHECK(cuStreamBatchMemOp(b, 1, &release, 0));
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read64(out, b) == 42 && Read32(done, b) == 8);
+
+  // Captured, a write is a node of the graph: it writes when the graph runs, not before.
+  CUgraph graph;
+  CHECK(cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CHECK(cuStreamWriteValue32(a, captured, 11, 0));
+  CHECK(cuStreamEndCapture(a, &graph));
+  size_t nodes = 0;
+  CHECK(cuGraphGetNodes(graph, nullptr, &nodes));
+  EXPECT_TRUE(nodes == 1);
+  EXPECT_TRUE(Read32(captured, b) == 0);
+  CUgraphExec exec;
+  CHECK(cuGraphInstantiate(&exec, graph, 0));
+  CHECK(cuGraphLaunch(exec, a));
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read32(captured, b) == 11);
+  CHECK(cuGraphExecDestroy(exec));
+  CHECK(cuGraphDestroy(graph));
+
+  // Refused: a misaligned word, a word outside device memory, unknown flags, 256 operations.
+  EXPECT_TRUE(cuStreamWriteValue32(a, flag + 2, 1, 0) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(cuStreamWaitValue64(a, wide_word + 4, 1, 0) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(cuStreamWriteValue32(a, words + 64, 1, 0) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(cuStreamWriteValue64(a, words + 60, 1, 0) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(cuStreamWaitValue32(a, flag, 1, 7) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(cuStreamWriteValue32(a, flag, 1, 0x80) == CUDA_ERROR_INVALID_VALUE);
+  static CUstreamBatchMemOpParams many[256];
+  for (auto& op : many) {
+    op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    op.writeValue.address = done;
+    op.writeValue.value = 1;
+  }
+  EXPECT_TRUE(cuStreamBatchMemOp(a, 256, many, 0) == CUDA_ERROR_INVALID_VALUE);
+  // A batch whose second operation is bad queues nothing, not even its first.
+  CUstreamBatchMemOpParams bad[2] = {};
+  bad[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  bad[0].writeValue.address = done;
+  bad[0].writeValue.value = 99;
+  bad[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  bad[1].writeValue.address = flag + 1;
+  EXPECT_TRUE(cuStreamBatchMemOp(a, 2, bad, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read32(done, b) == 8);
+  // After the refusals the streams work as before.
+  CHECK(cuStreamWriteValue32(a, done, 12, 0));
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read32(done, b) == 12);
+
+  CHECK(cuStreamDestroy(a));
+  CHECK(cuStreamDestroy(b));
+  CHECK(cuMemFree(words));
+  CHECK(cuModuleUnload(m));
+  CHECK(cuCtxDestroy(ctx));
+  printf("stream memory operations: waits, writes, batches and a captured write as the driver's\n");
+  return 0;
+}

@@ -1,0 +1,98 @@
+// Stream memory operations from a hostile client (proto/calls.def: StreamMemOp): the word a wait
+// or write names must be an aligned 4- or 8-byte word wholly inside memory of the call's context,
+// its value must fit it, and its flags must be a comparison (waits) or none (writes). Anything
+// else is refused before the backend sees it, writes nothing, and leaves the session serving.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/unit/raw_peer.h"
+
+namespace rgpu {
+namespace {
+
+using namespace test;  // the raw protocol peer (raw_peer.h)
+
+class ServerStreamMemOpsTest : public test::RawServerTest {
+ protected:
+  // A write of `bytes` bytes of `value` at `address` (stream 0), as the client would post it,
+  // but waited for.
+  static wire::Envelope Write(uint64_t seq, uint64_t ctx, uint64_t address, uint64_t bytes,
+                              uint64_t value, uint64_t flags = 0) {
+    return Call(seq, Op::kStreamMemOp, ctx, {address, bytes, value, flags, 0, 0});
+  }
+  static wire::Envelope Wait(uint64_t seq, uint64_t ctx, uint64_t address, uint64_t bytes,
+                             uint64_t value, uint64_t flags) {
+    return Call(seq, Op::kStreamMemOp, ctx, {address, bytes, value, flags, 1, 0});
+  }
+  static std::string Read(Channel* ch, uint64_t ctx, uint64_t ptr, uint64_t bytes) {
+    std::string data;
+    wire::Envelope r = Exchange(ch, Call(90, Op::kMemcpyDtoH, ctx, {ptr, bytes, 0, 0}), "", &data);
+    EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+    return data;
+  }
+  static uint64_t Word(const std::string& bytes, size_t at, size_t size) {
+    uint64_t v = 0;
+    memcpy(&v, bytes.data() + at, size);
+    return v;
+  }
+};
+
+TEST_F(ServerStreamMemOpsTest, WritesAndWaitsOnTheSessionsOwnWords) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t words = Alloc(ch.get(), ctx, 64);
+  ASSERT_NE(words, 0u);
+  ASSERT_EQ(Result(ch.get(), Call(3, Op::kMemset, ctx, {words, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(ch.get(), Write(4, ctx, words, 4, 0xdeadbeef)), CUDA_SUCCESS);
+  EXPECT_EQ(Result(ch.get(), Write(5, ctx, words + 56, 8, 0x0123456789abcdefull)), CUDA_SUCCESS);
+  // Satisfied at once, so the stream goes on to the write behind it.
+  EXPECT_EQ(Result(ch.get(), Wait(6, ctx, words, 4, 0xdeadbeef, CU_STREAM_WAIT_VALUE_EQ)),
+            CUDA_SUCCESS);
+  EXPECT_EQ(Result(ch.get(), Write(7, ctx, words + 8, 4, 5)), CUDA_SUCCESS);
+  const std::string after = Read(ch.get(), ctx, words, 64);
+  EXPECT_EQ(Word(after, 0, 4), 0xdeadbeefu);
+  EXPECT_EQ(Word(after, 8, 4), 5u);
+  EXPECT_EQ(Word(after, 56, 8), 0x0123456789abcdefull);
+}
+
+TEST_F(ServerStreamMemOpsTest, WordsThatAreNotTheCallersAreRefused) {
+  auto other = Connect();
+  const uint64_t other_ctx = OpenSession(other.get());
+  const uint64_t theirs = Alloc(other.get(), other_ctx, 64);
+  ASSERT_NE(theirs, 0u);
+  ASSERT_EQ(Result(other.get(), Call(3, Op::kMemset, other_ctx, {theirs, 0x5a, 1, 64, 0, 0})),
+            CUDA_SUCCESS);
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t mine = Alloc(ch.get(), ctx, 64);
+  ASSERT_NE(mine, 0u);
+  ASSERT_EQ(Result(ch.get(), Call(3, Op::kMemset, ctx, {mine, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
+  const int bad = CUDA_ERROR_INVALID_VALUE;
+  // Another session's memory, a wait on it (which would hold the stream on a word another
+  // tenant writes), no memory at all, and a word that runs past the end of an allocation.
+  EXPECT_EQ(Result(ch.get(), Write(4, ctx, theirs, 4, 1)), bad);
+  EXPECT_EQ(Result(ch.get(), Wait(5, ctx, theirs, 4, 0x5a5a5a5a, CU_STREAM_WAIT_VALUE_EQ)), bad);
+  EXPECT_EQ(Result(ch.get(), Write(6, ctx, 0x1000, 4, 1)), bad);
+  EXPECT_EQ(Result(ch.get(), Write(7, ctx, mine + 60, 8, 1)), bad);
+  // Widths other than 4 and 8 (0 would pass the range check on any address), a misaligned
+  // word, a value wider than its word, flags.
+  EXPECT_EQ(Result(ch.get(), Write(8, ctx, mine, 16, 1)), bad);
+  EXPECT_EQ(Result(ch.get(), Write(9, ctx, mine, 2, 1)), bad);
+  EXPECT_EQ(Result(ch.get(), Write(10, ctx, theirs, 0, 1)), bad);
+  EXPECT_EQ(Result(ch.get(), Wait(19, ctx, theirs, 0, 1, CU_STREAM_WAIT_VALUE_EQ)), bad);
+  EXPECT_EQ(Result(ch.get(), Write(11, ctx, mine + 4, 8, 1)), bad);
+  EXPECT_EQ(Result(ch.get(), Write(12, ctx, mine + 2, 4, 1)), bad);
+  EXPECT_EQ(Result(ch.get(), Write(13, ctx, mine, 4, uint64_t{1} << 32)), bad);
+  EXPECT_EQ(Result(ch.get(), Write(14, ctx, mine, 4, 1, 1)), bad);
+  EXPECT_EQ(Result(ch.get(), Wait(15, ctx, mine, 4, 0, CU_STREAM_WAIT_VALUE_FLUSH)), bad);
+  EXPECT_EQ(Result(ch.get(), Wait(16, ctx, mine, 4, 0, 4)), bad);
+  EXPECT_EQ(Result(ch.get(), Wait(17, ctx, mine, 4, uint64_t{1} << 32, 0)), bad);
+  // Nothing was written, on either side, and both sessions still serve.
+  EXPECT_EQ(Read(ch.get(), ctx, mine, 64), std::string(64, '\0'));
+  EXPECT_EQ(Read(other.get(), other_ctx, theirs, 64), std::string(64, '\x5a'));
+  EXPECT_EQ(Result(ch.get(), Write(18, ctx, mine, 4, 1)), CUDA_SUCCESS);
+}
+
+}  // namespace
+}  // namespace rgpu
