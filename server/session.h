@@ -298,6 +298,10 @@ class Session {
   // Waits for every context's work (a failed context refuses the move) and releases what pools
   // keep unused.
   Status Quiesce();
+  // How long Quiesce watches the streams of a session that has waited on memory.
+  static constexpr std::chrono::milliseconds kStreamWaitsQuiesceTime{2000};
+  // True when no stream of context `ctx` (current), its default stream included, has work left.
+  bool StreamsIdle(uint64_t ctx);
   // Refuses what cannot move (shared memory, peer access, arrays, VMM, ...), naming it.
   Status CheckMovable();
   // The checkpoint's header of the quiesced session.
@@ -663,6 +667,8 @@ class Session {
   SessionLimits limits_;
   const HostNvml* host_nvml_ = nullptr;
   uint64_t max_kernel_ms_ = 0;
+  // A StreamMemOp wait was served: Quiesce does not wait on the streams blindly (session thread).
+  bool stream_waits_served_ = false;
   bool scrub_allocations_ = true;
   std::atomic<bool> aborted_{false};
   // The session's thread only.

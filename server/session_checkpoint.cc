@@ -3,7 +3,9 @@
 // context, allocation, module, function, stream, event, pool and graph again at the same ids and
 // device addresses, charged to the tenant as the calls that first made them were.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "common/fatbin.h"
@@ -32,10 +34,22 @@ std::string ErrorName(CUresult r) { return "CUDA error " + std::to_string(r); }
 }  // namespace
 
 Status Session::Quiesce() {
+  // A stream waiting on a word of memory (StreamMemOp) may wait for a write the client has not
+  // sent yet, and cannot send while this thread waits: with such waits, the streams are watched
+  // until idle for a while, and a session whose streams still wait stays where it is.
+  const auto waits_given_up = std::chrono::steady_clock::now() + kStreamWaitsQuiesceTime;
   for (auto& [id, ctx] : contexts_.records()) {
     if (ctx.destroyed) return Refused("context " + std::to_string(id) + " was stopped");
     if (CUresult r = MakeCurrent(&ctx); r != CUDA_SUCCESS) {
       return Internal("context " + std::to_string(id) + ": " + ErrorName(r));
+    }
+    while (stream_waits_served_ && drv_.cuStreamQuery != nullptr && !StreamsIdle(id)) {
+      if (std::chrono::steady_clock::now() >= waits_given_up) {
+        return Refused("a stream of context " + std::to_string(id) +
+                       " still waits on a word of memory (cuStreamWaitValue) after " +
+                       std::to_string(kStreamWaitsQuiesceTime.count()) + " ms");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (CUresult r = drv_.cuCtxSynchronize(); r != CUDA_SUCCESS) {
       return Refused("context " + std::to_string(id) + " has failed (" + ErrorName(r) + ")");
@@ -47,6 +61,16 @@ Status Session::Quiesce() {
     if (!pool.free.empty()) return Refused("memory pool " + std::to_string(id) + " holds blocks");
   }
   return Status::Ok();
+}
+
+bool Session::StreamsIdle(uint64_t ctx) {
+  if (drv_.cuStreamQuery(nullptr) == CUDA_ERROR_NOT_READY) return false;
+  for (const auto& [id, stream] : streams_.records()) {
+    if (stream.ctx == ctx && drv_.cuStreamQuery(stream.stream) == CUDA_ERROR_NOT_READY) {
+      return false;
+    }
+  }
+  return true;
 }
 
 Status Session::CheckMovable() {

@@ -81,6 +81,7 @@ CUresult Session::HandleStreamMemOp(CallState& cs, const StreamMemOpIn& in,
   if (in.wait) {
     // GEQ, EQ, AND, NOR; no FLUSH (no device here flushes remote writes for the tenant).
     if (in.flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+    stream_waits_served_ = true;
     if (wide) {
       REQUIRE_FN(cuStreamWaitValue64);
       return drv_.cuStreamWaitValue64(in.stream.stream, in.address, in.value, in.flags);

@@ -3,8 +3,12 @@
 // writes the word; each comparison (GEQ, cyclic, EQ, AND, NOR) holds and releases as the driver
 // documents; a batch of waits and writes runs in its order; a captured write becomes a graph node
 // that writes when the graph is launched; and a misaligned word, a word outside device memory,
-// unknown flags and a batch of 256 are refused, a refused batch queuing nothing.
+// unknown flags and a batch of 256 are refused, a refused batch queuing nothing. With `hold
+// SECONDS` (tests/e2e/migrate_stream_wait.sh) it only queues a kernel behind a wait, says
+// "waiting", polls the stream for SECONDS, and then writes the word: the kernel must then run.
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include "check.h"
 
@@ -50,9 +54,44 @@ void DoesNotHold(CUstream a, CUstream b, CUdeviceptr word, unsigned now, unsigne
   CHECK(cuStreamSynchronize(a));
 }
 
+// The `hold` mode: a wait the program itself releases `seconds` later.
+int Hold(int seconds) {
+  CUcontext ctx = InitContext();
+  CUmodule m;
+  CHECK(cuModuleLoad(&m, RGPU_KERNELS_FATBIN));
+  CUfunction add_to;
+  CHECK(cuModuleGetFunction(&add_to, m, "add_to"));
+  CUdeviceptr words;
+  CHECK(cuMemAlloc(&words, 16));
+  CHECK(cuMemsetD8(words, 0, 16));
+  const CUdeviceptr flag = words, counter = words + 8;
+  CUstream a, b;
+  CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+  CHECK(cuStreamWaitValue32(a, flag, 1, CU_STREAM_WAIT_VALUE_EQ));
+  int five = 5;
+  void* args[] = {(void*)&counter, &five};
+  CHECK(cuLaunchKernel(add_to, 1, 1, 1, 32, 1, 1, 0, a, args, nullptr));
+  EXPECT_TRUE(cuStreamQuery(a) == CUDA_ERROR_NOT_READY);
+  printf("waiting\n");
+  fflush(stdout);
+  // Polling the stream meanwhile, as programs do: calls the client waits for.
+  for (int i = 0; i < seconds * 10; ++i) {
+    usleep(100000);
+    EXPECT_TRUE(cuStreamQuery(a) == CUDA_ERROR_NOT_READY);
+  }
+  CHECK(cuStreamWriteValue32(b, flag, 1, 0));
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read32(counter, b) == 5);
+  CHECK(cuCtxDestroy(ctx));
+  printf("result ok\n");
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 3 && strcmp(argv[1], "hold") == 0) return Hold(atoi(argv[2]));
   CUcontext ctx = InitContext();
   CUdevice dev;
   CHECK(cuCtxGetDevice(&dev));
