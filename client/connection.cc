@@ -900,7 +900,6 @@ Status Connection::MoveLocked(const wire::Moved& moved) {
   if (!s.ok()) return s;
   TransportUrl url;
   if (Status p = TransportUrl::Parse(where, &url); !p.ok()) return p;
-  Connection* self = this;
   for (const auto& [address, size] : registered_) channel->RegisterMemory(address, size);
   // The old server's keepalive goes first, then its connection: closing it tells that server the
   // client has left for the new one.
