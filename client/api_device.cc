@@ -91,8 +91,12 @@ RGPU_IMPL(cuDeviceGetAttribute)(int* value, CUdevice_attribute attrib, CUdevice 
     case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
     // Stream memory operations are forwarded as the backend offers them (64-bit words, NOR: its
-    // answer), but not their flushes of remote writes (client/api_stream_memops.cc).
+    // answer), but not their flushes of remote writes, nor the v1 entry points
+    // (client/api_stream_memops.cc).
     case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1:
       *value = 0;
       break;
     default:

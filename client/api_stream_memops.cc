@@ -4,11 +4,12 @@
 // trip: the server's stream waits for, or writes, a word of the session's device memory. A batch
 // is checked whole before any of it is posted, so a refused batch queues nothing. Flushes of
 // remote writes and memory barriers are not offered (CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES
-// is 0); nor is the v1 API.
+// is 0); nor is the v1 API. The word must be device memory: not managed memory (as the driver
+// documents), nor memory mapped for the device (managed memory here), whose host side the
+// program could not write while the device waits.
 #include <vector>
 
 #include "client/impl.h"
-#include "client/managed_memory.h"
 #include "client/memory_map.h"
 
 namespace calls = rgpu::calls;
@@ -46,7 +47,6 @@ CUresult Submit(CUstream stream, std::vector<MemOp> ops) {
   for (const MemOp& op : ops) {
     if (CUresult r = CheckShape(op); r != CUDA_SUCCESS) return r;
   }
-  if (CUresult r = rgpu::client::BeforeDeviceWork(); r != CUDA_SUCCESS) return r;
   if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP,
                           [ops](CUstream s) { return Submit(s, ops); })) {
     return CUDA_SUCCESS;
@@ -55,6 +55,8 @@ CUresult Submit(CUstream stream, std::vector<MemOp> ops) {
   uint64_t remote_stream = 0;
   if (CUresult r = ResolveStream(stream, &ctx, &remote_stream); r != CUDA_SUCCESS) return r;
   for (const MemOp& op : ops) {
+    // Not managed memory, as the driver documents (nor mapped memory, which is managed here).
+    if (rgpu::client::IsManagedAddress(op.address)) return CUDA_ERROR_INVALID_VALUE;
     if (CUresult r = rgpu::client::CheckDeviceRange(ctx, op.address, op.wide ? 8 : 4);
         r != CUDA_SUCCESS) {
       return r;

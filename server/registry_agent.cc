@@ -505,17 +505,19 @@ void RegistryAgent::Stop(int flush_ms) {
   // Records answered "not yet" (a session that moved here, whose old server has not said it
   // left) are sent again until the deadline too: the old server's record may come meanwhile.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(flush_ms);
+  // They go again once the rest has gone, at most every 200 ms.
   for (;;) {
-    RequeueHeld();
+    if (pending() == 0) RequeueHeld();
     if (pending() == 0 || std::chrono::steady_clock::now() >= deadline) break;
     const bool acknowledged = SendBatch();
-    bool held = false;
+    bool only_held = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      held = !held_.empty();
+      only_held = pending_.empty() && !held_.empty();
     }
-    if (!acknowledged || held) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (!acknowledged || only_held) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  RequeueHeld();  // counted below, and kept in the spool
   if (pending() > 0) {
     RGPU_LOG_WARN("%zu usage record(s) not delivered to the registry", pending());
   }

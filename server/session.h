@@ -667,7 +667,8 @@ class Session {
   SessionLimits limits_;
   const HostNvml* host_nvml_ = nullptr;
   uint64_t max_kernel_ms_ = 0;
-  // A StreamMemOp wait was served: Quiesce does not wait on the streams blindly (session thread).
+  // A StreamMemOp wait was served: Quiesce does not wait on the streams blindly, and the
+  // session's end drops its remaining work on softgpu (session thread).
   bool stream_waits_served_ = false;
   bool scrub_allocations_ = true;
   std::atomic<bool> aborted_{false};

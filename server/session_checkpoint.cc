@@ -45,9 +45,10 @@ Status Session::Quiesce() {
     }
     while (stream_waits_served_ && drv_.cuStreamQuery != nullptr && !StreamsIdle(id)) {
       if (std::chrono::steady_clock::now() >= waits_given_up) {
-        return Refused("a stream of context " + std::to_string(id) +
-                       " still waits on a word of memory (cuStreamWaitValue) after " +
-                       std::to_string(kStreamWaitsQuiesceTime.count()) + " ms");
+        return Refused("a stream of context " + std::to_string(id) + " is still busy after " +
+                       std::to_string(kStreamWaitsQuiesceTime.count()) +
+                       " ms, in a session that waits on memory (cuStreamWaitValue): it may "
+                       "wait for a write the program has yet to make");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }

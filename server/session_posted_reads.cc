@@ -50,6 +50,9 @@ CUresult Session::HandleMemcpyDtoHPosted(CallState& cs, const MemcpyDtoHPostedIn
 }
 
 bool Session::SendRead(uint64_t token, CUresult result, const void* data, size_t bytes) {
+  // At the session's end the channel goes before the memory (ServeLoop): the reads that
+  // ReleaseAll finishes then have no one to go to.
+  if (channel_ == nullptr) return false;
   wire::Envelope out;
   out.mutable_read_data()->set_token(token);
   out.mutable_read_data()->set_result(result);

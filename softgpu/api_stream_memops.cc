@@ -3,12 +3,20 @@
 // memory the context can reach (its device memory, a peer's, page-locked host memory) until the
 // condition holds; a write stores a word in stream order. Words are read and written as the
 // host's atomics, so host threads and kernels may write the word a stream waits on. A wait ends
-// early only when its context is torn down or aborted (softgpuCtxAbort). FLUSH and barriers of
-// remote writes are not offered (CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES is 0).
+// early when its context is torn down or aborted (softgpuCtxAbort), and a wait that outlasts the
+// context's kernel time bound (softgpuCtxSetKernelTimeout) fails the context with
+// CUDA_ERROR_LAUNCH_TIMEOUT, as a kernel that runs past it does. A waiting stream polls, less
+// often the longer it waits (every 2 ms at most), and a context has at most kMaxPendingWaits
+// waits queued or waiting at once (more: CUDA_ERROR_OUT_OF_MEMORY): a server's tenant cannot
+// have thousands of threads polling. FLUSH and barriers of remote writes are not offered
+// (CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES is 0).
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -59,20 +67,43 @@ CUresult Check(Context& ctx, const MemOp& op, std::shared_ptr<Allocation>* a, ui
   return CUDA_SUCCESS;
 }
 
+constexpr uint32_t kMaxPendingWaits = 64;
+
+// One wait counted in its context's pending_memory_waits from its submission until its operation
+// is gone (run or dropped).
+struct PendingWait {
+  explicit PendingWait(Context* c) : context(c) {}
+  ~PendingWait() { context->pending_memory_waits.fetch_sub(1); }
+  Context* context;
+};
+
 template <typename T>
 void QueueWait(Context& ctx, const std::shared_ptr<Stream>& s, std::shared_ptr<Allocation> a,
                T* word, T value, unsigned comparison) {
   Context* c = &ctx;
-  ctx.Enqueue(s, [a, word, value, comparison, c] {
+  auto pending = std::make_shared<PendingWait>(c);  // counted in by Submit
+  const uint64_t timeout_ms = ctx.kernel_timeout_ms.load();
+  ctx.Enqueue(s, [a, word, value, comparison, c, pending, timeout_ms] {
     std::atomic_ref<T> ref(*word);
+    const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(20);
     for (unsigned polls = 0; !Satisfied(ref.load(std::memory_order_acquire), value, comparison);
          ++polls) {
       if (c->cancelled().load()) return;
       if (polls < 64) {
         std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        continue;
       }
+      if (timeout_ms != 0 &&
+          std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms)) {
+        c->Fail(CUDA_ERROR_LAUNCH_TIMEOUT,
+                "softgpu: a stream's wait on memory (cuStreamWaitValue) ran past the kernel time "
+                "bound of " +
+                    std::to_string(timeout_ms) + " ms");
+        return;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(2000));
     }
   });
 }
@@ -92,8 +123,20 @@ CUresult Submit(CUstream stream, const MemOp* ops, unsigned count) {
   if (CUresult r = ResolveStream(ctx, stream, &s); r != CUDA_SUCCESS) return r;
   std::vector<std::shared_ptr<Allocation>> allocations(count);
   std::vector<uint8_t*> words(count);
+  uint32_t waits = 0;
   for (unsigned i = 0; i < count; ++i) {
     if (CUresult r = Check(*ctx, ops[i], &allocations[i], &words[i]); r != CUDA_SUCCESS) return r;
+    if (ops[i].wait) ++waits;
+  }
+  if (waits > 0) {
+    // Counted in now; each wait's PendingWait counts itself out.
+    if (ctx->pending_memory_waits.fetch_add(waits) + waits > kMaxPendingWaits) {
+      ctx->pending_memory_waits.fetch_sub(waits);
+      fprintf(stderr,
+              "softgpu: more than %u stream waits on memory at once in one context: refused\n",
+              kMaxPendingWaits);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
   }
   for (unsigned i = 0; i < count; ++i) {
     const MemOp& op = ops[i];

@@ -91,6 +91,8 @@ class Context : public PrintfSink {
   // Kernels launched from now on fail with CUDA_ERROR_LAUNCH_TIMEOUT once they have run this
   // long (0: no bound). Starts as the device's RGPU_SOFTGPU_KERNEL_TIMEOUT_MS.
   std::atomic<uint64_t> kernel_timeout_ms{0};
+  // Stream waits on memory submitted and not yet gone (api_stream_memops.cc bounds them).
+  std::atomic<uint32_t> pending_memory_waits{0};
 
  private:
   // Adds what an operation issued now on `stream` waits for besides its stream's earlier work:

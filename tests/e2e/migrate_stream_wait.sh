@@ -31,7 +31,7 @@ if timeout 6 "$bin/rgpu" migrate --server "$a_url" --session "$session" --to "$b
   >"$work/refused" 2>&1; then
   fail "a session whose stream waits on memory the program has yet to write moved"
 fi
-grep -q "waits on a word of memory" "$work/refused" ||
+grep -q "waits on memory (cuStreamWaitValue)" "$work/refused" ||
   fail "the move was not refused for its waiting stream (or took too long): $(cat "$work/refused")"
 echo "migrate_stream_wait: refused as expected: $(cat "$work/refused")"
 wait $client || fail "the program exited $? after a refused move"

@@ -4,7 +4,9 @@
 // else is refused before the backend sees it, writes nothing, and leaves the session serving.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "tests/unit/raw_peer.h"
 
@@ -75,12 +77,14 @@ TEST_F(ServerStreamMemOpsTest, WordsThatAreNotTheCallersAreRefused) {
   EXPECT_EQ(Result(ch.get(), Wait(5, ctx, theirs, 4, 0x5a5a5a5a, CU_STREAM_WAIT_VALUE_EQ)), bad);
   EXPECT_EQ(Result(ch.get(), Write(6, ctx, 0x1000, 4, 1)), bad);
   EXPECT_EQ(Result(ch.get(), Write(7, ctx, mine + 60, 8, 1)), bad);
-  // Widths other than 4 and 8 (0 would pass the range check on any address), a misaligned
-  // word, a value wider than its word, flags.
+  // Widths other than 4 and 8 (with 0, the range check has nothing to check: the word could be
+  // any address the backend reaches, softgpu's page-locked memory of the server included), a
+  // misaligned word, a value wider than its word, flags.
   EXPECT_EQ(Result(ch.get(), Write(8, ctx, mine, 16, 1)), bad);
   EXPECT_EQ(Result(ch.get(), Write(9, ctx, mine, 2, 1)), bad);
   EXPECT_EQ(Result(ch.get(), Write(10, ctx, theirs, 0, 1)), bad);
   EXPECT_EQ(Result(ch.get(), Wait(19, ctx, theirs, 0, 1, CU_STREAM_WAIT_VALUE_EQ)), bad);
+  EXPECT_EQ(Result(ch.get(), Write(20, ctx, mine + 16, 0, 1)), bad);  // the check skipped
   EXPECT_EQ(Result(ch.get(), Write(11, ctx, mine + 4, 8, 1)), bad);
   EXPECT_EQ(Result(ch.get(), Write(12, ctx, mine + 2, 4, 1)), bad);
   EXPECT_EQ(Result(ch.get(), Write(13, ctx, mine, 4, uint64_t{1} << 32)), bad);
@@ -92,6 +96,82 @@ TEST_F(ServerStreamMemOpsTest, WordsThatAreNotTheCallersAreRefused) {
   EXPECT_EQ(Read(ch.get(), ctx, mine, 64), std::string(64, '\0'));
   EXPECT_EQ(Read(other.get(), other_ctx, theirs, 64), std::string(64, '\x5a'));
   EXPECT_EQ(Result(ch.get(), Write(18, ctx, mine, 4, 1)), CUDA_SUCCESS);
+}
+
+// What waits may hold: at most 64 at once in a context (the software GPU polls for each), none
+// past the kernel time bound (the context fails as with a late kernel), and nothing once the
+// client is gone, though a copy out waits behind the wait on its stream.
+class ServerStreamWaitBoundsTest : public ServerStreamMemOpsTest {
+ protected:
+  ServerStreamWaitBoundsTest() { options_.max_kernel_ms = 1500; }
+  static uint64_t Stream(Channel* ch, uint64_t ctx) {
+    wire::Envelope r =
+        Exchange(ch, Call(50, Op::kStreamCreate, ctx, {CU_STREAM_NON_BLOCKING, 0, 0}));
+    EXPECT_EQ(r.reply().result(), CUDA_SUCCESS);
+    return r.reply().values_size() > 0 ? r.reply().values(0) : 0;
+  }
+  static wire::Envelope WaitOn(uint64_t seq, uint64_t ctx, uint64_t stream, uint64_t address) {
+    return Call(seq, Op::kStreamMemOp, ctx, {address, 4, 1, CU_STREAM_WAIT_VALUE_EQ, 1, stream});
+  }
+};
+
+TEST_F(ServerStreamWaitBoundsTest, AContextHoldsAtMost64Waits) {
+  if (options_.backend != "softgpu") GTEST_SKIP() << "the bound is the software GPU's";
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t word = Alloc(ch.get(), ctx, 64);
+  ASSERT_NE(word, 0u);
+  ASSERT_EQ(Result(ch.get(), Call(3, Op::kMemset, ctx, {word, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
+  const uint64_t stream = Stream(ch.get(), ctx);
+  for (uint64_t i = 0; i < 64; ++i) {
+    ASSERT_EQ(Result(ch.get(), WaitOn(100 + i, ctx, stream, word)), CUDA_SUCCESS) << i;
+  }
+  EXPECT_EQ(Result(ch.get(), WaitOn(200, ctx, stream, word)), CUDA_ERROR_OUT_OF_MEMORY);
+  // Released, they go, and make room again.
+  EXPECT_EQ(Result(ch.get(), Write(201, ctx, word, 4, 1)), CUDA_SUCCESS);
+  EXPECT_EQ(Result(ch.get(), Call(202, Op::kStreamSynchronize, ctx, {stream})), CUDA_SUCCESS);
+  EXPECT_EQ(Result(ch.get(), WaitOn(203, ctx, stream, word)), CUDA_SUCCESS);
+}
+
+TEST_F(ServerStreamWaitBoundsTest, AWaitPastTheKernelBoundFailsItsContext) {
+  auto ch = Connect();
+  const uint64_t ctx = OpenSession(ch.get());
+  const uint64_t word = Alloc(ch.get(), ctx, 64);
+  ASSERT_NE(word, 0u);
+  ASSERT_EQ(Result(ch.get(), Call(3, Op::kMemset, ctx, {word, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
+  const uint64_t stream = Stream(ch.get(), ctx);
+  ASSERT_EQ(Result(ch.get(), WaitOn(4, ctx, stream, word)), CUDA_SUCCESS);
+  EXPECT_EQ(Result(ch.get(), Call(5, Op::kStreamSynchronize, ctx, {stream})),
+            CUDA_ERROR_LAUNCH_TIMEOUT);
+}
+
+// Without a kernel bound, a wait would never end on its own.
+class ServerStreamWaitUnboundedTest : public ServerStreamWaitBoundsTest {
+ protected:
+  ServerStreamWaitUnboundedTest() { options_.max_kernel_ms = 0; }
+};
+
+TEST_F(ServerStreamWaitUnboundedTest, AGoneClientsWaitsDoNotHoldItsSession) {
+  if (options_.backend != "softgpu") GTEST_SKIP() << "NVIDIA's driver: docs/security.md";
+  {
+    auto ch = Connect();
+    const uint64_t ctx = OpenSession(ch.get());
+    const uint64_t word = Alloc(ch.get(), ctx, 64);
+    ASSERT_NE(word, 0u);
+    ASSERT_EQ(Result(ch.get(), Call(3, Op::kMemset, ctx, {word, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
+    const uint64_t stream = Stream(ch.get(), ctx);
+    ASSERT_EQ(Result(ch.get(), WaitOn(4, ctx, stream, word)), CUDA_SUCCESS);
+    // A copy out behind the wait, posted: the session's end waits for such copies.
+    wire::Envelope read = Call(5, Op::kMemcpyDtoHPosted, ctx, {word + 8, 8, stream, 77}, true);
+    ASSERT_TRUE(ch->Send(read.SerializeAsString(), nullptr, 0).ok());
+    EXPECT_EQ(Result(ch.get(), Call(6, Op::kMemGetInfo, ctx, {})), CUDA_SUCCESS);
+  }  // the client goes
+  bool ended = false;
+  for (int i = 0; i < 200 && !ended; ++i) {
+    ended = server_.SessionsStatus().sessions_size() == 0;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(ended) << "the session of a client that left is still there";
 }
 
 }  // namespace

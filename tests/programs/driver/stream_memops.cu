@@ -3,9 +3,9 @@
 // writes the word; each comparison (GEQ, cyclic, EQ, AND, NOR) holds and releases as the driver
 // documents; a batch of waits and writes runs in its order; a captured write becomes a graph node
 // that writes when the graph is launched; and a misaligned word, a word outside device memory,
-// unknown flags and a batch of 256 are refused, a refused batch queuing nothing. With `hold
-// SECONDS` (tests/e2e/migrate_stream_wait.sh) it only queues a kernel behind a wait, says
-// "waiting", polls the stream for SECONDS, and then writes the word: the kernel must then run.
+// managed memory, unknown flags and a batch of 256 are refused, a refused batch queuing nothing.
+// With `hold SECONDS` (tests/e2e/migrate_stream_wait.sh) it only queues a kernel behind a wait,
+// says "waiting", polls the stream for SECONDS, and then writes the word: the kernel must then run.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -209,6 +209,12 @@ int main(int argc, char** argv) {
   EXPECT_TRUE(cuStreamWriteValue32(a, words + 64, 1, 0) == CUDA_ERROR_INVALID_VALUE);
   EXPECT_TRUE(cuStreamWriteValue64(a, words + 60, 1, 0) == CUDA_ERROR_INVALID_VALUE);
   EXPECT_TRUE(cuStreamWaitValue32(a, flag, 1, 7) == CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr managed;  // which the driver documents these operations do not take
+  CHECK(cuMemAllocManaged(&managed, 64, CU_MEM_ATTACH_GLOBAL));
+  EXPECT_TRUE(cuStreamWriteValue32(a, managed, 1, 0) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(cuStreamWaitValue32(a, managed, 0, CU_STREAM_WAIT_VALUE_GEQ) ==
+              CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemFree(managed));
   EXPECT_TRUE(cuStreamWriteValue32(a, flag, 1, 0x80) == CUDA_ERROR_INVALID_VALUE);
   static CUstreamBatchMemOpParams many[256];
   for (auto& op : many) {
