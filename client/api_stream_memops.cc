@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "client/impl.h"
+#include "common/stream_mem_ops.h"
 #include "client/memory_map.h"
 
 namespace calls = rgpu::calls;
@@ -18,34 +19,16 @@ using rgpu::client::Server;
 
 namespace {
 
-// One wait or write of a 32- or 64-bit word.
-struct MemOp {
-  bool wait = false;
-  bool wide = false;
-  CUdeviceptr address = 0;
-  uint64_t value = 0;
-  unsigned flags = 0;
-};
-
-// What can be checked without the stream's context: flags, address and alignment.
-CUresult CheckShape(const MemOp& op) {
-  if (op.wait) {
-    if (op.flags & CU_STREAM_WAIT_VALUE_FLUSH) {
-      RGPU_LOG_WARN("cuStreamWaitValue: CU_STREAM_WAIT_VALUE_FLUSH is not supported");
-      return CUDA_ERROR_NOT_SUPPORTED;
-    }
-    if (op.flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
-  } else if (op.flags != CU_STREAM_WRITE_VALUE_DEFAULT) {
-    return CUDA_ERROR_INVALID_VALUE;  // NO_MEMORY_BARRIER is not part of the v2 API
-  }
-  const uint64_t size = op.wide ? 8 : 4;
-  if (op.address == 0 || op.address % size != 0) return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_SUCCESS;
-}
+using MemOp = rgpu::StreamMemOp;
 
 CUresult Submit(CUstream stream, std::vector<MemOp> ops) {
   for (const MemOp& op : ops) {
-    if (CUresult r = CheckShape(op); r != CUDA_SUCCESS) return r;
+    if (CUresult r = rgpu::CheckStreamMemOp(op); r != CUDA_SUCCESS) {
+      if (r == CUDA_ERROR_NOT_SUPPORTED) {
+        RGPU_LOG_WARN("cuStreamWaitValue: CU_STREAM_WAIT_VALUE_FLUSH is not supported");
+      }
+      return r;
+    }
   }
   if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP,
                           [ops](CUstream s) { return Submit(s, ops); })) {
@@ -100,38 +83,13 @@ RGPU_IMPL(cuStreamWriteValue64_v2)
 
 RGPU_IMPL(cuStreamBatchMemOp_v2)
 (CUstream stream, unsigned int count, CUstreamBatchMemOpParams* params, unsigned int flags) {
-  // At most 255 operations (the driver's limit: fewer than 256), no flags.
-  if (flags != 0 || count >= 256 || (count > 0 && params == nullptr)) {
-    return CUDA_ERROR_INVALID_VALUE;
+  std::vector<MemOp> ops;
+  const char* unsupported = nullptr;
+  CUresult r = rgpu::DecodeStreamMemOps(count, params, flags, &ops, &unsupported);
+  if (r == CUDA_ERROR_NOT_SUPPORTED) {
+    RGPU_LOG_WARN("cuStreamBatchMemOp: %s is not supported", unsupported);
   }
-  std::vector<MemOp> ops(count);
-  for (unsigned i = 0; i < count; ++i) {
-    const CUstreamBatchMemOpParams& p = params[i];
-    switch (p.operation) {
-      case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-      case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
-        const bool wide = p.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
-        ops[i] = {true, wide, p.waitValue.address, wide ? p.waitValue.value64 : p.waitValue.value,
-                  p.waitValue.flags};
-        break;
-      }
-      case CU_STREAM_MEM_OP_WRITE_VALUE_32:
-      case CU_STREAM_MEM_OP_WRITE_VALUE_64: {
-        const bool wide = p.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
-        ops[i] = {false, wide, p.writeValue.address,
-                  wide ? p.writeValue.value64 : p.writeValue.value, p.writeValue.flags};
-        break;
-      }
-      case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
-      case CU_STREAM_MEM_OP_BARRIER:
-        RGPU_LOG_WARN("cuStreamBatchMemOp: %s is not supported",
-                      p.operation == CU_STREAM_MEM_OP_BARRIER ? "a memory barrier"
-                                                              : "a flush of remote writes");
-        return CUDA_ERROR_NOT_SUPPORTED;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-  }
+  if (r != CUDA_SUCCESS) return r;
   return Submit(stream, std::move(ops));
 }
 

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "common/stream_mem_ops.h"
 #include "server/device_catalog.h"
 #include "server/require_fn.h"
 #include "server/session.h"
@@ -71,16 +72,16 @@ CUresult Session::HandleStreamWaitEvent(CallState& cs, const StreamWaitEventIn& 
 
 CUresult Session::HandleStreamMemOp(CallState& cs, const StreamMemOpIn& in,
                                     calls::StreamMemOp::Results*) {
-  // The word is memory of the call's context (RGPU_RANGE); its width, alignment, value and
-  // flags are checked here, before the backend sees them.
-  if ((in.bytes != 4 && in.bytes != 8) || in.address % in.bytes != 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
+  // The word is memory of the call's context (RGPU_RANGE); its width (a width of 0 would leave
+  // that check nothing to check), value, alignment and flags are checked here, before the
+  // backend sees them, as the client checks them (common/stream_mem_ops.h).
+  if (in.bytes != 4 && in.bytes != 8) return CUDA_ERROR_INVALID_VALUE;
   const bool wide = in.bytes == 8;
   if (!wide && in.value > UINT32_MAX) return CUDA_ERROR_INVALID_VALUE;
+  if (rgpu::CheckStreamMemOp({in.wait, wide, in.address, in.value, in.flags}) != CUDA_SUCCESS) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (in.wait) {
-    // GEQ, EQ, AND, NOR; no FLUSH (no device here flushes remote writes for the tenant).
-    if (in.flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
     stream_waits_served_ = true;
     if (wide) {
       REQUIRE_FN(cuStreamWaitValue64);
@@ -90,7 +91,6 @@ CUresult Session::HandleStreamMemOp(CallState& cs, const StreamMemOpIn& in,
     return drv_.cuStreamWaitValue32(in.stream.stream, in.address, static_cast<cuuint32_t>(in.value),
                                     in.flags);
   }
-  if (in.flags != CU_STREAM_WRITE_VALUE_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
   if (wide) {
     REQUIRE_FN(cuStreamWriteValue64);
     return drv_.cuStreamWriteValue64(in.stream.stream, in.address, in.value, in.flags);

@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/stream_mem_ops.h"
 #include "softgpu/api_util.h"
 
 using namespace softgpu;
@@ -41,26 +42,13 @@ bool Satisfied(T now, T value, unsigned comparison) {
   }
 }
 
-// One memory operation of a stream: a wait or a write, of a 32- or 64-bit word.
-struct MemOp {
-  bool wait = false;
-  bool wide = false;  // 64-bit
-  CUdeviceptr address = 0;
-  uint64_t value = 0;
-  unsigned flags = 0;
-};
+using MemOp = rgpu::StreamMemOp;
 
 // Checks `op` for `ctx` (an aligned word wholly inside memory the context reaches, known flags)
 // and gives the host memory of its word.
 CUresult Check(Context& ctx, const MemOp& op, std::shared_ptr<Allocation>* a, uint8_t** word) {
+  if (CUresult r = rgpu::CheckStreamMemOp(op); r != CUDA_SUCCESS) return r;
   const size_t size = op.wide ? 8 : 4;
-  if (op.wait) {
-    if (op.flags & CU_STREAM_WAIT_VALUE_FLUSH) return CUDA_ERROR_NOT_SUPPORTED;
-    if (op.flags > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
-  } else if (op.flags != CU_STREAM_WRITE_VALUE_DEFAULT) {
-    return CUDA_ERROR_INVALID_VALUE;  // NO_MEMORY_BARRIER is not part of the v2 API
-  }
-  if (op.address == 0 || op.address % size != 0) return CUDA_ERROR_INVALID_VALUE;
   *a = DeviceRange(ctx, op.address, size);
   if (*a == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *word = (*a)->host + (op.address - (*a)->base);
@@ -189,30 +177,10 @@ SOFTGPU_EXPORT CUresult CUDAAPI cuStreamBatchMemOp_v2(CUstream stream, unsigned 
                                                       CUstreamBatchMemOpParams* params,
                                                       unsigned int flags) {
   return Guard([&] {
-    if (flags != 0 || count >= 256 || (count > 0 && params == nullptr)) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    std::vector<MemOp> ops(count);
-    for (unsigned i = 0; i < count; ++i) {
-      const CUstreamBatchMemOpParams& p = params[i];
-      switch (p.operation) {
-        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-        case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
-          const bool wide = p.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
-          ops[i] = {true, wide, p.waitValue.address, wide ? p.waitValue.value64 : p.waitValue.value,
-                    p.waitValue.flags};
-          break;
-        }
-        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
-        case CU_STREAM_MEM_OP_WRITE_VALUE_64: {
-          const bool wide = p.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
-          ops[i] = {false, wide, p.writeValue.address,
-                    wide ? p.writeValue.value64 : p.writeValue.value, p.writeValue.flags};
-          break;
-        }
-        default:  // flushes of remote writes and memory barriers
-          return CUDA_ERROR_NOT_SUPPORTED;
-      }
+    std::vector<MemOp> ops;
+    if (CUresult r = rgpu::DecodeStreamMemOps(count, params, flags, &ops, nullptr);
+        r != CUDA_SUCCESS) {
+      return r;
     }
     return Submit(stream, ops.data(), count);
   });

@@ -113,16 +113,26 @@ class ServerStreamWaitBoundsTest : public ServerStreamMemOpsTest {
   static wire::Envelope WaitOn(uint64_t seq, uint64_t ctx, uint64_t stream, uint64_t address) {
     return Call(seq, Op::kStreamMemOp, ctx, {address, 4, 1, CU_STREAM_WAIT_VALUE_EQ, 1, stream});
   }
+  // A session's context, 64 zeroed bytes (`word` the first) and a non-blocking stream.
+  struct Setup {
+    uint64_t ctx = 0, word = 0, stream = 0;
+  };
+  static Setup Open(Channel* ch) {
+    Setup s;
+    s.ctx = OpenSession(ch);
+    s.word = Alloc(ch, s.ctx, 64);
+    EXPECT_NE(s.word, 0u);
+    EXPECT_EQ(Result(ch, Call(3, Op::kMemset, s.ctx, {s.word, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
+    s.stream = Stream(ch, s.ctx);
+    return s;
+  }
 };
 
 TEST_F(ServerStreamWaitBoundsTest, AContextHoldsAtMost64Waits) {
   if (options_.backend != "softgpu") GTEST_SKIP() << "the bound is the software GPU's";
   auto ch = Connect();
-  const uint64_t ctx = OpenSession(ch.get());
-  const uint64_t word = Alloc(ch.get(), ctx, 64);
-  ASSERT_NE(word, 0u);
-  ASSERT_EQ(Result(ch.get(), Call(3, Op::kMemset, ctx, {word, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
-  const uint64_t stream = Stream(ch.get(), ctx);
+  const Setup o = Open(ch.get());
+  const uint64_t ctx = o.ctx, word = o.word, stream = o.stream;
   for (uint64_t i = 0; i < 64; ++i) {
     ASSERT_EQ(Result(ch.get(), WaitOn(100 + i, ctx, stream, word)), CUDA_SUCCESS) << i;
   }
@@ -135,11 +145,8 @@ TEST_F(ServerStreamWaitBoundsTest, AContextHoldsAtMost64Waits) {
 
 TEST_F(ServerStreamWaitBoundsTest, AWaitPastTheKernelBoundFailsItsContext) {
   auto ch = Connect();
-  const uint64_t ctx = OpenSession(ch.get());
-  const uint64_t word = Alloc(ch.get(), ctx, 64);
-  ASSERT_NE(word, 0u);
-  ASSERT_EQ(Result(ch.get(), Call(3, Op::kMemset, ctx, {word, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
-  const uint64_t stream = Stream(ch.get(), ctx);
+  const Setup o = Open(ch.get());
+  const uint64_t ctx = o.ctx, word = o.word, stream = o.stream;
   ASSERT_EQ(Result(ch.get(), WaitOn(4, ctx, stream, word)), CUDA_SUCCESS);
   EXPECT_EQ(Result(ch.get(), Call(5, Op::kStreamSynchronize, ctx, {stream})),
             CUDA_ERROR_LAUNCH_TIMEOUT);
@@ -155,11 +162,8 @@ TEST_F(ServerStreamWaitUnboundedTest, AGoneClientsWaitsDoNotHoldItsSession) {
   if (options_.backend != "softgpu") GTEST_SKIP() << "NVIDIA's driver: docs/security.md";
   {
     auto ch = Connect();
-    const uint64_t ctx = OpenSession(ch.get());
-    const uint64_t word = Alloc(ch.get(), ctx, 64);
-    ASSERT_NE(word, 0u);
-    ASSERT_EQ(Result(ch.get(), Call(3, Op::kMemset, ctx, {word, 0, 1, 64, 0, 0})), CUDA_SUCCESS);
-    const uint64_t stream = Stream(ch.get(), ctx);
+    const Setup o = Open(ch.get());
+    const uint64_t ctx = o.ctx, word = o.word, stream = o.stream;
     ASSERT_EQ(Result(ch.get(), WaitOn(4, ctx, stream, word)), CUDA_SUCCESS);
     // A copy out behind the wait, posted: the session's end waits for such copies.
     wire::Envelope read = Call(5, Op::kMemcpyDtoHPosted, ctx, {word + 8, 8, stream, 77}, true);
