@@ -3,13 +3,14 @@
 // memory the context can reach (its device memory, a peer's, page-locked host memory) until the
 // condition holds; a write stores a word in stream order. Words are read and written as the
 // host's atomics, so host threads and kernels may write the word a stream waits on. A wait ends
-// early when its context is torn down or aborted (softgpuCtxAbort), and a wait that outlasts the
-// context's kernel time bound (softgpuCtxSetKernelTimeout) fails the context with
-// CUDA_ERROR_LAUNCH_TIMEOUT, as a kernel that runs past it does. A waiting stream polls, less
-// often the longer it waits (every 2 ms at most), and a context has at most kMaxPendingWaits
-// waits queued or waiting at once (more: CUDA_ERROR_OUT_OF_MEMORY): a server's tenant cannot
-// have thousands of threads polling. FLUSH and barriers of remote writes are not offered
-// (CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES is 0).
+// early when its context is torn down or aborted (softgpuCtxAbort). A wait on device memory that
+// outlasts the context's kernel time bound (softgpuCtxSetKernelTimeout) fails the context with
+// CUDA_ERROR_LAUNCH_TIMEOUT, as a kernel that runs past it does; it polls less often the longer
+// it waits (every 2 ms at most), and a context has at most kMaxPendingWaits such waits queued or
+// waiting at once (more: CUDA_ERROR_OUT_OF_MEMORY): a server's tenant, who reaches device memory
+// only, cannot have thousands of threads polling. Waits on page-locked host memory are not
+// bounded (a host thread releases them: rgpu-server's kernel turns wait so). FLUSH and barriers of
+// remote writes are not offered (CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES is 0).
 #include <cuda.h>
 
 #include <algorithm>
@@ -65,13 +66,21 @@ struct PendingWait {
   Context* context;
 };
 
+// Waits on page-locked host memory, which a host thread releases (rgpu-server's own kernel
+// turns wait so, on gates it opens), poll every 20 us without bound, as they always have; a
+// server's tenant reaches device memory only.
+bool Bounded(const Allocation& a) { return a.kind != AllocationKind::kHostMapped; }
+
 template <typename T>
 void QueueWait(Context& ctx, const std::shared_ptr<Stream>& s, std::shared_ptr<Allocation> a,
                T* word, T value, unsigned comparison) {
   Context* c = &ctx;
-  auto pending = std::make_shared<PendingWait>(c);  // counted in by Submit
-  const uint64_t timeout_ms = ctx.kernel_timeout_ms.load();
-  ctx.Enqueue(s, [a, word, value, comparison, c, pending, timeout_ms] {
+  const bool bounded = Bounded(*a);
+  // Counted in by Submit when bounded.
+  auto pending = bounded ? std::make_shared<PendingWait>(c) : nullptr;
+  const uint64_t timeout_ms = bounded ? ctx.kernel_timeout_ms.load() : 0;
+  const auto longest_pause = std::chrono::microseconds(bounded ? 2000 : 20);
+  ctx.Enqueue(s, [a, word, value, comparison, c, pending, timeout_ms, longest_pause] {
     std::atomic_ref<T> ref(*word);
     const auto start = std::chrono::steady_clock::now();
     auto pause = std::chrono::microseconds(20);
@@ -91,7 +100,7 @@ void QueueWait(Context& ctx, const std::shared_ptr<Stream>& s, std::shared_ptr<A
         return;
       }
       std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(2000));
+      pause = std::min(pause * 2, longest_pause);
     }
   });
 }
@@ -114,7 +123,7 @@ CUresult Submit(CUstream stream, const MemOp* ops, unsigned count) {
   uint32_t waits = 0;
   for (unsigned i = 0; i < count; ++i) {
     if (CUresult r = Check(*ctx, ops[i], &allocations[i], &words[i]); r != CUDA_SUCCESS) return r;
-    if (ops[i].wait) ++waits;
+    if (ops[i].wait && Bounded(*allocations[i])) ++waits;
   }
   if (waits > 0) {
     // Counted in now; each wait's PendingWait counts itself out.

@@ -372,6 +372,41 @@ TEST_F(StreamTest, WaitValueHoldsTheStreamUntilTheHostWritesTheWord) {
   CU_ASSERT_OK(cuStreamDestroy(s));
 }
 
+// Waits on device memory are bounded per context (64 queued or waiting at once), and the bound
+// is the device's only: waits on page-locked host memory, which rgpu-server's kernel turns queue
+// one per kernel, are not counted. Released, device waits make room again.
+TEST_F(StreamTest, AContextHoldsAtMost64WaitsOnDeviceMemory) {
+  CUstream s;
+  CU_ASSERT_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  void* host = nullptr;
+  CU_ASSERT_OK(cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  auto* gate = static_cast<uint32_t*>(host);
+  *gate = 0;
+  CUdeviceptr gate_d;
+  CU_ASSERT_OK(cuMemHostGetDevicePointer(&gate_d, host, 0));
+  for (int i = 0; i < 100; ++i) {
+    CU_ASSERT_OK(cuStreamWaitValue32(s, gate_d, 1, CU_STREAM_WAIT_VALUE_EQ));
+  }
+  CUdeviceptr word;
+  CU_ASSERT_OK(cuMemAlloc(&word, 4));
+  CU_ASSERT_OK(cuMemsetD32(word, 0, 1));
+  for (int i = 0; i < 64; ++i) {
+    CU_ASSERT_OK(cuStreamWaitValue32(s, word, 1, CU_STREAM_WAIT_VALUE_EQ));
+  }
+  CU_EXPECT_EQ(cuStreamWaitValue32(s, word, 1, CU_STREAM_WAIT_VALUE_EQ), CUDA_ERROR_OUT_OF_MEMORY);
+  std::atomic_ref<uint32_t>(*gate).store(1);
+  CUstream other;
+  CU_ASSERT_OK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+  CU_ASSERT_OK(cuStreamWriteValue32(other, word, 1, 0));
+  CU_ASSERT_OK(cuStreamSynchronize(s));
+  CU_ASSERT_OK(cuStreamWaitValue32(s, word, 1, CU_STREAM_WAIT_VALUE_EQ));
+  CU_ASSERT_OK(cuStreamSynchronize(s));
+  CU_ASSERT_OK(cuStreamDestroy(other));
+  CU_ASSERT_OK(cuMemFree(word));
+  CU_ASSERT_OK(cuMemFreeHost(host));
+  CU_ASSERT_OK(cuStreamDestroy(s));
+}
+
 // A wait nobody satisfies ends when its context is destroyed.
 TEST_F(StreamTest, AnUnsatisfiedWaitEndsWithItsContext) {
   CUcontext other;
