@@ -282,6 +282,13 @@ void Session::ServeLoop(const std::atomic<bool>& stop) {
            : client_said_goodbye_ ? SessionEnd::kExited
                                   : SessionEnd::kLost;
   }
+  if (stream_waits_served_ && moved_by_ == nullptr && drv_.softgpuCtxAbort != nullptr) {
+    // A stream may still wait on a word that nothing will write now, and closing the lanes and
+    // releasing the memory wait for the streams: the session's remaining work is dropped first. (A
+    // moved session's streams were idle when it moved.)
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    for (CUcontext ctx : live_contexts_) drv_.softgpuCtxAbort(ctx);
+  }
   CloseLanes();  // before anything they might wait on goes
   if (moved_by_ != nullptr) {
     // Its device memory goes now; the client leaves this server once it has resumed where the
@@ -313,13 +320,6 @@ void Session::ServeLoop(const std::atomic<bool>& stop) {
     bye.mutable_goodbye()->set_status(CUDA_ERROR_DEVICE_UNAVAILABLE);
     bye.mutable_goodbye()->set_reason("server is shutting down");
     channel_->Send(bye.SerializeAsString(), nullptr, 0);
-  }
-  if (stream_waits_served_ && moved_by_ == nullptr && drv_.softgpuCtxAbort != nullptr) {
-    // A stream may still wait on a word that nothing will write now, and releasing the memory
-    // waits for the streams: the session's remaining work is dropped first. (A moved session's
-    // streams were idle when it moved.)
-    std::lock_guard<std::mutex> lock(abort_mu_);
-    for (CUcontext ctx : live_contexts_) drv_.softgpuCtxAbort(ctx);
   }
   const uint64_t allocs = allocations_.size(), bytes = live_bytes_.load();
   if (liveness_ != nullptr && liveness_key_ != 0) liveness_->Forget(liveness_key_);

@@ -3,9 +3,10 @@
 // memory the context can reach (its device memory, a peer's, page-locked host memory) until the
 // condition holds; a write stores a word in stream order. Words are read and written as the
 // host's atomics, so host threads and kernels may write the word a stream waits on. A wait ends
-// early when its context is torn down or aborted (softgpuCtxAbort). A wait on device memory that
-// outlasts the context's kernel time bound (softgpuCtxSetKernelTimeout) fails the context with
-// CUDA_ERROR_LAUNCH_TIMEOUT, as a kernel that runs past it does; it polls less often the longer
+// early when its context is torn down, aborted (softgpuCtxAbort) or failed. A wait on device
+// memory that outlasts ten times the context's kernel time bound (softgpuCtxSetKernelTimeout: the
+// kernel that releases it may itself take up to that, after waiting for its turn) fails the
+// context with CUDA_ERROR_LAUNCH_TIMEOUT, as a late kernel does; it polls less often the longer
 // it waits (every 2 ms at most), and a context has at most kMaxPendingWaits such waits queued or
 // waiting at once (more: CUDA_ERROR_OUT_OF_MEMORY): a server's tenant, who reaches device memory
 // only, cannot have thousands of threads polling. Waits on page-locked host memory are not
@@ -71,14 +72,17 @@ struct PendingWait {
 // server's tenant reaches device memory only.
 bool Bounded(const Allocation& a) { return a.kind != AllocationKind::kHostMapped; }
 
+// A wait may last as long as the kernel that releases it and that kernel's wait for its turn on
+// the device: its bound is this many times the kernel bound.
+constexpr uint64_t kWaitBoundKernels = 10;
+
+// `pending`: the wait's count in its context (Submit's), for a bounded one.
 template <typename T>
 void QueueWait(Context& ctx, const std::shared_ptr<Stream>& s, std::shared_ptr<Allocation> a,
-               T* word, T value, unsigned comparison) {
+               T* word, T value, unsigned comparison, std::shared_ptr<PendingWait> pending) {
   Context* c = &ctx;
-  const bool bounded = Bounded(*a);
-  // Counted in by Submit when bounded.
-  auto pending = bounded ? std::make_shared<PendingWait>(c) : nullptr;
-  const uint64_t timeout_ms = bounded ? ctx.kernel_timeout_ms.load() : 0;
+  const bool bounded = pending != nullptr;
+  const uint64_t timeout_ms = bounded ? ctx.kernel_timeout_ms.load() * kWaitBoundKernels : 0;
   const auto longest_pause = std::chrono::microseconds(bounded ? 2000 : 20);
   ctx.Enqueue(s, [a, word, value, comparison, c, pending, timeout_ms, longest_pause] {
     std::atomic_ref<T> ref(*word);
@@ -86,7 +90,7 @@ void QueueWait(Context& ctx, const std::shared_ptr<Stream>& s, std::shared_ptr<A
     auto pause = std::chrono::microseconds(20);
     for (unsigned polls = 0; !Satisfied(ref.load(std::memory_order_acquire), value, comparison);
          ++polls) {
-      if (c->cancelled().load()) return;
+      if (c->cancelled().load() || c->sticky_error() != CUDA_SUCCESS) return;
       if (polls < 64) {
         std::this_thread::yield();
         continue;
@@ -94,9 +98,9 @@ void QueueWait(Context& ctx, const std::shared_ptr<Stream>& s, std::shared_ptr<A
       if (timeout_ms != 0 &&
           std::chrono::steady_clock::now() - start > std::chrono::milliseconds(timeout_ms)) {
         c->Fail(CUDA_ERROR_LAUNCH_TIMEOUT,
-                "softgpu: a stream's wait on memory (cuStreamWaitValue) ran past the kernel time "
-                "bound of " +
-                    std::to_string(timeout_ms) + " ms");
+                "softgpu: a stream's wait on memory (cuStreamWaitValue) ran past its bound of " +
+                    std::to_string(timeout_ms) + " ms (" + std::to_string(kWaitBoundKernels) +
+                    " times the kernel time bound)");
         return;
       }
       std::this_thread::sleep_for(pause);
@@ -125,8 +129,10 @@ CUresult Submit(CUstream stream, const MemOp* ops, unsigned count) {
     if (CUresult r = Check(*ctx, ops[i], &allocations[i], &words[i]); r != CUDA_SUCCESS) return r;
     if (ops[i].wait && Bounded(*allocations[i])) ++waits;
   }
+  // Counted in now; each bounded wait's PendingWait, made before anything is queued, counts
+  // itself out when its operation is gone (or, should queueing fail, when this returns).
+  std::vector<std::shared_ptr<PendingWait>> pending(count);
   if (waits > 0) {
-    // Counted in now; each wait's PendingWait counts itself out.
     if (ctx->pending_memory_waits.fetch_add(waits) + waits > kMaxPendingWaits) {
       ctx->pending_memory_waits.fetch_sub(waits);
       fprintf(stderr,
@@ -134,15 +140,26 @@ CUresult Submit(CUstream stream, const MemOp* ops, unsigned count) {
               kMaxPendingWaits);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    uint32_t made = 0;
+    try {
+      for (unsigned i = 0; i < count; ++i) {
+        if (!ops[i].wait || !Bounded(*allocations[i])) continue;
+        pending[i] = std::make_shared<PendingWait>(ctx.get());
+        ++made;
+      }
+    } catch (...) {
+      ctx->pending_memory_waits.fetch_sub(waits - made);
+      throw;
+    }
   }
   for (unsigned i = 0; i < count; ++i) {
     const MemOp& op = ops[i];
     if (op.wait && op.wide) {
       QueueWait<uint64_t>(*ctx, s, allocations[i], reinterpret_cast<uint64_t*>(words[i]), op.value,
-                          op.flags);
+                          op.flags, pending[i]);
     } else if (op.wait) {
       QueueWait<uint32_t>(*ctx, s, allocations[i], reinterpret_cast<uint32_t*>(words[i]),
-                          static_cast<uint32_t>(op.value), op.flags);
+                          static_cast<uint32_t>(op.value), op.flags, pending[i]);
     } else if (op.wide) {
       QueueWrite<uint64_t>(*ctx, s, allocations[i], reinterpret_cast<uint64_t*>(words[i]),
                            op.value);

@@ -103,7 +103,7 @@ TEST_F(ServerStreamMemOpsTest, WordsThatAreNotTheCallersAreRefused) {
 // client is gone, though a copy out waits behind the wait on its stream.
 class ServerStreamWaitBoundsTest : public ServerStreamMemOpsTest {
  protected:
-  ServerStreamWaitBoundsTest() { options_.max_kernel_ms = 1500; }
+  ServerStreamWaitBoundsTest() { options_.max_kernel_ms = 300; }  // waits: 10 times that
   static uint64_t Stream(Channel* ch, uint64_t ctx) {
     wire::Envelope r =
         Exchange(ch, Call(50, Op::kStreamCreate, ctx, {CU_STREAM_NON_BLOCKING, 0, 0}));
