@@ -48,6 +48,15 @@ class StreamTest : public KernelTest {
     ASSERT_EQ(Launch(Function("copy_flag"), 1, 1, {&src, &dst}, 0, stream), CUDA_SUCCESS);
   }
   int Read(CUdeviceptr p) { return Download<int>(p, 1)[0]; }
+  // A zeroed 32-bit word of page-locked host memory (`host`, freed with cuMemFreeHost) and its
+  // device address.
+  static void HostWord(void** host, uint32_t** word, CUdeviceptr* device) {
+    ASSERT_EQ(cuMemHostAlloc(host, 16, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+              CUDA_SUCCESS);
+    *word = static_cast<uint32_t*>(*host);
+    **word = 0;
+    ASSERT_EQ(cuMemHostGetDevicePointer(device, *host, 0), CUDA_SUCCESS);
+  }
 };
 
 TEST_F(StreamTest, QueryAndSynchronize) {
@@ -312,11 +321,9 @@ TEST_F(StreamTest, WaitValueHoldsTheStreamUntilTheHostWritesTheWord) {
   CUstream s;
   CU_ASSERT_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   void* host = nullptr;
-  CU_ASSERT_OK(cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-  auto* gate = static_cast<uint32_t*>(host);
-  *gate = 0;
-  CUdeviceptr gate_d;
-  CU_ASSERT_OK(cuMemHostGetDevicePointer(&gate_d, host, 0));
+  uint32_t* gate = nullptr;
+  CUdeviceptr gate_d = 0;
+  ASSERT_NO_FATAL_FAILURE(HostWord(&host, &gate, &gate_d));
   CUdeviceptr flag, word64;
   CU_ASSERT_OK(cuMemAlloc(&flag, 4));
   CU_ASSERT_OK(cuMemAlloc(&word64, 8));
@@ -379,11 +386,9 @@ TEST_F(StreamTest, AContextHoldsAtMost64WaitsOnDeviceMemory) {
   CUstream s;
   CU_ASSERT_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   void* host = nullptr;
-  CU_ASSERT_OK(cuMemHostAlloc(&host, 16, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-  auto* gate = static_cast<uint32_t*>(host);
-  *gate = 0;
-  CUdeviceptr gate_d;
-  CU_ASSERT_OK(cuMemHostGetDevicePointer(&gate_d, host, 0));
+  uint32_t* gate = nullptr;
+  CUdeviceptr gate_d = 0;
+  ASSERT_NO_FATAL_FAILURE(HostWord(&host, &gate, &gate_d));
   for (int i = 0; i < 100; ++i) {
     CU_ASSERT_OK(cuStreamWaitValue32(s, gate_d, 1, CU_STREAM_WAIT_VALUE_EQ));
   }
