@@ -1,4 +1,6 @@
 // Loads, stores, atomics and address-space conversions, all bounds-checked.
+#include <emmintrin.h>
+
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -163,6 +165,47 @@ uint64_t Extend(T v) {
   }
 }
 
+// A vector access of 8 or 16 bytes moves as one access, as the GPU's does (PTX requires it to be
+// aligned to its whole size; Translate checked that of the device address): CUB's decoupled
+// look-back publishes a tile's status and value in one vector store that other blocks, running
+// on other host threads, read with one vector load, and element by element a reader could see a
+// new status beside an old value. False (the caller goes element by element) for other sizes
+// and for host memory not aligned like its device address.
+template <uint32_t kSize>
+bool LoadWhole(const uint8_t* p, uint8_t* out) {
+  if ((reinterpret_cast<uintptr_t>(p) & (kSize - 1)) != 0) return false;
+  if constexpr (kSize == 8) {
+    const uint64_t v = __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_RELAXED);
+    memcpy(out, &v, 8);
+    return true;
+  } else if constexpr (kSize == 16) {
+    // MOVDQA: 16-byte aligned SSE accesses are single accesses on the x86-64 processors that
+    // have AVX (Intel SDM vol. 3A, 9.1.1; AMD likewise).
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                     _mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+    return true;
+  } else {
+    return false;
+  }
+}
+
+template <uint32_t kSize>
+bool StoreWhole(uint8_t* p, const uint8_t* in) {
+  if ((reinterpret_cast<uintptr_t>(p) & (kSize - 1)) != 0) return false;
+  if constexpr (kSize == 8) {
+    uint64_t v;
+    memcpy(&v, in, 8);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(p), v, __ATOMIC_RELAXED);
+    return true;
+  } else if constexpr (kSize == 16) {
+    _mm_store_si128(reinterpret_cast<__m128i*>(p),
+                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+    return true;
+  } else {
+    return false;
+  }
+}
+
 template <MemSpace kSpace, typename T, uint32_t kCount>
 void Load(Warp& w, const Insn& in, uint32_t mask) {
   constexpr uint32_t kSize = sizeof(T) * kCount;
@@ -219,6 +262,10 @@ void Load(Warp& w, const Insn& in, uint32_t mask) {
         p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l, false);
         if (p == nullptr) return;
       }
+      alignas(16) uint8_t whole[kSize];
+      if constexpr (kCount > 1 && kSpace != MemSpace::kFrameParam) {
+        if (LoadWhole<kSize>(p, whole)) p = whole;
+      }
       for (uint32_t i = 0; i < kCount; ++i) {
         T v;
         memcpy(&v, p + i * sizeof(T), sizeof v);
@@ -248,6 +295,14 @@ void Store(Warp& w, const Insn& in, uint32_t mask) {
     } else {
       p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l, true);
       if (p == nullptr) return;
+    }
+    if constexpr (kCount > 1 && kSpace != MemSpace::kFrameParam) {
+      alignas(16) uint8_t whole[kSize];
+      for (uint32_t i = 0; i < kCount; ++i) {
+        const T v = static_cast<T>(s[i][l]);
+        memcpy(whole + i * sizeof(T), &v, sizeof v);
+      }
+      if (StoreWhole<kSize>(p, whole)) continue;
     }
     for (uint32_t i = 0; i < kCount; ++i) {
       const T v = static_cast<T>(s[i][l]);

@@ -941,4 +941,24 @@ TEST_F(KernelTest, SetConditionalStoresAtTheHandle) {
   EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
 }
 
+// A vector load or store of 8 or 16 bytes is one access, as on the GPU: while one block stores
+// {i, i} vectors and another, on another host thread, loads them, no load sees two stores' halves
+// (CUB's decoupled look-back scans depend on it). Element by element, the loads see torn vectors.
+TEST_F(KernelTest, VectorAccessesAreNotTornBetweenBlocks) {
+  CUdeviceptr word, started, torn;
+  CU_ASSERT_OK(cuMemAlloc(&word, 16));
+  CU_ASSERT_OK(cuMemAlloc(&started, 4));
+  CU_ASSERT_OK(cuMemAlloc(&torn, 4));
+  for (int shape = 0; shape < 3; ++shape) {
+    CU_ASSERT_OK(cuMemsetD8(word, 0, 16));
+    CU_ASSERT_OK(cuMemsetD8(started, 0, 4));
+    CU_ASSERT_OK(cuMemsetD32(torn, 0xffffffff, 1));
+    int iterations = 300000;
+    CU_ASSERT_OK(
+        Launch(Function("vector_tearing"), 2, 32, {&word, &started, &torn, &shape, &iterations}));
+    CU_ASSERT_OK(cuCtxSynchronize());
+    EXPECT_EQ(Download<unsigned>(torn, 1)[0], 0u) << "shape " << shape;
+  }
+}
+
 }  // namespace

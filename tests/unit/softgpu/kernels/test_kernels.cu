@@ -368,3 +368,53 @@ extern "C" __global__ void peer_generic(int* const* ptrs, int n) {
     atomicAdd(ptrs[1], 1);
   }
 }
+
+// Block 0 stores {i, i, ...} as one vector over and over while block 1 loads it as one vector
+// and counts loads whose elements differ (`*torn`): `shape` 0 is v2.u32 (8 bytes), 1 v4.u32 and
+// 2 v2.u64 (16 bytes). The writer starts once the reader has (or after a while, when the blocks
+// do not run side by side).
+extern "C" __global__ void vector_tearing(unsigned long long* word, volatile int* started,
+                                          unsigned* torn, int shape, int iterations) {
+  if (threadIdx.x != 0) return;
+  if (blockIdx.x == 0) {
+    for (int k = 0; k < 200000 && *started == 0; ++k) {
+    }
+    for (int i = 1; i <= iterations; ++i) {
+      if (shape == 0) {
+        asm volatile("st.global.cg.v2.u32 [%0], {%1, %1};" ::"l"(word), "r"(i) : "memory");
+      } else if (shape == 1) {
+        asm volatile("st.global.cg.v4.u32 [%0], {%1, %1, %1, %1};" ::"l"(word), "r"(i) : "memory");
+      } else {
+        asm volatile("st.global.cg.v2.u64 [%0], {%1, %1};" ::"l"(word), "l"((long long)i)
+                     : "memory");
+      }
+    }
+  } else {
+    *started = 1;
+    unsigned n = 0;
+    for (int i = 0; i < iterations; ++i) {
+      unsigned a, b, c, d;
+      unsigned long long x, y;
+      if (shape == 0) {
+        asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];"
+                     : "=r"(a), "=r"(b)
+                     : "l"(word)
+                     : "memory");
+        n += a != b;
+      } else if (shape == 1) {
+        asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
+                     : "l"(word)
+                     : "memory");
+        n += a != b || b != c || c != d;
+      } else {
+        asm volatile("ld.global.cg.v2.u64 {%0, %1}, [%2];"
+                     : "=l"(x), "=l"(y)
+                     : "l"(word)
+                     : "memory");
+        n += x != y;
+      }
+    }
+    *torn = n;
+  }
+}
