@@ -19,12 +19,7 @@ std::shared_ptr<Allocation> softgpu::DeviceRange(Context& ctx, CUdeviceptr addre
   return a != nullptr ? a : GlobalHostMappings().Find(address, size);
 }
 
-namespace {
-
-// True when `address` lies in device memory of a live context other than `ctx`: a unified
-// address naming it is another context's device memory (refused), not host memory. Another
-// context's managed memory is native, host memory at that address, and a host copy reaches it.
-bool OtherContextsMemory(const Context& ctx, CUdeviceptr address) {
+bool softgpu::OtherContextsMemory(const Context& ctx, CUdeviceptr address) {
   if (!IsDeviceAddress(address)) return false;  // host memory, without visiting every context
   bool found = false;
   GetDriver().contexts.ForEach([&](const std::shared_ptr<Context>& c) {
@@ -34,6 +29,8 @@ bool OtherContextsMemory(const Context& ctx, CUdeviceptr address) {
   });
   return found;
 }
+
+namespace {
 
 uint8_t* HostOf(const std::shared_ptr<Allocation>& a, CUdeviceptr address) {
   return a->host + (address - a->base);

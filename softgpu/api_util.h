@@ -74,6 +74,11 @@ inline CUresult AllocationError(AddressSpace::Result r) {
 // of a context it has peer access to, or page-locked host memory (every context's); null
 // otherwise (api_memory.cc).
 std::shared_ptr<Allocation> DeviceRange(Context& ctx, CUdeviceptr address, size_t size);
+// True when `address` lies in device memory of a live context other than `ctx`: a unified
+// address naming it is another context's device memory (refused), not host memory. Another
+// context's managed memory is native, host memory at that address, and a host copy reaches it
+// (api_memory.cc).
+bool OtherContextsMemory(const Context& ctx, CUdeviceptr address);
 
 // Page-locked host memory (api_host.cc), as cuPointerGetAttribute describes it.
 struct PageLockedRange {
