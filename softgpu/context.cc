@@ -21,23 +21,39 @@ void Context::Fail(CUresult error, const std::string& message) {
 
 std::shared_ptr<Stream> Context::CreateStream(unsigned flags, int priority) {
   auto s = std::make_shared<Stream>(this, flags, priority, /*is_default=*/false);
-  std::lock_guard lock(mu_);
-  if (torn_down_) return nullptr;  // Teardown took the streams already
-  streams_.push_back(s);
+  std::vector<std::shared_ptr<Stream>> finished;
+  {
+    std::lock_guard lock(mu_);
+    if (torn_down_) return nullptr;  // Teardown took the streams already
+    streams_.push_back(s);
+    finished = TakeFinishedStreamsLocked();
+  }
+  for (const auto& f : finished) f->Shutdown();
   return s;
 }
 
 void Context::DestroyStream(const std::shared_ptr<Stream>& stream) {
+  std::vector<std::shared_ptr<Stream>> finished;
   {
     std::lock_guard lock(mu_);
-    for (auto it = streams_.begin(); it != streams_.end(); ++it) {
-      if (*it == stream) {
-        streams_.erase(it);
-        break;
-      }
+    stream->MarkDestroyed();
+    finished = TakeFinishedStreamsLocked();
+  }
+  // Idle: the worker only waits for work, which a forgotten handle can no longer bring.
+  for (const auto& f : finished) f->Shutdown();
+}
+
+std::vector<std::shared_ptr<Stream>> Context::TakeFinishedStreamsLocked() {
+  std::vector<std::shared_ptr<Stream>> finished;
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if ((*it)->destroyed() && (*it)->Idle()) {
+      finished.push_back(std::move(*it));
+      it = streams_.erase(it);
+    } else {
+      ++it;
     }
   }
-  stream->Shutdown();
+  return finished;
 }
 
 void Context::AddLegacyOrderLocked(const Stream& stream, std::vector<Dependency>* deps) {

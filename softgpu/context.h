@@ -40,7 +40,10 @@ class Context : public PrintfSink {
 
   const std::shared_ptr<Stream>& default_stream() const { return default_stream_; }
   std::shared_ptr<Stream> CreateStream(unsigned flags, int priority);
-  // Shuts a stream down after its queued work and forgets it.
+  // Forgets a stream the program destroyed without waiting for it, as CUDA does: its queued work
+  // still runs, in order with the legacy default stream and before cuCtxSynchronize returns,
+  // and its worker is shut down by the first DestroyStream or CreateStream that finds it idle
+  // (or by Teardown).
   void DestroyStream(const std::shared_ptr<Stream>& stream);
 
   // Enqueues `op` on `stream` honouring the legacy default stream: work on the default stream
@@ -99,6 +102,9 @@ class Context : public PrintfSink {
   // on the legacy default stream every blocking stream's last operation, on a blocking stream
   // the default stream's. Under mu_.
   void AddLegacyOrderLocked(const Stream& stream, std::vector<Dependency>* deps);
+  // Takes the destroyed streams whose work is done out of streams_, for the caller to shut down
+  // outside mu_. Under mu_.
+  std::vector<std::shared_ptr<Stream>> TakeFinishedStreamsLocked();
 
   Device* const device_;
   const unsigned flags_;
@@ -108,7 +114,8 @@ class Context : public PrintfSink {
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};
   std::atomic<bool> alive_{true};
   std::atomic<bool> cancelled_{false};
-  std::mutex mu_;           // guards streams_ and enqueue ordering
+  std::mutex mu_;           // guards streams_ (destroyed ones still working included) and
+                            // enqueue ordering
   bool torn_down_ = false;  // Teardown took streams_; no stream joins until Revive (under mu_)
   std::shared_ptr<Stream> default_stream_;
   std::vector<std::shared_ptr<Stream>> streams_;

@@ -70,6 +70,12 @@ class Stream {
   // Runs what is queued, then stops the worker. Idempotent. Safe to call from the worker itself
   // (the worker then exits after the current operation without being joined).
   void Shutdown();
+  // cuStreamDestroy has forgotten the stream's handle; its queued work still runs
+  // (Context::DestroyStream).
+  void MarkDestroyed() { destroyed_.store(true, std::memory_order_release); }
+  bool destroyed() const { return destroyed_.load(std::memory_order_acquire); }
+  // Everything enqueued so far has completed.
+  bool Idle() const { return Done(last_enqueued()); }
 
  private:
   struct Op {
@@ -101,6 +107,7 @@ class Stream {
   uint64_t wake_at_ = UINT64_MAX;
   std::atomic<uint32_t> pending_{0};  // operations queued and not yet taken by the worker
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> destroyed_{false};
   bool stopping_ = false;
   std::thread worker_;
 };

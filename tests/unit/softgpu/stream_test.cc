@@ -412,6 +412,36 @@ TEST_F(StreamTest, AContextHoldsAtMost64WaitsOnDeviceMemory) {
   CU_ASSERT_OK(cuStreamDestroy(s));
 }
 
+// cuStreamDestroy returns at once, as CUDA's does: a stream destroyed behind a wait keeps its
+// work, which runs once another stream releases the wait, and cuCtxSynchronize waits for it.
+// (Before, the destroy waited for the stream: a server serving both calls in order stalled
+// until the kernel bound failed the context.)
+TEST_F(StreamTest, ADestroyedStreamsWorkStillRuns) {
+  CUdeviceptr word, flag;
+  CU_ASSERT_OK(cuMemAlloc(&word, 4));
+  CU_ASSERT_OK(cuMemsetD32(word, 0, 1));
+  CU_ASSERT_OK(cuMemAlloc(&flag, 4));
+  CU_ASSERT_OK(cuMemsetD32(flag, 0, 1));
+  CUstream s, other;
+  CU_ASSERT_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CU_ASSERT_OK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+  CU_ASSERT_OK(cuStreamWaitValue32(s, word, 1, CU_STREAM_WAIT_VALUE_EQ));
+  SetFlag(s, flag, 9);
+  CU_ASSERT_OK(cuStreamDestroy(s));
+  CU_EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(Read(flag), 0);
+  CU_ASSERT_OK(cuStreamWriteValue32(other, word, 1, 0));
+  CU_ASSERT_OK(cuCtxSynchronize());
+  EXPECT_EQ(Read(flag), 9);
+  // A stream made later shuts the finished one down; its work is all there is to run.
+  CUstream later;
+  CU_ASSERT_OK(cuStreamCreate(&later, 0));
+  CU_ASSERT_OK(cuStreamDestroy(later));
+  CU_ASSERT_OK(cuStreamDestroy(other));
+  CU_ASSERT_OK(cuMemFree(word));
+  CU_ASSERT_OK(cuMemFree(flag));
+}
+
 // A wait nobody satisfies ends when its context is destroyed.
 TEST_F(StreamTest, AnUnsatisfiedWaitEndsWithItsContext) {
   CUcontext other;
