@@ -1,5 +1,7 @@
 // Loads, stores, atomics and address-space conversions, all bounds-checked.
+#if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
 
 #include <atomic>
 #include <cinttypes>
@@ -178,12 +180,15 @@ bool LoadWhole(const uint8_t* p, uint8_t* out) {
     const uint64_t v = __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_RELAXED);
     memcpy(out, &v, 8);
     return true;
+#if defined(__SSE2__)
   } else if constexpr (kSize == 16) {
     // MOVDQA: 16-byte aligned SSE accesses are single accesses on the x86-64 processors that
-    // have AVX (Intel SDM vol. 3A, 9.1.1; AMD likewise).
+    // have AVX (Intel SDM vol. 3A, 9.1.1; AMD likewise). Elsewhere 16 bytes go element by
+    // element.
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
                      _mm_load_si128(reinterpret_cast<const __m128i*>(p)));
     return true;
+#endif
   } else {
     return false;
   }
@@ -197,10 +202,12 @@ bool StoreWhole(uint8_t* p, const uint8_t* in) {
     memcpy(&v, in, 8);
     __atomic_store_n(reinterpret_cast<uint64_t*>(p), v, __ATOMIC_RELAXED);
     return true;
+#if defined(__SSE2__)
   } else if constexpr (kSize == 16) {
     _mm_store_si128(reinterpret_cast<__m128i*>(p),
                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
     return true;
+#endif
   } else {
     return false;
   }
@@ -262,8 +269,8 @@ void Load(Warp& w, const Insn& in, uint32_t mask) {
         p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l, false);
         if (p == nullptr) return;
       }
-      alignas(16) uint8_t whole[kSize];
-      if constexpr (kCount > 1 && kSpace != MemSpace::kFrameParam) {
+      alignas(16) uint8_t whole[(kSize == 8 || kSize == 16) && kCount > 1 ? kSize : 1];
+      if constexpr ((kSize == 8 || kSize == 16) && kCount > 1 && kSpace != MemSpace::kFrameParam) {
         if (LoadWhole<kSize>(p, whole)) p = whole;
       }
       for (uint32_t i = 0; i < kCount; ++i) {
@@ -296,7 +303,7 @@ void Store(Warp& w, const Insn& in, uint32_t mask) {
       p = Translate(w, ToSpace(kSpace), address, kSize, kSize, l, true);
       if (p == nullptr) return;
     }
-    if constexpr (kCount > 1 && kSpace != MemSpace::kFrameParam) {
+    if constexpr ((kSize == 8 || kSize == 16) && kCount > 1 && kSpace != MemSpace::kFrameParam) {
       alignas(16) uint8_t whole[kSize];
       for (uint32_t i = 0; i < kCount; ++i) {
         const T v = static_cast<T>(s[i][l]);
