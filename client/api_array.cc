@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "client/held_copy_source.h"
 #include "client/impl.h"
 #include "client/managed_memory.h"
 #include "client/sync_memops.h"
@@ -193,8 +194,11 @@ CUresult CopyArray3D(const CUDA_MEMCPY3D& given, CUstream stream, bool async) {
   if (!async) {
     if (CUresult r = WaitStreamDrained(stream); r != CUDA_SUCCESS) return r;
   }
+  CUDA_MEMCPY3D held = c;
+  std::shared_ptr<std::vector<char>> kept;
+  if (async && StreamHeld(stream)) kept = KeepPageableSource(&held);
   if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
-            [c](CUstream s) { return CopyArray3D(c, s, true); })) {
+            [held, kept](CUstream s) { return CopyArray3D(held, s, true); })) {
     return CUDA_SUCCESS;
   }
   const size_t width = c.WidthInBytes, height = c.Height, depth = c.Depth;
@@ -305,6 +309,13 @@ CUresult CopyArray3D(const CUDA_MEMCPY3D& given, CUstream stream, bool async) {
 CUresult ArrayRemote(CUarray array, uint64_t* remote) {
   if (CUresult r = CheckArray(array); r != CUDA_SUCCESS) return r;
   *remote = array->remote;
+  return CUDA_SUCCESS;
+}
+
+CUresult ArrayDescriptorIn(CUctx_st* ctx, CUarray array, CUDA_ARRAY3D_DESCRIPTOR* descriptor) {
+  if (CUresult r = CheckArray(array); r != CUDA_SUCCESS) return r;
+  if (array->ctx != ctx) return CUDA_ERROR_INVALID_VALUE;
+  *descriptor = array->desc;
   return CUDA_SUCCESS;
 }
 

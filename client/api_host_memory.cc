@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "client/held_copy_source.h"
 #include "client/impl.h"
 #include "client/managed_memory.h"
 #include "client/memory_map.h"
@@ -334,9 +335,11 @@ CUresult Copy2D(const CUDA_MEMCPY2D* given, CUstream stream, bool async) {
     CUresult r = rgpu::client::WaitStreamDrained(stream);
     if (r != CUDA_SUCCESS) return r;
   }
-  const CUDA_MEMCPY2D copy = *c;
+  CUDA_MEMCPY2D copy = *c;
+  std::shared_ptr<std::vector<char>> kept;
+  if (async && rgpu::client::StreamHeld(stream)) kept = rgpu::client::KeepPageableSource(&copy);
   if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
-                          [copy](CUstream s) { return Copy2D(&copy, s, true); })) {
+                          [copy, kept](CUstream s) { return Copy2D(&copy, s, true); })) {
     return CUDA_SUCCESS;
   }
   const size_t width = c->WidthInBytes, height = c->Height;

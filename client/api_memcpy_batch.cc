@@ -7,11 +7,11 @@
 //
 // A source whose access order is DURING_API_CALL is read before the call returns: page-locked
 // host memory (which an asynchronous copy may otherwise send after the return) is copied first;
-// pageable host memory is read during the call on every path; a source in device memory, managed
-// memory or an array, or any source behind a host function the stream waits for, is read in
-// stream order, and the call then waits for the stream. During stream capture such a copy cannot
-// be done at all: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and nothing is captured. The legacy
-// default stream is refused, as the driver documents.
+// pageable host memory is read during the call on every path (behind a host function the stream
+// waits for, into a copy the held work owns); a source in device memory, managed memory or an
+// array is read in stream order, and the call then waits for the stream. During stream capture such
+// a copy cannot be done at all: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and nothing is captured. The
+// legacy default stream is refused, as the driver documents.
 #include <cudaTypedefs.h>
 
 #include <type_traits>
@@ -24,16 +24,15 @@
 extern "C" CUresult rgpu_impl_cuStreamSynchronize(CUstream s);
 extern "C" CUresult rgpu_impl_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                             CUstream s);
-extern "C" CUresult rgpu_impl_cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* desc,
-                                                        CUarray array);
 
 namespace {
 
 using rgpu::client::Memory;
 
-// The range [address, address + span) as one end of a copy: device memory (then within what the
-// memory map has there) or host memory (not checkable; only not null).
-CUresult CheckEnd(CUdeviceptr address, size_t span) {
+// One end of a copy, [address, address + span), as the copy paths will take it: device memory
+// of `ctx` (within what the memory map has there; memory registered mapped from the program's
+// pages within its range), or host memory (not checkable; only not null).
+CUresult CheckEnd(CUctx_st* ctx, CUdeviceptr address, size_t span) {
   if (span == 0) return CUDA_SUCCESS;
   auto range = Memory().Find(address);
   if (!range || (range->type != CU_MEMORYTYPE_DEVICE && !range->managed)) {
@@ -42,7 +41,21 @@ CUresult CheckEnd(CUdeviceptr address, size_t span) {
   if (range->device_shift != 0) {
     return span <= range->size - (address - range->base) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   }
-  return rgpu::client::CheckDeviceRange(range->ctx, address, span);
+  return rgpu::client::CheckDeviceRange(ctx, address, span);
+}
+
+// Both ends of a pointer copy on a stream of `ctx`: a copy between two contexts' device memory
+// (cuMemcpyAsync makes it a copy between contexts) checks each end in its own context, any
+// other copy its device ends in `ctx`, as CopyUnified's paths do.
+CUresult CheckPointerCopy(CUctx_st* ctx, CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  auto dst_range = Memory().Find(dst), src_range = Memory().Find(src);
+  if (dst_range && src_range && dst_range->type == CU_MEMORYTYPE_DEVICE &&
+      src_range->type == CU_MEMORYTYPE_DEVICE && (dst_range->ctx != ctx || src_range->ctx != ctx)) {
+    if (CUresult r = CheckEnd(dst_range->ctx, dst, bytes); r != CUDA_SUCCESS) return r;
+    return CheckEnd(src_range->ctx, src, bytes);
+  }
+  if (CUresult r = CheckEnd(ctx, dst, bytes); r != CUDA_SUCCESS) return r;
+  return CheckEnd(ctx, src, bytes);
 }
 
 // A source whose access order is DURING_API_CALL, in page-locked host memory: asynchronous copies
@@ -52,10 +65,14 @@ bool IsPageLockedHost(CUdeviceptr address) {
   return range && range->type == CU_MEMORYTYPE_HOST && !range->managed;
 }
 
-// The stream a batch may be issued on: not the legacy default stream. When `during_call`, some
-// copy must read its source before the call returns: refused during capture.
-CUresult CheckBatchStream(CUstream stream, bool during_call) {
+// The stream a batch may be issued on (not the legacy default stream) and its context. When
+// `during_call`, some copy must read its source before the call returns: refused during capture.
+CUresult CheckBatchStream(CUstream stream, bool during_call, CUctx_st** ctx) {
   if (stream == nullptr || stream == CU_STREAM_LEGACY) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t remote_stream = 0;
+  if (CUresult r = rgpu::client::ResolveStream(stream, ctx, &remote_stream); r != CUDA_SUCCESS) {
+    return r;
+  }
   if (!during_call) return CUDA_SUCCESS;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (CUresult r = rgpu_impl_cuStreamIsCapturing(stream, &status); r != CUDA_SUCCESS) return r;
@@ -86,20 +103,24 @@ CUresult MemcpyBatch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t
   CUresult r = rgpu::DecodeMemcpyBatch(dsts, srcs, sizes, count, attrs, attrs_idxs, num_attrs,
                                        &copies, &failed);
   bool during_call = false;
-  for (size_t i = 0; r == CUDA_SUCCESS && i < copies.size(); ++i) {
-    const rgpu::BatchCopy& c = copies[i];
+  for (const rgpu::BatchCopy& c : copies) {
     during_call |= c.order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
-    if ((r = CheckEnd(c.dst, c.bytes)) != CUDA_SUCCESS ||
-        (r = CheckEnd(c.src, c.bytes)) != CUDA_SUCCESS) {
+  }
+  CUctx_st* ctx = nullptr;
+  if (r == CUDA_SUCCESS) r = CheckBatchStream(stream, during_call, &ctx);
+  for (size_t i = 0; r == CUDA_SUCCESS && i < copies.size(); ++i) {
+    if ((r = CheckPointerCopy(ctx, copies[i].dst, copies[i].src, copies[i].bytes)) !=
+        CUDA_SUCCESS) {
       failed = i;
     }
   }
-  if (r == CUDA_SUCCESS) r = CheckBatchStream(stream, during_call);
   if (r != CUDA_SUCCESS) {
     if (fail_index != nullptr) *fail_index = failed;
     return r;
   }
-  bool wait_for_stream = during_call && rgpu::client::StreamHeld(stream);
+  // Pageable sources are read during the call on every path (copied into a message, or, behind
+  // a host function, into a copy the held work owns); page-locked ones are copied first here.
+  bool wait_for_stream = false;
   std::vector<std::vector<char>> snapshots;
   for (size_t i = 0; i < copies.size(); ++i) {
     rgpu::BatchCopy c = copies[i];
@@ -122,43 +143,45 @@ CUresult MemcpyBatch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t
   return r;
 }
 
-CUresult ArrayElementBytes(CUarray array, size_t* bytes) {
-  CUDA_ARRAY3D_DESCRIPTOR descriptor = {};
-  if (CUresult r = rgpu_impl_cuArray3DGetDescriptor_v2(&descriptor, array); r != CUDA_SUCCESS) {
-    return r;
-  }
-  *bytes = rgpu::ArrayDescriptorElementBytes(descriptor);
-  return CUDA_SUCCESS;
-}
-
 CUresult Memcpy3DBatch(size_t num_ops, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long long flags,
                        CUstream stream, size_t* fail_index) {
-  std::vector<rgpu::Batch3DCopy> copies;
-  size_t failed = rgpu::kNoFailingCopy;
-  CUresult r = rgpu::DecodeMemcpy3DBatch(num_ops, ops, flags, ArrayElementBytes, &copies, &failed);
+  // The stream first: arrays are looked up in its context (its access order is checked below).
   bool during_call = false;
+  for (size_t i = 0; ops != nullptr && i < num_ops; ++i) {
+    during_call |= ops[i].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+  }
+  CUctx_st* ctx = nullptr;
+  size_t failed = rgpu::kNoFailingCopy;
+  CUresult r = CheckBatchStream(stream, during_call, &ctx);
+  std::vector<rgpu::Batch3DCopy> copies;
+  if (r == CUDA_SUCCESS) {
+    r = rgpu::DecodeMemcpy3DBatch(
+        num_ops, ops, flags,
+        [ctx](CUarray array, CUDA_ARRAY3D_DESCRIPTOR* descriptor) {
+          return rgpu::client::ArrayDescriptorIn(ctx, array, descriptor);
+        },
+        &copies, &failed);
+  }
   for (size_t i = 0; r == CUDA_SUCCESS && i < copies.size(); ++i) {
     const CUDA_MEMCPY3D& c = copies[i].copy;
-    during_call |= copies[i].order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
     size_t span = 0;
     if (c.srcMemoryType == CU_MEMORYTYPE_UNIFIED) {
       if (!PointerSpan(c.srcPitch, c.srcHeight, c, &span)) r = CUDA_ERROR_INVALID_VALUE;
-      if (r == CUDA_SUCCESS) r = CheckEnd(c.srcDevice, span);
+      if (r == CUDA_SUCCESS) r = CheckEnd(ctx, c.srcDevice, span);
     }
     if (r == CUDA_SUCCESS && c.dstMemoryType == CU_MEMORYTYPE_UNIFIED) {
       if (!PointerSpan(c.dstPitch, c.dstHeight, c, &span)) r = CUDA_ERROR_INVALID_VALUE;
-      if (r == CUDA_SUCCESS) r = CheckEnd(c.dstDevice, span);
+      if (r == CUDA_SUCCESS) r = CheckEnd(ctx, c.dstDevice, span);
     }
     if (r != CUDA_SUCCESS) failed = i;
   }
-  if (r == CUDA_SUCCESS) r = CheckBatchStream(stream, during_call);
   if (r != CUDA_SUCCESS) {
     if (fail_index != nullptr) *fail_index = failed;
     return r;
   }
-  // Pitched and array copies pack host sources into their messages during the call; only
-  // sources the device holds, or work held behind a host function, need the stream waited for.
-  bool wait_for_stream = during_call && rgpu::client::StreamHeld(stream);
+  // Pitched and array copies pack host sources during the call (behind a host function, into a
+  // buffer the held copy owns); only sources the device holds need the stream waited for.
+  bool wait_for_stream = false;
   for (size_t i = 0; i < copies.size(); ++i) {
     const CUDA_MEMCPY3D& c = copies[i].copy;
     if (copies[i].order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&

@@ -3,6 +3,8 @@
 // program's buffer.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "client/graph_memory.h"
@@ -353,7 +355,26 @@ using rgpu::client::CopyDtoD;
 using rgpu::client::CopyDtoH;
 using rgpu::client::CopyHtoD;
 
-CUresult CopyHtoH(void* dst, const void* src, size_t bytes, CUstream stream) {
+CUresult CopyHtoH(void* dst, const void* src, size_t bytes, CUstream stream, bool async) {
+  if (bytes > 0 && (dst == nullptr || src == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  if (!async) {
+    if (CUresult r = rgpu::client::WaitStreamDrained(stream); r != CUDA_SUCCESS) return r;
+  }
+  // Captured, a node that copies when the graph runs; held behind a host function, a copy of the
+  // source (which the program may change once this returns, as for any pageable source) that
+  // the held work owns.
+  if (async && rgpu::client::StreamHeld(stream)) {
+    auto copy = std::make_shared<std::string>(static_cast<const char*>(src), bytes);
+    if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
+          return CopyHtoH(dst, copy->data(), bytes, s, true);
+        })) {
+      return CUDA_SUCCESS;
+    }
+  }
+  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
+                          [=](CUstream s) { return CopyHtoH(dst, src, bytes, s, true); })) {
+    return CUDA_SUCCESS;
+  }
   // Ordered after the stream's earlier work, like any copy on it.
   if (stream != nullptr) {
     CUresult r = rgpu_impl_cuStreamSynchronize(stream);
@@ -377,7 +398,8 @@ CUresult CopyUnified(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
   if (src_device) {
     return CopyDtoH(reinterpret_cast<void*>(dst), DeviceAddressOf(src), bytes, stream, async);
   }
-  return CopyHtoH(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, stream);
+  return CopyHtoH(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, stream,
+                  async);
 }
 
 CUresult Memset(CUdeviceptr dst, uint64_t value, uint64_t element, size_t count, CUstream stream,

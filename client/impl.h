@@ -181,6 +181,9 @@ bool CopyNamesArray(const CUDA_MEMCPY3D& c);
 CUresult CopyArray3D(const CUDA_MEMCPY3D& c, CUstream stream, bool async);
 // The server's id of a live array of a live context; CUDA_ERROR_INVALID_HANDLE otherwise.
 CUresult ArrayRemote(CUarray array, uint64_t* remote);
+// The descriptor of a live array of `ctx`; CUDA_ERROR_INVALID_HANDLE for no live array,
+// CUDA_ERROR_INVALID_VALUE for one of another context.
+CUresult ArrayDescriptorIn(CUctx_st* ctx, CUarray array, CUDA_ARRAY3D_DESCRIPTOR* descriptor);
 
 // True when `address` lies in device memory this client allocated or looked up.
 bool IsDeviceAddress(uint64_t address);

@@ -27,6 +27,19 @@ struct BatchCopy {
   CUmemcpySrcAccessOrder order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
 };
 
+// Makes room for `n` elements in `v`; false when they cannot be held (a count no program could
+// mean), so that the caller answers CUDA_ERROR_OUT_OF_MEMORY and no exception leaves the library.
+template <typename T>
+bool Reserve(std::vector<T>* v, size_t n) {
+  if (n > v->max_size()) return false;
+  try {
+    v->reserve(n);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
 // Checks one set of a batch's attributes: a source access order of STREAM, DURING_API_CALL or
 // ANY, and no flags but CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE (a hint). The location hints
 // apply to memory rgpu does not have (concurrently accessed managed memory, the host's pageable
@@ -48,7 +61,7 @@ inline CUresult CheckMemcpyAttributes(CUmemcpySrcAccessOrder order, unsigned fla
 // copies, attribute indices that do not start at 0, do not increase or reach past the last copy,
 // and attributes CheckMemcpyAttributes refuses. `*fail_index` (when not null) is the copy whose
 // attributes were refused, else kNoFailingCopy. Whose memory each copy names is the caller's
-// to check.
+// to check. CUDA_ERROR_OUT_OF_MEMORY when the copies cannot be held.
 inline CUresult DecodeMemcpyBatch(const CUdeviceptr* dsts, const CUdeviceptr* srcs,
                                   const size_t* sizes, size_t count,
                                   const CUmemcpyAttributes* attrs, const size_t* attrs_idxs,
@@ -64,6 +77,7 @@ inline CUresult DecodeMemcpyBatch(const CUdeviceptr* dsts, const CUdeviceptr* sr
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
+  if (!Reserve(copies, count)) return CUDA_ERROR_OUT_OF_MEMORY;
   copies->assign(count, BatchCopy());
   for (size_t k = 0; k < num_attrs; ++k) {
     const size_t first = attrs_idxs[k];
@@ -87,23 +101,42 @@ struct Batch3DCopy {
   CUmemcpySrcAccessOrder order = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
 };
 
-// The bytes of one element of `array` in `*bytes` (its format's channel size times its
-// channels), or the error its lookup gives (CUDA_ERROR_INVALID_HANDLE for no live array).
-using ArrayElementBytes = std::function<CUresult(CUarray array, size_t* bytes)>;
+// The descriptor of `array` in `*descriptor`, or an error for no live array of the caller's.
+using ArrayDescriptorOf =
+    std::function<CUresult(CUarray array, CUDA_ARRAY3D_DESCRIPTOR* descriptor)>;
+
+// The bytes of one element of an array described by `descriptor` (0 for formats rgpu does not
+// support).
+inline size_t ArrayDescriptorElementBytes(const CUDA_ARRAY3D_DESCRIPTOR& descriptor) {
+  return static_cast<size_t>(ArrayFormatChannelBytes(descriptor.Format)) * descriptor.NumChannels;
+}
+
+// True when the box of `extent` elements at `offset` lies inside the array `descriptor`
+// describes (a height or depth of 0 is one row or one layer).
+inline bool ArrayBoxInside(const CUDA_ARRAY3D_DESCRIPTOR& descriptor, const CUoffset3D& offset,
+                           const CUextent3D& extent) {
+  const size_t height = descriptor.Height != 0 ? descriptor.Height : 1;
+  const size_t depth = descriptor.Depth != 0 ? descriptor.Depth : 1;
+  return offset.x <= descriptor.Width && extent.width <= descriptor.Width - offset.x &&
+         offset.y <= height && extent.height <= height - offset.y && offset.z <= depth &&
+         extent.depth <= depth - offset.z;
+}
 
 // The copies of a cuMemcpy3DBatchAsync in `copies`. CUDA_ERROR_INVALID_VALUE for: no operations
-// or none given, batch flags, an extent with a zero side, an operand of no known type, a pointer
-// operand whose row length or layer height (when not 0, which means the extent's) is below the
-// extent's, two arrays whose elements differ in size, attributes CheckMemcpyAttributes refuses,
-// and a box whose byte offsets overflow; an array's lookup error as it comes. Extents and
-// offsets count elements: one byte between pointers, the array's element otherwise.
-// `*fail_index` (when not null) is the failing operation, else kNoFailingCopy.
+// or none given, batch flags, an extent with a zero side, an operand of no known type, an array
+// the lookup does not find, an array box not inside its array, a pointer operand whose row
+// length or layer height (when not 0, which means the extent's) is below the extent's, two
+// arrays whose elements differ in size, attributes CheckMemcpyAttributes refuses, and a box
+// whose byte offsets overflow. Extents and offsets count elements: one byte between pointers,
+// the array's element otherwise. `*fail_index` (when not null) is the failing operation, else
+// kNoFailingCopy. CUDA_ERROR_OUT_OF_MEMORY when the copies cannot be held.
 inline CUresult DecodeMemcpy3DBatch(size_t num_ops, const CUDA_MEMCPY3D_BATCH_OP* ops,
                                     unsigned long long flags,
-                                    const ArrayElementBytes& element_bytes,
+                                    const ArrayDescriptorOf& descriptor_of,
                                     std::vector<Batch3DCopy>* copies, size_t* fail_index) {
   if (fail_index != nullptr) *fail_index = kNoFailingCopy;
   if (num_ops == 0 || ops == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!Reserve(copies, num_ops)) return CUDA_ERROR_OUT_OF_MEMORY;
   copies->assign(num_ops, Batch3DCopy());
   for (size_t i = 0; i < num_ops; ++i) {
     if (fail_index != nullptr) *fail_index = i;
@@ -119,23 +152,26 @@ inline CUresult DecodeMemcpy3DBatch(size_t num_ops, const CUDA_MEMCPY3D_BATCH_OP
         return CUDA_ERROR_INVALID_VALUE;
       }
     }
-    // The element: a byte between pointers, else the array's (both arrays' when two).
+    // The element: a byte between pointers, else the array's (both arrays' when two, which
+    // must agree); an array's box lies inside it.
     size_t element = 1;
     size_t src_element = 0, dst_element = 0;
-    if (op.src.type == CU_MEMCPY_OPERAND_TYPE_ARRAY) {
-      if (CUresult r = element_bytes(op.src.op.array.array, &src_element); r != CUDA_SUCCESS) {
-        return r;
+    for (const CUmemcpy3DOperand* side : {&op.src, &op.dst}) {
+      if (side->type != CU_MEMCPY_OPERAND_TYPE_ARRAY) continue;
+      CUDA_ARRAY3D_DESCRIPTOR descriptor = {};
+      if (descriptor_of(side->op.array.array, &descriptor) != CUDA_SUCCESS ||
+          !ArrayBoxInside(descriptor, side->op.array.offset, e)) {
+        return CUDA_ERROR_INVALID_VALUE;
       }
-      element = src_element;
+      const size_t bytes = ArrayDescriptorElementBytes(descriptor);
+      if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+      (side == &op.src ? src_element : dst_element) = bytes;
     }
-    if (op.dst.type == CU_MEMCPY_OPERAND_TYPE_ARRAY) {
-      if (CUresult r = element_bytes(op.dst.op.array.array, &dst_element); r != CUDA_SUCCESS) {
-        return r;
-      }
-      if (src_element != 0 && src_element != dst_element) return CUDA_ERROR_INVALID_VALUE;
-      element = dst_element;
+    if (src_element != 0 && dst_element != 0 && src_element != dst_element) {
+      return CUDA_ERROR_INVALID_VALUE;
     }
-    if (element == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (src_element != 0) element = src_element;
+    if (dst_element != 0) element = dst_element;
     size_t width_bytes;
     if (__builtin_mul_overflow(e.width, element, &width_bytes)) return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY3D& c = (*copies)[i].copy;
@@ -178,12 +214,6 @@ inline CUresult DecodeMemcpy3DBatch(size_t num_ops, const CUDA_MEMCPY3D_BATCH_OP
   }
   if (fail_index != nullptr) *fail_index = kNoFailingCopy;
   return CUDA_SUCCESS;
-}
-
-// The bytes of one element of an array described by `descriptor` (0 for formats rgpu does not
-// support), for ArrayElementBytes.
-inline size_t ArrayDescriptorElementBytes(const CUDA_ARRAY3D_DESCRIPTOR& descriptor) {
-  return static_cast<size_t>(ArrayFormatChannelBytes(descriptor.Format)) * descriptor.NumChannels;
 }
 
 }  // namespace rgpu

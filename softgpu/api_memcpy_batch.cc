@@ -2,16 +2,18 @@
 // decoded and checked whole (common/memcpy_batch.h, shared with rgpu's client), and each pointer
 // side's device range checked, before any copy is queued; then each copy is queued on the stream
 // as the unified-address copy (cuMemcpyAsync) or 3D copy (cuMemcpy3DAsync) it is. A source whose
-// access order is DURING_API_CALL is read before the call returns: pageable host memory is staged
-// at the call by every asynchronous copy here; a source in device memory, page-locked host memory
-// (which copies read in stream order) or an array is read in stream order, and the call then
-// waits for the stream. The legacy default stream is refused, as the driver documents.
+// access order is DURING_API_CALL is read before the call returns: a copy of pageable host memory
+// to the device stages it at the call; a source in device memory, page-locked host memory (which
+// copies read in stream order) or an array, and a copy between host buffers, are read in stream
+// order, and the call then waits for the stream. The legacy default stream is refused, as the
+// driver documents.
 #include <cuda.h>
 
 #include <vector>
 
 #include "common/memcpy_batch.h"
 #include "softgpu/api_util.h"
+#include "softgpu/array.h"
 
 using namespace softgpu;
 
@@ -60,8 +62,10 @@ CUresult MemcpyBatch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t
         (r = CheckPointerSide(*ctx, c.src, c.bytes)) != CUDA_SUCCESS) {
       return r;
     }
+    // Host-to-device copies stage their source at the call; the others read it in stream
+    // order (a copy between host buffers too).
     if (c.order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL && c.bytes > 0 &&
-        DeviceRange(*ctx, c.src, 1) != nullptr) {
+        (DeviceRange(*ctx, c.src, 1) != nullptr || DeviceRange(*ctx, c.dst, 1) == nullptr)) {
       wait_for_stream = true;
     }
   }
@@ -71,19 +75,21 @@ CUresult MemcpyBatch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t
   return wait_for_stream ? cuStreamSynchronize(stream) : CUDA_SUCCESS;
 }
 
-CUresult ArrayElementBytes(CUarray array, size_t* bytes) {
-  CUDA_ARRAY3D_DESCRIPTOR descriptor = {};
-  if (CUresult r = cuArray3DGetDescriptor(&descriptor, array); r != CUDA_SUCCESS) return r;
-  *bytes = rgpu::ArrayDescriptorElementBytes(descriptor);
-  return CUDA_SUCCESS;
-}
-
 CUresult Memcpy3DBatch(size_t num_ops, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned long long flags,
                        CUstream stream) {
   std::shared_ptr<Context> ctx;
   if (CUresult r = BatchContext(stream, &ctx); r != CUDA_SUCCESS) return r;
   std::vector<rgpu::Batch3DCopy> copies;
-  CUresult r = rgpu::DecodeMemcpy3DBatch(num_ops, ops, flags, ArrayElementBytes, &copies, nullptr);
+  CUresult r = rgpu::DecodeMemcpy3DBatch(
+      num_ops, ops, flags,
+      [&](CUarray array, CUDA_ARRAY3D_DESCRIPTOR* descriptor) {
+        // An array of the current context, as the copy takes it.
+        std::shared_ptr<Array> a;
+        if (CUresult r = ResolveArray(ctx.get(), array, &a); r != CUDA_SUCCESS) return r;
+        *descriptor = a->desc;
+        return CUDA_SUCCESS;
+      },
+      &copies, nullptr);
   if (r != CUDA_SUCCESS) return r;
   bool wait_for_stream = false;
   for (const rgpu::Batch3DCopy& batch_copy : copies) {

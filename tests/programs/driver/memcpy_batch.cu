@@ -10,6 +10,10 @@
 // during the call cannot be captured.
 #include <cudaTypedefs.h>
 #include <stdint.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 
 #include "check.h"
 
@@ -326,6 +330,15 @@ void ThreeD(CUstream s) {
   CUDA_MEMCPY3D_BATCH_OP mismatch =
       Op(ArrayOperand(array, 0, 0, 0), ArrayOperand(byte_array, 0, 0, 0), 4, 4, 1);
   EXPECT_TRUE(cuMemcpy3DBatchAsync(1, &mismatch, 0, s) == kInvalid);
+  // A good op, then a box running past its array's last row: neither is made.
+  CHECK(cuMemsetD8(flat, 0, width * height * sizeof(float)));
+  std::vector<float> ones(width * height, 1.0f);
+  CUDA_MEMCPY3D_BATCH_OP good_then_past_array[2] = {
+      Op(PointerOperand(Ptr(ones.data()), 0, 0), PointerOperand(flat, 0, 0), 64, 1, 1),
+      Op(PointerOperand(Ptr(ones.data()), 0, 0), ArrayOperand(array, 0, 5, 0), 4, 4, 1)};
+  EXPECT_TRUE(cuMemcpy3DBatchAsync(2, good_then_past_array, 0, s) == kInvalid);
+  CHECK(cuStreamSynchronize(s));
+  ExpectBytes(Read(flat, width * height * sizeof(float)), Zero, "refused array box");
   // The box runs past the device allocation: a batch with a good first op copies nothing.
   CHECK(cuMemsetD8(packed_copy, 0, 32 * 4 * 2));
   CUDA_MEMCPY3D_BATCH_OP first_ok_then_past[2] = {
@@ -352,22 +365,75 @@ void Captured(CUstream s) {
   uint8_t* pinned;
   CHECK(cuMemAllocHost(reinterpret_cast<void**>(&pinned), n));
   for (size_t i = 0; i < n; ++i) pinned[i] = PatternA(i);
+  std::vector<uint8_t> host_from(n), host_to(n, 0);
+  for (size_t i = 0; i < n; ++i) host_from[i] = PatternB(i);
   CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  CHECK(Batch({d1}, {Ptr(pinned)}, {n}, kStream, s));
+  CHECK(Batch({d1, Ptr(host_to.data())}, {Ptr(pinned), Ptr(host_from.data())}, {n, n}, kStream, s));
   EXPECT_TRUE(Batch({d2}, {Ptr(pinned)}, {n}, kDuringCall, s) ==
               CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   CUgraph graph;
   CHECK(cuStreamEndCapture(s, &graph));
   ExpectBytes(Read(d1, n), Zero, "captured, not launched");
+  ExpectBytes(host_to, Zero, "captured copy between host buffers, not launched");
   CUgraphExec exec;
   CHECK(cuGraphInstantiate(&exec, graph, 0));
   CHECK(cuGraphLaunch(exec, s));
   CHECK(cuStreamSynchronize(s));
   ExpectBytes(Read(d1, n), PatternA, "captured batch");
+  ExpectBytes(host_to, PatternB, "captured copy between host buffers");
   ExpectBytes(Read(d2, n), Zero, "refused during capture");
   CHECK(cuGraphExecDestroy(exec));
   CHECK(cuGraphDestroy(graph));
   CHECK(cuMemFreeHost(pinned));
+  CHECK(cuMemFree(d1));
+  CHECK(cuMemFree(d2));
+}
+
+std::atomic<bool> g_open{false};
+void WaitUntilOpen(void*) {
+  while (!g_open.load()) usleep(1000);
+}
+
+// Behind a host function the stream waits for, copies from pageable memory (a pitched copy, a
+// copy between host buffers, a 3D batch whose source is read during the call) take their
+// source at the call: the program overwrites it before the host function lets the stream go.
+void HeldBehindAHostFunction(CUstream s) {
+  const size_t n = 4096;
+  CUdeviceptr d1, d2;
+  CHECK(cuMemAlloc(&d1, n));
+  CHECK(cuMemAlloc(&d2, n));
+  std::vector<uint8_t> pitched(2 * n), between(n), to_host(n, 0), layers(n);
+  for (size_t i = 0; i < pitched.size(); ++i) pitched[i] = PatternA(i / 2);
+  for (size_t i = 0; i < n; ++i) between[i] = PatternB(i), layers[i] = PatternC(i);
+  g_open = false;
+  CHECK(cuLaunchHostFunc(s, WaitUntilOpen, nullptr));
+  // Every other byte of `pitched`: 64 rows of 64 bytes, from rows of 128.
+  CUDA_MEMCPY2D copy = {};
+  copy.srcMemoryType = CU_MEMORYTYPE_HOST;
+  copy.srcHost = pitched.data();
+  copy.srcPitch = 128;
+  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.dstDevice = d1;
+  copy.dstPitch = 64;
+  copy.WidthInBytes = 64;
+  copy.Height = 64;
+  CHECK(cuMemcpy2DAsync(&copy, s));
+  CHECK(cuMemcpyAsync(Ptr(to_host.data()), Ptr(between.data()), n, s));
+  CUDA_MEMCPY3D_BATCH_OP op = Op(PointerOperand(Ptr(layers.data()), 0, 0), PointerOperand(d2, 0, 0),
+                                 64, 32, 2, kDuringCall);
+  CHECK(cuMemcpy3DBatchAsync(1, &op, 0, s));
+  std::fill(pitched.begin(), pitched.end(), 0xEE);
+  std::fill(between.begin(), between.end(), 0xEE);
+  std::fill(layers.begin(), layers.end(), 0xEE);
+  EXPECT_TRUE(cuStreamQuery(s) == CUDA_ERROR_NOT_READY);
+  g_open = true;
+  CHECK(cuStreamSynchronize(s));
+  std::vector<uint8_t> got = Read(d1, n);
+  for (size_t row = 0; row < 64; ++row) {
+    for (size_t x = 0; x < 64; ++x) EXPECT_TRUE(got[row * 64 + x] == PatternA(row * 64 + x / 2));
+  }
+  ExpectBytes(to_host, PatternB, "held copy between host buffers");
+  ExpectBytes(Read(d2, n), PatternC, "held 3D batch read during the call");
   CHECK(cuMemFree(d1));
   CHECK(cuMemFree(d2));
 }
@@ -384,6 +450,7 @@ int main() {
   Refusals(s);
   ThreeD(s);
   Captured(s);
+  HeldBehindAHostFunction(s);
   CHECK(cuStreamDestroy(s));
   CHECK(cuStreamDestroy(other));
   printf("memcpy_batch: ok\n");

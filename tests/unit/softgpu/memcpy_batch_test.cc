@@ -199,6 +199,10 @@ TEST_F(MemcpyBatchTest, ThreeDimensionalBoxesThroughAnArray) {
       Op(PointerOperand(Ptr(rows.data()), 0, 0), PointerOperand(flat, 0, 0), 24, 1, 1),
       Op(PointerOperand(Ptr(zeros.data()), 0, 0), PointerOperand(flat, 0, 0), 32, 8, 2)};
   EXPECT_EQ(cuMemcpy3DBatchAsync(2, good_then_past, 0, stream_), CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEMCPY3D_BATCH_OP good_then_past_array[2] = {
+      good_then_past[0],
+      Op(PointerOperand(Ptr(zeros.data()), 0, 0), ArrayOperand(array, 12, 0), 5, 1, 1)};
+  EXPECT_EQ(cuMemcpy3DBatchAsync(2, good_then_past_array, 0, stream_), CUDA_ERROR_INVALID_VALUE);
   CU_ASSERT_OK(cuStreamSynchronize(stream_));
   EXPECT_EQ(Download<uint8_t>(flat, zeros.size()), zeros);
   CU_ASSERT_OK(cuArrayDestroy(array));
