@@ -107,6 +107,8 @@ void TakeParams(GraphNode* node, GraphNode&& made) {
   node->ctx = made.ctx;
   node->host = made.host;
   node->event = made.event;
+  node->mem_ops = std::move(made.mem_ops);
+  node->mem_op_flags = made.mem_op_flags;
   rgpu::client::SetNodeWork(node, std::move(made.replay), made.recordable);
 }
 
@@ -202,6 +204,8 @@ CUresult CheckKernelUpdate(const GraphNode& was, const GraphKernel& now) {
   return CUDA_SUCCESS;
 }
 
+CUresult CheckMemOpUpdate(const GraphNode& was, const GraphNode& now);
+
 // Whether `want` has the topology of `have` (as many nodes, of the same types, added in the same
 // order, with the same edges; the graphs of child graph nodes alike, recursively), and, for
 // `exec_rules`, parameters an executable graph's nodes may take (the rules above). Memory
@@ -250,6 +254,9 @@ CUresult SameShape(const CUgraph_st& have, const CUgraph_st& want, bool exec_rul
       case CU_GRAPH_NODE_TYPE_MEMSET:
         if (exec_rules && y.params_known) r = CheckMemsetUpdate(x, y.memset, y.ctx);
         break;
+      case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        if (exec_rules && y.params_known) r = CheckMemOpUpdate(x, y);
+        break;
       default:
         break;
     }
@@ -272,6 +279,8 @@ void CopyParams(const CUgraph_st& from, CUgraph_st* to) {
     made.ctx = b[i]->ctx;
     made.host = b[i]->host;
     made.event = b[i]->event;
+    made.mem_ops = b[i]->mem_ops;
+    made.mem_op_flags = b[i]->mem_op_flags;
     made.replay = b[i]->replay;
     made.recordable = b[i]->recordable;
     TakeParams(a[i], std::move(made));
@@ -377,6 +386,15 @@ CUDA_MEMSET_NODE_PARAMS FromV2(const CUDA_MEMSET_NODE_PARAMS_v2& v2) {
   return m;
 }
 
+CUDA_BATCH_MEM_OP_NODE_PARAMS FromV2(const CUDA_BATCH_MEM_OP_NODE_PARAMS_v2& v2) {
+  CUDA_BATCH_MEM_OP_NODE_PARAMS m = {};
+  m.ctx = v2.ctx;
+  m.count = v2.count;
+  m.paramArray = v2.paramArray;
+  m.flags = v2.flags;
+  return m;
+}
+
 CUresult MemcpyNode(const CUDA_MEMCPY3D* copy, CUcontext ctx, GraphNode* node) {
   if (copy == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUDA_MEMCPY3D c = *copy;
@@ -428,6 +446,59 @@ CUresult HostNode(const CUDA_HOST_NODE_PARAMS* params, GraphNode* node) {
   node->params_known = true;
   node->host = *params;
   node->replay = [fn, data](CUstream s) { return rgpu_impl_cuLaunchHostFunc(s, fn, data); };
+  return CUDA_SUCCESS;
+}
+
+// A batch memory operation node: the operations of a cuStreamBatchMemOp in `params->ctx`,
+// checked as the stream call checks them (and again when the node runs), each word device
+// memory of that context, not managed memory.
+CUresult BatchMemOpNode(const CUDA_BATCH_MEM_OP_NODE_PARAMS* params, GraphNode* node) {
+  if (params == nullptr || rgpu::client::CheckContext(params->ctx) != CUDA_SUCCESS) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::vector<rgpu::StreamMemOp> ops;
+  const char* unsupported = nullptr;
+  CUresult r = rgpu::DecodeStreamMemOps(params->count, params->paramArray, params->flags, &ops,
+                                        &unsupported);
+  if (r == CUDA_ERROR_NOT_SUPPORTED) {
+    RGPU_LOG_WARN("cuGraphAddBatchMemOpNode: %s is not supported", unsupported);
+  }
+  if (r != CUDA_SUCCESS) return r;
+  if (ops.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (const rgpu::StreamMemOp& op : ops) {
+    if ((r = rgpu::CheckStreamMemOp(op)) != CUDA_SUCCESS) return r;
+    if (rgpu::client::IsManagedAddress(op.address) ||
+        rgpu::client::CheckDeviceRange(params->ctx, op.address, op.wide ? 8 : 4) != CUDA_SUCCESS) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  node->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+  node->params_known = true;
+  node->ctx = params->ctx;
+  node->mem_ops.assign(params->paramArray, params->paramArray + params->count);
+  node->mem_op_flags = params->flags;
+  node->replay = [ops](CUstream s) { return rgpu::client::SubmitStreamMemOps(s, ops); };
+  return CUDA_SUCCESS;
+}
+
+// cuGraphExecBatchMemOpNodeSetParams's rule: the context, the number of operations and each
+// one's kind stay; addresses, values and a wait's comparison may change (not its flush bit).
+CUresult CheckMemOpUpdate(const GraphNode& was, const GraphNode& now) {
+  if (was.type != CU_GRAPH_NODE_TYPE_BATCH_MEM_OP || !was.params_known) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (was.ctx != now.ctx || was.mem_ops.size() != now.mem_ops.size()) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (size_t i = 0; i < was.mem_ops.size(); ++i) {
+    const CUstreamBatchMemOpParams &a = was.mem_ops[i], &b = now.mem_ops[i];
+    if (a.operation != b.operation) return CUDA_ERROR_INVALID_VALUE;
+    const bool wait = a.operation == CU_STREAM_MEM_OP_WAIT_VALUE_32 ||
+                      a.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+    if (wait && ((a.waitValue.flags ^ b.waitValue.flags) & CU_STREAM_WAIT_VALUE_FLUSH) != 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
   return CUDA_SUCCESS;
 }
 
@@ -786,6 +857,11 @@ RGPU_IMPL(cuGraphAddNode_v2)
       if (!LiveGraph(graph)) return CUDA_ERROR_INVALID_VALUE;
       r = rgpu::client::ConditionalNode(&params->conditional, &node);
       break;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+      const CUDA_BATCH_MEM_OP_NODE_PARAMS m = FromV2(params->memOp);
+      r = BatchMemOpNode(&m, &node);
+      break;
+    }
     default:
       RGPU_LOG_WARN("cuGraphAddNode: node type %d is not supported yet",
                     static_cast<int>(params->type));
@@ -1103,6 +1179,32 @@ RGPU_IMPL(cuGraphHostNodeSetParams)(CUgraphNode node, const CUDA_HOST_NODE_PARAM
   return SetNode(node, CU_GRAPH_NODE_TYPE_HOST, HostNode, params);
 }
 
+RGPU_IMPL(cuGraphAddBatchMemOpNode)
+(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps, size_t n,
+ const CUDA_BATCH_MEM_OP_NODE_PARAMS* params) {
+  return MakeAndAdd(out, graph, deps, n, BatchMemOpNode, params);
+}
+
+// The operations handed out are the node's own, valid until its parameters change.
+RGPU_IMPL(cuGraphBatchMemOpNodeGetParams)
+(CUgraphNode node, CUDA_BATCH_MEM_OP_NODE_PARAMS* params) {
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  CUresult r = KnownParams(node, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, "cuGraphBatchMemOpNodeGetParams");
+  if (r != CUDA_SUCCESS) return r;
+  params->ctx = node->ctx;
+  params->count = static_cast<unsigned>(node->mem_ops.size());
+  params->paramArray = node->mem_ops.data();
+  params->flags = node->mem_op_flags;
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuGraphBatchMemOpNodeSetParams)
+(CUgraphNode node, const CUDA_BATCH_MEM_OP_NODE_PARAMS* params) {
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return SetNode(node, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, BatchMemOpNode, params);
+}
+
 namespace {
 
 CUresult GetEvent(CUgraphNode node, CUgraphNodeType type, CUevent* out, const char* call) {
@@ -1187,6 +1289,10 @@ RGPU_IMPL(cuGraphNodeSetParams)(CUgraphNode node, CUgraphNodeParams* params) {
       return SetEvent(node, type, params->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
       return SetEvent(node, type, params->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+      const CUDA_BATCH_MEM_OP_NODE_PARAMS m = FromV2(params->memOp);
+      return SetNode(node, type, BatchMemOpNode, &m);
+    }
     case CU_GRAPH_NODE_TYPE_EMPTY:
       return CUDA_SUCCESS;  // nothing to set
     case CU_GRAPH_NODE_TYPE_GRAPH: {
@@ -1258,6 +1364,16 @@ RGPU_IMPL(cuGraphExecHostNodeSetParams)
   if (CUresult r = HostNode(params, &made); r != CUDA_SUCCESS) return r;
   return UpdateExecNode(exec, node, OfType(CU_GRAPH_NODE_TYPE_HOST),
                         [&](GraphNode* n) { TakeParams(n, std::move(made)); });
+}
+
+RGPU_IMPL(cuGraphExecBatchMemOpNodeSetParams)
+(CUgraphExec exec, CUgraphNode node, const CUDA_BATCH_MEM_OP_NODE_PARAMS* params) {
+  if (!LiveExec(exec)) return CUDA_ERROR_INVALID_VALUE;
+  GraphNode made;
+  if (CUresult r = BatchMemOpNode(params, &made); r != CUDA_SUCCESS) return r;
+  return UpdateExecNode(
+      exec, node, [&](const GraphNode& n) { return CheckMemOpUpdate(n, made); },
+      [&](GraphNode* n) { TakeParams(n, std::move(made)); });
 }
 
 namespace {
@@ -1337,6 +1453,10 @@ RGPU_IMPL(cuGraphExecNodeSetParams)
       return rgpu_impl_cuGraphExecEventRecordNodeSetEvent(exec, node, params->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
       return rgpu_impl_cuGraphExecEventWaitNodeSetEvent(exec, node, params->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+      const CUDA_BATCH_MEM_OP_NODE_PARAMS m = FromV2(params->memOp);
+      return rgpu_impl_cuGraphExecBatchMemOpNodeSetParams(exec, node, &m);
+    }
     case CU_GRAPH_NODE_TYPE_EMPTY: {
       if (!LiveExec(exec)) return CUDA_ERROR_INVALID_VALUE;
       std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());

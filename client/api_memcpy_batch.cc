@@ -85,16 +85,6 @@ CUresult CheckBatchStream(CUstream stream, bool during_call, CUctx_st** ctx) {
   return CUDA_SUCCESS;
 }
 
-// The span of one pointer side of a 3D copy, from its first byte to its last; false on overflow.
-bool PointerSpan(size_t pitch, size_t layer_height, const CUDA_MEMCPY3D& c, size_t* span) {
-  size_t layer, rows, last_layer, last_row;
-  return !__builtin_mul_overflow(pitch, layer_height, &layer) &&
-         !__builtin_mul_overflow(layer, c.Depth - 1, &last_layer) &&
-         !__builtin_mul_overflow(pitch, c.Height - 1, &rows) &&
-         !__builtin_add_overflow(last_layer, rows, &last_row) &&
-         !__builtin_add_overflow(last_row, c.WidthInBytes, span);
-}
-
 CUresult MemcpyBatch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
                      CUmemcpyAttributes* attrs, size_t* attrs_idxs, size_t num_attrs,
                      CUstream stream, size_t* fail_index) {
@@ -166,11 +156,11 @@ CUresult Memcpy3DBatch(size_t num_ops, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned lon
     const CUDA_MEMCPY3D& c = copies[i].copy;
     size_t span = 0;
     if (c.srcMemoryType == CU_MEMORYTYPE_UNIFIED) {
-      if (!PointerSpan(c.srcPitch, c.srcHeight, c, &span)) r = CUDA_ERROR_INVALID_VALUE;
+      if (!rgpu::PointerSideSpan(c, true, &span)) r = CUDA_ERROR_INVALID_VALUE;
       if (r == CUDA_SUCCESS) r = CheckEnd(ctx, c.srcDevice, span);
     }
     if (r == CUDA_SUCCESS && c.dstMemoryType == CU_MEMORYTYPE_UNIFIED) {
-      if (!PointerSpan(c.dstPitch, c.dstHeight, c, &span)) r = CUDA_ERROR_INVALID_VALUE;
+      if (!rgpu::PointerSideSpan(c, false, &span)) r = CUDA_ERROR_INVALID_VALUE;
       if (r == CUDA_SUCCESS) r = CheckEnd(ctx, c.dstDevice, span);
     }
     if (r != CUDA_SUCCESS) failed = i;

@@ -57,6 +57,14 @@ CUresult Submit(CUstream stream, std::vector<MemOp> ops) {
   return CUDA_SUCCESS;
 }
 
+}  // namespace
+
+CUresult rgpu::client::SubmitStreamMemOps(CUstream stream, const std::vector<MemOp>& ops) {
+  return Submit(stream, ops);
+}
+
+namespace {
+
 CUresult One(CUstream stream, bool wait, bool wide, CUdeviceptr address, uint64_t value,
              unsigned flags) {
   return Submit(stream, {MemOp{wait, wide, address, value, flags}});

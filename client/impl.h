@@ -16,6 +16,7 @@
 #include "abi/per_thread_entries.inc"
 #include "client/client_state.h"
 #include "common/log.h"
+#include "common/stream_mem_ops.h"
 
 #define RGPU_IMPL(name)                                                                \
   extern "C" __attribute__((visibility("default"))) decltype(::name) rgpu_impl_##name; \
@@ -174,6 +175,11 @@ CUresult HoldUntilEvent(CUstream stream, CUevent event, bool same_server, unsign
 void NoteRecordSent(const std::shared_ptr<std::atomic<int>>& held);
 // True while `stream` has a host function that has not run yet.
 bool StreamHeld(CUstream stream);
+
+// Checks and posts the stream memory operations of a cuStreamBatchMemOp (decoded by
+// common/stream_mem_ops.h) on `stream`, in their order (client/api_stream_memops.cc): what a
+// batch memory operation graph node runs.
+CUresult SubmitStreamMemOps(CUstream stream, const std::vector<rgpu::StreamMemOp>& ops);
 
 // Copies with a CUDA array on either side (client/api_array.cc): CopyNamesArray says whether `c`
 // has one; CopyArray3D runs it on `stream` (a box with no width, height or depth copies nothing).

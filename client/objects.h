@@ -202,6 +202,9 @@ struct CUgraphNode_st {
   CUcontext ctx = nullptr;              // memcpy and memset nodes: the context they run in
   CUDA_HOST_NODE_PARAMS host = {};      // host nodes
   CUevent event = nullptr;              // event record and wait nodes
+  // Batch memory operation nodes: their operations (the context is `ctx`) and flags.
+  std::vector<CUstreamBatchMemOpParams> mem_ops;
+  unsigned mem_op_flags = 0;
   // Child graph nodes: the graph the node owns (an embedded copy of the graph it was given,
   // cuGraphChildGraphNodeGetGraph hands it out); in an executable graph, a private copy of it as
   // instantiated, which `replay` runs.

@@ -216,4 +216,17 @@ inline CUresult DecodeMemcpy3DBatch(size_t num_ops, const CUDA_MEMCPY3D_BATCH_OP
   return CUDA_SUCCESS;
 }
 
+// The bytes one pointer side of a decoded 3D copy spans, from its first byte to its last (its
+// source side when `source`), in `*span`; false when that overflows.
+inline bool PointerSideSpan(const CUDA_MEMCPY3D& c, bool source, size_t* span) {
+  const size_t pitch = source ? c.srcPitch : c.dstPitch;
+  const size_t layer_height = source ? c.srcHeight : c.dstHeight;
+  size_t layer, rows, last_layer, last_row;
+  return !__builtin_mul_overflow(pitch, layer_height, &layer) &&
+         !__builtin_mul_overflow(layer, c.Depth - 1, &last_layer) &&
+         !__builtin_mul_overflow(pitch, c.Height - 1, &rows) &&
+         !__builtin_add_overflow(last_layer, rows, &last_row) &&
+         !__builtin_add_overflow(last_row, c.WidthInBytes, span);
+}
+
 }  // namespace rgpu

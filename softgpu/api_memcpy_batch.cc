@@ -30,16 +30,6 @@ CUresult CheckPointerSide(Context& ctx, CUdeviceptr address, size_t span) {
   return CUDA_SUCCESS;
 }
 
-// The span of one pointer side of a 3D copy, from its first byte to its last; false on overflow.
-bool PointerSpan(size_t pitch, size_t layer_height, const CUDA_MEMCPY3D& c, size_t* span) {
-  size_t layer, rows, last_layer, last_row;
-  return !__builtin_mul_overflow(pitch, layer_height, &layer) &&
-         !__builtin_mul_overflow(layer, c.Depth - 1, &last_layer) &&
-         !__builtin_mul_overflow(pitch, c.Height - 1, &rows) &&
-         !__builtin_add_overflow(last_layer, rows, &last_row) &&
-         !__builtin_add_overflow(last_row, c.WidthInBytes, span);
-}
-
 CUresult BatchContext(CUstream stream, std::shared_ptr<Context>* ctx) {
   if (CUresult r = UsableContext(ctx); r != CUDA_SUCCESS) return r;
   if (stream == nullptr || stream == CU_STREAM_LEGACY) return CUDA_ERROR_INVALID_VALUE;
@@ -96,12 +86,12 @@ CUresult Memcpy3DBatch(size_t num_ops, CUDA_MEMCPY3D_BATCH_OP* ops, unsigned lon
     const CUDA_MEMCPY3D& c = batch_copy.copy;
     size_t span = 0;
     if (c.srcMemoryType == CU_MEMORYTYPE_UNIFIED &&
-        (!PointerSpan(c.srcPitch, c.srcHeight, c, &span) ||
+        (!rgpu::PointerSideSpan(c, true, &span) ||
          CheckPointerSide(*ctx, c.srcDevice, span) != CUDA_SUCCESS)) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     if (c.dstMemoryType == CU_MEMORYTYPE_UNIFIED &&
-        (!PointerSpan(c.dstPitch, c.dstHeight, c, &span) ||
+        (!rgpu::PointerSideSpan(c, false, &span) ||
          CheckPointerSide(*ctx, c.dstDevice, span) != CUDA_SUCCESS)) {
       return CUDA_ERROR_INVALID_VALUE;
     }

@@ -2,8 +2,10 @@
 // a stream waiting on a word holds the work queued behind it until another stream (or a kernel)
 // writes the word; each comparison (GEQ, cyclic, EQ, AND, NOR) holds and releases as the driver
 // documents; a batch of waits and writes runs in its order; a captured write becomes a graph node
-// that writes when the graph is launched; and a misaligned word, a word outside device memory,
-// managed memory, unknown flags and a batch of 256 are refused, a refused batch queuing nothing.
+// that writes when the graph is launched, as does a node added with cuGraphAddBatchMemOpNode
+// (its parameters read back and set, on the graph and on the executable graph); and a
+// misaligned word, a word outside device memory, managed memory, unknown flags and a batch of
+// 256 are refused, a refused batch queuing nothing.
 // With `hold SECONDS` (tests/e2e/migrate_stream_wait.sh) it only queues a kernel behind a wait,
 // says "waiting", polls the stream for SECONDS, and then writes the word: the kernel must then run.
 #include <unistd.h>
@@ -200,6 +202,55 @@ int main(int argc, char** argv) {
   CHECK(cuGraphLaunch(exec, a));
   CHECK(cuStreamSynchronize(a));
   EXPECT_TRUE(Read32(captured, b) == 11);
+  CHECK(cuGraphExecDestroy(exec));
+  CHECK(cuGraphDestroy(graph));
+
+  // Added node by node: a batch memory operation node copies its operations when added, writes
+  // when its graph runs, and reads back; new values set on the executable graph are written by
+  // its later launches, and those set on the graph's node read back; an executable graph's node
+  // cannot turn a write into a wait.
+  CUstreamBatchMemOpParams write = {};
+  write.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  write.writeValue.address = captured;
+  write.writeValue.value = 21;
+  CUDA_BATCH_MEM_OP_NODE_PARAMS node_params = {};
+  node_params.ctx = ctx;
+  node_params.count = 1;
+  node_params.paramArray = &write;
+  CHECK(cuGraphCreate(&graph, 0));
+  CUgraphNode node;
+  CHECK(cuGraphAddBatchMemOpNode(&node, graph, nullptr, 0, &node_params));
+  write.writeValue.value = 0;
+  CUDA_BATCH_MEM_OP_NODE_PARAMS got = {};
+  CHECK(cuGraphBatchMemOpNodeGetParams(node, &got));
+  EXPECT_TRUE(got.ctx == ctx && got.count == 1 && got.paramArray != nullptr &&
+              got.paramArray[0].writeValue.address == captured &&
+              got.paramArray[0].writeValue.value == 21);
+  CHECK(cuGraphInstantiate(&exec, graph, 0));
+  CHECK(cuGraphLaunch(exec, a));
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read32(captured, b) == 21);
+  write.writeValue.value = 22;
+  CHECK(cuGraphExecBatchMemOpNodeSetParams(exec, node, &node_params));
+  CHECK(cuGraphLaunch(exec, a));
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read32(captured, b) == 22);
+  write.writeValue.value = 23;
+  CHECK(cuGraphBatchMemOpNodeSetParams(node, &node_params));
+  CHECK(cuGraphBatchMemOpNodeGetParams(node, &got));
+  EXPECT_TRUE(got.count == 1 && got.paramArray[0].writeValue.value == 23);
+  CUstreamBatchMemOpParams wait = {};
+  wait.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  wait.waitValue.address = captured;
+  wait.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+  CUDA_BATCH_MEM_OP_NODE_PARAMS wait_params = node_params;
+  wait_params.paramArray = &wait;
+  EXPECT_TRUE(cuGraphExecBatchMemOpNodeSetParams(exec, node, &wait_params) ==
+              CUDA_ERROR_INVALID_VALUE);
+  CHECK(cuMemsetD32(captured, 0, 1));
+  CHECK(cuGraphLaunch(exec, a));
+  CHECK(cuStreamSynchronize(a));
+  EXPECT_TRUE(Read32(captured, b) == 22);
   CHECK(cuGraphExecDestroy(exec));
   CHECK(cuGraphDestroy(graph));
 
