@@ -336,10 +336,49 @@ std::function<CUresult(CUstream)> KernelReplay(std::shared_ptr<const GraphKernel
     size_t size = k->args.size();
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<char*>(k->args.data()),
                      CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    if (!k->attrs.empty()) {
+      CUlaunchConfig config = {};
+      config.gridDimX = p.gridDimX;
+      config.gridDimY = p.gridDimY;
+      config.gridDimZ = p.gridDimZ;
+      config.blockDimX = p.blockDimX;
+      config.blockDimY = p.blockDimY;
+      config.blockDimZ = p.blockDimZ;
+      config.sharedMemBytes = p.sharedMemBytes;
+      config.hStream = s;
+      config.attrs = const_cast<CUlaunchAttribute*>(k->attrs.data());
+      config.numAttrs = static_cast<unsigned>(k->attrs.size());
+      return rgpu_impl_cuLaunchKernelEx(&config, p.func, nullptr,
+                                        k->args.empty() ? nullptr : extra);
+    }
     return rgpu_impl_cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX,
                                     p.blockDimY, p.blockDimZ, p.sharedMemBytes, s, nullptr,
                                     k->args.empty() ? nullptr : extra);
   };
+}
+
+// `k` with the launch attributes `attrs` instead of its own (its arguments copied: a
+// GraphKernel's parameter pointers point into its own arguments).
+std::shared_ptr<const GraphKernel> WithAttributes(const GraphKernel& k,
+                                                  std::vector<CUlaunchAttribute> attrs) {
+  auto made = std::make_shared<GraphKernel>();
+  made->params = k.params;
+  made->args = k.args;
+  made->ctx = k.ctx;
+  for (void* at : k.arg_ptrs) {
+    made->arg_ptrs.push_back(made->args.data() + (static_cast<char*>(at) - k.args.data()));
+  }
+  made->params.kernelParams = made->arg_ptrs.empty() ? nullptr : made->arg_ptrs.data();
+  made->attrs = std::move(attrs);
+  return made;
+}
+
+// A node made anew for a kernel node that had attributes: it keeps them (setting a kernel node's
+// parameters leaves its attributes as they were, as on the driver).
+void KeepAttributes(const std::shared_ptr<const GraphKernel>& had, GraphNode* made) {
+  if (had == nullptr || had->attrs.empty() || made->kernel == nullptr) return;
+  made->kernel = WithAttributes(*made->kernel, had->attrs);
+  made->replay = KernelReplay(made->kernel);
 }
 
 CUresult KernelNode(const CUDA_KERNEL_NODE_PARAMS* params, GraphNode* node) {
@@ -957,7 +996,117 @@ RGPU_IMPL(cuGraphKernelNodeGetParams_v2)(CUgraphNode node, CUDA_KERNEL_NODE_PARA
 }
 
 RGPU_IMPL(cuGraphKernelNodeSetParams_v2)(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* params) {
-  return SetNode(node, CU_GRAPH_NODE_TYPE_KERNEL, KernelNode, params);
+  {
+    std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+    if (CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_KERNEL); r != CUDA_SUCCESS) return r;
+  }
+  GraphNode made;
+  if (CUresult r = KernelNode(params, &made); r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_KERNEL); r != CUDA_SUCCESS) return r;
+  KeepAttributes(node->kernel, &made);
+  TakeParams(node, std::move(made));
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// The launch attributes a kernel node takes (CUkernelNodeAttrID); a device-updatable node is not
+// offered (graphs are not updated from the device here).
+CUresult CheckKernelNodeAttribute(CUkernelNodeAttrID id, const CUkernelNodeAttrValue& value) {
+  switch (id) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+      return CUDA_SUCCESS;
+    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+      if (value.deviceUpdatableKernelNode.deviceUpdatable == 0) return CUDA_SUCCESS;
+      RGPU_LOG_WARN(
+          "cuGraphKernelNodeSetAttribute: device-updatable kernel nodes are not "
+          "supported");
+      return CUDA_ERROR_NOT_SUPPORTED;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+// A kernel node whose launch is known (added as a node, not captured); objects_mutex held.
+CUresult KnownKernelNode(CUgraphNode node, const char* call) {
+  if (CUresult r = NodeOfType(node, CU_GRAPH_NODE_TYPE_KERNEL); r != CUDA_SUCCESS) return r;
+  if (node->kernel == nullptr) {
+    RGPU_LOG_WARN("%s: the launches of captured kernels are not kept", call);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return CUDA_SUCCESS;
+}
+
+// Gives kernel node `node` the attributes `attrs` (objects_mutex held).
+void SetKernelAttributes(CUgraphNode node, std::vector<CUlaunchAttribute> attrs) {
+  GraphNode made;
+  made.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  made.params_known = node->params_known;
+  made.recordable = node->recordable;
+  made.kernel = WithAttributes(*node->kernel, std::move(attrs));
+  made.replay = KernelReplay(made.kernel);
+  TakeParams(node, std::move(made));
+}
+
+}  // namespace
+
+RGPU_IMPL(cuGraphKernelNodeSetAttribute)
+(CUgraphNode node, CUkernelNodeAttrID id, const CUkernelNodeAttrValue* value) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckKernelNodeAttribute(id, *value); r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (CUresult r = KnownKernelNode(node, "cuGraphKernelNodeSetAttribute"); r != CUDA_SUCCESS) {
+    return r;
+  }
+  std::vector<CUlaunchAttribute> attrs = node->kernel->attrs;
+  auto it = std::find_if(attrs.begin(), attrs.end(),
+                         [id](const CUlaunchAttribute& a) { return a.id == id; });
+  if (it == attrs.end()) it = attrs.insert(attrs.end(), CUlaunchAttribute{});
+  it->id = id;
+  it->value = *value;
+  SetKernelAttributes(node, std::move(attrs));
+  return CUDA_SUCCESS;
+}
+
+// An attribute never set reads as its default: all zero (no window, not cooperative, priority 0,
+// no cluster shape, ...).
+RGPU_IMPL(cuGraphKernelNodeGetAttribute)
+(CUgraphNode node, CUkernelNodeAttrID id, CUkernelNodeAttrValue* value) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = CheckKernelNodeAttribute(id, CUkernelNodeAttrValue{}); r != CUDA_SUCCESS) {
+    return r;
+  }
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (CUresult r = KnownKernelNode(node, "cuGraphKernelNodeGetAttribute"); r != CUDA_SUCCESS) {
+    return r;
+  }
+  *value = CUkernelNodeAttrValue{};
+  for (const CUlaunchAttribute& a : node->kernel->attrs) {
+    if (a.id == id) *value = a.value;
+  }
+  return CUDA_SUCCESS;
+}
+
+RGPU_IMPL(cuGraphKernelNodeCopyAttributes)(CUgraphNode dst, CUgraphNode src) {
+  std::lock_guard<std::mutex> lock(ClientState::Get().objects_mutex());
+  if (CUresult r = KnownKernelNode(src, "cuGraphKernelNodeCopyAttributes"); r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (CUresult r = KnownKernelNode(dst, "cuGraphKernelNodeCopyAttributes"); r != CUDA_SUCCESS) {
+    return r;
+  }
+  SetKernelAttributes(dst, src->kernel->attrs);
+  return CUDA_SUCCESS;
 }
 
 RGPU_REVISION_IMPL(cuGraphKernelNodeGetParams)
@@ -990,7 +1139,10 @@ RGPU_IMPL(cuGraphExecKernelNodeSetParams_v2)
         return n.type != CU_GRAPH_NODE_TYPE_KERNEL ? CUDA_ERROR_INVALID_VALUE
                                                    : CheckKernelUpdate(n, *made.kernel);
       },
-      [&](GraphNode* n) { TakeParams(n, std::move(made)); });
+      [&](GraphNode* n) {
+        KeepAttributes(n->kernel, &made);
+        TakeParams(n, std::move(made));
+      });
 }
 
 RGPU_REVISION_IMPL(cuGraphExecKernelNodeSetParams)

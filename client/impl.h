@@ -62,6 +62,8 @@ extern "C" CUresult rgpu_impl_cuLaunchKernel(CUfunction f, unsigned int gx, unsi
                                              unsigned int gz, unsigned int bx, unsigned int by,
                                              unsigned int bz, unsigned int shmem, CUstream stream,
                                              void** params, void** extra);
+extern "C" CUresult rgpu_impl_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+                                               void** params, void** extra);
 extern "C" CUresult rgpu_impl_cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags);
 extern "C" CUresult rgpu_impl_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status);
 extern "C" CUresult rgpu_impl_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);

@@ -161,6 +161,9 @@ struct GraphKernel {
   std::string args;                     // packed as the function's parameter layout
   std::vector<void*> arg_ptrs;          // each parameter's place in `args`
   CUctx_st* ctx = nullptr;              // the function's context (it may not change in an update)
+  // Launch attributes set on the node (cuGraphKernelNodeSetAttribute), one per id: the node then
+  // launches with cuLaunchKernelEx.
+  std::vector<CUlaunchAttribute> attrs;
 };
 struct ChildGraph;  // client/graph_child.h
 // Every node made gets its own id (copies keep it): an executable graph's node and a clone's

@@ -1,7 +1,8 @@
 // Graphs built node by node run their nodes after their dependencies and compute the right
 // answer: memset, kernel, copy and host nodes; a clone; new kernel parameters in an executable
-// graph; an update from a graph of the same shape, refused for another shape. A destroyed node,
-// a node of another graph, a duplicate edge and a cycle are refused.
+// graph; an update from a graph of the same shape, refused for another shape; launch attributes
+// on kernel nodes (set, read, copied, kept across new parameters, a cooperative node run as
+// one). A destroyed node, a node of another graph, a duplicate edge and a cycle are refused.
 #include "check.h"
 
 namespace {
@@ -107,6 +108,63 @@ int main() {
   CUgraphExecUpdateResultInfo info = {};
   EXPECT_TRUE(cuGraphExecUpdate(exec, clone, &info) == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
   EXPECT_TRUE(info.result == CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+
+  // Launch attributes on kernel nodes: set, read back (an unset one reads as 0), copied to
+  // another node, kept when the node's parameters change; a cooperative node launches as one
+  // (a grid too large to be co-resident is refused when its graph runs, and one that fits
+  // computes the right answer).
+  {
+    CUgraph ag;
+    CHECK(cuGraphCreate(&ag, 0));
+    CUgraphNode first, second;
+    value = 4;
+    CHECK(cuGraphAddKernelNode(&first, ag, nullptr, 0, &kp));
+    CHECK(cuGraphAddKernelNode(&second, ag, &first, 1, &kp));
+    CUkernelNodeAttrValue v = {};
+    CHECK(cuGraphKernelNodeGetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &v));
+    EXPECT_TRUE(v.priority == 0);
+    v.priority = -1;
+    CHECK(cuGraphKernelNodeSetAttribute(first, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &v));
+    v = {};
+    v.cooperative = 1;
+    CHECK(cuGraphKernelNodeSetAttribute(first, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v));
+    CHECK(cuGraphKernelNodeCopyAttributes(second, first));
+    v = {};
+    CHECK(cuGraphKernelNodeGetAttribute(second, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &v));
+    EXPECT_TRUE(v.priority == -1);
+    CHECK(cuGraphKernelNodeGetAttribute(second, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v));
+    EXPECT_TRUE(v.cooperative == 1);
+    CUDA_KERNEL_NODE_PARAMS huge = kp;
+    huge.gridDimX = 1u << 20;
+    CHECK(cuGraphKernelNodeSetParams(second, &huge));
+    CHECK(cuGraphKernelNodeGetAttribute(second, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v));
+    EXPECT_TRUE(v.cooperative == 1);
+    CUgraphExec aexec;
+    CUresult r = cuGraphInstantiate(&aexec, ag, 0);
+    if (r == CUDA_SUCCESS) {
+      r = cuGraphLaunch(aexec, nullptr);
+      if (r == CUDA_SUCCESS) r = cuCtxSynchronize();
+      cuGraphExecDestroy(aexec);
+    }
+    EXPECT_TRUE(r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    CUDA_KERNEL_NODE_PARAMS fits = kp;
+    fits.gridDimX = 1;
+    value = 6;
+    CHECK(cuGraphKernelNodeSetParams(second, &fits));
+    CHECK(cuGraphInstantiate(&aexec, ag, 0));
+    CHECK(cuGraphLaunch(aexec, nullptr));
+    CHECK(cuCtxSynchronize());
+    std::vector<int> got(n);
+    CHECK(cuMemcpyDtoH(got.data(), p, n * sizeof(int)));
+    for (int i = 0; i < n; ++i) EXPECT_TRUE(got[i] == (i < (int)kp.blockDimX ? 6 : 4));
+    CHECK(cuGraphExecDestroy(aexec));
+    EXPECT_TRUE(cuGraphKernelNodeSetAttribute(first, static_cast<CUkernelNodeAttrID>(99), &v) ==
+                CUDA_ERROR_INVALID_VALUE);
+    EXPECT_TRUE(cuGraphKernelNodeGetAttribute(zero, CU_KERNEL_NODE_ATTRIBUTE_PRIORITY, &v) ==
+                CUDA_ERROR_INVALID_VALUE);  // a memset node
+    CHECK(cuGraphDestroy(ag));
+    value = 5;
+  }
 
   // Refused: a node of another graph as a dependency, a duplicate edge, a destroyed node.
   CUgraphNode other;
