@@ -196,7 +196,7 @@ CUresult CopyArray3D(const CUDA_MEMCPY3D& given, CUstream stream, bool async) {
   }
   CUDA_MEMCPY3D held = c;
   std::shared_ptr<std::vector<char>> kept;
-  if (async && StreamHeld(stream)) kept = KeepPageableSource(&held);
+  if (async && StreamHeld(stream) && !StreamCapturing(stream)) kept = KeepPageableSource(&held);
   if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
             [held, kept](CUstream s) { return CopyArray3D(held, s, true); })) {
     return CUDA_SUCCESS;

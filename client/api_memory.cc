@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "client/graph_memory.h"
+#include "client/held_copy_source.h"
 #include "client/impl.h"
 #include "client/managed_memory.h"
 #include "client/memory_map.h"
@@ -357,29 +358,15 @@ using rgpu::client::CopyHtoD;
 
 CUresult CopyHtoH(void* dst, const void* src, size_t bytes, CUstream stream, bool async) {
   if (bytes > 0 && (dst == nullptr || src == nullptr)) return CUDA_ERROR_INVALID_VALUE;
-  if (!async) {
-    if (CUresult r = rgpu::client::WaitStreamDrained(stream); r != CUDA_SUCCESS) return r;
-  }
-  // Captured, a node that copies when the graph runs; held behind a host function, a copy of the
-  // source (which the program may change once this returns, as for any pageable source) that
-  // the held work owns.
-  if (async && rgpu::client::StreamHeld(stream)) {
-    auto copy = std::make_shared<std::string>(static_cast<const char*>(src), bytes);
-    if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY, [=](CUstream s) {
-          return CopyHtoH(dst, copy->data(), bytes, s, true);
-        })) {
-      return CUDA_SUCCESS;
-    }
-  }
-  if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
+  // Captured, a node that copies when the graph runs.
+  if (async && rgpu::client::StreamCapturing(stream) &&
+      rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
                           [=](CUstream s) { return CopyHtoH(dst, src, bytes, s, true); })) {
     return CUDA_SUCCESS;
   }
-  // Ordered after the stream's earlier work, like any copy on it.
-  if (stream != nullptr) {
-    CUresult r = rgpu_impl_cuStreamSynchronize(stream);
-    if (r != CUDA_SUCCESS) return r;
-  }
+  // Otherwise synchronous for the host, as CUDA's copies between host buffers are: after the
+  // stream's earlier work (the legacy default stream's for the NULL stream), held work included.
+  if (CUresult r = rgpu_impl_cuStreamSynchronize(stream); r != CUDA_SUCCESS) return r;
   memmove(dst, src, bytes);
   return CUDA_SUCCESS;
 }

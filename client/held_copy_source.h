@@ -17,6 +17,14 @@
 
 namespace rgpu::client {
 
+// True while `stream` is being captured into a graph: a copy then becomes a node that reads its
+// source when the graph runs, and keeps no copy of it.
+inline bool StreamCapturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return rgpu_impl_cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 // When `c`'s source is pageable host memory (host memory that is not page-locked: the program
 // leaves page-locked memory alone until it synchronizes), copies the source's box now into a
 // buffer, points `c` at it (tightly packed) and returns the buffer, which the held copy must
@@ -33,20 +41,31 @@ std::shared_ptr<std::vector<char>> KeepPageableSource(Copy* c) {
   if (host == nullptr) return nullptr;
   auto range = Memory().Find(reinterpret_cast<uint64_t>(host));
   if (range && range->type == CU_MEMORYTYPE_HOST) return nullptr;  // page-locked
-  size_t depth = 1, z = 0, rows_per_slice = c->Height;
+  // The source's rows as the copy paths read them: a pitched copy (Copy2D) at srcY rows of the
+  // pitch as given; a copy with an array (CopyArray3D, Side) with a pitch and rows per slice of
+  // 0 meaning the box's. A copy those paths refuse is left to them.
+  const size_t width = c->WidthInBytes, height = c->Height;
+  size_t depth = 1, z = 0, pitch = c->srcPitch, rows_per_slice = height;
   if constexpr (k3D) {
     depth = c->Depth;
     z = c->srcZ;
-    rows_per_slice = c->srcHeight;
+    if (pitch == 0) pitch = width;
+    if (c->srcHeight != 0) rows_per_slice = c->srcHeight;
+    if (pitch < width || (depth > 1 && rows_per_slice < height)) return nullptr;
+  } else if (height > 1 && pitch < width) {
+    return nullptr;
   }
-  const size_t width = c->WidthInBytes, height = c->Height;
-  const size_t pitch = std::max(c->srcPitch, width);
   size_t bytes;
   if (width == 0 || height == 0 || depth == 0 || __builtin_mul_overflow(width, height, &bytes) ||
       __builtin_mul_overflow(bytes, depth, &bytes)) {
     return nullptr;  // nothing to copy, or a copy its own checks refuse
   }
-  auto kept = std::make_shared<std::vector<char>>(bytes);
+  std::shared_ptr<std::vector<char>> kept;
+  try {
+    kept = std::make_shared<std::vector<char>>(bytes);
+  } catch (...) {
+    return nullptr;  // the held copy reads the program's memory then
+  }
   for (size_t slice = 0; slice < depth; ++slice) {
     for (size_t row = 0; row < height; ++row) {
       const size_t at = ((z + slice) * rows_per_slice + c->srcY + row) * pitch + c->srcXInBytes;

@@ -45,6 +45,9 @@ HostWork& W() {
   return *w;
 }
 thread_local bool t_on_host_worker = false;
+// Set while this thread replays held work (Release): what it replays follows everything held
+// before it, so a replayed call that waits for its stream to drain must not wait for itself.
+thread_local int t_replaying = 0;
 // Set (under objects_mutex) once any stream has been blocked: until then no stream holds work and
 // no held work failed, and StreamHeld and WaitStreamDrained answer without a lock.
 std::atomic<bool> g_holds_used{false};
@@ -81,7 +84,9 @@ void Release(StreamHold* hold) {
     hold->held.pop_front();
     hold->replaying++;  // not drained until it has been sent
     lock.unlock();
+    ++t_replaying;
     CUresult r = replay(stream);
+    --t_replaying;
     lock.lock();
     hold->replaying--;
     if (r != CUDA_SUCCESS && W().held_error == CUDA_SUCCESS) W().held_error = r;
@@ -227,7 +232,8 @@ bool StreamHeld(CUstream stream) {
 }
 
 CUresult WaitStreamDrained(CUstream stream) {
-  if (t_on_host_worker) return CUDA_SUCCESS;  // the worker itself waits for nothing held
+  // The worker itself, and a replay of held work, wait for nothing held.
+  if (t_on_host_worker || t_replaying > 0) return CUDA_SUCCESS;
   if (!g_holds_used.load(std::memory_order_acquire)) return CUDA_SUCCESS;
   std::unique_lock<std::mutex> lock(ClientState::Get().objects_mutex());
   CUctx_st* ctx = nullptr;
@@ -299,7 +305,7 @@ CUresult HoldUntilEvent(CUstream stream, CUevent event, bool same_server, unsign
 }
 
 CUresult WaitContextDrained(CUctx_st* ctx) {
-  if (t_on_host_worker || ctx == nullptr) return CUDA_SUCCESS;
+  if (t_on_host_worker || t_replaying > 0 || ctx == nullptr) return CUDA_SUCCESS;
   std::unique_lock<std::mutex> lock(ClientState::Get().objects_mutex());
   W().drained_cv.wait(lock, [ctx] { return ctx->host_work == 0; });
   return TakeHeldError();

@@ -1053,6 +1053,8 @@ void Session::DestroyContext(uint64_t id) {
   for (auto& [event_id, event] : events_.records()) {
     if (event.ctx == id) RevokeEventExport(event);
   }
+  // Destroyed streams' events go with their context.
+  std::erase_if(draining_streams_, [id](const DrainingStream& d) { return d.ctx == id; });
   for (const auto& [module_id, module] : modules_.records()) {
     if (module.ctx == id) Uncharge(rec->device, module.charged);
   }

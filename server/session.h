@@ -300,8 +300,20 @@ class Session {
   Status Quiesce();
   // How long Quiesce watches the streams of a session that has waited on memory.
   static constexpr std::chrono::milliseconds kStreamWaitsQuiesceTime{2000};
-  // True when no stream of context `ctx` (current), its default stream included, has work left.
+  // True when no stream of context `ctx` (current), its default stream included, has work left,
+  // nor one the program destroyed with work queued (DrainingStreamsBusy).
   bool StreamsIdle(uint64_t ctx);
+  // Streams the program destroyed with work still queued: the backend lets that work run (as
+  // CUDA does), behind which an event was recorded. Until the work is done they count as busy
+  // streams of their context (cuCtxSynchronize's hand-off, Quiesce) and toward --max-streams
+  // (session thread). Forgets those whose work is done; true when one of `ctx` is still busy.
+  struct DrainingStream {
+    uint64_t ctx = 0;
+    CUevent done = nullptr;
+  };
+  bool DrainingStreamsBusy(uint64_t ctx);
+  // Forgets the draining streams whose work is done; returns how many are left.
+  size_t DrainingStreams();
   // Refuses what cannot move (shared memory, peer access, arrays, VMM, ...), naming it.
   Status CheckMovable();
   // The checkpoint's header of the quiesced session.
@@ -750,6 +762,7 @@ class Session {
   HandleTable<ModuleRecord> modules_;
   HandleTable<FunctionRecord> functions_;
   HandleTable<StreamRecord> streams_;
+  std::vector<DrainingStream> draining_streams_;
   HandleTable<EventRecord> events_;
   HandleTable<PoolRecord> pools_;
   HandleTable<ArrayRecord> arrays_;

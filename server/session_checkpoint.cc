@@ -66,6 +66,7 @@ Status Session::Quiesce() {
 
 bool Session::StreamsIdle(uint64_t ctx) {
   if (drv_.cuStreamQuery(nullptr) == CUDA_ERROR_NOT_READY) return false;
+  if (drv_.cuEventQuery != nullptr && DrainingStreamsBusy(ctx)) return false;
   for (const auto& [id, stream] : streams_.records()) {
     if (stream.ctx == ctx && drv_.cuStreamQuery(stream.stream) == CUDA_ERROR_NOT_READY) {
       return false;

@@ -29,6 +29,7 @@ CUresult Session::HandleCtxSynchronize(CallState& cs, const CtxSynchronizeIn&,
   // The context's work has ended when its default stream's and every stream's of it has.
   if (drv_.cuStreamQuery != nullptr && HandOff(cs, [&] {
         CUresult q = drv_.cuStreamQuery(nullptr);
+        if (q == CUDA_SUCCESS && DrainingStreamsBusy(cs.ctx_id)) q = CUDA_ERROR_NOT_READY;
         for (const auto& [id, stream] : streams_.records()) {
           if (q != CUDA_SUCCESS) break;
           if (stream.ctx == cs.ctx_id) q = drv_.cuStreamQuery(stream.stream);

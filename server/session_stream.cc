@@ -13,7 +13,8 @@ namespace rgpu::server {
 
 CUresult Session::HandleStreamCreate(CallState& cs, const StreamCreateIn& in,
                                      calls::StreamCreate::Results* out) {
-  if (CUresult r = RoomFor(cs, streams_.size(), limits_.max_streams, "streams");
+  if (CUresult r = RoomFor(cs, streams_.size() + DrainingStreams(), limits_.max_streams,
+                           "streams (destroyed ones with work left included)");
       r != CUDA_SUCCESS) {
     return r;
   }
@@ -42,9 +43,42 @@ CUresult Session::HandleStreamDestroy(CallState&, const StreamDestroyIn& in,
                                       calls::StreamDestroy::Results*) {
   const CUstream stream = in.stream->stream;
   AwaitLaneWaits([stream](const LaneWait& w) { return w.handle == stream; });
+  // Work still queued runs on after the destroy (on backends that, like CUDA, return at once):
+  // an event behind it says when it is done.
+  if (drv_.cuStreamQuery != nullptr && drv_.cuEventQuery != nullptr &&
+      drv_.cuStreamQuery(stream) == CUDA_ERROR_NOT_READY) {
+    CUevent done = nullptr;
+    if (drv_.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+      if (drv_.cuEventRecord(done, stream) == CUDA_SUCCESS) {
+        draining_streams_.push_back({in.stream->ctx, done});
+      } else {
+        drv_.cuEventDestroy(done);
+      }
+    }
+  }
   CUresult r = drv_.cuStreamDestroy(stream);
   streams_.Erase(in.stream.id);
   return r;
+}
+
+size_t Session::DrainingStreams() {
+  for (auto it = draining_streams_.begin(); it != draining_streams_.end();) {
+    if (drv_.cuEventQuery(it->done) != CUDA_ERROR_NOT_READY) {
+      drv_.cuEventDestroy(it->done);
+      it = draining_streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return draining_streams_.size();
+}
+
+bool Session::DrainingStreamsBusy(uint64_t ctx) {
+  if (DrainingStreams() == 0) return false;
+  for (const DrainingStream& d : draining_streams_) {
+    if (d.ctx == ctx) return true;
+  }
+  return false;
 }
 
 CUresult Session::HandleStreamSynchronize(CallState& cs, const StreamSynchronizeIn& in,

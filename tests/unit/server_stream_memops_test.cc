@@ -178,5 +178,33 @@ TEST_F(ServerStreamWaitUnboundedTest, AGoneClientsWaitsDoNotHoldItsSession) {
   EXPECT_TRUE(ended) << "the session of a client that left is still there";
 }
 
+// A stream destroyed with work queued (here a wait nobody satisfies) lets that work run on, as
+// CUDA does, but still counts toward --max-streams until it is done: a tenant cannot pile up
+// the backend's stream workers by destroying busy streams. Once its work is done it counts no
+// more.
+class ServerDestroyedStreamsTest : public ServerStreamWaitBoundsTest {
+ protected:
+  ServerDestroyedStreamsTest() { options_.session_limits.max_streams = 3; }
+};
+
+TEST_F(ServerDestroyedStreamsTest, ABusyDestroyedStreamCountsTowardTheStreamLimit) {
+  auto ch = Connect();
+  const Setup o = Open(ch.get());  // stream 1 of 3
+  const uint64_t ctx = o.ctx, word = o.word;
+  const uint64_t busy = Stream(ch.get(), ctx);  // 2 of 3
+  ASSERT_NE(busy, 0u);
+  ASSERT_EQ(Result(ch.get(), WaitOn(4, ctx, busy, word)), CUDA_SUCCESS);
+  ASSERT_EQ(Result(ch.get(), Call(5, Op::kStreamDestroy, ctx, {busy})), CUDA_SUCCESS);
+  ASSERT_NE(Stream(ch.get(), ctx), 0u);  // 3 of 3, the destroyed one still busy
+  wire::Envelope refused =
+      Exchange(ch.get(), Call(6, Op::kStreamCreate, ctx, {CU_STREAM_NON_BLOCKING, 0, 0}));
+  EXPECT_EQ(refused.reply().result(), CUDA_ERROR_OUT_OF_MEMORY);
+  // The wait is satisfied (from the first stream): the destroyed stream's work ends, and its
+  // place is free again.
+  ASSERT_EQ(Result(ch.get(), Write(7, ctx, word, 4, 1)), CUDA_SUCCESS);
+  ASSERT_EQ(Result(ch.get(), Call(8, Op::kCtxSynchronize, ctx, {})), CUDA_SUCCESS);
+  EXPECT_NE(Stream(ch.get(), ctx), 0u);
+}
+
 }  // namespace
 }  // namespace rgpu

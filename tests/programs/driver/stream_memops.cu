@@ -3,14 +3,18 @@
 // writes the word; each comparison (GEQ, cyclic, EQ, AND, NOR) holds and releases as the driver
 // documents; a batch of waits and writes runs in its order; a captured write becomes a graph node
 // that writes when the graph is launched, as does a node added with cuGraphAddBatchMemOpNode
-// (its parameters read back and set, on the graph and on the executable graph); and a
-// misaligned word, a word outside device memory, managed memory, unknown flags and a batch of
-// 256 are refused, a refused batch queuing nothing.
+// (its parameters read back and set, on the graph and on the executable graph); a stream
+// destroyed while it waits keeps its work, which another thread's cuCtxSynchronize waits for
+// without holding up the calls that release it; and a misaligned word, a word outside device
+// memory, managed memory, unknown flags and a batch of 256 are refused, a refused batch queuing
+// nothing.
 // With `hold SECONDS` (tests/e2e/migrate_stream_wait.sh) it only queues a kernel behind a wait,
 // says "waiting", polls the stream for SECONDS, and then writes the word: the kernel must then run.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 
 #include "check.h"
 
@@ -253,6 +257,33 @@ int main(int argc, char** argv) {
   EXPECT_TRUE(Read32(captured, b) == 22);
   CHECK(cuGraphExecDestroy(exec));
   CHECK(cuGraphDestroy(graph));
+
+  // A stream destroyed while it waits keeps its wait and the work behind it (the destroy returns
+  // at once): another thread's cuCtxSynchronize waits for that work without holding up this
+  // thread's calls, and this thread's write releases it.
+  {
+    CUdeviceptr pair;
+    CHECK(cuMemAlloc(&pair, 8));
+    CHECK(cuMemsetD8(pair, 0, 8));
+    CUstream doomed;
+    CHECK(cuStreamCreate(&doomed, CU_STREAM_NON_BLOCKING));
+    CHECK(cuStreamWaitValue32(doomed, pair, 1, CU_STREAM_WAIT_VALUE_EQ));
+    CHECK(cuStreamWriteValue32(doomed, pair + 4, 7, 0));
+    CHECK(cuStreamDestroy(doomed));
+    std::atomic<int> synced{-1};
+    std::thread syncer([&] {
+      CHECK(cuCtxSetCurrent(ctx));
+      synced = cuCtxSynchronize();
+    });
+    usleep(100000);
+    EXPECT_TRUE(synced.load() == -1);
+    CHECK(cuStreamWriteValue32(b, pair, 1, 0));
+    CHECK(cuStreamSynchronize(b));
+    syncer.join();
+    EXPECT_TRUE(synced.load() == CUDA_SUCCESS);
+    EXPECT_TRUE(Read32(pair + 4, b) == 7);
+    CHECK(cuMemFree(pair));
+  }
 
   // Refused: a misaligned word, a word outside device memory, unknown flags, 256 operations.
   EXPECT_TRUE(cuStreamWriteValue32(a, flag + 2, 1, 0) == CUDA_ERROR_INVALID_VALUE);
