@@ -192,7 +192,13 @@ bool Defer(CUstream stream, CUgraphNodeType type, std::function<CUresult(CUstrea
   }
   CUctx_st* ctx = nullptr;
   StreamHold* hold = HoldOf(stream, &ctx);
-  if (hold == nullptr || !hold->blocked) return false;
+  if (hold == nullptr) return false;
+  // Held while a host function blocks the stream, and also while held work is still being sent
+  // (Release): work issued then goes behind it, not past it. The thread replaying held work sends
+  // what its replay issues directly: that work precedes what is still held.
+  if (!hold->blocked && (t_replaying > 0 || (hold->held.empty() && hold->replaying == 0))) {
+    return false;
+  }
   // Held work runs on the host worker's thread later: a per-thread stream handle is kept as the
   // caller's own per-thread stream, not the worker's.
   CUstream own = stream == CU_STREAM_PER_THREAD ? ExistingPerThreadStream(ctx) : nullptr;

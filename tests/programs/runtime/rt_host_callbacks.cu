@@ -4,7 +4,8 @@
 // after a host function by an event runs after it, and callbacks on the legacy stream run before
 // cudaDeviceSynchronize returns; and cudaLaunchHostFunc is asynchronous: it returns before its
 // function runs when earlier work in the stream (here a host function that waits for the main
-// thread) is still pending. Host functions run on a thread of the program's own C library:
+// thread) is still pending; work issued while held work is still being sent goes behind it.
+// Host functions run on a thread of the program's own C library:
 // formatting a double there works (it crashed when the thread was the runtime's).
 #include "rt_check.h"
 
@@ -17,6 +18,8 @@ __global__ void AddScalar(int* p, int n, int v) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) p[i] += v;
 }
+
+__global__ void SetWord(int* p, int v) { *p = v; }
 
 constexpr int kN = 4096;
 
@@ -178,6 +181,34 @@ int main() {
          "cudaLaunchHostFunc did not return before its function ran: the gate "
          "function waited 10 s for the main thread");
   EXPECT(gate.after_ran, "the host function behind the gate did not run after it");
+
+  // Work issued while the stream's held work is still being sent goes behind it: 2000 launches
+  // queue behind a gate, the 11th item a host function that tells this thread they are being
+  // sent; this thread then issues 100 more at once, and the last it issued is what the word holds
+  // (sent past the held ones, an earlier value would be).
+  {
+    int* word;
+    CHECK(cudaMalloc(&word, sizeof(int)));
+    Gate held;
+    std::atomic<bool> sending{false};
+    CHECK(cudaLaunchHostFunc(other, WaitForGate, &held));
+    for (int k = 0; k < 2000; ++k) {
+      SetWord<<<1, 1, 0, other>>>(word, k);
+      if (k == 9) {
+        CHECK(cudaLaunchHostFunc(
+            other, [](void* a) { static_cast<std::atomic<bool>*>(a)->store(true); }, &sending));
+      }
+    }
+    held.open = true;
+    while (!sending.load()) std::this_thread::yield();
+    for (int k = 2000; k < 2100; ++k) SetWord<<<1, 1, 0, other>>>(word, k);
+    CHECK(cudaStreamSynchronize(other));
+    int last = -1;
+    CHECK(cudaMemcpy(&last, word, sizeof last, cudaMemcpyDeviceToHost));
+    EXPECT(last == 2099, "the word holds %d: work issued while held work was sent overtook it",
+           last);
+    CHECK(cudaFree(word));
+  }
 
   CHECK(cudaEventDestroy(after1));
   CHECK(cudaStreamDestroy(s));
