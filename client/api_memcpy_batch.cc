@@ -119,7 +119,12 @@ CUresult MemcpyBatch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t
         wait_for_stream = true;
       } else if (IsPageLockedHost(c.src)) {
         const char* from = reinterpret_cast<const char*>(c.src);
-        snapshots.emplace_back(from, from + c.bytes);
+        try {
+          snapshots.emplace_back(from, from + c.bytes);
+        } catch (...) {
+          if (fail_index != nullptr) *fail_index = i;  // copies before it have been issued
+          return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         c.src = reinterpret_cast<CUdeviceptr>(snapshots.back().data());
       }
     }
