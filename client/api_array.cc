@@ -195,8 +195,7 @@ CUresult CopyArray3D(const CUDA_MEMCPY3D& given, CUstream stream, bool async) {
     if (CUresult r = WaitStreamDrained(stream); r != CUDA_SUCCESS) return r;
   }
   CUDA_MEMCPY3D held = c;
-  std::shared_ptr<std::vector<char>> kept;
-  if (async && StreamHeld(stream) && !StreamCapturing(stream)) kept = KeepPageableSource(&held);
+  std::shared_ptr<std::vector<char>> kept = KeepPageableSource(&held, stream, async);
   if (Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
             [held, kept](CUstream s) { return CopyArray3D(held, s, true); })) {
     return CUDA_SUCCESS;

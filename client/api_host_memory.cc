@@ -336,10 +336,7 @@ CUresult Copy2D(const CUDA_MEMCPY2D* given, CUstream stream, bool async) {
     if (r != CUDA_SUCCESS) return r;
   }
   CUDA_MEMCPY2D copy = *c;
-  std::shared_ptr<std::vector<char>> kept;
-  if (async && rgpu::client::StreamHeld(stream) && !rgpu::client::StreamCapturing(stream)) {
-    kept = rgpu::client::KeepPageableSource(&copy);
-  }
+  std::shared_ptr<std::vector<char>> kept = rgpu::client::KeepPageableSource(&copy, stream, async);
   if (rgpu::client::Defer(stream, CU_GRAPH_NODE_TYPE_MEMCPY,
                           [copy, kept](CUstream s) { return Copy2D(&copy, s, true); })) {
     return CUDA_SUCCESS;

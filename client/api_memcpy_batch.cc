@@ -73,10 +73,7 @@ CUresult CheckBatchStream(CUstream stream, bool during_call, CUctx_st** ctx) {
   if (CUresult r = rgpu::client::ResolveStream(stream, ctx, &remote_stream); r != CUDA_SUCCESS) {
     return r;
   }
-  if (!during_call) return CUDA_SUCCESS;
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (CUresult r = rgpu_impl_cuStreamIsCapturing(stream, &status); r != CUDA_SUCCESS) return r;
-  if (status != CU_STREAM_CAPTURE_STATUS_NONE) {
+  if (during_call && rgpu::client::StreamCapturing(stream)) {
     RGPU_LOG_WARN(
         "cuMemcpyBatchAsync: a source read during the call (CU_MEMCPY_SRC_ACCESS_ORDER_"
         "DURING_API_CALL) cannot be captured");

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "client/graph_memory.h"
-#include "client/held_copy_source.h"
 #include "client/impl.h"
 #include "client/managed_memory.h"
 #include "client/memory_map.h"

@@ -17,21 +17,15 @@
 
 namespace rgpu::client {
 
-// True while `stream` is being captured into a graph: a copy then becomes a node that reads its
-// source when the graph runs, and keeps no copy of it.
-inline bool StreamCapturing(CUstream stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return rgpu_impl_cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
-         status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-// When `c`'s source is pageable host memory (host memory that is not page-locked: the program
-// leaves page-locked memory alone until it synchronizes), copies the source's box now into a
-// buffer, points `c` at it (tightly packed) and returns the buffer, which the held copy must
-// own; null otherwise. A managed source has already become the device's side.
+// For an asynchronous copy `c` on `stream` that a host function holds (not captured: a captured
+// copy reads its source when the graph runs) whose source is pageable host memory (not
+// page-locked: the program leaves page-locked memory alone until it synchronizes): copies the
+// source's box now into a buffer, points `c` at it (tightly packed) and returns the buffer, which
+// the held copy must own; null otherwise. A managed source has already become the device's side.
 template <typename Copy>
-std::shared_ptr<std::vector<char>> KeepPageableSource(Copy* c) {
+std::shared_ptr<std::vector<char>> KeepPageableSource(Copy* c, CUstream stream, bool async) {
   constexpr bool k3D = std::is_same_v<Copy, CUDA_MEMCPY3D>;
+  if (!async || !StreamHeld(stream) || StreamCapturing(stream)) return nullptr;
   const char* host = nullptr;
   if (c->srcMemoryType == CU_MEMORYTYPE_HOST) {
     host = static_cast<const char*>(c->srcHost);

@@ -177,6 +177,12 @@ CUresult HoldUntilEvent(CUstream stream, CUevent event, bool same_server, unsign
 void NoteRecordSent(const std::shared_ptr<std::atomic<int>>& held);
 // True while `stream` has a host function that has not run yet.
 bool StreamHeld(CUstream stream);
+// True while `stream` is being captured into a graph (its work becomes nodes).
+inline bool StreamCapturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return rgpu_impl_cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
 
 // Checks and posts the stream memory operations of a cuStreamBatchMemOp (decoded by
 // common/stream_mem_ops.h) on `stream`, in their order (client/api_stream_memops.cc): what a
