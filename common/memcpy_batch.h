@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -146,18 +147,12 @@ inline CUresult DecodeMemcpy3DBatch(size_t num_ops, const CUDA_MEMCPY3D_BATCH_OP
     }
     const CUextent3D& e = op.extent;
     if (e.width == 0 || e.height == 0 || e.depth == 0) return CUDA_ERROR_INVALID_VALUE;
-    for (const CUmemcpy3DOperand* side : {&op.src, &op.dst}) {
-      if (side->type != CU_MEMCPY_OPERAND_TYPE_POINTER &&
-          side->type != CU_MEMCPY_OPERAND_TYPE_ARRAY) {
-        return CUDA_ERROR_INVALID_VALUE;
-      }
-    }
     // The element: a byte between pointers, else the array's (both arrays' when two, which
     // must agree); an array's box lies inside it.
-    size_t element = 1;
-    size_t src_element = 0, dst_element = 0;
+    size_t src_element = 0, dst_element = 0;  // 0 for a pointer
     for (const CUmemcpy3DOperand* side : {&op.src, &op.dst}) {
-      if (side->type != CU_MEMCPY_OPERAND_TYPE_ARRAY) continue;
+      if (side->type == CU_MEMCPY_OPERAND_TYPE_POINTER) continue;
+      if (side->type != CU_MEMCPY_OPERAND_TYPE_ARRAY) return CUDA_ERROR_INVALID_VALUE;
       CUDA_ARRAY3D_DESCRIPTOR descriptor = {};
       if (descriptor_of(side->op.array.array, &descriptor) != CUDA_SUCCESS ||
           !ArrayBoxInside(descriptor, side->op.array.offset, e)) {
@@ -170,8 +165,7 @@ inline CUresult DecodeMemcpy3DBatch(size_t num_ops, const CUDA_MEMCPY3D_BATCH_OP
     if (src_element != 0 && dst_element != 0 && src_element != dst_element) {
       return CUDA_ERROR_INVALID_VALUE;
     }
-    if (src_element != 0) element = src_element;
-    if (dst_element != 0) element = dst_element;
+    const size_t element = std::max({src_element, dst_element, size_t{1}});
     size_t width_bytes;
     if (__builtin_mul_overflow(e.width, element, &width_bytes)) return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY3D& c = (*copies)[i].copy;
